@@ -1,0 +1,47 @@
+// Strict, shape-checked access to a model's weights in a safetensors file.
+//
+// Model loaders ask for every tensor they need by its upstream key and expected shape; the
+// first mismatch becomes an error naming the file, the key, the expected and the found shape.
+// Keys the model does not use (e.g. a VQ checkpoint's encoder) are allowed and listed by
+// UnusedKeys() so callers can report them.
+#ifndef MULO_ENGINE_MODEL_CHECKPOINT_H_
+#define MULO_ENGINE_MODEL_CHECKPOINT_H_
+
+#include <torch/torch.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/model/safetensors.h"
+
+namespace mulo::engine {
+
+struct LoadOptions {
+  torch::ScalarType dtype = torch::kFloat32;  // compute dtype for floating weights
+  torch::Device device = torch::kCPU;
+};
+
+class Checkpoint {
+ public:
+  static StatusOr<Checkpoint> Open(const std::string& path, const LoadOptions& options);
+
+  // The tensor `key`, which must have exactly `shape`.
+  StatusOr<torch::Tensor> Get(const std::string& key, const std::vector<int64_t>& shape);
+
+  std::vector<std::string> UnusedKeys() const;
+  const std::string& path() const { return file_.path(); }
+
+ private:
+  Checkpoint(SafetensorsFile file, LoadOptions options)
+      : file_(std::move(file)), options_(options) {}
+
+  SafetensorsFile file_;
+  LoadOptions options_;
+  std::set<std::string> used_;
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_MODEL_CHECKPOINT_H_

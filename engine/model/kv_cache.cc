@@ -1,0 +1,99 @@
+#include "engine/model/kv_cache.h"
+
+#include <algorithm>
+#include <string>
+
+#include "engine/core/torch_guard.h"
+
+namespace mulo::engine {
+
+KvCache::KvCache(int64_t n_layer, int64_t batch, int64_t n_kv_head, int64_t head_dim,
+                 int64_t capacity, const torch::TensorOptions& options)
+    : batch_(batch), capacity_(std::max<int64_t>(capacity, 1)) {
+  torch::NoGradGuard no_grad;
+  for (int64_t i = 0; i < n_layer; ++i) {
+    keys_.push_back(torch::zeros({batch, n_kv_head, capacity_, head_dim}, options));
+    values_.push_back(torch::zeros({batch, n_kv_head, capacity_, head_dim}, options));
+  }
+}
+
+int64_t KvCache::MemoryBytes() const {
+  int64_t bytes = 0;
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    bytes += keys_[i].numel() * keys_[i].element_size();
+    bytes += values_[i].numel() * values_[i].element_size();
+  }
+  return bytes;
+}
+
+void KvCache::Grow(int64_t min_capacity) {
+  // Doubling keeps appends amortised O(1); speculative trees overshoot the image length a bit.
+  const int64_t capacity = std::max(min_capacity, 2 * capacity_);
+  for (size_t i = 0; i < keys_.size(); ++i) {
+    for (auto* t : {&keys_[i], &values_[i]}) {
+      auto sizes = t->sizes().vec();
+      sizes[2] = capacity;
+      torch::Tensor bigger = torch::zeros(sizes, t->options());
+      bigger.narrow(2, 0, length_).copy_(t->narrow(2, 0, length_));
+      *t = bigger;
+    }
+  }
+  capacity_ = capacity;
+}
+
+std::pair<torch::Tensor, torch::Tensor> KvCache::Store(int64_t layer, const torch::Tensor& k,
+                                                       const torch::Tensor& v) {
+  const int64_t n = k.size(2);
+  if (length_ + n > capacity_) Grow(length_ + n);
+  keys_[layer].narrow(2, length_, n).copy_(k);
+  values_[layer].narrow(2, length_, n).copy_(v);
+  return {keys_[layer].narrow(2, 0, length_ + n), values_[layer].narrow(2, 0, length_ + n)};
+}
+
+Status KvCache::Truncate(int64_t n) {
+  if (n < 0 || n > length_) {
+    return OutOfRangeError("KvCache::Truncate: length " + std::to_string(n) +
+                           " is outside [0, " + std::to_string(length_) + "]");
+  }
+  length_ = n;
+  return OkStatus();
+}
+
+Status KvCache::Compact(const std::vector<int64_t>& keep) {
+  for (size_t i = 0; i < keep.size(); ++i) {
+    if (keep[i] < 0 || keep[i] >= length_ || (i > 0 && keep[i] <= keep[i - 1])) {
+      return InvalidArgumentError(
+          "KvCache::Compact: rows must be strictly increasing and below the length " +
+          std::to_string(length_));
+    }
+  }
+  // Rows already in place (keep[i] == i) stay; only the tail after them moves.
+  size_t first_moved = 0;
+  while (first_moved < keep.size() && keep[first_moved] == static_cast<int64_t>(first_moved)) {
+    ++first_moved;
+  }
+  return GuardTorch("KvCache::Compact", [&]() -> Status {
+    torch::NoGradGuard no_grad;
+    if (first_moved < keep.size()) {
+      std::vector<int64_t> moved(keep.begin() + first_moved, keep.end());
+      auto index = torch::tensor(moved, torch::dtype(torch::kInt64)).to(keys_[0].device());
+      const int64_t count = static_cast<int64_t>(moved.size());
+      for (size_t i = 0; i < keys_.size(); ++i) {
+        for (auto* t : {&keys_[i], &values_[i]}) {
+          // index_select copies first, so overlapping source and destination rows are safe.
+          torch::Tensor rows = t->index_select(2, index);
+          t->narrow(2, static_cast<int64_t>(first_moved), count).copy_(rows);
+        }
+      }
+    }
+    length_ = static_cast<int64_t>(keep.size());
+    return OkStatus();
+  });
+}
+
+torch::Tensor KvCache::Keys(int64_t layer) const { return keys_[layer].narrow(2, 0, length_); }
+torch::Tensor KvCache::Values(int64_t layer) const {
+  return values_[layer].narrow(2, 0, length_);
+}
+
+}  // namespace mulo::engine

@@ -1,0 +1,60 @@
+// Per-request key/value cache of a transformer, gpt-fast style: for every layer one key and
+// one value tensor [batch, n_kv_head, capacity, head_dim], of which rows [0, length) are live.
+//
+// Keys are stored after the position encoding is applied, so rows can be moved (Compact)
+// without recomputing anything: a row remembers the position it was computed at. Speculative
+// methods use Truncate to roll back rejected drafts and Compact to keep an accepted tree path.
+#ifndef MULO_ENGINE_MODEL_KV_CACHE_H_
+#define MULO_ENGINE_MODEL_KV_CACHE_H_
+
+#include <torch/torch.h>
+
+#include <utility>
+#include <vector>
+
+#include "engine/core/status.h"
+
+namespace mulo::engine {
+
+class KvCache {
+ public:
+  KvCache(int64_t n_layer, int64_t batch, int64_t n_kv_head, int64_t head_dim,
+          int64_t capacity, const torch::TensorOptions& options);
+
+  int64_t length() const { return length_; }
+  int64_t capacity() const { return capacity_; }
+  int64_t batch() const { return batch_; }
+  int64_t num_layers() const { return static_cast<int64_t>(keys_.size()); }
+  int64_t MemoryBytes() const;
+
+  // Writes k/v [batch, n_kv_head, n, head_dim] of `layer` at rows [length, length + n) and
+  // returns that layer's keys and values over [0, length + n). The length itself moves only
+  // with Advance(n), after every layer has stored its rows. Grows the capacity if needed.
+  std::pair<torch::Tensor, torch::Tensor> Store(int64_t layer, const torch::Tensor& k,
+                                                const torch::Tensor& v);
+  void Advance(int64_t n) { length_ += n; }
+
+  // Drops every row at or after `n` (rollback of rejected tokens).
+  Status Truncate(int64_t n);
+
+  // Keeps exactly the rows `keep` (strictly increasing, each < length), in that order; the
+  // cache length becomes keep.size(). Typical use: keep the prefix plus an accepted tree path.
+  Status Compact(const std::vector<int64_t>& keep);
+
+  // The keys of `layer` over [0, length) (for tests and inspection).
+  torch::Tensor Keys(int64_t layer) const;
+  torch::Tensor Values(int64_t layer) const;
+
+ private:
+  void Grow(int64_t min_capacity);
+
+  int64_t batch_;
+  int64_t capacity_;
+  int64_t length_ = 0;
+  std::vector<torch::Tensor> keys_;
+  std::vector<torch::Tensor> values_;
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_MODEL_KV_CACHE_H_

@@ -1,0 +1,300 @@
+#include "engine/model/transformer.h"
+
+#include <cmath>
+
+#include "engine/core/torch_guard.h"
+
+namespace mulo::engine {
+namespace {
+
+using torch::indexing::Slice;
+
+std::string TensorShape(const torch::Tensor& t) {
+  return t.defined() ? ShapeToString(t.sizes().vec()) : "undefined";
+}
+
+// Rotates interleaved pairs of x [B, n, H, hd] by table rows `freqs` [n, hd/2, 2].
+torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& freqs) {
+  auto xs = x.to(torch::kFloat32).reshape({x.size(0), x.size(1), x.size(2), -1, 2});
+  auto f = freqs.view({1, xs.size(1), 1, xs.size(3), 2});
+  auto x0 = xs.select(-1, 0), x1 = xs.select(-1, 1);
+  auto cos = f.select(-1, 0), sin = f.select(-1, 1);
+  auto out = torch::stack({x0 * cos - x1 * sin, x1 * cos + x0 * sin}, -1);
+  return out.flatten(3).to(x.scalar_type());
+}
+
+}  // namespace
+
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  auto xf = x.to(torch::kFloat32);
+  auto normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return normed.to(x.scalar_type()) * weight;
+}
+
+torch::Tensor Rope2dTable(int64_t grid, int64_t head_dim, double base, int64_t cls_token_num) {
+  const int64_t half = head_dim / 2;
+  auto exponents = torch::arange(0, half, 2, torch::kFloat32).slice(0, 0, half / 2) /
+                   static_cast<double>(half);
+  auto freqs = 1.0 / torch::pow(torch::full({}, base, torch::kFloat32), exponents);
+  auto t = torch::arange(grid, torch::kFloat32);
+  auto f = torch::outer(t, freqs);  // [grid, hd/4]
+  auto rows = f.unsqueeze(1).expand({grid, grid, f.size(1)});
+  auto cols = f.unsqueeze(0).expand({grid, grid, f.size(1)});
+  auto grid_f = torch::cat({rows, cols}, -1);  // [grid, grid, hd/2]
+  auto cache = torch::stack({torch::cos(grid_f), torch::sin(grid_f)}, -1).flatten(0, 1);
+  return torch::cat({torch::zeros({cls_token_num, half, 2}), cache});
+}
+
+StatusOr<std::shared_ptr<const Transformer>> Transformer::Load(const TransformerConfig& config,
+                                                               const std::string& weights_path,
+                                                               const LoadOptions& options) {
+  MULO_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(weights_path, options));
+  std::shared_ptr<Transformer> model(new Transformer(config));
+  MULO_RETURN_IF_ERROR(GuardTorch(weights_path, [&] { return model->LoadWeights(checkpoint); }));
+  return std::shared_ptr<const Transformer>(std::move(model));
+}
+
+StatusOr<std::shared_ptr<const Transformer>> Transformer::LoadDirectory(
+    const std::string& dir, const LoadOptions& options) {
+  MULO_ASSIGN_OR_RETURN(TransformerConfig config, LoadTransformerConfig(dir + "/config.json"));
+  return Load(config, dir + "/model.safetensors", options);
+}
+
+Status Transformer::LoadWeights(Checkpoint& ckpt) {
+  const auto& c = config_;
+  const int64_t d = c.dim, hd = c.head_dim();
+  const int64_t qkv = (c.n_head + 2 * c.n_kv_head) * hd;
+  MULO_ASSIGN_OR_RETURN(tok_embeddings_, ckpt.Get("tok_embeddings.weight", {c.vocab_size, d}));
+  if (c.position_mode == PositionMode::kAbsPe) {
+    MULO_ASSIGN_OR_RETURN(abs_pe_, ckpt.Get("abs_pe", {1, c.max_positions(), d}));
+    abs_pe_ = abs_pe_.squeeze(0);
+  } else {
+    rope_ = Rope2dTable(c.grid_size, hd, c.rope_base, c.cls_token_num)
+                .to(tok_embeddings_.device());
+  }
+  switch (c.condition_mode) {
+    case ConditionMode::kClipCond: {
+      MULO_ASSIGN_OR_RETURN(clip_proj_w_, ckpt.Get("clip_proj.weight", {d, c.cond_dim}));
+      MULO_ASSIGN_OR_RETURN(clip_proj_b_, ckpt.Get("clip_proj.bias", {d}));
+      break;
+    }
+    case ConditionMode::kClassLabel: {
+      MULO_ASSIGN_OR_RETURN(class_table_, ckpt.Get("cls_embedding.embedding_table.weight",
+                                                   {c.num_classes + 1, d}));
+      break;
+    }
+    case ConditionMode::kCaption: {
+      MULO_ASSIGN_OR_RETURN(cap_fc1_w_, ckpt.Get("cls_embedding.cap_proj.fc1.weight",
+                                                 {d, c.cond_dim}));
+      MULO_ASSIGN_OR_RETURN(cap_fc1_b_, ckpt.Get("cls_embedding.cap_proj.fc1.bias", {d}));
+      MULO_ASSIGN_OR_RETURN(cap_fc2_w_, ckpt.Get("cls_embedding.cap_proj.fc2.weight", {d, d}));
+      MULO_ASSIGN_OR_RETURN(cap_fc2_b_, ckpt.Get("cls_embedding.cap_proj.fc2.bias", {d}));
+      MULO_ASSIGN_OR_RETURN(uncond_embedding_, ckpt.Get("cls_embedding.uncond_embedding",
+                                                        {c.cls_token_num, c.cond_dim}));
+      break;
+    }
+  }
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    Layer l;
+    MULO_ASSIGN_OR_RETURN(l.wqkv, ckpt.Get(p + "attention.wqkv.weight", {qkv, d}));
+    MULO_ASSIGN_OR_RETURN(l.wo, ckpt.Get(p + "attention.wo.weight", {d, d}));
+    MULO_ASSIGN_OR_RETURN(l.w1, ckpt.Get(p + "feed_forward.w1.weight", {c.ffn_hidden_dim, d}));
+    MULO_ASSIGN_OR_RETURN(l.w3, ckpt.Get(p + "feed_forward.w3.weight", {c.ffn_hidden_dim, d}));
+    MULO_ASSIGN_OR_RETURN(l.w2, ckpt.Get(p + "feed_forward.w2.weight", {d, c.ffn_hidden_dim}));
+    MULO_ASSIGN_OR_RETURN(l.attention_norm, ckpt.Get(p + "attention_norm.weight", {d}));
+    MULO_ASSIGN_OR_RETURN(l.ffn_norm, ckpt.Get(p + "ffn_norm.weight", {d}));
+    layers_.push_back(std::move(l));
+  }
+  MULO_ASSIGN_OR_RETURN(norm_, ckpt.Get("norm.weight", {d}));
+  MULO_ASSIGN_OR_RETURN(output_, ckpt.Get("output.weight", {c.vocab_size, d}));
+  return OkStatus();
+}
+
+KvCache Transformer::NewCache(int64_t batch, int64_t capacity) const {
+  return KvCache(config_.n_layer, batch, config_.n_kv_head, config_.head_dim(), capacity,
+                 options());
+}
+
+StatusOr<torch::Tensor> Transformer::EmbedCondition(const Condition& condition,
+                                                    bool with_null) const {
+  const auto& c = config_;
+  if (c.condition_mode == ConditionMode::kClassLabel) {
+    if (condition.class_label < 0 || condition.class_label >= c.num_classes) {
+      return InvalidArgumentError("condition.class_label: " +
+                                  std::to_string(condition.class_label) + " is outside [0, " +
+                                  std::to_string(c.num_classes) + ")");
+    }
+  } else {
+    const auto& f = condition.features;
+    if (!f.defined() || f.dim() != 2 || f.size(0) != c.cls_token_num ||
+        f.size(1) != c.cond_dim || !f.is_floating_point()) {
+      return InvalidArgumentError("condition.features: expected float [" +
+                                  std::to_string(c.cls_token_num) + ", " +
+                                  std::to_string(c.cond_dim) + "], found " + TensorShape(f));
+    }
+  }
+  return GuardTorch("EmbedCondition", [&]() -> StatusOr<torch::Tensor> {
+    torch::NoGradGuard no_grad;
+    if (c.condition_mode == ConditionMode::kClassLabel) {
+      std::vector<int64_t> labels = {condition.class_label};
+      if (with_null) labels.push_back(c.num_classes);  // the null class row
+      auto ids = torch::tensor(labels, torch::kInt64).to(class_table_.device());
+      return class_table_.index_select(0, ids).unsqueeze(1);
+    }
+    auto features = condition.features.to(options()).unsqueeze(0);
+    if (c.condition_mode == ConditionMode::kClipCond) {
+      if (with_null) features = torch::cat({features, torch::zeros_like(features)});
+      return torch::linear(features, clip_proj_w_, clip_proj_b_);
+    }
+    if (with_null) features = torch::cat({features, uncond_embedding_.unsqueeze(0)});
+    auto h = torch::gelu(torch::linear(features, cap_fc1_w_, cap_fc1_b_), "tanh");
+    return torch::linear(h, cap_fc2_w_, cap_fc2_b_);
+  });
+}
+
+StatusOr<torch::Tensor> Transformer::EmbedTokens(const torch::Tensor& tokens) const {
+  if (!tokens.defined() || tokens.dim() != 2 || tokens.scalar_type() != torch::kInt64) {
+    return InvalidArgumentError("tokens: expected int64 [batch, n], found " +
+                                TensorShape(tokens));
+  }
+  return GuardTorch("EmbedTokens", [&]() -> StatusOr<torch::Tensor> {
+    torch::NoGradGuard no_grad;
+    if (tokens.numel() > 0 &&
+        (tokens.min().item<int64_t>() < 0 ||
+         tokens.max().item<int64_t>() >= config_.vocab_size)) {
+      return InvalidArgumentError("tokens: ids must be in [0, " +
+                                  std::to_string(config_.vocab_size) + ")");
+    }
+    auto ids = tokens.to(tok_embeddings_.device());
+    return tok_embeddings_.index_select(0, ids.flatten())
+        .view({tokens.size(0), tokens.size(1), config_.dim});
+  });
+}
+
+torch::Tensor Transformer::Attention(const Layer& layer, int64_t index, KvCache& cache,
+                                     const torch::Tensor& x, const torch::Tensor& rope,
+                                     const torch::Tensor& mask) const {
+  const auto& c = config_;
+  const int64_t b = x.size(0), n = x.size(1), hd = c.head_dim();
+  auto qkv = torch::linear(x, layer.wqkv);
+  auto parts = qkv.split_with_sizes({c.n_head * hd, c.n_kv_head * hd, c.n_kv_head * hd}, -1);
+  auto q = parts[0].view({b, n, c.n_head, hd});
+  auto k = parts[1].view({b, n, c.n_kv_head, hd});
+  auto v = parts[2].view({b, n, c.n_kv_head, hd});
+  if (rope.defined()) {
+    q = ApplyRotary(q, rope);
+    k = ApplyRotary(k, rope);
+  }
+  q = q.transpose(1, 2);
+  auto [keys, values] = cache.Store(index, k.transpose(1, 2), v.transpose(1, 2));
+  if (c.n_kv_head != c.n_head) {
+    const int64_t rep = c.n_head / c.n_kv_head;
+    keys = keys.repeat_interleave(rep, 1);
+    values = values.repeat_interleave(rep, 1);
+  }
+  auto scores = torch::matmul(q, keys.transpose(-1, -2)) / std::sqrt(static_cast<double>(hd));
+  if (mask.defined()) scores = scores.masked_fill(mask.logical_not(), -INFINITY);
+  auto probs = torch::softmax(scores.to(torch::kFloat32), -1).to(q.scalar_type());
+  auto out = torch::matmul(probs, values).transpose(1, 2).reshape({b, n, c.dim});
+  return torch::linear(out, layer.wo);
+}
+
+StatusOr<ForwardOutput> Transformer::Forward(KvCache& cache, const torch::Tensor& embeddings,
+                                             const torch::Tensor& positions,
+                                             const torch::Tensor& mask,
+                                             LogitsMode logits_mode) const {
+  const auto& c = config_;
+  if (!embeddings.defined() || embeddings.dim() != 3 || embeddings.size(2) != c.dim ||
+      embeddings.size(0) != cache.batch() || embeddings.size(1) < 1) {
+    return InvalidArgumentError("embeddings: expected [" + std::to_string(cache.batch()) +
+                                ", n >= 1, " + std::to_string(c.dim) + "], found " +
+                                TensorShape(embeddings));
+  }
+  const int64_t n = embeddings.size(1);
+  if (!positions.defined() || positions.dim() != 1 || positions.size(0) != n ||
+      positions.scalar_type() != torch::kInt64) {
+    return InvalidArgumentError("positions: expected int64 [" + std::to_string(n) +
+                                "], found " + TensorShape(positions));
+  }
+  if (mask.defined() && (mask.dim() != 2 || mask.size(0) != n ||
+                         mask.size(1) != cache.length() + n ||
+                         mask.scalar_type() != torch::kBool)) {
+    return InvalidArgumentError("mask: expected bool [" + std::to_string(n) + ", " +
+                                std::to_string(cache.length() + n) + "], found " +
+                                TensorShape(mask));
+  }
+  return GuardTorch("Transformer::Forward", [&]() -> StatusOr<ForwardOutput> {
+    const int64_t table = c.position_mode == PositionMode::kAbsPe
+                              ? c.max_positions()
+                              : c.cls_token_num + c.num_image_tokens();
+    const auto cpu_positions = positions.to(torch::kCPU);
+    if (cpu_positions.min().item<int64_t>() < 0 ||
+        cpu_positions.max().item<int64_t>() >= table) {
+      return OutOfRangeError("positions: must be in [0, " + std::to_string(table) + ")");
+    }
+    return ForwardImpl(cache, embeddings, positions, mask, logits_mode);
+  });
+}
+
+StatusOr<ForwardOutput> Transformer::ForwardImpl(KvCache& cache, const torch::Tensor& embeddings,
+                                                 const torch::Tensor& positions,
+                                                 const torch::Tensor& mask,
+                                                 LogitsMode logits_mode) const {
+  torch::NoGradGuard no_grad;
+  const auto& c = config_;
+  const int64_t n = embeddings.size(1);
+  const auto device = tok_embeddings_.device();
+  const auto pos = positions.to(device);
+  auto x = embeddings.to(options());
+  torch::Tensor rope;
+  if (c.position_mode == PositionMode::kAbsPe) {
+    x = x + abs_pe_.index_select(0, pos).unsqueeze(0);
+  } else {
+    rope = rope_.index_select(0, pos);
+  }
+  torch::Tensor attn_mask = mask.defined() ? mask.to(device) : torch::Tensor();
+  if (!attn_mask.defined() && n > 1) {
+    // Causal: every cached row, plus new rows up to and including the query's own.
+    attn_mask = torch::ones({n, cache.length() + n}, torch::dtype(torch::kBool).device(device));
+    attn_mask.narrow(1, cache.length(), n).copy_(
+        torch::ones({n, n}, torch::dtype(torch::kBool).device(device)).tril());
+  }
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    const Layer& layer = layers_[i];
+    x = x + Attention(layer, i, cache, RmsNorm(x, layer.attention_norm, c.norm_eps), rope,
+                      attn_mask);
+    auto h = RmsNorm(x, layer.ffn_norm, c.norm_eps);
+    x = x + torch::linear(torch::silu(torch::linear(h, layer.w1)) * torch::linear(h, layer.w3),
+                          layer.w2);
+  }
+  cache.Advance(n);
+  ForwardOutput out;
+  out.hidden = RmsNorm(x, norm_, c.norm_eps);
+  if (logits_mode == LogitsMode::kAll) {
+    out.logits = torch::linear(out.hidden, output_).to(torch::kFloat32);
+  } else if (logits_mode == LogitsMode::kLast) {
+    out.logits = torch::linear(out.hidden.narrow(1, n - 1, 1), output_).to(torch::kFloat32);
+  }
+  return out;
+}
+
+StatusOr<ForwardOutput> Transformer::ForwardTokens(KvCache& cache, const torch::Tensor& tokens,
+                                                   const torch::Tensor& positions,
+                                                   LogitsMode logits_mode) const {
+  MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings, EmbedTokens(tokens));
+  return Forward(cache, embeddings, positions, torch::Tensor(), logits_mode);
+}
+
+StatusOr<ForwardOutput> Transformer::Prefill(KvCache& cache,
+                                             const torch::Tensor& condition_embeddings,
+                                             LogitsMode logits_mode) const {
+  if (cache.length() != 0) {
+    return FailedPreconditionError("Prefill: the cache must be empty, has " +
+                                   std::to_string(cache.length()) + " rows");
+  }
+  auto positions = torch::arange(config_.cls_token_num, torch::kInt64);
+  return Forward(cache, condition_embeddings, positions, torch::Tensor(), logits_mode);
+}
+
+}  // namespace mulo::engine

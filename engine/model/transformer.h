@@ -1,0 +1,123 @@
+// LlamaGen GPT / Tar AR-DTok decoder-only transformer for image tokens.
+//
+// The weights use the upstream state_dict keys (tok_embeddings, layers.N.attention.wqkv, ...),
+// so converted upstream checkpoints load unchanged. The model is immutable after loading and
+// shared read-only by every request; all per-request state lives in a KvCache.
+//
+// Sequence layout: positions [0, cls_token_num) hold the condition embeddings; the image token
+// with raster index i is fed at position cls_token_num + i, and the logits at position p
+// predict raster index p - cls_token_num + 1 (so the last condition position predicts token 0).
+#ifndef MULO_ENGINE_MODEL_TRANSFORMER_H_
+#define MULO_ENGINE_MODEL_TRANSFORMER_H_
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/condition.h"
+#include "engine/model/kv_cache.h"
+#include "engine/model/transformer_config.h"
+
+namespace mulo::engine {
+
+enum class LogitsMode {
+  kAll,   // logits for every new position
+  kLast,  // logits for the last new position only (prefill)
+  kNone,  // hidden states only
+};
+
+struct ForwardOutput {
+  torch::Tensor logits;  // [batch, n or 1, vocab] float32 (undefined for kNone)
+  torch::Tensor hidden;  // [batch, n, dim]: final-norm output, the input of `output`
+};
+
+class Transformer {
+ public:
+  // Reads `config` weights from a safetensors file, validating every key and shape.
+  static StatusOr<std::shared_ptr<const Transformer>> Load(const TransformerConfig& config,
+                                                           const std::string& weights_path,
+                                                           const LoadOptions& options);
+  // <dir>/config.json + <dir>/model.safetensors.
+  static StatusOr<std::shared_ptr<const Transformer>> LoadDirectory(const std::string& dir,
+                                                                    const LoadOptions& options);
+
+  const TransformerConfig& config() const { return config_; }
+  torch::TensorOptions options() const { return tok_embeddings_.options(); }
+
+  // An empty cache for `batch` streams (2 for classifier-free guidance).
+  KvCache NewCache(int64_t batch, int64_t capacity) const;
+
+  // Condition embeddings [batch, cls_token_num, dim]. With `with_null`, row 1 is the null
+  // condition (CFG's unconditional stream) and batch = 2; otherwise batch = 1.
+  StatusOr<torch::Tensor> EmbedCondition(const Condition& condition, bool with_null) const;
+
+  // Token embeddings [batch, n, dim] of ids [batch, n].
+  StatusOr<torch::Tensor> EmbedTokens(const torch::Tensor& tokens) const;
+
+  // Appends n new positions to `cache` and returns their outputs.
+  //   embeddings:   [batch, n, dim] (from EmbedCondition / EmbedTokens)
+  //   positions:    [n] int64, the sequence position of each new row (abs_pe row / RoPE row)
+  //   mask:         optional [n, cache.length() + n] bool, true where a new row may attend;
+  //                 undefined means causal (all cached rows plus earlier new rows)
+  StatusOr<ForwardOutput> Forward(KvCache& cache, const torch::Tensor& embeddings,
+                                  const torch::Tensor& positions, const torch::Tensor& mask,
+                                  LogitsMode logits_mode) const;
+
+  // Convenience: EmbedTokens + Forward with causal attention.
+  StatusOr<ForwardOutput> ForwardTokens(KvCache& cache, const torch::Tensor& tokens,
+                                        const torch::Tensor& positions,
+                                        LogitsMode logits_mode) const;
+
+  // Condition positions [0, cls_token_num) into an empty cache.
+  StatusOr<ForwardOutput> Prefill(KvCache& cache, const torch::Tensor& condition_embeddings,
+                                  LogitsMode logits_mode) const;
+
+  // Sequence position at which the image token with raster index i is fed.
+  int64_t TokenPosition(int64_t raster_index) const {
+    return config_.cls_token_num + raster_index;
+  }
+
+  // The output head [vocab, dim] (EAGLE-style drafters reuse it).
+  const torch::Tensor& output_weight() const { return output_; }
+  const torch::Tensor& token_embedding_weight() const { return tok_embeddings_; }
+
+ private:
+  struct Layer {
+    torch::Tensor wqkv, wo, w1, w2, w3, attention_norm, ffn_norm;
+  };
+
+  explicit Transformer(TransformerConfig config) : config_(std::move(config)) {}
+  Status LoadWeights(Checkpoint& checkpoint);
+  torch::Tensor Attention(const Layer& layer, int64_t index, KvCache& cache,
+                          const torch::Tensor& x, const torch::Tensor& rope,
+                          const torch::Tensor& mask) const;
+  StatusOr<ForwardOutput> ForwardImpl(KvCache& cache, const torch::Tensor& embeddings,
+                                      const torch::Tensor& positions, const torch::Tensor& mask,
+                                      LogitsMode logits_mode) const;
+
+  TransformerConfig config_;
+  torch::Tensor tok_embeddings_;
+  torch::Tensor abs_pe_;     // [max_positions, dim] (abs_pe mode)
+  torch::Tensor rope_;       // [cls + grid^2, head_dim / 2, 2] cos/sin (rope_2d mode)
+  torch::Tensor clip_proj_w_, clip_proj_b_;                 // clip_cond
+  torch::Tensor class_table_;                               // class_label
+  torch::Tensor cap_fc1_w_, cap_fc1_b_, cap_fc2_w_, cap_fc2_b_, uncond_embedding_;  // caption
+  std::vector<Layer> layers_;
+  torch::Tensor norm_;
+  torch::Tensor output_;
+};
+
+// RMSNorm in float32, cast back to x's dtype, then scaled (as upstream).
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+// LlamaGen's 2D RoPE table: [cls + grid^2, head_dim/2, 2] (cos, sin); the first half of the
+// rotated pairs follow the row, the second half the column; condition rows are zero.
+torch::Tensor Rope2dTable(int64_t grid, int64_t head_dim, double base, int64_t cls_token_num);
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_MODEL_TRANSFORMER_H_
