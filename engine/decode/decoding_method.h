@@ -1,0 +1,50 @@
+// The one interface every decoding method implements (ar, speculative, mulo, eagle, ...).
+#ifndef MULO_ENGINE_DECODE_DECODING_METHOD_H_
+#define MULO_ENGINE_DECODE_DECODING_METHOD_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/decode/cancel_token.h"
+#include "engine/decode/progress.h"
+#include "engine/decode/stats.h"
+#include "engine/model/condition.h"
+#include "engine/model/transformer.h"
+#include "engine/model/vq_decoder.h"
+#include "engine/sampling/sampling_params.h"
+
+namespace mulo::engine {
+
+// The models of one family, loaded once and shared read-only by every request.
+struct ModelSet {
+  std::shared_ptr<const Transformer> target;
+  std::shared_ptr<const VqDecoder> vq;  // may be null when only tokens are wanted
+};
+
+struct DecodeRequest {
+  Condition condition;
+  SamplingParams sampling;
+};
+
+struct DecodeResult {
+  std::vector<int32_t> tokens;  // grid_size^2 ids in raster order
+  Stats stats;
+};
+
+class DecodingMethod {
+ public:
+  virtual ~DecodingMethod() = default;
+  virtual std::string name() const = 0;
+  // Generates one image's tokens. Checks `cancel` every decoding step; every per-request
+  // buffer (KV caches, RNG) is owned by this call and released when it returns.
+  virtual StatusOr<DecodeResult> Decode(const DecodeRequest& request, const ModelSet& models,
+                                        ProgressSink& progress,
+                                        const CancelToken& cancel) const = 0;
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_DECODE_DECODING_METHOD_H_

@@ -1,0 +1,47 @@
+#include "engine/decode/stats.h"
+
+#include <torch/cuda.h>
+
+#include <sstream>
+
+namespace mulo::engine {
+
+const char* PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kPrefill: return "prefill";
+    case Phase::kTargetForward: return "target_forward";
+    case Phase::kSampling: return "sampling";
+    case Phase::kDraft: return "draft";
+    case Phase::kVerify: return "verify";
+    case Phase::kResample: return "resample";
+    case Phase::kUpsample: return "upsample";
+    case Phase::kDownsample: return "downsample";
+    case Phase::kImageDecode: return "image_decode";
+  }
+  return "unknown";
+}
+
+std::string Stats::ToString() const {
+  std::ostringstream out;
+  out << "tokens=" << tokens << " target_forwards=" << target_forward_passes
+      << " draft_forwards=" << draft_forward_passes << " drafted=" << drafted_tokens
+      << " accepted=" << accepted_tokens << " resampled=" << resampled_tokens
+      << " step_compression=" << StepCompression() << " total=" << total_seconds << "s";
+  for (int i = 0; i < kNumPhases; ++i) {
+    if (phase_seconds[i] > 0) {
+      out << " " << PhaseName(static_cast<Phase>(i)) << "=" << phase_seconds[i] << "s";
+    }
+  }
+  return out.str();
+}
+
+PhaseTimer::PhaseTimer(Stats* stats, Phase phase, const torch::Device& device)
+    : stats_(stats), phase_(phase), device_(device), start_(std::chrono::steady_clock::now()) {}
+
+PhaseTimer::~PhaseTimer() {
+  if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start_;
+  stats_->phase_seconds[static_cast<int>(phase_)] += elapsed.count();
+}
+
+}  // namespace mulo::engine

@@ -1,0 +1,80 @@
+// Statistics every decoding method reports, so methods compare like for like
+// (DESIGN.md section 1). Step compression = tokens / target forward passes.
+#ifndef MULO_ENGINE_DECODE_STATS_H_
+#define MULO_ENGINE_DECODE_STATS_H_
+
+#include <torch/torch.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mulo::engine {
+
+enum class Phase {
+  kPrefill,        // condition positions through the target
+  kTargetForward,  // plain AR steps
+  kSampling,       // logits processing and draws
+  kDraft,          // proposer forwards (drafter, draft model, tree expansion)
+  kVerify,         // target forward over drafts + acceptance rule
+  kResample,       // re-sampling rejected positions
+  kUpsample,       // MuLo-SD U_r
+  kDownsample,     // MuLo-SD D_r
+  kImageDecode,    // VQ decoder
+};
+inline constexpr int kNumPhases = static_cast<int>(Phase::kImageDecode) + 1;
+const char* PhaseName(Phase phase);
+
+struct Stats {
+  int64_t tokens = 0;
+  int64_t target_forward_passes = 0;
+  int64_t draft_forward_passes = 0;
+  int64_t drafted_tokens = 0;
+  int64_t accepted_tokens = 0;
+  int64_t resampled_tokens = 0;
+  // accepted_per_position[i]: drafts accepted at depth i (chain and tree methods).
+  std::vector<int64_t> accepted_per_position;
+  int64_t verify_steps = 0;       // target verification forwards
+  int64_t total_tree_depth = 0;   // summed over verify steps (tree methods)
+  std::array<double, kNumPhases> phase_seconds{};
+  double total_seconds = 0.0;
+
+  double StepCompression() const {
+    return target_forward_passes ? static_cast<double>(tokens) / target_forward_passes : 0.0;
+  }
+  double AcceptanceRate() const {
+    return drafted_tokens ? static_cast<double>(accepted_tokens) / drafted_tokens : 0.0;
+  }
+  double MeanAcceptedLength() const {
+    return verify_steps ? static_cast<double>(accepted_tokens) / verify_steps : 0.0;
+  }
+  double MeanTreeDepth() const {
+    return verify_steps ? static_cast<double>(total_tree_depth) / verify_steps : 0.0;
+  }
+  double PhaseSeconds(Phase p) const { return phase_seconds[static_cast<int>(p)]; }
+
+  // "tokens=256 target_forwards=257 ... prefill=0.01s ..." for logs and benchmarks.
+  std::string ToString() const;
+};
+
+// Adds the wall time of a scope to stats->phase_seconds[phase]. On a CUDA device it
+// synchronises first, so asynchronous kernels are charged to the phase that launched them.
+class PhaseTimer {
+ public:
+  PhaseTimer(Stats* stats, Phase phase, const torch::Device& device);
+  ~PhaseTimer();
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+ private:
+  Stats* stats_;
+  Phase phase_;
+  torch::Device device_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_DECODE_STATS_H_

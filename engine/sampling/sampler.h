@@ -1,0 +1,23 @@
+// Draws a token from a probability vector with the request's own RNG.
+#ifndef MULO_ENGINE_SAMPLING_SAMPLER_H_
+#define MULO_ENGINE_SAMPLING_SAMPLER_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+#include "engine/sampling/rng.h"
+#include "engine/sampling/sampling_params.h"
+
+namespace mulo::engine {
+
+// Inverse-CDF draw from probs [vocab] (need not be normalised; summed in double on the CPU).
+int64_t SampleFromProbabilities(const torch::Tensor& probs, Rng& rng);
+
+// Greedy argmax when params.temperature == 0 (consumes no random number), otherwise a draw
+// from ToProbabilities(logits, params). logits: [vocab], already CFG-mixed.
+int64_t SampleToken(const torch::Tensor& logits, const SamplingParams& params, Rng& rng);
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_SAMPLING_SAMPLER_H_
