@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Installs every Debian package mulo needs to build, test, serve and train (DESIGN.md section 6).
+# Idempotent and non-interactive: when everything is present it changes nothing and returns in
+# seconds. Works as root (no sudo needed) or as a user with sudo.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  bazel-bootstrap g++ pkg-config
+  # engine: LibTorch (CPU) and its fast BLAS (without it matmuls are ~8x slower)
+  libtorch-dev libopenblas0-pthread
+  # server, client, metrics
+  libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libabsl-dev
+  libcivetweb-dev nlohmann-json3-dev
+  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
+  # tests
+  libgtest-dev libgmock-dev prometheus
+  # tools (reference models, training, plots) use Debian's interpreter: /usr/bin/python3
+  python3-torch python3-numpy python3-matplotlib
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  # dpkg-query prints "install ok installed" only for fully installed packages.
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#PACKAGES[@]} packages are installed"
+  exit 0
+fi
+
+if [[ $(id -u) -eq 0 ]]; then
+  SUDO=()
+elif command -v sudo >/dev/null; then
+  SUDO=(sudo -n)
+else
+  echo "setup: missing packages (${missing[*]}) and not root, and no sudo to install them" >&2
+  exit 1
+fi
+
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+if ! "${SUDO[@]}" apt-get update -q >/tmp/mulo-apt-update.log 2>&1; then
+  echo "setup: apt-get update failed (see /tmp/mulo-apt-update.log)" >&2
+  exit 1
+fi
+if ! "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" \
+    >/tmp/mulo-apt-install.log 2>&1; then
+  echo "setup: apt-get install failed; the last lines of /tmp/mulo-apt-install.log:" >&2
+  tail -n 20 /tmp/mulo-apt-install.log >&2
+  for pkg in "${missing[@]}"; do
+    if ! apt-cache show "$pkg" >/dev/null 2>&1; then
+      echo "setup: package '$pkg' is not available from the configured Debian sources" >&2
+    fi
+  done
+  exit 1
+fi
+
+# Verify: a package that apt reported as installed but is not would break the build later.
+for pkg in "${missing[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  if [[ "$status" != "install ok installed" ]]; then
+    echo "setup: package '$pkg' could not be installed" >&2
+    exit 1
+  fi
+done
+echo "setup: done"
