@@ -1,8 +1,24 @@
 #!/usr/bin/env bash
 # The one command that runs every test (README, .ci/run): installs what is missing, then builds
 # everything and runs all tests. Extra arguments go to `bazel test`.
-set -euo pipefail
+set -uo pipefail
 cd "$(dirname "$0")/.."
-tools/setup.sh
+tools/setup.sh || exit 1
 # --nocache_test_results: tests always run, even when the shared disk cache holds a result.
 bazel test //... --nocache_test_results "$@"
+status=$?
+
+# Bazel counts test targets; add up the test cases from each target's JUnit XML.
+passed=0
+failed=0
+while IFS= read -r xml; do
+  line=$(grep -m1 -o '<testsuites [^>]*>' "$xml" || true)
+  tests=$(sed -n 's/.* tests="\([0-9]*\)".*/\1/p' <<<"$line")
+  failures=$(sed -n 's/.* failures="\([0-9]*\)".*/\1/p' <<<"$line")
+  errors=$(sed -n 's/.* errors="\([0-9]*\)".*/\1/p' <<<"$line")
+  bad=$(( ${failures:-0} + ${errors:-0} ))
+  passed=$(( passed + ${tests:-0} - bad ))
+  failed=$(( failed + bad ))
+done < <(find -L bazel-testlogs/ -name test.xml 2>/dev/null)
+echo "test cases: ${passed} passed, ${failed} failed"
+exit $status

@@ -40,11 +40,7 @@ std::string RawFile(const std::string& header, size_t data_bytes) {
 }
 
 std::map<std::string, torch::Tensor> TarTinyWeights() {
-  auto file = SafetensorsFile::Open(FixtureDir("tar_tiny") + "/model.safetensors");
-  EXPECT_TRUE(file.ok());
-  std::map<std::string, torch::Tensor> weights;
-  for (const auto& [key, info] : file->tensors()) weights[key] = *file->Read(key, torch::kFloat32, torch::kCPU);
-  return weights;
+  return testing::ReadAll(FixtureDir("tar_tiny") + "/model.safetensors");
 }
 
 StatusOr<std::shared_ptr<const Transformer>> LoadTarTinyFrom(const std::string& path) {
@@ -149,10 +145,11 @@ TEST(SafetensorsTest, HalfPrecisionConvertsToComputeDtype) {
     auto t = file->Read(key, torch::kFloat32, torch::kCPU);
     ASSERT_OK(t);
     EXPECT_EQ(t->scalar_type(), torch::kFloat32);
-    EXPECT_TRUE(torch::equal(*t, values.to(std::string(key) == "bf16" ? torch::kBFloat16
-                                                                      : (std::string(key) == "f16" ? torch::kFloat16 : torch::kFloat32))
-                                       .to(torch::kFloat32)))
-        << key;
+    const std::string name = key;
+    const auto stored = name == "bf16" ? torch::kBFloat16
+                        : name == "f16" ? torch::kFloat16
+                                        : torch::kFloat32;
+    EXPECT_TRUE(torch::equal(*t, values.to(stored).to(torch::kFloat32))) << key;
   }
   auto ids = file->Read("ids", torch::kFloat32, torch::kCPU);
   ASSERT_OK(ids);
