@@ -5,14 +5,16 @@
 
 namespace mulo::engine {
 
-StatusOr<nlohmann::json> JsonFields::ParseFile(const std::string& path) {
+StatusOr<nlohmann::json> JsonFields::ParseFile(const std::string& path, bool object) {
   std::ifstream in(path);
   if (!in) return NotFoundError(path + ": cannot open");
   std::stringstream text;
   text << in.rdbuf();
   try {
     nlohmann::json doc = nlohmann::json::parse(text.str());
-    if (!doc.is_object()) return InvalidArgumentError(path + ": expected a JSON object");
+    if (object && !doc.is_object()) {
+      return InvalidArgumentError(path + ": expected a JSON object");
+    }
     return doc;
   } catch (const nlohmann::json::parse_error& e) {
     return InvalidArgumentError(path + ": malformed JSON: " + e.what());

@@ -17,8 +17,8 @@ class JsonFields {
   JsonFields(const nlohmann::json& doc, std::string source)
       : doc_(doc), source_(std::move(source)) {}
 
-  // Parses a JSON file; errors name the file.
-  static StatusOr<nlohmann::json> ParseFile(const std::string& path);
+  // Parses a JSON file; errors name the file. With `object`, the document must be an object.
+  static StatusOr<nlohmann::json> ParseFile(const std::string& path, bool object = true);
 
   bool Has(const std::string& field) const { return doc_.contains(field); }
 

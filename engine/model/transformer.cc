@@ -13,23 +13,7 @@ std::string TensorShape(const torch::Tensor& t) {
   return t.defined() ? ShapeToString(t.sizes().vec()) : "undefined";
 }
 
-// Rotates interleaved pairs of x [B, n, H, hd] by table rows `freqs` [n, hd/2, 2].
-torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& freqs) {
-  auto xs = x.to(torch::kFloat32).reshape({x.size(0), x.size(1), x.size(2), -1, 2});
-  auto f = freqs.view({1, xs.size(1), 1, xs.size(3), 2});
-  auto x0 = xs.select(-1, 0), x1 = xs.select(-1, 1);
-  auto cos = f.select(-1, 0), sin = f.select(-1, 1);
-  auto out = torch::stack({x0 * cos - x1 * sin, x1 * cos + x0 * sin}, -1);
-  return out.flatten(3).to(x.scalar_type());
-}
-
 }  // namespace
-
-torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-  auto xf = x.to(torch::kFloat32);
-  auto normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return normed.to(x.scalar_type()) * weight;
-}
 
 torch::Tensor Rope2dTable(int64_t grid, int64_t head_dim, double base, int64_t cls_token_num) {
   const int64_t half = head_dim / 2;
@@ -63,7 +47,6 @@ StatusOr<std::shared_ptr<const Transformer>> Transformer::LoadDirectory(
 Status Transformer::LoadWeights(Checkpoint& ckpt) {
   const auto& c = config_;
   const int64_t d = c.dim, hd = c.head_dim();
-  const int64_t qkv = (c.n_head + 2 * c.n_kv_head) * hd;
   MULO_ASSIGN_OR_RETURN(tok_embeddings_, ckpt.Get("tok_embeddings.weight", {c.vocab_size, d}));
   if (c.position_mode == PositionMode::kAbsPe) {
     MULO_ASSIGN_OR_RETURN(abs_pe_, ckpt.Get("abs_pe", {1, c.max_positions(), d}));
@@ -94,17 +77,11 @@ Status Transformer::LoadWeights(Checkpoint& ckpt) {
       break;
     }
   }
+  const BlockShape shape{c.dim, c.n_head, c.n_kv_head, c.ffn_hidden_dim, c.norm_eps};
   for (int64_t i = 0; i < c.n_layer; ++i) {
-    const std::string p = "layers." + std::to_string(i) + ".";
-    Layer l;
-    MULO_ASSIGN_OR_RETURN(l.wqkv, ckpt.Get(p + "attention.wqkv.weight", {qkv, d}));
-    MULO_ASSIGN_OR_RETURN(l.wo, ckpt.Get(p + "attention.wo.weight", {d, d}));
-    MULO_ASSIGN_OR_RETURN(l.w1, ckpt.Get(p + "feed_forward.w1.weight", {c.ffn_hidden_dim, d}));
-    MULO_ASSIGN_OR_RETURN(l.w3, ckpt.Get(p + "feed_forward.w3.weight", {c.ffn_hidden_dim, d}));
-    MULO_ASSIGN_OR_RETURN(l.w2, ckpt.Get(p + "feed_forward.w2.weight", {d, c.ffn_hidden_dim}));
-    MULO_ASSIGN_OR_RETURN(l.attention_norm, ckpt.Get(p + "attention_norm.weight", {d}));
-    MULO_ASSIGN_OR_RETURN(l.ffn_norm, ckpt.Get(p + "ffn_norm.weight", {d}));
-    layers_.push_back(std::move(l));
+    MULO_ASSIGN_OR_RETURN(Block block,
+                          Block::Load(ckpt, "layers." + std::to_string(i) + ".", shape));
+    layers_.push_back(std::move(block));
   }
   MULO_ASSIGN_OR_RETURN(norm_, ckpt.Get("norm.weight", {d}));
   MULO_ASSIGN_OR_RETURN(output_, ckpt.Get("output.weight", {c.vocab_size, d}));
@@ -172,34 +149,6 @@ StatusOr<torch::Tensor> Transformer::EmbedTokens(const torch::Tensor& tokens) co
   });
 }
 
-torch::Tensor Transformer::Attention(const Layer& layer, int64_t index, KvCache& cache,
-                                     const torch::Tensor& x, const torch::Tensor& rope,
-                                     const torch::Tensor& mask) const {
-  const auto& c = config_;
-  const int64_t b = x.size(0), n = x.size(1), hd = c.head_dim();
-  auto qkv = torch::linear(x, layer.wqkv);
-  auto parts = qkv.split_with_sizes({c.n_head * hd, c.n_kv_head * hd, c.n_kv_head * hd}, -1);
-  auto q = parts[0].view({b, n, c.n_head, hd});
-  auto k = parts[1].view({b, n, c.n_kv_head, hd});
-  auto v = parts[2].view({b, n, c.n_kv_head, hd});
-  if (rope.defined()) {
-    q = ApplyRotary(q, rope);
-    k = ApplyRotary(k, rope);
-  }
-  q = q.transpose(1, 2);
-  auto [keys, values] = cache.Store(index, k.transpose(1, 2), v.transpose(1, 2));
-  if (c.n_kv_head != c.n_head) {
-    const int64_t rep = c.n_head / c.n_kv_head;
-    keys = keys.repeat_interleave(rep, 1);
-    values = values.repeat_interleave(rep, 1);
-  }
-  auto scores = torch::matmul(q, keys.transpose(-1, -2)) / std::sqrt(static_cast<double>(hd));
-  if (mask.defined()) scores = scores.masked_fill(mask.logical_not(), -INFINITY);
-  auto probs = torch::softmax(scores.to(torch::kFloat32), -1).to(q.scalar_type());
-  auto out = torch::matmul(probs, values).transpose(1, 2).reshape({b, n, c.dim});
-  return torch::linear(out, layer.wo);
-}
-
 StatusOr<ForwardOutput> Transformer::Forward(KvCache& cache, const torch::Tensor& embeddings,
                                              const torch::Tensor& positions,
                                              const torch::Tensor& mask,
@@ -260,14 +209,7 @@ StatusOr<ForwardOutput> Transformer::ForwardImpl(KvCache& cache, const torch::Te
     attn_mask.narrow(1, cache.length(), n).copy_(
         torch::ones({n, n}, torch::dtype(torch::kBool).device(device)).tril());
   }
-  for (int64_t i = 0; i < c.n_layer; ++i) {
-    const Layer& layer = layers_[i];
-    x = x + Attention(layer, i, cache, RmsNorm(x, layer.attention_norm, c.norm_eps), rope,
-                      attn_mask);
-    auto h = RmsNorm(x, layer.ffn_norm, c.norm_eps);
-    x = x + torch::linear(torch::silu(torch::linear(h, layer.w1)) * torch::linear(h, layer.w3),
-                          layer.w2);
-  }
+  for (int64_t i = 0; i < c.n_layer; ++i) x = layers_[i].Forward(x, rope, attn_mask, &cache, i);
   cache.Advance(n);
   ForwardOutput out;
   out.hidden = RmsNorm(x, norm_, c.norm_eps);

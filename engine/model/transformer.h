@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/core/status.h"
+#include "engine/model/block.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/condition.h"
 #include "engine/model/kv_cache.h"
@@ -86,15 +87,8 @@ class Transformer {
   const torch::Tensor& token_embedding_weight() const { return tok_embeddings_; }
 
  private:
-  struct Layer {
-    torch::Tensor wqkv, wo, w1, w2, w3, attention_norm, ffn_norm;
-  };
-
   explicit Transformer(TransformerConfig config) : config_(std::move(config)) {}
   Status LoadWeights(Checkpoint& checkpoint);
-  torch::Tensor Attention(const Layer& layer, int64_t index, KvCache& cache,
-                          const torch::Tensor& x, const torch::Tensor& rope,
-                          const torch::Tensor& mask) const;
   StatusOr<ForwardOutput> ForwardImpl(KvCache& cache, const torch::Tensor& embeddings,
                                       const torch::Tensor& positions, const torch::Tensor& mask,
                                       LogitsMode logits_mode) const;
@@ -106,13 +100,10 @@ class Transformer {
   torch::Tensor clip_proj_w_, clip_proj_b_;                 // clip_cond
   torch::Tensor class_table_;                               // class_label
   torch::Tensor cap_fc1_w_, cap_fc1_b_, cap_fc2_w_, cap_fc2_b_, uncond_embedding_;  // caption
-  std::vector<Layer> layers_;
+  std::vector<Block> layers_;
   torch::Tensor norm_;
   torch::Tensor output_;
 };
-
-// RMSNorm in float32, cast back to x's dtype, then scaled (as upstream).
-torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
 // LlamaGen's 2D RoPE table: [cls + grid^2, head_dim/2, 2] (cos, sin); the first half of the
 // rotated pairs follow the row, the second half the column; condition rows are zero.

@@ -12,6 +12,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
+import eagle_head as eh  # noqa: E402
+import resampler as rs  # noqa: E402
+import text_encoder as te  # noqa: E402
 import transformer as tr  # noqa: E402
 import vq_decoder as vq  # noqa: E402
 
@@ -126,6 +129,7 @@ def make_vq(out_dir, seed):
     gen = torch.Generator().manual_seed(seed)
     model = vq.VQModel(VQ_TINY, with_encoder=False).eval()
     spread_init(model, gen)
+    round_trip(model, torch.float16)  # stored as f16 (keeps the fixtures small)
     grid = 8
     ids = torch.randint(0, VQ_TINY["codebook_size"], (2, grid * grid), generator=gen)
     with torch.no_grad():
@@ -135,11 +139,84 @@ def make_vq(out_dir, seed):
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(VQ_TINY, f, indent=2, sort_keys=True)
         f.write("\n")
-    safetensors_io.save(model.state_dict(), os.path.join(out_dir, "model.safetensors"))
+    safetensors_io.save(state_for_storage(model, torch.float16),
+                        os.path.join(out_dir, "model.safetensors"))
     safetensors_io.save({"ids": ids, "pixels": pixels, "image": vq.to_uint8(pixels)},
                         os.path.join(out_dir, "expected.safetensors"))
     print(f"vq_tiny: {sum(p.numel() for p in model.parameters())} params, pixel range "
           f"[{pixels.min():.2f}, {pixels.max():.2f}]")
+
+
+def write_config(out_dir, cfg, extra=None):
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+    for name, content in (extra or {}).items():
+        with open(os.path.join(out_dir, name), "w") as f:
+            json.dump(content, f)
+            f.write("\n")
+
+
+def make_text_encoder(out_dir, seed):
+    gen = torch.Generator().manual_seed(seed)
+    vocab = ["<pad>", "<unk>", ",", ":", "a", "blue", "circle", "red", "small", "square", "top"]
+    cfg = dict(vocab_size=len(vocab), dim=32, n_layer=2, n_head=4, max_tokens=12, multiple_of=32,
+               norm_eps=1e-5)
+    model = te.TextEncoder(cfg).eval()
+    spread_init(model, gen)
+    prompt = "A small red circle, top: Blue SQUARE zebra"
+    ids = torch.tensor([te.encode_ids(prompt, vocab, cfg["max_tokens"])])
+    with torch.no_grad():
+        features = model(ids)
+    write_config(out_dir, cfg, {"vocab.json": vocab})
+    safetensors_io.save(model.state_dict(), os.path.join(out_dir, "model.safetensors"))
+    safetensors_io.save({"ids": ids, "features": features},
+                        os.path.join(out_dir, "expected.safetensors"))
+    with open(os.path.join(out_dir, "prompt.txt"), "w") as f:
+        f.write(prompt + "\n")
+    print(f"text_encoder_tiny: ids {ids.tolist()}")
+
+
+def make_resamplers(out_dir, seed):
+    gen = torch.Generator().manual_seed(seed)
+    codebook = torch.randn(128, 8, generator=gen)
+    expected = {}
+    for kind, h in (("up", 4), ("down", 8)):
+        cfg = dict(kind=kind, factor=2, channels=8, num_blocks=2, codebook_size=128,
+                   codebook_embed_dim=8)
+        model = rs.Resampler(cfg, codebook).eval()
+        spread_init(model, gen)
+        ids = torch.randint(0, 128, (2, h * h), generator=gen)
+        with torch.no_grad():
+            logits = model(ids, h, h)
+        write_config(os.path.join(out_dir, kind), cfg)
+        safetensors_io.save(model.state_dict(), os.path.join(out_dir, kind, "model.safetensors"))
+        expected[f"{kind}_ids"] = ids
+        expected[f"{kind}_logits"] = logits
+    safetensors_io.save(expected, os.path.join(out_dir, "expected.safetensors"))
+    print("resampler_tiny: up and down")
+
+
+def make_eagle(out_dir, target_dir, seed):
+    gen = torch.Generator().manual_seed(seed)
+    with open(os.path.join(target_dir, "config.json")) as f:
+        tcfg = json.load(f)
+    cfg = dict(dim=tcfg["dim"], n_head=tcfg["n_head"], multiple_of=tcfg["multiple_of"],
+               norm_eps=tcfg["norm_eps"])
+    head = eh.EagleHead(cfg).eval()
+    spread_init(head, gen)
+    round_trip(head, torch.float16)  # stored as f16 (keeps the fixtures small)
+    emb = torch.randn(2, 5, cfg["dim"], generator=gen)
+    feats = torch.randn(2, 5, cfg["dim"], generator=gen)
+    with torch.no_grad():
+        out = head(emb, feats)
+    write_config(out_dir, cfg)
+    safetensors_io.save(state_for_storage(head, torch.float16),
+                        os.path.join(out_dir, "model.safetensors"))
+    safetensors_io.save({"embeddings": emb, "features": feats, "predicted": out},
+                        os.path.join(out_dir, "expected.safetensors"))
+    print("eagle_tiny: head over tar_tiny")
 
 
 def main():
@@ -152,6 +229,10 @@ def main():
     for i, (name, spec) in enumerate(sorted(MODELS.items())):
         make_transformer(name, spec, os.path.join(args.out, name), args.seed + i)
     make_vq(os.path.join(args.out, "vq_tiny"), args.seed + 99)
+    make_text_encoder(os.path.join(args.out, "text_encoder_tiny"), args.seed + 101)
+    make_resamplers(os.path.join(args.out, "resampler_tiny"), args.seed + 103)
+    make_eagle(os.path.join(args.out, "eagle_tiny"), os.path.join(args.out, "tar_tiny"),
+               args.seed + 107)
 
 
 if __name__ == "__main__":

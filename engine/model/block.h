@@ -1,0 +1,59 @@
+// One LlamaGen / Tar decoder block (RMSNorm -> fused-qkv attention -> residual, RMSNorm ->
+// SwiGLU FFN -> residual), shared by the AR transformer, the text conditioner and the
+// EAGLE-style drafter head. Keys under a prefix: attention.wqkv, attention.wo,
+// feed_forward.{w1,w2,w3}, attention_norm, ffn_norm (all `.weight`).
+#ifndef MULO_ENGINE_MODEL_BLOCK_H_
+#define MULO_ENGINE_MODEL_BLOCK_H_
+
+#include <torch/torch.h>
+
+#include <string>
+
+#include "engine/core/status.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/kv_cache.h"
+
+namespace mulo::engine {
+
+struct BlockShape {
+  int64_t dim = 0;
+  int64_t n_head = 0;
+  int64_t n_kv_head = 0;
+  int64_t ffn_hidden_dim = 0;
+  double norm_eps = 1e-5;
+
+  int64_t head_dim() const { return dim / n_head; }
+};
+
+class Block {
+ public:
+  // Reads the block's weights stored under `prefix` (e.g. "layers.3.").
+  static StatusOr<Block> Load(Checkpoint& checkpoint, const std::string& prefix,
+                              const BlockShape& shape);
+
+  // x [B, n, dim] -> [B, n, dim].
+  //   rope:  optional [n, head_dim/2, 2] cos/sin rows for the new positions (2D RoPE)
+  //   mask:  optional [n, keys] bool, true where a query may attend (undefined = attend all)
+  //   cache: when set, the new keys/values are stored as layer `layer` of the cache and the
+  //          queries attend over every cached row plus the new ones; when null, attention is
+  //          over the new rows only (bidirectional encoders).
+  torch::Tensor Forward(const torch::Tensor& x, const torch::Tensor& rope,
+                        const torch::Tensor& mask, KvCache* cache, int64_t layer) const;
+
+ private:
+  torch::Tensor Attention(const torch::Tensor& x, const torch::Tensor& rope,
+                          const torch::Tensor& mask, KvCache* cache, int64_t layer) const;
+
+  BlockShape shape_;
+  torch::Tensor wqkv_, wo_, w1_, w2_, w3_, attention_norm_, ffn_norm_;
+};
+
+// RMSNorm in float32, cast back to x's dtype, then scaled (as upstream).
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+// Rotates interleaved pairs of x [B, n, H, hd] by table rows `freqs` [n, hd/2, 2].
+torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& freqs);
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_MODEL_BLOCK_H_

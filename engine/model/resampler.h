@@ -1,0 +1,63 @@
+// MuLo-SD's learned up-sampler U_r and down-sampler D_r (reference:
+// tools/reference/resampler.py). Small convolutional nets on codebook vectors whose every
+// convolution is row-causal (an output row depends only on input rows at or above it), ending
+// in codebook logits; argmax quantises to the codebook.
+//   up:   drafter ids [B, h*w]            -> target logits  [B, V, r*h, r*w]
+//   down: target ids  [B, (r*h)*(r*w)]    -> drafter logits [B, V, h, w]
+#ifndef MULO_ENGINE_MODEL_RESAMPLER_H_
+#define MULO_ENGINE_MODEL_RESAMPLER_H_
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/model/checkpoint.h"
+
+namespace mulo::engine {
+
+struct ResamplerConfig {
+  bool up = true;  // "kind": "up" | "down"
+  int64_t factor = 2;
+  int64_t channels = 0;
+  int64_t num_blocks = 0;
+  int64_t codebook_size = 0;
+  int64_t codebook_embed_dim = 0;
+};
+
+class Resampler {
+ public:
+  static StatusOr<std::shared_ptr<const Resampler>> LoadDirectory(const std::string& dir,
+                                                                  const LoadOptions& options);
+
+  const ResamplerConfig& config() const { return config_; }
+
+  // ids [B, h * w] on the input grid (h x w) -> logits [B, V, H, W] on the output grid.
+  StatusOr<torch::Tensor> Logits(const torch::Tensor& ids, int64_t h, int64_t w) const;
+  // The argmax ids [B, H * W] (raster order) of Logits.
+  StatusOr<torch::Tensor> Apply(const torch::Tensor& ids, int64_t h, int64_t w) const;
+
+ private:
+  struct Conv {
+    torch::Tensor weight, bias;
+  };
+  struct ResBlock {
+    torch::Tensor norm1, norm2;
+    Conv conv1, conv2;
+  };
+
+  Resampler() = default;
+  torch::Tensor RowCausal(const torch::Tensor& x, const Conv& conv) const;
+
+  ResamplerConfig config_;
+  torch::Tensor codebook_;  // L2-normalised [V, e]
+  Conv conv_in_, conv_out_;
+  std::vector<ResBlock> blocks_;
+  torch::Tensor norm_out_, logit_scale_;
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_MODEL_RESAMPLER_H_

@@ -1,0 +1,121 @@
+// The bundled family's extra components vs their PyTorch references: text conditioner
+// (tokenizer + bidirectional encoder), MuLo-SD up/down-samplers, EAGLE-style head.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "engine/model/eagle_head.h"
+#include "engine/model/resampler.h"
+#include "engine/model/text_conditioner.h"
+#include "tests/engine/test_util.h"
+
+namespace mulo::engine {
+namespace {
+
+using testing::FixtureDir;
+using testing::LoadFixtureModel;
+using testing::MaxAbsDiff;
+using testing::ReadAll;
+
+constexpr double kTolerance = 1e-4;
+
+TEST(TextConditionerParityTest, TokensAndFeaturesMatchReference) {
+  auto conditioner = TextConditioner::LoadDirectory(FixtureDir("text_encoder_tiny"), LoadOptions());
+  ASSERT_OK(conditioner);
+  auto expected = ReadAll(FixtureDir("text_encoder_tiny") + "/expected.safetensors");
+  std::ifstream in(FixtureDir("text_encoder_tiny") + "/prompt.txt");
+  std::string prompt;
+  std::getline(in, prompt);
+  auto ids = (*conditioner)->Tokenize(prompt);
+  ASSERT_OK(ids);
+  auto want = expected.at("ids").flatten();
+  ASSERT_EQ(static_cast<int64_t>(ids->size()), want.numel());
+  for (int64_t i = 0; i < want.numel(); ++i) EXPECT_EQ((*ids)[i], want[i].item<int64_t>()) << i;
+  auto features = (*conditioner)->Encode(prompt);
+  ASSERT_OK(features);
+  const double err = MaxAbsDiff(*features, expected.at("features").squeeze(0));
+  std::cout << "[parity] text_encoder_tiny: max |features - ref| = " << err << "\n";
+  EXPECT_LE(err, kTolerance);
+}
+
+TEST(TextConditionerParityTest, PromptErrorsNameTheField) {
+  auto conditioner = TextConditioner::LoadDirectory(FixtureDir("text_encoder_tiny"), LoadOptions());
+  ASSERT_OK(conditioner);
+  auto empty = (*conditioner)->Encode("  ");
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(empty.status().message().find("prompt"), std::string::npos);
+  auto long_prompt = (*conditioner)->Encode("a a a a a a a a a a a a a");  // 13 > 12 tokens
+  EXPECT_EQ(long_prompt.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(long_prompt.status().message().find("prompt: 13 tokens"), std::string::npos);
+}
+
+TEST(ResamplerParityTest, UpAndDownMatchReference) {
+  auto expected = ReadAll(FixtureDir("resampler_tiny") + "/expected.safetensors");
+  for (const std::string kind : {"up", "down"}) {
+    auto model = Resampler::LoadDirectory(FixtureDir("resampler_tiny") + "/" + kind, LoadOptions());
+    ASSERT_OK(model);
+    const int64_t h = kind == "up" ? 4 : 8;
+    auto ids = expected.at(kind + "_ids").to(torch::kInt64);
+    auto logits = (*model)->Logits(ids, h, h);
+    ASSERT_OK(logits);
+    ASSERT_EQ(logits->sizes(), expected.at(kind + "_logits").sizes());
+    const double err = MaxAbsDiff(*logits, expected.at(kind + "_logits"));
+    std::cout << "[parity] resampler " << kind << ": max |logits - ref| = " << err << "\n";
+    EXPECT_LE(err, kTolerance);
+    auto applied = (*model)->Apply(ids, h, h);
+    ASSERT_OK(applied);
+    EXPECT_TRUE(torch::equal(*applied, logits->argmax(1).flatten(1)));
+  }
+}
+
+// Row causality, the property MuLo-SD relies on: changing input rows >= k leaves output rows
+// that only depend on rows < k untouched.
+TEST(ResamplerParityTest, ConvolutionsAreRowCausal) {
+  auto up = Resampler::LoadDirectory(FixtureDir("resampler_tiny") + "/up", LoadOptions());
+  auto down = Resampler::LoadDirectory(FixtureDir("resampler_tiny") + "/down", LoadOptions());
+  ASSERT_OK(up);
+  ASSERT_OK(down);
+  torch::manual_seed(3);
+  auto low = torch::randint(128, {1, 16}, torch::kInt64);  // 4x4 drafter grid
+  auto low2 = low.clone().view({4, 4});
+  low2.narrow(0, 2, 2).fill_(7);
+  auto a = (*up)->Logits(low, 4, 4), b = (*up)->Logits(low2.view({1, 16}), 4, 4);
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  EXPECT_EQ(MaxAbsDiff(a->narrow(2, 0, 4), b->narrow(2, 0, 4)), 0.0);  // target rows 0-3
+  EXPECT_GT(MaxAbsDiff(a->narrow(2, 4, 4), b->narrow(2, 4, 4)), 0.0);
+  auto high = torch::randint(128, {1, 64}, torch::kInt64);  // 8x8 target grid
+  auto high2 = high.clone().view({8, 8});
+  high2.narrow(0, 4, 4).fill_(9);
+  auto c = (*down)->Logits(high, 8, 8), d = (*down)->Logits(high2.view({1, 64}), 8, 8);
+  ASSERT_OK(c);
+  ASSERT_OK(d);
+  EXPECT_EQ(MaxAbsDiff(c->narrow(2, 0, 2), d->narrow(2, 0, 2)), 0.0);  // drafter rows 0-1
+  EXPECT_GT(MaxAbsDiff(c->narrow(2, 2, 2), d->narrow(2, 2, 2)), 0.0);
+}
+
+TEST(EagleHeadParityTest, PredictedFeaturesMatchReference) {
+  auto target = LoadFixtureModel("tar_tiny");
+  ASSERT_NE(target, nullptr);
+  auto head = EagleHead::LoadDirectory(FixtureDir("eagle_tiny"), *target, LoadOptions());
+  ASSERT_OK(head);
+  auto expected = ReadAll(FixtureDir("eagle_tiny") + "/expected.safetensors");
+  KvCache cache = (*head)->NewCache(2, 4);
+  auto out = (*head)->Forward(cache, expected.at("embeddings"), expected.at("features"),
+                              torch::Tensor());
+  ASSERT_OK(out);
+  const double err = MaxAbsDiff(*out, expected.at("predicted"));
+  std::cout << "[parity] eagle_tiny: max |features - ref| = " << err << "\n";
+  EXPECT_LE(err, kTolerance);
+  // Incremental: the same 5 positions one at a time through the head's own cache.
+  KvCache step = (*head)->NewCache(2, 4);
+  for (int64_t i = 0; i < 5; ++i) {
+    auto one = (*head)->Forward(step, expected.at("embeddings").narrow(1, i, 1),
+                                expected.at("features").narrow(1, i, 1), torch::Tensor());
+    ASSERT_OK(one);
+    EXPECT_LE(MaxAbsDiff(*one, expected.at("predicted").narrow(1, i, 1)), kTolerance);
+  }
+}
+
+}  // namespace
+}  // namespace mulo::engine

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Trains the whole bundled family models/synth from scratch, in dependency order:
+
+  vq -> target (+ text conditioner) -> drafter -> chain -> resamplers -> eagle
+
+Each stage is its own resumable script (see --help of each); an interrupted run continues
+where it stopped when this command is run again, and finished stages are skipped. Real
+training times are recorded in models/synth/training.json.
+
+  /usr/bin/python3 tools/synth/train_all.py            # everything
+  /usr/bin/python3 tools/synth/train_all.py --only target
+  /usr/bin/python3 tools/synth/train_all.py --from-scratch
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import trainer  # noqa: E402
+
+STAGES = [
+    ("vq", ["train_vq.py"]),
+    ("target", ["train_ar.py", "--role", "target"]),
+    ("drafter", ["train_ar.py", "--role", "drafter"]),
+    ("chain", ["train_ar.py", "--role", "chain"]),
+    ("resamplers", ["train_resamplers.py"]),
+    ("eagle", ["train_eagle.py"]),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", choices=[s for s, _ in STAGES], action="append",
+                    help="run only these stages (repeatable)")
+    ap.add_argument("--from-scratch", action="store_true",
+                    help="delete all training state under out/train first")
+    args = ap.parse_args()
+    if args.from_scratch and os.path.isdir(trainer.WORK_DIR):
+        shutil.rmtree(trainer.WORK_DIR)
+    os.makedirs(trainer.WORK_DIR, exist_ok=True)
+    record_path = os.path.join(trainer.MODELS_DIR, "training.json")
+    record = {}
+    if os.path.exists(record_path):
+        with open(record_path) as f:
+            record = json.load(f)
+    for stage, command in STAGES:
+        if args.only and stage not in args.only:
+            continue
+        done = os.path.join(trainer.WORK_DIR, stage, "done")
+        if os.path.exists(done) and not args.only:
+            print(f"[train_all] {stage}: already done, skipping", flush=True)
+            continue
+        print(f"[train_all] {stage}: {' '.join(command)}", flush=True)
+        t0 = time.time()
+        result = subprocess.run([sys.executable, os.path.join(HERE, command[0])] + command[1:])
+        if result.returncode != 0:
+            print(f"[train_all] {stage} failed (exit {result.returncode}); re-run to resume",
+                  file=sys.stderr)
+            sys.exit(result.returncode)
+        report_path = os.path.join(trainer.WORK_DIR, stage, "report.json")
+        report = {}
+        if os.path.exists(report_path):
+            with open(report_path) as f:
+                report = json.load(f)
+        report["wall_minutes_last_run"] = round((time.time() - t0) / 60, 1)
+        report["threads"] = int(os.environ.get("MULO_TRAIN_THREADS", os.cpu_count() or 1))
+        record[stage] = report
+        with open(record_path, "w") as f:
+            json.dump(record, f, indent=2, sort_keys=True)
+            f.write("\n")
+        with open(done, "w") as f:
+            f.write("done\n")
+    total = sum(r.get("train_minutes", 0) for r in record.values())
+    print(f"[train_all] finished; training minutes recorded: {total:.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

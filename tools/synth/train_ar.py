@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Trains the AR models of models/synth (Tar AR-DTok layout: abs_pe, clip_cond):
+
+  --role target   16x16 tokens of 64 px scenes, trained jointly with the text conditioner
+  --role drafter  MuLo-SD's low-resolution drafter: 8x8 tokens of the same scenes at 32 px,
+                  conditioned through the frozen shared conditioner (as Tar's drafter)
+  --role chain    the small chain draft model for classic speculative decoding: 16x16
+                  tokens, far fewer parameters, frozen shared conditioner
+
+Every role drops the condition for 10% of samples (null condition = zero features) so
+classifier-free guidance works. Exports models/synth/<role>/{config.json, model.safetensors}
+(fp16) and, for the target, models/synth/conditioner/.
+
+  /usr/bin/python3 tools/synth/train_ar.py --role target [--steps N]
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "reference"))
+import data  # noqa: E402
+import domain  # noqa: E402
+import safetensors_io  # noqa: E402
+import text_encoder as te  # noqa: E402
+import trainer  # noqa: E402
+import train_vq  # noqa: E402
+import transformer as tr  # noqa: E402
+
+COND_TOKENS = 24
+CONDITIONER = dict(vocab_size=len(domain.vocabulary()), dim=128, n_layer=2, n_head=4,
+                   max_tokens=COND_TOKENS, multiple_of=64, norm_eps=1e-5)
+
+ROLES = {
+    "target": dict(model=dict(dim=192, n_layer=6, n_head=6, grid_size=16), image_size=64,
+                   steps=3000, batch=32, lr=1e-3, seed=21),
+    "drafter": dict(model=dict(dim=128, n_layer=4, n_head=4, grid_size=8), image_size=32,
+                    steps=2000, batch=32, lr=1e-3, seed=22),
+    "chain": dict(model=dict(dim=96, n_layer=2, n_head=3, grid_size=16), image_size=64,
+                  steps=1500, batch=32, lr=1e-3, seed=23),
+}
+
+
+def model_config(role):
+    cfg = dict(ROLES[role]["model"])
+    cfg.update(vocab_size=1024, cls_token_num=COND_TOKENS, position_mode="abs_pe",
+               condition_mode="clip_cond", cond_dim=CONDITIONER["dim"], multiple_of=64,
+               norm_eps=1e-5)
+    return cfg
+
+
+def caption_ids(scenes, vocab):
+    return torch.tensor([te.encode_ids(domain.caption(s), vocab, COND_TOKENS) for s in scenes])
+
+
+def save_model(module, cfg, out_dir, dtype=torch.float16, extra=None):
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+    state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in module.state_dict().items()}
+    safetensors_io.save(state, os.path.join(out_dir, "model.safetensors"))
+    for name, content in (extra or {}).items():
+        with open(os.path.join(out_dir, name), "w") as f:
+            json.dump(content, f, indent=1)
+            f.write("\n")
+
+
+def load_model(cls, directory):
+    with open(os.path.join(directory, "config.json")) as f:
+        cfg = json.load(f)
+    module = cls(cfg)
+    state = safetensors_io.load(os.path.join(directory, "model.safetensors"))
+    module.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()},
+                           strict=False)
+    return module.eval()
+
+
+def load_conditioner():
+    d = os.path.join(trainer.MODELS_DIR, "conditioner")
+    with open(os.path.join(d, "vocab.json")) as f:
+        vocab = json.load(f)
+    return load_model(te.TextEncoder, d), vocab
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--role", choices=sorted(ROLES), required=True)
+    ap.add_argument("--steps", type=int)
+    ap.add_argument("--batch", type=int)
+    args = ap.parse_args()
+    spec = ROLES[args.role]
+    steps = args.steps or spec["steps"]
+    batch = args.batch or spec["batch"]
+    trainer.setup_torch()
+    torch.manual_seed(spec["seed"])
+    cfg = model_config(args.role)
+    model = tr.Transformer(cfg)
+    vq = train_vq.load_trained()
+    for p in vq.parameters():
+        p.requires_grad_(False)
+    modules = {"model": model}
+    if args.role == "target":
+        vocab = domain.vocabulary()
+        conditioner = te.TextEncoder(CONDITIONER)
+        modules["conditioner"] = conditioner
+        params = list(model.parameters()) + list(conditioner.parameters())
+    else:
+        conditioner, vocab = load_conditioner()
+        for p in conditioner.parameters():
+            p.requires_grad_(False)
+        params = list(model.parameters())
+    opt = torch.optim.AdamW(params, lr=spec["lr"], betas=(0.9, 0.95), weight_decay=0.01)
+    stream = data.SceneStream(spec["seed"])
+    cls = cfg["cls_token_num"]
+
+    def step_fn(step):
+        scenes = stream.scenes(step, batch)
+        gen = torch.Generator().manual_seed(spec["seed"] * 7919 + step)
+        with torch.no_grad():
+            tokens = train_vq.encode_ids(vq, data.render_batch(scenes, spec["image_size"]))
+        ids = caption_ids(scenes, vocab)
+        if args.role == "target":
+            features = conditioner(ids)
+        else:
+            with torch.no_grad():
+                features = conditioner(ids)
+        null = torch.rand(batch, generator=gen) < 0.1
+        logits = model(features, null, tokens[:, :-1])[:, cls - 1:]
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), tokens.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        acc = (logits.argmax(-1) == tokens).float().mean().item()
+        return {"loss": loss.item(), "acc": acc}
+
+    seconds = trainer.run_training(args.role, modules, opt, steps, step_fn, spec["seed"],
+                                   peak_lr=spec["lr"], warmup=100)
+    save_model(model, cfg, os.path.join(trainer.MODELS_DIR, args.role))
+    if args.role == "target":
+        save_model(conditioner, CONDITIONER, os.path.join(trainer.MODELS_DIR, "conditioner"),
+                   dtype=torch.float32, extra={"vocab.json": vocab})
+    n = sum(p.numel() for p in model.parameters())
+    with open(os.path.join(trainer.WORK_DIR, args.role, "report.json"), "w") as f:
+        json.dump({"parameters": n, "train_minutes": round(seconds / 60, 1), "steps": steps,
+                   "batch": batch}, f, indent=2)
+    print(f"[{args.role}] exported: {n / 1e6:.2f}M parameters, {seconds / 60:.1f} min")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""Shared training loop for the bundled family: seeded, resumable, with progress and loss logs.
+
+Every model trainer hands `run_training` a step function; this module owns the checkpoint
+(model + optimizer + RNG states + step, written atomically every `save_every` steps and at the
+end), the progress line (step, loss, steps/s, ETA) and the loss log (CSV). Interrupting and
+re-running the same command resumes from the last checkpoint and produces the same weights as
+an uninterrupted run would (the data stream is a pure function of the step number).
+"""
+import csv
+import math
+import os
+import random
+import sys
+import time
+
+import torch
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+WORK_DIR = os.environ.get("MULO_TRAIN_DIR", os.path.join(REPO, "out", "train"))
+MODELS_DIR = os.path.join(REPO, "models", "synth")
+
+
+def setup_torch(threads=None):
+    torch.set_num_threads(threads or int(os.environ.get("MULO_TRAIN_THREADS", os.cpu_count() or 1)))
+
+
+def device():
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def cosine_lr(step, total, peak, warmup):
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    t = (step - warmup) / max(1, total - warmup)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+class Progress:
+    def __init__(self, name, total, start):
+        self.name, self.total, self.start_step = name, total, start
+        self.t0 = time.time()
+        self.last = 0.0
+
+    def update(self, step, metrics, force=False):
+        now = time.time()
+        if not force and now - self.last < 10 and step + 1 < self.total:
+            return
+        self.last = now
+        done = step + 1 - self.start_step
+        rate = done / max(1e-9, now - self.t0)
+        eta = (self.total - step - 1) / max(rate, 1e-9)
+        bar_len = 24
+        filled = int(bar_len * (step + 1) / self.total)
+        bar = "#" * filled + "." * (bar_len - filled)
+        text = " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
+        print(f"[{self.name}] [{bar}] {step + 1}/{self.total} {text} "
+              f"{rate:.2f} steps/s eta {eta / 60:.1f} min", flush=True)
+
+
+def run_training(name, modules, optimizer, total_steps, step_fn, seed, save_every=100,
+                 peak_lr=None, warmup=100, on_save=None):
+    """Runs step_fn(step) -> dict of float metrics for steps [resume, total_steps).
+
+    modules: dict name -> nn.Module whose parameters are trained and checkpointed.
+    Returns the wall seconds spent in this invocation.
+    """
+    work = os.path.join(WORK_DIR, name)
+    os.makedirs(work, exist_ok=True)
+    ckpt_path = os.path.join(work, "checkpoint.pt")
+    log_path = os.path.join(work, "loss_log.csv")
+    start = 0
+    elapsed_before = 0.0
+    torch.manual_seed(seed)
+    random.seed(seed)
+    if os.path.exists(ckpt_path):
+        state = torch.load(ckpt_path, map_location="cpu")
+        for key, module in modules.items():
+            module.load_state_dict(state["modules"][key])
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        random.setstate(state["py_rng"])
+        start = state["step"]
+        elapsed_before = state.get("elapsed", 0.0)
+        print(f"[{name}] resuming at step {start}/{total_steps} from {ckpt_path}", flush=True)
+    if start >= total_steps:
+        print(f"[{name}] already trained ({total_steps} steps, {elapsed_before / 60:.1f} min)")
+        return elapsed_before
+
+    def save(step, elapsed):
+        tmp = ckpt_path + ".tmp"
+        torch.save({"modules": {k: m.state_dict() for k, m in modules.items()},
+                    "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
+                    "py_rng": random.getstate(), "step": step, "elapsed": elapsed}, tmp)
+        os.replace(tmp, ckpt_path)
+        if on_save:
+            on_save()
+
+    progress = Progress(name, total_steps, start)
+    new_log = not os.path.exists(log_path) or start == 0
+    log = open(log_path, "w" if new_log else "a", newline="")
+    writer = None
+    t0 = time.time()
+    for m in modules.values():
+        m.train()
+    try:
+        for step in range(start, total_steps):
+            if peak_lr is not None:
+                for group in optimizer.param_groups:
+                    group["lr"] = cosine_lr(step, total_steps, peak_lr, warmup)
+            metrics = step_fn(step)
+            if writer is None:
+                writer = csv.DictWriter(log, fieldnames=["step"] + list(metrics))
+                if new_log:
+                    writer.writeheader()
+            writer.writerow({"step": step, **{k: f"{v:.6f}" for k, v in metrics.items()}})
+            progress.update(step, metrics)
+            if (step + 1) % save_every == 0 and step + 1 < total_steps:
+                log.flush()
+                save(step + 1, elapsed_before + time.time() - t0)
+    except KeyboardInterrupt:
+        print(f"[{name}] interrupted; re-run the same command to resume", file=sys.stderr)
+        raise
+    finally:
+        log.close()
+    elapsed = elapsed_before + time.time() - t0
+    save(total_steps, elapsed)
+    for m in modules.values():
+        m.eval()
+    print(f"[{name}] done: {total_steps} steps, {elapsed / 60:.1f} min of training", flush=True)
+    return elapsed
