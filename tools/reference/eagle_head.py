@@ -26,5 +26,5 @@ class EagleHead(nn.Module):
         """[B, n, D] each -> predicted next features [B, n, D] (causal)."""
         h = self.fc(torch.cat([token_embeddings, features], dim=-1))
         n = h.size(1)
-        mask = torch.tril(torch.ones(n, n, dtype=torch.bool))
+        mask = torch.tril(torch.ones(n, n, dtype=torch.bool, device=h.device))
         return self.layers[0](h, None, mask)

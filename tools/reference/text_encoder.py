@@ -42,7 +42,7 @@ class TextEncoder(nn.Module):
     def forward(self, ids):
         """ids [B, max_tokens] -> features [B, max_tokens, dim]."""
         h = self.tok_embeddings(ids) + self.pos_embeddings[None]
-        mask = torch.ones(ids.size(1), ids.size(1), dtype=torch.bool)
+        mask = torch.ones(ids.size(1), ids.size(1), dtype=torch.bool, device=ids.device)
         for layer in self.layers:
             h = layer(h, None, mask)
         return self.norm(h)

@@ -193,7 +193,7 @@ class Transformer(nn.Module):
             h = h + self.abs_pe[:, :t]
         else:
             freqs = self.freqs[:t]
-        mask = torch.tril(torch.ones(t, t, dtype=torch.bool))
+        mask = torch.tril(torch.ones(t, t, dtype=torch.bool, device=h.device))
         for layer in self.layers:
             h = layer(h, freqs, mask)
         h = self.norm(h)

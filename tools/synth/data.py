@@ -40,5 +40,5 @@ def to_tensor(images):
     return x / 127.5 - 1.0
 
 
-def render_batch(scenes, size):
-    return to_tensor([domain.render_array(s, size) for s in scenes])
+def render_batch(scenes, size, device="cpu"):
+    return to_tensor([domain.render_array(s, size) for s in scenes]).to(device)

@@ -100,18 +100,20 @@ def main():
     trainer.setup_torch()
     torch.manual_seed(spec["seed"])
     cfg = model_config(args.role)
-    model = tr.Transformer(cfg)
-    vq = train_vq.load_trained()
+    dev = trainer.device()
+    model = tr.Transformer(cfg).to(dev)
+    vq = train_vq.load_trained().to(dev)
     for p in vq.parameters():
         p.requires_grad_(False)
     modules = {"model": model}
     if args.role == "target":
         vocab = domain.vocabulary()
-        conditioner = te.TextEncoder(CONDITIONER)
+        conditioner = te.TextEncoder(CONDITIONER).to(dev)
         modules["conditioner"] = conditioner
         params = list(model.parameters()) + list(conditioner.parameters())
     else:
         conditioner, vocab = load_conditioner()
+        conditioner.to(dev)
         for p in conditioner.parameters():
             p.requires_grad_(False)
         params = list(model.parameters())
@@ -123,14 +125,14 @@ def main():
         scenes = stream.scenes(step, batch)
         gen = torch.Generator().manual_seed(spec["seed"] * 7919 + step)
         with torch.no_grad():
-            tokens = train_vq.encode_ids(vq, data.render_batch(scenes, spec["image_size"]))
-        ids = caption_ids(scenes, vocab)
+            tokens = train_vq.encode_ids(vq, data.render_batch(scenes, spec["image_size"], dev))
+        ids = caption_ids(scenes, vocab).to(dev)
         if args.role == "target":
             features = conditioner(ids)
         else:
             with torch.no_grad():
                 features = conditioner(ids)
-        null = torch.rand(batch, generator=gen) < 0.1
+        null = (torch.rand(batch, generator=gen) < 0.1).to(dev)
         logits = model(features, null, tokens[:, :-1])[:, cls - 1:]
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), tokens.reshape(-1))
         opt.zero_grad()
@@ -142,6 +144,8 @@ def main():
 
     seconds = trainer.run_training(args.role, modules, opt, steps, step_fn, spec["seed"],
                                    peak_lr=spec["lr"], warmup=100)
+    model.cpu()
+    conditioner.cpu()
     save_model(model, cfg, os.path.join(trainer.MODELS_DIR, args.role))
     if args.role == "target":
         save_model(conditioner, CONDITIONER, os.path.join(trainer.MODELS_DIR, "conditioner"),

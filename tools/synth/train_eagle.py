@@ -31,9 +31,10 @@ SEED = 41
 
 def target_features(target, conditioner, vocab, vq, scenes, null):
     """Teacher-forced target run: (tokens [B, N], features [B, cls+N-1, D], logits)."""
+    dev = null.device
     with torch.no_grad():
-        tokens = train_vq.encode_ids(vq, data.render_batch(scenes, data.TARGET_SIZE))
-        features_c = conditioner(train_ar.caption_ids(scenes, vocab))
+        tokens = train_vq.encode_ids(vq, data.render_batch(scenes, data.TARGET_SIZE, dev))
+        features_c = conditioner(train_ar.caption_ids(scenes, vocab).to(dev))
         logits, hidden = target(features_c, null, tokens[:, :-1], return_hidden=True)
     return tokens, hidden, logits
 
@@ -75,15 +76,18 @@ def main():
     for m in (vq, target, conditioner):
         for p in m.parameters():
             p.requires_grad_(False)
+    dev = trainer.device()
+    for m in (vq, target, conditioner):
+        m.to(dev)
     cfg = {k: target.cfg[k] for k in ("dim", "n_head", "multiple_of", "norm_eps")}
-    head = eh.EagleHead(cfg)
+    head = eh.EagleHead(cfg).to(dev)
     opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=(0.9, 0.95))
     stream = data.SceneStream(SEED)
 
     def step_fn(step):
         scenes = stream.scenes(step, args.batch)
         gen = torch.Generator().manual_seed(SEED * 7919 + step)
-        null = torch.rand(args.batch, generator=gen) < 0.1
+        null = (torch.rand(args.batch, generator=gen) < 0.1).to(dev)
         tokens, hidden, logits = target_features(target, conditioner, vocab, vq, scenes, null)
         pred, want = head_outputs(head, target, tokens, hidden)
         cls = target.cfg["cls_token_num"]
@@ -99,6 +103,8 @@ def main():
 
     seconds = trainer.run_training("eagle", {"head": head}, opt, args.steps, step_fn, SEED,
                                    peak_lr=args.lr, warmup=50)
+    for m in (head, vq, target, conditioner):
+        m.cpu()
     report = agreement(head, target, conditioner, vocab, vq)
     report["train_minutes"] = round(seconds / 60, 1)
     report["parameters"] = sum(p.numel() for p in head.parameters())

@@ -50,10 +50,11 @@ def main():
     args = ap.parse_args()
     trainer.setup_torch()
     torch.manual_seed(SEED)
-    vq = train_vq.load_trained()
+    dev = trainer.device()
+    vq = train_vq.load_trained().to(dev)
     codebook = vq.quantize.embedding.weight.detach()
-    up = rs.Resampler(config("up"), codebook)
-    down = rs.Resampler(config("down"), codebook)
+    up = rs.Resampler(config("up"), codebook).to(dev)
+    down = rs.Resampler(config("down"), codebook).to(dev)
     params = list(up.parameters()) + list(down.parameters())
     opt = torch.optim.Adam(params, lr=args.lr)
     stream = data.SceneStream(SEED)
@@ -61,8 +62,8 @@ def main():
     def step_fn(step):
         scenes = stream.scenes(step, args.batch)
         with torch.no_grad():
-            low = train_vq.encode_ids(vq, data.render_batch(scenes, data.DRAFTER_SIZE))
-            high = train_vq.encode_ids(vq, data.render_batch(scenes, data.TARGET_SIZE))
+            low = train_vq.encode_ids(vq, data.render_batch(scenes, data.DRAFTER_SIZE, dev))
+            high = train_vq.encode_ids(vq, data.render_batch(scenes, data.TARGET_SIZE, dev))
         up_loss = F.cross_entropy(up(low, 8, 8), high.view(-1, 16, 16))
         down_loss = F.cross_entropy(down(high, 16, 16), low.view(-1, 8, 8))
         opt.zero_grad()
@@ -72,6 +73,8 @@ def main():
 
     seconds = trainer.run_training("resamplers", {"up": up, "down": down}, opt, args.steps,
                                    step_fn, SEED, peak_lr=args.lr, warmup=50)
+    for m in (up, down, vq):
+        m.cpu()
     report = agreement(up, down, vq)
     report["train_minutes"] = round(seconds / 60, 1)
     report["parameters_each"] = sum(p.numel() for p in up.parameters())

@@ -104,15 +104,16 @@ def main():
     args = ap.parse_args()
     trainer.setup_torch()
     torch.manual_seed(SEED)
-    model = vq.VQModel(CONFIG)
+    dev = trainer.device()
+    model = vq.VQModel(CONFIG).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.99))
     stream = data.SceneStream(SEED)
-    usage = torch.zeros(CONFIG["codebook_size"])
+    usage = torch.zeros(CONFIG["codebook_size"], device=dev)
 
     def step_fn(step):
         scenes = stream.scenes(step, args.batch)
-        big = data.render_batch(scenes[: args.batch * 2 // 3], data.TARGET_SIZE)
-        small = data.render_batch(scenes[args.batch * 2 // 3:], data.DRAFTER_SIZE)
+        big = data.render_batch(scenes[: args.batch * 2 // 3], data.TARGET_SIZE, dev)
+        small = data.render_batch(scenes[args.batch * 2 // 3:], data.DRAFTER_SIZE, dev)
         loss_total = 0.0
         opt.zero_grad()
         metrics = {}
@@ -121,7 +122,7 @@ def main():
             rec = F.mse_loss(recon, images)
             loss = rec + cb + 0.25 * commit
             (loss * images.size(0) / args.batch).backward()
-            usage.index_add_(0, ids.flatten(), torch.ones(ids.numel()))
+            usage.index_add_(0, ids.flatten(), torch.ones(ids.numel(), device=dev))
             metrics[f"rec{name}"] = rec.item()
             loss_total += loss.item()
             last_z = z
@@ -132,10 +133,11 @@ def main():
             if len(dead) > 0:
                 flat = last_z.detach().permute(0, 2, 3, 1).reshape(-1, CONFIG["codebook_embed_dim"])
                 pick = torch.randint(0, flat.size(0), (len(dead),),
-                                     generator=torch.Generator().manual_seed(step))
+                                     generator=torch.Generator().manual_seed(step)).to(dev)
                 with torch.no_grad():
                     model.quantize.embedding.weight[dead] = flat[pick] + 0.01 * torch.randn(
-                        len(dead), flat.size(1), generator=torch.Generator().manual_seed(step + 1))
+                        len(dead), flat.size(1),
+                        generator=torch.Generator().manual_seed(step + 1)).to(dev)
             usage.zero_()
         metrics["loss"] = loss_total
         return metrics
@@ -143,6 +145,7 @@ def main():
     t0 = time.time()
     seconds = trainer.run_training("vq", {"vq": model}, opt, args.steps, step_fn, SEED,
                                    peak_lr=args.lr, warmup=50)
+    model.cpu()
     report = evaluate(model)
     report["train_minutes"] = round(seconds / 60, 1)
     print(f"[vq] held-out: {report}", flush=True)

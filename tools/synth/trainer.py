@@ -17,7 +17,7 @@ import torch
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 WORK_DIR = os.environ.get("MULO_TRAIN_DIR", os.path.join(REPO, "out", "train"))
-MODELS_DIR = os.path.join(REPO, "models", "synth")
+MODELS_DIR = os.environ.get("MULO_MODELS_DIR", os.path.join(REPO, "models", "synth"))
 
 
 def setup_torch(threads=None):
