@@ -66,7 +66,7 @@ cv::Mat ToMat(const engine::RgbImage& image) {
 
 void WriteGrid(const std::vector<cv::Mat>& images, const std::vector<std::string>& captions,
                const std::string& path) {
-  const int scale = 4, cell = 64 * scale, text_h = 44, cols = 4;
+  const int scale = 4, cell = 64 * scale, text_h = 58, cols = 4;
   const int rows = (static_cast<int>(images.size()) + cols - 1) / cols;
   cv::Mat grid(rows * (cell + text_h), cols * cell, CV_8UC3, cv::Scalar(255, 255, 255));
   for (size_t i = 0; i < images.size(); ++i) {
@@ -75,11 +75,14 @@ void WriteGrid(const std::vector<cv::Mat>& images, const std::vector<std::string
     cv::resize(images[i], big, cv::Size(cell, cell), 0, 0, cv::INTER_NEAREST);
     cv::cvtColor(big, bgr, cv::COLOR_RGB2BGR);
     bgr.copyTo(grid(cv::Rect(c * cell, r * (cell + text_h), cell, cell)));
-    // Wrap the caption over up to three short lines under the image.
+    // Wrap the caption over up to four short lines under the image.
+    constexpr size_t kChars = 31;
     std::string text = captions[i];
-    for (int line = 0; line < 3 && !text.empty(); ++line) {
-      std::string part = text.substr(0, 44);
-      if (text.size() > 44) part = part.substr(0, part.rfind(' ') == std::string::npos ? 44 : part.rfind(' '));
+    for (int line = 0; line < 4 && !text.empty(); ++line) {
+      std::string part = text.substr(0, kChars);
+      if (text.size() > kChars && part.rfind(' ') != std::string::npos) {
+        part = part.substr(0, part.rfind(' '));
+      }
       text = text.substr(std::min(text.size(), part.size() + 1));
       cv::putText(grid, part, cv::Point(c * cell + 2, r * (cell + text_h) + cell + 12 + 13 * line),
                   cv::FONT_HERSHEY_PLAIN, 0.8, cv::Scalar(0, 0, 0), 1, cv::LINE_AA);
