@@ -12,17 +12,10 @@
 #include "engine/decode/progress.h"
 #include "engine/decode/stats.h"
 #include "engine/model/condition.h"
-#include "engine/model/transformer.h"
-#include "engine/model/vq_decoder.h"
+#include "engine/model/model_set.h"
 #include "engine/sampling/sampling_params.h"
 
 namespace mulo::engine {
-
-// The models of one family, loaded once and shared read-only by every request.
-struct ModelSet {
-  std::shared_ptr<const Transformer> target;
-  std::shared_ptr<const VqDecoder> vq;  // may be null when only tokens are wanted
-};
 
 struct DecodeRequest {
   Condition condition;
