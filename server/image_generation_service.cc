@@ -1,0 +1,157 @@
+#include "server/image_generation_service.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "engine/decode/ar.h"
+#include "server/generation_job.h"
+#include "server/request_log.h"
+
+namespace mulo::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+void FillModelInfo(const std::string& name, const engine::ModelSet& models, v1::ModelInfo* info) {
+  info->set_name(name);
+  info->set_image_width(static_cast<uint32_t>(models.ImageSize()));
+  info->set_image_height(static_cast<uint32_t>(models.ImageSize()));
+  info->set_grid_size(static_cast<uint32_t>(models.target->config().grid_size));
+  info->set_vocab_size(static_cast<uint32_t>(models.target->config().vocab_size));
+  for (const auto& m : ModelRepository::Methods(models)) info->add_methods(m);
+  info->mutable_default_sampling()->set_cfg_scale(models.default_cfg_scale);
+  info->mutable_default_sampling()->set_temperature(1.0);
+  info->mutable_default_sampling()->set_top_p(1.0);
+}
+
+}  // namespace
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+ImageGenerationService::ImageGenerationService(Scheduler& scheduler, ServerMetrics& metrics)
+    : scheduler_(scheduler), metrics_(metrics) {
+  methods_["ar"] = std::make_unique<engine::ArDecoder>();
+}
+
+grpc::Status ImageGenerationService::Generate(grpc::ServerContext* context,
+                                              const v1::GenerateRequest* request,
+                                              grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  const auto arrived = Clock::now();
+  RequestLogLine log;
+  log.request_id = request->request_id().empty()
+                       ? absl::StrCat("req-", next_id_.fetch_add(1))
+                       : request->request_id();
+  log.model = request->model();
+  auto finish = [&](const absl::Status& status, const JobRecord* record) {
+    log.status = status;
+    log.total_seconds = SecondsBetween(arrived, Clock::now());
+    if (record != nullptr) {
+      log.tokens = record->tokens;
+      if (record->started) log.queue_seconds = SecondsBetween(record->enqueued, *record->started);
+      if (record->first_row) log.first_row_seconds = SecondsBetween(arrived, *record->first_row);
+      log.stats = record->stats;
+    }
+    metrics_.RecordRequest(log);
+    WriteRequestLog(log);
+    return ToGrpc(status);
+  };
+
+  if (!accepting_) {
+    return finish(absl::UnavailableError("server is draining; retry on another replica"), nullptr);
+  }
+  const ModelRepository* repository = repository_;
+  if (repository == nullptr) {
+    return finish(absl::UnavailableError("models are still loading; retry shortly"), nullptr);
+  }
+  auto validated = ValidateRequest(*request, *repository);
+  if (!validated.ok()) return finish(validated.status(), nullptr);
+  validated->request_id = log.request_id;
+  log.method = validated->method;
+
+  // The client's deadline bounds queueing and decoding alike.
+  const auto system_deadline = context->deadline();
+  const bool has_deadline = system_deadline != std::chrono::system_clock::time_point::max();
+  auto deadline = Clock::now();
+  if (has_deadline) {
+    deadline += std::chrono::duration_cast<Clock::duration>(system_deadline -
+                                                            std::chrono::system_clock::now());
+  }
+  auto job = std::make_shared<GenerationJob>(*std::move(validated), deadline, has_deadline,
+                                             *methods_.at(log.method));
+  if (absl::Status queued = scheduler_.Submit(job); !queued.ok()) {
+    return finish(queued, nullptr);
+  }
+  {
+    std::lock_guard<std::mutex> lock(jobs_mu_);
+    jobs_.insert(job);
+  }
+  absl::Status outcome;
+  bool stream_broken = false;
+  while (true) {
+    if (context->IsCancelled()) job->Cancel();  // stops within one decoding step
+    auto event = job->NextEvent(absl::Milliseconds(20));
+    if (!event) continue;
+    if (event->response && !stream_broken) {
+      if (!writer->Write(*event->response)) {
+        stream_broken = true;  // the client is gone: stop decoding, keep draining events
+        job->Cancel();
+      }
+    }
+    if (event->done) {
+      outcome = event->status;
+      break;
+    }
+  }
+  if (stream_broken && outcome.ok()) outcome = absl::CancelledError("client went away");
+  if (context->IsCancelled() && outcome.ok()) outcome = absl::CancelledError("request cancelled");
+  const JobRecord record = job->record();
+  {
+    std::lock_guard<std::mutex> lock(jobs_mu_);
+    jobs_.erase(job);
+  }
+  job.reset();  // the request's buffers go now, not when the RPC object is recycled
+  return finish(outcome, &record);
+}
+
+void ImageGenerationService::CancelAll() {
+  std::lock_guard<std::mutex> lock(jobs_mu_);
+  for (const auto& job : jobs_) job->Cancel();
+}
+
+grpc::Status ImageGenerationService::ListModels(grpc::ServerContext*,
+                                                const v1::ListModelsRequest*,
+                                                v1::ListModelsResponse* response) {
+  const ModelRepository* repository = repository_;
+  if (repository == nullptr) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "models are still loading");
+  }
+  for (const auto& name : repository->Names()) {
+    FillModelInfo(name, *repository->Find(name), response->add_models());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ImageGenerationService::GetModel(grpc::ServerContext*,
+                                              const v1::GetModelRequest* request,
+                                              v1::ModelInfo* response) {
+  const ModelRepository* repository = repository_;
+  if (repository == nullptr) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "models are still loading");
+  }
+  const engine::ModelSet* models = repository->Find(request->name());
+  if (models == nullptr) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("name: model '", request->name(), "' is not loaded"));
+  }
+  FillModelInfo(request->name(), *models, response);
+  return grpc::Status::OK;
+}
+
+}  // namespace mulo::server

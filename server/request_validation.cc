@@ -1,0 +1,168 @@
+#include "server/request_validation.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace mulo::server {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
+}
+
+// Whether `text` is well-formed UTF-8 (protobuf checks `string` fields too, but only in debug
+// builds of some languages; we refuse explicitly with a field name).
+bool IsValidUtf8(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t extra;
+    if (c < 0x80) {
+      extra = 0;
+    } else if ((c >> 5) == 0x6) {
+      extra = 1;
+    } else if ((c >> 4) == 0xE) {
+      extra = 2;
+    } else if ((c >> 3) == 0x1E) {
+      extra = 3;
+    } else {
+      return false;
+    }
+    if (i + extra >= text.size()) return false;
+    for (size_t k = 1; k <= extra; ++k) {
+      if ((static_cast<unsigned char>(text[i + k]) >> 6) != 0x2) return false;
+    }
+    i += extra + 1;
+  }
+  return true;
+}
+
+absl::Status CheckRange(absl::string_view field, double value, double lo, double hi,
+                        absl::string_view help) {
+  if (!std::isfinite(value) || value < lo || value > hi) {
+    return Invalid(field, absl::StrCat(value, " is outside [", lo, ", ", hi, "]", help));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& request,
+                                                 const ModelRepository& repository) {
+  ValidatedRequest out;
+  out.request_id = request.request_id();
+  if (out.request_id.size() > 128) return Invalid("request_id", "longer than 128 bytes");
+  if (request.model().empty()) {
+    return Invalid("model", absl::StrCat("required (loaded: ",
+                                         absl::StrJoin(repository.Names(), ", "), ")"));
+  }
+  out.models = repository.Find(request.model());
+  if (out.models == nullptr) {
+    return absl::NotFoundError(absl::StrCat("model: '", request.model(), "' is not loaded (loaded: ",
+                                            absl::StrJoin(repository.Names(), ", "), ")"));
+  }
+  out.model_name = request.model();
+  const auto& target = out.models->target->config();
+
+  // What to condition on: a prompt, or precomputed features.
+  if (request.condition_size() > 0) {
+    const int64_t want = target.cls_token_num * target.cond_dim;
+    if (target.condition_mode == engine::ConditionMode::kClassLabel) {
+      return Invalid("condition", "this model takes class labels, not features");
+    }
+    if (request.condition_size() != want) {
+      return Invalid("condition", absl::StrCat(request.condition_size(), " floats, expected ",
+                                               target.cls_token_num, " x ", target.cond_dim,
+                                               " = ", want));
+    }
+    for (float x : request.condition()) {
+      if (!std::isfinite(x)) return Invalid("condition", "contains NaN or infinity");
+    }
+    out.condition.features =
+        torch::tensor(std::vector<float>(request.condition().begin(), request.condition().end()))
+            .view({target.cls_token_num, target.cond_dim});
+  } else {
+    if (request.prompt().empty()) return Invalid("prompt", "required (or send condition)");
+    if (request.prompt().size() > kMaxPromptBytes) {
+      return Invalid("prompt", absl::StrCat(request.prompt().size(), " bytes, more than ",
+                                            kMaxPromptBytes));
+    }
+    if (!IsValidUtf8(request.prompt())) return Invalid("prompt", "is not valid UTF-8");
+    if (out.models->conditioner == nullptr) {
+      return Invalid("prompt", "this model has no text conditioner; send condition features");
+    }
+    auto tokens = out.models->conditioner->Tokenize(request.prompt());
+    if (!tokens.ok()) return ToAbsl(tokens.status());  // "prompt: ..." from the engine
+    out.prompt = request.prompt();
+  }
+
+  // Sampling: unset optional fields take the model's defaults.
+  const auto& s = request.sampling();
+  out.sampling.cfg_scale = s.has_cfg_scale() ? s.cfg_scale() : out.models->default_cfg_scale;
+  if (auto st = CheckRange("sampling.cfg_scale", out.sampling.cfg_scale, 0, 100, ""); !st.ok()) {
+    return st;
+  }
+  out.sampling.temperature = s.has_temperature() ? s.temperature() : 1.0;
+  if (auto st = CheckRange("sampling.temperature", out.sampling.temperature, 0, 100,
+                           " (0 = greedy)");
+      !st.ok()) {
+    return st;
+  }
+  if (s.top_k() > static_cast<uint32_t>(target.vocab_size)) {
+    return Invalid("sampling.top_k",
+                   absl::StrCat(s.top_k(), " is more than the vocabulary (", target.vocab_size,
+                                "); 0 = off"));
+  }
+  out.sampling.top_k = s.top_k();
+  out.sampling.top_p = s.has_top_p() ? s.top_p() : 1.0;
+  if (!std::isfinite(out.sampling.top_p) || out.sampling.top_p <= 0 || out.sampling.top_p > 1) {
+    return Invalid("sampling.top_p", absl::StrCat(out.sampling.top_p, " is outside (0, 1]"));
+  }
+  out.sampling.seed = s.seed();
+
+  // Method.
+  switch (request.method_case()) {
+    case v1::GenerateRequest::METHOD_NOT_SET:
+    case v1::GenerateRequest::kAr:
+      out.method = "ar";
+      break;
+    case v1::GenerateRequest::kSpeculative:
+      out.method = "speculative";
+      break;
+    case v1::GenerateRequest::kMulo:
+      out.method = "mulo";
+      break;
+  }
+  const auto methods = ModelRepository::Methods(*out.models);
+  if (std::find(methods.begin(), methods.end(), out.method) == methods.end()) {
+    return Invalid("method", absl::StrCat("'", out.method, "' is not available for model '",
+                                          out.model_name, "' (available: ",
+                                          absl::StrJoin(methods, ", "), ")"));
+  }
+
+  // Output.
+  switch (request.image_format()) {
+    case v1::IMAGE_FORMAT_UNSPECIFIED:
+    case v1::PNG:
+      out.image_format = v1::PNG;
+      break;
+    case v1::JPEG:
+    case v1::RAW_RGB:
+      out.image_format = request.image_format();
+      break;
+    default:
+      return Invalid("image_format", absl::StrCat(static_cast<int>(request.image_format()),
+                                                  " is not a known format (PNG, JPEG, RAW_RGB)"));
+  }
+  out.stream_rows = !request.stream().has_rows() || request.stream().rows();
+  if (request.stream().preview_every_rows() > static_cast<uint32_t>(target.grid_size)) {
+    return Invalid("stream.preview_every_rows",
+                   absl::StrCat("at most the grid height (", target.grid_size, ")"));
+  }
+  out.preview_every_rows = static_cast<int>(request.stream().preview_every_rows());
+  return out;
+}
+
+}  // namespace mulo::server

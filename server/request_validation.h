@@ -1,0 +1,38 @@
+// Turns a wire GenerateRequest into plain engine inputs, checking every field. Errors are
+// INVALID_ARGUMENT naming the field ("sampling.temperature: must be in [0, 100]"), or
+// NOT_FOUND for an unknown model. Nothing here touches a model beyond its configuration.
+#ifndef MULO_SERVER_REQUEST_VALIDATION_H_
+#define MULO_SERVER_REQUEST_VALIDATION_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/model/condition.h"
+#include "engine/sampling/sampling_params.h"
+#include "mulo/v1/image_generation.pb.h"
+#include "server/model_repository.h"
+
+namespace mulo::server {
+
+// Longest prompt accepted, in bytes.
+inline constexpr size_t kMaxPromptBytes = 1024;
+
+struct ValidatedRequest {
+  std::string request_id;
+  std::string model_name;
+  const engine::ModelSet* models = nullptr;
+  std::string method;  // "ar", ...
+  std::string prompt;  // empty when `condition` carries precomputed features
+  engine::Condition condition;
+  engine::SamplingParams sampling;
+  v1::ImageFormat image_format = v1::PNG;
+  bool stream_rows = true;
+  int preview_every_rows = 0;
+};
+
+absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& request,
+                                                 const ModelRepository& repository);
+
+}  // namespace mulo::server
+
+#endif  // MULO_SERVER_REQUEST_VALIDATION_H_

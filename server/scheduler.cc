@@ -1,0 +1,93 @@
+#include "server/scheduler.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+
+namespace mulo::server {
+
+Scheduler::Scheduler(Options options) : options_(options) {
+  for (int i = 0; i < std::max(1, options_.workers); ++i) {
+    workers_.emplace_back([this] { WorkerLoop(); });
+  }
+}
+
+Scheduler::~Scheduler() {
+  std::deque<std::shared_ptr<Job>> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    accepting_ = false;
+    shutdown_ = true;
+    left.swap(queue_);
+  }
+  work_cv_.notify_all();
+  for (auto& job : left) job->Skip(absl::UnavailableError("server is shutting down"));
+  for (auto& worker : workers_) worker.join();
+}
+
+absl::Status Scheduler::Submit(std::shared_ptr<Job> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!accepting_) {
+      return absl::UnavailableError("server is draining; retry on another replica");
+    }
+    if (static_cast<int>(queue_.size()) >= options_.max_queue) {
+      return absl::UnavailableError(absl::StrCat("queue is full (", options_.max_queue,
+                                                 " waiting); retry with backoff"));
+    }
+    queue_.push_back(std::move(job));
+  }
+  work_cv_.notify_one();
+  return absl::OkStatus();
+}
+
+void Scheduler::StopAccepting() {
+  std::lock_guard<std::mutex> lock(mu_);
+  accepting_ = false;
+}
+
+bool Scheduler::WaitIdle(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return idle_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                           [this] { return queue_.empty() && running_ == 0; });
+}
+
+int Scheduler::queue_depth() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(queue_.size());
+}
+
+int Scheduler::running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_;
+}
+
+void Scheduler::WorkerLoop() {
+  while (true) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [this] { return shutdown_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // shutdown with nothing left
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      ++running_;
+    }
+    const engine::Status ready = job->cancel().Check();
+    if (!ready.ok()) {
+      job->Skip(ready.code() == engine::StatusCode::kDeadlineExceeded
+                    ? absl::DeadlineExceededError("deadline exceeded while queued")
+                    : absl::CancelledError("cancelled while queued"));
+    } else {
+      job->Run();
+    }
+    job.reset();  // release the request's memory before reporting idle
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --running_;
+    }
+    idle_cv_.notify_all();
+  }
+}
+
+}  // namespace mulo::server

@@ -1,0 +1,72 @@
+// Bounded FIFO queue in front of a fixed pool of worker threads. Every request becomes a Job;
+// a full queue or a draining server refuses it at once with UNAVAILABLE (retryable), the
+// fast rejection users ask of Triton and TGI instead of unbounded waiting. A job whose
+// deadline passes, or that is cancelled, while it waits is skipped without running.
+#ifndef MULO_SERVER_SCHEDULER_H_
+#define MULO_SERVER_SCHEDULER_H_
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "engine/decode/cancel_token.h"
+
+namespace mulo::server {
+
+class Job {
+ public:
+  virtual ~Job() = default;
+  // Runs on a worker thread; must honour cancel() every decoding step.
+  virtual void Run() = 0;
+  // The job will never run: cancelled or out of time while queued, or the server stopped.
+  virtual void Skip(const absl::Status& why) = 0;
+  virtual const engine::CancelToken& cancel() const = 0;
+};
+
+class Scheduler {
+ public:
+  struct Options {
+    int workers = 1;
+    int max_queue = 16;  // jobs waiting (not counting the ones running)
+  };
+
+  explicit Scheduler(Options options);
+  // Stops accepting, skips whatever still waits (UNAVAILABLE) and joins the workers after
+  // their current jobs.
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues `job`, or refuses it with UNAVAILABLE (queue full, or draining).
+  absl::Status Submit(std::shared_ptr<Job> job);
+
+  // Drain: refuse new jobs from now on; queued and running ones still complete.
+  void StopAccepting();
+  // True once nothing is queued or running; false if `timeout` passed first.
+  bool WaitIdle(absl::Duration timeout);
+
+  int queue_depth() const;
+  int running() const;
+
+ private:
+  void WorkerLoop();
+
+  const Options options_;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // a job arrived or shutdown
+  std::condition_variable idle_cv_;  // a job finished
+  std::deque<std::shared_ptr<Job>> queue_;
+  int running_ = 0;
+  bool accepting_ = true;
+  bool shutdown_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace mulo::server
+
+#endif  // MULO_SERVER_SCHEDULER_H_

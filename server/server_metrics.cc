@@ -1,0 +1,137 @@
+#include "server/server_metrics.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "server/metrics/process_collector.h"
+
+namespace mulo::server {
+namespace {
+
+// Registration only fails on a malformed or duplicate name, i.e. a bug in this file.
+template <typename T>
+T* OrDie(absl::StatusOr<T*> family) {
+  if (!family.ok()) {
+    std::fprintf(stderr, "metrics: %s\n", family.status().ToString().c_str());
+    std::abort();
+  }
+  return *family;
+}
+
+// Queue depth and running requests, read from the scheduler when Prometheus scrapes, so the
+// gauges are exact at scrape time instead of lagging behind the last request event.
+class QueueCollector : public metrics::Collector {
+ public:
+  explicit QueueCollector(std::function<std::pair<int, int>()> probe) : probe_(std::move(probe)) {}
+  std::vector<std::string> Describe() const override {
+    return {"mulo_queue_depth", "mulo_requests_running"};
+  }
+  std::vector<metrics::FamilySnapshot> Collect() const override {
+    const auto [depth, running] = probe_();
+    metrics::FamilySnapshot queue{"mulo_queue_depth", "Requests waiting for a worker.",
+                                  metrics::MetricType::kGauge, {}, {}, {}};
+    queue.metrics.push_back(metrics::MetricSnapshot{{}, static_cast<double>(depth)});
+    metrics::FamilySnapshot run{"mulo_requests_running", "Requests being decoded.",
+                                metrics::MetricType::kGauge, {}, {}, {}};
+    run.metrics.push_back(metrics::MetricSnapshot{{}, static_cast<double>(running)});
+    return {queue, run};
+  }
+
+ private:
+  std::function<std::pair<int, int>()> probe_;
+};
+
+}  // namespace
+
+ServerMetrics::ServerMetrics() {
+  const std::vector<std::string> mm = {"model", "method"};
+  requests_ = OrDie(registry_.AddCounter(
+      "mulo_requests_total", "Generate requests by final gRPC status code.",
+      {"model", "method", "code"}));
+  generated_tokens_ = OrDie(registry_.AddCounter("mulo_generated_tokens_total",
+                                                 "Image tokens generated.", mm));
+  target_forwards_ = OrDie(registry_.AddCounter("mulo_target_forward_passes_total",
+                                                "Forward passes of the target model.", mm));
+  draft_forwards_ = OrDie(registry_.AddCounter("mulo_draft_forward_passes_total",
+                                               "Forward passes of drafters.", mm));
+  drafted_ = OrDie(registry_.AddCounter("mulo_spec_drafted_tokens_total",
+                                        "Tokens proposed by drafters.", mm));
+  accepted_ = OrDie(registry_.AddCounter("mulo_spec_accepted_tokens_total",
+                                         "Drafted tokens accepted by the target.", mm));
+  resampled_ = OrDie(registry_.AddCounter("mulo_spec_resampled_tokens_total",
+                                          "Tokens re-sampled by the target after rejection.",
+                                          mm));
+  accepted_per_position_ = OrDie(registry_.AddCounter(
+      "mulo_spec_accepted_tokens_per_position_total",
+      "Drafted tokens accepted at each draft depth (chain and tree methods).",
+      {"model", "method", "position"}));
+  request_duration_ = OrDie(registry_.AddHistogram(
+      "mulo_request_duration_seconds", "Time from arrival to the final status.", mm,
+      {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60, 120, 300}));
+  queue_duration_ = OrDie(registry_.AddHistogram(
+      "mulo_queue_duration_seconds", "Time requests waited for a worker.", {"model"},
+      {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60}));
+  first_row_ = OrDie(registry_.AddHistogram(
+      "mulo_time_to_first_row_seconds", "Time from arrival to the first committed row.", mm,
+      {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}));
+  phase_duration_ = OrDie(registry_.AddHistogram(
+      "mulo_phase_duration_seconds",
+      "Time per request spent in each decoding phase (draft, verify, resample, ...).",
+      {"model", "method", "phase"}, {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60}));
+  model_loaded_ = OrDie(registry_.AddGauge("mulo_model_loaded",
+                                           "1 when the model family is loaded and served.",
+                                           {"model"}));
+  if (auto st = registry_.AddCollector(std::make_unique<metrics::ProcessCollector>()); !st.ok()) {
+    std::fprintf(stderr, "metrics: %s\n", st.ToString().c_str());
+    std::abort();
+  }
+}
+
+void ServerMetrics::WatchQueue(std::function<std::pair<int, int>()> probe) {
+  if (auto st = registry_.AddCollector(std::make_unique<QueueCollector>(std::move(probe)));
+      !st.ok()) {
+    std::fprintf(stderr, "metrics: %s\n", st.ToString().c_str());
+    std::abort();
+  }
+}
+
+absl::StatusOr<int> ServerMetrics::StartHttp(const std::string& host, int port,
+                                             metrics::MetricsHttpServer::ReadinessCheck is_ready) {
+  http_ = std::make_unique<metrics::MetricsHttpServer>(&registry_, std::move(is_ready));
+  if (absl::Status st = http_->Start(absl::StrCat(host, ":", port)); !st.ok()) return st;
+  return http_->port();
+}
+
+void ServerMetrics::SetModelLoaded(const std::string& model, bool loaded) {
+  model_loaded_->WithLabels({model}).Set(loaded ? 1.0 : 0.0);
+}
+
+void ServerMetrics::RecordRequest(const RequestLogLine& line) {
+  const std::string model = line.model.empty() ? "unknown" : line.model;
+  const std::string method = line.method.empty() ? "unknown" : line.method;
+  requests_->WithLabels({model, method, absl::StatusCodeToString(line.status.code())}).Inc();
+  request_duration_->WithLabels({model, method}).Observe(line.total_seconds);
+  if (line.method.empty()) return;  // refused before it was queued
+  const engine::Stats& s = line.stats;
+  queue_duration_->WithLabels({model}).Observe(line.queue_seconds);
+  if (line.first_row_seconds >= 0) first_row_->WithLabels({model, method}).Observe(line.first_row_seconds);
+  generated_tokens_->WithLabels({model, method}).Inc(static_cast<double>(s.tokens));
+  target_forwards_->WithLabels({model, method}).Inc(static_cast<double>(s.target_forward_passes));
+  draft_forwards_->WithLabels({model, method}).Inc(static_cast<double>(s.draft_forward_passes));
+  drafted_->WithLabels({model, method}).Inc(static_cast<double>(s.drafted_tokens));
+  accepted_->WithLabels({model, method}).Inc(static_cast<double>(s.accepted_tokens));
+  resampled_->WithLabels({model, method}).Inc(static_cast<double>(s.resampled_tokens));
+  for (size_t i = 0; i < s.accepted_per_position.size(); ++i) {
+    accepted_per_position_->WithLabels({model, method, std::to_string(i)})
+        .Inc(static_cast<double>(s.accepted_per_position[i]));
+  }
+  for (int i = 0; i < engine::kNumPhases; ++i) {
+    if (s.phase_seconds[i] > 0) {
+      phase_duration_->WithLabels({model, method, engine::PhaseName(static_cast<engine::Phase>(i))})
+          .Observe(s.phase_seconds[i]);
+    }
+  }
+}
+
+}  // namespace mulo::server

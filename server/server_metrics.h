@@ -1,0 +1,57 @@
+// The mulo_ metrics of DESIGN.md section 5 and the HTTP endpoint that exposes them.
+// Counters rather than ratios: acceptance rate, step compression and mean accepted length are
+// derived in PromQL, e.g.
+//   rate(mulo_spec_accepted_tokens_total[5m]) / rate(mulo_spec_drafted_tokens_total[5m])
+//   rate(mulo_generated_tokens_total[5m]) / rate(mulo_target_forward_passes_total[5m])
+#ifndef MULO_SERVER_SERVER_METRICS_H_
+#define MULO_SERVER_SERVER_METRICS_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/metrics/http_server.h"
+#include "server/metrics/registry.h"
+#include "server/request_log.h"
+
+namespace mulo::server {
+
+class ServerMetrics {
+ public:
+  ServerMetrics();
+
+  // Serves /metrics, /healthz and /readyz on host:port (0 = a free port); returns the port.
+  absl::StatusOr<int> StartHttp(const std::string& host, int port,
+                                metrics::MetricsHttpServer::ReadinessCheck is_ready);
+
+  // Queue depth and running requests are read at scrape time from `probe`.
+  void WatchQueue(std::function<std::pair<int, int>()> probe);
+
+  // Everything one finished (or refused) request contributes.
+  void RecordRequest(const RequestLogLine& line);
+  void SetModelLoaded(const std::string& model, bool loaded);
+
+  const metrics::Registry& registry() const { return registry_; }
+
+ private:
+  metrics::Registry registry_;
+  metrics::CounterFamily* requests_;
+  metrics::CounterFamily* generated_tokens_;
+  metrics::CounterFamily* target_forwards_;
+  metrics::CounterFamily* draft_forwards_;
+  metrics::CounterFamily* drafted_;
+  metrics::CounterFamily* accepted_;
+  metrics::CounterFamily* resampled_;
+  metrics::CounterFamily* accepted_per_position_;
+  metrics::HistogramFamily* request_duration_;
+  metrics::HistogramFamily* queue_duration_;
+  metrics::HistogramFamily* first_row_;
+  metrics::HistogramFamily* phase_duration_;
+  metrics::GaugeFamily* model_loaded_;
+  std::unique_ptr<metrics::MetricsHttpServer> http_;
+};
+
+}  // namespace mulo::server
+
+#endif  // MULO_SERVER_SERVER_METRICS_H_

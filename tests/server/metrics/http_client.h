@@ -1,0 +1,30 @@
+// A minimal blocking HTTP/1.0 client over POSIX sockets, for talking to the metrics
+// endpoint on loopback in tests without adding a dependency.
+#ifndef MULO_TESTS_SERVER_METRICS_HTTP_CLIENT_H_
+#define MULO_TESTS_SERVER_METRICS_HTTP_CLIENT_H_
+
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace mulo::server::metrics::testing {
+
+struct HttpResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // Names lower-cased.
+  std::string body;
+};
+
+// Sends `method path` to 127.0.0.1:port with "Connection: close" and reads the response
+// until the server closes the connection (5 s timeout on every socket operation).
+absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method,
+                                         const std::string& path);
+
+inline absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path) {
+  return HttpRequest(port, "GET", path);
+}
+
+}  // namespace mulo::server::metrics::testing
+
+#endif  // MULO_TESTS_SERVER_METRICS_HTTP_CLIENT_H_

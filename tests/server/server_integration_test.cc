@@ -1,0 +1,239 @@
+// mulo_server end to end: a real server process on loopback ports serving the tiny model
+// family (tests/data/repository), driven through the gRPC API.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <opencv2/imgcodecs.hpp>
+#include <thread>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "tests/server/server_process.h"
+
+namespace mulo::testing {
+namespace {
+
+constexpr char kPrompt[] = "a small red circle in the top left on a blue background";
+const std::vector<std::string> kRepository = {"--model_repository=tests/data/repository"};
+
+v1::GenerateRequest ValidRequest(uint64_t seed = 1) {
+  v1::GenerateRequest request;
+  request.set_model("tiny");
+  request.set_prompt(kPrompt);
+  request.mutable_sampling()->set_seed(seed);
+  return request;
+}
+
+struct StreamResult {
+  grpc::Status status;
+  std::vector<v1::RowsEvent> rows;
+  std::optional<v1::ImageEvent> image;
+};
+
+StreamResult RunStream(v1::ImageGeneration::Stub& stub, const v1::GenerateRequest& request,
+                       double timeout_seconds = 60,
+                       std::function<void(const v1::RowsEvent&)> on_row = nullptr) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000)));
+  StreamResult result;
+  auto reader = stub.Generate(&context, request);
+  v1::GenerateResponse response;
+  while (reader->Read(&response)) {
+    if (response.has_rows()) {
+      result.rows.push_back(response.rows());
+      if (on_row) on_row(response.rows());
+    }
+    if (response.has_image()) result.image = response.image();
+  }
+  result.status = reader->Finish();
+  return result;
+}
+
+grpc::health::v1::HealthCheckResponse::ServingStatus Health(const ServerProcess& server) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::health::v1::HealthCheckResponse response;
+  if (!stub->Check(&context, grpc::health::v1::HealthCheckRequest(), &response).ok()) {
+    return grpc::health::v1::HealthCheckResponse::UNKNOWN;
+  }
+  return response.status();
+}
+
+TEST(ServerIntegrationTest, StreamsRowsInOrderAndReturnsTheImage) {
+  auto server = ServerProcess::Start(kRepository);
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ(Health(**server), grpc::health::v1::HealthCheckResponse::SERVING);
+  auto stub = (*server)->NewStub();
+
+  grpc::ClientContext list_context;
+  v1::ListModelsResponse models;
+  ASSERT_TRUE(stub->ListModels(&list_context, v1::ListModelsRequest(), &models).ok());
+  ASSERT_EQ(models.models_size(), 1);
+  EXPECT_EQ(models.models(0).name(), "tiny");
+  const int grid = static_cast<int>(models.models(0).grid_size());
+  const int pixels = static_cast<int>(models.models(0).image_width());
+
+  StreamResult result = RunStream(*stub, ValidRequest());
+  ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+  ASSERT_TRUE(result.image.has_value());
+  cv::Mat decoded = cv::imdecode(
+      std::vector<uchar>(result.image->data().begin(), result.image->data().end()),
+      cv::IMREAD_COLOR);
+  EXPECT_EQ(decoded.cols, pixels);
+  EXPECT_EQ(decoded.rows, pixels);
+  EXPECT_EQ(static_cast<int>(result.image->width()), pixels);
+  ASSERT_EQ(result.image->tokens_size(), grid * grid);
+  // Rows arrive in order, each once, and together they are the final token grid.
+  std::vector<uint32_t> streamed;
+  uint32_t next_row = 0;
+  for (const auto& rows : result.rows) {
+    EXPECT_EQ(rows.first_row(), next_row);
+    EXPECT_EQ(static_cast<int>(rows.width()), grid);
+    next_row += rows.tokens_size() / rows.width();
+    streamed.insert(streamed.end(), rows.tokens().begin(), rows.tokens().end());
+  }
+  EXPECT_EQ(static_cast<int>(next_row), grid);
+  EXPECT_EQ(streamed, std::vector<uint32_t>(result.image->tokens().begin(),
+                                            result.image->tokens().end()));
+  EXPECT_EQ(result.image->stats().tokens(), static_cast<uint32_t>(grid * grid));
+  // Same seed, same image.
+  StreamResult again = RunStream(*stub, ValidRequest());
+  ASSERT_TRUE(again.status.ok());
+  EXPECT_EQ(again.image->tokens_size(), result.image->tokens_size());
+  EXPECT_TRUE(std::equal(again.image->tokens().begin(), again.image->tokens().end(),
+                         result.image->tokens().begin()));
+  EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"OK\""}), 2);
+}
+
+TEST(ServerIntegrationTest, DeadlineMidStreamStopsTheRequestAndFreesTheWorker) {
+  auto server = ServerProcess::Start(kRepository);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = (*server)->NewStub();
+  // Time a full request, then give the next one a fraction of that as its deadline.
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(RunStream(*stub, ValidRequest()).status.ok());
+  const double full = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  StreamResult cut = RunStream(*stub, ValidRequest(2), full * 0.4);
+  EXPECT_EQ(cut.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_FALSE(cut.image.has_value());
+  // The worker lets go of the request promptly: running returns to 0.
+  double running = -1;
+  for (int i = 0; i < 100 && running != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    running = (*server)->MetricSum("mulo_requests_running", {});
+  }
+  EXPECT_EQ(running, 0);
+  EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"DEADLINE_EXCEEDED\""}), 1);
+  EXPECT_TRUE(RunStream(*stub, ValidRequest(3)).status.ok());
+}
+
+struct BadRequest {
+  std::string field;
+  std::function<void(v1::GenerateRequest*)> mutate;
+};
+
+TEST(ServerIntegrationTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
+  auto server = ServerProcess::Start(kRepository);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = (*server)->NewStub();
+  const std::vector<BadRequest> bad = {
+      {"model", [](auto* r) { r->clear_model(); }},
+      {"prompt", [](auto* r) { r->clear_prompt(); }},
+      {"prompt", [](auto* r) { r->set_prompt(std::string(2000, 'a')); }},
+      {"prompt", [](auto* r) { r->set_prompt("   "); }},
+      {"prompt", [](auto* r) {
+         std::string many;
+         for (int i = 0; i < 40; ++i) many += "red ";
+         r->set_prompt(many);
+       }},
+      {"sampling.cfg_scale", [](auto* r) { r->mutable_sampling()->set_cfg_scale(-1); }},
+      {"sampling.cfg_scale", [](auto* r) { r->mutable_sampling()->set_cfg_scale(1e6); }},
+      {"sampling.temperature", [](auto* r) { r->mutable_sampling()->set_temperature(-0.5); }},
+      {"sampling.temperature", [](auto* r) { r->mutable_sampling()->set_temperature(NAN); }},
+      {"sampling.top_k", [](auto* r) { r->mutable_sampling()->set_top_k(100000); }},
+      {"sampling.top_p", [](auto* r) { r->mutable_sampling()->set_top_p(0); }},
+      {"sampling.top_p", [](auto* r) { r->mutable_sampling()->set_top_p(1.5); }},
+      {"method", [](auto* r) { r->mutable_mulo(); }},
+      {"method", [](auto* r) { r->mutable_speculative(); }},
+      {"image_format", [](auto* r) { r->set_image_format(static_cast<v1::ImageFormat>(42)); }},
+      {"stream.preview_every_rows", [](auto* r) { r->mutable_stream()->set_preview_every_rows(1000); }},
+      {"condition", [](auto* r) { r->add_condition(1.0f); }},
+      {"condition", [](auto* r) {
+         for (int i = 0; i < 24 * 16; ++i) r->add_condition(i == 5 ? NAN : 0.0f);
+       }},
+      {"request_id", [](auto* r) { r->set_request_id(std::string(200, 'x')); }},
+      {"sampling.temperature", [](auto* r) { r->mutable_sampling()->set_temperature(1000); }},
+  };
+  ASSERT_EQ(bad.size(), 20u);
+  for (const auto& b : bad) {
+    v1::GenerateRequest request = ValidRequest();
+    b.mutate(&request);
+    StreamResult result = RunStream(*stub, request);
+    EXPECT_EQ(result.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << b.field << ": " << result.status.error_message();
+    EXPECT_EQ(result.status.error_message().rfind(b.field + ":", 0), 0u)
+        << "message should start with '" << b.field << ":', got: " << result.status.error_message();
+  }
+  v1::GenerateRequest unknown = ValidRequest();
+  unknown.set_model("nope");
+  EXPECT_EQ(RunStream(*stub, unknown).status.error_code(), grpc::StatusCode::NOT_FOUND);
+  // Still healthy and serving.
+  EXPECT_EQ(Health(**server), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_TRUE(RunStream(*stub, ValidRequest()).status.ok());
+  EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"INVALID_ARGUMENT\""}), 20);
+}
+
+TEST(ServerIntegrationTest, QueueOverflowIsUnavailableAndTheRestComplete) {
+  auto server = ServerProcess::Start(
+      {"--model_repository=tests/data/repository", "--workers=1", "--max_queue=1"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  constexpr int kRequests = 6;
+  std::vector<grpc::StatusCode> codes(kRequests);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRequests; ++i) {
+    threads.emplace_back([&, i] {
+      auto stub = (*server)->NewStub();
+      codes[i] = RunStream(*stub, ValidRequest(10 + i)).status.error_code();
+    });
+  }
+  for (auto& t : threads) t.join();
+  int ok = 0, unavailable = 0;
+  for (auto code : codes) {
+    ok += code == grpc::StatusCode::OK;
+    unavailable += code == grpc::StatusCode::UNAVAILABLE;
+  }
+  EXPECT_EQ(ok + unavailable, kRequests);
+  EXPECT_GE(ok, 2);           // one running + one queued at least
+  EXPECT_GE(unavailable, 1);  // the excess is refused at once
+  EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"UNAVAILABLE\""}), unavailable);
+}
+
+TEST(ServerIntegrationTest, SigtermDrainsTheStreamRefusesNewWorkAndExitsZero) {
+  auto server = ServerProcess::Start(kRepository);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::atomic<bool> first_row{false};
+  StreamResult in_flight;
+  std::thread stream([&] {
+    auto stub = (*server)->NewStub();
+    in_flight = RunStream(*stub, ValidRequest(), 60, [&](const v1::RowsEvent&) { first_row = true; });
+  });
+  while (!first_row) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  (*server)->Signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto stub = (*server)->NewStub();
+  StreamResult refused = RunStream(*stub, ValidRequest(5), 5);
+  stream.join();
+  EXPECT_TRUE(in_flight.status.ok()) << in_flight.status.error_message();
+  EXPECT_TRUE(in_flight.image.has_value());
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << refused.status.error_message();
+  EXPECT_EQ((*server)->Wait(30), 0) << (*server)->Log();
+}
+
+}  // namespace
+}  // namespace mulo::testing
