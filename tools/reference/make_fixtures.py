@@ -219,6 +219,39 @@ def make_eagle(out_dir, target_dir, seed):
     print("eagle_tiny: head over tar_tiny")
 
 
+def make_tiny_family(out_dir, seed):
+    """A complete random-weight family (conditioner with the synth vocabulary, target, VQ) for
+    server and integration tests: the same code paths as models/synth at a fraction of the
+    cost. 32x32 tokens make a request last long enough to cancel it mid-stream."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "synth"))
+    import domain  # noqa: E402
+    gen = torch.Generator().manual_seed(seed)
+    vocab = domain.vocabulary()
+    cond_cfg = dict(vocab_size=len(vocab), dim=16, n_layer=1, n_head=2, max_tokens=24,
+                    multiple_of=16, norm_eps=1e-5)
+    conditioner = te.TextEncoder(cond_cfg).eval()
+    target_cfg = dict(dim=32, n_layer=1, n_head=2, vocab_size=64, grid_size=32,
+                      cls_token_num=24, position_mode="abs_pe", condition_mode="clip_cond",
+                      cond_dim=16, multiple_of=16, norm_eps=1e-5)
+    target = tr.Transformer(target_cfg).eval()
+    vq_cfg = dict(codebook_size=64, codebook_embed_dim=8, z_channels=8, ch=8, ch_mult=[1, 1],
+                  num_res_blocks=1, norm_groups=4, codebook_l2_norm=True, out_channels=3)
+    vqm = vq.VQModel(vq_cfg, with_encoder=False).eval()
+    for module in (conditioner, target, vqm):
+        spread_init(module, gen)
+    parts = {"conditioner": (conditioner, cond_cfg, {"vocab.json": vocab}),
+             "target": (target, target_cfg, None), "vq": (vqm, vq_cfg, None)}
+    for name, (module, cfg, extra) in parts.items():
+        write_config(os.path.join(out_dir, name), cfg, extra)
+        safetensors_io.save(state_for_storage(module, torch.float16),
+                            os.path.join(out_dir, name, "model.safetensors"))
+    with open(os.path.join(out_dir, "family.json"), "w") as f:
+        json.dump({"name": "tiny", "default_cfg_scale": 4.0,
+                   "components": {k: k for k in parts}}, f, indent=2, sort_keys=True)
+        f.write("\n")
+    print("tiny_family: conditioner + 32x32-token target + VQ (64 px images)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data"))
@@ -233,6 +266,7 @@ def main():
     make_resamplers(os.path.join(args.out, "resampler_tiny"), args.seed + 103)
     make_eagle(os.path.join(args.out, "eagle_tiny"), os.path.join(args.out, "tar_tiny"),
                args.seed + 107)
+    make_tiny_family(os.path.join(args.out, "repository", "tiny"), args.seed + 109)
 
 
 if __name__ == "__main__":
