@@ -3,16 +3,22 @@
 //   mulo_client generate --prompt="a small red circle in the top left on a blue background"
 //                        --method=ar --seed=1 --out=image.png
 //   mulo_client models
+//   mulo_client bench --requests=32 --concurrency=4 [--prompts_file=models/synth/heldout_prompts.jsonl]
 //
 // `generate` draws a live progress bar from the streamed rows, writes the image and prints
 // the request's Stats. On error it prints the server's status code and message and exits 1.
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -33,6 +39,11 @@ ABSL_FLAG(std::string, format, "png", "png, jpeg or raw");
 ABSL_FLAG(std::string, out, "image.png", "where to write the image");
 ABSL_FLAG(double, timeout, 300, "request deadline in seconds");
 ABSL_FLAG(std::string, tls_ca, "", "PEM root certificate: connect with TLS");
+ABSL_FLAG(int, requests, 32, "bench: requests to send");
+ABSL_FLAG(int, concurrency, 1, "bench: requests in flight at once");
+ABSL_FLAG(std::string, prompts_file, "",
+          "bench: JSONL with a \"prompt\" per line (e.g. models/synth/heldout_prompts.jsonl); "
+          "request i uses line i and seed i; empty = --prompt for every request");
 
 namespace {
 
@@ -160,6 +171,111 @@ int Generate() {
   return 0;
 }
 
+// The "prompt" field of each JSONL line (a tiny scan; the lines are written by our tools).
+std::vector<std::string> ReadPrompts(const std::string& path) {
+  std::vector<std::string> prompts;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const std::string key = "\"prompt\":\"";
+    auto start = line.find(key);
+    if (start == std::string::npos) continue;
+    start += key.size();
+    prompts.push_back(line.substr(start, line.find('"', start) - start));
+  }
+  return prompts;
+}
+
+double Percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5));
+  return v[i];
+}
+
+// Closed-loop load: `concurrency` workers each send their next request as soon as the last
+// one finishes. Prints latency percentiles, throughput and the server's own decode time, so
+// the server's overhead (queueing excluded) is latency - decode.
+int Bench() {
+  const int n = absl::GetFlag(FLAGS_requests);
+  const int concurrency = std::max(1, absl::GetFlag(FLAGS_concurrency));
+  std::vector<std::string> prompts;
+  if (!absl::GetFlag(FLAGS_prompts_file).empty()) {
+    prompts = ReadPrompts(absl::GetFlag(FLAGS_prompts_file));
+  }
+  if (prompts.empty()) {
+    if (absl::GetFlag(FLAGS_prompt).empty()) {
+      std::fprintf(stderr, "error: bench needs --prompt or --prompts_file\n");
+      return 2;
+    }
+    prompts.push_back(absl::GetFlag(FLAGS_prompt));
+  }
+  auto channel = Connect();
+  std::atomic<int> next{0};
+  std::mutex mu;
+  std::vector<double> latency, decode, queue, first_row;
+  std::vector<std::string> errors;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> workers;
+  for (int w = 0; w < concurrency; ++w) {
+    workers.emplace_back([&] {
+      auto stub = ImageGeneration::NewStub(channel);
+      for (int i = next++; i < n; i = next++) {
+        mulo::v1::GenerateRequest request;
+        request.set_model(absl::GetFlag(FLAGS_model));
+        request.set_prompt(prompts[i % prompts.size()]);
+        request.mutable_sampling()->set_seed(static_cast<uint64_t>(i));
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() +
+                             std::chrono::seconds(static_cast<int64_t>(absl::GetFlag(FLAGS_timeout))));
+        const auto t0 = std::chrono::steady_clock::now();
+        double t_first = -1;
+        auto reader = stub->Generate(&context, request);
+        mulo::v1::GenerateResponse response;
+        mulo::v1::Stats stats;
+        while (reader->Read(&response)) {
+          if (response.has_rows() && t_first < 0) {
+            t_first = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          }
+          if (response.has_image()) stats = response.image().stats();
+        }
+        grpc::Status status = reader->Finish();
+        const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::lock_guard<std::mutex> lock(mu);
+        if (!status.ok()) {
+          errors.push_back(status.error_message());
+          continue;
+        }
+        latency.push_back(t);
+        decode.push_back(stats.total_seconds());
+        queue.push_back(stats.queue_seconds());
+        first_row.push_back(t_first);
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (latency.empty()) {
+    std::fprintf(stderr, "error: every request failed, e.g. %s\n",
+                 errors.empty() ? "?" : errors[0].c_str());
+    return 1;
+  }
+  auto mean = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return s / v.size();
+  };
+  std::vector<double> overhead;
+  for (size_t i = 0; i < latency.size(); ++i) overhead.push_back(latency[i] - queue[i] - decode[i]);
+  std::printf("| requests | concurrency | ok | errors | p50 latency s | p95 latency s | mean first row s"
+              " | images/s | mean server decode s | mean overhead s (latency - queue - decode) |\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| %d | %d | %zu | %zu | %.3f | %.3f | %.3f | %.2f | %.3f | %.4f (%.2f%%) |\n", n,
+              concurrency, latency.size(), errors.size(), Percentile(latency, 0.5),
+              Percentile(latency, 0.95), mean(first_row), latency.size() / wall, mean(decode),
+              mean(overhead), 100.0 * mean(overhead) / mean(latency));
+  if (!errors.empty()) std::fprintf(stderr, "first error: %s\n", errors[0].c_str());
+  return errors.empty() ? 0 : 1;
+}
+
 int Models() {
   auto stub = ImageGeneration::NewStub(Connect());
   grpc::ClientContext context;
@@ -186,6 +302,7 @@ int main(int argc, char** argv) {
   const std::string command = args.size() > 1 ? args[1] : "";
   if (command == "generate") return Generate();
   if (command == "models") return Models();
-  std::fprintf(stderr, "usage: mulo_client generate --prompt=... | mulo_client models\n");
+  if (command == "bench") return Bench();
+  std::fprintf(stderr, "usage: mulo_client generate --prompt=... | models | bench\n");
   return 2;
 }
