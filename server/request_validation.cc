@@ -134,6 +134,27 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
     case v1::GenerateRequest::kMulo:
       out.method = "mulo";
       break;
+    case v1::GenerateRequest::kEagle:
+      out.method = "eagle";
+      break;
+    case v1::GenerateRequest::kLantern:
+      out.method = "lantern";
+      break;
+    case v1::GenerateRequest::kLanternPlusPlus:
+      out.method = "lantern++";
+      break;
+    case v1::GenerateRequest::kPeanut:
+      out.method = "peanut";
+      break;
+    case v1::GenerateRequest::kSjd:
+      out.method = "sjd";
+      break;
+    case v1::GenerateRequest::kGsd:
+      out.method = "gsd";
+      break;
+    case v1::GenerateRequest::kZipar:
+      out.method = "zipar";
+      break;
   }
   const auto methods = ModelRepository::Methods(*out.models);
   if (std::find(methods.begin(), methods.end(), out.method) == methods.end()) {
