@@ -16,7 +16,7 @@ PACKAGES=(
   # tests
   libgtest-dev libgmock-dev prometheus
   # tools (reference models, training, plots) use Debian's interpreter: /usr/bin/python3
-  python3-torch python3-numpy python3-matplotlib
+  python3-torch python3-numpy python3-matplotlib python3-yaml
 )
 
 missing=()
