@@ -14,7 +14,7 @@ PACKAGES=(
   libcivetweb-dev nlohmann-json3-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   # tests
-  libgtest-dev libgmock-dev prometheus
+  libgtest-dev libgmock-dev prometheus openssl
   # tools (reference models, training, plots) use Debian's interpreter: /usr/bin/python3
   python3-torch python3-numpy python3-matplotlib python3-yaml
 )
