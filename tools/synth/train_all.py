@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Trains the whole bundled family models/synth from scratch, in dependency order:
 
-  vq -> target (+ text conditioner) -> drafter -> chain -> resamplers -> eagle
+  vq -> vq_refine -> target (+ text conditioner) -> drafter -> chain -> resamplers -> eagle
 
 Each stage is its own resumable script (see --help of each); an interrupted run continues
 where it stopped when this command is run again, and finished stages are skipped. Real
@@ -25,6 +25,7 @@ import trainer  # noqa: E402
 
 STAGES = [
     ("vq", ["train_vq.py"]),
+    ("vq_refine", ["train_vq.py", "--refine"]),
     ("target", ["train_ar.py", "--role", "target"]),
     ("drafter", ["train_ar.py", "--role", "drafter"]),
     ("chain", ["train_ar.py", "--role", "chain"]),

@@ -6,6 +6,12 @@ encoder outputs. Exports models/synth/vq/{config.json, model.safetensors} and pr
 usage and reconstruction PSNR on held-out scenes.
 
   /usr/bin/python3 tools/synth/train_vq.py [--steps 1500]
+  /usr/bin/python3 tools/synth/train_vq.py --refine [--steps 1500]
+
+--refine is the second stage: it starts from the exported first-stage weights and trains on
+equal shares of 64 px and 32 px scenes with an added L1 loss, which sharpens the small shapes
+the 8x8 drafter grid must carry (after the first stage, VQ round trips of 32 px scenes passed
+SynthEval for 43% of held-out prompts, of 64 px ones 93.5%).
 """
 import argparse
 import json
@@ -100,20 +106,27 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--batch", type=int, default=24)
-    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--lr", type=float, default=None, help="peak learning rate "
+                    "(default 2e-3, refine 1e-3)")
+    ap.add_argument("--refine", action="store_true", help="second stage (see above)")
     args = ap.parse_args()
+    lr = args.lr or (1e-3 if args.refine else 2e-3)
     trainer.setup_torch()
     torch.manual_seed(SEED)
     dev = trainer.device()
-    model = vq.VQModel(CONFIG).to(dev)
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.99))
-    stream = data.SceneStream(SEED)
+    if args.refine:
+        model = load_trained().to(dev)  # the first stage's export
+    else:
+        model = vq.VQModel(CONFIG).to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.99))
+    split = args.batch // 2 if args.refine else args.batch * 2 // 3
+    stream = data.SceneStream(SEED + args.refine)  # the refine stage sees new scenes
     usage = torch.zeros(CONFIG["codebook_size"], device=dev)
 
     def step_fn(step):
         scenes = stream.scenes(step, args.batch)
-        big = data.render_batch(scenes[: args.batch * 2 // 3], data.TARGET_SIZE, dev)
-        small = data.render_batch(scenes[args.batch * 2 // 3:], data.DRAFTER_SIZE, dev)
+        big = data.render_batch(scenes[:split], data.TARGET_SIZE, dev)
+        small = data.render_batch(scenes[split:], data.DRAFTER_SIZE, dev)
         loss_total = 0.0
         opt.zero_grad()
         metrics = {}
@@ -121,6 +134,8 @@ def main():
             recon, ids, cb, commit, z = forward(model, images)
             rec = F.mse_loss(recon, images)
             loss = rec + cb + 0.25 * commit
+            if args.refine:
+                loss = loss + F.l1_loss(recon, images)
             (loss * images.size(0) / args.batch).backward()
             usage.index_add_(0, ids.flatten(), torch.ones(ids.numel(), device=dev))
             metrics[f"rec{name}"] = rec.item()
@@ -143,15 +158,16 @@ def main():
         return metrics
 
     t0 = time.time()
-    seconds = trainer.run_training("vq", {"vq": model}, opt, args.steps, step_fn, SEED,
-                                   peak_lr=args.lr, warmup=50)
+    stage = "vq_refine" if args.refine else "vq"
+    seconds = trainer.run_training(stage, {"vq": model}, opt, args.steps, step_fn, SEED + args.refine,
+                                   peak_lr=lr, warmup=50)
     model.cpu()
     report = evaluate(model)
     report["train_minutes"] = round(seconds / 60, 1)
-    print(f"[vq] held-out: {report}", flush=True)
+    print(f"[{stage}] held-out: {report}", flush=True)
     out = os.path.join(trainer.MODELS_DIR, "vq")
     export(model, out)
-    with open(os.path.join(trainer.WORK_DIR, "vq", "report.json"), "w") as f:
+    with open(os.path.join(trainer.WORK_DIR, stage, "report.json"), "w") as f:
         json.dump(report, f, indent=2)
     print(f"[vq] exported to {out} ({time.time() - t0:.0f} s this run)")
 

@@ -1,0 +1,35 @@
+// Prompt in, image out: the path every caller (server, benchmarks, tests) takes through a
+// decoding method. Encodes the prompt with the family's text conditioner, decodes tokens with
+// the chosen method, turns them into RGB with the VQ decoder, and fills one Stats.
+#ifndef MULO_ENGINE_DECODE_GENERATE_H_
+#define MULO_ENGINE_DECODE_GENERATE_H_
+
+#include <string>
+#include <vector>
+
+#include "engine/decode/decoding_method.h"
+
+namespace mulo::engine {
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // raster order, grid_size^2 ids
+  RgbImage image;
+  Stats stats;  // includes the image decode phase
+};
+
+// Condition features for a prompt (INVALID_ARGUMENT naming "prompt" on a bad prompt).
+StatusOr<Condition> ConditionFromPrompt(const ModelSet& models, const std::string& prompt);
+
+StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
+                                       const std::string& prompt, const SamplingParams& sampling,
+                                       ProgressSink& progress, const CancelToken& cancel);
+
+// The same from precomputed condition features (or a class label).
+StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
+                                       const Condition& condition,
+                                       const SamplingParams& sampling, ProgressSink& progress,
+                                       const CancelToken& cancel);
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_DECODE_GENERATE_H_

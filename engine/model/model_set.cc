@@ -1,0 +1,87 @@
+#include "engine/model/model_set.h"
+
+#include "engine/model/json_fields.h"
+
+namespace mulo::engine {
+namespace {
+
+// Checks that an AR model reads the conditioner's features and writes the VQ's tokens.
+Status CheckArModel(const std::string& role, const Transformer& model, const ModelSet& set) {
+  const auto& c = model.config();
+  if (c.vocab_size != set.vq->config().codebook_size) {
+    return FailedPreconditionError(role + ": vocab_size " + std::to_string(c.vocab_size) +
+                                   " != VQ codebook_size " +
+                                   std::to_string(set.vq->config().codebook_size));
+  }
+  if (set.conditioner != nullptr) {
+    const auto& t = set.conditioner->config();
+    if (c.condition_mode != ConditionMode::kClipCond || c.cond_dim != t.dim ||
+        c.cls_token_num != t.max_tokens) {
+      return FailedPreconditionError(role + ": expects clip_cond features [" +
+                                     std::to_string(c.cls_token_num) + ", " +
+                                     std::to_string(c.cond_dim) + "], the conditioner gives [" +
+                                     std::to_string(t.max_tokens) + ", " +
+                                     std::to_string(t.dim) + "]");
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+int64_t ModelSet::ImageSize() const {
+  return target->config().grid_size * vq->config().downsample_factor();
+}
+
+StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& options) {
+  const std::string path = dir + "/family.json";
+  MULO_ASSIGN_OR_RETURN(nlohmann::json doc, JsonFields::ParseFile(path));
+  JsonFields f(doc, path);
+  ModelSet set;
+  set.name = doc.value("name", std::string());
+  if (set.name.empty()) return f.Error("name", "missing");
+  MULO_ASSIGN_OR_RETURN(set.default_cfg_scale, f.Number("default_cfg_scale", 0.0, 100.0, 4.0));
+  if (!doc.contains("components") || !doc["components"].is_object()) {
+    return f.Error("components", "missing (an object of component -> directory)");
+  }
+  const auto& components = doc["components"];
+  auto component = [&](const std::string& key) -> std::string {
+    return components.contains(key) && components[key].is_string()
+               ? dir + "/" + components[key].get<std::string>()
+               : std::string();
+  };
+  if (component("target").empty()) return f.Error("components.target", "missing");
+  if (component("vq").empty()) return f.Error("components.vq", "missing");
+  MULO_ASSIGN_OR_RETURN(set.target, Transformer::LoadDirectory(component("target"), options));
+  MULO_ASSIGN_OR_RETURN(set.vq, VqDecoder::LoadDirectory(component("vq"), options));
+  if (!component("conditioner").empty()) {
+    MULO_ASSIGN_OR_RETURN(set.conditioner,
+                          TextConditioner::LoadDirectory(component("conditioner"), options));
+  }
+  MULO_RETURN_IF_ERROR(CheckArModel("target", *set.target, set));
+  for (auto [key, slot] : {std::pair{"drafter", &set.drafter}, std::pair{"chain", &set.chain}}) {
+    if (component(key).empty()) continue;
+    MULO_ASSIGN_OR_RETURN(*slot, Transformer::LoadDirectory(component(key), options));
+    MULO_RETURN_IF_ERROR(CheckArModel(key, **slot, set));
+  }
+  for (auto [key, slot] :
+       {std::pair{"upsampler", &set.upsampler}, std::pair{"downsampler", &set.downsampler}}) {
+    if (component(key).empty()) continue;
+    MULO_ASSIGN_OR_RETURN(*slot, Resampler::LoadDirectory(component(key), options));
+    if ((*slot)->config().codebook_size != set.vq->config().codebook_size) {
+      return FailedPreconditionError(std::string(key) + ": codebook size differs from the VQ's");
+    }
+  }
+  if (set.drafter != nullptr && set.upsampler != nullptr &&
+      set.drafter->config().grid_size * set.upsampler->config().factor !=
+          set.target->config().grid_size) {
+    return FailedPreconditionError("drafter grid x up-sampling factor != target grid");
+  }
+  if (!component("eagle").empty()) {
+    MULO_ASSIGN_OR_RETURN(set.eagle,
+                          EagleHead::LoadDirectory(component("eagle"), *set.target, options));
+  }
+  return set;
+}
+
+}  // namespace mulo::engine

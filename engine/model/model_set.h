@@ -1,0 +1,46 @@
+// A model family: every component a request may need, loaded once and shared read-only by
+// all requests. Described by <dir>/family.json:
+//   {"name": "synth", "default_cfg_scale": 4.0,
+//    "components": {"target": "target", "vq": "vq", "conditioner": "conditioner",
+//                   "drafter": "drafter", "chain": "chain", "upsampler": "upsampler",
+//                   "downsampler": "downsampler", "eagle": "eagle"}}
+// Component paths are relative to <dir>. target and vq are required; the others enable the
+// methods that need them. Loading checks that the components fit together (vocabularies,
+// grids, condition widths).
+#ifndef MULO_ENGINE_MODEL_MODEL_SET_H_
+#define MULO_ENGINE_MODEL_MODEL_SET_H_
+
+#include <memory>
+#include <string>
+
+#include "engine/core/status.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/eagle_head.h"
+#include "engine/model/resampler.h"
+#include "engine/model/text_conditioner.h"
+#include "engine/model/transformer.h"
+#include "engine/model/vq_decoder.h"
+
+namespace mulo::engine {
+
+struct ModelSet {
+  std::string name;
+  double default_cfg_scale = 4.0;
+  std::shared_ptr<const Transformer> target;
+  std::shared_ptr<const VqDecoder> vq;
+  std::shared_ptr<const TextConditioner> conditioner;  // prompt -> condition features
+  std::shared_ptr<const Transformer> drafter;          // MuLo-SD low-resolution drafter
+  std::shared_ptr<const Transformer> chain;            // small draft model (speculative)
+  std::shared_ptr<const Resampler> upsampler;          // MuLo-SD U_r
+  std::shared_ptr<const Resampler> downsampler;        // MuLo-SD D_r
+  std::shared_ptr<const EagleHead> eagle;              // EAGLE-style head over the target
+
+  // Pixels per side of the target's images.
+  int64_t ImageSize() const;
+};
+
+StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& options);
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_MODEL_MODEL_SET_H_

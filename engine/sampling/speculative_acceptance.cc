@@ -1,0 +1,21 @@
+#include "engine/sampling/speculative_acceptance.h"
+
+namespace mulo::engine {
+
+bool AcceptDraft(double p_x, double q_x, Rng& rng) {
+  if (p_x >= q_x) {
+    rng.Uniform();  // keep the stream's position independent of the outcome
+    return true;
+  }
+  return rng.Uniform() * q_x < p_x;
+}
+
+torch::Tensor ResidualDistribution(const torch::Tensor& p, const torch::Tensor& q) {
+  torch::NoGradGuard no_grad;
+  auto residual = (p.to(torch::kFloat64) - q.to(torch::kFloat64)).clamp_min(0.0);
+  const double total = residual.sum().item<double>();
+  if (total <= 0.0) return p.to(torch::kFloat32);
+  return (residual / total).to(torch::kFloat32);
+}
+
+}  // namespace mulo::engine
