@@ -138,7 +138,10 @@ StatusOr<DecodeResult> SpeculativeDecoder::Decode(const DecodeRequest& request,
       for (; accepted < gamma; ++accepted) {
         auto p = distribution(logits.select(1, accepted));
         const int64_t x = drafts[accepted];
-        if (!AcceptDraft(p[x].item<double>(), q[accepted][x].item<double>(), accept_rng)) {
+        const double p_x = p[x].item<double>(), q_x = q[accepted][x].item<double>();
+        const bool keep = options_.accept ? options_.accept(p_x, q_x, accept_rng)
+                                          : AcceptDraft(p_x, q_x, accept_rng);
+        if (!keep) {
           next_token = SampleFromProbabilities(ResidualDistribution(p, q[accepted]), target_rng);
           ++stats.resampled_tokens;
           break;
@@ -149,8 +152,7 @@ StatusOr<DecodeResult> SpeculativeDecoder::Decode(const DecodeRequest& request,
       stats.total_tree_depth += accepted;
       for (int64_t j = 0; j < accepted; ++j) tokens.push_back(static_cast<int32_t>(drafts[j]));
       if (next_token < 0 && bonus_possible) {  // all accepted: the bonus token
-        next_token = SampleToken(GuidedLogits(logits.select(1, gamma), sampling.cfg_scale)
-                                     .select(0, 0),
+        next_token = SampleToken(GuidedLogits(logits.select(1, gamma), sampling.cfg_scale),
                                  sampling, target_rng);
       }
       if (next_token >= 0) tokens.push_back(static_cast<int32_t>(next_token));

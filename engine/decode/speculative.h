@@ -6,12 +6,20 @@
 #ifndef MULO_ENGINE_DECODE_SPECULATIVE_H_
 #define MULO_ENGINE_DECODE_SPECULATIVE_H_
 
+#include <functional>
+
 #include "engine/decode/decoding_method.h"
+#include "engine/sampling/rng.h"
 
 namespace mulo::engine {
 
+// Keeps draft x given p(x), q(x) and the acceptance stream. The exact rule is AcceptDraft;
+// tests swap in broken rules to show the statistical test catches them.
+using AcceptRule = std::function<bool(double p_x, double q_x, Rng& rng)>;
+
 struct SpeculativeOptions {
   int64_t gamma = 4;  // draft tokens per verification step
+  AcceptRule accept;  // empty = AcceptDraft (min(1, p/q))
 };
 
 // INVALID_ARGUMENT naming "speculative.gamma" when out of range.

@@ -252,6 +252,28 @@ def make_tiny_family(out_dir, seed):
     print("tiny_family: conditioner + 32x32-token target + VQ (64 px images)")
 
 
+def make_sd_family(out_dir, seed):
+    """A target and a correlated chain draft model (the target's weights plus noise) over a
+    16-token vocabulary and a 4x4 grid: small enough to compute AR's exact distribution of the
+    first tokens by enumeration, for the losslessness tests of speculative decoding."""
+    gen = torch.Generator().manual_seed(seed)
+    cfg = dict(dim=32, n_layer=1, n_head=2, vocab_size=16, grid_size=4, cls_token_num=2,
+               position_mode="abs_pe", condition_mode="clip_cond", cond_dim=8, multiple_of=16,
+               norm_eps=1e-5)
+    target = tr.Transformer(cfg).eval()
+    spread_init(target, gen)
+    chain = tr.Transformer(cfg).eval()
+    chain.load_state_dict(target.state_dict())
+    for p in chain.parameters():
+        p.data += 0.6 * p.data.std() * torch.randn(p.shape, generator=gen)
+    for name, model in (("target", target), ("chain", chain)):
+        write_config(os.path.join(out_dir, name), cfg)
+        safetensors_io.save(model.state_dict(), os.path.join(out_dir, name, "model.safetensors"))
+    cond = torch.randn(cfg["cls_token_num"], cfg["cond_dim"], generator=gen)
+    safetensors_io.save({"cond": cond}, os.path.join(out_dir, "condition.safetensors"))
+    print("sd_tiny: target + correlated chain draft, vocab 16, grid 4x4")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data"))
@@ -267,6 +289,7 @@ def main():
     make_eagle(os.path.join(args.out, "eagle_tiny"), os.path.join(args.out, "tar_tiny"),
                args.seed + 107)
     make_tiny_family(os.path.join(args.out, "repository", "tiny"), args.seed + 109)
+    make_sd_family(os.path.join(args.out, "sd_tiny"), args.seed + 113)
 
 
 if __name__ == "__main__":

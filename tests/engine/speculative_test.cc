@@ -1,0 +1,276 @@
+// Speculative decoding is lossless: greedy tokens equal AR's; sampled tokens follow AR's exact
+// distribution (chi-square against an enumeration of the target), while a deliberately broken
+// acceptance rule fails the same test. Also the acceptance rule and LANTERN pooling alone.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "engine/decode/ar.h"
+#include "engine/decode/speculative.h"
+#include "engine/sampling/latent_neighbors.h"
+#include "engine/sampling/logits_processor.h"
+#include "engine/sampling/sampler.h"
+#include "engine/sampling/speculative_acceptance.h"
+#include "tests/engine/test_util.h"
+
+namespace mulo::engine {
+namespace {
+
+using testing::FixtureDir;
+using testing::ReadAll;
+
+struct SdFixture {
+  ModelSet models;
+  Condition condition;
+};
+
+SdFixture LoadSd() {
+  SdFixture f;
+  auto target = Transformer::LoadDirectory(FixtureDir("sd_tiny/target"), LoadOptions());
+  auto chain = Transformer::LoadDirectory(FixtureDir("sd_tiny/chain"), LoadOptions());
+  EXPECT_TRUE(target.ok() && chain.ok());
+  f.models.target = *target;
+  f.models.chain = *chain;
+  f.condition.features = ReadAll(FixtureDir("sd_tiny/condition.safetensors")).at("cond");
+  return f;
+}
+
+StatusOr<DecodeResult> RunMethod(const DecodingMethod& method, const SdFixture& f,
+                           const SamplingParams& sampling) {
+  NullProgressSink sink;
+  CancelToken cancel;
+  DecodeRequest request{f.condition, sampling};
+  return method.Decode(request, f.models, sink, cancel);
+}
+
+TEST(SpeculativeTest, GreedyEqualsArGreedyForEveryGamma) {
+  SdFixture f = LoadSd();
+  SamplingParams greedy;
+  greedy.temperature = 0.0;
+  for (double cfg : {1.0, 4.0}) {
+    greedy.cfg_scale = cfg;
+    auto ar = RunMethod(ArDecoder(), f, greedy);
+    ASSERT_OK(ar);
+    for (int64_t gamma : {1, 2, 3, 5, 16}) {
+      auto sd = RunMethod(SpeculativeDecoder({gamma}), f, greedy);
+      ASSERT_OK(sd);
+      EXPECT_EQ(sd->tokens, ar->tokens) << "gamma " << gamma << " cfg " << cfg;
+      EXPECT_EQ(sd->stats.tokens, 16);
+      EXPECT_LE(sd->stats.target_forward_passes, ar->stats.target_forward_passes);
+      // Every verify step ends in one rejection or in a fully accepted draft.
+      EXPECT_LE(sd->stats.resampled_tokens, sd->stats.verify_steps);
+      EXPECT_GE(sd->stats.drafted_tokens, sd->stats.accepted_tokens);
+    }
+  }
+}
+
+TEST(SpeculativeTest, SelfDraftingAcceptsEverything) {
+  SdFixture f = LoadSd();
+  f.models.chain = f.models.target;
+  SamplingParams sampling;
+  sampling.seed = 3;
+  auto sd = RunMethod(SpeculativeDecoder({4}), f, sampling);
+  ASSERT_OK(sd);
+  EXPECT_EQ(sd->stats.accepted_tokens, sd->stats.drafted_tokens);
+  EXPECT_EQ(sd->stats.resampled_tokens, 0);
+  // 1 prefill + ceil(15 / 5) verify steps (4 drafts + 1 bonus each).
+  EXPECT_EQ(sd->stats.target_forward_passes, 4);
+  // Greedy with every draft accepted: bonus tokens too must be AR's.
+  sampling.temperature = 0.0;
+  auto greedy_sd = RunMethod(SpeculativeDecoder({4}), f, sampling);
+  auto greedy_ar = RunMethod(ArDecoder(), f, sampling);
+  ASSERT_OK(greedy_sd);
+  ASSERT_OK(greedy_ar);
+  EXPECT_EQ(greedy_sd->tokens, greedy_ar->tokens);
+  EXPECT_EQ(greedy_sd->stats.accepted_tokens, greedy_sd->stats.drafted_tokens);
+}
+
+// AR's exact distribution of tokens 1 and 2 (marginals), by enumerating the target.
+std::pair<std::vector<double>, std::vector<double>> ExactMarginals(const SdFixture& f,
+                                                                   const SamplingParams& s) {
+  const Transformer& t = *f.models.target;
+  const int64_t v = t.config().vocab_size;
+  auto cond = t.EmbedCondition(f.condition, true);
+  auto dist = [&](const std::vector<int64_t>& prefix) {
+    KvCache cache = t.NewCache(2, 8);
+    auto out = t.Prefill(cache, *cond, LogitsMode::kLast);
+    torch::Tensor logits = out->logits;
+    if (!prefix.empty()) {
+      auto ids = torch::tensor(prefix, torch::kInt64).unsqueeze(0).repeat({2, 1});
+      auto pos = torch::arange(t.TokenPosition(0), t.TokenPosition(prefix.size()), torch::kInt64);
+      logits = t.ForwardTokens(cache, ids, pos, LogitsMode::kLast)->logits;
+    }
+    return ToProbabilities(GuidedLogits(logits, s.cfg_scale).select(0, 0), s).to(torch::kFloat64);
+  };
+  std::vector<double> m1(v, 0.0), m2(v, 0.0);
+  auto p0 = dist({});
+  for (int64_t a = 0; a < v; ++a) {
+    auto p1 = dist({a});
+    for (int64_t b = 0; b < v; ++b) {
+      const double pab = p0[a].item<double>() * p1[b].item<double>();
+      m1[b] += pab;
+      auto p2 = dist({a, b});
+      for (int64_t c = 0; c < v; ++c) m2[c] += pab * p2[c].item<double>();
+    }
+  }
+  return {m1, m2};
+}
+
+// Pearson chi-square of observed counts against expected probabilities, bins with an
+// expectation under 5 pooled; returns (statistic, degrees of freedom).
+std::pair<double, int> ChiSquare(const std::vector<int>& counts, const std::vector<double>& probs,
+                                 int n) {
+  double stat = 0, pooled_obs = 0, pooled_exp = 0;
+  int bins = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const double e = probs[i] * n;
+    if (e < 5) {
+      pooled_obs += counts[i];
+      pooled_exp += e;
+      continue;
+    }
+    stat += (counts[i] - e) * (counts[i] - e) / e;
+    ++bins;
+  }
+  if (pooled_exp > 0) {
+    stat += (pooled_obs - pooled_exp) * (pooled_obs - pooled_exp) / std::max(pooled_exp, 1e-9);
+    ++bins;
+  }
+  return {stat, bins - 1};
+}
+
+// 99.9% quantile of chi-square with df degrees of freedom (Wilson-Hilferty approximation).
+double ChiSquareCritical(int df) {
+  const double z = 3.090;  // standard normal 99.9% quantile
+  const double a = 2.0 / (9.0 * df);
+  return df * std::pow(1 - a + z * std::sqrt(a), 3);
+}
+
+struct DistributionCheck {
+  double stat1, crit1, stat2, crit2;
+};
+
+DistributionCheck SampleAndCompare(const SdFixture& f, const SpeculativeDecoder& method, int runs) {
+  SamplingParams s;
+  s.temperature = 1.0;
+  s.cfg_scale = 2.0;
+  auto [m1, m2] = ExactMarginals(f, s);
+  std::vector<int> c1(m1.size(), 0), c2(m2.size(), 0);
+  for (int seed = 0; seed < runs; ++seed) {
+    s.seed = 100000 + seed;
+    auto r = RunMethod(method, f, s);
+    EXPECT_TRUE(r.ok());
+    if (!r.ok()) break;
+    c1[r->tokens[1]]++;
+    c2[r->tokens[2]]++;
+  }
+  auto [x1, df1] = ChiSquare(c1, m1, runs);
+  auto [x2, df2] = ChiSquare(c2, m2, runs);
+  return {x1, ChiSquareCritical(df1), x2, ChiSquareCritical(df2)};
+}
+
+TEST(SpeculativeTest, SampledTokensFollowArsExactDistribution) {
+  SdFixture f = LoadSd();
+  auto check = SampleAndCompare(f, SpeculativeDecoder({3}), 3000);
+  std::cout << "[chi2] exact rule: token 1 " << check.stat1 << " (critical " << check.crit1
+            << "), token 2 " << check.stat2 << " (critical " << check.crit2 << ")\n";
+  EXPECT_LT(check.stat1, check.crit1);
+  EXPECT_LT(check.stat2, check.crit2);
+}
+
+TEST(SpeculativeTest, BrokenAcceptanceRuleFailsTheSameTest) {
+  SdFixture f = LoadSd();
+  SpeculativeOptions broken{3, [](double, double, Rng& rng) {
+                              rng.Uniform();
+                              return true;  // keeps every draft: the output follows q, not p
+                            }};
+  auto check = SampleAndCompare(f, SpeculativeDecoder(broken), 3000);
+  std::cout << "[chi2] accept-all rule: token 1 " << check.stat1 << " (critical " << check.crit1
+            << "), token 2 " << check.stat2 << " (critical " << check.crit2 << ")\n";
+  EXPECT_TRUE(check.stat1 > check.crit1 || check.stat2 > check.crit2);
+}
+
+TEST(SpeculativeTest, GammaIsValidated) {
+  SdFixture f = LoadSd();
+  auto r = RunMethod(SpeculativeDecoder({0}), f, SamplingParams());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("speculative.gamma"), std::string::npos);
+  f.models.chain = nullptr;
+  EXPECT_EQ(RunMethod(SpeculativeDecoder(), f, SamplingParams()).status().code(),
+            StatusCode::kFailedPrecondition);
+}
+
+// The acceptance rule alone: drafts from q, kept with min(1, p/q), else replaced from the
+// residual, end up distributed as p.
+TEST(SpeculativeAcceptanceTest, OutputIsDistributedAsP) {
+  auto p = torch::tensor({0.05f, 0.4f, 0.1f, 0.3f, 0.15f});
+  auto q = torch::tensor({0.3f, 0.1f, 0.3f, 0.1f, 0.2f});
+  Rng draft(1), accept(2), resample(3);
+  const int n = 100000;
+  std::vector<int> counts(5, 0);
+  for (int i = 0; i < n; ++i) {
+    const int64_t x = SampleFromProbabilities(q, draft);
+    if (AcceptDraft(p[x].item<double>(), q[x].item<double>(), accept)) {
+      counts[x]++;
+    } else {
+      counts[SampleFromProbabilities(ResidualDistribution(p, q), resample)]++;
+    }
+  }
+  std::vector<double> pv(p.data_ptr<float>(), p.data_ptr<float>() + 5);
+  auto [stat, df] = ChiSquare(counts, pv, n);
+  EXPECT_LT(stat, ChiSquareCritical(df));
+}
+
+TEST(SpeculativeAcceptanceTest, ResidualIsNormalisedPositivePart) {
+  auto r = ResidualDistribution(torch::tensor({0.5f, 0.3f, 0.2f}), torch::tensor({0.2f, 0.5f, 0.3f}));
+  EXPECT_NEAR(r[0].item<float>(), 1.0f, 1e-6);
+  EXPECT_EQ(r[1].item<float>(), 0.0f);
+  auto same = ResidualDistribution(torch::tensor({0.5f, 0.5f}), torch::tensor({0.5f, 0.5f}));
+  EXPECT_NEAR(same[0].item<float>(), 0.5f, 1e-6);  // p == q: falls back to p
+}
+
+TEST(LatentNeighborsTest, OrderedByDistanceWithoutSelf) {
+  // Points on a line at 0, 1, 3, 7: neighbours of 0 are 1, 3, 7; of 3 are 1, 0, 7 (1 < 3).
+  auto book = torch::tensor({0.0f, 1.0f, 3.0f, 7.0f}).view({4, 1});
+  auto table = LatentNeighbors::Build(book, 10).table();
+  ASSERT_EQ(table.sizes(), (std::vector<int64_t>{4, 3}));
+  EXPECT_EQ(table[0][0].item<int64_t>(), 1);
+  EXPECT_EQ(table[0][1].item<int64_t>(), 2);
+  EXPECT_EQ(table[0][2].item<int64_t>(), 3);
+  EXPECT_EQ(table[2][0].item<int64_t>(), 1);
+  EXPECT_EQ(table[2][1].item<int64_t>(), 0);
+  EXPECT_EQ(LatentNeighbors::Build(book, 2).max_neighbors(), 2);
+}
+
+TEST(LatentNeighborsTest, PoolingRespectsKAndDelta) {
+  auto book = torch::tensor({0.0f, 1.0f, 3.0f, 7.0f}).view({4, 1});
+  auto n = LatentNeighbors::Build(book, 3);
+  // Target probabilities of tokens 0..3 at one position; the draft token is 0.
+  auto probs = torch::tensor({0.1f, 0.05f, 0.3f, 0.55f}).view({1, 4});
+  auto token = torch::tensor({0}, torch::kInt64);
+  // k = 1: the token alone.
+  EXPECT_NEAR(PooledProbability(probs, token, n, 1, 1.0)[0].item<float>(), 0.1f, 1e-6);
+  // Neighbours in order 1 (0.05), 2 (0.3), 3 (0.55); prefix sums 0.05, 0.35, 0.9.
+  EXPECT_NEAR(PooledProbability(probs, token, n, 4, 0.1)[0].item<float>(), 0.15f, 1e-6);
+  EXPECT_NEAR(PooledProbability(probs, token, n, 4, 0.4)[0].item<float>(), 0.45f, 1e-6);
+  EXPECT_NEAR(PooledProbability(probs, token, n, 2, 0.4)[0].item<float>(), 0.15f, 1e-6);
+  EXPECT_NEAR(PooledProbability(probs, token, n, 4, 0.01)[0].item<float>(), 0.1f, 1e-6);
+  EXPECT_NEAR(PooledProbability(probs, token, n, 4, 1.0)[0].item<float>(), 1.0f, 1e-6);
+  EXPECT_EQ(PooledNeighborCount(probs, token, n, 4, 0.4)[0].item<int64_t>(), 2);
+  // The pooled extra never exceeds delta, on random inputs.
+  torch::manual_seed(0);
+  auto big_book = torch::randn({64, 8});
+  auto table = LatentNeighbors::Build(big_book, 63);
+  auto p = torch::softmax(torch::randn({32, 64}) * 3, -1);
+  auto tokens = torch::randint(64, {32}, torch::kInt64);
+  for (double delta : {0.0, 0.05, 0.1, 0.3}) {
+    auto pooled = PooledProbability(p, tokens, table, 64, delta);
+    auto own = p.gather(1, tokens.view({-1, 1})).squeeze(1);
+    EXPECT_LE((pooled - own).max().item<float>(), delta + 1e-6);
+    EXPECT_GE((pooled - own).min().item<float>(), -1e-6);
+  }
+}
+
+}  // namespace
+}  // namespace mulo::engine
