@@ -29,7 +29,8 @@
 ABSL_FLAG(std::string, server, "localhost:8001", "mulo_server address (host:port)");
 ABSL_FLAG(std::string, model, "synth", "model family to use");
 ABSL_FLAG(std::string, prompt, "", "text prompt");
-ABSL_FLAG(std::string, method, "ar", "decoding method: ar");
+ABSL_FLAG(std::string, method, "ar", "decoding method: ar, speculative");
+ABSL_FLAG(int, gamma, 4, "speculative: draft tokens per step");
 ABSL_FLAG(uint64_t, seed, 0, "sampling seed");
 ABSL_FLAG(double, cfg_scale, -1, "CFG scale (-1 = the model's default)");
 ABSL_FLAG(double, temperature, -1, "sampling temperature (-1 = default 1.0; 0 = greedy)");
@@ -103,8 +104,11 @@ int Generate() {
   const std::string method = absl::GetFlag(FLAGS_method);
   if (method == "ar") {
     request.mutable_ar();
+  } else if (method == "speculative") {
+    request.mutable_speculative()->set_gamma(absl::GetFlag(FLAGS_gamma));
   } else {
-    std::fprintf(stderr, "error: --method=%s is not known to this client (ar)\n", method.c_str());
+    std::fprintf(stderr, "error: --method=%s is not known to this client (ar, speculative)\n",
+                 method.c_str());
     return 2;
   }
   const std::string format = absl::GetFlag(FLAGS_format);

@@ -70,10 +70,8 @@ class GenerationJob::RowStream : public engine::ProgressSink {
 };
 
 GenerationJob::GenerationJob(ValidatedRequest request,
-                             engine::CancelToken::Clock::time_point deadline, bool has_deadline,
-                             const engine::DecodingMethod& method)
+                             engine::CancelToken::Clock::time_point deadline, bool has_deadline)
     : request_(std::move(request)),
-      method_(method),
       cancel_(has_deadline ? engine::CancelToken(deadline) : engine::CancelToken()) {
   record_.enqueued = JobRecord::Clock::now();
 }
@@ -119,9 +117,10 @@ void GenerationJob::Run() {
   }
   RowStream rows(this);
   const ValidatedRequest& r = request_;
-  auto result = r.prompt.empty()
-                    ? engine::GenerateImage(method_, *r.models, r.condition, r.sampling, rows, cancel_)
-                    : engine::GenerateImage(method_, *r.models, r.prompt, r.sampling, rows, cancel_);
+  auto result =
+      r.prompt.empty()
+          ? engine::GenerateImage(*r.decoder, *r.models, r.condition, r.sampling, rows, cancel_)
+          : engine::GenerateImage(*r.decoder, *r.models, r.prompt, r.sampling, rows, cancel_);
   JobEvent event;
   event.done = true;
   if (!result.ok()) {

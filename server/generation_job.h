@@ -38,7 +38,7 @@ struct JobRecord {
 class GenerationJob : public Job {
  public:
   GenerationJob(ValidatedRequest request, engine::CancelToken::Clock::time_point deadline,
-                bool has_deadline, const engine::DecodingMethod& method);
+                bool has_deadline);
 
   void Run() override;
   void Skip(const absl::Status& why) override;
@@ -60,7 +60,6 @@ class GenerationJob : public Job {
   void Post(JobEvent event);
 
   const ValidatedRequest request_;
-  const engine::DecodingMethod& method_;
   engine::CancelToken cancel_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -3,7 +3,6 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "engine/decode/ar.h"
 #include "server/generation_job.h"
 #include "server/request_log.h"
 
@@ -37,7 +36,6 @@ grpc::Status ToGrpc(const absl::Status& status) {
 
 ImageGenerationService::ImageGenerationService(Scheduler& scheduler, ServerMetrics& metrics)
     : scheduler_(scheduler), metrics_(metrics) {
-  methods_["ar"] = std::make_unique<engine::ArDecoder>();
 }
 
 grpc::Status ImageGenerationService::Generate(grpc::ServerContext* context,
@@ -83,8 +81,7 @@ grpc::Status ImageGenerationService::Generate(grpc::ServerContext* context,
     deadline += std::chrono::duration_cast<Clock::duration>(system_deadline -
                                                             std::chrono::system_clock::now());
   }
-  auto job = std::make_shared<GenerationJob>(*std::move(validated), deadline, has_deadline,
-                                             *methods_.at(log.method));
+  auto job = std::make_shared<GenerationJob>(*std::move(validated), deadline, has_deadline);
   if (absl::Status queued = scheduler_.Submit(job); !queued.ok()) {
     return finish(queued, nullptr);
   }

@@ -44,7 +44,6 @@ class ImageGenerationService final : public v1::ImageGeneration::Service {
   std::atomic<const ModelRepository*> repository_{nullptr};
   Scheduler& scheduler_;
   ServerMetrics& metrics_;
-  std::map<std::string, std::unique_ptr<engine::DecodingMethod>> methods_;
   std::atomic<bool> accepting_{true};
   std::mutex jobs_mu_;
   std::set<std::shared_ptr<GenerationJob>> jobs_;  // in flight

@@ -76,8 +76,9 @@ std::vector<std::string> ModelRepository::Names() const {
 }
 
 std::vector<std::string> ModelRepository::Methods(const engine::ModelSet& models) {
-  (void)models;  // every family runs ar; speculative methods join as they are implemented
-  return {"ar"};
+  std::vector<std::string> methods = {"ar"};
+  if (models.chain != nullptr) methods.push_back("speculative");
+  return methods;
 }
 
 }  // namespace mulo::server

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/decode/ar.h"
+#include "engine/decode/speculative.h"
 
 namespace mulo::server {
 namespace {
@@ -161,6 +163,16 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
     return Invalid("method", absl::StrCat("'", out.method, "' is not available for model '",
                                           out.model_name, "' (available: ",
                                           absl::StrJoin(methods, ", "), ")"));
+  }
+  if (out.method == "speculative") {
+    engine::SpeculativeOptions options;
+    if (request.speculative().has_gamma()) options.gamma = request.speculative().gamma();
+    if (auto st = engine::ValidateSpeculativeOptions(options); !st.ok()) {
+      return ToAbsl(st);  // "speculative.gamma: ..."
+    }
+    out.decoder = std::make_shared<engine::SpeculativeDecoder>(options);
+  } else {
+    out.decoder = std::make_shared<engine::ArDecoder>();
   }
 
   // Output.

@@ -6,7 +6,10 @@
 
 #include <string>
 
+#include <memory>
+
 #include "absl/status/statusor.h"
+#include "engine/decode/decoding_method.h"
 #include "engine/model/condition.h"
 #include "engine/sampling/sampling_params.h"
 #include "mulo/v1/image_generation.pb.h"
@@ -22,6 +25,8 @@ struct ValidatedRequest {
   std::string model_name;
   const engine::ModelSet* models = nullptr;
   std::string method;  // "ar", ...
+  // The method with this request's parameters.
+  std::shared_ptr<const engine::DecodingMethod> decoder;
   std::string prompt;  // empty when `condition` carries precomputed features
   engine::Condition condition;
   engine::SamplingParams sampling;

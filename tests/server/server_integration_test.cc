@@ -107,7 +107,19 @@ TEST(ServerIntegrationTest, StreamsRowsInOrderAndReturnsTheImage) {
   EXPECT_EQ(again.image->tokens_size(), result.image->tokens_size());
   EXPECT_TRUE(std::equal(again.image->tokens().begin(), again.image->tokens().end(),
                          result.image->tokens().begin()));
-  EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"OK\""}), 2);
+  // Speculative decoding with the chain draft model, greedy: the same tokens as AR greedy.
+  v1::GenerateRequest greedy = ValidRequest();
+  greedy.mutable_sampling()->set_temperature(0);
+  StreamResult ar = RunStream(*stub, greedy);
+  greedy.mutable_speculative()->set_gamma(3);
+  StreamResult sd = RunStream(*stub, greedy);
+  ASSERT_TRUE(ar.status.ok() && sd.status.ok()) << sd.status.error_message();
+  EXPECT_TRUE(std::equal(sd.image->tokens().begin(), sd.image->tokens().end(),
+                         ar.image->tokens().begin()));
+  EXPECT_GT(sd.image->stats().drafted_tokens(), 0u);
+  EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"OK\""}), 4);
+  EXPECT_EQ((*server)->MetricSum("mulo_spec_drafted_tokens_total", {"method=\"speculative\""}),
+            sd.image->stats().drafted_tokens());
 }
 
 TEST(ServerIntegrationTest, DeadlineMidStreamStopsTheRequestAndFreesTheWorker) {
@@ -159,7 +171,7 @@ TEST(ServerIntegrationTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
       {"sampling.top_p", [](auto* r) { r->mutable_sampling()->set_top_p(0); }},
       {"sampling.top_p", [](auto* r) { r->mutable_sampling()->set_top_p(1.5); }},
       {"method", [](auto* r) { r->mutable_mulo(); }},
-      {"method", [](auto* r) { r->mutable_speculative(); }},
+      {"speculative.gamma", [](auto* r) { r->mutable_speculative()->set_gamma(0); }},
       {"image_format", [](auto* r) { r->set_image_format(static_cast<v1::ImageFormat>(42)); }},
       {"stream.preview_every_rows", [](auto* r) { r->mutable_stream()->set_preview_every_rows(1000); }},
       {"condition", [](auto* r) { r->add_condition(1.0f); }},

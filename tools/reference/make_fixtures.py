@@ -237,10 +237,13 @@ def make_tiny_family(out_dir, seed):
     vq_cfg = dict(codebook_size=64, codebook_embed_dim=8, z_channels=8, ch=8, ch_mult=[1, 1],
                   num_res_blocks=1, norm_groups=4, codebook_l2_norm=True, out_channels=3)
     vqm = vq.VQModel(vq_cfg, with_encoder=False).eval()
-    for module in (conditioner, target, vqm):
+    chain_cfg = dict(target_cfg, dim=16, n_head=1)
+    chain = tr.Transformer(chain_cfg).eval()
+    for module in (conditioner, target, vqm, chain):
         spread_init(module, gen)
     parts = {"conditioner": (conditioner, cond_cfg, {"vocab.json": vocab}),
-             "target": (target, target_cfg, None), "vq": (vqm, vq_cfg, None)}
+             "target": (target, target_cfg, None), "vq": (vqm, vq_cfg, None),
+             "chain": (chain, chain_cfg, None)}
     for name, (module, cfg, extra) in parts.items():
         write_config(os.path.join(out_dir, name), cfg, extra)
         safetensors_io.save(state_for_storage(module, torch.float16),
@@ -249,7 +252,7 @@ def make_tiny_family(out_dir, seed):
         json.dump({"name": "tiny", "default_cfg_scale": 4.0,
                    "components": {k: k for k in parts}}, f, indent=2, sort_keys=True)
         f.write("\n")
-    print("tiny_family: conditioner + 32x32-token target + VQ (64 px images)")
+    print("tiny_family: conditioner + 32x32-token target + chain draft + VQ (64 px images)")
 
 
 def make_sd_family(out_dir, seed):
