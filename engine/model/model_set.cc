@@ -5,6 +5,8 @@
 namespace mulo::engine {
 namespace {
 
+constexpr int64_t kMaxPooledNeighbors = 1000;
+
 // Checks that an AR model reads the conditioner's features and writes the VQ's tokens.
 Status CheckArModel(const std::string& role, const Transformer& model, const ModelSet& set) {
   const auto& c = model.config();
@@ -77,6 +79,9 @@ StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& optio
           set.target->config().grid_size) {
     return FailedPreconditionError("drafter grid x up-sampling factor != target grid");
   }
+  // Up to 1000 neighbours per entry (the papers' k), computed once for every request.
+  set.neighbors = std::make_shared<const LatentNeighbors>(
+      LatentNeighbors::Build(set.vq->codebook(), kMaxPooledNeighbors));
   if (!component("eagle").empty()) {
     MULO_ASSIGN_OR_RETURN(set.eagle,
                           EagleHead::LoadDirectory(component("eagle"), *set.target, options));

@@ -20,6 +20,7 @@
 #include "engine/model/text_conditioner.h"
 #include "engine/model/transformer.h"
 #include "engine/model/vq_decoder.h"
+#include "engine/sampling/latent_neighbors.h"
 
 namespace mulo::engine {
 
@@ -34,6 +35,8 @@ struct ModelSet {
   std::shared_ptr<const Resampler> upsampler;          // MuLo-SD U_r
   std::shared_ptr<const Resampler> downsampler;        // MuLo-SD D_r
   std::shared_ptr<const EagleHead> eagle;              // EAGLE-style head over the target
+  // Nearest codebook entries of every entry (LANTERN / MuLo-SD pooling), built at load.
+  std::shared_ptr<const LatentNeighbors> neighbors;
 
   // Pixels per side of the target's images.
   int64_t ImageSize() const;

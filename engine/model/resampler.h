@@ -33,6 +33,8 @@ class Resampler {
                                                                   const LoadOptions& options);
 
   const ResamplerConfig& config() const { return config_; }
+  // The L2-normalised codebook the logits are computed against [V, e].
+  const torch::Tensor& codebook() const { return codebook_; }
 
   // ids [B, h * w] on the input grid (h x w) -> logits [B, V, H, W] on the output grid.
   StatusOr<torch::Tensor> Logits(const torch::Tensor& ids, int64_t h, int64_t w) const;

@@ -277,6 +277,33 @@ def make_sd_family(out_dir, seed):
     print("sd_tiny: target + correlated chain draft, vocab 16, grid 4x4")
 
 
+def make_mulo_family(out_dir, seed):
+    """Target (8x8 grid), half-resolution drafter (4x4) and row-causal U_2 / D_2 over a shared
+    32-entry codebook, random weights: the MuLo-SD tests' reductions (tau > 1 is AR, tau = 0
+    is U_2 of the drafter) hold for any weights."""
+    gen = torch.Generator().manual_seed(seed)
+    codebook = torch.randn(32, 8, generator=gen)
+    base = dict(dim=32, n_layer=1, n_head=2, vocab_size=32, cls_token_num=2,
+                position_mode="abs_pe", condition_mode="clip_cond", cond_dim=8, multiple_of=16,
+                norm_eps=1e-5)
+    for name, grid in (("target", 8), ("drafter", 4)):
+        cfg = dict(base, grid_size=grid)
+        model = tr.Transformer(cfg).eval()
+        spread_init(model, gen)
+        write_config(os.path.join(out_dir, name), cfg)
+        safetensors_io.save(model.state_dict(), os.path.join(out_dir, name, "model.safetensors"))
+    for name, kind in (("upsampler", "up"), ("downsampler", "down")):
+        cfg = dict(kind=kind, factor=2, channels=8, num_blocks=1, codebook_size=32,
+                   codebook_embed_dim=8)
+        model = rs.Resampler(cfg, codebook).eval()
+        spread_init(model, gen)
+        write_config(os.path.join(out_dir, name), cfg)
+        safetensors_io.save(model.state_dict(), os.path.join(out_dir, name, "model.safetensors"))
+    cond = torch.randn(2, 8, generator=gen)
+    safetensors_io.save({"cond": cond}, os.path.join(out_dir, "condition.safetensors"))
+    print("mulo_tiny: 8x8 target, 4x4 drafter, U_2 / D_2 over a 32-entry codebook")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data"))
@@ -293,6 +320,7 @@ def main():
                args.seed + 107)
     make_tiny_family(os.path.join(args.out, "repository", "tiny"), args.seed + 109)
     make_sd_family(os.path.join(args.out, "sd_tiny"), args.seed + 113)
+    make_mulo_family(os.path.join(args.out, "mulo_tiny"), args.seed + 127)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,205 @@
+// MuLo-SD reduces to its limits: with tau > 1 nothing is accepted and the target re-samples
+// every position in raster order, which is AR (same seed, same tokens); with tau = 0
+// everything is accepted and the tokens are U_2 of the drafter's. Plus local expansion,
+// validation and cancellation.
+#include <gtest/gtest.h>
+
+#include "engine/decode/ar.h"
+#include "engine/decode/local_expansion.h"
+#include "engine/decode/mulo.h"
+#include "tests/engine/test_util.h"
+
+namespace mulo::engine {
+namespace {
+
+using testing::FixtureDir;
+using testing::ReadAll;
+
+struct MuloFixture {
+  ModelSet models;
+  Condition condition;
+};
+
+MuloFixture LoadMulo() {
+  MuloFixture f;
+  const std::string dir = FixtureDir("mulo_tiny");
+  auto target = Transformer::LoadDirectory(dir + "/target", LoadOptions());
+  auto drafter = Transformer::LoadDirectory(dir + "/drafter", LoadOptions());
+  auto up = Resampler::LoadDirectory(dir + "/upsampler", LoadOptions());
+  auto down = Resampler::LoadDirectory(dir + "/downsampler", LoadOptions());
+  EXPECT_TRUE(target.ok() && drafter.ok() && up.ok() && down.ok());
+  f.models.target = *target;
+  f.models.drafter = *drafter;
+  f.models.upsampler = *up;
+  f.models.downsampler = *down;
+  f.models.neighbors = std::make_shared<const LatentNeighbors>(
+      LatentNeighbors::Build((*up)->codebook(), 1000));
+  f.condition.features = ReadAll(dir + "/condition.safetensors").at("cond");
+  return f;
+}
+
+StatusOr<DecodeResult> Generate(const DecodingMethod& method, const ModelSet& models,
+                                const Condition& condition, const SamplingParams& sampling) {
+  NullProgressSink sink;
+  CancelToken cancel;
+  return method.Decode(DecodeRequest{condition, sampling}, models, sink, cancel);
+}
+
+TEST(MuloTest, TauAboveOneIsArForTheSameSeed) {
+  MuloFixture f = LoadMulo();
+  for (double temperature : {0.0, 1.0}) {
+    for (uint64_t seed : {1, 2, 3}) {
+      for (Rejection mode : {Rejection::kLocal, Rejection::kRaster}) {
+        SamplingParams s;
+        s.temperature = temperature;
+        s.seed = seed;
+        MuloOptions o;
+        o.tau = 1.5;
+        o.rejection = mode;
+        auto mulo = Generate(MuloDecoder(o), f.models, f.condition, s);
+        auto ar = Generate(ArDecoder(), f.models, f.condition, s);
+        ASSERT_OK(mulo);
+        ASSERT_OK(ar);
+        EXPECT_EQ(mulo->tokens, ar->tokens) << "temperature " << temperature << " seed " << seed;
+        EXPECT_EQ(mulo->stats.accepted_tokens, 0);
+        EXPECT_EQ(mulo->stats.resampled_tokens, 64);
+        EXPECT_EQ(mulo->stats.drafted_tokens, 64);
+      }
+    }
+  }
+}
+
+TEST(MuloTest, TauZeroIsTheUpsampledDrafter) {
+  MuloFixture f = LoadMulo();
+  SamplingParams greedy;
+  greedy.temperature = 0.0;
+  // The drafter alone, greedy, at its own 4x4 resolution.
+  ModelSet drafter_only = f.models;
+  drafter_only.target = f.models.drafter;
+  auto low = Generate(ArDecoder(), drafter_only, f.condition, greedy);
+  ASSERT_OK(low);
+  auto low_ids = torch::tensor(std::vector<int64_t>(low->tokens.begin(), low->tokens.end()),
+                               torch::kInt64)
+                     .unsqueeze(0);
+  auto up = f.models.upsampler->Apply(low_ids, 4, 4);
+  ASSERT_OK(up);
+  MuloOptions o;
+  o.tau = 0.0;
+  o.draft_rows = 4;  // the whole low-resolution image in one draft
+  auto mulo = Generate(MuloDecoder(o), f.models, f.condition, greedy);
+  ASSERT_OK(mulo);
+  auto flat = up->flatten();
+  EXPECT_EQ(mulo->tokens,
+            std::vector<int32_t>(flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + 64));
+  EXPECT_EQ(mulo->stats.accepted_tokens, 64);
+  EXPECT_EQ(mulo->stats.resampled_tokens, 0);
+  EXPECT_EQ(mulo->stats.target_forward_passes, 2);  // prefill + the one verify forward
+  // Row by row, tau = 0 still accepts everything and never calls the target to re-sample.
+  o.draft_rows = 1;
+  auto rowwise = Generate(MuloDecoder(o), f.models, f.condition, greedy);
+  ASSERT_OK(rowwise);
+  EXPECT_EQ(rowwise->stats.accepted_tokens, 64);
+  EXPECT_EQ(rowwise->stats.verify_steps, 4);
+}
+
+TEST(MuloTest, IntermediateTauAcceptsSomeAndStreamsRowsInOrder) {
+  MuloFixture f = LoadMulo();
+  struct Sink : ProgressSink {
+    std::vector<int64_t> firsts;
+    std::vector<int32_t> tokens;
+    void OnRows(int64_t first, int64_t, const std::vector<int32_t>& t) override {
+      firsts.push_back(first);
+      tokens.insert(tokens.end(), t.begin(), t.end());
+    }
+  } sink;
+  CancelToken cancel;
+  MuloOptions o;
+  o.tau = 0.05;
+  o.radius = 1;
+  SamplingParams s;
+  s.seed = 9;
+  auto r = MuloDecoder(o).Decode(DecodeRequest{f.condition, s}, f.models, sink, cancel);
+  ASSERT_OK(r);
+  EXPECT_EQ(sink.tokens, r->tokens);
+  for (size_t i = 1; i < sink.firsts.size(); ++i) EXPECT_GT(sink.firsts[i], sink.firsts[i - 1]);
+  EXPECT_EQ(r->stats.accepted_tokens + r->stats.resampled_tokens, r->stats.drafted_tokens);
+  EXPECT_EQ(r->stats.drafted_tokens, 64);
+}
+
+TEST(MuloTest, OptionsAreValidatedByName) {
+  MuloFixture f = LoadMulo();
+  auto expect_field = [&](MuloOptions o, const std::string& field) {
+    auto r = Generate(MuloDecoder(o), f.models, f.condition, SamplingParams());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << field;
+    EXPECT_EQ(r.status().message().rfind(field + ":", 0), 0u) << r.status().message();
+  };
+  MuloOptions o;
+  o.tau = -1;
+  expect_field(o, "mulo.tau");
+  o = MuloOptions();
+  o.k = 0;
+  expect_field(o, "mulo.k");
+  o = MuloOptions();
+  o.delta = 1.5;
+  expect_field(o, "mulo.delta");
+  o = MuloOptions();
+  o.radius = -1;
+  expect_field(o, "mulo.radius");
+  o = MuloOptions();
+  o.draft_rows = 0;
+  expect_field(o, "mulo.draft_rows");
+  ModelSet no_drafter = f.models;
+  no_drafter.drafter = nullptr;
+  EXPECT_EQ(Generate(MuloDecoder(), no_drafter, f.condition, SamplingParams()).status().code(),
+            StatusCode::kFailedPrecondition);
+}
+
+TEST(MuloTest, CancelStopsTheRequest) {
+  MuloFixture f = LoadMulo();
+  struct Cancelling : ProgressSink {
+    CancelToken* token;
+    void OnRows(int64_t, int64_t, const std::vector<int32_t>&) override { token->Cancel(); }
+  } sink;
+  CancelToken cancel;
+  sink.token = &cancel;
+  auto r = MuloDecoder().Decode(DecodeRequest{f.condition, SamplingParams()}, f.models, sink,
+                                cancel);
+  EXPECT_EQ(r.status().code(), StatusCode::kCancelled);
+}
+
+TEST(LocalExpansionTest, RadiusZeroIsTheRejectedSet) {
+  EXPECT_EQ(ExpandRejections({10, 13}, 8, 24, 8, 0, Rejection::kLocal),
+            (std::vector<int64_t>{10, 13}));
+  EXPECT_TRUE(ExpandRejections({}, 8, 24, 8, 3, Rejection::kLocal).empty());
+}
+
+TEST(LocalExpansionTest, NeighbourhoodsClipAtBordersAndStartAtTheFirstRejection) {
+  // 8-wide grid, chunk = rows 1-2 (positions 8..23). Rejected: 8 (row 1, col 0) and 23
+  // (row 2, col 7). Radius 1: around 8 -> cols 0-1 of rows 0-2, but row 0 is before t0 = 8;
+  // around 23 -> cols 6-7 of rows 1-3, row 3 is outside the chunk.
+  EXPECT_EQ(ExpandRejections({8, 23}, 8, 24, 8, 1, Rejection::kLocal),
+            (std::vector<int64_t>{8, 9, 14, 15, 16, 17, 22, 23}));
+  // Around 12 (row 1, col 4) with radius 2: positions >= 12 only on row 1, full 5 columns on
+  // row 2 (cols 2-6).
+  EXPECT_EQ(ExpandRejections({12}, 8, 24, 8, 2, Rejection::kLocal),
+            (std::vector<int64_t>{12, 13, 14, 18, 19, 20, 21, 22}));
+}
+
+TEST(LocalExpansionTest, RasterRejectsEverythingAfterTheFirstRejection) {
+  EXPECT_EQ(ExpandRejections({20, 22}, 16, 24, 8, 3, Rejection::kRaster),
+            (std::vector<int64_t>{20, 21, 22, 23}));
+  // Local expansion is always a subset of raster-scan rejection.
+  auto local = ExpandRejections({17, 20}, 16, 32, 8, 1, Rejection::kLocal);
+  auto raster = ExpandRejections({17, 20}, 16, 32, 8, 1, Rejection::kRaster);
+  EXPECT_TRUE(std::includes(raster.begin(), raster.end(), local.begin(), local.end()));
+  EXPECT_LT(local.size(), raster.size());
+}
+
+TEST(MuloTest, TheoreticalSpeedup) {
+  EXPECT_DOUBLE_EQ(TheoreticalSpeedup(0.0, 256, 64), 256.0 / (256 + 64));
+  EXPECT_DOUBLE_EQ(TheoreticalSpeedup(1.0, 256, 64), 4.0);
+  EXPECT_NEAR(TheoreticalSpeedup(0.5, 1024, 256), 1024.0 / (512 + 256), 1e-12);
+}
+
+}  // namespace
+}  // namespace mulo::engine
