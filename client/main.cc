@@ -29,8 +29,12 @@
 ABSL_FLAG(std::string, server, "localhost:8001", "mulo_server address (host:port)");
 ABSL_FLAG(std::string, model, "synth", "model family to use");
 ABSL_FLAG(std::string, prompt, "", "text prompt");
-ABSL_FLAG(std::string, method, "ar", "decoding method: ar, speculative");
+ABSL_FLAG(std::string, method, "ar", "decoding method: ar, speculative, mulo");
 ABSL_FLAG(int, gamma, 4, "speculative: draft tokens per step");
+ABSL_FLAG(double, tau, 1e-4, "mulo: acceptance threshold");
+ABSL_FLAG(int, radius, 3, "mulo: local expansion radius");
+ABSL_FLAG(int, draft_rows, 1, "mulo: drafter rows per step");
+ABSL_FLAG(bool, raster, false, "mulo: raster-scan rejection instead of local expansion");
 ABSL_FLAG(uint64_t, seed, 0, "sampling seed");
 ABSL_FLAG(double, cfg_scale, -1, "CFG scale (-1 = the model's default)");
 ABSL_FLAG(double, temperature, -1, "sampling temperature (-1 = default 1.0; 0 = greedy)");
@@ -106,8 +110,14 @@ int Generate() {
     request.mutable_ar();
   } else if (method == "speculative") {
     request.mutable_speculative()->set_gamma(absl::GetFlag(FLAGS_gamma));
+  } else if (method == "mulo") {
+    auto* m = request.mutable_mulo();
+    m->set_tau(absl::GetFlag(FLAGS_tau));
+    m->set_radius(absl::GetFlag(FLAGS_radius));
+    m->set_draft_rows(absl::GetFlag(FLAGS_draft_rows));
+    if (absl::GetFlag(FLAGS_raster)) m->set_rejection(mulo::v1::MuloParams::RASTER);
   } else {
-    std::fprintf(stderr, "error: --method=%s is not known to this client (ar, speculative)\n",
+    std::fprintf(stderr, "error: --method=%s is not known to this client (ar, speculative, mulo)\n",
                  method.c_str());
     return 2;
   }

@@ -107,6 +107,11 @@ grpc::Status ImageGenerationService::Generate(grpc::ServerContext* context,
     }
   }
   if (stream_broken && outcome.ok()) outcome = absl::CancelledError("client went away");
+  // gRPC cancels the call when the client's deadline passes, which may reach the decoder
+  // before its own deadline check does: report such a cancellation as what it is.
+  if (absl::IsCancelled(outcome) && has_deadline && Clock::now() >= deadline) {
+    outcome = absl::DeadlineExceededError("deadline exceeded");
+  }
   if (context->IsCancelled() && outcome.ok()) outcome = absl::CancelledError("request cancelled");
   const JobRecord record = job->record();
   {

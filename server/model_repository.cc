@@ -78,6 +78,10 @@ std::vector<std::string> ModelRepository::Names() const {
 std::vector<std::string> ModelRepository::Methods(const engine::ModelSet& models) {
   std::vector<std::string> methods = {"ar"};
   if (models.chain != nullptr) methods.push_back("speculative");
+  if (models.drafter != nullptr && models.upsampler != nullptr &&
+      models.downsampler != nullptr) {
+    methods.push_back("mulo");
+  }
   return methods;
 }
 

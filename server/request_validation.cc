@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/decode/ar.h"
+#include "engine/decode/mulo.h"
 #include "engine/decode/speculative.h"
 
 namespace mulo::server {
@@ -171,6 +172,19 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
       return ToAbsl(st);  // "speculative.gamma: ..."
     }
     out.decoder = std::make_shared<engine::SpeculativeDecoder>(options);
+  } else if (out.method == "mulo") {
+    const auto& m = request.mulo();
+    engine::MuloOptions options;
+    if (m.has_tau()) options.tau = m.tau();
+    if (m.has_k()) options.k = m.k();
+    if (m.has_delta()) options.delta = m.delta();
+    if (m.has_radius()) options.radius = m.radius();
+    if (m.has_draft_rows()) options.draft_rows = m.draft_rows();
+    if (m.rejection() == v1::MuloParams::RASTER) options.rejection = engine::Rejection::kRaster;
+    if (!std::isfinite(options.tau)) return Invalid("mulo.tau", "must be a finite number >= 0");
+    if (!std::isfinite(options.delta)) return Invalid("mulo.delta", "must be in [0, 1]");
+    if (auto st = engine::ValidateMuloOptions(options); !st.ok()) return ToAbsl(st);
+    out.decoder = std::make_shared<engine::MuloDecoder>(options);
   } else {
     out.decoder = std::make_shared<engine::ArDecoder>();
   }

@@ -117,7 +117,20 @@ TEST(ServerIntegrationTest, StreamsRowsInOrderAndReturnsTheImage) {
   EXPECT_TRUE(std::equal(sd.image->tokens().begin(), sd.image->tokens().end(),
                          ar.image->tokens().begin()));
   EXPECT_GT(sd.image->stats().drafted_tokens(), 0u);
-  EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"OK\""}), 4);
+  // MuLo-SD with tau > 1 re-samples everything: the same tokens as AR for the same seed.
+  v1::GenerateRequest mulo = ValidRequest(7);
+  StreamResult ar_sampled = RunStream(*stub, mulo);
+  mulo.mutable_mulo()->set_tau(1.5);
+  StreamResult mulo_all = RunStream(*stub, mulo);
+  ASSERT_TRUE(ar_sampled.status.ok() && mulo_all.status.ok()) << mulo_all.status.error_message();
+  EXPECT_TRUE(std::equal(mulo_all.image->tokens().begin(), mulo_all.image->tokens().end(),
+                         ar_sampled.image->tokens().begin()));
+  EXPECT_EQ(mulo_all.image->stats().resampled_tokens(), static_cast<uint32_t>(grid * grid));
+  mulo.mutable_mulo()->set_tau(1e-4);
+  StreamResult mulo_default = RunStream(*stub, mulo);
+  ASSERT_TRUE(mulo_default.status.ok()) << mulo_default.status.error_message();
+  EXPECT_EQ(mulo_default.image->stats().drafted_tokens(), static_cast<uint32_t>(grid * grid));
+  EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"OK\""}), 7);
   EXPECT_EQ((*server)->MetricSum("mulo_spec_drafted_tokens_total", {"method=\"speculative\""}),
             sd.image->stats().drafted_tokens());
 }
@@ -169,8 +182,8 @@ TEST(ServerIntegrationTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
       {"sampling.temperature", [](auto* r) { r->mutable_sampling()->set_temperature(NAN); }},
       {"sampling.top_k", [](auto* r) { r->mutable_sampling()->set_top_k(100000); }},
       {"sampling.top_p", [](auto* r) { r->mutable_sampling()->set_top_p(0); }},
-      {"sampling.top_p", [](auto* r) { r->mutable_sampling()->set_top_p(1.5); }},
-      {"method", [](auto* r) { r->mutable_mulo(); }},
+      {"method", [](auto* r) { r->mutable_eagle(); }},  // not available for this model
+      {"mulo.tau", [](auto* r) { r->mutable_mulo()->set_tau(-1); }},
       {"speculative.gamma", [](auto* r) { r->mutable_speculative()->set_gamma(0); }},
       {"image_format", [](auto* r) { r->set_image_format(static_cast<v1::ImageFormat>(42)); }},
       {"stream.preview_every_rows", [](auto* r) { r->mutable_stream()->set_preview_every_rows(1000); }},
@@ -179,7 +192,7 @@ TEST(ServerIntegrationTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
          for (int i = 0; i < 24 * 16; ++i) r->add_condition(i == 5 ? NAN : 0.0f);
        }},
       {"request_id", [](auto* r) { r->set_request_id(std::string(200, 'x')); }},
-      {"sampling.temperature", [](auto* r) { r->mutable_sampling()->set_temperature(1000); }},
+      {"mulo.delta", [](auto* r) { r->mutable_mulo()->set_delta(2); }},
   };
   ASSERT_EQ(bad.size(), 20u);
   for (const auto& b : bad) {

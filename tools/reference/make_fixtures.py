@@ -239,11 +239,21 @@ def make_tiny_family(out_dir, seed):
     vqm = vq.VQModel(vq_cfg, with_encoder=False).eval()
     chain_cfg = dict(target_cfg, dim=16, n_head=1)
     chain = tr.Transformer(chain_cfg).eval()
-    for module in (conditioner, target, vqm, chain):
+    drafter_cfg = dict(target_cfg, grid_size=16)
+    drafter = tr.Transformer(drafter_cfg).eval()
+    for module in (conditioner, target, vqm, chain, drafter):
         spread_init(module, gen)
+    resamplers = {}
+    for name, kind in (("upsampler", "up"), ("downsampler", "down")):
+        cfg = dict(kind=kind, factor=2, channels=8, num_blocks=1, codebook_size=64,
+                   codebook_embed_dim=8)
+        module = rs.Resampler(cfg, vqm.quantize.embedding.weight.detach()).eval()
+        spread_init(module, gen)
+        resamplers[name] = (module, cfg, None)
     parts = {"conditioner": (conditioner, cond_cfg, {"vocab.json": vocab}),
              "target": (target, target_cfg, None), "vq": (vqm, vq_cfg, None),
-             "chain": (chain, chain_cfg, None)}
+             "chain": (chain, chain_cfg, None), "drafter": (drafter, drafter_cfg, None),
+             **resamplers}
     for name, (module, cfg, extra) in parts.items():
         write_config(os.path.join(out_dir, name), cfg, extra)
         safetensors_io.save(state_for_storage(module, torch.float16),
@@ -252,7 +262,8 @@ def make_tiny_family(out_dir, seed):
         json.dump({"name": "tiny", "default_cfg_scale": 4.0,
                    "components": {k: k for k in parts}}, f, indent=2, sort_keys=True)
         f.write("\n")
-    print("tiny_family: conditioner + 32x32-token target + chain draft + VQ (64 px images)")
+    print("tiny_family: conditioner, 32x32-token target, 16x16 drafter, U_2 / D_2, chain draft,"
+          " VQ (64 px images)")
 
 
 def make_sd_family(out_dir, seed):
