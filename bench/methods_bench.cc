@@ -1,0 +1,197 @@
+// Side-by-side comparison of decoding methods on the bundled family, in the style of the
+// MuLo-SD paper's Table 1: for ar, speculative and mulo (and, with --sweep, MuLo-SD's
+// ablations: tau, radius, local vs raster rejection, pooling on/off) over the same held-out
+// prompts and seeds in one run on one machine: wall-clock speedup vs ar, step compression,
+// acceptance rate, target / draft forward passes, S_T, SynthEval score and its delta vs ar.
+// Writes <out_dir>/methods.md, methods.csv and (with --sweep) sweep.csv; plot the sweep with
+// tools/synth/plot_sweep.py.
+//
+//   bazel run //bench:methods_bench -- --models=$PWD/models/synth
+//       --prompts=$PWD/models/synth/heldout_prompts.jsonl --limit=64 --out_dir=$PWD/out/bench
+#include <opencv2/core.hpp>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_format.h"
+#include "engine/decode/ar.h"
+#include "engine/decode/generate.h"
+#include "engine/decode/mulo.h"
+#include "engine/decode/speculative.h"
+#include "synth/heldout.h"
+#include "synth/synth_eval.h"
+
+ABSL_FLAG(std::string, models, "models/synth", "model family directory (family.json)");
+ABSL_FLAG(std::string, prompts, "models/synth/heldout_prompts.jsonl", "held-out prompt set");
+ABSL_FLAG(int, limit, 64, "use the first N prompts (0 = all)");
+ABSL_FLAG(uint64_t, seed, 0, "prompt i uses seed + i");
+ABSL_FLAG(double, temperature, 1.0, "sampling temperature");
+ABSL_FLAG(int, threads, 1, "torch intra-op threads");
+ABSL_FLAG(bool, sweep, false, "also run MuLo-SD's ablation sweep");
+ABSL_FLAG(std::string, out_dir, "out/bench", "where the tables go");
+
+namespace mulo {
+namespace {
+
+using engine::DecodingMethod;
+
+struct Config {
+  std::string name;
+  std::string group;  // "main" or the sweep axis
+  std::shared_ptr<const DecodingMethod> method;
+  double tau = 0, radius = 0, pooling_k = 0;
+  std::string rejection;
+};
+
+struct Row {
+  Config config;
+  int n = 0, pass = 0;
+  double seconds = 0, target_forwards = 0, draft_forwards = 0, drafted = 0, accepted = 0,
+         tokens = 0;
+};
+
+Config Mulo(const std::string& name, const std::string& group, double tau, int64_t radius,
+            engine::Rejection rejection, int64_t k) {
+  engine::MuloOptions o;
+  o.tau = tau;
+  o.radius = radius;
+  o.rejection = rejection;
+  o.k = k;
+  Config c{name, group, std::make_shared<engine::MuloDecoder>(o), tau, static_cast<double>(radius),
+           static_cast<double>(k), rejection == engine::Rejection::kLocal ? "local" : "raster"};
+  return c;
+}
+
+int Run() {
+  torch::set_num_threads(absl::GetFlag(FLAGS_threads));
+  auto family = engine::LoadModelSet(absl::GetFlag(FLAGS_models), engine::LoadOptions());
+  if (!family.ok()) {
+    std::fprintf(stderr, "error: %s\n", family.status().ToString().c_str());
+    return 1;
+  }
+  auto prompts = synth::LoadHeldoutPrompts(absl::GetFlag(FLAGS_prompts));
+  if (!prompts.ok()) {
+    std::fprintf(stderr, "error: %s\n", prompts.status().ToString().c_str());
+    return 1;
+  }
+  const int limit = absl::GetFlag(FLAGS_limit);
+  const size_t count = limit > 0 ? std::min<size_t>(limit, prompts->size()) : prompts->size();
+  using engine::Rejection;
+  std::vector<Config> configs = {
+      {"ar", "main", std::make_shared<engine::ArDecoder>()},
+      {"speculative (gamma 4)", "main",
+       std::make_shared<engine::SpeculativeDecoder>(engine::SpeculativeOptions{4})},
+      Mulo("mulo (tau 1e-4, l 3, local, k 1000)", "main", 1e-4, 3, Rejection::kLocal, 1000),
+  };
+  if (absl::GetFlag(FLAGS_sweep)) {
+    for (double tau : {1e-5, 1e-4, 1e-3, 1e-2}) {
+      for (Rejection rej : {Rejection::kLocal, Rejection::kRaster}) {
+        configs.push_back(Mulo(absl::StrFormat("mulo tau %g %s", tau,
+                                               rej == Rejection::kLocal ? "local" : "raster"),
+                               "tau x rejection", tau, 3, rej, 1000));
+      }
+    }
+    for (int64_t radius : {0, 1}) {
+      configs.push_back(Mulo(absl::StrFormat("mulo radius %d", radius), "radius", 1e-4, radius,
+                             Rejection::kLocal, 1000));
+    }
+    configs.push_back(Mulo("mulo no pooling (k 1)", "pooling", 1e-4, 3, Rejection::kLocal, 1));
+  }
+  synth::SynthEval judge;
+  engine::NullProgressSink sink;
+  engine::CancelToken cancel;
+  std::vector<Row> rows;
+  for (const Config& config : configs) rows.push_back(Row{config});
+  const int64_t n_tokens = family->target->config().num_image_tokens();
+  const int64_t n_draft = family->drafter ? family->drafter->config().num_image_tokens() : 0;
+  // Interleave methods per prompt so slow drifts of the machine hit every method alike.
+  for (size_t i = 0; i < count; ++i) {
+    const auto& entry = (*prompts)[i];
+    engine::SamplingParams sampling;
+    sampling.cfg_scale = family->default_cfg_scale;
+    sampling.temperature = absl::GetFlag(FLAGS_temperature);
+    sampling.seed = absl::GetFlag(FLAGS_seed) + static_cast<uint64_t>(entry.id);
+    for (Row& row : rows) {
+      auto result = engine::GenerateImage(*row.config.method, *family, entry.prompt, sampling,
+                                          sink, cancel);
+      if (!result.ok()) {
+        std::fprintf(stderr, "error (%s, prompt %d): %s\n", row.config.name.c_str(), entry.id,
+                     result.status().ToString().c_str());
+        return 1;
+      }
+      cv::Mat image(static_cast<int>(result->image.height), static_cast<int>(result->image.width),
+                    CV_8UC3, result->image.pixels.data());
+      auto verdict = judge.Evaluate(entry.prompt, image);
+      const auto& s = result->stats;
+      ++row.n;
+      row.pass += verdict.ok() && verdict->pass;
+      row.seconds += s.total_seconds;
+      row.target_forwards += s.target_forward_passes;
+      row.draft_forwards += s.draft_forward_passes;
+      row.drafted += s.drafted_tokens;
+      row.accepted += s.accepted_tokens;
+      row.tokens += s.tokens;
+    }
+    std::fprintf(stderr, "\r[%zu/%zu prompts]", i + 1, count);
+  }
+  std::fprintf(stderr, "\n");
+  const Row& ar = rows[0];
+  const std::string dir = absl::GetFlag(FLAGS_out_dir);
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  std::ofstream md(dir + "/methods.md"), csv(dir + "/methods.csv"), sweep;
+  if (absl::GetFlag(FLAGS_sweep)) sweep.open(dir + "/sweep.csv");
+  const std::string header = absl::StrFormat(
+      "%zu held-out prompts, seeds %d.., temperature %.2f, cfg %.2f, %d torch thread(s), CPU; "
+      "%d target tokens, %d drafter tokens per image\n\n",
+      count, absl::GetFlag(FLAGS_seed), absl::GetFlag(FLAGS_temperature),
+      family->default_cfg_scale, absl::GetFlag(FLAGS_threads), n_tokens, n_draft);
+  md << header
+     << "| method | s / image | speedup vs ar | step compression | acceptance | target fwd | "
+        "draft fwd | S_T | SynthEval | delta vs ar |\n"
+     << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  csv << "method,group,seconds_per_image,speedup,step_compression,acceptance,target_forwards,"
+         "draft_forwards,theoretical_speedup,syntheval,syntheval_delta,tau,radius,k,rejection\n";
+  for (const Row& row : rows) {
+    const double sec = row.seconds / row.n, ar_sec = ar.seconds / ar.n;
+    const double acceptance = row.drafted > 0 ? row.accepted / row.drafted : 0;
+    const bool is_mulo = row.config.name.rfind("mulo", 0) == 0;
+    const double st = is_mulo ? engine::TheoreticalSpeedup(acceptance, n_tokens, n_draft) : 0;
+    const double score = 100.0 * row.pass / row.n, ar_score = 100.0 * ar.pass / ar.n;
+    const std::string line = absl::StrFormat(
+        "| %s | %.3f | %.2fx | %.2f | %s | %.1f | %.1f | %s | %.1f%% | %+.1f |\n", row.config.name,
+        sec, ar_sec / sec, row.tokens / row.target_forwards,
+        row.drafted > 0 ? absl::StrFormat("%.3f", acceptance) : "-", row.target_forwards / row.n,
+        row.draft_forwards / row.n, is_mulo ? absl::StrFormat("%.2f", st) : "-", score,
+        score - ar_score);
+    const std::string csv_line = absl::StrFormat(
+        "\"%s\",%s,%.4f,%.4f,%.4f,%.4f,%.2f,%.2f,%.4f,%.2f,%.2f,%g,%g,%g,%s\n", row.config.name,
+        row.config.group, sec, ar_sec / sec, row.tokens / row.target_forwards, acceptance,
+        row.target_forwards / row.n, row.draft_forwards / row.n, st, score, score - ar_score,
+        row.config.tau, row.config.radius, row.config.pooling_k, row.config.rejection);
+    md << line;
+    csv << csv_line;
+    if (sweep.is_open() && row.config.group != "main") sweep << csv_line;
+    std::fputs(line.c_str(), stdout);
+  }
+  std::printf("\nwrote %s/methods.md and methods.csv%s\n", dir.c_str(),
+              sweep.is_open() ? " and sweep.csv" : "");
+  return 0;
+}
+
+}  // namespace
+}  // namespace mulo
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("ar vs speculative vs mulo on the bundled family");
+  absl::ParseCommandLine(argc, argv);
+  return mulo::Run();
+}
