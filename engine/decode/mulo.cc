@@ -4,6 +4,7 @@
 
 #include "engine/core/torch_guard.h"
 #include "engine/decode/ar.h"
+#include "engine/decode/feed_tokens.h"
 #include "engine/sampling/latent_neighbors.h"
 #include "engine/sampling/logits_processor.h"
 #include "engine/sampling/rng.h"
@@ -18,20 +19,15 @@ struct Stream {
   KvCache cache;
   std::vector<int64_t> fed;  // raster tokens whose rows are in the cache
   torch::Tensor next_logits;  // [batch, V] for position fed.size()
-  int64_t batch;
 
   // Feeds tokens[from, to) (raster positions) and updates next_logits.
   Status Feed(const std::vector<int64_t>& tokens, int64_t from, int64_t to, Stats* stats,
               bool drafter) {
     if (to <= from) return OkStatus();
-    std::vector<int64_t> ids(tokens.begin() + from, tokens.begin() + to);
-    auto input = torch::tensor(ids, torch::kInt64).unsqueeze(0).expand({batch, -1}).contiguous();
-    auto positions = torch::arange(model->TokenPosition(from), model->TokenPosition(to),
-                                   torch::kInt64);
-    MULO_ASSIGN_OR_RETURN(ForwardOutput out,
-                          model->ForwardTokens(cache, input, positions, LogitsMode::kLast));
-    next_logits = out.logits.select(1, 0);
-    fed.insert(fed.end(), ids.begin(), ids.end());
+    MULO_ASSIGN_OR_RETURN(torch::Tensor logits,
+                          FeedTokens(*model, cache, tokens, from, to, LogitsMode::kLast));
+    next_logits = logits.select(1, 0);
+    fed.insert(fed.end(), tokens.begin() + from, tokens.begin() + to);
     ++(drafter ? stats->draft_forward_passes : stats->target_forward_passes);
     return OkStatus();
   }
@@ -94,11 +90,10 @@ StatusOr<DecodeResult> MuloDecoder::Decode(const DecodeRequest& request, const M
     };
 
     Stream target{models.target.get(),
-                  models.target->NewCache(batch, models.target->config().max_positions()), {}, {},
-                  batch};
+                  models.target->NewCache(batch, models.target->config().max_positions()), {}, {}};
     Stream drafter{models.drafter.get(),
                    models.drafter->NewCache(batch, models.drafter->config().max_positions()), {},
-                   {}, batch};
+                   {}};
     {
       PhaseTimer timer(&stats, Phase::kPrefill, device);
       MULO_ASSIGN_OR_RETURN(torch::Tensor tc,
@@ -184,15 +179,9 @@ StatusOr<DecodeResult> MuloDecoder::Decode(const DecodeRequest& request, const M
         torch::Tensor first = target.next_logits.unsqueeze(1);
         torch::Tensor rest;
         if (feed_to > n) {
-          std::vector<int64_t> ids(seq.begin() + n, seq.begin() + feed_to);
-          auto input = torch::tensor(ids, torch::kInt64).unsqueeze(0).expand({batch, -1}).contiguous();
-          auto positions = torch::arange(models.target->TokenPosition(n),
-                                         models.target->TokenPosition(feed_to), torch::kInt64);
-          MULO_ASSIGN_OR_RETURN(ForwardOutput out, models.target->ForwardTokens(
-                                                       target.cache, input, positions,
-                                                       LogitsMode::kAll));
-          rest = out.logits;
-          target.fed.insert(target.fed.end(), ids.begin(), ids.end());
+          MULO_ASSIGN_OR_RETURN(rest, FeedTokens(*models.target, target.cache, seq, n, feed_to,
+                                                 LogitsMode::kAll));
+          target.fed.insert(target.fed.end(), seq.begin() + n, seq.begin() + feed_to);
           ++stats.target_forward_passes;
         }
         auto all = rest.defined() ? torch::cat({first, rest}, 1) : first;

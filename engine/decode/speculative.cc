@@ -4,29 +4,13 @@
 
 #include "engine/core/torch_guard.h"
 #include "engine/decode/ar.h"
+#include "engine/decode/feed_tokens.h"
 #include "engine/sampling/logits_processor.h"
 #include "engine/sampling/rng.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/speculative_acceptance.h"
 
 namespace mulo::engine {
-namespace {
-
-// Feeds `tokens` (committed or drafted ids) to `model` at raster positions starting at
-// `first`, returning the logits of the last fed position ([batch, n, V] when all == true).
-StatusOr<torch::Tensor> Feed(const Transformer& model, KvCache& cache, int64_t batch,
-                             const std::vector<int64_t>& tokens, int64_t first, bool all) {
-  auto ids = torch::tensor(tokens, torch::kInt64).unsqueeze(0).expand({batch, -1}).contiguous();
-  auto positions = torch::arange(model.TokenPosition(first),
-                                 model.TokenPosition(first + static_cast<int64_t>(tokens.size())),
-                                 torch::kInt64);
-  MULO_ASSIGN_OR_RETURN(ForwardOutput out, model.ForwardTokens(cache, ids, positions,
-                                                              all ? LogitsMode::kAll
-                                                                  : LogitsMode::kLast));
-  return out.logits;
-}
-
-}  // namespace
 
 Status ValidateSpeculativeOptions(const SpeculativeOptions& options) {
   if (options.gamma < 1 || options.gamma > 64) {
@@ -103,9 +87,9 @@ StatusOr<DecodeResult> SpeculativeDecoder::Decode(const DecodeRequest& request,
       std::vector<torch::Tensor> q;
       {
         PhaseTimer timer(&stats, Phase::kDraft, device);
-        std::vector<int64_t> catch_up(tokens.begin() + draft_fed, tokens.end());
-        MULO_ASSIGN_OR_RETURN(draft_logits, Feed(draft, draft_cache, batch, catch_up, draft_fed,
-                                                 /*all=*/false));
+        std::vector<int64_t> seq(tokens.begin(), tokens.end());
+        MULO_ASSIGN_OR_RETURN(draft_logits, FeedTokens(draft, draft_cache, seq, draft_fed, n,
+                                                       LogitsMode::kLast));
         ++stats.draft_forward_passes;
         draft_fed = n;
         for (int64_t j = 0; j < gamma; ++j) {
@@ -114,8 +98,9 @@ StatusOr<DecodeResult> SpeculativeDecoder::Decode(const DecodeRequest& request,
                                ? q.back().argmax().item<int64_t>()
                                : SampleFromProbabilities(q.back(), draft_rng));
           if (j + 1 < gamma) {
-            MULO_ASSIGN_OR_RETURN(draft_logits, Feed(draft, draft_cache, batch, {drafts.back()},
-                                                     n + j, /*all=*/false));
+            seq.push_back(drafts.back());
+            MULO_ASSIGN_OR_RETURN(draft_logits, FeedTokens(draft, draft_cache, seq, n + j,
+                                                           n + j + 1, LogitsMode::kLast));
             ++stats.draft_forward_passes;
           }
         }
@@ -126,11 +111,12 @@ StatusOr<DecodeResult> SpeculativeDecoder::Decode(const DecodeRequest& request,
       // when a bonus position exists after it).
       PhaseTimer verify_timer(&stats, Phase::kVerify, device);
       const bool bonus_possible = n + gamma < n_total;
-      std::vector<int64_t> fed = {tokens.back()};
+      std::vector<int64_t> fed(tokens.begin(), tokens.end());
       fed.insert(fed.end(), drafts.begin(), drafts.end() - (bonus_possible ? 0 : 1));
       const int64_t cache_before = target_cache.length();
       MULO_ASSIGN_OR_RETURN(torch::Tensor logits,
-                            Feed(target, target_cache, batch, fed, n - 1, /*all=*/true));
+                            FeedTokens(target, target_cache, fed, n - 1,
+                                       static_cast<int64_t>(fed.size()), LogitsMode::kAll));
       ++stats.target_forward_passes;
       ++stats.verify_steps;
       int64_t accepted = 0;
