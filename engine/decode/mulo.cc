@@ -141,7 +141,11 @@ StatusOr<DecodeResult> MuloDecoder::Decode(const DecodeRequest& request, const M
         }
         // The drafter fed what it drafted; D_r may disagree from some token on. Rows up to
         // there stay; from there the cache is recomputed (which also refreshes next_logits).
-        if (same < drafter.fed.size()) MULO_RETURN_IF_ERROR(drafter.Truncate(same));
+        if (same < drafter.fed.size()) {
+          // Re-feed at least the prefix's last token, so next_logits is recomputed too.
+          if (same == y.size() && same > 0) --same;
+          MULO_RETURN_IF_ERROR(drafter.Truncate(same));
+        }
         MULO_RETURN_IF_ERROR(drafter.Feed(y, same, y.size(), &stats, true));
         // (1) Sample draft_rows full drafter rows.
         std::vector<int64_t> drafted = y;
