@@ -7,11 +7,16 @@ usage and reconstruction PSNR on held-out scenes.
 
   /usr/bin/python3 tools/synth/train_vq.py [--steps 1500]
   /usr/bin/python3 tools/synth/train_vq.py --refine [--steps 1500]
+  /usr/bin/python3 tools/synth/train_vq.py --decoder_only [--steps 1500]
 
 --refine is the second stage: it starts from the exported first-stage weights and trains on
 equal shares of 64 px and 32 px scenes with an added L1 loss, which sharpens the small shapes
 the 8x8 drafter grid must carry (after the first stage, VQ round trips of 32 px scenes passed
 SynthEval for 43% of held-out prompts, of 64 px ones 93.5%).
+
+--decoder_only is the third stage: encoder, quant_conv and codebook frozen (so token ids, and
+every AR model trained on them, stay valid), only post_quant_conv and the decoder train, on
+3/4 32 px and 1/4 64 px scenes: it sharpens what the 8x8 drafter grid decodes to.
 """
 import argparse
 import json
@@ -109,18 +114,25 @@ def main():
     ap.add_argument("--lr", type=float, default=None, help="peak learning rate "
                     "(default 2e-3, refine 1e-3)")
     ap.add_argument("--refine", action="store_true", help="second stage (see above)")
+    ap.add_argument("--decoder_only", action="store_true", help="third stage (see above)")
     args = ap.parse_args()
-    lr = args.lr or (1e-3 if args.refine else 2e-3)
+    lr = args.lr or (1e-3 if args.refine or args.decoder_only else 2e-3)
     trainer.setup_torch()
     torch.manual_seed(SEED)
     dev = trainer.device()
-    if args.refine:
-        model = load_trained().to(dev)  # the first stage's export
+    if args.refine or args.decoder_only:
+        model = load_trained().to(dev)  # the previous stage's export
     else:
         model = vq.VQModel(CONFIG).to(dev)
-    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.99))
-    split = args.batch // 2 if args.refine else args.batch * 2 // 3
-    stream = data.SceneStream(SEED + args.refine)  # the refine stage sees new scenes
+    if args.decoder_only:
+        for part in (model.encoder, model.quant_conv, model.quantize):
+            for p in part.parameters():
+                p.requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=lr, betas=(0.9, 0.99))
+    split = (args.batch // 4 if args.decoder_only else
+             args.batch // 2 if args.refine else args.batch * 2 // 3)
+    stream = data.SceneStream(SEED + args.refine + 2 * args.decoder_only)  # new scenes per stage
     usage = torch.zeros(CONFIG["codebook_size"], device=dev)
 
     def step_fn(step):
@@ -134,7 +146,7 @@ def main():
             recon, ids, cb, commit, z = forward(model, images)
             rec = F.mse_loss(recon, images)
             loss = rec + cb + 0.25 * commit
-            if args.refine:
+            if args.refine or args.decoder_only:
                 loss = loss + F.l1_loss(recon, images)
             (loss * images.size(0) / args.batch).backward()
             usage.index_add_(0, ids.flatten(), torch.ones(ids.numel(), device=dev))
@@ -142,8 +154,9 @@ def main():
             loss_total += loss.item()
             last_z = z
         opt.step()
-        # Restart codes unused for 100 steps from random encoder outputs of this batch.
-        if (step + 1) % 100 == 0:
+        # Restart codes unused for 100 steps from random encoder outputs of this batch (not
+        # when the codebook is frozen).
+        if (step + 1) % 100 == 0 and not args.decoder_only:
             dead = (usage == 0).nonzero().flatten()
             if len(dead) > 0:
                 flat = last_z.detach().permute(0, 2, 3, 1).reshape(-1, CONFIG["codebook_embed_dim"])
@@ -158,9 +171,10 @@ def main():
         return metrics
 
     t0 = time.time()
-    stage = "vq_refine" if args.refine else "vq"
-    seconds = trainer.run_training(stage, {"vq": model}, opt, args.steps, step_fn, SEED + args.refine,
-                                   peak_lr=lr, warmup=50)
+    stage = "vq_decoder" if args.decoder_only else "vq_refine" if args.refine else "vq"
+    seconds = trainer.run_training(stage, {"vq": model}, opt, args.steps, step_fn,
+                                   SEED + args.refine + 2 * args.decoder_only, peak_lr=lr,
+                                   warmup=50)
     model.cpu()
     report = evaluate(model)
     report["train_minutes"] = round(seconds / 60, 1)
