@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@ ABSL_FLAG(int, top_k, 0, "top-k (0 = off)");
 ABSL_FLAG(int, threads, 1, "torch intra-op threads");
 ABSL_FLAG(bool, drafter, true, "also evaluate the drafter alone at its resolution");
 ABSL_FLAG(std::string, grid_out, "", "write a 4x4 grid of the first 16 target images here");
+ABSL_FLAG(std::string, json_out, "", "also write the results as JSON here (for the model card)");
 
 namespace mulo {
 namespace {
@@ -49,6 +51,17 @@ struct Tally {
     position += v.position;
     background += v.background;
     seconds += s;
+  }
+  std::string Json(int64_t resolution) const {
+    auto pct = [&](int k) { return n ? 100.0 * k / n : 0.0; };
+    char buf[512];
+    std::snprintf(buf, sizeof(buf),
+                  "{\"resolution\": %ld, \"prompts\": %d, \"pass\": %.2f, \"colour\": %.2f, "
+                  "\"shape\": %.2f, \"size\": %.2f, \"position\": %.2f, "
+                  "\"background\": %.2f, \"seconds_per_image\": %.4f}",
+                  resolution, n, pct(pass), pct(color), pct(shape), pct(size), pct(position),
+                  pct(background), n ? seconds / n : 0.0);
+    return buf;
   }
   void Print(const char* name, int64_t resolution) const {
     auto pct = [&](int k) { return n ? 100.0 * k / n : 0.0; };
@@ -164,6 +177,13 @@ int Run() {
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   target_tally.Print("target", family.ImageSize());
   if (with_drafter) drafter_tally.Print("drafter (alone)", drafter_family.ImageSize());
+  if (!absl::GetFlag(FLAGS_json_out).empty()) {
+    std::ofstream json(absl::GetFlag(FLAGS_json_out));
+    json << "{\"cfg_scale\": " << sampling.cfg_scale << ", \"temperature\": " << sampling.temperature
+         << ", \"target\": " << target_tally.Json(family.ImageSize());
+    if (with_drafter) json << ", \"drafter\": " << drafter_tally.Json(drafter_family.ImageSize());
+    json << "}\n";
+  }
   if (!absl::GetFlag(FLAGS_grid_out).empty()) {
     WriteGrid(grid_images, grid_captions, absl::GetFlag(FLAGS_grid_out));
     std::printf("\nwrote %s\n", absl::GetFlag(FLAGS_grid_out).c_str());
