@@ -71,44 +71,32 @@ void AppendFamily(const FamilySnapshot& family, std::string* out) {
 
 }  // namespace
 
-std::string EscapeLabelValue(absl::string_view value) {
+namespace {
+
+// Backslash and newline are escaped in both help text and label values; a double quote only
+// in label values (the text format's rule).
+std::string Escape(absl::string_view text, bool quote) {
   std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
-    switch (c) {
-      case '\\':
-        out += "\\\\";
-        break;
-      case '"':
-        out += "\\\"";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        out.push_back(c);
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '"' && quote) {
+      out += "\\\"";
+    } else {
+      out.push_back(c);
     }
   }
   return out;
 }
 
-std::string EscapeHelp(absl::string_view help) {
-  std::string out;
-  out.reserve(help.size());
-  for (char c : help) {
-    switch (c) {
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
-  return out;
-}
+}  // namespace
+
+std::string EscapeLabelValue(absl::string_view value) { return Escape(value, /*quote=*/true); }
+
+std::string EscapeHelp(absl::string_view help) { return Escape(help, /*quote=*/false); }
 
 std::string FormatValue(double value) {
   if (std::isnan(value)) return "NaN";
