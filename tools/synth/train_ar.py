@@ -38,11 +38,11 @@ CONDITIONER = dict(vocab_size=len(domain.vocabulary()), dim=128, n_layer=2, n_he
 
 ROLES = {
     "target": dict(model=dict(dim=192, n_layer=6, n_head=6, grid_size=16), image_size=64,
-                   steps=2400, batch=32, lr=1e-3, seed=21),
+                   steps=1800, batch=32, lr=1e-3, seed=21),
     "drafter": dict(model=dict(dim=128, n_layer=4, n_head=4, grid_size=8), image_size=32,
-                    steps=2000, batch=32, lr=1e-3, seed=22),
+                    steps=1500, batch=32, lr=1e-3, seed=22),
     "chain": dict(model=dict(dim=96, n_layer=2, n_head=3, grid_size=16), image_size=64,
-                  steps=1500, batch=32, lr=1e-3, seed=23),
+                  steps=1000, batch=32, lr=1e-3, seed=23),
 }
 
 

@@ -4,7 +4,7 @@
 against the target's next-token distribution, as EAGLE. Reports top-1 / top-3 agreement with
 the target on held-out scenes. Exports models/synth/eagle.
 
-  /usr/bin/python3 tools/synth/train_eagle.py [--steps 1000]
+  /usr/bin/python3 tools/synth/train_eagle.py [--steps 800]
 """
 import argparse
 import json
@@ -64,7 +64,7 @@ def agreement(head, target, conditioner, vocab, vq, count=128):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--steps", type=int, default=800)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-3)
     args = ap.parse_args()
