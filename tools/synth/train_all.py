@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """Trains the whole bundled family models/synth from scratch, in dependency order:
 
-  vq -> vq_refine -> vq_decoder -> target (+ text conditioner) -> drafter -> chain ->
-  resamplers -> eagle
-(vq_decoder leaves token ids unchanged, so it may also run after the AR models.)
+  vq -> vq_refine -> target (+ text conditioner) -> drafter -> chain -> resamplers -> eagle
+  -> vq_decoder (decoder only: token ids unchanged, so the AR models stay valid)
 
 Each stage is its own resumable script (see --help of each); an interrupted run continues
 where it stopped when this command is run again, and finished stages are skipped. Real
@@ -28,12 +27,13 @@ import trainer  # noqa: E402
 STAGES = [
     ("vq", ["train_vq.py"]),
     ("vq_refine", ["train_vq.py", "--refine"]),
-    ("vq_decoder", ["train_vq.py", "--decoder_only"]),
     ("target", ["train_ar.py", "--role", "target"]),
     ("drafter", ["train_ar.py", "--role", "drafter"]),
     ("chain", ["train_ar.py", "--role", "chain"]),
     ("resamplers", ["train_resamplers.py"]),
     ("eagle", ["train_eagle.py"]),
+    # Leaves token ids unchanged, so it runs last: the AR models are trained on the same ids.
+    ("vq_decoder", ["train_vq.py", "--decoder_only"]),
 ]
 
 
