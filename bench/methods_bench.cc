@@ -22,6 +22,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
+#include "bench/rgb_mat.h"
 #include "engine/decode/ar.h"
 #include "engine/decode/generate.h"
 #include "engine/decode/mulo.h"
@@ -127,8 +128,7 @@ int Run() {
                      result.status().ToString().c_str());
         return 1;
       }
-      cv::Mat image(static_cast<int>(result->image.height), static_cast<int>(result->image.width),
-                    CV_8UC3, result->image.pixels.data());
+      cv::Mat image = bench::ToRgbMat(result->image);
       auto verdict = judge.Evaluate(entry.prompt, image);
       const auto& s = result->stats;
       ++row.n;

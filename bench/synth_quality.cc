@@ -17,6 +17,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "bench/rgb_mat.h"
 #include "engine/decode/ar.h"
 #include "engine/decode/generate.h"
 #include "synth/heldout.h"
@@ -70,12 +71,6 @@ struct Tally {
                 pct(position), pct(background), n ? seconds / n : 0.0);
   }
 };
-
-cv::Mat ToMat(const engine::RgbImage& image) {
-  return cv::Mat(static_cast<int>(image.height), static_cast<int>(image.width), CV_8UC3,
-                 const_cast<uint8_t*>(image.pixels.data()))
-      .clone();
-}
 
 void WriteGrid(const std::vector<cv::Mat>& images, const std::vector<std::string>& captions,
                const std::string& path) {
@@ -150,7 +145,7 @@ int Run() {
                      result.status().ToString().c_str());
         return 1;
       }
-      cv::Mat image = ToMat(result->image);
+      cv::Mat image = bench::ToRgbMat(result->image);
       auto verdict = judge.Evaluate(entry.prompt, image);
       if (!verdict.ok()) {
         std::fprintf(stderr, "error judging prompt %d: %s\n", entry.id,
