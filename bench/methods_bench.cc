@@ -1,26 +1,31 @@
-// Side-by-side comparison of decoding methods on the bundled family, in the style of the
-// MuLo-SD paper's Table 1: for ar, speculative and mulo (and, with --sweep, MuLo-SD's
-// ablations: tau, radius, local vs raster rejection, pooling on/off) over the same held-out
-// prompts and seeds in one run on one machine: wall-clock speedup vs ar, step compression,
-// acceptance rate, target / draft forward passes, S_T, SynthEval score and its delta vs ar.
-// Writes <out_dir>/methods.md, methods.csv and (with --sweep) sweep.csv; plot the sweep with
-// tools/synth/plot_sweep.py.
+// Side-by-side comparison of decoding methods on the bundled family, in the
+// style of the MuLo-SD paper's Table 1: for ar, speculative and mulo (and, with
+// --sweep, MuLo-SD's ablations: tau, radius, local vs raster rejection, pooling
+// on/off) over the same held-out prompts and seeds in one run on one machine:
+// wall-clock speedup vs ar, step compression, acceptance rate, target / draft
+// forward passes, S_T, SynthEval score and its delta vs ar. Writes
+// <out_dir>/methods.md, methods.csv and (with --sweep) sweep.csv; plot the
+// sweep with tools/synth/plot_sweep.py.
 //
 //   bazel run //bench:methods_bench -- --models=$PWD/models/synth
-//       --prompts=$PWD/models/synth/heldout_prompts.jsonl --limit=64 --out_dir=$PWD/out/bench
-#include <opencv2/core.hpp>
+//       --prompts=$PWD/models/synth/heldout_prompts.jsonl --limit=64
+//       --out_dir=$PWD/out/bench
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <opencv2/core.hpp>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/rgb_mat.h"
 #include "engine/decode/ar.h"
@@ -37,6 +42,13 @@ ABSL_FLAG(uint64_t, seed, 0, "prompt i uses seed + i");
 ABSL_FLAG(double, temperature, 1.0, "sampling temperature");
 ABSL_FLAG(int, threads, 1, "torch intra-op threads");
 ABSL_FLAG(bool, sweep, false, "also run MuLo-SD's ablation sweep");
+ABSL_FLAG(std::vector<std::string>, methods,
+          std::vector<std::string>({"ar", "speculative", "mulo"}),
+          "main methods to run (comma list of ar, speculative, mulo); ar "
+          "always runs as the "
+          "baseline. `--methods=ar --limit=32` times the engine alone for the "
+          "same prompts and "
+          "seeds as `mulo_client bench --requests=32 --prompts_file=...`");
 ABSL_FLAG(std::string, out_dir, "out/bench", "where the tables go");
 
 namespace mulo {
@@ -56,7 +68,8 @@ struct Row {
   Config config;
   int n = 0, pass = 0;
   double seconds = 0, target_forwards = 0, draft_forwards = 0, drafted = 0, accepted = 0,
-         tokens = 0;
+         tokens = 0, resampled = 0;
+  std::array<double, engine::kNumPhases> phase_seconds{};
 };
 
 Config Mulo(const std::string& name, const std::string& group, double tau, int64_t radius,
@@ -66,8 +79,13 @@ Config Mulo(const std::string& name, const std::string& group, double tau, int64
   o.radius = radius;
   o.rejection = rejection;
   o.k = k;
-  Config c{name, group, std::make_shared<engine::MuloDecoder>(o), tau, static_cast<double>(radius),
-           static_cast<double>(k), rejection == engine::Rejection::kLocal ? "local" : "raster"};
+  Config c{name,
+           group,
+           std::make_shared<engine::MuloDecoder>(o),
+           tau,
+           static_cast<double>(radius),
+           static_cast<double>(k),
+           rejection == engine::Rejection::kLocal ? "local" : "raster"};
   return c;
 }
 
@@ -92,12 +110,27 @@ int Run() {
        std::make_shared<engine::SpeculativeDecoder>(engine::SpeculativeOptions{4})},
       Mulo("mulo (tau 1e-4, l 3, local, k 1000)", "main", 1e-4, 3, Rejection::kLocal, 1000),
   };
+  const auto wanted = absl::GetFlag(FLAGS_methods);
+  for (const std::string& m : wanted) {
+    if (m != "ar" && m != "speculative" && m != "mulo") {
+      std::fprintf(stderr, "error: --methods: unknown method \"%s\" (ar, speculative, mulo)\n",
+                   m.c_str());
+      return 2;
+    }
+  }
+  configs.erase(std::remove_if(configs.begin() + 1, configs.end(),
+                               [&](const Config& c) {
+                                 const std::string family_name = c.name.substr(0, c.name.find(' '));
+                                 return std::find(wanted.begin(), wanted.end(), family_name) ==
+                                        wanted.end();
+                               }),
+                configs.end());
   if (absl::GetFlag(FLAGS_sweep)) {
     for (double tau : {1e-5, 1e-4, 1e-3, 1e-2}) {
       for (Rejection rej : {Rejection::kLocal, Rejection::kRaster}) {
-        configs.push_back(Mulo(absl::StrFormat("mulo tau %g %s", tau,
-                                               rej == Rejection::kLocal ? "local" : "raster"),
-                               "tau x rejection", tau, 3, rej, 1000));
+        configs.push_back(Mulo(
+            absl::StrFormat("mulo tau %g %s", tau, rej == Rejection::kLocal ? "local" : "raster"),
+            "tau x rejection", tau, 3, rej, 1000));
       }
     }
     for (int64_t radius : {0, 1}) {
@@ -113,7 +146,8 @@ int Run() {
   for (const Config& config : configs) rows.push_back(Row{config});
   const int64_t n_tokens = family->target->config().num_image_tokens();
   const int64_t n_draft = family->drafter ? family->drafter->config().num_image_tokens() : 0;
-  // Interleave methods per prompt so slow drifts of the machine hit every method alike.
+  // Interleave methods per prompt so slow drifts of the machine hit every
+  // method alike.
   for (size_t i = 0; i < count; ++i) {
     const auto& entry = (*prompts)[i];
     engine::SamplingParams sampling;
@@ -121,8 +155,8 @@ int Run() {
     sampling.temperature = absl::GetFlag(FLAGS_temperature);
     sampling.seed = absl::GetFlag(FLAGS_seed) + static_cast<uint64_t>(entry.id);
     for (Row& row : rows) {
-      auto result = engine::GenerateImage(*row.config.method, *family, entry.prompt, sampling,
-                                          sink, cancel);
+      auto result =
+          engine::GenerateImage(*row.config.method, *family, entry.prompt, sampling, sink, cancel);
       if (!result.ok()) {
         std::fprintf(stderr, "error (%s, prompt %d): %s\n", row.config.name.c_str(), entry.id,
                      result.status().ToString().c_str());
@@ -139,6 +173,8 @@ int Run() {
       row.drafted += s.drafted_tokens;
       row.accepted += s.accepted_tokens;
       row.tokens += s.tokens;
+      row.resampled += s.resampled_tokens;
+      for (int p = 0; p < engine::kNumPhases; ++p) row.phase_seconds[p] += s.phase_seconds[p];
     }
     std::fprintf(stderr, "\r[%zu/%zu prompts]", i + 1, count);
   }
@@ -150,16 +186,20 @@ int Run() {
   std::ofstream md(dir + "/methods.md"), csv(dir + "/methods.csv"), sweep;
   if (absl::GetFlag(FLAGS_sweep)) sweep.open(dir + "/sweep.csv");
   const std::string header = absl::StrFormat(
-      "%zu held-out prompts, seeds %d.., temperature %.2f, cfg %.2f, %d torch thread(s), CPU; "
+      "%zu held-out prompts, seeds %d.., temperature %.2f, cfg %.2f, %d torch "
+      "thread(s), CPU; "
       "%d target tokens, %d drafter tokens per image\n\n",
-      count, absl::GetFlag(FLAGS_seed), absl::GetFlag(FLAGS_temperature),
-      family->default_cfg_scale, absl::GetFlag(FLAGS_threads), n_tokens, n_draft);
+      count, absl::GetFlag(FLAGS_seed), absl::GetFlag(FLAGS_temperature), family->default_cfg_scale,
+      absl::GetFlag(FLAGS_threads), n_tokens, n_draft);
   md << header
-     << "| method | s / image | speedup vs ar | step compression | acceptance | target fwd | "
+     << "| method | s / image | speedup vs ar | step compression | acceptance "
+        "| target fwd | "
         "draft fwd | S_T | SynthEval | delta vs ar |\n"
      << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-  csv << "method,group,seconds_per_image,speedup,step_compression,acceptance,target_forwards,"
-         "draft_forwards,theoretical_speedup,syntheval,syntheval_delta,tau,radius,k,rejection\n";
+  csv << "method,group,seconds_per_image,speedup,step_compression,acceptance,"
+         "target_forwards,"
+         "draft_forwards,theoretical_speedup,syntheval,syntheval_delta,tau,"
+         "radius,k,rejection\n";
   for (const Row& row : rows) {
     const double sec = row.seconds / row.n, ar_sec = ar.seconds / ar.n;
     const double acceptance = row.drafted > 0 ? row.accepted / row.drafted : 0;
@@ -167,8 +207,9 @@ int Run() {
     const double st = is_mulo ? engine::TheoreticalSpeedup(acceptance, n_tokens, n_draft) : 0;
     const double score = 100.0 * row.pass / row.n, ar_score = 100.0 * ar.pass / ar.n;
     const std::string line = absl::StrFormat(
-        "| %s | %.3f | %.2fx | %.2f | %s | %.1f | %.1f | %s | %.1f%% | %+.1f |\n", row.config.name,
-        sec, ar_sec / sec, row.tokens / row.target_forwards,
+        "| %s | %.3f | %.2fx | %.2f | %s | %.1f | %.1f | %s | %.1f%% | %+.1f "
+        "|\n",
+        row.config.name, sec, ar_sec / sec, row.tokens / row.target_forwards,
         row.drafted > 0 ? absl::StrFormat("%.3f", acceptance) : "-", row.target_forwards / row.n,
         row.draft_forwards / row.n, is_mulo ? absl::StrFormat("%.2f", st) : "-", score,
         score - ar_score);
@@ -182,6 +223,25 @@ int Run() {
     if (sweep.is_open() && row.config.group != "main") sweep << csv_line;
     std::fputs(line.c_str(), stdout);
   }
+  // Where the time goes: the numbers that explain a speedup (or its absence).
+  std::string phases =
+      "\nmean seconds per image by phase (and re-sampled "
+      "tokens per image)\n\n| method |";
+  std::string rule = "|---|";
+  for (int p = 0; p < engine::kNumPhases; ++p) {
+    absl::StrAppend(&phases, " ", engine::PhaseName(static_cast<engine::Phase>(p)), " |");
+    absl::StrAppend(&rule, "---:|");
+  }
+  absl::StrAppend(&phases, " re-sampled |\n", rule, "---:|\n");
+  for (const Row& row : rows) {
+    absl::StrAppend(&phases, "| ", row.config.name, " |");
+    for (int p = 0; p < engine::kNumPhases; ++p) {
+      absl::StrAppend(&phases, absl::StrFormat(" %.4f |", row.phase_seconds[p] / row.n));
+    }
+    absl::StrAppend(&phases, absl::StrFormat(" %.1f |\n", row.resampled / row.n));
+  }
+  md << phases;
+  std::fputs(phases.c_str(), stdout);
   std::printf("\nwrote %s/methods.md and methods.csv%s\n", dir.c_str(),
               sweep.is_open() ? " and sweep.csv" : "");
   return 0;

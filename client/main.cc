@@ -1,12 +1,15 @@
 // mulo_client: talks to mulo_server.
 //
-//   mulo_client generate --prompt="a small red circle in the top left on a blue background"
+//   mulo_client generate --prompt="a small red circle in the top left on a blue
+//   background"
 //                        --method=ar --seed=1 --out=image.png
 //   mulo_client models
-//   mulo_client bench --requests=32 --concurrency=4 [--prompts_file=models/synth/heldout_prompts.jsonl]
+//   mulo_client bench --requests=32 --concurrency=4
+//   [--prompts_file=models/synth/heldout_prompts.jsonl]
 //
-// `generate` draws a live progress bar from the streamed rows, writes the image and prints
-// the request's Stats. On error it prints the server's status code and message and exits 1.
+// `generate` draws a live progress bar from the streamed rows, writes the image
+// and prints the request's Stats. On error it prints the server's status code
+// and message and exits 1.
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -47,8 +50,11 @@ ABSL_FLAG(std::string, tls_ca, "", "PEM root certificate: connect with TLS");
 ABSL_FLAG(int, requests, 32, "bench: requests to send");
 ABSL_FLAG(int, concurrency, 1, "bench: requests in flight at once");
 ABSL_FLAG(std::string, prompts_file, "",
-          "bench: JSONL with a \"prompt\" per line (e.g. models/synth/heldout_prompts.jsonl); "
-          "request i uses line i and seed i; empty = --prompt for every request");
+          "bench: JSONL with a \"prompt\" per line (e.g. "
+          "models/synth/heldout_prompts.jsonl); "
+          "request i uses line i and seed --seed + i (as methods_bench does); "
+          "empty = --prompt for "
+          "every request. The method and sampling flags of generate apply");
 
 namespace {
 
@@ -69,11 +75,23 @@ std::shared_ptr<grpc::Channel> Connect() {
 }
 
 int Fail(const grpc::Status& status) {
-  static const char* kNames[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT",
-                                 "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
-                                 "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-                                 "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
-                                 "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+  static const char* kNames[] = {"OK",
+                                 "CANCELLED",
+                                 "UNKNOWN",
+                                 "INVALID_ARGUMENT",
+                                 "DEADLINE_EXCEEDED",
+                                 "NOT_FOUND",
+                                 "ALREADY_EXISTS",
+                                 "PERMISSION_DENIED",
+                                 "RESOURCE_EXHAUSTED",
+                                 "FAILED_PRECONDITION",
+                                 "ABORTED",
+                                 "OUT_OF_RANGE",
+                                 "UNIMPLEMENTED",
+                                 "INTERNAL",
+                                 "UNAVAILABLE",
+                                 "DATA_LOSS",
+                                 "UNAUTHENTICATED"};
   const int code = status.error_code();
   std::fprintf(stderr, "error: %s: %s\n", code >= 0 && code <= 16 ? kNames[code] : "?",
                status.error_message().c_str());
@@ -89,16 +107,13 @@ void DrawProgress(int rows, int total, double seconds) {
   std::fflush(stderr);
 }
 
-int Generate() {
-  if (absl::GetFlag(FLAGS_prompt).empty()) {
-    std::fprintf(stderr, "error: --prompt is required\n");
-    return 2;
-  }
-  mulo::v1::GenerateRequest request;
-  request.set_model(absl::GetFlag(FLAGS_model));
-  request.set_prompt(absl::GetFlag(FLAGS_prompt));
-  auto* sampling = request.mutable_sampling();
-  sampling->set_seed(absl::GetFlag(FLAGS_seed));
+// The request the flags describe, for one prompt and seed; false (after
+// printing why) when a flag names something this client does not know.
+bool BuildRequest(const std::string& prompt, uint64_t seed, mulo::v1::GenerateRequest* request) {
+  request->set_model(absl::GetFlag(FLAGS_model));
+  request->set_prompt(prompt);
+  auto* sampling = request->mutable_sampling();
+  sampling->set_seed(seed);
   if (absl::GetFlag(FLAGS_cfg_scale) >= 0) sampling->set_cfg_scale(absl::GetFlag(FLAGS_cfg_scale));
   if (absl::GetFlag(FLAGS_temperature) >= 0) {
     sampling->set_temperature(absl::GetFlag(FLAGS_temperature));
@@ -107,30 +122,42 @@ int Generate() {
   if (absl::GetFlag(FLAGS_top_p) >= 0) sampling->set_top_p(absl::GetFlag(FLAGS_top_p));
   const std::string method = absl::GetFlag(FLAGS_method);
   if (method == "ar") {
-    request.mutable_ar();
+    request->mutable_ar();
   } else if (method == "speculative") {
-    request.mutable_speculative()->set_gamma(absl::GetFlag(FLAGS_gamma));
+    request->mutable_speculative()->set_gamma(absl::GetFlag(FLAGS_gamma));
   } else if (method == "mulo") {
-    auto* m = request.mutable_mulo();
+    auto* m = request->mutable_mulo();
     m->set_tau(absl::GetFlag(FLAGS_tau));
     m->set_radius(absl::GetFlag(FLAGS_radius));
     m->set_draft_rows(absl::GetFlag(FLAGS_draft_rows));
     if (absl::GetFlag(FLAGS_raster)) m->set_rejection(mulo::v1::MuloParams::RASTER);
   } else {
-    std::fprintf(stderr, "error: --method=%s is not known to this client (ar, speculative, mulo)\n",
+    std::fprintf(stderr,
+                 "error: --method=%s is not known to this client (ar, "
+                 "speculative, mulo)\n",
                  method.c_str());
-    return 2;
+    return false;
   }
   const std::string format = absl::GetFlag(FLAGS_format);
-  request.set_image_format(format == "jpeg" ? mulo::v1::JPEG
-                           : format == "raw" ? mulo::v1::RAW_RGB
-                                             : mulo::v1::PNG);
+  request->set_image_format(format == "jpeg"  ? mulo::v1::JPEG
+                            : format == "raw" ? mulo::v1::RAW_RGB
+                                              : mulo::v1::PNG);
+  return true;
+}
+
+int Generate() {
+  if (absl::GetFlag(FLAGS_prompt).empty()) {
+    std::fprintf(stderr, "error: --prompt is required\n");
+    return 2;
+  }
+  mulo::v1::GenerateRequest request;
+  if (!BuildRequest(absl::GetFlag(FLAGS_prompt), absl::GetFlag(FLAGS_seed), &request)) return 2;
 
   auto stub = ImageGeneration::NewStub(Connect());
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::milliseconds(static_cast<int64_t>(
-                           absl::GetFlag(FLAGS_timeout) * 1000)));
+  context.set_deadline(
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(absl::GetFlag(FLAGS_timeout) * 1000)));
   const auto start = std::chrono::steady_clock::now();
   auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -171,10 +198,12 @@ int Generate() {
   std::printf("wrote %s (%ux%u, %u tokens, request %s)\n", absl::GetFlag(FLAGS_out).c_str(),
               image.width(), image.height(), static_cast<unsigned>(image.tokens_size()),
               response.request_id().c_str());
-  std::printf("latency %.3fs (first row %.3fs, server queue %.3fs, server decode %.3fs)\n",
-              seconds(), first_row, s.queue_seconds(), s.total_seconds());
-  std::printf("target forwards %u, draft forwards %u, step compression %.2f", s.target_forward_passes(),
-              s.draft_forward_passes(), s.step_compression());
+  std::printf(
+      "latency %.3fs (first row %.3fs, server queue %.3fs, server "
+      "decode %.3fs)\n",
+      seconds(), first_row, s.queue_seconds(), s.total_seconds());
+  std::printf("target forwards %u, draft forwards %u, step compression %.2f",
+              s.target_forward_passes(), s.draft_forward_passes(), s.step_compression());
   if (s.drafted_tokens() > 0) {
     std::printf(", acceptance %.3f (%u/%u drafted), resampled %u", s.acceptance_rate(),
                 s.accepted_tokens(), s.drafted_tokens(), s.resampled_tokens());
@@ -185,7 +214,8 @@ int Generate() {
   return 0;
 }
 
-// The "prompt" field of each JSONL line (a tiny scan; the lines are written by our tools).
+// The "prompt" field of each JSONL line (a tiny scan; the lines are written by
+// our tools).
 std::vector<std::string> ReadPrompts(const std::string& path) {
   std::vector<std::string> prompts;
   std::ifstream in(path);
@@ -205,9 +235,10 @@ double Percentile(std::vector<double> v, double q) {
   return v[i];
 }
 
-// Closed-loop load: `concurrency` workers each send their next request as soon as the last
-// one finishes. Prints latency percentiles, throughput and the server's own decode time, so
-// the server's overhead (queueing excluded) is latency - decode.
+// Closed-loop load: `concurrency` workers each send their next request as soon
+// as the last one finishes. Prints latency percentiles, throughput and the
+// server's own decode time, so the server's overhead (queueing excluded) is
+// latency - decode.
 int Bench() {
   const int n = absl::GetFlag(FLAGS_requests);
   const int concurrency = std::max(1, absl::GetFlag(FLAGS_concurrency));
@@ -222,6 +253,8 @@ int Bench() {
     }
     prompts.push_back(absl::GetFlag(FLAGS_prompt));
   }
+  mulo::v1::GenerateRequest probe;
+  if (!BuildRequest(prompts[0], 0, &probe)) return 2;  // reports a bad --method once
   auto channel = Connect();
   std::atomic<int> next{0};
   std::mutex mu;
@@ -234,12 +267,11 @@ int Bench() {
       auto stub = ImageGeneration::NewStub(channel);
       for (int i = next++; i < n; i = next++) {
         mulo::v1::GenerateRequest request;
-        request.set_model(absl::GetFlag(FLAGS_model));
-        request.set_prompt(prompts[i % prompts.size()]);
-        request.mutable_sampling()->set_seed(static_cast<uint64_t>(i));
+        BuildRequest(prompts[i % prompts.size()], absl::GetFlag(FLAGS_seed) + i, &request);
         grpc::ClientContext context;
-        context.set_deadline(std::chrono::system_clock::now() +
-                             std::chrono::seconds(static_cast<int64_t>(absl::GetFlag(FLAGS_timeout))));
+        context.set_deadline(
+            std::chrono::system_clock::now() +
+            std::chrono::seconds(static_cast<int64_t>(absl::GetFlag(FLAGS_timeout))));
         const auto t0 = std::chrono::steady_clock::now();
         double t_first = -1;
         auto reader = stub->Generate(&context, request);
@@ -252,7 +284,8 @@ int Bench() {
           if (response.has_image()) stats = response.image().stats();
         }
         grpc::Status status = reader->Finish();
-        const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double t =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::lock_guard<std::mutex> lock(mu);
         if (!status.ok()) {
           errors.push_back(status.error_message());
@@ -266,7 +299,8 @@ int Bench() {
     });
   }
   for (auto& w : workers) w.join();
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (latency.empty()) {
     std::fprintf(stderr, "error: every request failed, e.g. %s\n",
                  errors.empty() ? "?" : errors[0].c_str());
@@ -279,13 +313,18 @@ int Bench() {
   };
   std::vector<double> overhead;
   for (size_t i = 0; i < latency.size(); ++i) overhead.push_back(latency[i] - queue[i] - decode[i]);
-  std::printf("| requests | concurrency | ok | errors | p50 latency s | p95 latency s | mean first row s"
-              " | images/s | mean server decode s | mean overhead s (latency - queue - decode) |\n");
-  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  std::printf("| %d | %d | %zu | %zu | %.3f | %.3f | %.3f | %.2f | %.3f | %.4f (%.2f%%) |\n", n,
-              concurrency, latency.size(), errors.size(), Percentile(latency, 0.5),
-              Percentile(latency, 0.95), mean(first_row), latency.size() / wall, mean(decode),
-              mean(overhead), 100.0 * mean(overhead) / mean(latency));
+  std::printf(
+      "| requests | concurrency | ok | errors | mean latency s | p50 "
+      "latency s | p95 latency s"
+      " | mean first row s | images/s | mean server decode s"
+      " | mean overhead s (latency - queue - decode) |\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "| %d | %d | %zu | %zu | %.3f | %.3f | %.3f | %.3f | %.2f | %.3f "
+      "| %.4f (%.2f%%) |\n",
+      n, concurrency, latency.size(), errors.size(), mean(latency), Percentile(latency, 0.5),
+      Percentile(latency, 0.95), mean(first_row), latency.size() / wall, mean(decode),
+      mean(overhead), 100.0 * mean(overhead) / mean(latency));
   if (!errors.empty()) std::fprintf(stderr, "first error: %s\n", errors[0].c_str());
   return errors.empty() ? 0 : 1;
 }
@@ -311,7 +350,8 @@ int Models() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "mulo_client generate --prompt=... [--method=ar --seed=N --out=image.png] | models");
+      "mulo_client generate --prompt=... [--method=ar "
+      "--seed=N --out=image.png] | models");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   const std::string command = args.size() > 1 ? args[1] : "";
   if (command == "generate") return Generate();

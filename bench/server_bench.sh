@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The server's own cost, measured on a model family (issue #4's numbers):
+#   1. the engine alone (bench/methods_bench --methods=ar) for N held-out prompts and seeds;
+#   2. the same prompts and seeds through mulo_server + mulo_client bench at concurrency 1
+#      (overhead = client latency / engine-alone time - 1), then at concurrency 4;
+#   3. resident memory (process_resident_memory_bytes from /metrics) after 10 requests and
+#      after 200, to show that serving does not leak.
+# Prints markdown tables and writes them to out/bench/server.md. A benchmark, not a test.
+#
+#   bench/server_bench.sh [--model_repository=models] [--model=synth] [--requests=32]
+#                         [--workers=1] [--rss_requests=200] [--method=ar]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repository=models
+model=synth
+requests=32
+workers=1
+rss_requests=200
+method=ar
+prompts=models/synth/heldout_prompts.jsonl
+for arg in "$@"; do
+  case "$arg" in
+    --model_repository=*) repository="${arg#*=}" ;;
+    --model=*) model="${arg#*=}" ;;
+    --requests=*) requests="${arg#*=}" ;;
+    --workers=*) workers="${arg#*=}" ;;
+    --rss_requests=*) rss_requests="${arg#*=}" ;;
+    --method=*) method="${arg#*=}" ;;
+    --prompts=*) prompts="${arg#*=}" ;;
+    *) echo "server_bench: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+
+bazel build //server:mulo_server //client:mulo_client //bench:methods_bench >&2
+mkdir -p out/bench
+report=out/bench/server.md
+: >"$report"
+say() { echo "$@" | tee -a "$report"; }
+
+echo "[1/3] engine alone: $requests prompts, method $method" >&2
+bazel-bin/bench/methods_bench --models="$repository/$model" --prompts="$prompts" \
+  --methods="$method" --limit="$requests" --out_dir=out/bench/engine_alone >out/bench/engine_alone.txt
+# methods_bench always runs ar as its baseline; take the row of the method asked for.
+engine_s=$(awk -F'|' -v m="$method" '$2 ~ "^ "m"( |$)" {gsub(/ /, "", $3); print $3; exit}' \
+  out/bench/engine_alone.txt)
+
+log=out/bench/server_bench_server.log
+bazel-bin/server/mulo_server --model_repository="$repository" --host=127.0.0.1 --port=0 \
+  --metrics_port=0 --workers="$workers" --max_queue=64 >out/bench/server_bench.ports 2>"$log" &
+pid=$!
+trap 'kill $pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 600); do
+  grep -q "serving" "$log" 2>/dev/null && break
+  kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; exit 1; }
+  sleep 0.1
+done
+port=$(sed -n 's/.*listening on port \([0-9]*\) (metrics.*/\1/p' out/bench/server_bench.ports)
+metrics_port=$(sed -n 's/.*(metrics on port \([0-9]*\)).*/\1/p' out/bench/server_bench.ports)
+client=(bazel-bin/client/mulo_client --server="127.0.0.1:$port" --model="$model"
+        --method="$method" --prompts_file="$prompts")
+rss_mib() {
+  curl -s "http://127.0.0.1:$metrics_port/metrics" |
+    awk '/^process_resident_memory_bytes / {printf "%.1f", $2 / 1048576}'
+}
+
+echo "[2/3] through the server: $requests requests at concurrency 1 and 4" >&2
+c1=$("${client[@]}" bench --requests="$requests" --concurrency=1 | tail -1)
+c4=$("${client[@]}" bench --requests="$requests" --concurrency=4 | tail -1)
+column() { echo "$1" | awk -F'|' -v i="$2" '{gsub(/ /, "", $i); print $i}'; }
+latency_c1=$(column "$c1" 6)   # mean client latency
+decode_c1=$(column "$c1" 11)   # mean decode time inside the server
+
+echo "[3/3] resident memory after 10 and after $rss_requests requests" >&2
+# A fresh count: the requests above already ran, so 'after 10' is measured on a server that
+# has served 2 x $requests + 10; the growth between the two readings is what matters.
+"${client[@]}" bench --requests=10 --concurrency=2 --seed=5000 >/dev/null
+rss_10=$(rss_mib)
+"${client[@]}" bench --requests=$((rss_requests - 10)) --concurrency=2 --seed=6000 >/dev/null
+rss_200=$(rss_mib)
+served=$(curl -s "http://127.0.0.1:$metrics_port/metrics" |
+  awk '/^mulo_requests_total\{/ && /code="OK"/ {s += $2} END {print s + 0}')
+
+say "model family $repository/$model, method $method, server --workers=$workers --torch_threads=1"
+say ""
+say "| requests | concurrency | ok | errors | mean latency s | p50 latency s | p95 latency s | mean first row s | images/s | mean server decode s | mean overhead s (latency - queue - decode) |"
+say "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+say "$c1"
+say "$c4"
+say ""
+overhead=$(awk -v a="$latency_c1" -v e="$engine_s" 'BEGIN {printf "%+.2f", 100 * (a / e - 1)}')
+say "| engine alone s / image | server: mean client latency s (concurrency 1) | of which decode in the server s | server overhead vs engine alone |"
+say "|---:|---:|---:|---:|"
+say "| $engine_s | $latency_c1 | $decode_c1 | $overhead% |"
+say ""
+say "| resident memory after 10 requests (MiB) | after $rss_requests requests (MiB) | growth | requests served in all |"
+say "|---:|---:|---:|---:|"
+say "| $rss_10 | $rss_200 | $(awk -v a="$rss_10" -v b="$rss_200" 'BEGIN {printf "%+.1f MiB", b - a}') | $served |"
+echo "wrote $report" >&2
