@@ -4,13 +4,13 @@
 //
 //   bazel run //bench:synth_quality -- --models=$PWD/models/synth
 //       --prompts=$PWD/models/synth/heldout_prompts.jsonl --grid_out=/tmp/grid.png
-#include <opencv2/imgcodecs.hpp>
-#include <opencv2/imgproc.hpp>
 #include <torch/torch.h>
 
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 #include <string>
 #include <vector>
 
@@ -33,6 +33,9 @@ ABSL_FLAG(int, top_k, 0, "top-k (0 = off)");
 ABSL_FLAG(int, threads, 1, "torch intra-op threads");
 ABSL_FLAG(bool, drafter, true, "also evaluate the drafter alone at its resolution");
 ABSL_FLAG(std::string, grid_out, "", "write a 4x4 grid of the first 16 target images here");
+ABSL_FLAG(std::string, tokens_out, "",
+          "also write each target image's tokens here, one JSON line per prompt (to compare "
+          "with the PyTorch reference or between runs)");
 ABSL_FLAG(std::string, json_out, "", "also write the results as JSON here (for the model card)");
 
 namespace mulo {
@@ -66,9 +69,10 @@ struct Tally {
   }
   void Print(const char* name, int64_t resolution) const {
     auto pct = [&](int k) { return n ? 100.0 * k / n : 0.0; };
-    std::printf("| %s | %ldx%ld | %d | **%.1f%%** | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.2f |\n",
-                name, resolution, resolution, n, pct(pass), pct(color), pct(shape), pct(size),
-                pct(position), pct(background), n ? seconds / n : 0.0);
+    std::printf(
+        "| %s | %ldx%ld | %d | **%.1f%%** | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.2f |\n",
+        name, resolution, resolution, n, pct(pass), pct(color), pct(shape), pct(size),
+        pct(position), pct(background), n ? seconds / n : 0.0);
   }
 };
 
@@ -131,6 +135,8 @@ int Run() {
   Tally target_tally, drafter_tally;
   std::vector<cv::Mat> grid_images;
   std::vector<std::string> grid_captions;
+  std::ofstream tokens_out;
+  if (!absl::GetFlag(FLAGS_tokens_out).empty()) tokens_out.open(absl::GetFlag(FLAGS_tokens_out));
   std::fprintf(stderr, "evaluating %zu prompts (cfg %.2f, temperature %.2f)\n", count,
                sampling.cfg_scale, sampling.temperature);
   for (size_t i = 0; i < count; ++i) {
@@ -153,6 +159,13 @@ int Run() {
         return 1;
       }
       (drafter ? drafter_tally : target_tally).Add(*verdict, result->stats.total_seconds);
+      if (!drafter && tokens_out.is_open()) {
+        tokens_out << "{\"id\": " << entry.id << ", \"tokens\": [";
+        for (size_t t = 0; t < result->tokens.size(); ++t) {
+          tokens_out << (t ? ", " : "") << result->tokens[t];
+        }
+        tokens_out << "]}\n";
+      }
       if (!drafter && grid_images.size() < 16) {
         grid_images.push_back(image);
         grid_captions.push_back((verdict->pass ? "[pass] " : "[fail] ") + entry.prompt);
@@ -164,17 +177,21 @@ int Run() {
     }
   }
   std::fprintf(stderr, "\n");
-  std::printf("SynthEval over %zu held-out prompts (%s), ar decoding, cfg %.2f, temperature %.2f, "
-              "seeds %lu..\n\n",
-              count, absl::GetFlag(FLAGS_prompts).c_str(), sampling.cfg_scale,
-              sampling.temperature, absl::GetFlag(FLAGS_seed));
-  std::printf("| model | image | prompts | pass | colour | shape | size | position | background | s / image |\n");
+  std::printf(
+      "SynthEval over %zu held-out prompts (%s), ar decoding, cfg %.2f, temperature %.2f, "
+      "seeds %lu..\n\n",
+      count, absl::GetFlag(FLAGS_prompts).c_str(), sampling.cfg_scale, sampling.temperature,
+      absl::GetFlag(FLAGS_seed));
+  std::printf(
+      "| model | image | prompts | pass | colour | shape | size | position | background | s / "
+      "image |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   target_tally.Print("target", family.ImageSize());
   if (with_drafter) drafter_tally.Print("drafter (alone)", drafter_family.ImageSize());
   if (!absl::GetFlag(FLAGS_json_out).empty()) {
     std::ofstream json(absl::GetFlag(FLAGS_json_out));
-    json << "{\"cfg_scale\": " << sampling.cfg_scale << ", \"temperature\": " << sampling.temperature
+    json << "{\"cfg_scale\": " << sampling.cfg_scale
+         << ", \"temperature\": " << sampling.temperature
          << ", \"target\": " << target_tally.Json(family.ImageSize());
     if (with_drafter) json << ", \"drafter\": " << drafter_tally.Json(drafter_family.ImageSize());
     json << "}\n";
