@@ -133,6 +133,17 @@ TEST(ServerIntegrationTest, StreamsRowsInOrderAndReturnsTheImage) {
   EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"OK\""}), 7);
   EXPECT_EQ((*server)->MetricSum("mulo_spec_drafted_tokens_total", {"method=\"speculative\""}),
             sd.image->stats().drafted_tokens());
+  // Per-method counters: the two MuLo-SD requests add up, apart from speculative's.
+  const auto& all = mulo_all.image->stats();
+  const auto& dflt = mulo_default.image->stats();
+  EXPECT_EQ((*server)->MetricSum("mulo_spec_drafted_tokens_total", {"method=\"mulo\""}),
+            all.drafted_tokens() + dflt.drafted_tokens());
+  EXPECT_EQ((*server)->MetricSum("mulo_spec_accepted_tokens_total", {"method=\"mulo\""}),
+            all.accepted_tokens() + dflt.accepted_tokens());
+  EXPECT_EQ((*server)->MetricSum("mulo_spec_resampled_tokens_total", {"method=\"mulo\""}),
+            all.resampled_tokens() + dflt.resampled_tokens());
+  EXPECT_EQ((*server)->MetricSum("mulo_spec_accepted_tokens_total", {"method=\"speculative\""}),
+            sd.image->stats().accepted_tokens());
 }
 
 TEST(ServerIntegrationTest, DeadlineMidStreamStopsTheRequestAndFreesTheWorker) {
