@@ -38,6 +38,33 @@ def cosine_lr(step, total, peak, warmup):
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
+def wsd_lr(step, total, peak, warmup, decay_fraction=0.2):
+    """Warmup, a constant phase, then a linear decay to 0.1 x peak over the last
+    decay_fraction of the steps. Before the decay the rate does not depend on `total`, so a
+    run in its constant phase can be lengthened, or its end brought forward, without a jump."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    decay_start = total - int(decay_fraction * total)
+    if step < decay_start:
+        return peak
+    t = (step - decay_start) / max(1, total - decay_start)
+    return peak * (1 - 0.9 * t)
+
+
+def scheduled_lr(step, total, peak, warmup, schedule):
+    """schedule: "cosine", "wsd", or a list of segments [(from_step, kind, total_or_None)],
+    the last one whose from_step <= step applies (None = the run's total). Segments record a
+    schedule changed during a run, so a from-scratch run reproduces it exactly."""
+    if isinstance(schedule, str):
+        schedule = [(0, schedule, None)]
+    kind, seg_total = "cosine", None
+    for from_step, k, t in schedule:
+        if step >= from_step:
+            kind, seg_total = k, t
+    fn = {"cosine": cosine_lr, "wsd": wsd_lr}[kind]
+    return fn(step, seg_total or total, peak, warmup)
+
+
 class Progress:
     def __init__(self, name, total, start):
         self.name, self.total, self.start_step = name, total, start
@@ -61,7 +88,7 @@ class Progress:
 
 
 def run_training(name, modules, optimizer, total_steps, step_fn, seed, save_every=100,
-                 peak_lr=None, warmup=100, on_save=None):
+                 peak_lr=None, warmup=100, on_save=None, schedule="cosine"):
     """Runs step_fn(step) -> dict of float metrics for steps [resume, total_steps).
 
     modules: dict name -> nn.Module whose parameters are trained and checkpointed.
@@ -109,7 +136,7 @@ def run_training(name, modules, optimizer, total_steps, step_fn, seed, save_ever
         for step in range(start, total_steps):
             if peak_lr is not None:
                 for group in optimizer.param_groups:
-                    group["lr"] = cosine_lr(step, total_steps, peak_lr, warmup)
+                    group["lr"] = scheduled_lr(step, total_steps, peak_lr, warmup, schedule)
             metrics = step_fn(step)
             if writer is None:
                 writer = csv.DictWriter(log, fieldnames=["step"] + list(metrics))
