@@ -27,6 +27,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/family_inputs.h"
 #include "bench/rgb_mat.h"
 #include "engine/decode/ar.h"
 #include "engine/decode/generate.h"
@@ -90,19 +91,12 @@ Config Mulo(const std::string& name, const std::string& group, double tau, int64
 }
 
 int Run() {
-  torch::set_num_threads(absl::GetFlag(FLAGS_threads));
-  auto family = engine::LoadModelSet(absl::GetFlag(FLAGS_models), engine::LoadOptions());
-  if (!family.ok()) {
-    std::fprintf(stderr, "error: %s\n", family.status().ToString().c_str());
-    return 1;
-  }
-  auto prompts = synth::LoadHeldoutPrompts(absl::GetFlag(FLAGS_prompts));
-  if (!prompts.ok()) {
-    std::fprintf(stderr, "error: %s\n", prompts.status().ToString().c_str());
-    return 1;
-  }
-  const int limit = absl::GetFlag(FLAGS_limit);
-  const size_t count = limit > 0 ? std::min<size_t>(limit, prompts->size()) : prompts->size();
+  auto inputs = bench::LoadFamilyInputs(absl::GetFlag(FLAGS_models), absl::GetFlag(FLAGS_prompts),
+                                        absl::GetFlag(FLAGS_limit), absl::GetFlag(FLAGS_threads));
+  if (!inputs) return 1;
+  const engine::ModelSet* family = &inputs->family;
+  const auto* prompts = &inputs->prompts;
+  const size_t count = prompts->size();
   using engine::Rejection;
   std::vector<Config> configs = {
       {"ar", "main", std::make_shared<engine::ArDecoder>()},

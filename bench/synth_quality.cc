@@ -17,6 +17,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "bench/family_inputs.h"
 #include "bench/rgb_mat.h"
 #include "engine/decode/ar.h"
 #include "engine/decode/generate.h"
@@ -104,20 +105,12 @@ void WriteGrid(const std::vector<cv::Mat>& images, const std::vector<std::string
 }
 
 int Run() {
-  torch::set_num_threads(absl::GetFlag(FLAGS_threads));
-  auto loaded = engine::LoadModelSet(absl::GetFlag(FLAGS_models), engine::LoadOptions());
-  if (!loaded.ok()) {
-    std::fprintf(stderr, "error: %s\n", loaded.status().ToString().c_str());
-    return 1;
-  }
-  const ModelSet& family = *loaded;
-  auto prompts = synth::LoadHeldoutPrompts(absl::GetFlag(FLAGS_prompts));
-  if (!prompts.ok()) {
-    std::fprintf(stderr, "error: %s\n", prompts.status().ToString().c_str());
-    return 1;
-  }
-  const int limit = absl::GetFlag(FLAGS_limit);
-  const size_t count = limit > 0 ? std::min<size_t>(limit, prompts->size()) : prompts->size();
+  auto inputs = bench::LoadFamilyInputs(absl::GetFlag(FLAGS_models), absl::GetFlag(FLAGS_prompts),
+                                        absl::GetFlag(FLAGS_limit), absl::GetFlag(FLAGS_threads));
+  if (!inputs) return 1;
+  const ModelSet& family = inputs->family;
+  const auto* prompts = &inputs->prompts;
+  const size_t count = prompts->size();
   engine::SamplingParams sampling;
   sampling.cfg_scale = absl::GetFlag(FLAGS_cfg_scale) >= 0 ? absl::GetFlag(FLAGS_cfg_scale)
                                                            : family.default_cfg_scale;

@@ -1,0 +1,43 @@
+// What the family benchmarks (synth_quality, methods_bench) start from: the model family, the
+// first `limit` held-out prompts, and torch's thread count; errors are printed for the user.
+#ifndef MULO_BENCH_FAMILY_INPUTS_H_
+#define MULO_BENCH_FAMILY_INPUTS_H_
+
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/model/model_set.h"
+#include "synth/heldout.h"
+
+namespace mulo::bench {
+
+struct FamilyInputs {
+  engine::ModelSet family;
+  std::vector<synth::HeldoutEntry> prompts;  // the first `limit` (all when limit <= 0)
+};
+
+inline std::optional<FamilyInputs> LoadFamilyInputs(const std::string& models_dir,
+                                                    const std::string& prompts_path, int limit,
+                                                    int threads) {
+  torch::set_num_threads(threads);
+  auto family = engine::LoadModelSet(models_dir, engine::LoadOptions());
+  if (!family.ok()) {
+    std::fprintf(stderr, "error: %s\n", family.status().ToString().c_str());
+    return std::nullopt;
+  }
+  auto prompts = synth::LoadHeldoutPrompts(prompts_path);
+  if (!prompts.ok()) {
+    std::fprintf(stderr, "error: %s\n", prompts.status().ToString().c_str());
+    return std::nullopt;
+  }
+  if (limit > 0 && static_cast<size_t>(limit) < prompts->size()) prompts->resize(limit);
+  return FamilyInputs{*std::move(family), *std::move(prompts)};
+}
+
+}  // namespace mulo::bench
+
+#endif  // MULO_BENCH_FAMILY_INPUTS_H_
