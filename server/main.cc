@@ -97,9 +97,8 @@ int Run() {
   // (their HTTP server reads the scheduler at scrape time), then the scheduler.
   Scheduler scheduler({absl::GetFlag(FLAGS_workers), absl::GetFlag(FLAGS_max_queue)});
   ServerMetrics metrics;
-  metrics.WatchQueue([&scheduler] {
-    return std::make_pair(scheduler.queue_depth(), scheduler.running());
-  });
+  metrics.WatchQueue(
+      [&scheduler] { return std::make_pair(scheduler.queue_depth(), scheduler.running()); });
   ImageGenerationService service(scheduler, metrics);
   std::atomic<bool> ready{false};
 
@@ -145,7 +144,11 @@ int Run() {
     server->Shutdown();
     return 1;
   }
-  for (const auto& name : (*repository)->Names()) metrics.SetModelLoaded(name, true);
+  for (const auto& name : (*repository)->Names()) {
+    metrics.SetModelLoaded(name, true);
+    metrics.SetModelWeightBytes(name, load_options.device.str(),
+                                (*repository)->Find(name)->weight_bytes);
+  }
   service.SetRepository(repository->get());
   health->SetServingStatus(true);
   ready = true;

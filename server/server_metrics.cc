@@ -29,11 +29,19 @@ class QueueCollector : public metrics::Collector {
   }
   std::vector<metrics::FamilySnapshot> Collect() const override {
     const auto [depth, running] = probe_();
-    metrics::FamilySnapshot queue{"mulo_queue_depth", "Requests waiting for a worker.",
-                                  metrics::MetricType::kGauge, {}, {}, {}};
+    metrics::FamilySnapshot queue{"mulo_queue_depth",
+                                  "Requests waiting for a worker.",
+                                  metrics::MetricType::kGauge,
+                                  {},
+                                  {},
+                                  {}};
     queue.metrics.push_back(metrics::MetricSnapshot{{}, static_cast<double>(depth)});
-    metrics::FamilySnapshot run{"mulo_requests_running", "Requests being decoded.",
-                                metrics::MetricType::kGauge, {}, {}, {}};
+    metrics::FamilySnapshot run{"mulo_requests_running",
+                                "Requests being decoded.",
+                                metrics::MetricType::kGauge,
+                                {},
+                                {},
+                                {}};
     run.metrics.push_back(metrics::MetricSnapshot{{}, static_cast<double>(running)});
     return {queue, run};
   }
@@ -46,32 +54,31 @@ class QueueCollector : public metrics::Collector {
 
 ServerMetrics::ServerMetrics() {
   const std::vector<std::string> mm = {"model", "method"};
-  requests_ = OrDie(registry_.AddCounter(
-      "mulo_requests_total", "Generate requests by final gRPC status code.",
-      {"model", "method", "code"}));
-  generated_tokens_ = OrDie(registry_.AddCounter("mulo_generated_tokens_total",
-                                                 "Image tokens generated.", mm));
+  requests_ = OrDie(registry_.AddCounter("mulo_requests_total",
+                                         "Generate requests by final gRPC status code.",
+                                         {"model", "method", "code"}));
+  generated_tokens_ =
+      OrDie(registry_.AddCounter("mulo_generated_tokens_total", "Image tokens generated.", mm));
   target_forwards_ = OrDie(registry_.AddCounter("mulo_target_forward_passes_total",
                                                 "Forward passes of the target model.", mm));
-  draft_forwards_ = OrDie(registry_.AddCounter("mulo_draft_forward_passes_total",
-                                               "Forward passes of drafters.", mm));
-  drafted_ = OrDie(registry_.AddCounter("mulo_spec_drafted_tokens_total",
-                                        "Tokens proposed by drafters.", mm));
+  draft_forwards_ = OrDie(
+      registry_.AddCounter("mulo_draft_forward_passes_total", "Forward passes of drafters.", mm));
+  drafted_ = OrDie(
+      registry_.AddCounter("mulo_spec_drafted_tokens_total", "Tokens proposed by drafters.", mm));
   accepted_ = OrDie(registry_.AddCounter("mulo_spec_accepted_tokens_total",
                                          "Drafted tokens accepted by the target.", mm));
   resampled_ = OrDie(registry_.AddCounter("mulo_spec_resampled_tokens_total",
-                                          "Tokens re-sampled by the target after rejection.",
-                                          mm));
-  accepted_per_position_ = OrDie(registry_.AddCounter(
-      "mulo_spec_accepted_tokens_per_position_total",
-      "Drafted tokens accepted at each draft depth (chain and tree methods).",
-      {"model", "method", "position"}));
+                                          "Tokens re-sampled by the target after rejection.", mm));
+  accepted_per_position_ = OrDie(
+      registry_.AddCounter("mulo_spec_accepted_tokens_per_position_total",
+                           "Drafted tokens accepted at each draft depth (chain and tree methods).",
+                           {"model", "method", "position"}));
   request_duration_ = OrDie(registry_.AddHistogram(
       "mulo_request_duration_seconds", "Time from arrival to the final status.", mm,
       {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60, 120, 300}));
-  queue_duration_ = OrDie(registry_.AddHistogram(
-      "mulo_queue_duration_seconds", "Time requests waited for a worker.", {"model"},
-      {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60}));
+  queue_duration_ = OrDie(
+      registry_.AddHistogram("mulo_queue_duration_seconds", "Time requests waited for a worker.",
+                             {"model"}, {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60}));
   first_row_ = OrDie(registry_.AddHistogram(
       "mulo_time_to_first_row_seconds", "Time from arrival to the first committed row.", mm,
       {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}));
@@ -79,9 +86,13 @@ ServerMetrics::ServerMetrics() {
       "mulo_phase_duration_seconds",
       "Time per request spent in each decoding phase (draft, verify, resample, ...).",
       {"model", "method", "phase"}, {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60}));
-  model_loaded_ = OrDie(registry_.AddGauge("mulo_model_loaded",
-                                           "1 when the model family is loaded and served.",
-                                           {"model"}));
+  model_loaded_ = OrDie(registry_.AddGauge(
+      "mulo_model_loaded", "1 when the model family is loaded and served.", {"model"}));
+  model_weight_bytes_ = OrDie(registry_.AddGauge(
+      "mulo_model_weight_bytes",
+      "Bytes the model family's resident weights (all components, compute dtype) and latent "
+      "neighbour table take on the device.",
+      {"model", "device"}));
   if (auto st = registry_.AddCollector(std::make_unique<metrics::ProcessCollector>()); !st.ok()) {
     std::fprintf(stderr, "metrics: %s\n", st.ToString().c_str());
     std::abort();
@@ -107,6 +118,11 @@ void ServerMetrics::SetModelLoaded(const std::string& model, bool loaded) {
   model_loaded_->WithLabels({model}).Set(loaded ? 1.0 : 0.0);
 }
 
+void ServerMetrics::SetModelWeightBytes(const std::string& model, const std::string& device,
+                                        int64_t bytes) {
+  model_weight_bytes_->WithLabels({model, device}).Set(static_cast<double>(bytes));
+}
+
 void ServerMetrics::RecordRequest(const RequestLogLine& line) {
   const std::string model = line.model.empty() ? "unknown" : line.model;
   const std::string method = line.method.empty() ? "unknown" : line.method;
@@ -115,7 +131,8 @@ void ServerMetrics::RecordRequest(const RequestLogLine& line) {
   if (line.method.empty()) return;  // refused before it was queued
   const engine::Stats& s = line.stats;
   queue_duration_->WithLabels({model}).Observe(line.queue_seconds);
-  if (line.first_row_seconds >= 0) first_row_->WithLabels({model, method}).Observe(line.first_row_seconds);
+  if (line.first_row_seconds >= 0)
+    first_row_->WithLabels({model, method}).Observe(line.first_row_seconds);
   generated_tokens_->WithLabels({model, method}).Inc(static_cast<double>(s.tokens));
   target_forwards_->WithLabels({model, method}).Inc(static_cast<double>(s.target_forward_passes));
   draft_forwards_->WithLabels({model, method}).Inc(static_cast<double>(s.draft_forward_passes));

@@ -31,6 +31,8 @@ class ServerMetrics {
   // Everything one finished (or refused) request contributes.
   void RecordRequest(const RequestLogLine& line);
   void SetModelLoaded(const std::string& model, bool loaded);
+  // Memory the family's resident weights take on `device` (engine::ModelSet::weight_bytes).
+  void SetModelWeightBytes(const std::string& model, const std::string& device, int64_t bytes);
 
   const metrics::Registry& registry() const { return registry_; }
 
@@ -49,6 +51,7 @@ class ServerMetrics {
   metrics::HistogramFamily* first_row_;
   metrics::HistogramFamily* phase_duration_;
   metrics::GaugeFamily* model_loaded_;
+  metrics::GaugeFamily* model_weight_bytes_;
   std::unique_ptr<metrics::MetricsHttpServer> http_;
 };
 

@@ -7,8 +7,7 @@ StatusOr<Checkpoint> Checkpoint::Open(const std::string& path, const LoadOptions
   return Checkpoint(std::move(file), options);
 }
 
-StatusOr<torch::Tensor> Checkpoint::Get(const std::string& key,
-                                        const std::vector<int64_t>& shape) {
+StatusOr<torch::Tensor> Checkpoint::Get(const std::string& key, const std::vector<int64_t>& shape) {
   auto it = file_.tensors().find(key);
   if (it == file_.tensors().end()) {
     return NotFoundError(file_.path() + ": missing key '" + key + "' (expected shape " +
@@ -20,7 +19,9 @@ StatusOr<torch::Tensor> Checkpoint::Get(const std::string& key,
                                 ShapeToString(it->second.shape));
   }
   used_.insert(key);
-  return file_.Read(key, options_.dtype, options_.device);
+  MULO_ASSIGN_OR_RETURN(torch::Tensor tensor, file_.Read(key, options_.dtype, options_.device));
+  if (options_.loaded_bytes) *options_.loaded_bytes += static_cast<int64_t>(tensor.nbytes());
+  return tensor;
 }
 
 std::vector<std::string> Checkpoint::UnusedKeys() const {

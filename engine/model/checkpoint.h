@@ -9,6 +9,9 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
+#include <cstdint>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,6 +24,9 @@ namespace mulo::engine {
 struct LoadOptions {
   torch::ScalarType dtype = torch::kFloat32;  // compute dtype for floating weights
   torch::Device device = torch::kCPU;
+  // When set, every tensor a Checkpoint hands out adds its size here (bytes resident on
+  // `device`), so a model family can report the memory its weights take.
+  std::shared_ptr<std::atomic<int64_t>> loaded_bytes;
 };
 
 class Checkpoint {

@@ -19,11 +19,10 @@ Status CheckArModel(const std::string& role, const Transformer& model, const Mod
     const auto& t = set.conditioner->config();
     if (c.condition_mode != ConditionMode::kClipCond || c.cond_dim != t.dim ||
         c.cls_token_num != t.max_tokens) {
-      return FailedPreconditionError(role + ": expects clip_cond features [" +
-                                     std::to_string(c.cls_token_num) + ", " +
-                                     std::to_string(c.cond_dim) + "], the conditioner gives [" +
-                                     std::to_string(t.max_tokens) + ", " +
-                                     std::to_string(t.dim) + "]");
+      return FailedPreconditionError(
+          role + ": expects clip_cond features [" + std::to_string(c.cls_token_num) + ", " +
+          std::to_string(c.cond_dim) + "], the conditioner gives [" + std::to_string(t.max_tokens) +
+          ", " + std::to_string(t.dim) + "]");
     }
   }
   return OkStatus();
@@ -35,7 +34,9 @@ int64_t ModelSet::ImageSize() const {
   return target->config().grid_size * vq->config().downsample_factor();
 }
 
-StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& options) {
+StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& caller_options) {
+  LoadOptions options = caller_options;
+  options.loaded_bytes = std::make_shared<std::atomic<int64_t>>(0);
   const std::string path = dir + "/family.json";
   MULO_ASSIGN_OR_RETURN(nlohmann::json doc, JsonFields::ParseFile(path));
   JsonFields f(doc, path);
@@ -86,6 +87,8 @@ StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& optio
     MULO_ASSIGN_OR_RETURN(set.eagle,
                           EagleHead::LoadDirectory(component("eagle"), *set.target, options));
   }
+  set.weight_bytes = *options.loaded_bytes + static_cast<int64_t>(set.neighbors->table().nbytes());
+  if (caller_options.loaded_bytes) *caller_options.loaded_bytes += set.weight_bytes;
   return set;
 }
 

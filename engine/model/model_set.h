@@ -37,6 +37,9 @@ struct ModelSet {
   std::shared_ptr<const EagleHead> eagle;              // EAGLE-style head over the target
   // Nearest codebook entries of every entry (LANTERN / MuLo-SD pooling), built at load.
   std::shared_ptr<const LatentNeighbors> neighbors;
+  // Bytes of every component's weights (in the compute dtype) plus the neighbour table, as
+  // resident on the device: what keeping this family loaded costs.
+  int64_t weight_bytes = 0;
 
   // Pixels per side of the target's images.
   int64_t ImageSize() const;

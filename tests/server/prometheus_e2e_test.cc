@@ -55,7 +55,8 @@ bool GenerateOnce(const ServerProcess& server, uint64_t seed) {
 }
 
 // Runs a command with its stdin from `input_path`; returns (exit code, combined output).
-std::pair<int, std::string> RunWithInput(const std::string& command, const std::string& input_path) {
+std::pair<int, std::string> RunWithInput(const std::string& command,
+                                         const std::string& input_path) {
   const std::string out_path = TempDir() + "/command_output.txt";
   const int rc = std::system((command + " < " + input_path + " > " + out_path + " 2>&1").c_str());
   std::ifstream in(out_path);
@@ -72,14 +73,17 @@ TEST(PrometheusEndToEndTest, ExpositionPassesPromtool) {
   auto metrics = HttpGet((*server)->metrics_port(), "/metrics");
   ASSERT_TRUE(metrics.ok());
   ASSERT_EQ(metrics->status, 200);
-  for (const char* family : {"mulo_requests_total", "mulo_generated_tokens_total",
-                             "mulo_target_forward_passes_total", "mulo_request_duration_seconds",
-                             "mulo_queue_duration_seconds", "mulo_time_to_first_row_seconds",
-                             "mulo_phase_duration_seconds", "mulo_queue_depth",
-                             "mulo_requests_running", "mulo_model_loaded",
-                             "process_resident_memory_bytes"}) {
+  for (const char* family :
+       {"mulo_requests_total", "mulo_generated_tokens_total", "mulo_target_forward_passes_total",
+        "mulo_request_duration_seconds", "mulo_queue_duration_seconds",
+        "mulo_time_to_first_row_seconds", "mulo_phase_duration_seconds", "mulo_queue_depth",
+        "mulo_requests_running", "mulo_model_loaded", "mulo_model_weight_bytes",
+        "process_resident_memory_bytes"}) {
     EXPECT_NE(metrics->body.find(std::string("# TYPE ") + family), std::string::npos) << family;
   }
+  // The tiny family's weights plus its neighbour table (~0.5 MB; exact sum: model_set_test).
+  EXPECT_GT((*server)->MetricSum("mulo_model_weight_bytes", {"model=\"tiny\"", "device=\"cpu\""}),
+            1e5);
   const std::string path = TempDir() + "/metrics.txt";
   std::ofstream(path) << metrics->body;
   auto [rc, output] = RunWithInput("/usr/bin/promtool check metrics", path);
@@ -96,7 +100,8 @@ TEST(PrometheusEndToEndTest, PrometheusSeesEveryRequest) {
   std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
   std::ofstream(dir + "/prometheus.yml")
       << "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: mulo\n"
-      << "    static_configs:\n      - targets: ['127.0.0.1:" << (*server)->metrics_port() << "']\n";
+      << "    static_configs:\n      - targets: ['127.0.0.1:" << (*server)->metrics_port()
+      << "']\n";
   const int port = FreePort();
   const pid_t prometheus = fork();
   ASSERT_GE(prometheus, 0);
