@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -97,7 +98,9 @@ TEST(PrometheusEndToEndTest, PrometheusSeesEveryRequest) {
   auto server = ServerProcess::Start({"--model_repository=tests/data/repository"});
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string dir = TempDir() + "/prometheus";
-  std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str());
+  std::error_code error;
+  std::filesystem::remove_all(dir, error);
+  ASSERT_TRUE(std::filesystem::create_directories(dir, error)) << dir << ": " << error.message();
   std::ofstream(dir + "/prometheus.yml")
       << "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: mulo\n"
       << "    static_configs:\n      - targets: ['127.0.0.1:" << (*server)->metrics_port()
@@ -107,8 +110,12 @@ TEST(PrometheusEndToEndTest, PrometheusSeesEveryRequest) {
   ASSERT_GE(prometheus, 0);
   if (prometheus == 0) {
     const std::string log = dir + "/prometheus.log";
-    freopen(log.c_str(), "w", stdout);
-    freopen(log.c_str(), "a", stderr);
+    // In the child: without its log the child exits 127 and the parent's wait for
+    // Prometheus to answer fails the test.
+    if (std::freopen(log.c_str(), "w", stdout) == nullptr ||
+        std::freopen(log.c_str(), "a", stderr) == nullptr) {
+      _exit(127);
+    }
     const std::string config = "--config.file=" + dir + "/prometheus.yml";
     const std::string storage = "--storage.tsdb.path=" + dir + "/data";
     const std::string listen = "--web.listen-address=127.0.0.1:" + std::to_string(port);
