@@ -69,9 +69,8 @@ StatusOr<DecodeResult> SpeculativeDecoder::Decode(const DecodeRequest& request,
                             draft.Prefill(draft_cache, draft_cond, LogitsMode::kNone));
       ++stats.target_forward_passes;
       ++stats.draft_forward_passes;
-      tokens.push_back(static_cast<int32_t>(
-          SampleToken(GuidedLogits(out.logits, sampling.cfg_scale).select(0, 0), sampling,
-                      target_rng)));
+      tokens.push_back(static_cast<int32_t>(SampleToken(
+          GuidedLogits(out.logits, sampling.cfg_scale).select(0, 0), sampling, target_rng)));
       rows.Commit(tokens);
     }
     // Invariants: the target cache holds every committed token but the last; the draft cache
@@ -85,11 +84,12 @@ StatusOr<DecodeResult> SpeculativeDecoder::Decode(const DecodeRequest& request,
       // Draft gamma tokens; q[j] is the draft distribution of draft j.
       std::vector<int64_t> drafts;
       std::vector<torch::Tensor> q;
+      // Committed tokens then the drafts fed so far: what both models read this step.
+      std::vector<int64_t> seq(tokens.begin(), tokens.end());
       {
         PhaseTimer timer(&stats, Phase::kDraft, device);
-        std::vector<int64_t> seq(tokens.begin(), tokens.end());
-        MULO_ASSIGN_OR_RETURN(draft_logits, FeedTokens(draft, draft_cache, seq, draft_fed, n,
-                                                       LogitsMode::kLast));
+        MULO_ASSIGN_OR_RETURN(draft_logits,
+                              FeedTokens(draft, draft_cache, seq, draft_fed, n, LogitsMode::kLast));
         ++stats.draft_forward_passes;
         draft_fed = n;
         for (int64_t j = 0; j < gamma; ++j) {
@@ -111,12 +111,12 @@ StatusOr<DecodeResult> SpeculativeDecoder::Decode(const DecodeRequest& request,
       // when a bonus position exists after it).
       PhaseTimer verify_timer(&stats, Phase::kVerify, device);
       const bool bonus_possible = n + gamma < n_total;
-      std::vector<int64_t> fed(tokens.begin(), tokens.end());
-      fed.insert(fed.end(), drafts.begin(), drafts.end() - (bonus_possible ? 0 : 1));
+      // seq already holds every draft but the last.
+      if (bonus_possible) seq.push_back(drafts.back());
       const int64_t cache_before = target_cache.length();
       MULO_ASSIGN_OR_RETURN(torch::Tensor logits,
-                            FeedTokens(target, target_cache, fed, n - 1,
-                                       static_cast<int64_t>(fed.size()), LogitsMode::kAll));
+                            FeedTokens(target, target_cache, seq, n - 1,
+                                       static_cast<int64_t>(seq.size()), LogitsMode::kAll));
       ++stats.target_forward_passes;
       ++stats.verify_steps;
       int64_t accepted = 0;
@@ -143,8 +143,8 @@ StatusOr<DecodeResult> SpeculativeDecoder::Decode(const DecodeRequest& request,
       }
       if (next_token >= 0) tokens.push_back(static_cast<int32_t>(next_token));
       // Keep the target rows of the accepted prefix (the last committed token stays unfed).
-      MULO_RETURN_IF_ERROR(target_cache.Truncate(cache_before + 1 + accepted -
-                                                 (next_token >= 0 ? 0 : 1)));
+      MULO_RETURN_IF_ERROR(
+          target_cache.Truncate(cache_before + 1 + accepted - (next_token >= 0 ? 0 : 1)));
       // The draft cache keeps the drafts that were fed and accepted.
       const int64_t draft_rows = std::min<int64_t>(accepted, gamma - 1);
       MULO_RETURN_IF_ERROR(draft_cache.Truncate(draft.config().cls_token_num + n + draft_rows));
