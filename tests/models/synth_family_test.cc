@@ -32,44 +32,68 @@ std::vector<int32_t> Tokens(const engine::DecodingMethod& method, const engine::
   return result->tokens;
 }
 
-TEST(SynthFamilyTest, EveryComponentLoadsAndFits) {
-  auto family = engine::LoadModelSet(kFamily, engine::LoadOptions());
-  ASSERT_TRUE(family.ok()) << family.status().ToString();
-  EXPECT_EQ(family->name, "synth");
-  ASSERT_NE(family->target, nullptr);
-  ASSERT_NE(family->vq, nullptr);
-  ASSERT_NE(family->conditioner, nullptr);
-  ASSERT_NE(family->drafter, nullptr);
-  ASSERT_NE(family->chain, nullptr);
-  ASSERT_NE(family->upsampler, nullptr);
-  ASSERT_NE(family->downsampler, nullptr);
-  ASSERT_NE(family->eagle, nullptr);
-  EXPECT_GE(family->target->config().grid_size, 16);
-  EXPECT_GE(family->vq->config().codebook_size, 1024);
-  EXPECT_EQ(family->vq->config().codebook_embed_dim, 8);
-  EXPECT_EQ(family->drafter->config().grid_size * 2, family->target->config().grid_size);
-  EXPECT_EQ(family->upsampler->config().factor, 2);
+// Loads the family and the held-out prompts once for all tests (loading builds the neighbour
+// table, which is the slow part).
+class SynthFamilyTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    loaded_family_ = new StatusOrFamily(engine::LoadModelSet(kFamily, engine::LoadOptions()));
+    loaded_prompts_ = new StatusOrPrompts(
+        synth::LoadHeldoutPrompts(std::string(kFamily) + "/heldout_prompts.jsonl"));
+  }
+  static void TearDownTestSuite() {
+    delete loaded_family_;
+    delete loaded_prompts_;
+  }
+  void SetUp() override {
+    ASSERT_TRUE(loaded_family_->ok()) << loaded_family_->status().ToString();
+    ASSERT_TRUE(loaded_prompts_->ok()) << loaded_prompts_->status().ToString();
+    family_ = &**loaded_family_;
+    prompts_ = &**loaded_prompts_;
+  }
+
+  using StatusOrFamily = engine::StatusOr<engine::ModelSet>;
+  using StatusOrPrompts = absl::StatusOr<std::vector<synth::HeldoutEntry>>;
+  static StatusOrFamily* loaded_family_;
+  static StatusOrPrompts* loaded_prompts_;
+  const engine::ModelSet* family_ = nullptr;
+  const std::vector<synth::HeldoutEntry>* prompts_ = nullptr;
+};
+SynthFamilyTest::StatusOrFamily* SynthFamilyTest::loaded_family_ = nullptr;
+SynthFamilyTest::StatusOrPrompts* SynthFamilyTest::loaded_prompts_ = nullptr;
+
+TEST_F(SynthFamilyTest, EveryComponentLoadsAndFits) {
+  EXPECT_EQ(family_->name, "synth");
+  ASSERT_NE(family_->target, nullptr);
+  ASSERT_NE(family_->vq, nullptr);
+  ASSERT_NE(family_->conditioner, nullptr);
+  ASSERT_NE(family_->drafter, nullptr);
+  ASSERT_NE(family_->chain, nullptr);
+  ASSERT_NE(family_->upsampler, nullptr);
+  ASSERT_NE(family_->downsampler, nullptr);
+  ASSERT_NE(family_->eagle, nullptr);
+  EXPECT_GE(family_->target->config().grid_size, 16);
+  EXPECT_GE(family_->vq->config().codebook_size, 1024);
+  EXPECT_EQ(family_->vq->config().codebook_embed_dim, 8);
+  EXPECT_EQ(family_->drafter->config().grid_size * 2, family_->target->config().grid_size);
+  EXPECT_EQ(family_->upsampler->config().factor, 2);
 }
 
-TEST(SynthFamilyTest, FiveHeldOutPromptsPassSynthEval) {
-  auto family = engine::LoadModelSet(kFamily, engine::LoadOptions());
-  ASSERT_TRUE(family.ok()) << family.status().ToString();
-  auto prompts = synth::LoadHeldoutPrompts(std::string(kFamily) + "/heldout_prompts.jsonl");
-  ASSERT_TRUE(prompts.ok()) << prompts.status().ToString();
-  ASSERT_GE(prompts->size(), 5u);
+TEST_F(SynthFamilyTest, FiveHeldOutPromptsPassSynthEval) {
+  ASSERT_GE(prompts_->size(), 5u);
   synth::SynthEval judge;
   engine::ArDecoder ar;
   engine::NullProgressSink sink;
   engine::CancelToken cancel;
   int passed = 0;
   for (int i = 0; i < 5; ++i) {
-    const auto& entry = (*prompts)[i];
+    const auto& entry = (*prompts_)[i];
     engine::SamplingParams sampling;
-    sampling.cfg_scale = family->default_cfg_scale;
+    sampling.cfg_scale = family_->default_cfg_scale;
     sampling.seed = 1000 + i;
-    auto result = engine::GenerateImage(ar, *family, entry.prompt, sampling, sink, cancel);
+    auto result = engine::GenerateImage(ar, *family_, entry.prompt, sampling, sink, cancel);
     ASSERT_TRUE(result.ok()) << result.status().ToString();
-    ASSERT_EQ(result->image.width, family->ImageSize());
+    ASSERT_EQ(result->image.width, family_->ImageSize());
     cv::Mat image(static_cast<int>(result->image.height), static_cast<int>(result->image.width),
                   CV_8UC3, result->image.pixels.data());
     auto verdict = judge.Evaluate(entry.prompt, image);
@@ -81,26 +105,22 @@ TEST(SynthFamilyTest, FiveHeldOutPromptsPassSynthEval) {
   EXPECT_GE(passed, 4);
 }
 
-TEST(SynthFamilyTest, SpeculativeGreedyIsArGreedyOverHeldOutPrompts) {
-  auto family = engine::LoadModelSet(kFamily, engine::LoadOptions());
-  ASSERT_TRUE(family.ok()) << family.status().ToString();
-  auto prompts = synth::LoadHeldoutPrompts(std::string(kFamily) + "/heldout_prompts.jsonl");
-  ASSERT_TRUE(prompts.ok()) << prompts.status().ToString();
+TEST_F(SynthFamilyTest, SpeculativeGreedyIsArGreedyOverHeldOutPrompts) {
   engine::SamplingParams greedy;
   greedy.temperature = 0.0;
-  greedy.cfg_scale = family->default_cfg_scale;
+  greedy.cfg_scale = family_->default_cfg_scale;
   engine::ArDecoder ar;
   int64_t drafted = 0, accepted = 0;
   constexpr int kPrompts = 16;
-  ASSERT_GE(prompts->size(), static_cast<size_t>(kPrompts));
+  ASSERT_GE(prompts_->size(), static_cast<size_t>(kPrompts));
   for (int i = 0; i < kPrompts; ++i) {
-    const std::string& prompt = (*prompts)[i].prompt;
-    const auto expected = Tokens(ar, *family, prompt, greedy);
+    const std::string& prompt = (*prompts_)[i].prompt;
+    const auto expected = Tokens(ar, *family_, prompt, greedy);
     // Gamma 1, the default and a long draft: the verify/bonus bookkeeping
     // differs for each.
     for (int64_t gamma : {1, 4, 8}) {
       engine::Stats stats;
-      EXPECT_EQ(Tokens(engine::SpeculativeDecoder({gamma}), *family, prompt, greedy, &stats),
+      EXPECT_EQ(Tokens(engine::SpeculativeDecoder({gamma}), *family_, prompt, greedy, &stats),
                 expected)
           << "prompt " << i << " (" << prompt << "), gamma " << gamma;
       drafted += stats.drafted_tokens;
@@ -113,26 +133,22 @@ TEST(SynthFamilyTest, SpeculativeGreedyIsArGreedyOverHeldOutPrompts) {
   EXPECT_GT(accepted, drafted / 4) << accepted << " of " << drafted << " drafts accepted";
 }
 
-TEST(SynthFamilyTest, MuloReducesToArAboveTauOneAndToTheDrafterAtTauZero) {
-  auto family = engine::LoadModelSet(kFamily, engine::LoadOptions());
-  ASSERT_TRUE(family.ok()) << family.status().ToString();
-  auto prompts = synth::LoadHeldoutPrompts(std::string(kFamily) + "/heldout_prompts.jsonl");
-  ASSERT_TRUE(prompts.ok()) << prompts.status().ToString();
+TEST_F(SynthFamilyTest, MuloReducesToArAboveTauOneAndToTheDrafterAtTauZero) {
   engine::SamplingParams sampling;
-  sampling.cfg_scale = family->default_cfg_scale;
+  sampling.cfg_scale = family_->default_cfg_scale;
   for (int i = 0; i < 3; ++i) {
-    const std::string& prompt = (*prompts)[i].prompt;
+    const std::string& prompt = (*prompts_)[i].prompt;
     sampling.seed = 77 + i;
     engine::MuloOptions nothing_accepted;
     nothing_accepted.tau = 1.5;
     engine::Stats stats;
-    EXPECT_EQ(Tokens(engine::MuloDecoder(nothing_accepted), *family, prompt, sampling, &stats),
-              Tokens(engine::ArDecoder(), *family, prompt, sampling))
+    EXPECT_EQ(Tokens(engine::MuloDecoder(nothing_accepted), *family_, prompt, sampling, &stats),
+              Tokens(engine::ArDecoder(), *family_, prompt, sampling))
         << "prompt " << i;
     EXPECT_EQ(stats.accepted_tokens, 0);
     engine::MuloOptions everything_accepted;
     everything_accepted.tau = 0.0;
-    Tokens(engine::MuloDecoder(everything_accepted), *family, prompt, sampling, &stats);
+    Tokens(engine::MuloDecoder(everything_accepted), *family_, prompt, sampling, &stats);
     EXPECT_EQ(stats.accepted_tokens, stats.drafted_tokens);
     EXPECT_EQ(stats.resampled_tokens, 0);
   }
