@@ -63,9 +63,11 @@ def mismatches(scene, rng):
     return out
 
 
-def make(count, seed):
+def make(count, seed, exclude=()):
+    """count distinct scenes drawn with seed; captions in exclude are skipped (a validation set
+    drawn this way never overlaps the held-out set)."""
     rng = random.Random(seed)
-    seen = set()
+    seen = set(exclude)
     entries = []
     while len(entries) < count:
         scene = domain.sample_scene(rng)
