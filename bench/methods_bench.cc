@@ -132,6 +132,11 @@ int Run() {
                              Rejection::kLocal, 1000));
     }
     configs.push_back(Mulo("mulo no pooling (k 1)", "pooling", 1e-4, 3, Rejection::kLocal, 1));
+    // The two ends of the acceptance range: tau = 0 accepts every draft, so its time is
+    // MuLo-SD's fixed cost (drafting, up/down-sampling, verification); tau > 1 accepts none
+    // and re-samples every token with the target on top of that fixed cost.
+    configs.push_back(Mulo("mulo tau 0 (accept all)", "bounds", 0, 3, Rejection::kLocal, 1000));
+    configs.push_back(Mulo("mulo tau 2 (accept none)", "bounds", 2, 3, Rejection::kLocal, 1000));
   }
   synth::SynthEval judge;
   engine::NullProgressSink sink;
