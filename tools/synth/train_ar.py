@@ -153,13 +153,14 @@ def main():
         with torch.no_grad():
             tokens = train_vq.encode_ids(vq, data.render_batch(scenes, spec["image_size"], dev))
         ids = caption_ids(scenes, vocab).to(dev)
-        if args.role == "target":
-            features = conditioner(ids)
-        else:
-            with torch.no_grad():
+        with trainer.autocast():
+            if args.role == "target":
                 features = conditioner(ids)
-        null = (torch.rand(batch, generator=gen) < 0.1).to(dev)
-        logits = model(features, null, tokens[:, :-1])[:, cls - 1:]
+            else:
+                with torch.no_grad():
+                    features = conditioner(ids)
+            null = (torch.rand(batch, generator=gen) < 0.1).to(dev)
+            logits = model(features, null, tokens[:, :-1])[:, cls - 1:].float()
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), tokens.reshape(-1))
         opt.zero_grad()
         loss.backward()

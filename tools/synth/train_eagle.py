@@ -33,7 +33,9 @@ def target_features(target, conditioner, vocab, vq, scenes, null):
     """Teacher-forced target run: (tokens [B, N], features [B, cls+N-1, D], logits)."""
     dev = null.device
     with torch.no_grad():
-        tokens = train_vq.encode_ids(vq, data.render_batch(scenes, data.TARGET_SIZE, dev))
+        # fp32 even under trainer.autocast(): token ids exactly as the data pipeline makes them.
+        with torch.autocast(dev.type, enabled=False):
+            tokens = train_vq.encode_ids(vq, data.render_batch(scenes, data.TARGET_SIZE, dev))
         features_c = conditioner(train_ar.caption_ids(scenes, vocab).to(dev))
         logits, hidden = target(features_c, null, tokens[:, :-1], return_hidden=True)
     return tokens, hidden, logits
@@ -88,8 +90,10 @@ def main():
         scenes = stream.scenes(step, args.batch)
         gen = torch.Generator().manual_seed(SEED * 7919 + step)
         null = (torch.rand(args.batch, generator=gen) < 0.1).to(dev)
-        tokens, hidden, logits = target_features(target, conditioner, vocab, vq, scenes, null)
-        pred, want = head_outputs(head, target, tokens, hidden)
+        with trainer.autocast():
+            tokens, hidden, logits = target_features(target, conditioner, vocab, vq, scenes, null)
+            pred, want = head_outputs(head, target, tokens, hidden)
+        pred, want, logits = pred.float(), want.float(), logits.float()
         cls = target.cfg["cls_token_num"]
         p_target = torch.softmax(logits[:, cls: cls + tokens.size(1) - 1], -1)
         feature_loss = F.smooth_l1_loss(pred, want)

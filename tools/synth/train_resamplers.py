@@ -64,8 +64,11 @@ def main():
         with torch.no_grad():
             low = train_vq.encode_ids(vq, data.render_batch(scenes, data.DRAFTER_SIZE, dev))
             high = train_vq.encode_ids(vq, data.render_batch(scenes, data.TARGET_SIZE, dev))
-        up_loss = F.cross_entropy(up(low, 8, 8), high.view(-1, 16, 16))
-        down_loss = F.cross_entropy(down(high, 16, 16), low.view(-1, 8, 8))
+        with trainer.autocast():
+            up_logits = up(low, 8, 8).float()
+            down_logits = down(high, 16, 16).float()
+        up_loss = F.cross_entropy(up_logits, high.view(-1, 16, 16))
+        down_loss = F.cross_entropy(down_logits, low.view(-1, 8, 8))
         opt.zero_grad()
         (up_loss + down_loss).backward()
         opt.step()

@@ -6,6 +6,7 @@ end), the progress line (step, loss, steps/s, ETA) and the loss log (CSV). Inter
 re-running the same command resumes from the last checkpoint and produces the same weights as
 an uninterrupted run would (the data stream is a pure function of the step number).
 """
+import contextlib
 import csv
 import math
 import os
@@ -29,6 +30,32 @@ def setup_torch(threads=None):
 
 def device():
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def bf16_native():
+    """Whether this machine computes bf16 matmuls natively: a GPU that supports bf16, or a CPU
+    with AVX512-BF16 / AMX and oneDNN. MULO_TRAIN_BF16=0 or 1 overrides the detection."""
+    forced = os.environ.get("MULO_TRAIN_BF16")
+    if forced is not None:
+        return forced == "1"
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        return False
+    return torch.backends.mkldnn.is_available() and ("avx512_bf16" in flags or "amx_bf16" in flags)
+
+
+def autocast():
+    """Mixed precision for forward passes: matmuls and convolutions in bf16 (weights, optimizer
+    state and losses stay fp32). On a 2-core AVX512-BF16 CPU a target training step takes
+    1.3 s instead of 3.9 s; where bf16 would be emulated it is off. The VQ stages stay fp32
+    (torch 1.13's CPU GroupNorm takes no bf16 input with fp32 weights)."""
+    if not bf16_native():
+        return contextlib.nullcontext()
+    return torch.autocast(device().type, dtype=torch.bfloat16)
 
 
 def cosine_lr(step, total, peak, warmup):
