@@ -74,6 +74,24 @@ def main():
         lines.append(f"| {stage} | {report.get('train_minutes', '?')} | {metrics} |")
     minutes = sum(r.get("train_minutes", 0) for r in training.values())
     lines += ["", f"Total training time: {minutes:.0f} min ({minutes / 60:.1f} h).", ""]
+    sweep_path = os.path.join(FAMILY, "cfg_sweep.json")
+    if os.path.exists(sweep_path):
+        sweep = json.load(open(sweep_path))
+        lines += ["## Default CFG scale (chosen on validation prompts)", "",
+                  f"`tools/synth/choose_cfg.py`: SynthEval pass rate of the target (ar, temperature "
+                  f"{sweep['temperature']}) on {sweep['prompts']} validation prompts that never "
+                  f"overlap the held-out set; the best scale, **{sweep['chosen']}**, is "
+                  "`default_cfg_scale` in `family.json`.", "",
+                  "| CFG scale | pass | colour | shape | size | position | background |",
+                  "|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in sweep["sweep"]:
+            lines.append(f"| {r['cfg_scale']} | {r['pass']:.1f}% | {r['colour']:.1f}% | "
+                         f"{r['shape']:.1f}% | {r['size']:.1f}% | {r['position']:.1f}% | "
+                         f"{r['background']:.1f}% |")
+        lines.append("")
+    history = os.path.join(HERE, "training_history.md")
+    if os.path.exists(history):
+        lines += ["## How this family was trained", "", open(history).read().strip(), ""]
     if quality:
         lines += ["## Quality (SynthEval on held-out prompts, ar decoding)", "",
                   f"CFG {quality['cfg_scale']}, temperature {quality['temperature']}.", "",
