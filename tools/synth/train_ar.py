@@ -42,7 +42,7 @@ ROLES = {
     "target": dict(model=dict(dim=192, n_layer=6, n_head=6, grid_size=16), image_size=64,
                    steps=3600, batch=32, lr=1e-3, seed=21, schedule="wsd"),
     "drafter": dict(model=dict(dim=128, n_layer=4, n_head=4, grid_size=8), image_size=32,
-                    steps=1500, batch=32, lr=1e-3, seed=22),
+                    steps=5000, batch=32, lr=1e-3, seed=22),
     "chain": dict(model=dict(dim=96, n_layer=2, n_head=3, grid_size=16), image_size=64,
                   steps=1000, batch=32, lr=1e-3, seed=23),
 }
