@@ -34,6 +34,11 @@ inline std::optional<FamilyInputs> LoadFamilyInputs(const std::string& models_di
     std::fprintf(stderr, "error: %s\n", prompts.status().ToString().c_str());
     return std::nullopt;
   }
+  if (prompts->empty()) {
+    // A table over zero prompts would print 0% everywhere and look like a measurement.
+    std::fprintf(stderr, "error: --prompts: %s holds no prompts\n", prompts_path.c_str());
+    return std::nullopt;
+  }
   if (limit > 0 && static_cast<size_t>(limit) < prompts->size()) prompts->resize(limit);
   return FamilyInputs{*std::move(family), *std::move(prompts)};
 }
