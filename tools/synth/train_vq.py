@@ -26,6 +26,7 @@ import time
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -59,13 +60,33 @@ def encode_ids(model, images):
     return ids
 
 
+class Fp32GroupNorm(nn.GroupNorm):
+    """GroupNorm computed in fp32 whatever its input: torch 1.13's CPU GroupNorm rejects bf16
+    input with fp32 weights, and normalisation statistics are better kept in fp32 anyway."""
+
+    def forward(self, x):
+        return F.group_norm(x.float(), self.num_groups, self.weight, self.bias, self.eps)
+
+
+def for_mixed_precision(model):
+    """Lets trainer.autocast() run the VQ's convolutions in bf16 (same parameters and keys)."""
+    for m in model.modules():
+        if type(m) is nn.GroupNorm:
+            m.__class__ = Fp32GroupNorm
+    return model
+
+
 def forward(model, images):
-    z = model.quant_conv(model.encoder(images))
+    # Convolutions in bf16 where that is native; the nearest-code search and the codebook
+    # losses stay fp32 so that code assignment is not decided by bf16 rounding.
+    with trainer.autocast():
+        z = model.quant_conv(model.encoder(images)).float()
     zq, ids, z = quantize(model, z)
     codebook_loss = F.mse_loss(zq, z.detach())
     commit_loss = F.mse_loss(z, zq.detach())
     zq = z + (zq - z).detach()
-    recon = model.decoder(model.post_quant_conv(zq))
+    with trainer.autocast():
+        recon = model.decoder(model.post_quant_conv(zq)).float()
     return recon, ids, codebook_loss, commit_loss, z
 
 
@@ -124,6 +145,7 @@ def main():
         model = load_trained().to(dev)  # the previous stage's export
     else:
         model = vq.VQModel(CONFIG).to(dev)
+    for_mixed_precision(model)
     if args.decoder_only:
         for part in (model.encoder, model.quant_conv, model.quantize):
             for p in part.parameters():
