@@ -59,20 +59,25 @@ def main():
     prompts = [e["prompt"] for e in entries]
     vq = train_vq.load_trained(os.path.join(args.models, "vq")).eval()
     codebook = vq.quantize.embedding.weight.detach()
-    up = train_ar.load_model(lambda cfg: rs.Resampler(cfg, codebook),
-                             os.path.join(args.models, "upsampler"))
+    up_dir = os.path.join(args.models, "upsampler")
+    # A VQ probe (train_vq.py into another directory) has no up-sampler yet.
+    up = (train_ar.load_model(lambda cfg: rs.Resampler(cfg, codebook), up_dir)
+          if os.path.exists(os.path.join(up_dir, "model.safetensors")) else None)
     with torch.no_grad():
         low_px = data.render_batch(scenes, data.DRAFTER_SIZE)
         low = train_vq.encode_ids(vq, low_px)
         high = train_vq.encode_ids(vq, data.render_batch(scenes, data.TARGET_SIZE))
-        up_ids = up(low, 8, 8).argmax(1).flatten(1)
         rows = [("render 32 px", low_px),
                 ("decode(VQ(render 64 px)): target ceiling", vq.decode_code(high, 16, 16)),
-                ("decode(VQ(render 32 px)): drafter ceiling", vq.decode_code(low, 8, 8)),
-                ("decode(U_2(VQ(render 32 px))): MuLo-SD draft ceiling",
-                 vq.decode_code(up_ids, 16, 16))]
-    print(f"{len(prompts)} held-out scenes; U_2 token agreement with VQ(64 px): "
-          f"{100 * (up_ids == high).float().mean().item():.1f}%\n")
+                ("decode(VQ(render 32 px)): drafter ceiling", vq.decode_code(low, 8, 8))]
+        summary = f"{len(prompts)} held-out scenes"
+        if up is not None:
+            up_ids = up(low, 8, 8).argmax(1).flatten(1)
+            rows.append(("decode(U_2(VQ(render 32 px))): MuLo-SD draft ceiling",
+                         vq.decode_code(up_ids, 16, 16)))
+            summary += (f"; U_2 token agreement with VQ(64 px): "
+                        f"{100 * (up_ids == high).float().mean().item():.1f}%")
+    print(summary + "\n")
     print("| images | SynthEval pass |\n|---|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for name, images in rows:

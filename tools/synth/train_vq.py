@@ -108,14 +108,14 @@ def evaluate(model, count=256):
             recon = model.decode_code(ids, h, h)
             report[f"psnr_{size}px"] = round(psnr(recon, images), 2)
             used.update(ids.flatten().tolist())
-    report["codebook_usage"] = f"{len(used)}/{CONFIG['codebook_size']}"
+    report["codebook_usage"] = f"{len(used)}/{model.cfg['codebook_size']}"
     return report
 
 
 def export(model, out_dir):
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(CONFIG, f, indent=2, sort_keys=True)
+        json.dump(model.cfg, f, indent=2, sort_keys=True)
         f.write("\n")
     safetensors_io.save(model.state_dict(), os.path.join(out_dir, "model.safetensors"))
 
@@ -136,6 +136,9 @@ def main():
                     "(default 2e-3, refine 1e-3)")
     ap.add_argument("--refine", action="store_true", help="second stage (see above)")
     ap.add_argument("--decoder_only", action="store_true", help="third stage (see above)")
+    ap.add_argument("--codebook_size", type=int, default=CONFIG["codebook_size"],
+                    help="first stage only (later stages keep the exported size); for probes "
+                         "with MULO_TRAIN_DIR / MULO_MODELS_DIR set elsewhere")
     args = ap.parse_args()
     lr = args.lr or (1e-3 if args.refine or args.decoder_only else 2e-3)
     trainer.setup_torch()
@@ -144,7 +147,7 @@ def main():
     if args.refine or args.decoder_only:
         model = load_trained().to(dev)  # the previous stage's export
     else:
-        model = vq.VQModel(CONFIG).to(dev)
+        model = vq.VQModel(dict(CONFIG, codebook_size=args.codebook_size)).to(dev)
     for_mixed_precision(model)
     if args.decoder_only:
         for part in (model.encoder, model.quant_conv, model.quantize):
@@ -155,7 +158,7 @@ def main():
     split = (args.batch // 4 if args.decoder_only else
              args.batch // 2 if args.refine else args.batch * 2 // 3)
     stream = data.SceneStream(SEED + args.refine + 2 * args.decoder_only)  # new scenes per stage
-    usage = torch.zeros(CONFIG["codebook_size"], device=dev)
+    usage = torch.zeros(model.cfg["codebook_size"], device=dev)
 
     def step_fn(step):
         scenes = stream.scenes(step, args.batch)
