@@ -70,6 +70,14 @@ class Resampler(nn.Module):
 
     def forward(self, ids, h, w):
         """ids [B, h*w] on the input grid -> logits [B, V, H, W] on the output grid."""
+        return self.logits(self.vectors(ids, h, w))
+
+    def logits(self, vectors):
+        """Cosine similarity with the codebook times the learned scale; argmax = quantisation."""
+        return self.logit_scale * torch.einsum("behw,ve->bvhw", vectors, self.codebook)
+
+    def vectors(self, ids, h, w):
+        """ids [B, h*w] -> unit vectors [B, e, H, W] in codebook space on the output grid."""
         r = self.cfg["factor"]
         x = self.codebook[ids].view(ids.size(0), h, w, -1).permute(0, 3, 1, 2)
         if self.cfg["kind"] == "down":
@@ -80,5 +88,4 @@ class Resampler(nn.Module):
         x = self.conv_out(F.silu(self.norm_out(x)))
         if self.cfg["kind"] == "up":
             x = F.pixel_shuffle(x, r)
-        x = F.normalize(x, dim=1)
-        return self.logit_scale * torch.einsum("behw,ve->bvhw", x, self.codebook)
+        return F.normalize(x, dim=1)

@@ -22,7 +22,7 @@ ROLES = [
     ("conditioner", "text conditioner: word tokenizer + 2-layer bidirectional encoder, features [24, 128]"),
     ("vq", "VQ tokenizer (LlamaGen VQ architecture), codebook 1024 x 8, L2-normalised"),
     ("target", "target AR model (Tar AR-DTok layout: abs_pe, clip_cond), 16x16 tokens, 64 px"),
-    ("drafter", "MuLo-SD low-resolution drafter, 8x8 tokens, 32 px"),
+    ("drafter", "MuLo-SD low-resolution drafter, 8x8 tokens, 32 px, fine-tuned from the target"),
     ("upsampler", "MuLo-SD U_2: row-causal conv net, pixel shuffle"),
     ("downsampler", "MuLo-SD D_2: row-causal conv net, pixel unshuffle"),
     ("eagle", "EAGLE-style drafter head (fc + 1 decoder layer, target's output head)"),

@@ -40,9 +40,12 @@ ROLES = {
     # Warmup-stable-decay: the end can be brought forward (or pushed back) while the run is in
     # its constant phase, so the run length can follow SynthEval snapshots (tools/synth/snapshot.py).
     "target": dict(model=dict(dim=192, n_layer=6, n_head=6, grid_size=16), image_size=64,
-                   steps=3600, batch=32, lr=1e-3, seed=21, schedule="wsd"),
-    "drafter": dict(model=dict(dim=128, n_layer=4, n_head=4, grid_size=8), image_size=32,
-                    steps=5000, batch=32, lr=1e-3, seed=22),
+                   steps=5600, batch=32, lr=1e-3, seed=21, schedule="wsd"),
+    # As in MuLo-SD (supplementary §7: the drafter "shares the same architecture as the target
+    # model"; upstream models are "finetuned for each scale"), the drafter is the target's
+    # architecture fine-tuned from the trained target at half resolution.
+    "drafter": dict(model=dict(dim=192, n_layer=6, n_head=6, grid_size=8), image_size=32,
+                    steps=1500, batch=32, lr=5e-4, seed=22, init_from="target"),
     "chain": dict(model=dict(dim=96, n_layer=2, n_head=3, grid_size=16), image_size=64,
                   steps=1000, batch=32, lr=1e-3, seed=23),
 }
@@ -112,6 +115,36 @@ def init_abs_pe_2d(model, cfg):
         model.abs_pe[0, cls - 1:cls - 1 + table.size(0)] = table
 
 
+def init_from_model(model, cfg, source_dir):
+    """Starts `model` from a trained AR model of the same architecture on a grid twice as fine
+    (the drafter from the target). Every weight is copied except the position table of the
+    image tokens: the slot that predicts drafter position (r, c) starts from the mean of the
+    slots that predict target positions (2r..2r+1, 2c..2c+1), the same patch of the image."""
+    with open(os.path.join(source_dir, "config.json")) as f:
+        src_cfg = json.load(f)
+    for key in ("dim", "n_layer", "n_head", "vocab_size", "cls_token_num", "cond_dim"):
+        if src_cfg[key] != cfg[key]:
+            sys.exit(f"train_ar: cannot start from {source_dir}: {key} is {src_cfg[key]}, "
+                     f"this model has {cfg[key]}")
+    if src_cfg["grid_size"] != 2 * cfg["grid_size"]:
+        sys.exit(f"train_ar: {source_dir} has grid {src_cfg['grid_size']}, expected "
+                 f"{2 * cfg['grid_size']}")
+    state = safetensors_io.load(os.path.join(source_dir, "model.safetensors"))
+    state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
+    src_pe = state.pop("abs_pe")
+    cls, grid, src_grid = cfg["cls_token_num"], cfg["grid_size"], src_cfg["grid_size"]
+    pe = model.abs_pe.detach().clone()
+    pe[:, :cls - 1] = src_pe[:, :cls - 1]
+    for p in range(min(grid * grid, pe.size(1) - (cls - 1))):
+        r, c = divmod(p, grid)
+        slots = [cls - 1 + (2 * r + dr) * src_grid + 2 * c + dc for dr in (0, 1) for dc in (0, 1)]
+        pe[:, cls - 1 + p] = src_pe[:, slots].mean(dim=1)
+    state["abs_pe"] = pe
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected or [k for k in missing if "freqs_cis" not in k]:
+        sys.exit(f"train_ar: {source_dir} does not match: missing {missing}, unexpected {unexpected}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--role", choices=sorted(ROLES), required=True)
@@ -127,6 +160,8 @@ def main():
     dev = trainer.device()
     model = tr.Transformer(cfg)
     init_abs_pe_2d(model, cfg)
+    if spec.get("init_from"):
+        init_from_model(model, cfg, os.path.join(trainer.MODELS_DIR, spec["init_from"]))
     model.to(dev)
     vq = train_vq.load_trained().to(dev)
     for p in vq.parameters():
