@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench/bench_flags.h"
+#include "engine/core/cpu_threads.h"
 #include "engine/decode/ar.h"
 #include "engine/model/transformer.h"
 
@@ -48,7 +49,7 @@ double Median(std::vector<double> v) {
 
 int Run(const Flags& flags) {
   const torch::Device device(flags.device);
-  if (flags.threads > 0) torch::set_num_threads(flags.threads);
+  if (flags.threads > 0) SetCpuThreads(flags.threads);
   LoadOptions options;
   options.device = device;
   auto loaded = Transformer::LoadDirectory(flags.model_dir, options);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/cpu_threads.h"
 #include "engine/model/model_set.h"
 #include "synth/heldout.h"
 
@@ -23,7 +24,7 @@ struct FamilyInputs {
 inline std::optional<FamilyInputs> LoadFamilyInputs(const std::string& models_dir,
                                                     const std::string& prompts_path, int limit,
                                                     int threads) {
-  torch::set_num_threads(threads);
+  engine::SetCpuThreads(threads);
   auto family = engine::LoadModelSet(models_dir, engine::LoadOptions());
   if (!family.ok()) {
     std::fprintf(stderr, "error: %s\n", family.status().ToString().c_str());

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The server's own cost, measured on a model family (issue #4's numbers):
-#   1. the engine alone (bench/methods_bench --methods=ar) for N held-out prompts and seeds;
-#   2. the same prompts and seeds through mulo_server + mulo_client bench at concurrency 1
-#      (overhead = client latency / engine-alone time - 1), then at concurrency 4;
+#   1. the engine alone (bench/methods_bench --methods=ar) for N held-out prompts and seeds,
+#      taking turns with the same prompts and seeds through mulo_server + mulo_client bench at
+#      concurrency 1 (overhead = client latency / engine-alone time - 1, median of rounds);
+#   2. the server at concurrency 4;
 #   3. resident memory (process_resident_memory_bytes from /metrics) after 10 requests and
 #      after 200, to show that serving does not leak.
 # Prints markdown tables and writes them to out/bench/server.md. A benchmark, not a test.
 #
 #   bench/server_bench.sh [--model_repository=models] [--model=synth] [--requests=32]
-#                         [--workers=1] [--rss_requests=200] [--method=ar]
+#                         [--workers=1] [--rss_requests=200] [--rounds=5] [--method=ar]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repository=models
@@ -16,6 +17,7 @@ model=synth
 requests=32
 workers=1
 rss_requests=200
+rounds=5
 method=ar
 prompts=models/synth/heldout_prompts.jsonl
 for arg in "$@"; do
@@ -25,6 +27,7 @@ for arg in "$@"; do
     --requests=*) requests="${arg#*=}" ;;
     --workers=*) workers="${arg#*=}" ;;
     --rss_requests=*) rss_requests="${arg#*=}" ;;
+    --rounds=*) rounds="${arg#*=}" ;;
     --method=*) method="${arg#*=}" ;;
     --prompts=*) prompts="${arg#*=}" ;;
     *) echo "server_bench: unknown argument $arg" >&2; exit 2 ;;
@@ -36,13 +39,6 @@ mkdir -p out/bench
 report=out/bench/server.md
 : >"$report"
 say() { echo "$@" | tee -a "$report"; }
-
-echo "[1/3] engine alone: $requests prompts, method $method" >&2
-bazel-bin/bench/methods_bench --models="$repository/$model" --prompts="$prompts" \
-  --methods="$method" --limit="$requests" --out_dir=out/bench/engine_alone >out/bench/engine_alone.txt
-# methods_bench always runs ar as its baseline; take the row of the method asked for.
-engine_s=$(awk -F'|' -v m="$method" '$2 ~ "^ "m"( |$)" {gsub(/ /, "", $3); print $3; exit}' \
-  out/bench/engine_alone.txt)
 
 log=out/bench/server_bench_server.log
 bazel-bin/server/mulo_server --model_repository="$repository" --host=127.0.0.1 --port=0 \
@@ -63,12 +59,33 @@ rss_mib() {
     awk '/^process_resident_memory_bytes / {printf "%.1f", $2 / 1048576}'
 }
 
-echo "[2/3] through the server: $requests requests at concurrency 1 and 4" >&2
-c1=$("${client[@]}" bench --requests="$requests" --concurrency=1 | tail -1)
-c4=$("${client[@]}" bench --requests="$requests" --concurrency=4 | tail -1)
 column() { echo "$1" | awk -F'|' -v i="$2" '{gsub(/ /, "", $i); print $i}'; }
-latency_c1=$(column "$c1" 6)   # mean client latency
-decode_c1=$(column "$c1" 11)   # mean decode time inside the server
+# The engine alone and the server take turns on the same prompts and seeds, round after
+# round: a shared or throttled CPU drifts by tens of percent over minutes, and pairing in
+# time keeps that drift out of the comparison. The overhead is the median of the rounds.
+echo "[1/3] engine alone vs the server at concurrency 1: $rounds rounds of $requests requests" >&2
+round_rows=()
+for round in $(seq 1 "$rounds"); do
+  bazel-bin/bench/methods_bench --models="$repository/$model" --prompts="$prompts" \
+    --methods="$method" --limit="$requests" --out_dir=out/bench/engine_alone \
+    >out/bench/engine_alone.txt
+  # methods_bench always runs ar as its baseline; take the row of the method asked for.
+  engine_s=$(awk -F'|' -v m="$method" '$2 ~ "^ "m"( |$)" {gsub(/ /, "", $3); print $3; exit}' \
+    out/bench/engine_alone.txt)
+  c1=$("${client[@]}" bench --requests="$requests" --concurrency=1 | tail -1)
+  latency=$(column "$c1" 6)  # mean client latency
+  decode=$(column "$c1" 11)  # mean decode time inside the server
+  overhead=$(awk -v a="$latency" -v e="$engine_s" 'BEGIN {printf "%+.2f", 100 * (a / e - 1)}')
+  round_rows+=("| $round | $engine_s | $latency | $decode | $overhead% |")
+  echo "  round $round: engine $engine_s s, server $latency s ($overhead%)" >&2
+done
+median_overhead=$(printf '%s\n' "${round_rows[@]}" |
+  awk -F'|' '{gsub(/[ %+]/, "", $6); print $6}' | sort -g |
+  awk '{v[NR] = $1} END {m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
+                         printf "%+.2f", m}')
+
+echo "[2/3] through the server: $requests requests at concurrency 1 and 4" >&2
+c4=$("${client[@]}" bench --requests="$requests" --concurrency=4 | tail -1)
 
 echo "[3/3] resident memory after 10 and after $rss_requests requests" >&2
 # A fresh count: the requests above already ran, so 'after 10' is measured on a server that
@@ -87,10 +104,11 @@ say "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 say "$c1"
 say "$c4"
 say ""
-overhead=$(awk -v a="$latency_c1" -v e="$engine_s" 'BEGIN {printf "%+.2f", 100 * (a / e - 1)}')
-say "| engine alone s / image | server: mean client latency s (concurrency 1) | of which decode in the server s | server overhead vs engine alone |"
-say "|---:|---:|---:|---:|"
-say "| $engine_s | $latency_c1 | $decode_c1 | $overhead% |"
+say "| round | engine alone s / image | server: mean client latency s (concurrency 1) | of which decode in the server s | server overhead vs engine alone |"
+say "|---:|---:|---:|---:|---:|"
+for row in "${round_rows[@]}"; do say "$row"; done
+say ""
+say "median server overhead vs engine alone over $rounds rounds: $median_overhead%"
 say ""
 say "| resident memory after 10 requests (MiB) | after $rss_requests requests (MiB) | growth | requests served in all |"
 say "|---:|---:|---:|---:|"

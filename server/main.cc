@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "engine/core/cpu_threads.h"
 #include "server/image_generation_service.h"
 #include "server/model_repository.h"
 #include "server/scheduler.h"
@@ -84,7 +85,8 @@ int Run() {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  torch::set_num_threads(std::max(1, absl::GetFlag(FLAGS_torch_threads)));
+  const int torch_threads = std::max(1, absl::GetFlag(FLAGS_torch_threads));
+  engine::SetCpuThreads(torch_threads);
   engine::LoadOptions load_options;
   try {
     load_options.device = torch::Device(absl::GetFlag(FLAGS_device));
@@ -95,7 +97,13 @@ int Run() {
 
   // Declared in this order so they are destroyed in reverse: the service, then the metrics
   // (their HTTP server reads the scheduler at scrape time), then the scheduler.
-  Scheduler scheduler({absl::GetFlag(FLAGS_workers), absl::GetFlag(FLAGS_max_queue)});
+  Scheduler::Options scheduler_options;
+  scheduler_options.workers = absl::GetFlag(FLAGS_workers);
+  scheduler_options.max_queue = absl::GetFlag(FLAGS_max_queue);
+  // Per worker: the OpenMP thread count is per thread, and a new thread gets OpenMP's default
+  // (every core), not --torch_threads.
+  scheduler_options.on_worker_start = [torch_threads] { engine::SetCpuThreads(torch_threads); };
+  Scheduler scheduler(scheduler_options);
   ServerMetrics metrics;
   metrics.WatchQueue(
       [&scheduler] { return std::make_pair(scheduler.queue_depth(), scheduler.running()); });

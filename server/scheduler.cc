@@ -63,6 +63,7 @@ int Scheduler::running() const {
 }
 
 void Scheduler::WorkerLoop() {
+  if (options_.on_worker_start) options_.on_worker_start();
   while (true) {
     std::shared_ptr<Job> job;
     {

@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -33,6 +34,9 @@ class Scheduler {
   struct Options {
     int workers = 1;
     int max_queue = 16;  // jobs waiting (not counting the ones running)
+    // Runs first on every worker thread. Per-thread runtime settings belong here: LibTorch's
+    // intra-op thread count (OpenMP) is a per-thread setting that new threads do not inherit.
+    std::function<void()> on_worker_start;
   };
 
   explicit Scheduler(Options options);
