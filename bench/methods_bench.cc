@@ -43,6 +43,10 @@ ABSL_FLAG(uint64_t, seed, 0, "prompt i uses seed + i");
 ABSL_FLAG(double, temperature, 1.0, "sampling temperature");
 ABSL_FLAG(int, threads, 1, "torch intra-op threads");
 ABSL_FLAG(bool, sweep, false, "also run MuLo-SD's ablation sweep");
+ABSL_FLAG(std::vector<std::string>, sweep_groups,
+          std::vector<std::string>({"tau", "radius", "pooling", "draft_rows", "bounds"}),
+          "with --sweep: which axes to sweep (tau = tau x rejection, radius, pooling, "
+          "draft_rows, bounds = tau 0 and tau 2)");
 ABSL_FLAG(std::vector<std::string>, methods,
           std::vector<std::string>({"ar", "speculative", "mulo"}),
           "main methods to run (comma list of ar, speculative, mulo); ar "
@@ -61,7 +65,7 @@ struct Config {
   std::string name;
   std::string group;  // "main" or the sweep axis
   std::shared_ptr<const DecodingMethod> method;
-  double tau = 0, radius = 0, pooling_k = 0;
+  double tau = 0, radius = 0, pooling_k = 0, draft_rows = 0;
   std::string rejection;
 };
 
@@ -74,8 +78,9 @@ struct Row {
 };
 
 Config Mulo(const std::string& name, const std::string& group, double tau, int64_t radius,
-            engine::Rejection rejection, int64_t k) {
+            engine::Rejection rejection, int64_t k, int64_t draft_rows = 1) {
   engine::MuloOptions o;
+  o.draft_rows = draft_rows;
   o.tau = tau;
   o.radius = radius;
   o.rejection = rejection;
@@ -86,6 +91,7 @@ Config Mulo(const std::string& name, const std::string& group, double tau, int64
            tau,
            static_cast<double>(radius),
            static_cast<double>(k),
+           static_cast<double>(draft_rows),
            rejection == engine::Rejection::kLocal ? "local" : "raster"};
   return c;
 }
@@ -119,7 +125,21 @@ int Run() {
                                         wanted.end();
                                }),
                 configs.end());
-  if (absl::GetFlag(FLAGS_sweep)) {
+  const auto groups = absl::GetFlag(FLAGS_sweep_groups);
+  for (const std::string& g : groups) {
+    if (g != "tau" && g != "radius" && g != "pooling" && g != "draft_rows" && g != "bounds") {
+      std::fprintf(stderr,
+                   "error: --sweep_groups: unknown axis \"%s\" (tau, radius, pooling, "
+                   "draft_rows, bounds)\n",
+                   g.c_str());
+      return 2;
+    }
+  }
+  auto sweeping = [&](const std::string& group) {
+    return absl::GetFlag(FLAGS_sweep) &&
+           std::find(groups.begin(), groups.end(), group) != groups.end();
+  };
+  if (sweeping("tau")) {
     for (double tau : {1e-5, 1e-4, 1e-3, 1e-2}) {
       for (Rejection rej : {Rejection::kLocal, Rejection::kRaster}) {
         configs.push_back(Mulo(
@@ -127,11 +147,25 @@ int Run() {
             "tau x rejection", tau, 3, rej, 1000));
       }
     }
+  }
+  if (sweeping("radius")) {
     for (int64_t radius : {0, 1}) {
       configs.push_back(Mulo(absl::StrFormat("mulo radius %d", radius), "radius", 1e-4, radius,
                              Rejection::kLocal, 1000));
     }
+  }
+  if (sweeping("pooling")) {
     configs.push_back(Mulo("mulo no pooling (k 1)", "pooling", 1e-4, 3, Rejection::kLocal, 1));
+  }
+  if (sweeping("draft_rows")) {
+    // More drafter rows per step: fewer verify forwards and drafter cache refreshes, longer
+    // stretches drafted without the target's correction.
+    for (int64_t rows : {2, 4}) {
+      configs.push_back(Mulo(absl::StrFormat("mulo draft_rows %d", rows), "draft rows", 1e-4, 3,
+                             Rejection::kLocal, 1000, rows));
+    }
+  }
+  if (sweeping("bounds")) {
     // The two ends of the acceptance range: tau = 0 accepts every draft, so its time is
     // MuLo-SD's fixed cost (drafting, up/down-sampling, verification); tau > 1 accepts none
     // and re-samples every token with the target on top of that fixed cost.
@@ -198,7 +232,7 @@ int Run() {
   csv << "method,group,seconds_per_image,speedup,step_compression,acceptance,"
          "target_forwards,"
          "draft_forwards,theoretical_speedup,syntheval,syntheval_delta,tau,"
-         "radius,k,rejection\n";
+         "radius,k,rejection,draft_rows\n";
   for (const Row& row : rows) {
     const double sec = row.seconds / row.n, ar_sec = ar.seconds / ar.n;
     const double acceptance = row.drafted > 0 ? row.accepted / row.drafted : 0;
@@ -213,10 +247,11 @@ int Run() {
         row.draft_forwards / row.n, is_mulo ? absl::StrFormat("%.2f", st) : "-", score,
         score - ar_score);
     const std::string csv_line = absl::StrFormat(
-        "\"%s\",%s,%.4f,%.4f,%.4f,%.4f,%.2f,%.2f,%.4f,%.2f,%.2f,%g,%g,%g,%s\n", row.config.name,
+        "\"%s\",%s,%.4f,%.4f,%.4f,%.4f,%.2f,%.2f,%.4f,%.2f,%.2f,%g,%g,%g,%s,%g\n", row.config.name,
         row.config.group, sec, ar_sec / sec, row.tokens / row.target_forwards, acceptance,
         row.target_forwards / row.n, row.draft_forwards / row.n, st, score, score - ar_score,
-        row.config.tau, row.config.radius, row.config.pooling_k, row.config.rejection);
+        row.config.tau, row.config.radius, row.config.pooling_k, row.config.rejection,
+        row.config.draft_rows);
     md << line;
     csv << csv_line;
     if (sweep.is_open() && row.config.group != "main") sweep << csv_line;
