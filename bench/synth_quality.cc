@@ -32,7 +32,11 @@ ABSL_FLAG(double, cfg_scale, -1, "CFG scale (-1 = the family's default)");
 ABSL_FLAG(double, temperature, 1.0, "sampling temperature (0 = greedy)");
 ABSL_FLAG(int, top_k, 0, "top-k (0 = off)");
 ABSL_FLAG(int, threads, 1, "torch intra-op threads");
+ABSL_FLAG(bool, target, true, "evaluate the target (false: only the drafter rows)");
 ABSL_FLAG(bool, drafter, true, "also evaluate the drafter alone at its resolution");
+ABSL_FLAG(bool, upsampled_drafter, true,
+          "with the drafter: also judge U_r of its whole sample at the target's resolution "
+          "(MuLo-SD's drafts with nothing accepted or rejected, outside its D_r feedback loop)");
 ABSL_FLAG(std::string, grid_out, "", "write a 4x4 grid of the first 16 target images here");
 ABSL_FLAG(std::string, tokens_out, "",
           "also write each target image's tokens here, one JSON line per prompt (to compare "
@@ -120,12 +124,15 @@ int Run() {
   ModelSet drafter_family = family;  // the drafter decoding on its own, at its own resolution
   drafter_family.target = family.drafter;
   const bool with_drafter = absl::GetFlag(FLAGS_drafter) && family.drafter != nullptr;
+  const bool with_upsampled = with_drafter && absl::GetFlag(FLAGS_upsampled_drafter) &&
+                              family.upsampler != nullptr && family.vq != nullptr;
+  const bool with_target = absl::GetFlag(FLAGS_target);
 
   synth::SynthEval judge;
   engine::ArDecoder ar;
   engine::NullProgressSink sink;
   engine::CancelToken cancel;
-  Tally target_tally, drafter_tally;
+  Tally target_tally, drafter_tally, upsampled_tally;
   std::vector<cv::Mat> grid_images;
   std::vector<std::string> grid_captions;
   std::ofstream tokens_out;
@@ -137,6 +144,7 @@ int Run() {
     sampling.seed = absl::GetFlag(FLAGS_seed) + static_cast<uint64_t>(entry.id);
     for (bool drafter : {false, true}) {
       if (drafter && !with_drafter) continue;
+      if (!drafter && !with_target) continue;
       const ModelSet& models = drafter ? drafter_family : family;
       auto result = engine::GenerateImage(ar, models, entry.prompt, sampling, sink, cancel);
       if (!result.ok()) {
@@ -152,6 +160,35 @@ int Run() {
         return 1;
       }
       (drafter ? drafter_tally : target_tally).Add(*verdict, result->stats.total_seconds);
+      if (drafter && with_upsampled) {
+        const int64_t small = family.drafter->config().grid_size;
+        const int64_t grid = family.target->config().grid_size;
+        auto ids = torch::tensor(std::vector<int64_t>(result->tokens.begin(), result->tokens.end()),
+                                 torch::kInt64)
+                       .unsqueeze(0);
+        auto up = family.upsampler->Apply(ids, small, small);
+        if (!up.ok()) {
+          std::fprintf(stderr, "error up-sampling prompt %d: %s\n", entry.id,
+                       up.status().ToString().c_str());
+          return 1;
+        }
+        auto flat = up->flatten().to(torch::kCPU);
+        std::vector<int32_t> up_ids(flat.data_ptr<int64_t>(),
+                                    flat.data_ptr<int64_t>() + flat.numel());
+        auto rgb = family.vq->DecodeToRgb(up_ids, grid, grid);
+        if (!rgb.ok()) {
+          std::fprintf(stderr, "error decoding prompt %d: %s\n", entry.id,
+                       rgb.status().ToString().c_str());
+          return 1;
+        }
+        auto up_verdict = judge.Evaluate(entry.prompt, bench::ToRgbMat(*rgb));
+        if (!up_verdict.ok()) {
+          std::fprintf(stderr, "error judging prompt %d: %s\n", entry.id,
+                       up_verdict.status().ToString().c_str());
+          return 1;
+        }
+        upsampled_tally.Add(*up_verdict, 0);
+      }
       if (!drafter && tokens_out.is_open()) {
         tokens_out << "{\"id\": " << entry.id << ", \"tokens\": [";
         for (size_t t = 0; t < result->tokens.size(); ++t) {
@@ -179,14 +216,18 @@ int Run() {
       "| model | image | prompts | pass | colour | shape | size | position | background | s / "
       "image |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  target_tally.Print("target", family.ImageSize());
+  if (with_target) target_tally.Print("target", family.ImageSize());
   if (with_drafter) drafter_tally.Print("drafter (alone)", drafter_family.ImageSize());
+  if (with_upsampled) upsampled_tally.Print("U_r(drafter sample)", family.ImageSize());
   if (!absl::GetFlag(FLAGS_json_out).empty()) {
     std::ofstream json(absl::GetFlag(FLAGS_json_out));
     json << "{\"cfg_scale\": " << sampling.cfg_scale
-         << ", \"temperature\": " << sampling.temperature
-         << ", \"target\": " << target_tally.Json(family.ImageSize());
+         << ", \"temperature\": " << sampling.temperature;
+    if (with_target) json << ", \"target\": " << target_tally.Json(family.ImageSize());
     if (with_drafter) json << ", \"drafter\": " << drafter_tally.Json(drafter_family.ImageSize());
+    if (with_upsampled) {
+      json << ", \"upsampled_drafter\": " << upsampled_tally.Json(family.ImageSize());
+    }
     json << "}\n";
   }
   if (!absl::GetFlag(FLAGS_grid_out).empty()) {
