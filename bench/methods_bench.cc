@@ -27,6 +27,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "bench/family_inputs.h"
 #include "bench/rgb_mat.h"
 #include "engine/decode/ar.h"
@@ -43,8 +44,15 @@ ABSL_FLAG(uint64_t, seed, 0, "prompt i uses seed + i");
 ABSL_FLAG(double, temperature, 1.0, "sampling temperature");
 ABSL_FLAG(int, threads, 1, "torch intra-op threads");
 ABSL_FLAG(bool, sweep, false, "also run MuLo-SD's ablation sweep");
-ABSL_FLAG(std::vector<std::string>, sweep_groups,
-          std::vector<std::string>({"tau", "radius", "pooling", "draft_rows", "bounds"}),
+namespace {
+// The sweep's axes, in the order they run: the flag's default, its check and its message.
+const std::vector<std::string>& SweepAxes() {
+  static const auto* axes =
+      new std::vector<std::string>({"tau", "radius", "pooling", "draft_rows", "bounds"});
+  return *axes;
+}
+}  // namespace
+ABSL_FLAG(std::vector<std::string>, sweep_groups, SweepAxes(),
           "with --sweep: which axes to sweep (tau = tau x rejection, radius, pooling, "
           "draft_rows, bounds = tau 0 and tau 2)");
 ABSL_FLAG(std::vector<std::string>, methods,
@@ -127,11 +135,9 @@ int Run() {
                 configs.end());
   const auto groups = absl::GetFlag(FLAGS_sweep_groups);
   for (const std::string& g : groups) {
-    if (g != "tau" && g != "radius" && g != "pooling" && g != "draft_rows" && g != "bounds") {
-      std::fprintf(stderr,
-                   "error: --sweep_groups: unknown axis \"%s\" (tau, radius, pooling, "
-                   "draft_rows, bounds)\n",
-                   g.c_str());
+    if (std::find(SweepAxes().begin(), SweepAxes().end(), g) == SweepAxes().end()) {
+      std::fprintf(stderr, "error: --sweep_groups: unknown axis \"%s\" (%s)\n", g.c_str(),
+                   absl::StrJoin(SweepAxes(), ", ").c_str());
       return 2;
     }
   }

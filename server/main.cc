@@ -85,7 +85,7 @@ int Run() {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  const int torch_threads = std::max(1, absl::GetFlag(FLAGS_torch_threads));
+  const int torch_threads = absl::GetFlag(FLAGS_torch_threads);  // SetCpuThreads clamps to >= 1
   engine::SetCpuThreads(torch_threads);
   engine::LoadOptions load_options;
   try {
