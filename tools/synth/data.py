@@ -42,3 +42,13 @@ def to_tensor(images):
 
 def render_batch(scenes, size, device="cpu"):
     return to_tensor([domain.render_array(s, size) for s in scenes]).to(device)
+
+
+def object_masks(scenes, size, device="cpu"):
+    """[B, 1, S, S] float, 1 where a pixel shows an object: where the scene's render differs
+    from the render of its background alone (object colours never equal a background's)."""
+    masks = []
+    for s in scenes:
+        bare = dict(s, objects=[])
+        masks.append((domain.render_array(s, size) != domain.render_array(bare, size)).any(-1))
+    return torch.from_numpy(np.stack(masks)).float().unsqueeze(1).to(device)

@@ -68,12 +68,20 @@ def main():
     lines += ["", f"Total: {total / 1e6:.2f} M parameters, {size / 2**20:.1f} MiB of weights.", "",
               "## Training (real times, 2-core CPU unless noted)", "",
               "| stage | minutes | metrics |", "|---|---:|---|"]
+    family_run = training.pop("family", None)
     for stage, report in training.items():
         metrics = ", ".join(f"{k} {v}" for k, v in report.items()
                             if k not in ("train_minutes", "wall_minutes_last_run", "threads"))
         lines.append(f"| {stage} | {report.get('train_minutes', '?')} | {metrics} |")
     minutes = sum(r.get("train_minutes", 0) for r in training.values())
-    lines += ["", f"Total training time: {minutes:.0f} min ({minutes / 60:.1f} h).", ""]
+    lines += ["", f"Total training time: {minutes:.0f} min ({minutes / 60:.1f} h) summed over "
+              "stages."]
+    if family_run:
+        lines.append(f"`train_all.py` wall time: {family_run['wall_minutes']:.0f} min "
+                     f"({family_run['wall_minutes'] / 60:.1f} h) over "
+                     f"{family_run['invocations']} invocation(s), the stages after the target in "
+                     f"{family_run['lanes_after_target']} lane(s).")
+    lines.append("")
     sweep_path = os.path.join(FAMILY, "cfg_sweep.json")
     if os.path.exists(sweep_path):
         sweep = json.load(open(sweep_path))

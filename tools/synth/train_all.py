@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Trains the whole bundled family models/synth from scratch, in dependency order:
 
-  vq -> vq_refine -> target (+ text conditioner) -> drafter -> chain -> resamplers -> eagle
-  -> vq_decoder (decoder only: token ids unchanged, so the AR models stay valid)
+  vq -> vq_refine -> vq_decoder -> target (+ text conditioner) -> drafter, chain, resamplers,
+  eagle
 
 Each stage is its own resumable script (see --help of each); an interrupted run continues
 where it stopped when this command is run again, and finished stages are skipped. Real
@@ -12,6 +12,12 @@ training times are recorded in models/synth/training.json.
   /usr/bin/python3 tools/synth/train_all.py --only target
   MULO_TRAIN_THREADS=1 /usr/bin/python3 tools/synth/train_all.py --only resamplers  # beside another
   /usr/bin/python3 tools/synth/train_all.py --from-scratch
+
+After the target, the four stages that depend only on it and the VQ run in two lanes of one
+thread each ({drafter, chain} beside {resamplers, eagle}): these models are too small to use
+two threads well, so two one-thread stages side by side finish sooner than one after the
+other with two threads each. --lanes 1 runs them one after the other. The wall time of every
+invocation is added up in training.json ("family").
 """
 import argparse
 import fcntl
@@ -20,6 +26,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -29,18 +36,30 @@ import trainer  # noqa: E402
 STAGES = [
     ("vq", ["train_vq.py"]),
     ("vq_refine", ["train_vq.py", "--refine"]),
+    # Decoder only: token ids stay as vq_refine left them. Before the resamplers, whose pixel
+    # loss goes through the final decoder.
+    ("vq_decoder", ["train_vq.py", "--decoder_only"]),
     ("target", ["train_ar.py", "--role", "target"]),
     ("drafter", ["train_ar.py", "--role", "drafter"]),
     ("chain", ["train_ar.py", "--role", "chain"]),
     ("resamplers", ["train_resamplers.py"]),
     ("eagle", ["train_eagle.py"]),
-    # Leaves token ids unchanged, so it runs last: the AR models are trained on the same ids.
-    ("vq_decoder", ["train_vq.py", "--decoder_only"]),
 ]
+# Stages that need only the target (and conditioner) and the VQ, in lanes that may run side
+# by side; each lane keeps its own order.
+AFTER_TARGET_LANES = [["drafter", "chain"], ["resamplers", "eagle"]]
+
+
+class StageFailed(Exception):
+    pass
 
 
 def stage_dir(stage):
     return os.path.join(trainer.WORK_DIR, stage)
+
+
+def is_done(stage):
+    return os.path.exists(os.path.join(stage_dir(stage), "done"))
 
 
 def write_record(record_path):
@@ -63,7 +82,7 @@ def write_record(record_path):
     return record
 
 
-def run_stage(stage, command):
+def run_stage(stage, command, threads=None):
     """Trains one stage unless it is done. A lock per stage lets a second train_all (say
     `--only resamplers` on a free core) run beside this one without training a stage twice:
     whoever comes second waits, then sees the done marker."""
@@ -80,22 +99,66 @@ def run_stage(stage, command):
             return
         print(f"[train_all] {stage}: {' '.join(command)}", flush=True)
         t0 = time.time()
-        result = subprocess.run([sys.executable, os.path.join(HERE, command[0])] + command[1:])
+        env = dict(os.environ)
+        if threads:
+            env["MULO_TRAIN_THREADS"] = str(threads)
+        result = subprocess.run([sys.executable, os.path.join(HERE, command[0])] + command[1:],
+                                env=env)
         if result.returncode != 0:
-            print(f"[train_all] {stage} failed (exit {result.returncode}); re-run to resume",
-                  file=sys.stderr)
-            sys.exit(result.returncode)
+            raise StageFailed(f"[train_all] {stage} failed (exit {result.returncode}); "
+                              "re-run to resume")
         report_path = os.path.join(stage_dir(stage), "report.json")
         report = {}
         if os.path.exists(report_path):
             with open(report_path) as f:
                 report = json.load(f)
         report["wall_minutes_last_run"] = round((time.time() - t0) / 60, 1)
-        report["threads"] = int(os.environ.get("MULO_TRAIN_THREADS", os.cpu_count() or 1))
+        report["threads"] = int(env.get("MULO_TRAIN_THREADS", os.cpu_count() or 1))
         with open(report_path, "w") as f:
             json.dump(report, f, indent=2)
         with open(done, "w") as f:
             f.write("done\n")
+
+
+def add_family_wall(record_path, seconds, lanes):
+    """Adds this invocation's wall time to the family's total in training.json."""
+    with open(record_path) as f:
+        record = json.load(f)
+    family = record.get("family", {})
+    family["wall_minutes"] = round(family.get("wall_minutes", 0.0) + seconds / 60, 1)
+    family["invocations"] = family.get("invocations", 0) + 1
+    family["lanes_after_target"] = lanes
+    record["family"] = family
+    tmp = record_path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(record, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, record_path)
+
+
+def run_lanes(lanes, commands, record_path, record_lock):
+    """Runs each lane (a list of stages, in order) in its own thread with its share of the
+    cores; the first failure is raised once every lane has stopped."""
+    threads = max(1, (int(os.environ.get("MULO_TRAIN_THREADS", 0)) or os.cpu_count() or 1)
+                  // len(lanes))
+    errors = []
+
+    def lane_main(stages):
+        try:
+            for stage in stages:
+                run_stage(stage, commands[stage], threads if len(lanes) > 1 else None)
+                with record_lock:
+                    write_record(record_path)
+        except StageFailed as e:
+            errors.append(e)
+
+    workers = [threading.Thread(target=lane_main, args=(lane,)) for lane in lanes if lane]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    if errors:
+        raise errors[0]
 
 
 def main():
@@ -105,19 +168,45 @@ def main():
                          "delete out/train/<stage> to retrain one")
     ap.add_argument("--from-scratch", action="store_true",
                     help="delete all training state under out/train first")
+    ap.add_argument("--lanes", type=int, choices=[1, 2], default=2,
+                    help="run the stages after the target in 2 lanes side by side (default) "
+                         "or in 1")
     args = ap.parse_args()
     if args.from_scratch and os.path.isdir(trainer.WORK_DIR):
         shutil.rmtree(trainer.WORK_DIR)
     os.makedirs(trainer.WORK_DIR, exist_ok=True)
     record_path = os.path.join(trainer.MODELS_DIR, "training.json")
-    for stage, command in STAGES:
-        if args.only and stage not in args.only:
-            continue
-        run_stage(stage, command)
+    os.makedirs(trainer.MODELS_DIR, exist_ok=True)
+    commands = dict(STAGES)
+    wanted = [stage for stage, _ in STAGES if not args.only or stage in args.only]
+    laned = {stage for lane in AFTER_TARGET_LANES for stage in lane}
+    record_lock = threading.Lock()
+    t0 = time.time()
+    try:
+        for stage in wanted:
+            if stage in laned:
+                if stage == next(s for s in wanted if s in laned):  # the lanes' first stage
+                    # Finished stages drop out, so a lone remaining lane gets every core.
+                    lanes = [[s for s in lane if s in wanted and not is_done(s)]
+                             for lane in AFTER_TARGET_LANES]
+                    lanes = [lane for lane in lanes if lane]
+                    if args.lanes == 1:
+                        lanes = [[s for lane in lanes for s in lane]]
+                    run_lanes(lanes, commands, record_path, record_lock)
+                continue
+            run_stage(stage, commands[stage])
+            write_record(record_path)
+    except StageFailed as e:
+        print(e, file=sys.stderr)
+        sys.exit(1)
+    finally:
         write_record(record_path)
+        add_family_wall(record_path, time.time() - t0, args.lanes)
     record = write_record(record_path)
     total = sum(r.get("train_minutes", 0) for r in record.values())
-    print(f"[train_all] finished; training minutes recorded: {total:.1f}", flush=True)
+    print(f"[train_all] finished; training minutes recorded: {total:.1f} (stages), "
+          f"{record['family']['wall_minutes']:.1f} wall minutes over "
+          f"{record['family']['invocations']} invocation(s)", flush=True)
 
 
 if __name__ == "__main__":

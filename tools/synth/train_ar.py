@@ -45,7 +45,7 @@ ROLES = {
     # model"; upstream models are "finetuned for each scale"), the drafter is the target's
     # architecture fine-tuned from the trained target at half resolution.
     "drafter": dict(model=dict(dim=192, n_layer=6, n_head=6, grid_size=8), image_size=32,
-                    steps=3000, batch=32, lr=5e-4, seed=22, init_from="target"),
+                    steps=4500, batch=32, lr=5e-4, seed=22, init_from="target"),
     "chain": dict(model=dict(dim=96, n_layer=2, n_head=3, grid_size=16), image_size=64,
                   steps=1000, batch=32, lr=1e-3, seed=23),
 }

@@ -1,0 +1,170 @@
+"""Unit tests of the family's training tools: the VQ's object-weighted loss and train_all's
+lanes (stage order, threads per lane, failure and resume, the recorded wall time)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+SYNTH = os.path.join(ROOT, "tools", "synth")
+sys.path.insert(0, SYNTH)
+
+import torch  # noqa: E402
+
+import data  # noqa: E402
+import domain  # noqa: E402
+import train_all  # noqa: E402
+import train_vq  # noqa: E402
+
+
+def one_object_scene(shape="square", size="large", cell=4):
+    return {"background": {"kind": "stripes", "colors": ["white", "black"]},
+            "objects": [{"shape": shape, "size": size, "color": "red", "cell": cell,
+                         "jitter": [0.0, 0.0]}],
+            "template": 0, "size_mentioned": [True]}
+
+
+class ObjectWeightTest(unittest.TestCase):
+    def test_mask_is_the_object_and_nothing_else(self):
+        scene = one_object_scene()
+        mask = data.object_masks([scene], 64)[0, 0]
+        image = torch.from_numpy(domain.render_array(scene, 64))
+        red = (image == torch.tensor(domain.OBJECT_COLORS["red"], dtype=torch.uint8)).all(-1)
+        self.assertTrue(torch.equal(mask.bool(), red))
+        # A large square's side is 2 * 0.85 * 0.15 image widths: 16.3 px at 64 px.
+        self.assertIn(int(mask.sum()), range(15 * 15, 18 * 18 + 1))
+        bare = dict(scene, objects=[])
+        self.assertEqual(data.object_masks([bare], 32).sum().item(), 0)
+
+    def test_weights_cover_objects_and_their_ring(self):
+        scene = one_object_scene(size="small")
+        mask = data.object_masks([scene], 32)
+        weight = train_vq.pixel_weights([scene], 32, 16.0, "cpu")
+        self.assertEqual(weight.shape, (1, 1, 32, 32))
+        self.assertTrue(torch.all(weight[mask.bool()] == 17.0))
+        ring = (weight == 17.0) & ~mask.bool()
+        self.assertGreater(int(ring.sum()), 0)
+        # The ring is one pixel wide: every ring pixel touches the object (8-neighbourhood).
+        near = torch.nn.functional.max_pool2d(mask, 3, stride=1, padding=1).bool()
+        self.assertTrue(torch.all(near[ring]))
+        self.assertTrue(torch.all(weight[~near] == 1.0))
+        self.assertIsNone(train_vq.pixel_weights([scene], 32, 0.0, "cpu"))
+
+    def test_weighted_mean(self):
+        err = torch.rand(2, 3, 4, 4)
+        self.assertAlmostEqual(train_vq.weighted_mean(err, None).item(), err.mean().item(), 6)
+        flat = torch.full((2, 1, 4, 4), 5.0)
+        self.assertAlmostEqual(train_vq.weighted_mean(err, flat).item(), err.mean().item(), 5)
+        only_first = torch.zeros(2, 1, 4, 4)
+        only_first[:, :, 0, 0] = 1.0
+        self.assertAlmostEqual(train_vq.weighted_mean(err, only_first).item(),
+                               err[:, :, 0, 0].mean().item(), 5)
+
+
+FAKE_STAGE = textwrap.dedent("""
+    import json, os, sys, time
+    stage = sys.argv[1]
+    work = os.path.join(os.environ["MULO_TRAIN_DIR"], stage)
+    with open(os.path.join(os.environ["MULO_TRAIN_DIR"], "events.txt"), "a") as f:
+        f.write(f"{stage} {os.environ.get('MULO_TRAIN_THREADS', '-')}\\n")
+    time.sleep(0.3)
+    if stage == os.environ.get("FAIL_STAGE"):
+        sys.exit(3)
+    with open(os.path.join(work, "report.json"), "w") as f:
+        json.dump({"train_minutes": 0.5}, f)
+""")
+
+DRIVER = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    import train_all
+    train_all.STAGES = [(s, [sys.argv[2], s]) for s, _ in train_all.STAGES]
+    sys.argv = ["train_all.py"] + sys.argv[3:]
+    train_all.main()
+""")
+
+
+class TrainAllLanesTest(unittest.TestCase):
+    """train_all.py with every stage replaced by a script that records its name and threads."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.env = dict(os.environ, MULO_TRAIN_DIR=os.path.join(self.tmp, "train"),
+                        MULO_MODELS_DIR=os.path.join(self.tmp, "models"), MULO_TRAIN_THREADS="2")
+        self.env.pop("FAIL_STAGE", None)
+        self.fake = os.path.join(self.tmp, "fake_stage.py")
+        self.driver = os.path.join(self.tmp, "driver.py")
+        with open(self.fake, "w") as f:
+            f.write(FAKE_STAGE)
+        with open(self.driver, "w") as f:
+            f.write(DRIVER)
+
+    def run_all(self, *args, fail=None):
+        env = dict(self.env, **({"FAIL_STAGE": fail} if fail else {}))
+        return subprocess.run([sys.executable, self.driver, SYNTH, self.fake, *args], env=env,
+                              capture_output=True, text=True)
+
+    def events(self):
+        with open(os.path.join(self.env["MULO_TRAIN_DIR"], "events.txt")) as f:
+            lines = [line.split() for line in f if line.strip()]
+        os.remove(os.path.join(self.env["MULO_TRAIN_DIR"], "events.txt"))
+        return lines
+
+    def record(self):
+        with open(os.path.join(self.env["MULO_MODELS_DIR"], "training.json")) as f:
+            return json.load(f)
+
+    def test_lanes_order_threads_failure_and_resume(self):
+        result = self.run_all(fail="chain")
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertIn("chain failed (exit 3)", result.stderr)
+        events = self.events()
+        order = [stage for stage, _ in events]
+        threads = dict(events)
+        # Up to the target, one stage at a time with the process's threads.
+        self.assertEqual(order[:4], ["vq", "vq_refine", "vq_decoder", "target"])
+        self.assertEqual([threads[s] for s in order[:4]], ["2", "2", "2", "2"])
+        # After it, each lane in its own order, one thread each; the other lane finishes even
+        # though chain failed.
+        self.assertEqual(sorted(order[4:]), ["chain", "drafter", "eagle", "resamplers"])
+        self.assertLess(order.index("drafter"), order.index("chain"))
+        self.assertLess(order.index("resamplers"), order.index("eagle"))
+        self.assertEqual({threads[s] for s in order[4:]}, {"1"})
+        record = self.record()
+        self.assertIn("eagle", record)
+        self.assertNotIn("chain", record)
+        self.assertEqual(record["family"]["invocations"], 1)
+
+        # Resume: only what is left runs; chain, alone now, gets both threads.
+        result = self.run_all()
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(self.events(), [["chain", "2"]])
+        record = self.record()
+        self.assertEqual(record["family"]["invocations"], 2)
+        self.assertEqual(record["family"]["lanes_after_target"], 2)
+        self.assertEqual(record["chain"]["threads"], 2)
+        self.assertEqual(record["drafter"]["threads"], 1)
+        self.assertEqual(sorted(k for k in record if k != "family"),
+                         sorted(s for s, _ in train_all.STAGES))
+
+    def test_one_lane(self):
+        result = self.run_all("--lanes", "1")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        order = self.events()
+        self.assertEqual(order, [[s, "2"] for s in
+                                 ["vq", "vq_refine", "vq_decoder", "target", "drafter", "chain",
+                                  "resamplers", "eagle"]])
+        self.assertEqual(self.record()["family"]["lanes_after_target"], 1)
+
+    def test_only(self):
+        result = self.run_all("--only", "eagle", "--only", "vq")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(self.events(), [["vq", "2"], ["eagle", "2"]])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
