@@ -163,18 +163,14 @@ int Run() {
       if (drafter && with_upsampled) {
         const int64_t small = family.drafter->config().grid_size;
         const int64_t grid = family.target->config().grid_size;
-        auto ids = torch::tensor(std::vector<int64_t>(result->tokens.begin(), result->tokens.end()),
-                                 torch::kInt64)
-                       .unsqueeze(0);
-        auto up = family.upsampler->Apply(ids, small, small);
+        auto up = family.upsampler->Apply(
+            std::vector<int64_t>(result->tokens.begin(), result->tokens.end()), small, small);
         if (!up.ok()) {
           std::fprintf(stderr, "error up-sampling prompt %d: %s\n", entry.id,
                        up.status().ToString().c_str());
           return 1;
         }
-        auto flat = up->flatten().to(torch::kCPU);
-        std::vector<int32_t> up_ids(flat.data_ptr<int64_t>(),
-                                    flat.data_ptr<int64_t>() + flat.numel());
+        std::vector<int32_t> up_ids(up->begin(), up->end());
         auto rgb = family.vq->DecodeToRgb(up_ids, grid, grid);
         if (!rgb.ok()) {
           std::fprintf(stderr, "error decoding prompt %d: %s\n", entry.id,

@@ -127,11 +127,7 @@ StatusOr<DecodeResult> MuloDecoder::Decode(const DecodeRequest& request, const M
       std::vector<int64_t> y;
       if (committed_rows > 0) {
         PhaseTimer timer(&stats, Phase::kDownsample, device);
-        auto ids = torch::tensor(x, torch::kInt64).unsqueeze(0);
-        MULO_ASSIGN_OR_RETURN(torch::Tensor down,
-                              models.downsampler->Apply(ids, committed_rows, grid));
-        auto flat = down.flatten().to(torch::kCPU);
-        y.assign(flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel());
+        MULO_ASSIGN_OR_RETURN(y, models.downsampler->Apply(x, committed_rows, grid));
       }
       {
         PhaseTimer timer(&stats, Phase::kDraft, device);
@@ -163,10 +159,9 @@ StatusOr<DecodeResult> MuloDecoder::Decode(const DecodeRequest& request, const M
       {
         PhaseTimer timer(&stats, Phase::kUpsample, device);
         const int64_t small_rows = prefix_small_rows + draft_rows;
-        auto ids = torch::tensor(y, torch::kInt64).unsqueeze(0);
-        MULO_ASSIGN_OR_RETURN(torch::Tensor up, models.upsampler->Apply(ids, small_rows, small));
-        auto flat = up.flatten().to(torch::kCPU);
-        drafts.assign(flat.data_ptr<int64_t>() + n, flat.data_ptr<int64_t>() + flat.numel());
+        MULO_ASSIGN_OR_RETURN(std::vector<int64_t> up,
+                              models.upsampler->Apply(y, small_rows, small));
+        drafts.assign(up.begin() + n, up.end());
       }
       const int64_t length = static_cast<int64_t>(drafts.size());
       const int64_t end = n + length;

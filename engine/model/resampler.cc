@@ -103,4 +103,12 @@ StatusOr<torch::Tensor> Resampler::Apply(const torch::Tensor& ids, int64_t h, in
   return logits.argmax(1).flatten(1);
 }
 
+StatusOr<std::vector<int64_t>> Resampler::Apply(const std::vector<int64_t>& ids, int64_t h,
+                                                int64_t w) const {
+  MULO_ASSIGN_OR_RETURN(torch::Tensor out, Apply(torch::tensor(ids, torch::kInt64).unsqueeze(0),
+                                                 h, w));
+  auto flat = out.flatten().to(torch::kCPU).contiguous();
+  return std::vector<int64_t>(flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel());
+}
+
 }  // namespace mulo::engine

@@ -40,6 +40,10 @@ class Resampler {
   StatusOr<torch::Tensor> Logits(const torch::Tensor& ids, int64_t h, int64_t w) const;
   // The argmax ids [B, H * W] (raster order) of Logits.
   StatusOr<torch::Tensor> Apply(const torch::Tensor& ids, int64_t h, int64_t w) const;
+  // Apply for one image held on the host, the form MuLo-SD's loop and the benchmarks keep
+  // token ids in: h * w ids in, H * W ids out.
+  StatusOr<std::vector<int64_t>> Apply(const std::vector<int64_t>& ids, int64_t h,
+                                       int64_t w) const;
 
  private:
   struct Conv {

@@ -65,6 +65,17 @@ TEST(ResamplerParityTest, UpAndDownMatchReference) {
     auto applied = (*model)->Apply(ids, h, h);
     ASSERT_OK(applied);
     EXPECT_TRUE(torch::equal(*applied, logits->argmax(1).flatten(1)));
+    // The host-vector form gives the same ids for each image of the batch.
+    for (int64_t b = 0; b < ids.size(0); ++b) {
+      auto row = ids[b].contiguous();
+      auto host = (*model)->Apply(
+          std::vector<int64_t>(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel()), h,
+          h);
+      ASSERT_OK(host);
+      auto want = (*applied)[b].contiguous();
+      EXPECT_EQ(*host, std::vector<int64_t>(want.data_ptr<int64_t>(),
+                                            want.data_ptr<int64_t>() + want.numel()));
+    }
   }
 }
 

@@ -1,8 +1,10 @@
 // Scheduler unit tests: per-worker start hook, FIFO order, bounded queue, draining, and jobs
-// whose deadline passes while queued.
+// whose deadline passes or that are cancelled while queued.
 #include "server/scheduler.h"
 
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -15,11 +17,12 @@
 namespace mulo::server {
 namespace {
 
-// Records what happened to it; optionally blocks in Run() until released.
+// Records what happened to it in the fixture's log; a gated job blocks in Run() until the
+// fixture opens the gate.
 class RecordingJob : public Job {
  public:
-  RecordingJob(int id, std::vector<int>* ran, std::mutex* mu, std::atomic<bool>* gate = nullptr,
-               std::optional<engine::CancelToken::Clock::time_point> deadline = std::nullopt)
+  RecordingJob(int id, std::vector<int>* ran, std::mutex* mu, const std::atomic<bool>* gate,
+               std::optional<engine::CancelToken::Clock::time_point> deadline)
       : id_(id),
         ran_(ran),
         mu_(mu),
@@ -37,6 +40,7 @@ class RecordingJob : public Job {
     skipped_ = why;
   }
   const engine::CancelToken& cancel() const override { return cancel_; }
+  engine::CancelToken& mutable_cancel() { return cancel_; }
 
   bool started() const { return started_; }
   absl::Status skipped() const {
@@ -48,17 +52,44 @@ class RecordingJob : public Job {
   const int id_;
   std::vector<int>* ran_;
   std::mutex* mu_;
-  std::atomic<bool>* gate_;
+  const std::atomic<bool>* gate_;
   std::atomic<bool> started_{false};
   engine::CancelToken cancel_;
   absl::Status skipped_ = absl::OkStatus();
 };
 
-void WaitStarted(const RecordingJob& job) {
-  while (!job.started()) std::this_thread::yield();
-}
+class SchedulerTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<RecordingJob> Job(int id) {
+    return std::make_shared<RecordingJob>(id, &ran_, &mu_, nullptr, std::nullopt);
+  }
+  // Blocks its worker until OpenGate(); returns once it runs, so later jobs queue behind it.
+  std::shared_ptr<RecordingJob> StartGatedJob(Scheduler& scheduler, int id) {
+    auto job = std::make_shared<RecordingJob>(id, &ran_, &mu_, &gate_, std::nullopt);
+    EXPECT_TRUE(scheduler.Submit(job).ok());
+    while (!job->started()) std::this_thread::yield();
+    return job;
+  }
+  std::shared_ptr<RecordingJob> JobWithDeadline(int id, std::chrono::milliseconds from_now) {
+    return std::make_shared<RecordingJob>(id, &ran_, &mu_, nullptr,
+                                          engine::CancelToken::Clock::now() + from_now);
+  }
+  void OpenGateAndWait(Scheduler& scheduler) {
+    gate_ = true;
+    ASSERT_TRUE(scheduler.WaitIdle(absl::Seconds(5)));
+  }
+  std::vector<int> ran() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ran_;
+  }
 
-TEST(SchedulerTest, WorkerStartHookRunsOnceOnEveryWorkerThread) {
+ private:
+  std::mutex mu_;
+  std::vector<int> ran_;
+  std::atomic<bool> gate_{false};
+};
+
+TEST_F(SchedulerTest, WorkerStartHookRunsOnceOnEveryWorkerThread) {
   std::mutex mu;
   std::set<std::thread::id> hook_threads;
   std::atomic<int> calls{0};
@@ -78,67 +109,51 @@ TEST(SchedulerTest, WorkerStartHookRunsOnceOnEveryWorkerThread) {
   EXPECT_EQ(hook_threads.count(std::this_thread::get_id()), 0u);
 }
 
-TEST(SchedulerTest, OneWorkerRunsJobsInArrivalOrder) {
-  std::mutex mu;
-  std::vector<int> ran;
-  std::atomic<bool> gate{false};
+TEST_F(SchedulerTest, OneWorkerRunsJobsInArrivalOrder) {
   Scheduler scheduler({1, 16, nullptr});
-  auto first = std::make_shared<RecordingJob>(0, &ran, &mu, &gate);
-  ASSERT_TRUE(scheduler.Submit(first).ok());
-  WaitStarted(*first);  // the rest queue behind it
-  for (int id = 1; id <= 5; ++id) {
-    ASSERT_TRUE(scheduler.Submit(std::make_shared<RecordingJob>(id, &ran, &mu)).ok());
-  }
+  StartGatedJob(scheduler, 0);
+  for (int id = 1; id <= 5; ++id) ASSERT_TRUE(scheduler.Submit(Job(id)).ok());
   EXPECT_EQ(scheduler.queue_depth(), 5);
   EXPECT_EQ(scheduler.running(), 1);
-  gate = true;
-  ASSERT_TRUE(scheduler.WaitIdle(absl::Seconds(5)));
-  EXPECT_EQ(ran, (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  OpenGateAndWait(scheduler);
+  EXPECT_EQ(ran(), (std::vector<int>{0, 1, 2, 3, 4, 5}));
   EXPECT_EQ(scheduler.running(), 0);
 }
 
-TEST(SchedulerTest, FullQueueAndDrainingRefuseWithUnavailable) {
-  std::mutex mu;
-  std::vector<int> ran;
-  std::atomic<bool> gate{false};
+TEST_F(SchedulerTest, FullQueueAndDrainingRefuseWithUnavailable) {
   Scheduler scheduler({1, 2, nullptr});
-  auto busy = std::make_shared<RecordingJob>(0, &ran, &mu, &gate);
-  ASSERT_TRUE(scheduler.Submit(busy).ok());
-  WaitStarted(*busy);
-  ASSERT_TRUE(scheduler.Submit(std::make_shared<RecordingJob>(1, &ran, &mu)).ok());
-  ASSERT_TRUE(scheduler.Submit(std::make_shared<RecordingJob>(2, &ran, &mu)).ok());
-  const absl::Status full = scheduler.Submit(std::make_shared<RecordingJob>(3, &ran, &mu));
+  StartGatedJob(scheduler, 0);
+  ASSERT_TRUE(scheduler.Submit(Job(1)).ok());
+  ASSERT_TRUE(scheduler.Submit(Job(2)).ok());
+  const absl::Status full = scheduler.Submit(Job(3));
   EXPECT_EQ(full.code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(full.message().find("queue is full"), std::string::npos) << full;
 
   scheduler.StopAccepting();
-  const absl::Status draining = scheduler.Submit(std::make_shared<RecordingJob>(4, &ran, &mu));
+  const absl::Status draining = scheduler.Submit(Job(4));
   EXPECT_EQ(draining.code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(draining.message().find("draining"), std::string::npos) << draining;
   // What was accepted before the drain still completes.
-  gate = true;
-  ASSERT_TRUE(scheduler.WaitIdle(absl::Seconds(5)));
-  EXPECT_EQ(ran, (std::vector<int>{0, 1, 2}));
+  OpenGateAndWait(scheduler);
+  EXPECT_EQ(ran(), (std::vector<int>{0, 1, 2}));
 }
 
-TEST(SchedulerTest, JobsOutOfTimeOrCancelledWhileQueuedAreSkippedNotRun) {
-  std::mutex mu;
-  std::vector<int> ran;
-  std::atomic<bool> gate{false};
+TEST_F(SchedulerTest, JobsOutOfTimeOrCancelledWhileQueuedAreSkippedNotRun) {
   Scheduler scheduler({1, 16, nullptr});
-  auto busy = std::make_shared<RecordingJob>(0, &ran, &mu, &gate);
-  ASSERT_TRUE(scheduler.Submit(busy).ok());
-  WaitStarted(*busy);
-  auto late = std::make_shared<RecordingJob>(
-      1, &ran, &mu, nullptr,
-      engine::CancelToken::Clock::now() + std::chrono::milliseconds(1));
-  ASSERT_TRUE(scheduler.Submit(late).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // its deadline passes in queue
-  gate = true;
-  ASSERT_TRUE(scheduler.WaitIdle(absl::Seconds(5)));
-  EXPECT_EQ(ran, (std::vector<int>{0}));
+  StartGatedJob(scheduler, 0);
+  auto late = JobWithDeadline(1, std::chrono::milliseconds(1));
+  auto cancelled = Job(2);
+  auto in_time = JobWithDeadline(3, std::chrono::minutes(5));
+  for (const auto& job : {late, cancelled, in_time}) ASSERT_TRUE(scheduler.Submit(job).ok());
+  cancelled->mutable_cancel().Cancel();  // the client goes away while it waits
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // late's deadline passes
+  OpenGateAndWait(scheduler);
+  EXPECT_EQ(ran(), (std::vector<int>{0, 3}));
   EXPECT_EQ(late->skipped().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_FALSE(late->started());
+  EXPECT_EQ(cancelled->skipped().code(), absl::StatusCode::kCancelled);
+  EXPECT_FALSE(cancelled->started());
+  EXPECT_TRUE(in_time->skipped().ok());
 }
 
 }  // namespace
