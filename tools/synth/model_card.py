@@ -4,7 +4,7 @@ the benchmarks recorded: models/synth/training.json (train_all.py: times and per
 metrics), the parameter counts of the committed safetensors, and the quality results of
 bench/synth_quality --json_out (SynthEval of the target and the drafter on held-out prompts).
 
-  /usr/bin/python3 tools/synth/model_card.py --quality out/bench/quality.json
+  /usr/bin/python3 tools/synth/model_card.py [--models models/synth] --quality out/bench/synth/quality.json
 """
 import argparse
 import json
@@ -30,8 +30,8 @@ ROLES = [
 ]
 
 
-def parameters(component):
-    path = os.path.join(FAMILY, component, "model.safetensors")
+def parameters(family, component):
+    path = os.path.join(family, component, "model.safetensors")
     if not os.path.exists(path):
         return None, None
     tensors = safetensors_io.load(path)
@@ -43,9 +43,12 @@ def parameters(component):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quality", help="JSON written by bench/synth_quality --json_out")
-    ap.add_argument("--out", default=os.path.join(FAMILY, "README.md"))
+    ap.add_argument("--models", default=FAMILY, help="the family directory")
+    ap.add_argument("--out", help="default: README.md in --models")
     args = ap.parse_args()
-    training = json.load(open(os.path.join(FAMILY, "training.json")))
+    family = args.models
+    args.out = args.out or os.path.join(family, "README.md")
+    training = json.load(open(os.path.join(family, "training.json")))
     quality = json.load(open(args.quality)) if args.quality else None
     lines = ["# models/synth: the bundled model family", "",
              "Trained by this project on the procedural domain of `tools/synth` (coloured shapes in a "
@@ -58,12 +61,12 @@ def main():
              "| component | what | parameters | stored as |", "|---|---|---:|---|"]
     total = 0
     for name, what in ROLES:
-        n, dtypes = parameters(name)
+        n, dtypes = parameters(family, name)
         if n is not None:
             total += n
         lines.append(f"| `{name}/` | {what} | {n / 1e6:.2f} M | {dtypes} |" if n else
                      f"| `{name}/` | {what} | not trained yet | - |")
-    size = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(FAMILY) for f in fs
+    size = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(family) for f in fs
                if f.endswith(".safetensors"))
     lines += ["", f"Total: {total / 1e6:.2f} M parameters, {size / 2**20:.1f} MiB of weights.", "",
               "## Training (real times, 2-core CPU unless noted)", "",
@@ -82,7 +85,7 @@ def main():
                      f"{family_run['invocations']} invocation(s), the stages after the target in "
                      f"{family_run['lanes_after_target']} lane(s).")
     lines.append("")
-    sweep_path = os.path.join(FAMILY, "cfg_sweep.json")
+    sweep_path = os.path.join(family, "cfg_sweep.json")
     if os.path.exists(sweep_path):
         sweep = json.load(open(sweep_path))
         lines += ["## Default CFG scale (chosen on validation prompts)", "",
