@@ -31,19 +31,21 @@ def one_object_scene(shape="square", size="large", cell=4):
 class ObjectWeightTest(unittest.TestCase):
     def test_mask_is_the_object_and_nothing_else(self):
         scene = one_object_scene()
-        mask = data.object_masks([scene], 64)[0, 0]
+        images, masks = data.render_with_object_masks([scene], 64)
+        self.assertTrue(torch.equal(images, data.render_batch([scene], 64)))
+        mask = masks[0, 0]
         image = torch.from_numpy(domain.render_array(scene, 64))
         red = (image == torch.tensor(domain.OBJECT_COLORS["red"], dtype=torch.uint8)).all(-1)
         self.assertTrue(torch.equal(mask.bool(), red))
         # A large square's side is 2 * 0.85 * 0.15 image widths: 16.3 px at 64 px.
         self.assertIn(int(mask.sum()), range(15 * 15, 18 * 18 + 1))
         bare = dict(scene, objects=[])
-        self.assertEqual(data.object_masks([bare], 32).sum().item(), 0)
+        self.assertEqual(data.render_with_object_masks([bare], 32)[1].sum().item(), 0)
 
     def test_weights_cover_objects_and_their_ring(self):
         scene = one_object_scene(size="small")
-        mask = data.object_masks([scene], 32)
-        weight = train_vq.pixel_weights([scene], 32, 16.0, "cpu")
+        _, mask = data.render_with_object_masks([scene], 32)
+        weight = train_vq.pixel_weights(mask, 16.0)
         self.assertEqual(weight.shape, (1, 1, 32, 32))
         self.assertTrue(torch.all(weight[mask.bool()] == 17.0))
         ring = (weight == 17.0) & ~mask.bool()
@@ -52,7 +54,7 @@ class ObjectWeightTest(unittest.TestCase):
         near = torch.nn.functional.max_pool2d(mask, 3, stride=1, padding=1).bool()
         self.assertTrue(torch.all(near[ring]))
         self.assertTrue(torch.all(weight[~near] == 1.0))
-        self.assertIsNone(train_vq.pixel_weights([scene], 32, 0.0, "cpu"))
+        self.assertIsNone(train_vq.pixel_weights(mask, 0.0))
 
     def test_weighted_mean(self):
         err = torch.rand(2, 3, 4, 4)

@@ -44,11 +44,14 @@ def render_batch(scenes, size, device="cpu"):
     return to_tensor([domain.render_array(s, size) for s in scenes]).to(device)
 
 
-def object_masks(scenes, size, device="cpu"):
-    """[B, 1, S, S] float, 1 where a pixel shows an object: where the scene's render differs
-    from the render of its background alone (object colours never equal a background's)."""
-    masks = []
+def render_with_object_masks(scenes, size, device="cpu"):
+    """render_batch's images, and [B, 1, S, S] float masks that are 1 where a pixel shows an
+    object: where the scene's render differs from the render of its background alone (object
+    colours never equal a background's)."""
+    images, masks = [], []
     for s in scenes:
-        bare = dict(s, objects=[])
-        masks.append((domain.render_array(s, size) != domain.render_array(bare, size)).any(-1))
-    return torch.from_numpy(np.stack(masks)).float().unsqueeze(1).to(device)
+        image = domain.render_array(s, size)
+        images.append(image)
+        masks.append((image != domain.render_array(dict(s, objects=[]), size)).any(-1))
+    masks = torch.from_numpy(np.stack(masks)).float().unsqueeze(1)
+    return to_tensor(images).to(device), masks.to(device)

@@ -46,8 +46,10 @@ STAGES = [
     ("eagle", ["train_eagle.py"]),
 ]
 # Stages that need only the target (and conditioner) and the VQ, in lanes that may run side
-# by side; each lane keeps its own order.
+# by side; each lane keeps its own order. They are the last stages of STAGES.
 AFTER_TARGET_LANES = [["drafter", "chain"], ["resamplers", "eagle"]]
+LANED = {stage for lane in AFTER_TARGET_LANES for stage in lane}
+assert {stage for stage, _ in STAGES[-len(LANED):]} == LANED
 
 
 class StageFailed(Exception):
@@ -62,6 +64,15 @@ def is_done(stage):
     return os.path.exists(os.path.join(stage_dir(stage), "done"))
 
 
+def write_json(path, value):
+    """Writes atomically: a reader (or a second train_all) never sees half a file."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
 def write_record(record_path):
     """Rebuilds training.json from every finished stage's own report, so two train_all
     processes working on different stages never drop each other's entries."""
@@ -74,11 +85,7 @@ def write_record(record_path):
         if os.path.exists(os.path.join(stage_dir(stage), "done")) and os.path.exists(report_path):
             with open(report_path) as f:
                 record[stage] = {**record.get(stage, {}), **json.load(f)}
-    tmp = record_path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(record, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, record_path)
+    write_json(record_path, record)
     return record
 
 
@@ -113,7 +120,7 @@ def run_stage(stage, command, threads=None):
             with open(report_path) as f:
                 report = json.load(f)
         report["wall_minutes_last_run"] = round((time.time() - t0) / 60, 1)
-        report["threads"] = int(env.get("MULO_TRAIN_THREADS", os.cpu_count() or 1))
+        report["threads"] = trainer.configured_threads(env)
         with open(report_path, "w") as f:
             json.dump(report, f, indent=2)
         with open(done, "w") as f:
@@ -121,26 +128,22 @@ def run_stage(stage, command, threads=None):
 
 
 def add_family_wall(record_path, seconds, lanes):
-    """Adds this invocation's wall time to the family's total in training.json."""
-    with open(record_path) as f:
-        record = json.load(f)
+    """Brings training.json up to date and adds this invocation's wall time to the family's
+    total; returns the record."""
+    record = write_record(record_path)
     family = record.get("family", {})
     family["wall_minutes"] = round(family.get("wall_minutes", 0.0) + seconds / 60, 1)
     family["invocations"] = family.get("invocations", 0) + 1
     family["lanes_after_target"] = lanes
     record["family"] = family
-    tmp = record_path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(record, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, record_path)
+    write_json(record_path, record)
+    return record
 
 
 def run_lanes(lanes, commands, record_path, record_lock):
     """Runs each lane (a list of stages, in order) in its own thread with its share of the
     cores; the first failure is raised once every lane has stopped."""
-    threads = max(1, (int(os.environ.get("MULO_TRAIN_THREADS", 0)) or os.cpu_count() or 1)
-                  // len(lanes))
+    threads = max(1, trainer.configured_threads() // len(lanes))
     errors = []
 
     def lane_main(stages):
@@ -152,7 +155,7 @@ def run_lanes(lanes, commands, record_path, record_lock):
         except StageFailed as e:
             errors.append(e)
 
-    workers = [threading.Thread(target=lane_main, args=(lane,)) for lane in lanes if lane]
+    workers = [threading.Thread(target=lane_main, args=(lane,)) for lane in lanes]
     for w in workers:
         w.start()
     for w in workers:
@@ -179,30 +182,25 @@ def main():
     os.makedirs(trainer.MODELS_DIR, exist_ok=True)
     commands = dict(STAGES)
     wanted = [stage for stage, _ in STAGES if not args.only or stage in args.only]
-    laned = {stage for lane in AFTER_TARGET_LANES for stage in lane}
-    record_lock = threading.Lock()
     t0 = time.time()
     try:
         for stage in wanted:
-            if stage in laned:
-                if stage == next(s for s in wanted if s in laned):  # the lanes' first stage
-                    # Finished stages drop out, so a lone remaining lane gets every core.
-                    lanes = [[s for s in lane if s in wanted and not is_done(s)]
-                             for lane in AFTER_TARGET_LANES]
-                    lanes = [lane for lane in lanes if lane]
-                    if args.lanes == 1:
-                        lanes = [[s for lane in lanes for s in lane]]
-                    run_lanes(lanes, commands, record_path, record_lock)
-                continue
-            run_stage(stage, commands[stage])
-            write_record(record_path)
+            if stage not in LANED:
+                run_stage(stage, commands[stage])
+                write_record(record_path)
+        # Finished stages drop out of the lanes, so a lone remaining lane gets every core.
+        lanes = [[s for s in lane if s in wanted and not is_done(s)]
+                 for lane in AFTER_TARGET_LANES]
+        if args.lanes == 1:
+            lanes = [[s for lane in lanes for s in lane]]
+        lanes = [lane for lane in lanes if lane]
+        if lanes:
+            run_lanes(lanes, commands, record_path, threading.Lock())
     except StageFailed as e:
         print(e, file=sys.stderr)
         sys.exit(1)
     finally:
-        write_record(record_path)
-        add_family_wall(record_path, time.time() - t0, args.lanes)
-    record = write_record(record_path)
+        record = add_family_wall(record_path, time.time() - t0, args.lanes)
     total = sum(r.get("train_minutes", 0) for r in record.values())
     print(f"[train_all] finished; training minutes recorded: {total:.1f} (stages), "
           f"{record['family']['wall_minutes']:.1f} wall minutes over "

@@ -101,15 +101,12 @@ def forward(model, images):
     return recon, ids, codebook_loss, commit_loss, z
 
 
-def pixel_weights(scenes, size, object_weight, dev):
+def pixel_weights(object_mask, object_weight):
     """Per-pixel loss weights [B, 1, S, S]: 1 + object_weight on object pixels and the
-    one-pixel ring around them. Objects cover 2-7% of an image, so under a plain MSE the
-    encoder spends its few bits per token on backgrounds, and a 6 px shape at 32 px comes
-    back as a blob SynthEval cannot name."""
+    one-pixel ring around them (why: see the module docstring); None when object_weight is 0."""
     if object_weight == 0:
         return None
-    mask = data.object_masks(scenes, size, dev)
-    ring = F.max_pool2d(mask, 3, stride=1, padding=1)
+    ring = F.max_pool2d(object_mask, 3, stride=1, padding=1)
     return 1.0 + object_weight * ring
 
 
@@ -202,8 +199,8 @@ def main():
         metrics = {}
         for name, part, size in (("64", scenes[:split], data.TARGET_SIZE),
                                  ("32", scenes[split:], data.DRAFTER_SIZE)):
-            images = data.render_batch(part, size, dev)
-            weight = pixel_weights(part, size, object_weight, dev)
+            images, object_mask = data.render_with_object_masks(part, size, dev)
+            weight = pixel_weights(object_mask, object_weight)
             recon, ids, cb, commit, z = forward(model, images)
             rec = weighted_mean((recon - images) ** 2, weight)
             loss = rec + weighted_mean((recon - images).abs(), weight) + cb + 0.25 * commit

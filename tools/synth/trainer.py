@@ -21,8 +21,13 @@ WORK_DIR = os.environ.get("MULO_TRAIN_DIR", os.path.join(REPO, "out", "train"))
 MODELS_DIR = os.environ.get("MULO_MODELS_DIR", os.path.join(REPO, "models", "synth"))
 
 
+def configured_threads(environ=os.environ):
+    """The torch threads a training process uses: MULO_TRAIN_THREADS, else every core."""
+    return int(environ.get("MULO_TRAIN_THREADS", 0)) or os.cpu_count() or 1
+
+
 def setup_torch(threads=None):
-    torch.set_num_threads(threads or int(os.environ.get("MULO_TRAIN_THREADS", os.cpu_count() or 1)))
+    torch.set_num_threads(threads or configured_threads())
     # Tiny gradients and Adam moments turn denormal late in training, and denormal
     # arithmetic is many times slower on CPUs; flushing them to zero changes nothing visible.
     torch.set_flush_denormal(True)
