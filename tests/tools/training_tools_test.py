@@ -2,10 +2,12 @@
 lanes (stage order, threads per lane, failure and resume, the recorded wall time)."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -19,6 +21,7 @@ import data  # noqa: E402
 import domain  # noqa: E402
 import train_all  # noqa: E402
 import train_vq  # noqa: E402
+import wall_ledger  # noqa: E402
 
 
 def one_object_scene(shape="square", size="large", cell=4):
@@ -73,7 +76,8 @@ FAKE_STAGE = textwrap.dedent("""
     work = os.path.join(os.environ["MULO_TRAIN_DIR"], stage)
     with open(os.path.join(os.environ["MULO_TRAIN_DIR"], "events.txt"), "a") as f:
         f.write(f"{stage} {os.environ.get('MULO_TRAIN_THREADS', '-')}\\n")
-    time.sleep(0.3)
+    time.sleep(float(os.environ.get("SLOW_SECONDS", 0)) if stage == os.environ.get("SLOW_STAGE")
+               else 0.3)
     if stage == os.environ.get("FAIL_STAGE"):
         sys.exit(3)
     with open(os.path.join(work, "report.json"), "w") as f:
@@ -152,6 +156,39 @@ class TrainAllLanesTest(unittest.TestCase):
         self.assertEqual(record["drafter"]["threads"], 1)
         self.assertEqual(sorted(k for k in record if k != "family"),
                          sorted(s for s, _ in train_all.STAGES))
+
+    def test_killed_run_keeps_its_wall_time(self):
+        env = dict(self.env, SLOW_STAGE="target", SLOW_SECONDS="30", MULO_WALL_HEARTBEAT_S="0.2")
+        run = subprocess.Popen([sys.executable, self.driver, SYNTH, self.fake], env=env,
+                               start_new_session=True)
+        events = os.path.join(self.env["MULO_TRAIN_DIR"], "events.txt")
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if os.path.exists(events) and "target" in open(events).read():
+                break
+            time.sleep(0.05)
+        time.sleep(1.5)
+        # As a closed session does it: no chance to clean up, the stage dies too.
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        ledger = os.path.join(self.env["MULO_TRAIN_DIR"], "invocations")
+        killed = wall_ledger.invocations(ledger)
+        self.assertEqual(len(killed), 1)
+        self.assertGreater(killed[0], 1.5)  # three stages of 0.3 s, then 1.5 s into the target
+        self.assertLess(killed[0], 15)
+        self.events()
+
+        result = self.run_all()
+        self.assertEqual(result.returncode, 0, result.stderr)
+        resumed = [s for s, _ in self.events()]  # the lanes' order between them may vary
+        self.assertEqual(resumed[0], "target")
+        self.assertEqual(sorted(resumed[1:]), ["chain", "drafter", "eagle", "resamplers"])
+        seconds = wall_ledger.invocations(ledger)
+        self.assertEqual(len(seconds), 2)
+        self.assertEqual(seconds[0], killed[0])
+        family = self.record()["family"]
+        self.assertEqual(family["invocations"], 2)
+        self.assertAlmostEqual(family["wall_minutes"], round(sum(seconds) / 60, 1))
 
     def test_one_lane(self):
         result = self.run_all("--lanes", "1")

@@ -17,7 +17,8 @@ After the target, the four stages that depend only on it and the VQ run in two l
 thread each ({drafter, chain} beside {resamplers, eagle}): these models are too small to use
 two threads well, so two one-thread stages side by side finish sooner than one after the
 other with two threads each. --lanes 1 runs them one after the other. The wall time of every
-invocation is added up in training.json ("family").
+invocation, killed ones included (a heartbeat file per invocation under <train dir>/invocations),
+is added up in training.json ("family").
 """
 import argparse
 import fcntl
@@ -32,6 +33,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import trainer  # noqa: E402
+import wall_ledger  # noqa: E402
 
 STAGES = [
     ("vq", ["train_vq.py"]),
@@ -127,15 +129,13 @@ def run_stage(stage, command, threads=None):
             f.write("done\n")
 
 
-def add_family_wall(record_path, seconds, lanes):
-    """Brings training.json up to date and adds this invocation's wall time to the family's
-    total; returns the record."""
+def record_family_wall(record_path, lanes):
+    """Brings training.json up to date with the family's wall time: the sum over every
+    invocation in the ledger, killed ones included; returns the record."""
     record = write_record(record_path)
-    family = record.get("family", {})
-    family["wall_minutes"] = round(family.get("wall_minutes", 0.0) + seconds / 60, 1)
-    family["invocations"] = family.get("invocations", 0) + 1
-    family["lanes_after_target"] = lanes
-    record["family"] = family
+    seconds = wall_ledger.invocations(os.path.join(trainer.WORK_DIR, "invocations"))
+    record["family"] = {"wall_minutes": round(sum(seconds) / 60, 1),
+                        "invocations": len(seconds), "lanes_after_target": lanes}
     write_json(record_path, record)
     return record
 
@@ -182,25 +182,28 @@ def main():
     os.makedirs(trainer.MODELS_DIR, exist_ok=True)
     commands = dict(STAGES)
     wanted = [stage for stage, _ in STAGES if not args.only or stage in args.only]
-    t0 = time.time()
-    try:
-        for stage in wanted:
-            if stage not in LANED:
-                run_stage(stage, commands[stage])
-                write_record(record_path)
-        # Finished stages drop out of the lanes, so a lone remaining lane gets every core.
-        lanes = [[s for s in lane if s in wanted and not is_done(s)]
-                 for lane in AFTER_TARGET_LANES]
-        if args.lanes == 1:
-            lanes = [[s for lane in lanes for s in lane]]
-        lanes = [lane for lane in lanes if lane]
-        if lanes:
-            run_lanes(lanes, commands, record_path, threading.Lock())
-    except StageFailed as e:
-        print(e, file=sys.stderr)
+    heartbeat = float(os.environ.get("MULO_WALL_HEARTBEAT_S", 30))
+    failure = None
+    with wall_ledger.WallLedger(os.path.join(trainer.WORK_DIR, "invocations"), heartbeat):
+        try:
+            for stage in wanted:
+                if stage not in LANED:
+                    run_stage(stage, commands[stage])
+                    write_record(record_path)
+            # Finished stages drop out of the lanes, so a lone remaining lane gets every core.
+            lanes = [[s for s in lane if s in wanted and not is_done(s)]
+                     for lane in AFTER_TARGET_LANES]
+            if args.lanes == 1:
+                lanes = [[s for lane in lanes for s in lane]]
+            lanes = [lane for lane in lanes if lane]
+            if lanes:
+                run_lanes(lanes, commands, record_path, threading.Lock())
+        except StageFailed as e:
+            failure = e
+    record = record_family_wall(record_path, args.lanes)
+    if failure:
+        print(failure, file=sys.stderr)
         sys.exit(1)
-    finally:
-        record = add_family_wall(record_path, time.time() - t0, args.lanes)
     total = sum(r.get("train_minutes", 0) for r in record.values())
     print(f"[train_all] finished; training minutes recorded: {total:.1f} (stages), "
           f"{record['family']['wall_minutes']:.1f} wall minutes over "
