@@ -21,6 +21,7 @@
 #include "bench/rgb_mat.h"
 #include "engine/decode/ar.h"
 #include "engine/decode/generate.h"
+#include "server/model_repository.h"  // ToAbsl
 #include "synth/heldout.h"
 #include "synth/synth_eval.h"
 
@@ -108,6 +109,50 @@ void WriteGrid(const std::vector<cv::Mat>& images, const std::vector<std::string
   cv::imwrite(path, grid);
 }
 
+// One generation and SynthEval's verdict on it.
+struct Judged {
+  engine::GenerateResult generated;
+  cv::Mat image;
+  synth::Verdict verdict;
+};
+
+absl::StatusOr<Judged> GenerateAndJudge(const engine::ArDecoder& ar,
+                                        const ModelSet& models,
+                                        const std::string& prompt,
+                                        const engine::SamplingParams& sampling,
+                                        const synth::SynthEval& judge) {
+  engine::NullProgressSink sink;
+  engine::CancelToken cancel;
+  auto generated = engine::GenerateImage(ar, models, prompt, sampling, sink, cancel);
+  if (!generated.ok()) return server::ToAbsl(generated.status());
+  Judged judged{*std::move(generated), cv::Mat(), {}};
+  judged.image = bench::ToRgbMat(judged.generated.image);
+  auto verdict = judge.Evaluate(prompt, judged.image);
+  if (!verdict.ok()) return verdict.status();
+  judged.verdict = *verdict;
+  return judged;
+}
+
+// SynthEval's verdict on U_r(drafter tokens) decoded at the target's resolution.
+absl::StatusOr<synth::Verdict> JudgeUpsampled(const ModelSet& family,
+                                              const std::vector<int32_t>& drafter_tokens,
+                                              const std::string& prompt,
+                                              const synth::SynthEval& judge) {
+  const int64_t small = family.drafter->config().grid_size;
+  const int64_t grid = family.target->config().grid_size;
+  auto up = family.upsampler->Apply(
+      std::vector<int64_t>(drafter_tokens.begin(), drafter_tokens.end()), small, small);
+  if (!up.ok()) return server::ToAbsl(up.status());
+  auto rgb = family.vq->DecodeToRgb(std::vector<int32_t>(up->begin(), up->end()), grid, grid);
+  if (!rgb.ok()) return server::ToAbsl(rgb.status());
+  return judge.Evaluate(prompt, bench::ToRgbMat(*rgb));
+}
+
+int ReportError(const synth::HeldoutEntry& entry, const absl::Status& status) {
+  std::fprintf(stderr, "error on prompt %d: %s\n", entry.id, status.ToString().c_str());
+  return 1;
+}
+
 int Run() {
   auto inputs = bench::LoadFamilyInputs(absl::GetFlag(FLAGS_models), absl::GetFlag(FLAGS_prompts),
                                         absl::GetFlag(FLAGS_limit), absl::GetFlag(FLAGS_threads));
@@ -130,8 +175,6 @@ int Run() {
 
   synth::SynthEval judge;
   engine::ArDecoder ar;
-  engine::NullProgressSink sink;
-  engine::CancelToken cancel;
   Tally target_tally, drafter_tally, upsampled_tally;
   std::vector<cv::Mat> grid_images;
   std::vector<std::string> grid_captions;
@@ -146,55 +189,26 @@ int Run() {
       if (drafter && !with_drafter) continue;
       if (!drafter && !with_target) continue;
       const ModelSet& models = drafter ? drafter_family : family;
-      auto result = engine::GenerateImage(ar, models, entry.prompt, sampling, sink, cancel);
-      if (!result.ok()) {
-        std::fprintf(stderr, "error on prompt %d: %s\n", entry.id,
-                     result.status().ToString().c_str());
-        return 1;
-      }
-      cv::Mat image = bench::ToRgbMat(result->image);
-      auto verdict = judge.Evaluate(entry.prompt, image);
-      if (!verdict.ok()) {
-        std::fprintf(stderr, "error judging prompt %d: %s\n", entry.id,
-                     verdict.status().ToString().c_str());
-        return 1;
-      }
-      (drafter ? drafter_tally : target_tally).Add(*verdict, result->stats.total_seconds);
+      auto judged = GenerateAndJudge(ar, models, entry.prompt, sampling, judge);
+      if (!judged.ok()) return ReportError(entry, judged.status());
+      const engine::GenerateResult& result = judged->generated;
+      const synth::Verdict& verdict = judged->verdict;
+      (drafter ? drafter_tally : target_tally).Add(verdict, result.stats.total_seconds);
       if (drafter && with_upsampled) {
-        const int64_t small = family.drafter->config().grid_size;
-        const int64_t grid = family.target->config().grid_size;
-        auto up = family.upsampler->Apply(
-            std::vector<int64_t>(result->tokens.begin(), result->tokens.end()), small, small);
-        if (!up.ok()) {
-          std::fprintf(stderr, "error up-sampling prompt %d: %s\n", entry.id,
-                       up.status().ToString().c_str());
-          return 1;
-        }
-        std::vector<int32_t> up_ids(up->begin(), up->end());
-        auto rgb = family.vq->DecodeToRgb(up_ids, grid, grid);
-        if (!rgb.ok()) {
-          std::fprintf(stderr, "error decoding prompt %d: %s\n", entry.id,
-                       rgb.status().ToString().c_str());
-          return 1;
-        }
-        auto up_verdict = judge.Evaluate(entry.prompt, bench::ToRgbMat(*rgb));
-        if (!up_verdict.ok()) {
-          std::fprintf(stderr, "error judging prompt %d: %s\n", entry.id,
-                       up_verdict.status().ToString().c_str());
-          return 1;
-        }
+        auto up_verdict = JudgeUpsampled(family, result.tokens, entry.prompt, judge);
+        if (!up_verdict.ok()) return ReportError(entry, up_verdict.status());
         upsampled_tally.Add(*up_verdict, 0);
       }
       if (!drafter && tokens_out.is_open()) {
         tokens_out << "{\"id\": " << entry.id << ", \"tokens\": [";
-        for (size_t t = 0; t < result->tokens.size(); ++t) {
-          tokens_out << (t ? ", " : "") << result->tokens[t];
+        for (size_t t = 0; t < result.tokens.size(); ++t) {
+          tokens_out << (t ? ", " : "") << result.tokens[t];
         }
         tokens_out << "]}\n";
       }
       if (!drafter && grid_images.size() < 16) {
-        grid_images.push_back(image);
-        grid_captions.push_back((verdict->pass ? "[pass] " : "[fail] ") + entry.prompt);
+        grid_images.push_back(judged->image);
+        grid_captions.push_back((verdict.pass ? "[pass] " : "[fail] ") + entry.prompt);
       }
     }
     if ((i + 1) % 16 == 0 || i + 1 == count) {
