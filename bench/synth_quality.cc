@@ -66,9 +66,9 @@ struct Tally {
     auto pct = [&](int k) { return n ? 100.0 * k / n : 0.0; };
     char buf[512];
     std::snprintf(buf, sizeof(buf),
-                  "{\"resolution\": %ld, \"prompts\": %d, \"pass\": %.2f, \"colour\": %.2f, "
-                  "\"shape\": %.2f, \"size\": %.2f, \"position\": %.2f, "
-                  "\"background\": %.2f, \"seconds_per_image\": %.4f}",
+                  "{\"resolution\": %ld, \"prompts\": %d, \"pass\": %.4f, \"colour\": %.4f, "
+                  "\"shape\": %.4f, \"size\": %.4f, \"position\": %.4f, "
+                  "\"background\": %.4f, \"seconds_per_image\": %.4f}",
                   resolution, n, pct(pass), pct(color), pct(shape), pct(size), pct(position),
                   pct(background), n ? seconds / n : 0.0);
     return buf;
