@@ -164,8 +164,10 @@ class TrainAllLanesTest(unittest.TestCase):
         events = os.path.join(self.env["MULO_TRAIN_DIR"], "events.txt")
         deadline = time.time() + 20
         while time.time() < deadline:
-            if os.path.exists(events) and "target" in open(events).read():
-                break
+            if os.path.exists(events):
+                with open(events) as f:
+                    if "target" in f.read():
+                        break
             time.sleep(0.05)
         time.sleep(1.5)
         # As a closed session does it: no chance to clean up, the stage dies too.

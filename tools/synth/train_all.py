@@ -66,18 +66,10 @@ def is_done(stage):
     return os.path.exists(os.path.join(stage_dir(stage), "done"))
 
 
-def write_json(path, value):
-    """Writes atomically: a reader (or a second train_all) never sees half a file."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(value, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
-def write_record(record_path):
+def write_record(record_path, family=None):
     """Rebuilds training.json from every finished stage's own report, so two train_all
-    processes working on different stages never drop each other's entries."""
+    processes working on different stages never drop each other's entries; `family`, when
+    given, replaces the family's wall-time entry. Returns the record."""
     record = {}
     if os.path.exists(record_path):
         with open(record_path) as f:
@@ -87,7 +79,9 @@ def write_record(record_path):
         if os.path.exists(os.path.join(stage_dir(stage), "done")) and os.path.exists(report_path):
             with open(report_path) as f:
                 record[stage] = {**record.get(stage, {}), **json.load(f)}
-    write_json(record_path, record)
+    if family is not None:
+        record["family"] = family
+    trainer.write_json(record_path, record)
     return record
 
 
@@ -123,8 +117,7 @@ def run_stage(stage, command, threads=None):
                 report = json.load(f)
         report["wall_minutes_last_run"] = round((time.time() - t0) / 60, 1)
         report["threads"] = trainer.configured_threads(env)
-        with open(report_path, "w") as f:
-            json.dump(report, f, indent=2)
+        trainer.write_json(report_path, report)
         with open(done, "w") as f:
             f.write("done\n")
 
@@ -132,12 +125,9 @@ def run_stage(stage, command, threads=None):
 def record_family_wall(record_path, lanes):
     """Brings training.json up to date with the family's wall time: the sum over every
     invocation in the ledger, killed ones included; returns the record."""
-    record = write_record(record_path)
     seconds = wall_ledger.invocations(os.path.join(trainer.WORK_DIR, "invocations"))
-    record["family"] = {"wall_minutes": round(sum(seconds) / 60, 1),
-                        "invocations": len(seconds), "lanes_after_target": lanes}
-    write_json(record_path, record)
-    return record
+    return write_record(record_path, {"wall_minutes": round(sum(seconds) / 60, 1),
+                                      "invocations": len(seconds), "lanes_after_target": lanes})
 
 
 def run_lanes(lanes, commands, record_path, record_lock):

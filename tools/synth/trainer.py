@@ -8,6 +8,7 @@ an uninterrupted run would (the data stream is a pure function of the step numbe
 """
 import contextlib
 import csv
+import json
 import math
 import os
 import random
@@ -19,6 +20,15 @@ import torch
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 WORK_DIR = os.environ.get("MULO_TRAIN_DIR", os.path.join(REPO, "out", "train"))
 MODELS_DIR = os.environ.get("MULO_MODELS_DIR", os.path.join(REPO, "models", "synth"))
+
+
+def write_json(path, value):
+    """Writes atomically: a reader (or a second train_all) never sees half a file."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
 
 
 def configured_threads(environ=os.environ):

@@ -10,27 +10,22 @@ import os
 import threading
 import time
 
+import trainer
+
 
 class WallLedger:
-    def __init__(self, directory, interval=30.0, clock=time.time):
-        self.directory = directory
+    def __init__(self, directory, interval=30.0):
         self.interval = interval
-        self.clock = clock
-        self.start = clock()
+        self.start = time.time()
         os.makedirs(directory, exist_ok=True)
         self.path = os.path.join(directory, f"{int(self.start * 1000)}-{os.getpid()}.json")
         self._stop = threading.Event()
         self._thread = None
         self.write()
 
-    def elapsed(self):
-        return self.clock() - self.start
-
     def write(self):
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"start": self.start, "seconds": round(self.elapsed(), 1)}, f)
-        os.replace(tmp, self.path)
+        trainer.write_json(self.path, {"start": self.start,
+                                       "seconds": round(time.time() - self.start, 1)})
 
     def __enter__(self):
         def beat():
