@@ -129,10 +129,12 @@ class Progress:
 
 
 def run_training(name, modules, optimizer, total_steps, step_fn, seed, save_every=100,
-                 peak_lr=None, warmup=100, on_save=None, schedule="cosine"):
+                 peak_lr=None, warmup=100, on_save=None, schedule="cosine", main=True):
     """Runs step_fn(step) -> dict of float metrics for steps [resume, total_steps).
 
     modules: dict name -> nn.Module whose parameters are trained and checkpointed.
+    main: False in the other ranks of a data-parallel run (data_parallel.py): they resume
+    from the same checkpoint but neither print, log nor save.
     Returns the wall seconds spent in this invocation.
     """
     work = os.path.join(WORK_DIR, name)
@@ -152,12 +154,16 @@ def run_training(name, modules, optimizer, total_steps, step_fn, seed, save_ever
         random.setstate(state["py_rng"])
         start = state["step"]
         elapsed_before = state.get("elapsed", 0.0)
-        print(f"[{name}] resuming at step {start}/{total_steps} from {ckpt_path}", flush=True)
+        if main:
+            print(f"[{name}] resuming at step {start}/{total_steps} from {ckpt_path}", flush=True)
     if start >= total_steps:
-        print(f"[{name}] already trained ({total_steps} steps, {elapsed_before / 60:.1f} min)")
+        if main:
+            print(f"[{name}] already trained ({total_steps} steps, {elapsed_before / 60:.1f} min)")
         return elapsed_before
 
     def save(step, elapsed):
+        if not main:
+            return
         tmp = ckpt_path + ".tmp"
         torch.save({"modules": {k: m.state_dict() for k, m in modules.items()},
                     "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
@@ -168,7 +174,7 @@ def run_training(name, modules, optimizer, total_steps, step_fn, seed, save_ever
 
     progress = Progress(name, total_steps, start)
     new_log = not os.path.exists(log_path) or start == 0
-    log = open(log_path, "w" if new_log else "a", newline="")
+    log = open(log_path if main else os.devnull, "w" if new_log else "a", newline="")
     writer = None
     t0 = time.time()
     for m in modules.values():
@@ -184,12 +190,14 @@ def run_training(name, modules, optimizer, total_steps, step_fn, seed, save_ever
                 if new_log:
                     writer.writeheader()
             writer.writerow({"step": step, **{k: f"{v:.6f}" for k, v in metrics.items()}})
-            progress.update(step, metrics)
+            if main:
+                progress.update(step, metrics)
             if (step + 1) % save_every == 0 and step + 1 < total_steps:
                 log.flush()
                 save(step + 1, elapsed_before + time.time() - t0)
     except KeyboardInterrupt:
-        print(f"[{name}] interrupted; re-run the same command to resume", file=sys.stderr)
+        if main:
+            print(f"[{name}] interrupted; re-run the same command to resume", file=sys.stderr)
         raise
     finally:
         log.close()
@@ -197,5 +205,6 @@ def run_training(name, modules, optimizer, total_steps, step_fn, seed, save_ever
     save(total_steps, elapsed)
     for m in modules.values():
         m.eval()
-    print(f"[{name}] done: {total_steps} steps, {elapsed / 60:.1f} min of training", flush=True)
+    if main:
+        print(f"[{name}] done: {total_steps} steps, {elapsed / 60:.1f} min of training", flush=True)
     return elapsed
