@@ -49,8 +49,12 @@ def agreement(up, down, vq, count=256):
         high = train_vq.encode_ids(vq, high_px)
         up_ids = up(low, 8, 8).argmax(1).flatten(1)
         down_ids = down(high, 16, 16).argmax(1).flatten(1)
+        round_trip = down(up_ids, 16, 16).argmax(1).flatten(1)
         return {"up_token_agreement": round((up_ids == high).float().mean().item(), 4),
                 "down_token_agreement": round((down_ids == low).float().mean().item(), 4),
+                # D_2(U_2(y)) against y: when MuLo-SD accepts a drafted block as it is, this is
+                # the prefix the drafter continues from instead of its own tokens.
+                "round_trip_agreement": round((round_trip == low).float().mean().item(), 4),
                 # PSNR of the decoded output against the rendered scene, beside the VQ's own
                 # round trip at that resolution (the best a token map can do).
                 "up_psnr": round(train_vq.psnr(vq.decode_code(up_ids, 16, 16), high_px), 2),
@@ -77,6 +81,9 @@ def main():
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--pixel_weight", type=float, default=1.0,
                     help="weight of the pixel loss through the frozen VQ decoder (0: tokens only)")
+    ap.add_argument("--cycle_weight", type=float, default=0.0,
+                    help="weight of D_2's cross-entropy on U_2's own tokens against the "
+                         "drafter-resolution tokens they were made from (0: off)")
     args = ap.parse_args()
     trainer.setup_torch()
     torch.manual_seed(SEED)
@@ -106,9 +113,19 @@ def main():
         up_loss = F.cross_entropy(up_logits, high.view(-1, 16, 16))
         down_loss = F.cross_entropy(down_logits, low.view(-1, 8, 8))
         loss = up_loss + down_loss
-        # Same keys at every step (the loss log is one CSV); nan while the pixel loss is off.
-        metrics = {"up": up_loss.item(), "down": down_loss.item(), "up_pix": float("nan"),
-                   "down_pix": float("nan")}
+        # Same keys at every step (the loss log is one CSV); nan while a loss is off.
+        metrics = {"up": up_loss.item(), "down": down_loss.item(), "cycle": float("nan"),
+                   "up_pix": float("nan"), "down_pix": float("nan")}
+        if args.cycle_weight > 0:
+            # D_2 also learns to undo U_2: given U_2's tokens for a scene (fixed, as a data
+            # source), give back the drafter-resolution tokens they came from.
+            with torch.no_grad():
+                up_ids = up_logits.argmax(1).flatten(1)
+            with trainer.autocast():
+                cycle_vec = down.vectors(up_ids, 16, 16).float()
+            cycle_loss = F.cross_entropy(down.logits(cycle_vec), low.view(-1, 8, 8))
+            loss = loss + args.cycle_weight * cycle_loss
+            metrics["cycle"] = cycle_loss.item()
         if args.pixel_weight > 0 and step >= args.pixel_from:
             up_px = decode_straight_through(vq, up_vec, unit_codebook)
             down_px = decode_straight_through(vq, down_vec, unit_codebook)
