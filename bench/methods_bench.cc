@@ -1,7 +1,8 @@
 // Side-by-side comparison of decoding methods on the bundled family, in the
 // style of the MuLo-SD paper's Table 1: for ar, speculative and mulo (and, with
 // --sweep, MuLo-SD's ablations: tau, radius, local vs raster rejection, pooling
-// on/off) over the same held-out prompts and seeds in one run on one machine:
+// on/off, drafter rows per step, the accept-all / accept-none bounds, and the
+// drafter prefix kept from its own tokens instead of D_r's) over the same held-out prompts and seeds in one run on one machine:
 // wall-clock speedup vs ar, step compression, acceptance rate, target / draft
 // forward passes, S_T, SynthEval score and its delta vs ar. Writes
 // <out_dir>/methods.md, methods.csv and (with --sweep) sweep.csv; plot the
@@ -48,13 +49,13 @@ namespace {
 // The sweep's axes, in the order they run: the flag's default, its check and its message.
 const std::vector<std::string>& SweepAxes() {
   static const auto* axes =
-      new std::vector<std::string>({"tau", "radius", "pooling", "draft_rows", "bounds"});
+      new std::vector<std::string>({"tau", "radius", "pooling", "draft_rows", "bounds", "prefix"});
   return *axes;
 }
 }  // namespace
 ABSL_FLAG(std::vector<std::string>, sweep_groups, SweepAxes(),
           "with --sweep: which axes to sweep (tau = tau x rejection, radius, pooling, "
-          "draft_rows, bounds = tau 0 and tau 2)");
+          "draft_rows, bounds = tau 0 and tau 2, prefix = the drafter keeps its own tokens)");
 ABSL_FLAG(std::vector<std::string>, methods,
           std::vector<std::string>({"ar", "speculative", "mulo"}),
           "main methods to run (comma list of ar, speculative, mulo); ar "
@@ -75,6 +76,7 @@ struct Config {
   std::shared_ptr<const DecodingMethod> method;
   double tau = 0, radius = 0, pooling_k = 0, draft_rows = 0;
   std::string rejection;
+  std::string prefix = "downsampled";
 };
 
 struct Row {
@@ -86,8 +88,10 @@ struct Row {
 };
 
 Config Mulo(const std::string& name, const std::string& group, double tau, int64_t radius,
-            engine::Rejection rejection, int64_t k, int64_t draft_rows = 1) {
+            engine::Rejection rejection, int64_t k, int64_t draft_rows = 1,
+            engine::DraftPrefix prefix = engine::DraftPrefix::kDownsampled) {
   engine::MuloOptions o;
+  o.prefix = prefix;
   o.draft_rows = draft_rows;
   o.tau = tau;
   o.radius = radius;
@@ -100,7 +104,8 @@ Config Mulo(const std::string& name, const std::string& group, double tau, int64
            static_cast<double>(radius),
            static_cast<double>(k),
            static_cast<double>(draft_rows),
-           rejection == engine::Rejection::kLocal ? "local" : "raster"};
+           rejection == engine::Rejection::kLocal ? "local" : "raster",
+           prefix == engine::DraftPrefix::kDownsampled ? "downsampled" : "keep_drafted"};
   return c;
 }
 
@@ -178,6 +183,14 @@ int Run() {
     configs.push_back(Mulo("mulo tau 0 (accept all)", "bounds", 0, 3, Rejection::kLocal, 1000));
     configs.push_back(Mulo("mulo tau 2 (accept none)", "bounds", 2, 3, Rejection::kLocal, 1000));
   }
+  if (sweeping("prefix")) {
+    // The drafter continues from its own tokens where U_r of them was committed unchanged,
+    // instead of D_r of the committed rows (DraftPrefix::kKeepDrafted; not the paper's).
+    for (double tau : {0.0, 1e-5, 1e-4, 1e-3}) {
+      configs.push_back(Mulo(absl::StrFormat("mulo keep-drafted tau %g", tau), "prefix", tau, 3,
+                             Rejection::kLocal, 1000, 1, engine::DraftPrefix::kKeepDrafted));
+    }
+  }
   synth::SynthEval judge;
   engine::NullProgressSink sink;
   engine::CancelToken cancel;
@@ -238,7 +251,7 @@ int Run() {
   csv << "method,group,seconds_per_image,speedup,step_compression,acceptance,"
          "target_forwards,"
          "draft_forwards,theoretical_speedup,syntheval,syntheval_delta,tau,"
-         "radius,k,rejection,draft_rows\n";
+         "radius,k,rejection,draft_rows,prefix\n";
   for (const Row& row : rows) {
     const double sec = row.seconds / row.n, ar_sec = ar.seconds / ar.n;
     const double acceptance = row.drafted > 0 ? row.accepted / row.drafted : 0;
@@ -253,11 +266,11 @@ int Run() {
         row.draft_forwards / row.n, is_mulo ? absl::StrFormat("%.2f", st) : "-", score,
         score - ar_score);
     const std::string csv_line = absl::StrFormat(
-        "\"%s\",%s,%.4f,%.4f,%.4f,%.4f,%.2f,%.2f,%.4f,%.2f,%.2f,%g,%g,%g,%s,%g\n", row.config.name,
+        "\"%s\",%s,%.4f,%.4f,%.4f,%.4f,%.2f,%.2f,%.4f,%.2f,%.2f,%g,%g,%g,%s,%g,%s\n", row.config.name,
         row.config.group, sec, ar_sec / sec, row.tokens / row.target_forwards, acceptance,
         row.target_forwards / row.n, row.draft_forwards / row.n, st, score, score - ar_score,
         row.config.tau, row.config.radius, row.config.pooling_k, row.config.rejection,
-        row.config.draft_rows);
+        row.config.draft_rows, row.config.prefix);
     md << line;
     csv << csv_line;
     if (sweep.is_open() && row.config.group != "main") sweep << csv_line;

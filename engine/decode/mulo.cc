@@ -1,5 +1,6 @@
 #include "engine/decode/mulo.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "engine/core/torch_guard.h"
@@ -114,6 +115,9 @@ StatusOr<DecodeResult> MuloDecoder::Decode(const DecodeRequest& request, const M
     RowEmitter rows(grid, &progress);
     std::vector<int64_t> x;  // committed target tokens
     x.reserve(n_total);
+    // DraftPrefix::kKeepDrafted: the drafter's own tokens of the leading low-resolution rows
+    // whose target rows were committed exactly as U_r drafted them.
+    std::vector<int64_t> kept;
 
     while (static_cast<int64_t>(x.size()) < n_total) {
       MULO_RETURN_IF_ERROR(cancel.Check());
@@ -124,10 +128,12 @@ StatusOr<DecodeResult> MuloDecoder::Decode(const DecodeRequest& request, const M
 
       // (7) D_r: the drafter's prefix from the committed target rows; keep the drafter's
       // cache up to the first token that changed.
-      std::vector<int64_t> y;
-      if (committed_rows > 0) {
+      std::vector<int64_t> y = kept;
+      if (static_cast<int64_t>(kept.size()) < prefix_small_rows * small) {
         PhaseTimer timer(&stats, Phase::kDownsample, device);
-        MULO_ASSIGN_OR_RETURN(y, models.downsampler->Apply(x, committed_rows, grid));
+        MULO_ASSIGN_OR_RETURN(std::vector<int64_t> down,
+                              models.downsampler->Apply(x, committed_rows, grid));
+        y.insert(y.end(), down.begin() + kept.size(), down.end());  // D_r is row-causal
       }
       {
         PhaseTimer timer(&stats, Phase::kDraft, device);
@@ -227,6 +233,19 @@ StatusOr<DecodeResult> MuloDecoder::Decode(const DecodeRequest& request, const M
         // Catch the cache up with the tail after the last re-sampled position (its new token
         // included) and get the next step's first distribution; nothing follows the last row.
         if (end < n_total) MULO_RETURN_IF_ERROR(target.Feed(seq, valid_until, end, &stats, false));
+      }
+      if (options_.prefix == DraftPrefix::kKeepDrafted &&
+          static_cast<int64_t>(kept.size()) == prefix_small_rows * small) {
+        // Extend over the new low-resolution rows while their r target rows are unchanged.
+        int64_t row = prefix_small_rows;
+        for (; row < prefix_small_rows + draft_rows; ++row) {
+          const int64_t from = row * r * grid;
+          const int64_t to = from + r * grid;
+          if (!std::equal(seq.begin() + from, seq.begin() + to, drafts.begin() + (from - n))) {
+            break;
+          }
+        }
+        kept.assign(y.begin(), y.begin() + row * small);
       }
       x.assign(seq.begin(), seq.begin() + end);
       std::vector<int32_t> committed(x.begin(), x.end());

@@ -15,6 +15,16 @@
 
 namespace mulo::engine {
 
+// Where the drafter's next prefix comes from (paper step 7).
+enum class DraftPrefix {
+  kDownsampled,  // y = D_r(x) for every committed row, as the paper's Algorithm 1
+  // Low-resolution rows whose r target rows were accepted exactly as U_r drafted them keep
+  // the drafter's own tokens (U_r of them is what was committed); D_r(x) from the first row
+  // that changed on. Not in the paper: D_r(U_r(y)) agrees with y on few tokens for a weak
+  // D_r, and every disagreement moves the drafter's context off what it drew.
+  kKeepDrafted,
+};
+
 struct MuloOptions {
   double tau = 1e-4;        // acceptance threshold on the pooled probability
   int64_t k = 1000;         // |B_k| including the token itself; capped at the codebook size
@@ -22,6 +32,7 @@ struct MuloOptions {
   int64_t radius = 3;       // local expansion radius l (0 = no expansion)
   int64_t draft_rows = 1;   // drafter rows per step
   Rejection rejection = Rejection::kLocal;
+  DraftPrefix prefix = DraftPrefix::kDownsampled;
 };
 
 // INVALID_ARGUMENT naming the field ("mulo.tau: ...") when out of range.

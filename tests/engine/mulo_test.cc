@@ -1,7 +1,7 @@
 // MuLo-SD reduces to its limits: with tau > 1 nothing is accepted and the target re-samples
 // every position in raster order, which is AR (same seed, same tokens); with tau = 0
 // everything is accepted and the tokens are U_2 of the drafter's. Plus local expansion,
-// validation and cancellation.
+// validation and cancellation; and the drafter-prefix option (DraftPrefix) at both limits.
 #include <gtest/gtest.h>
 
 #include "engine/decode/ar.h"
@@ -100,6 +100,43 @@ TEST(MuloTest, TauZeroIsTheUpsampledDrafter) {
   ASSERT_OK(rowwise);
   EXPECT_EQ(rowwise->stats.accepted_tokens, 64);
   EXPECT_EQ(rowwise->stats.verify_steps, 4);
+  // Keeping the drafter's own tokens, row by row gives exactly the whole-image draft: the
+  // drafter never sees D_r's version of its rows.
+  o.prefix = DraftPrefix::kKeepDrafted;
+  auto kept = Generate(MuloDecoder(o), f.models, f.condition, greedy);
+  ASSERT_OK(kept);
+  EXPECT_EQ(kept->tokens, mulo->tokens);
+  EXPECT_EQ(kept->stats.verify_steps, 4);
+  EXPECT_EQ(kept->stats.draft_forward_passes, 16);  // prefill + one feed per drafted token
+}
+
+TEST(MuloTest, KeepDraftedPrefixSavesDrafterForwardsAndIsArAboveOne) {
+  MuloFixture f = LoadMulo();
+  SamplingParams greedy;
+  greedy.temperature = 0.0;
+  MuloOptions o;
+  o.tau = 0.0;
+  o.prefix = DraftPrefix::kDownsampled;
+  auto paper = Generate(MuloDecoder(o), f.models, f.condition, greedy);
+  ASSERT_OK(paper);
+  // The paper's prefix re-feeds the drafter wherever D_r(U_r(y)) != y; keeping its tokens
+  // never does, so it needs no more drafter forwards.
+  o.prefix = DraftPrefix::kKeepDrafted;
+  auto kept = Generate(MuloDecoder(o), f.models, f.condition, greedy);
+  ASSERT_OK(kept);
+  EXPECT_LE(kept->stats.draft_forward_passes, paper->stats.draft_forward_passes);
+  // tau > 1 re-samples everything with the target whatever the drafter saw: still AR.
+  for (double temperature : {0.0, 1.0}) {
+    SamplingParams s;
+    s.temperature = temperature;
+    s.seed = 7;
+    o.tau = 1.5;
+    auto mulo = Generate(MuloDecoder(o), f.models, f.condition, s);
+    auto ar = Generate(ArDecoder(), f.models, f.condition, s);
+    ASSERT_OK(mulo);
+    ASSERT_OK(ar);
+    EXPECT_EQ(mulo->tokens, ar->tokens) << "temperature " << temperature;
+  }
 }
 
 TEST(MuloTest, IntermediateTauAcceptsSomeAndStreamsRowsInOrder) {
