@@ -39,6 +39,9 @@ ABSL_FLAG(double, tau, 1e-4, "mulo: acceptance threshold");
 ABSL_FLAG(int, radius, 3, "mulo: local expansion radius");
 ABSL_FLAG(int, draft_rows, 1, "mulo: drafter rows per step");
 ABSL_FLAG(bool, raster, false, "mulo: raster-scan rejection instead of local expansion");
+ABSL_FLAG(bool, keep_drafted_prefix, false,
+          "mulo: the drafter keeps its own tokens for rows committed as drafted, instead of "
+          "the paper's D_r of the committed rows");
 ABSL_FLAG(uint64_t, seed, 0, "sampling seed");
 ABSL_FLAG(double, cfg_scale, -1, "CFG scale (-1 = the model's default)");
 ABSL_FLAG(double, temperature, -1, "sampling temperature (-1 = default 1.0; 0 = greedy)");
@@ -135,6 +138,9 @@ bool BuildRequest(const std::string& prompt, uint64_t seed, mulo::v1::GenerateRe
     m->set_radius(absl::GetFlag(FLAGS_radius));
     m->set_draft_rows(absl::GetFlag(FLAGS_draft_rows));
     if (absl::GetFlag(FLAGS_raster)) m->set_rejection(mulo::v1::MuloParams::RASTER);
+    if (absl::GetFlag(FLAGS_keep_drafted_prefix)) {
+      m->set_draft_prefix(mulo::v1::MuloParams::KEEP_DRAFTED);
+    }
   } else {
     std::fprintf(stderr,
                  "error: --method=%s is not known to this client (ar, "

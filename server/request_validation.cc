@@ -180,7 +180,18 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
     if (m.has_delta()) options.delta = m.delta();
     if (m.has_radius()) options.radius = m.radius();
     if (m.has_draft_rows()) options.draft_rows = m.draft_rows();
+    // Open proto3 enums carry unknown numbers through; refuse them rather than default.
+    if (!v1::MuloParams::Rejection_IsValid(m.rejection())) {
+      return Invalid("mulo.rejection", absl::StrCat(m.rejection(), " is not LOCAL or RASTER"));
+    }
     if (m.rejection() == v1::MuloParams::RASTER) options.rejection = engine::Rejection::kRaster;
+    if (!v1::MuloParams::DraftPrefix_IsValid(m.draft_prefix())) {
+      return Invalid("mulo.draft_prefix",
+                     absl::StrCat(m.draft_prefix(), " is not DOWNSAMPLED or KEEP_DRAFTED"));
+    }
+    if (m.draft_prefix() == v1::MuloParams::KEEP_DRAFTED) {
+      options.prefix = engine::DraftPrefix::kKeepDrafted;
+    }
     if (!std::isfinite(options.tau)) return Invalid("mulo.tau", "must be a finite number >= 0");
     if (!std::isfinite(options.delta)) return Invalid("mulo.delta", "must be in [0, 1]");
     if (auto st = engine::ValidateMuloOptions(options); !st.ok()) return ToAbsl(st);

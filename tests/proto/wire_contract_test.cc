@@ -14,6 +14,7 @@ TEST(WireContractTest, GenerateRequestRoundTrips) {
   request.mutable_sampling()->set_seed(42);
   request.mutable_mulo()->set_tau(1e-4);
   request.mutable_mulo()->set_rejection(mulo::v1::MuloParams::RASTER);
+  request.mutable_mulo()->set_draft_prefix(mulo::v1::MuloParams::KEEP_DRAFTED);
   std::string bytes;
   ASSERT_TRUE(request.SerializeToString(&bytes));
   mulo::v1::GenerateRequest parsed;
@@ -24,6 +25,7 @@ TEST(WireContractTest, GenerateRequestRoundTrips) {
   EXPECT_EQ(parsed.sampling().temperature(), 0.0);
   EXPECT_FALSE(parsed.sampling().has_top_p());
   EXPECT_EQ(parsed.mulo().rejection(), mulo::v1::MuloParams::RASTER);
+  EXPECT_EQ(parsed.mulo().draft_prefix(), mulo::v1::MuloParams::KEEP_DRAFTED);
 }
 
 TEST(WireContractTest, ServiceDescriptorListsTheRpcs) {

@@ -144,6 +144,20 @@ TEST(ServerIntegrationTest, StreamsRowsInOrderAndReturnsTheImage) {
             all.resampled_tokens() + dflt.resampled_tokens());
   EXPECT_EQ((*server)->MetricSum("mulo_spec_accepted_tokens_total", {"method=\"speculative\""}),
             sd.image->stats().accepted_tokens());
+  // The drafter-prefix option reaches the engine: tau 0 greedy with the drafter keeping its
+  // own rows is U_r of the drafter's whole greedy image, drafted in one step.
+  v1::GenerateRequest accept_all = ValidRequest();
+  accept_all.mutable_sampling()->set_temperature(0);
+  accept_all.mutable_mulo()->set_tau(0);
+  accept_all.mutable_mulo()->set_draft_rows(static_cast<uint32_t>(grid));  // one whole draft
+  StreamResult whole = RunStream(*stub, accept_all);
+  accept_all.mutable_mulo()->set_draft_rows(1);
+  accept_all.mutable_mulo()->set_draft_prefix(v1::MuloParams::KEEP_DRAFTED);
+  StreamResult kept = RunStream(*stub, accept_all);
+  ASSERT_TRUE(whole.status.ok() && kept.status.ok()) << kept.status.error_message();
+  EXPECT_TRUE(std::equal(kept.image->tokens().begin(), kept.image->tokens().end(),
+                         whole.image->tokens().begin(), whole.image->tokens().end()));
+  EXPECT_EQ(kept.image->stats().accepted_tokens(), static_cast<uint32_t>(grid * grid));
 }
 
 TEST(ServerIntegrationTest, DeadlineMidStreamStopsTheRequestAndFreesTheWorker) {
@@ -204,8 +218,13 @@ TEST(ServerIntegrationTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
        }},
       {"request_id", [](auto* r) { r->set_request_id(std::string(200, 'x')); }},
       {"mulo.delta", [](auto* r) { r->mutable_mulo()->set_delta(2); }},
+      {"mulo.rejection",
+       [](auto* r) { r->mutable_mulo()->set_rejection(static_cast<v1::MuloParams::Rejection>(9)); }},
+      {"mulo.draft_prefix", [](auto* r) {
+         r->mutable_mulo()->set_draft_prefix(static_cast<v1::MuloParams::DraftPrefix>(9));
+       }},
   };
-  ASSERT_EQ(bad.size(), 20u);
+  ASSERT_EQ(bad.size(), 22u);
   for (const auto& b : bad) {
     v1::GenerateRequest request = ValidRequest();
     b.mutate(&request);
@@ -221,7 +240,7 @@ TEST(ServerIntegrationTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
   // Still healthy and serving.
   EXPECT_EQ(Health(**server), grpc::health::v1::HealthCheckResponse::SERVING);
   EXPECT_TRUE(RunStream(*stub, ValidRequest()).status.ok());
-  EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"INVALID_ARGUMENT\""}), 20);
+  EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"INVALID_ARGUMENT\""}), 22);
 }
 
 TEST(ServerIntegrationTest, QueueOverflowIsUnavailableAndTheRestComplete) {
