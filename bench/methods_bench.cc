@@ -2,7 +2,8 @@
 // style of the MuLo-SD paper's Table 1: for ar, speculative and mulo (and, with
 // --sweep, MuLo-SD's ablations: tau, radius, local vs raster rejection, pooling
 // on/off, drafter rows per step, the accept-all / accept-none bounds, and the
-// drafter prefix kept from its own tokens instead of D_r's) over the same held-out prompts and seeds in one run on one machine:
+// drafter prefix kept from its own tokens instead of D_r's) over the same
+// held-out prompts and seeds in one run on one machine:
 // wall-clock speedup vs ar, step compression, acceptance rate, target / draft
 // forward passes, S_T, SynthEval score and its delta vs ar. Writes
 // <out_dir>/methods.md, methods.csv and (with --sweep) sweep.csv; plot the
@@ -75,8 +76,7 @@ struct Config {
   std::string group;  // "main" or the sweep axis
   std::shared_ptr<const DecodingMethod> method;
   double tau = 0, radius = 0, pooling_k = 0, draft_rows = 0;
-  std::string rejection;
-  std::string prefix = "downsampled";
+  std::string rejection, prefix;  // MuLo-SD rows only
 };
 
 struct Row {

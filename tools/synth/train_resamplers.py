@@ -118,9 +118,9 @@ def main():
                    "up_pix": float("nan"), "down_pix": float("nan")}
         if args.cycle_weight > 0:
             # D_2 also learns to undo U_2: given U_2's tokens for a scene (fixed, as a data
-            # source), give back the drafter-resolution tokens they came from.
-            with torch.no_grad():
-                up_ids = up_logits.argmax(1).flatten(1)
+            # source; argmax carries no gradient), give back the drafter-resolution tokens
+            # they came from.
+            up_ids = up_logits.argmax(1).flatten(1)
             with trainer.autocast():
                 cycle_vec = down.vectors(up_ids, 16, 16).float()
             cycle_loss = F.cross_entropy(down.logits(cycle_vec), low.view(-1, 8, 8))
