@@ -1,8 +1,17 @@
-// AR decode figures for one model: the cost of a target forward that appends 1, 16 or 64 new
-// tokens to a warm KV cache (the shapes AR, chain and tree speculative methods use), and
-// whole-image AR throughput. A benchmark, not a test: it prints a markdown table.
+// AR decode figures for one target transformer, the numbers a GPU deployment is judged by:
+//   - the cost table: ms per forward that appends 1, 4, 16, 64 or 256 new tokens to a KV cache
+//     already holding the condition plus `context` image tokens (the shapes AR, chain, tree and
+//     MuLo-SD verification use), launched eagerly and, on a CUDA device, replayed as CUDA
+//     graphs (forward_graphs.h), interleaved per repetition;
+//   - the AR step against the memory-bandwidth floor: weight bytes / measured copy bandwidth
+//     (--bandwidth or --ceilings from tools/gpu/ceilings.py), and the same floor plus the KV
+//     rows the step reads;
+//   - whole images: seconds per image for AR at temperature 1, eager and graphs alternating.
+// A benchmark, not a test: it prints markdown tables (and --json_out for tools).
 //
 //   bazel run -c opt //bench:ar_bench -- --model_dir=$PWD/tests/data/tar_tiny
+//   out/gpu/ar_bench --model_dir=/tmp/tar_lp_512 --device=cuda --dtype=bfloat16
+//       --ceilings=out/gpu/ceilings.json --json_out=out/gpu/cost_tar_lp_512.json
 //
 // It depends on the engine and LibTorch only (no Abseil), so tools/build_engine.sh builds it
 // on a GPU machine that has neither Bazel nor the server's libraries.
@@ -10,14 +19,20 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench/bench_flags.h"
 #include "engine/core/cpu_threads.h"
 #include "engine/decode/ar.h"
+#include "engine/model/forward_graphs.h"
 #include "engine/model/transformer.h"
 
 namespace mulo::engine {
@@ -30,6 +45,13 @@ struct Flags {
   int threads = 0;
   double cfg_scale = 4.0;
   std::string device = "cpu";
+  std::string dtype = "float32";
+  std::string new_tokens = "1,4,16,64,256";
+  std::string contexts = "";  // default: 0, N/4, N/2, 3N/4 image tokens
+  std::string graphs = "both";
+  double bandwidth = 0.0;
+  std::string ceilings;
+  std::string json_out;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -44,7 +66,31 @@ void Sync(const torch::Device& device) {
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+bool ParseList(const std::string& text, std::vector<int64_t>* out) {
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    char* end = nullptr;
+    const long long value = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || value < 0) return false;
+    out->push_back(value);
+  }
+  return !out->empty();
+}
+
+// One way of running the model: eager launches or CUDA graphs, each with its own loaded copy
+// (graphs are a property of the caches a model hands out).
+struct Variant {
+  std::string name;
+  std::shared_ptr<const Transformer> model;
+};
+
+int Fail(const Status& status) {
+  std::fprintf(stderr, "error: %s\n", status.ToString().c_str());
+  return 1;
 }
 
 int Run(const Flags& flags) {
@@ -52,15 +98,68 @@ int Run(const Flags& flags) {
   if (flags.threads > 0) SetCpuThreads(flags.threads);
   LoadOptions options;
   options.device = device;
-  auto loaded = Transformer::LoadDirectory(flags.model_dir, options);
-  if (!loaded.ok()) {
-    std::fprintf(stderr, "error: %s\n", loaded.status().ToString().c_str());
-    return 1;
+  if (flags.dtype == "bfloat16") {
+    options.dtype = torch::kBFloat16;
+  } else if (flags.dtype == "float16") {
+    options.dtype = torch::kFloat16;
+  } else if (flags.dtype != "float32") {
+    std::fprintf(stderr, "error: --dtype: expected float32, bfloat16 or float16, got \"%s\"\n",
+                 flags.dtype.c_str());
+    return 2;
   }
-  const Transformer& model = **loaded;
+  if (flags.graphs != "both" && flags.graphs != "on" && flags.graphs != "off") {
+    std::fprintf(stderr, "error: --graphs: expected both, on or off\n");
+    return 2;
+  }
+  const bool graphs_possible = CudaGraphsAvailable(device);
+  std::vector<Variant> variants;
+  auto weight_bytes = std::make_shared<std::atomic<int64_t>>(0);
+  for (const bool graphs : {false, true}) {
+    if (graphs && !graphs_possible) continue;
+    if ((graphs && flags.graphs == "off") || (!graphs && flags.graphs == "on" && graphs_possible)) {
+      continue;
+    }
+    LoadOptions o = options;
+    o.cuda_graphs = graphs;
+    if (variants.empty()) o.loaded_bytes = weight_bytes;
+    auto loaded = Transformer::LoadDirectory(flags.model_dir, o);
+    if (!loaded.ok()) return Fail(loaded.status());
+    variants.push_back({graphs ? "graphs" : "eager", *loaded});
+  }
+  const Transformer& model = *variants[0].model;
   const TransformerConfig& c = model.config();
   const int64_t batch = flags.cfg_scale == 1.0 ? 1 : 2;
   const int repeats = std::max(1, flags.repeats);
+  const int64_t n_image = c.num_image_tokens();
+  std::vector<int64_t> new_tokens, contexts;
+  if (!ParseList(flags.new_tokens, &new_tokens)) {
+    std::fprintf(stderr, "error: --new_tokens: expected a comma list of counts\n");
+    return 2;
+  }
+  if (flags.contexts.empty()) {
+    contexts = {0, n_image / 4, n_image / 2, 3 * n_image / 4};
+  } else if (!ParseList(flags.contexts, &contexts)) {
+    std::fprintf(stderr, "error: --contexts: expected a comma list of image-token counts\n");
+    return 2;
+  }
+  for (int64_t ctx : contexts) {
+    if (ctx >= n_image - 1) {
+      std::fprintf(stderr, "error: --contexts: %ld leaves no free position (%ld image tokens)\n",
+                   ctx, n_image);
+      return 2;
+    }
+  }
+  double bandwidth = flags.bandwidth;
+  if (!flags.ceilings.empty()) {
+    std::ifstream in(flags.ceilings);
+    const auto doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded() || !doc.contains("copy_bytes_per_s")) {
+      std::fprintf(stderr, "error: --ceilings: %s has no copy_bytes_per_s\n",
+                   flags.ceilings.c_str());
+      return 2;
+    }
+    bandwidth = doc["copy_bytes_per_s"].get<double>();
+  }
 
   Condition condition;
   if (c.condition_mode == ConditionMode::kClassLabel) {
@@ -69,82 +168,149 @@ int Run(const Flags& flags) {
     condition.features = torch::randn({c.cls_token_num, c.cond_dim});
   }
   auto embedded = model.EmbedCondition(condition, batch == 2);
-  if (!embedded.ok()) {
-    std::fprintf(stderr, "error: %s\n", embedded.status().ToString().c_str());
-    return 1;
-  }
+  if (!embedded.ok()) return Fail(embedded.status());
 
   std::printf("AR decode benchmark: %s\n", flags.model_dir.c_str());
   std::printf("model: dim %ld, %ld layers, %ld heads (%ld kv), vocab %ld, grid %ldx%ld, "
-              "%ld condition positions; batch %ld (CFG %s); %s, %d threads\n\n",
+              "%ld condition positions, %.1f M weight bytes (%s); batch %ld (CFG %s); %s, "
+              "%d threads\n\n",
               c.dim, c.n_layer, c.n_head, c.n_kv_head, c.vocab_size, c.grid_size, c.grid_size,
-              c.cls_token_num, batch, batch == 2 ? "on" : "off", device.str().c_str(),
-              torch::get_num_threads());
+              c.cls_token_num, weight_bytes->load() / 1e6, flags.dtype.c_str(), batch,
+              batch == 2 ? "on" : "off", device.str().c_str(), torch::get_num_threads());
 
-  // Warm cache: the condition plus the first half of the image.
-  const int64_t feedable = c.num_image_tokens() - 1;
-  const int64_t prefix = feedable / 2;
-  KvCache cache = model.NewCache(batch, c.max_positions() + 64);
-  if (!model.Prefill(cache, *embedded, LogitsMode::kNone).ok()) return 1;
-  auto prefix_tokens = torch::randint(c.vocab_size, {batch, prefix}, torch::kInt64);
-  auto prefix_pos = torch::arange(model.TokenPosition(0), model.TokenPosition(prefix));
-  if (prefix > 0 &&
-      !model.ForwardTokens(cache, prefix_tokens, prefix_pos, LogitsMode::kNone).ok()) {
-    return 1;
-  }
-  const int64_t warm = cache.length();
+  nlohmann::json report;
+  report["model_dir"] = flags.model_dir;
+  report["device"] = device.str();
+  report["dtype"] = flags.dtype;
+  report["batch"] = batch;
+  report["weight_bytes"] = weight_bytes->load();
+  report["cls_token_num"] = c.cls_token_num;
+  report["image_tokens"] = n_image;
+  report["kv_bytes_per_row"] = 2 * c.n_layer * batch * c.n_kv_head * c.head_dim() *
+                               static_cast<int64_t>(c10::elementSize(options.dtype));
+  report["cost"] = nlohmann::json::array();
 
-  std::printf("| new tokens | cache rows before | ms / forward (median of %d) | ms / token |\n",
-              repeats);
-  std::printf("|---:|---:|---:|---:|\n");
-  for (int64_t k : {1, 16, 64}) {
-    auto tokens = torch::randint(c.vocab_size, {batch, k}, torch::kInt64);
-    // Positions continue after the prefix; beyond the free positions they wrap, as tree
-    // drafts reuse positions (a node's position is its depth), which costs the same.
-    auto positions = model.TokenPosition(prefix) + torch::arange(k) % (feedable - prefix);
-    std::vector<double> times;
-    for (int r = 0; r < repeats + 2; ++r) {
-      Sync(device);
-      const auto start = Clock::now();
-      auto out = model.ForwardTokens(cache, tokens, positions, LogitsMode::kAll);
-      Sync(device);
-      const double t = Seconds(start);
-      if (!out.ok()) {
-        std::fprintf(stderr, "error: %s\n", out.status().ToString().c_str());
-        return 1;
+  // The cost table. Free positions after the context wrap for long appends, as tree drafts
+  // reuse positions (a node's position is its depth), which costs the same.
+  const int64_t max_new = *std::max_element(new_tokens.begin(), new_tokens.end());
+  const int64_t capacity = c.cls_token_num + n_image + max_new;
+  const int warmups = ForwardGraphs::kCaptureAfter + 2;  // eager uses, capture, one replay
+  std::printf("| context (image tokens) | new tokens |");
+  for (const Variant& v : variants) std::printf(" %s ms / forward |", v.name.c_str());
+  for (const Variant& v : variants) std::printf(" %s ms / token |", v.name.c_str());
+  std::printf("\n|---:|---:|");
+  for (size_t i = 0; i < 2 * variants.size(); ++i) std::printf("---:|");
+  std::printf("\n");
+  for (int64_t ctx : contexts) {
+    std::vector<KvCache> caches;
+    for (const Variant& v : variants) {
+      caches.push_back(v.model->NewCache(batch, capacity));
+      auto prefill = v.model->Prefill(caches.back(), *embedded, LogitsMode::kNone);
+      if (!prefill.ok()) return Fail(prefill.status());
+      if (ctx > 0) {
+        auto ids = torch::randint(c.vocab_size, {1, ctx}, torch::kInt64).expand({batch, ctx});
+        auto pos = torch::arange(model.TokenPosition(0), model.TokenPosition(ctx));
+        auto fed = v.model->ForwardTokens(caches.back(), ids.contiguous(), pos, LogitsMode::kNone);
+        if (!fed.ok()) return Fail(fed.status());
       }
-      if (!cache.Truncate(warm).ok()) return 1;
-      if (r >= 2) times.push_back(t);  // two warm-up runs
     }
-    const double ms = 1e3 * Median(times);
-    std::printf("| %ld | %ld | %.3f | %.3f |\n", k, warm, ms, ms / k);
+    const int64_t warm = caches[0].length();
+    const int64_t free_positions = n_image - 1 - ctx;
+    for (int64_t k : new_tokens) {
+      auto ids = torch::randint(c.vocab_size, {1, k}, torch::kInt64).expand({batch, k});
+      auto positions = model.TokenPosition(ctx) + torch::arange(k) % free_positions;
+      std::vector<std::vector<double>> times(variants.size());
+      for (int r = 0; r < repeats + warmups; ++r) {
+        for (size_t v = 0; v < variants.size(); ++v) {
+          Sync(device);
+          const auto start = Clock::now();
+          auto out = variants[v].model->ForwardTokens(caches[v], ids.contiguous(), positions,
+                                                      LogitsMode::kAll);
+          Sync(device);
+          const double t = Seconds(start);
+          if (!out.ok()) return Fail(out.status());
+          if (!caches[v].Truncate(warm).ok()) return 1;
+          if (r >= warmups) times[v].push_back(t);
+        }
+      }
+      std::printf("| %ld | %ld |", ctx, k);
+      nlohmann::json row = {{"context", ctx}, {"new_tokens", k}};
+      for (size_t v = 0; v < variants.size(); ++v) {
+        const double ms = 1e3 * Median(times[v]);
+        std::printf(" %.3f |", ms);
+        row[variants[v].name + "_ms"] = ms;
+      }
+      for (size_t v = 0; v < variants.size(); ++v) {
+        std::printf(" %.4f |", 1e3 * Median(times[v]) / k);
+      }
+      std::printf("\n");
+      report["cost"].push_back(row);
+    }
   }
 
-  ModelSet models;
-  models.target = *loaded;
+  if (bandwidth > 0) {
+    const double floor_ms = 1e3 * weight_bytes->load() / bandwidth;
+    const int64_t kv_row = report["kv_bytes_per_row"].get<int64_t>();
+    std::printf("\nAR step (1 new token) against the memory-bandwidth floor: weights %.1f MB / "
+                "%.2f TB/s = %.3f ms\n\n| context | floor + KV rows read ms |",
+                weight_bytes->load() / 1e6, bandwidth / 1e12, floor_ms);
+    for (const Variant& v : variants) std::printf(" %s ms | %s / floor |", v.name.c_str(),
+                                                  v.name.c_str());
+    std::printf("\n|---:|---:|");
+    for (size_t i = 0; i < variants.size(); ++i) std::printf("---:|---:|");
+    std::printf("\n");
+    report["floor_ms"] = floor_ms;
+    report["bandwidth_bytes_per_s"] = bandwidth;
+    for (const auto& row : report["cost"]) {
+      if (row["new_tokens"].get<int64_t>() != 1) continue;
+      const int64_t ctx = row["context"].get<int64_t>();
+      const double kv_ms = 1e3 * kv_row * (c.cls_token_num + ctx) / bandwidth;
+      std::printf("| %ld | %.3f |", ctx, floor_ms + kv_ms);
+      for (const Variant& v : variants) {
+        const double ms = row[v.name + "_ms"].get<double>();
+        std::printf(" %.3f | %.2fx |", ms, ms / floor_ms);
+      }
+      std::printf("\n");
+    }
+  }
+
+  // Whole images, the variants alternating per image.
   DecodeRequest request;
   request.condition = condition;
   request.sampling.cfg_scale = flags.cfg_scale;
   NullProgressSink sink;
   CancelToken cancel;
   const int images = std::max(1, flags.images);
-  double total = 0.0, forward = 0.0;
-  for (int i = 0; i < images; ++i) {
+  std::vector<double> total(variants.size()), forward(variants.size());
+  for (int i = 0; i <= images; ++i) {  // image 0 warms up (allocator, library handles)
     request.sampling.seed = static_cast<uint64_t>(i);
-    auto result = ArDecoder().Decode(request, models, sink, cancel);
-    if (!result.ok()) {
-      std::fprintf(stderr, "error: %s\n", result.status().ToString().c_str());
-      return 1;
+    for (size_t v = 0; v < variants.size(); ++v) {
+      ModelSet models;
+      models.target = variants[v].model;
+      auto result = ArDecoder().Decode(request, models, sink, cancel);
+      if (!result.ok()) return Fail(result.status());
+      if (i == 0) continue;
+      total[v] += result->stats.total_seconds;
+      forward[v] += result->stats.PhaseSeconds(Phase::kTargetForward);
     }
-    total += result->stats.total_seconds;
-    forward += result->stats.PhaseSeconds(Phase::kTargetForward) +
-               result->stats.PhaseSeconds(Phase::kPrefill);
   }
-  const int64_t n = c.num_image_tokens();
-  std::printf("\nFull image (ar, temperature 1, %d seeds): %ld tokens in %.3f s mean "
-              "(%.1f%% in target forwards) = %.1f tokens/s, %.2f images/s\n",
-              images, n, total / images, 100.0 * forward / total, n * images / total,
-              images / total);
+  std::printf("\nFull image (ar, temperature 1, %d seeds after one warm-up, %ld tokens):\n\n"
+              "| variant | s / image | ms / AR step (forward phase) | tokens / s |\n"
+              "|---|---:|---:|---:|\n",
+              images, n_image);
+  report["image"] = nlohmann::json::object();
+  for (size_t v = 0; v < variants.size(); ++v) {
+    const double per_image = total[v] / images;
+    const double step_ms = 1e3 * forward[v] / images / (n_image - 1);
+    std::printf("| %s | %.4f | %.3f | %.1f |\n", variants[v].name.c_str(), per_image, step_ms,
+                n_image / per_image);
+    report["image"][variants[v].name] = {{"seconds", per_image}, {"step_ms", step_ms}};
+  }
+  if (!flags.json_out.empty()) {
+    std::ofstream out(flags.json_out);
+    out << report.dump(1) << "\n";
+    std::printf("\nwrote %s\n", flags.json_out.c_str());
+  }
   return 0;
 }
 
@@ -156,10 +322,19 @@ int main(int argc, char** argv) {
   mulo::bench::FlagParser parser("ar_bench: prints AR decode figures for a target transformer");
   parser.Add("model_dir", &flags.model_dir, "directory with config.json + model.safetensors");
   parser.Add("repeats", &flags.repeats, "timed repetitions per forward shape (median reported)");
-  parser.Add("images", &flags.images, "full images generated for the throughput figure");
+  parser.Add("images", &flags.images, "full images generated per variant (after one warm-up)");
   parser.Add("threads", &flags.threads, "torch intra-op threads (0 = LibTorch default)");
   parser.Add("cfg_scale", &flags.cfg_scale, "CFG scale (1 = one stream, otherwise batch 2)");
   parser.Add("device", &flags.device, "cpu or cuda");
+  parser.Add("dtype", &flags.dtype, "compute dtype of the weights: float32, bfloat16, float16");
+  parser.Add("new_tokens", &flags.new_tokens, "comma list: tokens appended per timed forward");
+  parser.Add("contexts", &flags.contexts,
+             "comma list: image tokens already cached (default 0, N/4, N/2, 3N/4)");
+  parser.Add("graphs", &flags.graphs,
+             "CUDA graphs: both (eager and graphs side by side), on, off; CPU: always eager");
+  parser.Add("bandwidth", &flags.bandwidth, "device copy bandwidth in bytes/s for the floor");
+  parser.Add("ceilings", &flags.ceilings, "JSON from tools/gpu/ceilings.py (copy_bytes_per_s)");
+  parser.Add("json_out", &flags.json_out, "also write the figures as JSON here");
   if (!parser.Parse(argc, argv)) return 2;
   return mulo::engine::Run(flags);
 }

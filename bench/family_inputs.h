@@ -21,11 +21,11 @@ struct FamilyInputs {
   std::vector<synth::HeldoutEntry> prompts;  // the first `limit` (all when limit <= 0)
 };
 
-inline std::optional<FamilyInputs> LoadFamilyInputs(const std::string& models_dir,
-                                                    const std::string& prompts_path, int limit,
-                                                    int threads) {
+inline std::optional<FamilyInputs> LoadFamilyInputs(
+    const std::string& models_dir, const std::string& prompts_path, int limit, int threads,
+    const engine::LoadOptions& options = engine::LoadOptions()) {
   engine::SetCpuThreads(threads);
-  auto family = engine::LoadModelSet(models_dir, engine::LoadOptions());
+  auto family = engine::LoadModelSet(models_dir, options);
   if (!family.ok()) {
     std::fprintf(stderr, "error: %s\n", family.status().ToString().c_str());
     return std::nullopt;

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 #include <string>
 #include <vector>
@@ -65,6 +66,13 @@ ABSL_FLAG(std::vector<std::string>, methods,
           "same prompts and "
           "seeds as `mulo_client bench --requests=32 --prompts_file=...`");
 ABSL_FLAG(std::string, out_dir, "out/bench", "where the tables go");
+ABSL_FLAG(std::string, device, "cpu", "cpu or cuda: where the family lives and runs");
+ABSL_FLAG(std::string, dtype, "float32", "compute dtype of the weights: float32 or bfloat16");
+ABSL_FLAG(bool, cuda_graphs, true,
+          "on a CUDA device, replay repeated transformer forward shapes as CUDA graphs");
+ABSL_FLAG(std::string, trace_out, "",
+          "also write every request's transformer forwards (model, batch, new tokens, context, "
+          "graph) and phase times as JSON lines here, for tools/gpu/project.py");
 
 namespace mulo {
 namespace {
@@ -109,10 +117,47 @@ Config Mulo(const std::string& name, const std::string& group, double tau, int64
   return c;
 }
 
+// The family's transformers by name, to label trace events.
+std::string ModelName(const engine::ModelSet& family, const void* model) {
+  if (model == family.target.get()) return "target";
+  if (model == family.drafter.get()) return "drafter";
+  if (model == family.chain.get()) return "chain";
+  return "other";
+}
+
 int Run() {
+  engine::LoadOptions load;
+  const std::string device_name = absl::GetFlag(FLAGS_device);
+  if (device_name != "cpu" && device_name != "cuda") {
+    std::fprintf(stderr, "error: --device: expected cpu or cuda, got \"%s\"\n",
+                 device_name.c_str());
+    return 2;
+  }
+  load.device = torch::Device(device_name);
+  const std::string dtype = absl::GetFlag(FLAGS_dtype);
+  if (dtype == "bfloat16") {
+    load.dtype = torch::kBFloat16;
+  } else if (dtype != "float32") {
+    std::fprintf(stderr, "error: --dtype: expected float32 or bfloat16, got \"%s\"\n",
+                 dtype.c_str());
+    return 2;
+  }
+  load.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   auto inputs = bench::LoadFamilyInputs(absl::GetFlag(FLAGS_models), absl::GetFlag(FLAGS_prompts),
-                                        absl::GetFlag(FLAGS_limit), absl::GetFlag(FLAGS_threads));
+                                        absl::GetFlag(FLAGS_limit), absl::GetFlag(FLAGS_threads),
+                                        load);
   if (!inputs) return 1;
+  std::ofstream trace_file;
+  if (const std::string trace_path = absl::GetFlag(FLAGS_trace_out); !trace_path.empty()) {
+    const auto parent = std::filesystem::path(trace_path).parent_path();
+    std::error_code ignored;
+    if (!parent.empty()) std::filesystem::create_directories(parent, ignored);
+    trace_file.open(trace_path);
+    if (!trace_file) {
+      std::fprintf(stderr, "error: --trace_out: cannot write %s\n", trace_path.c_str());
+      return 2;
+    }
+  }
   const engine::ModelSet* family = &inputs->family;
   const auto* prompts = &inputs->prompts;
   const size_t count = prompts->size();
@@ -207,8 +252,10 @@ int Run() {
     sampling.temperature = absl::GetFlag(FLAGS_temperature);
     sampling.seed = absl::GetFlag(FLAGS_seed) + static_cast<uint64_t>(entry.id);
     for (Row& row : rows) {
-      auto result =
-          engine::GenerateImage(*row.config.method, *family, entry.prompt, sampling, sink, cancel);
+      engine::ForwardTrace trace;
+      auto result = engine::GenerateImage(*row.config.method, *family, entry.prompt, sampling,
+                                          sink, cancel,
+                                          trace_file.is_open() ? &trace : nullptr);
       if (!result.ok()) {
         std::fprintf(stderr, "error (%s, prompt %d): %s\n", row.config.name.c_str(), entry.id,
                      result.status().ToString().c_str());
@@ -227,6 +274,21 @@ int Run() {
       row.tokens += s.tokens;
       row.resampled += s.resampled_tokens;
       for (int p = 0; p < engine::kNumPhases; ++p) row.phase_seconds[p] += s.phase_seconds[p];
+      if (trace_file.is_open()) {
+        nlohmann::json line = {{"method", row.config.name},
+                               {"prompt", entry.id},
+                               {"seconds", s.total_seconds},
+                               {"tokens", s.tokens}};
+        for (int p = 0; p < engine::kNumPhases; ++p) {
+          line["phases"][engine::PhaseName(static_cast<engine::Phase>(p))] = s.phase_seconds[p];
+        }
+        line["forwards"] = nlohmann::json::array();
+        for (const engine::ForwardEvent& e : trace) {
+          line["forwards"].push_back(
+              {ModelName(*family, e.model), e.batch, e.new_tokens, e.context, e.graph});
+        }
+        trace_file << line.dump() << "\n";
+      }
     }
     std::fprintf(stderr, "\r[%zu/%zu prompts]", i + 1, count);
   }
@@ -239,10 +301,12 @@ int Run() {
   if (absl::GetFlag(FLAGS_sweep)) sweep.open(dir + "/sweep.csv");
   const std::string header = absl::StrFormat(
       "%zu held-out prompts, seeds %d.., temperature %.2f, cfg %.2f, %d torch "
-      "thread(s), CPU; "
+      "thread(s), %s %s%s; "
       "%d target tokens, %d drafter tokens per image\n\n",
       count, absl::GetFlag(FLAGS_seed), absl::GetFlag(FLAGS_temperature), family->default_cfg_scale,
-      absl::GetFlag(FLAGS_threads), n_tokens, n_draft);
+      absl::GetFlag(FLAGS_threads), device_name, dtype,
+      load.device.is_cuda() ? (load.cuda_graphs ? " with CUDA graphs" : " eager") : "", n_tokens,
+      n_draft);
   md << header
      << "| method | s / image | speedup vs ar | step compression | acceptance "
         "| target fwd | "
@@ -295,6 +359,7 @@ int Run() {
   }
   md << phases;
   std::fputs(phases.c_str(), stdout);
+  std::fputs(header.c_str(), stdout);
   std::printf("\nwrote %s/methods.md and methods.csv%s\n", dir.c_str(),
               sweep.is_open() ? " and sweep.csv" : "");
   return 0;

@@ -14,14 +14,18 @@ status=$?
 # Bazel counts test targets; add up the test cases from each target's JUnit XML.
 passed=0
 failed=0
+skipped=0
 while IFS= read -r xml; do
   line=$(grep -m1 -o '<testsuites [^>]*>' "$xml" || true)
   tests=$(sed -n 's/.* tests="\([0-9]*\)".*/\1/p' <<<"$line")
   failures=$(sed -n 's/.* failures="\([0-9]*\)".*/\1/p' <<<"$line")
   errors=$(sed -n 's/.* errors="\([0-9]*\)".*/\1/p' <<<"$line")
+  skips=$(grep -c '<skipped' "$xml" || true)
   bad=$(( ${failures:-0} + ${errors:-0} ))
-  passed=$(( passed + ${tests:-0} - bad ))
+  passed=$(( passed + ${tests:-0} - bad - ${skips:-0} ))
   failed=$(( failed + bad ))
+  skipped=$(( skipped + ${skips:-0} ))
 done < <(find -L bazel-testlogs/ -name test.xml 2>/dev/null)
-echo "test cases: ${passed} passed, ${failed} failed"
+# Skipped cases are the GPU suite on a machine without a CUDA device.
+echo "test cases: ${passed} passed, ${failed} failed, ${skipped} skipped"
 exit $status

@@ -30,6 +30,7 @@ StatusOr<DecodeResult> ArDecoder::Decode(const DecodeRequest& request, const Mod
   MULO_ASSIGN_OR_RETURN(torch::Tensor condition,
                         target.EmbedCondition(request.condition, batch == 2));
   KvCache cache = target.NewCache(batch, config.max_positions());
+  cache.set_trace(request.trace);
   Rng rng(request.sampling.seed, RngStream::kTarget);
   RowEmitter rows(config.grid_size, &progress);
   torch::Tensor logits;

@@ -20,6 +20,8 @@ namespace mulo::engine {
 struct DecodeRequest {
   Condition condition;
   SamplingParams sampling;
+  // Optional: every transformer forward of the request is appended here (benchmarks).
+  ForwardTrace* trace = nullptr;
 };
 
 struct DecodeResult {

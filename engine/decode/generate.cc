@@ -16,19 +16,21 @@ StatusOr<Condition> ConditionFromPrompt(const ModelSet& models, const std::strin
 
 StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
                                        const std::string& prompt, const SamplingParams& sampling,
-                                       ProgressSink& progress, const CancelToken& cancel) {
+                                       ProgressSink& progress, const CancelToken& cancel,
+                                       ForwardTrace* trace) {
   MULO_ASSIGN_OR_RETURN(Condition condition, ConditionFromPrompt(models, prompt));
-  return GenerateImage(method, models, condition, sampling, progress, cancel);
+  return GenerateImage(method, models, condition, sampling, progress, cancel, trace);
 }
 
 StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
                                        const Condition& condition,
                                        const SamplingParams& sampling, ProgressSink& progress,
-                                       const CancelToken& cancel) {
+                                       const CancelToken& cancel, ForwardTrace* trace) {
   const auto start = std::chrono::steady_clock::now();
   DecodeRequest request;
   request.condition = condition;
   request.sampling = sampling;
+  request.trace = trace;
   MULO_ASSIGN_OR_RETURN(DecodeResult decoded, method.Decode(request, models, progress, cancel));
   MULO_RETURN_IF_ERROR(cancel.Check());
   GenerateResult result;

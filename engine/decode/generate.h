@@ -20,15 +20,17 @@ struct GenerateResult {
 // Condition features for a prompt (INVALID_ARGUMENT naming "prompt" on a bad prompt).
 StatusOr<Condition> ConditionFromPrompt(const ModelSet& models, const std::string& prompt);
 
+// `trace`, when set, receives every transformer forward (DecodeRequest::trace).
 StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
                                        const std::string& prompt, const SamplingParams& sampling,
-                                       ProgressSink& progress, const CancelToken& cancel);
+                                       ProgressSink& progress, const CancelToken& cancel,
+                                       ForwardTrace* trace = nullptr);
 
 // The same from precomputed condition features (or a class label).
 StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
                                        const Condition& condition,
                                        const SamplingParams& sampling, ProgressSink& progress,
-                                       const CancelToken& cancel);
+                                       const CancelToken& cancel, ForwardTrace* trace = nullptr);
 
 }  // namespace mulo::engine
 

@@ -95,6 +95,8 @@ StatusOr<DecodeResult> MuloDecoder::Decode(const DecodeRequest& request, const M
     Stream drafter{models.drafter.get(),
                    models.drafter->NewCache(batch, models.drafter->config().max_positions()), {},
                    {}};
+    target.cache.set_trace(request.trace);
+    drafter.cache.set_trace(request.trace);
     {
       PhaseTimer timer(&stats, Phase::kPrefill, device);
       MULO_ASSIGN_OR_RETURN(torch::Tensor tc,

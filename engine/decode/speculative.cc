@@ -53,6 +53,8 @@ StatusOr<DecodeResult> SpeculativeDecoder::Decode(const DecodeRequest& request,
                           draft.EmbedCondition(request.condition, batch == 2));
     KvCache target_cache = target.NewCache(batch, target.config().max_positions());
     KvCache draft_cache = draft.NewCache(batch, draft.config().max_positions());
+    target_cache.set_trace(request.trace);
+    draft_cache.set_trace(request.trace);
     Rng target_rng(sampling.seed, RngStream::kTarget);
     Rng draft_rng(sampling.seed, RngStream::kDrafter);
     Rng accept_rng(sampling.seed, RngStream::kAcceptance);

@@ -1,10 +1,21 @@
 #include "engine/model/block.h"
 
+#include <torch/version.h>
+
 #include <cmath>
+
+// LibTorch 2 has fused RMSNorm and scaled-dot-product attention kernels; LibTorch 1.13
+// (Debian's, the CPU build) has neither, and the CPU path keeps the reference arithmetic.
+#if TORCH_VERSION_MAJOR >= 2
+#define MULO_FUSED_KERNELS 1
+#endif
 
 namespace mulo::engine {
 
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+#ifdef MULO_FUSED_KERNELS
+  if (x.is_cuda()) return at::rms_norm(x, {x.size(-1)}, weight, eps);
+#endif
   auto xf = x.to(torch::kFloat32);
   auto normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
   return normed.to(x.scalar_type()) * weight;
@@ -31,11 +42,30 @@ StatusOr<Block> Block::Load(Checkpoint& ckpt, const std::string& p, const BlockS
   MULO_ASSIGN_OR_RETURN(b.w2_, ckpt.Get(p + "feed_forward.w2.weight", {d, hidden}));
   MULO_ASSIGN_OR_RETURN(b.attention_norm_, ckpt.Get(p + "attention_norm.weight", {d}));
   MULO_ASSIGN_OR_RETURN(b.ffn_norm_, ckpt.Get(p + "ffn_norm.weight", {d}));
+  if (b.w1_.is_cuda()) {
+    // One GEMM for both FFN inputs: a small forward on a GPU costs its launches.
+    torch::NoGradGuard no_grad;
+    b.w13_ = torch::cat({b.w1_, b.w3_});
+    b.w1_ = torch::Tensor();
+    b.w3_ = torch::Tensor();
+  }
   return b;
 }
 
+torch::Tensor Block::PrepareMask(const torch::Tensor& mask, const torch::Tensor& x) {
+#ifdef MULO_FUSED_KERNELS
+  if (mask.defined() && x.is_cuda()) {
+    // SDPA would turn a boolean mask into an additive one in every layer; do it once.
+    return torch::zeros(mask.sizes(), x.options()).masked_fill(mask.logical_not(), -INFINITY);
+  }
+#endif
+  (void)x;
+  return mask;
+}
+
 torch::Tensor Block::Attention(const torch::Tensor& x, const torch::Tensor& rope,
-                               const torch::Tensor& mask, KvCache* cache, int64_t layer) const {
+                               const torch::Tensor& mask, KvCache* cache, int64_t layer,
+                               const torch::Tensor& rows, int64_t span) const {
   const auto& s = shape_;
   const int64_t b = x.size(0), n = x.size(1), hd = s.head_dim();
   auto parts = torch::linear(x, wqkv_).split_with_sizes(
@@ -49,12 +79,23 @@ torch::Tensor Block::Attention(const torch::Tensor& x, const torch::Tensor& rope
   }
   q = q.transpose(1, 2);
   torch::Tensor keys = k.transpose(1, 2), values = v.transpose(1, 2);
-  if (cache != nullptr) std::tie(keys, values) = cache->Store(layer, keys, values);
+  if (cache != nullptr) {
+    std::tie(keys, values) = rows.defined() ? cache->StoreAt(layer, rows, keys, values, span)
+                                            : cache->Store(layer, keys, values);
+  }
   if (s.n_kv_head != s.n_head) {
     const int64_t rep = s.n_head / s.n_kv_head;
     keys = keys.repeat_interleave(rep, 1);
     values = values.repeat_interleave(rep, 1);
   }
+#ifdef MULO_FUSED_KERNELS
+  if (q.is_cuda()) {
+    // One fused kernel; the boolean mask has our meaning (true = may attend).
+    auto attended = at::scaled_dot_product_attention(
+        q, keys, values, mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt);
+    return torch::linear(attended.transpose(1, 2).reshape({b, n, s.dim}), wo_);
+  }
+#endif
   auto scores = torch::matmul(q, keys.transpose(-1, -2)) / std::sqrt(static_cast<double>(hd));
   if (mask.defined()) scores = scores.masked_fill(mask.logical_not(), -INFINITY);
   auto probs = torch::softmax(scores.to(torch::kFloat32), -1).to(q.scalar_type());
@@ -63,9 +104,17 @@ torch::Tensor Block::Attention(const torch::Tensor& x, const torch::Tensor& rope
 }
 
 torch::Tensor Block::Forward(const torch::Tensor& x, const torch::Tensor& rope,
-                             const torch::Tensor& mask, KvCache* cache, int64_t layer) const {
-  auto h = x + Attention(RmsNorm(x, attention_norm_, shape_.norm_eps), rope, mask, cache, layer);
+                             const torch::Tensor& mask, KvCache* cache, int64_t layer,
+                             const torch::Tensor& rows, int64_t span) const {
+  auto h = x + Attention(RmsNorm(x, attention_norm_, shape_.norm_eps), rope, mask, cache, layer,
+                         rows, span);
   auto f = RmsNorm(h, ffn_norm_, shape_.norm_eps);
+  if (w13_.defined()) {  // CUDA: fused FFN inputs, residual added by the GEMM (beta = 1)
+    auto gate_up = torch::linear(f, w13_).chunk(2, -1);
+    auto g = torch::silu(gate_up[0]) * gate_up[1];
+    h.view({-1, shape_.dim}).addmm_(g.view({-1, g.size(-1)}), w2_.t());
+    return h;
+  }
   return h + torch::linear(torch::silu(torch::linear(f, w1_)) * torch::linear(f, w3_), w2_);
 }
 

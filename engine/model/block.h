@@ -37,18 +37,31 @@ class Block {
   //   cache: when set, the new keys/values are stored as layer `layer` of the cache and the
   //          queries attend over every cached row plus the new ones; when null, attention is
   //          over the new rows only (bidirectional encoders).
+  //   rows, span: graph-safe cache addressing (KvCache::StoreAt): the new keys/values go to
+  //          cache rows `rows` [n] and the queries read cache rows [0, span) under `mask`
+  //          [n, span]; undefined `rows` appends at the cache length instead.
   torch::Tensor Forward(const torch::Tensor& x, const torch::Tensor& rope,
-                        const torch::Tensor& mask, KvCache* cache, int64_t layer) const;
+                        const torch::Tensor& mask, KvCache* cache, int64_t layer,
+                        const torch::Tensor& rows = torch::Tensor(), int64_t span = 0) const;
+
+  // The form of a boolean attention mask [n, keys] that Forward takes fastest on x's device:
+  // on CUDA an additive mask in x's dtype (0 where attending, -inf elsewhere), built once per
+  // forward rather than in every layer; elsewhere the mask itself.
+  static torch::Tensor PrepareMask(const torch::Tensor& mask, const torch::Tensor& x);
 
  private:
   torch::Tensor Attention(const torch::Tensor& x, const torch::Tensor& rope,
-                          const torch::Tensor& mask, KvCache* cache, int64_t layer) const;
+                          const torch::Tensor& mask, KvCache* cache, int64_t layer,
+                          const torch::Tensor& rows, int64_t span) const;
 
   BlockShape shape_;
   torch::Tensor wqkv_, wo_, w1_, w2_, w3_, attention_norm_, ffn_norm_;
+  torch::Tensor w13_;  // CUDA: [w1; w3] stacked, w1_ and w3_ then empty
 };
 
-// RMSNorm in float32, cast back to x's dtype, then scaled (as upstream).
+// RMSNorm in float32, cast back to x's dtype, then scaled (as upstream). On a CUDA device with
+// LibTorch 2 it is LibTorch's fused kernel (one launch instead of eight; in bf16 the scale is
+// applied before the final rounding rather than after, a difference of one bf16 rounding).
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
 // Rotates interleaved pairs of x [B, n, H, hd] by table rows `freqs` [n, hd/2, 2].

@@ -24,6 +24,9 @@ namespace mulo::engine {
 struct LoadOptions {
   torch::ScalarType dtype = torch::kFloat32;  // compute dtype for floating weights
   torch::Device device = torch::kCPU;
+  // On a CUDA device, transformers replay repeated forward shapes as CUDA graphs
+  // (forward_graphs.h). Ignored on the CPU and in builds without CUDA.
+  bool cuda_graphs = true;
   // When set, every tensor a Checkpoint hands out adds its size here (bytes resident on
   // `device`), so a model family can report the memory its weights take.
   std::shared_ptr<std::atomic<int64_t>> loaded_bytes;

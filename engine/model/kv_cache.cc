@@ -39,6 +39,7 @@ void KvCache::Grow(int64_t min_capacity) {
     }
   }
   capacity_ = capacity;
+  ++generation_;  // graphs captured the old tensors' addresses
 }
 
 std::pair<torch::Tensor, torch::Tensor> KvCache::Store(int64_t layer, const torch::Tensor& k,
@@ -48,6 +49,14 @@ std::pair<torch::Tensor, torch::Tensor> KvCache::Store(int64_t layer, const torc
   keys_[layer].narrow(2, length_, n).copy_(k);
   values_[layer].narrow(2, length_, n).copy_(v);
   return {keys_[layer].narrow(2, 0, length_ + n), values_[layer].narrow(2, 0, length_ + n)};
+}
+
+std::pair<torch::Tensor, torch::Tensor> KvCache::StoreAt(int64_t layer, const torch::Tensor& rows,
+                                                         const torch::Tensor& k,
+                                                         const torch::Tensor& v, int64_t span) {
+  keys_[layer].index_copy_(2, rows, k);
+  values_[layer].index_copy_(2, rows, v);
+  return {keys_[layer].narrow(2, 0, span), values_[layer].narrow(2, 0, span)};
 }
 
 Status KvCache::Truncate(int64_t n) {

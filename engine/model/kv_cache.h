@@ -9,12 +9,26 @@
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "engine/core/status.h"
 
 namespace mulo::engine {
+
+class ForwardGraphs;  // forward_graphs.h: CUDA graphs captured over one cache's tensors
+
+// One transformer forward through a cache, for cost projections (tools/gpu/project.py): which
+// model ran, how many streams, how many new rows over how many cached ones, graph or eager.
+struct ForwardEvent {
+  const void* model = nullptr;  // the Transformer that owns the cache
+  int64_t batch = 0;
+  int64_t new_tokens = 0;
+  int64_t context = 0;  // cached rows before the forward (condition positions included)
+  bool graph = false;
+};
+using ForwardTrace = std::vector<ForwardEvent>;
 
 class KvCache {
  public:
@@ -34,6 +48,14 @@ class KvCache {
                                                 const torch::Tensor& v);
   void Advance(int64_t n) { length_ += n; }
 
+  // The graph-safe form of Store (no host synchronisation, no growth): writes k/v at the cache
+  // rows `rows` ([n] int64 on the cache's device) and returns the layer's rows [0, span). The
+  // caller guarantees rows[i] < span <= capacity(); rows past the live length are stale and
+  // must be masked out of attention.
+  std::pair<torch::Tensor, torch::Tensor> StoreAt(int64_t layer, const torch::Tensor& rows,
+                                                  const torch::Tensor& k, const torch::Tensor& v,
+                                                  int64_t span);
+
   // Drops every row at or after `n` (rollback of rejected tokens).
   Status Truncate(int64_t n);
 
@@ -45,14 +67,29 @@ class KvCache {
   torch::Tensor Keys(int64_t layer) const;
   torch::Tensor Values(int64_t layer) const;
 
+  // CUDA graphs of this cache's forwards (see forward_graphs.h), or null when they are off.
+  // Graphs hold the addresses of the cache's tensors; growing the cache replaces the tensors
+  // and bumps generation(), which tells the graphs to start over.
+  ForwardGraphs* graphs() const { return graphs_.get(); }
+  int64_t generation() const { return generation_; }
+  void set_graphs(std::shared_ptr<ForwardGraphs> graphs) { graphs_ = std::move(graphs); }
+
+  // When set, every transformer forward through this cache appends a ForwardEvent here
+  // (the trace outlives the cache; one request's caches may share it).
+  ForwardTrace* trace() const { return trace_; }
+  void set_trace(ForwardTrace* trace) { trace_ = trace; }
+
  private:
   void Grow(int64_t min_capacity);
 
   int64_t batch_;
   int64_t capacity_;
   int64_t length_ = 0;
+  int64_t generation_ = 0;
   std::vector<torch::Tensor> keys_;
   std::vector<torch::Tensor> values_;
+  std::shared_ptr<ForwardGraphs> graphs_;
+  ForwardTrace* trace_ = nullptr;
 };
 
 }  // namespace mulo::engine

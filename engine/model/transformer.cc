@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "engine/core/torch_guard.h"
+#include "engine/model/forward_graphs.h"
 
 namespace mulo::engine {
 namespace {
@@ -34,6 +35,7 @@ StatusOr<std::shared_ptr<const Transformer>> Transformer::Load(const Transformer
                                                                const LoadOptions& options) {
   MULO_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(weights_path, options));
   std::shared_ptr<Transformer> model(new Transformer(config));
+  model->cuda_graphs_ = options.cuda_graphs && CudaGraphsAvailable(options.device);
   MULO_RETURN_IF_ERROR(GuardTorch(weights_path, [&] { return model->LoadWeights(checkpoint); }));
   return std::shared_ptr<const Transformer>(std::move(model));
 }
@@ -89,8 +91,15 @@ Status Transformer::LoadWeights(Checkpoint& ckpt) {
 }
 
 KvCache Transformer::NewCache(int64_t batch, int64_t capacity) const {
-  return KvCache(config_.n_layer, batch, config_.n_kv_head, config_.head_dim(), capacity,
-                 options());
+  if (!cuda_graphs_) {
+    return KvCache(config_.n_layer, batch, config_.n_kv_head, config_.head_dim(), capacity,
+                   options());
+  }
+  // Graphs read whole span buckets, so the capacity is a whole number of them.
+  KvCache cache(config_.n_layer, batch, config_.n_kv_head, config_.head_dim(),
+                ForwardGraphs::RoundUpToSpan(capacity), options());
+  cache.set_graphs(std::make_shared<ForwardGraphs>());
+  return cache;
 }
 
 StatusOr<torch::Tensor> Transformer::EmbedCondition(const Condition& condition,
@@ -161,11 +170,7 @@ StatusOr<ForwardOutput> Transformer::Forward(KvCache& cache, const torch::Tensor
                                 TensorShape(embeddings));
   }
   const int64_t n = embeddings.size(1);
-  if (!positions.defined() || positions.dim() != 1 || positions.size(0) != n ||
-      positions.scalar_type() != torch::kInt64) {
-    return InvalidArgumentError("positions: expected int64 [" + std::to_string(n) +
-                                "], found " + TensorShape(positions));
-  }
+  MULO_RETURN_IF_ERROR(CheckPositions(positions, n));
   if (mask.defined() && (mask.dim() != 2 || mask.size(0) != n ||
                          mask.size(1) != cache.length() + n ||
                          mask.scalar_type() != torch::kBool)) {
@@ -174,14 +179,6 @@ StatusOr<ForwardOutput> Transformer::Forward(KvCache& cache, const torch::Tensor
                                 TensorShape(mask));
   }
   return GuardTorch("Transformer::Forward", [&]() -> StatusOr<ForwardOutput> {
-    const int64_t table = c.position_mode == PositionMode::kAbsPe
-                              ? c.max_positions()
-                              : c.cls_token_num + c.num_image_tokens();
-    const auto cpu_positions = positions.to(torch::kCPU);
-    if (cpu_positions.min().item<int64_t>() < 0 ||
-        cpu_positions.max().item<int64_t>() >= table) {
-      return OutOfRangeError("positions: must be in [0, " + std::to_string(table) + ")");
-    }
     return ForwardImpl(cache, embeddings, positions, mask, logits_mode);
   });
 }
@@ -209,8 +206,45 @@ StatusOr<ForwardOutput> Transformer::ForwardImpl(KvCache& cache, const torch::Te
     attn_mask.narrow(1, cache.length(), n).copy_(
         torch::ones({n, n}, torch::dtype(torch::kBool).device(device)).tril());
   }
-  for (int64_t i = 0; i < c.n_layer; ++i) x = layers_[i].Forward(x, rope, attn_mask, &cache, i);
+  ForwardOutput out = RunLayers(cache, x, rope, attn_mask, torch::Tensor(), 0, logits_mode);
+  if (cache.trace() != nullptr) {
+    cache.trace()->push_back({this, cache.batch(), n, cache.length(), /*graph=*/false});
+  }
   cache.Advance(n);
+  return out;
+}
+
+ForwardOutput Transformer::ForwardStatic(KvCache& cache, const torch::Tensor& tokens,
+                                         const torch::Tensor& positions,
+                                         const torch::Tensor& first_row, int64_t span,
+                                         LogitsMode logits_mode) const {
+  torch::NoGradGuard no_grad;
+  const auto& c = config_;
+  const int64_t n = tokens.size(1);
+  auto x = tok_embeddings_.index_select(0, tokens.flatten()).view({tokens.size(0), n, c.dim});
+  torch::Tensor rope;
+  if (c.position_mode == PositionMode::kAbsPe) {
+    x = x + abs_pe_.index_select(0, positions).unsqueeze(0);
+  } else {
+    rope = rope_.index_select(0, positions);
+  }
+  const auto long_options = torch::dtype(torch::kInt64).device(tokens.device());
+  auto rows = first_row + torch::arange(n, long_options);  // [n]
+  // Row i sees cache rows [0, rows[i]]: the cached prefix, earlier new rows and itself; the
+  // stale rows past the live length in the span are hidden.
+  auto mask = torch::arange(span, long_options).unsqueeze(0) <= rows.unsqueeze(1);
+  return RunLayers(cache, x, rope, mask, rows, span, logits_mode);
+}
+
+ForwardOutput Transformer::RunLayers(KvCache& cache, torch::Tensor x, const torch::Tensor& rope,
+                                     const torch::Tensor& mask, const torch::Tensor& rows,
+                                     int64_t span, LogitsMode logits_mode) const {
+  const auto& c = config_;
+  const int64_t n = x.size(1);
+  const torch::Tensor layer_mask = Block::PrepareMask(mask, x);
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    x = layers_[i].Forward(x, rope, layer_mask, &cache, i, rows, span);
+  }
   ForwardOutput out;
   out.hidden = RmsNorm(x, norm_, c.norm_eps);
   if (logits_mode == LogitsMode::kAll) {
@@ -221,9 +255,64 @@ StatusOr<ForwardOutput> Transformer::ForwardImpl(KvCache& cache, const torch::Te
   return out;
 }
 
+Status Transformer::CheckTokenInputs(const torch::Tensor& tokens,
+                                     const torch::Tensor& positions) const {
+  const auto& c = config_;
+  if (!tokens.defined() || tokens.dim() != 2 || tokens.scalar_type() != torch::kInt64 ||
+      tokens.size(1) < 1) {
+    return InvalidArgumentError("tokens: expected int64 [batch, n >= 1], found " +
+                                TensorShape(tokens));
+  }
+  MULO_RETURN_IF_ERROR(CheckPositions(positions, tokens.size(1)));
+  return GuardTorch("Transformer::ForwardTokens", [&]() -> Status {
+    const auto ids = tokens.to(torch::kCPU);
+    if (ids.min().item<int64_t>() < 0 || ids.max().item<int64_t>() >= c.vocab_size) {
+      return InvalidArgumentError("tokens: ids must be in [0, " + std::to_string(c.vocab_size) +
+                                  ")");
+    }
+    return OkStatus();
+  });
+}
+
+Status Transformer::CheckPositions(const torch::Tensor& positions, int64_t n) const {
+  const auto& c = config_;
+  if (!positions.defined() || positions.dim() != 1 || positions.size(0) != n ||
+      positions.scalar_type() != torch::kInt64) {
+    return InvalidArgumentError("positions: expected int64 [" + std::to_string(n) +
+                                "], found " + TensorShape(positions));
+  }
+  return GuardTorch("positions", [&]() -> Status {
+    const int64_t table = c.position_mode == PositionMode::kAbsPe
+                              ? c.max_positions()
+                              : c.cls_token_num + c.num_image_tokens();
+    const auto cpu_positions = positions.to(torch::kCPU);
+    if (cpu_positions.min().item<int64_t>() < 0 ||
+        cpu_positions.max().item<int64_t>() >= table) {
+      return OutOfRangeError("positions: must be in [0, " + std::to_string(table) + ")");
+    }
+    return OkStatus();
+  });
+}
+
 StatusOr<ForwardOutput> Transformer::ForwardTokens(KvCache& cache, const torch::Tensor& tokens,
                                                    const torch::Tensor& positions,
                                                    LogitsMode logits_mode) const {
+  if (ForwardGraphs* graphs = cache.graphs(); graphs != nullptr) {
+    MULO_RETURN_IF_ERROR(CheckTokenInputs(tokens, positions));
+    if (tokens.size(0) != cache.batch()) {
+      return InvalidArgumentError("tokens: batch " + std::to_string(tokens.size(0)) +
+                                  " differs from the cache's " + std::to_string(cache.batch()));
+    }
+    const int64_t context = cache.length();
+    MULO_ASSIGN_OR_RETURN(std::optional<ForwardOutput> replayed,
+                          graphs->Run(*this, cache, tokens, positions, logits_mode));
+    if (replayed.has_value()) {
+      if (cache.trace() != nullptr) {
+        cache.trace()->push_back({this, cache.batch(), tokens.size(1), context, /*graph=*/true});
+      }
+      return *std::move(replayed);
+    }
+  }
   MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings, EmbedTokens(tokens));
   return Forward(cache, embeddings, positions, torch::Tensor(), logits_mode);
 }

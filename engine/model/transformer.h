@@ -68,10 +68,26 @@ class Transformer {
                                   const torch::Tensor& positions, const torch::Tensor& mask,
                                   LogitsMode logits_mode) const;
 
-  // Convenience: EmbedTokens + Forward with causal attention.
+  // Convenience: EmbedTokens + Forward with causal attention. When the cache has CUDA graphs
+  // (NewCache on a GPU with LoadOptions::cuda_graphs), repeated shapes replay a captured
+  // graph instead of launching every kernel (forward_graphs.h); the results are the same
+  // function of the inputs, up to floating-point rounding.
   StatusOr<ForwardOutput> ForwardTokens(KvCache& cache, const torch::Tensor& tokens,
                                         const torch::Tensor& positions,
                                         LogitsMode logits_mode) const;
+
+  // The graph-capturable causal append: fixed shapes, no host synchronisation, no checks.
+  // tokens [batch, n] and positions [n] (int64, on the model's device); the new keys and
+  // values go to cache rows first_row + [0, n) (first_row: [1] int64 on the device) and new
+  // row i attends to cache rows [0, first_row + i] within [0, span). The cache length does
+  // not move: the caller advances it. The caller guarantees valid ids and positions and
+  // first_row + n <= span <= cache.capacity().
+  ForwardOutput ForwardStatic(KvCache& cache, const torch::Tensor& tokens,
+                              const torch::Tensor& positions, const torch::Tensor& first_row,
+                              int64_t span, LogitsMode logits_mode) const;
+
+  // Whether NewCache attaches CUDA graphs (a CUDA model loaded with cuda_graphs on).
+  bool uses_cuda_graphs() const { return cuda_graphs_; }
 
   // Condition positions [0, cls_token_num) into an empty cache.
   StatusOr<ForwardOutput> Prefill(KvCache& cache, const torch::Tensor& condition_embeddings,
@@ -92,8 +108,16 @@ class Transformer {
   StatusOr<ForwardOutput> ForwardImpl(KvCache& cache, const torch::Tensor& embeddings,
                                       const torch::Tensor& positions, const torch::Tensor& mask,
                                       LogitsMode logits_mode) const;
+  // The layers, final norm and output head over x [batch, n, dim] (positions applied).
+  ForwardOutput RunLayers(KvCache& cache, torch::Tensor x, const torch::Tensor& rope,
+                          const torch::Tensor& mask, const torch::Tensor& rows, int64_t span,
+                          LogitsMode logits_mode) const;
+  Status CheckTokenInputs(const torch::Tensor& tokens, const torch::Tensor& positions) const;
+  // positions: int64 [n], every entry inside the position table.
+  Status CheckPositions(const torch::Tensor& positions, int64_t n) const;
 
   TransformerConfig config_;
+  bool cuda_graphs_ = false;
   torch::Tensor tok_embeddings_;
   torch::Tensor abs_pe_;     // [max_positions, dim] (abs_pe mode)
   torch::Tensor rope_;       // [cls + grid^2, head_dim / 2, 2] cos/sin (rope_2d mode)

@@ -4,7 +4,27 @@
 
 namespace mulo::engine {
 
+namespace {
+
+// The same draw on the device: only the chosen index crosses to the host (8 bytes instead of
+// the whole distribution). searchsorted(right) returns the first i whose cumulative mass
+// exceeds the target, which never lands on a zero-probability entry, as the host loop skips
+// them; the cumulative sum runs in double on the device, in another order than the host's.
+int64_t SampleOnDevice(const torch::Tensor& probs, Rng& rng) {
+  const double u = rng.Uniform();
+  auto cumulative = probs.to(torch::kFloat64).flatten().cumsum(0);
+  auto target = (cumulative.narrow(0, cumulative.size(0) - 1, 1) * u);
+  const int64_t index =
+      torch::searchsorted(cumulative, target, /*out_int32=*/false, /*right=*/true).item<int64_t>();
+  if (index < cumulative.size(0)) return index;
+  // Rounding at the very top of the CDF: the last entry with mass, as on the host.
+  return torch::nonzero(probs.flatten() > 0).max().item<int64_t>();
+}
+
+}  // namespace
+
 int64_t SampleFromProbabilities(const torch::Tensor& probs, Rng& rng) {
+  if (probs.is_cuda()) return SampleOnDevice(probs, rng);
   auto p = probs.to(torch::kCPU, torch::kFloat32).contiguous();
   const float* data = p.data_ptr<float>();
   const int64_t n = p.numel();

@@ -11,7 +11,8 @@
 
 namespace mulo::engine {
 
-// Inverse-CDF draw from probs [vocab] (need not be normalised; summed in double on the CPU).
+// Inverse-CDF draw from probs [vocab] (need not be normalised; summed in double, on the
+// device for CUDA tensors so that only the chosen index crosses to the host).
 int64_t SampleFromProbabilities(const torch::Tensor& probs, Rng& rng);
 
 // Greedy argmax when params.temperature == 0 (consumes no random number), otherwise a draw

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Projects each decoding method's latency from its forward trace and a cost table.
+
+A request's time is modelled as
+    sum over its transformer forwards of cost(model, new tokens, cached image tokens, graph?)
+  + host work per processed distribution (sampling, acceptance): o_draw * draws
+  + the non-transformer phases (up/down-sampling, VQ image decode), as measured
+where cost() interpolates an ar_bench cost table (--json_out; several tables of one model
+are merged), draws = every fed position whose distribution a method looks at (the sum of new
+tokens over non-prefill forwards, plus the first token), and o_draw is calibrated on ar alone
+(its measured time minus its forward costs, per draw). So ar is fitted by construction and
+every other method is a real check of the model.
+
+  # validate on the family itself: each method's projected vs measured seconds per image
+  tools/gpu/project.py --trace docs/gpu/h100-2026-11-23/trace_cuda_graphs.jsonl.gz \\
+      --cost target=docs/gpu/h100-2026-11-23/cost_synth_target.json \\
+      --cost target=docs/gpu/h100-2026-11-23/cost_n_synth_target.json ...
+  # project to Tar scale: the same trace, target and drafter costed by the LP replica
+  tools/gpu/project.py --trace ... --cost target=... (as above) \\
+      --project_cost target=cost_tar_lp_512.json --project_cost drafter=cost_tar_lp_512.json \\
+      --scale_tokens 1024
+
+With --scale_tokens N the trace is stretched to N image tokens per image: every forward is
+repeated N / n_bundled times at proportionally mapped contexts, i.e. the method keeps the step
+compression and tokens per forward it showed on the bundled family (the projection's main
+assumption); host work per draw and the non-transformer phases scale with the token count.
+Plain Python 3, no packages: runs anywhere.
+"""
+import argparse
+import bisect
+import collections
+import gzip
+import json
+import sys
+
+
+def load_jsonl(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+class CostTable:
+    """ms per forward of one model by (cached image tokens, new tokens), eager and graphs."""
+
+    def __init__(self, docs):
+        self.cls = docs[0]["cls_token_num"]
+        self.image_tokens = docs[0]["image_tokens"]
+        self.rows = {}
+        for doc in docs:
+            if doc["cls_token_num"] != self.cls:
+                raise ValueError("cost tables of one model disagree on cls_token_num")
+            for row in doc["cost"]:
+                self.rows[(row["context"], row["new_tokens"])] = row
+        self.contexts = sorted({c for c, _ in self.rows})
+
+    def _at_context(self, context, n, column):
+        ns = sorted(k for c, k in self.rows if c == context and column in self.rows[(c, k)])
+        if not ns:
+            raise KeyError(f"no {column} costs at context {context}")
+        if n <= ns[0]:
+            return self.rows[(context, ns[0])][column]
+        if n >= ns[-1]:  # beyond the table: linear in n from the last two points
+            if len(ns) == 1:
+                return self.rows[(context, ns[-1])][column]
+            a, b = ns[-2], ns[-1]
+        else:
+            i = bisect.bisect_left(ns, n)
+            if ns[i] == n:
+                return self.rows[(context, n)][column]
+            a, b = ns[i - 1], ns[i]
+        ya, yb = self.rows[(context, a)][column], self.rows[(context, b)][column]
+        return ya + (yb - ya) * (n - a) / (b - a)
+
+    def ms(self, n, image_context, graph):
+        column = "graphs_ms" if graph else "eager_ms"
+        # Prefer contexts where this n was measured; else those whose n range covers it
+        # (a dense table of small n at few contexts merges with a coarse one).
+        use = [c for c in self.contexts if (c, n) in self.rows]
+        if not use:
+            use = [c for c in self.contexts
+                   if min(k for cc, k in self.rows if cc == c) <= n
+                   <= max(k for cc, k in self.rows if cc == c)] or self.contexts
+        x = min(max(image_context, use[0]), use[-1])
+        i = bisect.bisect_left(use, x)
+        if use[i] == x:
+            return self._at_context(x, n, column)
+        a, b = use[i - 1], use[i]
+        ya, yb = self._at_context(a, n, column), self._at_context(b, n, column)
+        return ya + (yb - ya) * (x - a) / (b - a)
+
+
+NON_TRANSFORMER_PHASES = ("upsample", "downsample", "image_decode")
+
+
+def request_terms(line, tables, traced_cls, scale):
+    """(forward seconds, draws, non-transformer phase seconds) of one traced request.
+
+    traced_cls: condition positions of each traced model (a forward at image context < 0 is
+    its prefill); tables: the cost table each model is costed with, possibly of a larger
+    model, whose own condition length then prices the prefill."""
+    forward_ms = 0.0
+    draws = 1
+    for model, batch, n, context, graph in line["forwards"]:
+        table = tables.get(model)
+        if table is None:
+            raise KeyError(f"no cost table for model '{model}' (give --cost {model}=...)")
+        image_context = context - traced_cls[model]
+        if image_context < 0:  # the prefill of the condition positions
+            forward_ms += table.ms(table.cls, 0, graph)
+            continue
+        draws += n
+        # A stretched trace repeats each step at proportionally mapped contexts.
+        forward_ms += table.ms(n, image_context * scale, graph) * scale
+    phases = sum(line["phases"].get(p, 0.0) for p in NON_TRANSFORMER_PHASES)
+    return forward_ms / 1e3, draws * scale, phases * scale
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trace", required=True, help="methods_bench --trace_out file (.gz ok)")
+    ap.add_argument("--cost", action="append", default=[], metavar="MODEL=FILE",
+                    help="ar_bench --json_out table of a traced model, measured where the trace "
+                    "was (repeatable: tables of one model merge); calibrates host work")
+    ap.add_argument("--project_cost", action="append", default=[], metavar="MODEL=FILE",
+                    help="cost the traced model with this table instead (a full-size replica)")
+    ap.add_argument("--scale_tokens", type=int, default=0,
+                    help="project to this many image tokens per image (0 = as traced)")
+    ap.add_argument("--json", help="also write the table as JSON here")
+    args = ap.parse_args()
+
+    def read_tables(items, flag):
+        docs = collections.defaultdict(list)
+        for item in items:
+            model, _, path = item.partition("=")
+            if not path:
+                ap.error(f"{flag}: expected MODEL=FILE, got {item!r}")
+            with open(path) as f:
+                docs[model].append(json.load(f))
+        return {m: CostTable(d) for m, d in docs.items()}
+
+    tables = read_tables(args.cost, "--cost")
+    traced_cls = {m: t.cls for m, t in tables.items()}
+    projected_tables = dict(tables)
+    projected_tables.update(read_tables(args.project_cost, "--project_cost"))
+    lines = load_jsonl(args.trace)
+    if not lines:
+        ap.error(f"--trace: {args.trace} holds no requests")
+    traced_tokens = lines[0]["tokens"]
+    scale = args.scale_tokens / traced_tokens if args.scale_tokens else 1.0
+
+    by_method = collections.OrderedDict()
+    for line in lines:
+        by_method.setdefault(line["method"], []).append(line)
+    if "ar" not in by_method:
+        ap.error("the trace has no ar requests to calibrate host work per draw")
+
+    def mean_terms(method, s, costs):
+        rows = [request_terms(line, costs, traced_cls, s) for line in by_method[method]]
+        k = len(rows)
+        return tuple(sum(r[i] for r in rows) / k for i in range(3))
+
+    # Host work per draw, from ar as traced (scale 1): measured minus modelled forwards.
+    f_ar, d_ar, p_ar = mean_terms("ar", 1.0, tables)
+    measured_ar = sum(line["seconds"] for line in by_method["ar"]) / len(by_method["ar"])
+    o_draw = (measured_ar - f_ar - p_ar) / d_ar
+
+    out = []
+    for method in by_method:
+        forwards, draws, phases = mean_terms(method, scale, projected_tables)
+        projected = forwards + o_draw * draws + phases
+        measured = sum(line["seconds"] for line in by_method[method]) / len(by_method[method])
+        out.append({"method": method, "requests": len(by_method[method]),
+                    "forward_s": forwards, "host_s": o_draw * draws, "phases_s": phases,
+                    "projected_s": projected, "measured_s": measured})
+    ar_projected = out[0]["projected_s"] if out[0]["method"] == "ar" else \
+        next(r["projected_s"] for r in out if r["method"] == "ar")
+    tokens = args.scale_tokens or traced_tokens
+    print(f"{len(lines)} traced requests, {traced_tokens} tokens each"
+          + (f", stretched to {tokens}" if scale != 1 else "")
+          + f"; host work per draw (from ar) {o_draw * 1e6:.1f} us\n")
+    header = "| method | forwards s | host s | other phases s | projected s / image | " \
+             "projected speedup |"
+    rule = "|---|---:|---:|---:|---:|---:|"
+    validating = scale == 1 and not args.project_cost
+    if validating:
+        header += " measured s / image | error |"
+        rule += "---:|---:|"
+    print(header)
+    print(rule)
+    for r in out:
+        r["projected_speedup"] = ar_projected / r["projected_s"]
+        line = (f"| {r['method']} | {r['forward_s']:.4f} | {r['host_s']:.4f} | "
+                f"{r['phases_s']:.4f} | {r['projected_s']:.4f} | {r['projected_speedup']:.2f}x |")
+        if validating:
+            r["error"] = r["projected_s"] / r["measured_s"] - 1
+            line += f" {r['measured_s']:.4f} | {100 * r['error']:+.1f}% |"
+        print(line)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"o_draw_s": o_draw, "tokens": tokens, "methods": out}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
