@@ -1,25 +1,24 @@
-// Plain autoregressive decoding: one target forward per token through the KV cache, CFG as
-// a batch of two streams. The baseline every speedup is measured against.
+// Plain autoregressive decoding: one target forward per token through the KV cache, CFG as a
+// batch of two streams. The baseline every speedup is measured against.
 #ifndef MULO_ENGINE_DECODE_AR_H_
 #define MULO_ENGINE_DECODE_AR_H_
 
-#include "engine/decode/decoding_method.h"
+#include "engine/decode/session.h"
 
 namespace mulo::engine {
 
-class ArDecoder : public DecodingMethod {
+// AR has no options; the struct keeps every method's registry entry alike.
+struct ArOptions {};
+
+class ArDecoder : public SteppedMethod {
  public:
+  explicit ArDecoder(ArOptions options = ArOptions()) { (void)options; }
   std::string name() const override { return "ar"; }
-  StatusOr<DecodeResult> Decode(const DecodeRequest& request, const ModelSet& models,
-                                ProgressSink& progress, const CancelToken& cancel) const override;
+  Status Validate(const ModelSet& models) const override;
+
+ protected:
+  StatusOr<std::unique_ptr<State>> Begin(DecodeSession& session) const override;
 };
-
-// Logits of the one guided stream: CFG-mixed when the batch holds [cond, uncond], else row 0.
-// logits: [batch, ..., vocab].
-torch::Tensor GuidedLogits(const torch::Tensor& logits, double cfg_scale);
-
-// CFG runs two streams unless the scale is exactly 1, where the mix equals the condition.
-inline int64_t CfgBatch(const SamplingParams& params) { return params.cfg_scale == 1.0 ? 1 : 2; }
 
 }  // namespace mulo::engine
 

@@ -10,8 +10,8 @@
 #ifndef MULO_ENGINE_DECODE_MULO_H_
 #define MULO_ENGINE_DECODE_MULO_H_
 
-#include "engine/decode/decoding_method.h"
 #include "engine/decode/local_expansion.h"
+#include "engine/decode/session.h"
 
 namespace mulo::engine {
 
@@ -38,12 +38,14 @@ struct MuloOptions {
 // INVALID_ARGUMENT naming the field ("mulo.tau: ...") when out of range.
 Status ValidateMuloOptions(const MuloOptions& options);
 
-class MuloDecoder : public DecodingMethod {
+class MuloDecoder : public SteppedMethod {
  public:
   explicit MuloDecoder(MuloOptions options = MuloOptions()) : options_(options) {}
   std::string name() const override { return "mulo"; }
-  StatusOr<DecodeResult> Decode(const DecodeRequest& request, const ModelSet& models,
-                                ProgressSink& progress, const CancelToken& cancel) const override;
+  Status Validate(const ModelSet& models) const override;
+
+ protected:
+  StatusOr<std::unique_ptr<State>> Begin(DecodeSession& session) const override;
 
  private:
   MuloOptions options_;

@@ -1,37 +1,33 @@
 // Classic speculative decoding (Leviathan et al. 2023) with the family's small chain draft
-// model: the drafter proposes `gamma` tokens, one target forward scores them all, each is kept
-// with probability min(1, p/q) and the first rejected one is replaced by a draw from
-// norm(max(p - q, 0)); when all are kept the target's next distribution gives a bonus token.
-// Lossless: the tokens are distributed exactly as AR's (greedy: identical to AR greedy).
+// model: the drafter proposes `gamma` tokens, one target forward scores them all, and the exact
+// verifier keeps each with probability min(1, p/q), replaces the first rejected one from
+// norm(max(p - q, 0)) and draws a bonus token when all are kept. Lossless: the tokens are
+// distributed exactly as AR's (greedy: identical to AR greedy).
 #ifndef MULO_ENGINE_DECODE_SPECULATIVE_H_
 #define MULO_ENGINE_DECODE_SPECULATIVE_H_
 
-#include <functional>
-
-#include "engine/decode/decoding_method.h"
-#include "engine/sampling/rng.h"
+#include "engine/decode/session.h"
+#include "engine/sampling/verifier.h"
 
 namespace mulo::engine {
 
-// Keeps draft x given p(x), q(x) and the acceptance stream. The exact rule is AcceptDraft;
-// tests swap in broken rules to show the statistical test catches them.
-using AcceptRule = std::function<bool(double p_x, double q_x, Rng& rng)>;
-
 struct SpeculativeOptions {
   int64_t gamma = 4;  // draft tokens per verification step
-  AcceptRule accept;  // empty = AcceptDraft (min(1, p/q))
+  AcceptRule accept;  // empty = AcceptDraft (min(1, p/q)); tests swap in broken rules
 };
 
 // INVALID_ARGUMENT naming "speculative.gamma" when out of range.
 Status ValidateSpeculativeOptions(const SpeculativeOptions& options);
 
-class SpeculativeDecoder : public DecodingMethod {
+class SpeculativeDecoder : public SteppedMethod {
  public:
   explicit SpeculativeDecoder(SpeculativeOptions options = SpeculativeOptions())
       : options_(options) {}
   std::string name() const override { return "speculative"; }
-  StatusOr<DecodeResult> Decode(const DecodeRequest& request, const ModelSet& models,
-                                ProgressSink& progress, const CancelToken& cancel) const override;
+  Status Validate(const ModelSet& models) const override;
+
+ protected:
+  StatusOr<std::unique_ptr<State>> Begin(DecodeSession& session) const override;
 
  private:
   SpeculativeOptions options_;

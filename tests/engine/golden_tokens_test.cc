@@ -100,7 +100,9 @@ TEST(GoldenTokensTest, EveryMethodReproducesItsRecordedTokens) {
       }
     }
   }
-  if (record == nullptr) EXPECT_EQ(compared, static_cast<int>(golden.size()));
+  if (record == nullptr) {
+    EXPECT_EQ(compared, static_cast<int>(golden.size()));
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "engine/decode/ar.h"
 #include "engine/decode/speculative.h"
+#include "engine/sampling/guidance.h"
 #include "engine/sampling/latent_neighbors.h"
 #include "engine/sampling/logits_processor.h"
 #include "engine/sampling/sampler.h"

@@ -1,0 +1,188 @@
+#include "engine/decode/session.h"
+
+#include <utility>
+
+#include "engine/core/torch_guard.h"
+#include "engine/sampling/guidance.h"
+#include "engine/sampling/logits_processor.h"
+#include "engine/sampling/sampler.h"
+
+namespace mulo::engine {
+
+ModelStream::ModelStream(const Transformer& model, int64_t batch, int64_t capacity,
+                         StreamRole role, Stats* stats, ForwardTrace* trace)
+    : model_(model), cache_(model.NewCache(batch, capacity)), role_(role), stats_(stats) {
+  cache_.set_trace(trace);
+}
+
+void ModelStream::CountForward() {
+  ++(role_ == StreamRole::kTarget ? stats_->target_forward_passes
+                                  : stats_->draft_forward_passes);
+}
+
+Status ModelStream::Prefill(const torch::Tensor& condition_embeddings) {
+  MULO_ASSIGN_OR_RETURN(ForwardOutput out,
+                        model_.Prefill(cache_, condition_embeddings, LogitsMode::kLast));
+  next_logits_ = out.logits.select(1, 0);
+  CountForward();
+  return OkStatus();
+}
+
+StatusOr<torch::Tensor> ModelStream::Feed(const std::vector<int64_t>& tokens, int64_t from,
+                                          int64_t to, LogitsMode mode) {
+  if (from != static_cast<int64_t>(fed_.size()) || to <= from ||
+      to > static_cast<int64_t>(tokens.size())) {
+    return FailedPreconditionError("ModelStream::Feed: tokens [" + std::to_string(from) + ", " +
+                                   std::to_string(to) + ") do not continue the " +
+                                   std::to_string(fed_.size()) + " fed");
+  }
+  std::vector<int64_t> ids(tokens.begin() + from, tokens.begin() + to);
+  auto input = torch::tensor(ids, torch::kInt64).unsqueeze(0).expand({cache_.batch(), -1});
+  auto positions = torch::arange(model_.TokenPosition(from), model_.TokenPosition(to),
+                                 torch::kInt64);
+  MULO_ASSIGN_OR_RETURN(ForwardOutput out,
+                        model_.ForwardTokens(cache_, input.contiguous(), positions, mode));
+  next_logits_ = out.logits.select(1, out.logits.size(1) - 1);
+  fed_.insert(fed_.end(), ids.begin(), ids.end());
+  CountForward();
+  return out.logits;
+}
+
+StatusOr<ForwardOutput> ModelStream::FeedSet(const std::vector<int64_t>& ids,
+                                             const std::vector<int64_t>& positions,
+                                             const torch::Tensor& mask, LogitsMode mode) {
+  if (ids.empty() || ids.size() != positions.size()) {
+    return InvalidArgumentError("ModelStream::FeedSet: expected as many positions as ids (>= 1)");
+  }
+  std::vector<int64_t> sequence_positions;
+  for (int64_t p : positions) sequence_positions.push_back(model_.TokenPosition(p));
+  const int64_t n = static_cast<int64_t>(ids.size());
+  auto input = torch::tensor(ids, torch::kInt64).unsqueeze(0).expand({cache_.batch(), n});
+  MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings, model_.EmbedTokens(input.contiguous()));
+  MULO_ASSIGN_OR_RETURN(
+      ForwardOutput out,
+      model_.Forward(cache_, embeddings, torch::tensor(sequence_positions, torch::kInt64), mask,
+                     mode));
+  CountForward();
+  return out;
+}
+
+Status ModelStream::Keep(const std::vector<int64_t>& rows, std::vector<int64_t> tokens) {
+  if (static_cast<int64_t>(rows.size()) != condition_rows() + static_cast<int64_t>(tokens.size())) {
+    return InvalidArgumentError("ModelStream::Keep: " + std::to_string(rows.size()) +
+                                " rows for " + std::to_string(tokens.size()) + " tokens and " +
+                                std::to_string(condition_rows()) + " condition rows");
+  }
+  MULO_RETURN_IF_ERROR(cache_.Compact(rows));
+  fed_ = std::move(tokens);
+  return OkStatus();
+}
+
+Status ModelStream::Truncate(int64_t n) {
+  if (n < 0 || n > static_cast<int64_t>(fed_.size())) {
+    return OutOfRangeError("ModelStream::Truncate: " + std::to_string(n) + " is outside [0, " +
+                           std::to_string(fed_.size()) + "]");
+  }
+  fed_.resize(n);
+  return cache_.Truncate(condition_rows() + n);
+}
+
+DecodeSession::DecodeSession(const DecodeRequest& request, const ModelSet& models,
+                             ProgressSink& progress, const CancelToken& cancel)
+    : request_(request),
+      models_(models),
+      cancel_(cancel),
+      rows_(models.target->config().grid_size, &progress),
+      rngs_{Rng(request.sampling.seed, RngStream::kTarget),
+            Rng(request.sampling.seed, RngStream::kDrafter),
+            Rng(request.sampling.seed, RngStream::kAcceptance)},
+      start_(std::chrono::steady_clock::now()) {
+  committed_.reserve(num_tokens());
+}
+
+StatusOr<std::unique_ptr<DecodeSession>> DecodeSession::Start(const std::string& method,
+                                                              const DecodeRequest& request,
+                                                              const ModelSet& models,
+                                                              ProgressSink& progress,
+                                                              const CancelToken& cancel) {
+  if (models.target == nullptr) {
+    return FailedPreconditionError(method + ": no target model loaded");
+  }
+  MULO_RETURN_IF_ERROR(
+      ValidateSamplingParams(request.sampling, models.target->config().vocab_size));
+  return std::unique_ptr<DecodeSession>(new DecodeSession(request, models, progress, cancel));
+}
+
+StatusOr<ModelStream*> DecodeSession::Open(const Transformer& model, StreamRole role) {
+  auto timer = Time(Phase::kPrefill);
+  const int64_t batch = CfgBatch(request_.sampling);
+  MULO_ASSIGN_OR_RETURN(torch::Tensor condition,
+                        model.EmbedCondition(request_.condition, batch == 2));
+  streams_.push_back(std::make_unique<ModelStream>(model, batch, model.config().max_positions(),
+                                                   role, &stats_, request_.trace));
+  MULO_RETURN_IF_ERROR(streams_.back()->Prefill(condition));
+  return streams_.back().get();
+}
+
+torch::Tensor DecodeSession::Probabilities(const torch::Tensor& logits) const {
+  return ToProbabilities(GuidedLogits(logits, request_.sampling.cfg_scale), request_.sampling);
+}
+
+int64_t DecodeSession::Draw(const torch::Tensor& logits, RngStream stream) {
+  return SampleToken(GuidedLogits(logits, request_.sampling.cfg_scale), request_.sampling,
+                     rng(stream));
+}
+
+void DecodeSession::Commit(std::vector<int64_t> tokens) {
+  committed_ = std::move(tokens);
+  EmitRows();
+}
+
+void DecodeSession::Append(int64_t token) {
+  committed_.push_back(token);
+  EmitRows();
+}
+
+void DecodeSession::EmitRows() {
+  if (static_cast<int64_t>(committed_.size()) / grid() <= rows_.rows_sent()) return;
+  rows_.Commit(std::vector<int32_t>(committed_.begin(), committed_.end()));
+}
+
+void DecodeSession::CommitRows(const std::vector<int64_t>& grid_tokens,
+                               const std::vector<bool>& row_done) {
+  const int64_t width = grid();
+  int64_t rows = 0;
+  while (rows < static_cast<int64_t>(row_done.size()) && row_done[rows]) ++rows;
+  if (rows * width <= static_cast<int64_t>(committed_.size())) return;
+  Commit(std::vector<int64_t>(grid_tokens.begin(), grid_tokens.begin() + rows * width));
+}
+
+DecodeResult DecodeSession::Finish() {
+  DecodeResult result;
+  result.tokens.assign(committed_.begin(), committed_.end());
+  result.tokens.resize(num_tokens());
+  stats_.tokens = num_tokens();
+  stats_.total_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  result.stats = stats_;
+  return result;
+}
+
+StatusOr<DecodeResult> SteppedMethod::Decode(const DecodeRequest& request,
+                                             const ModelSet& models, ProgressSink& progress,
+                                             const CancelToken& cancel) const {
+  MULO_RETURN_IF_ERROR(Validate(models));
+  MULO_ASSIGN_OR_RETURN(std::unique_ptr<DecodeSession> session,
+                        DecodeSession::Start(name(), request, models, progress, cancel));
+  return GuardTorch(name(), [&]() -> StatusOr<DecodeResult> {
+    torch::NoGradGuard no_grad;
+    MULO_ASSIGN_OR_RETURN(std::unique_ptr<State> state, Begin(*session));
+    while (!session->done()) {
+      MULO_RETURN_IF_ERROR(session->CheckCancelled());
+      MULO_RETURN_IF_ERROR(state->Step(*session));
+    }
+    return session->Finish();
+  });
+}
+
+}  // namespace mulo::engine

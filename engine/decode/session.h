@@ -1,0 +1,173 @@
+// One request's decoding state, shared by every method, so that a method's file holds only its
+// algorithm: the guidance batch, one stream per model (its KV cache, what it has been fed and
+// the logits predicting the next token), the request's random streams, the committed tokens
+// and the rows streamed from them, the phase timers and the Stats, and cancellation.
+//
+// Methods are step functions over a session (SteppedMethod): Begin opens the streams a method
+// needs, each Step advances the image by one draft-and-verify round (or one token), and the
+// session finishes the result. A scheduler can therefore interleave the steps of many sessions
+// and, later, run one batched forward for all of them (the README's design notes).
+#ifndef MULO_ENGINE_DECODE_SESSION_H_
+#define MULO_ENGINE_DECODE_SESSION_H_
+
+#include <torch/torch.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/decode/decoding_method.h"
+#include "engine/model/transformer.h"
+#include "engine/sampling/rng.h"
+
+namespace mulo::engine {
+
+// Whose forwards a stream's calls count as (Stats::target_forward_passes or
+// draft_forward_passes).
+enum class StreamRole { kTarget, kDraft };
+
+// One model's view of the image being decoded: its KV cache holds the condition positions and
+// then the raster tokens in fed(), in order, except while a masked set (a tree, a window) sits
+// after them waiting for Keep.
+class ModelStream {
+ public:
+  ModelStream(const Transformer& model, int64_t batch, int64_t capacity, StreamRole role,
+              Stats* stats, ForwardTrace* trace);
+
+  const Transformer& model() const { return model_; }
+  KvCache& cache() { return cache_; }
+  // Raster tokens whose rows are in the cache, in raster order.
+  const std::vector<int64_t>& fed() const { return fed_; }
+  // [batch, V]: the logits predicting raster position fed().size().
+  const torch::Tensor& next_logits() const { return next_logits_; }
+
+  // Runs the condition positions (embedded once); next_logits() then predicts token 0.
+  Status Prefill(const torch::Tensor& condition_embeddings);
+
+  // Appends tokens[from, to) at their raster positions (from must equal fed().size()), the
+  // same ids in every stream of the batch. Returns the logits [batch, to - from, V] with
+  // LogitsMode::kAll, [batch, 1, V] with kLast; next_logits() moves to position `to`.
+  StatusOr<torch::Tensor> Feed(const std::vector<int64_t>& tokens, int64_t from, int64_t to,
+                               LogitsMode mode = LogitsMode::kLast);
+
+  // Appends an arbitrary set of tokens after the cached rows: ids[i] at raster position
+  // positions[i], row i attending where mask[i] ([n, cache rows + n] bool) is true: a draft
+  // tree, a Jacobi window, rows advancing in parallel. fed() is unchanged until Keep.
+  StatusOr<ForwardOutput> FeedSet(const std::vector<int64_t>& ids,
+                                  const std::vector<int64_t>& positions, const torch::Tensor& mask,
+                                  LogitsMode mode = LogitsMode::kAll);
+
+  // Keeps exactly the cache rows `rows` (strictly increasing; the condition rows and the
+  // committed prefix first, then e.g. an accepted tree path) and records `tokens` as fed.
+  Status Keep(const std::vector<int64_t>& rows, std::vector<int64_t> tokens);
+
+  // Rolls back to the first n raster tokens (their next_logits are stale until the next Feed).
+  Status Truncate(int64_t n);
+
+  // Cache rows before raster token 0.
+  int64_t condition_rows() const { return model_.config().cls_token_num; }
+
+ private:
+  void CountForward();
+
+  const Transformer& model_;
+  KvCache cache_;
+  StreamRole role_;
+  Stats* stats_;
+  std::vector<int64_t> fed_;
+  torch::Tensor next_logits_;
+};
+
+class DecodeSession {
+ public:
+  // Checks that the family has a target and that the sampling parameters are valid for it
+  // (INVALID_ARGUMENT naming the field), and starts the clock. `method` names errors.
+  static StatusOr<std::unique_ptr<DecodeSession>> Start(const std::string& method,
+                                                        const DecodeRequest& request,
+                                                        const ModelSet& models,
+                                                        ProgressSink& progress,
+                                                        const CancelToken& cancel);
+
+  const ModelSet& models() const { return models_; }
+  const SamplingParams& sampling() const { return request_.sampling; }
+  bool greedy() const { return request_.sampling.temperature == 0.0; }
+  torch::Device device() const { return models_.target->options().device(); }
+  int64_t grid() const { return models_.target->config().grid_size; }
+  int64_t num_tokens() const { return grid() * grid(); }
+  Stats& stats() { return stats_; }
+
+  // A stream of `model` (embeds the condition once for it and prefills, timed as the prefill
+  // phase); owned by the session. The target's stream has the target role.
+  StatusOr<ModelStream*> Open(const Transformer& model, StreamRole role);
+
+  Rng& rng(RngStream stream) { return rngs_[static_cast<int>(stream)]; }
+  // Probabilities [..., V] of logits [batch, ..., V]: guidance, then temperature / top-k /
+  // top-p, exactly as every draw sees them.
+  torch::Tensor Probabilities(const torch::Tensor& logits) const;
+  // A token from logits [batch, V] with `stream` (argmax at temperature 0, no randomness).
+  int64_t Draw(const torch::Tensor& logits, RngStream stream);
+
+  // Times a scope as `phase` (synchronising a GPU at both ends).
+  PhaseTimer Time(Phase phase) { return PhaseTimer(&stats_, phase, device()); }
+  Status CheckCancelled() const { return cancel_.Check(); }
+
+  // The committed raster prefix; newly completed rows are streamed in order.
+  const std::vector<int64_t>& committed() const { return committed_; }
+  void Commit(std::vector<int64_t> tokens);
+  void Append(int64_t token);
+  // Rows committed out of raster order (rows advancing in parallel): `grid_tokens` holds the
+  // whole grid, `row_done[r]` whether row r is final; rows stream in order as soon as every
+  // row before them is final too.
+  void CommitRows(const std::vector<int64_t>& grid_tokens, const std::vector<bool>& row_done);
+  bool done() const { return static_cast<int64_t>(committed_.size()) >= num_tokens(); }
+
+  // The tokens and the Stats (token count, total seconds).
+  DecodeResult Finish();
+
+ private:
+  DecodeSession(const DecodeRequest& request, const ModelSet& models, ProgressSink& progress,
+                const CancelToken& cancel);
+  void EmitRows();  // streams the rows the committed prefix completed since the last call
+
+  const DecodeRequest& request_;
+  const ModelSet& models_;
+  const CancelToken& cancel_;
+  RowEmitter rows_;
+  Stats stats_;
+  std::array<Rng, 3> rngs_;
+  std::vector<std::unique_ptr<ModelStream>> streams_;
+  std::vector<int64_t> committed_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// A decoding method written as a step function over a session. Decode runs Validate, starts
+// the session, Begin, then Step until the image is complete, checking cancellation before
+// every step; torch errors become INTERNAL statuses naming the method.
+class SteppedMethod : public DecodingMethod {
+ public:
+  // One method's per-request state.
+  class State {
+   public:
+    virtual ~State() = default;
+    // Advances the image; the session is done() when the last token is committed.
+    virtual Status Step(DecodeSession& session) = 0;
+  };
+
+  StatusOr<DecodeResult> Decode(const DecodeRequest& request, const ModelSet& models,
+                                ProgressSink& progress, const CancelToken& cancel) const final;
+
+  // The family has what the method needs (FAILED_PRECONDITION otherwise) and its options are
+  // valid (INVALID_ARGUMENT naming the field).
+  virtual Status Validate(const ModelSet& models) const = 0;
+
+ protected:
+  virtual StatusOr<std::unique_ptr<State>> Begin(DecodeSession& session) const = 0;
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_DECODE_SESSION_H_

@@ -1,0 +1,48 @@
+#include "engine/sampling/exact_verifier.h"
+
+#include <string>
+
+#include "engine/core/torch_guard.h"
+#include "engine/sampling/sampler.h"
+#include "engine/sampling/speculative_acceptance.h"
+
+namespace mulo::engine {
+
+StatusOr<Verdict> ExactVerifier::Verify(const VerifyInput& input,
+                                        const VerifierRngs& rngs) const {
+  const DraftBatch& drafts = input.drafts;
+  const int64_t length = drafts.size();
+  for (int64_t i = 0; i < length; ++i) {
+    if (drafts.parents[i] != i - 1) {
+      return InvalidArgumentError("ExactVerifier: drafts must form a chain");
+    }
+  }
+  if (!drafts.q.defined() || drafts.q.size(0) != length || input.p.size(0) < length) {
+    return InvalidArgumentError("ExactVerifier: needs q for every draft and p at every draft");
+  }
+  return GuardTorch("ExactVerifier", [&]() -> StatusOr<Verdict> {
+    // Everything the rule reads, on the host in one transfer per tensor.
+    const auto p = input.p.to(torch::kCPU);
+    const auto q = drafts.q.to(torch::kCPU);
+    Verdict verdict;
+    for (int64_t i = 0; i < length; ++i) {
+      const int64_t x = drafts.tokens[i];
+      const double p_x = p[i][x].item<double>(), q_x = q[i][x].item<double>();
+      const bool keep = rule_ ? rule_(p_x, q_x, *rngs.accept) : AcceptDraft(p_x, q_x, *rngs.accept);
+      if (!keep) {
+        verdict.next_token =
+            SampleFromProbabilities(ResidualDistribution(input.p[i], drafts.q[i]), *rngs.draw);
+        return verdict;
+      }
+      verdict.accepted.push_back(i);
+    }
+    if (input.p.size(0) > length) {  // the bonus position after a fully kept chain
+      const auto bonus = input.p[length];
+      verdict.next_token = input.greedy ? bonus.argmax().item<int64_t>()
+                                        : SampleFromProbabilities(bonus, *rngs.draw);
+    }
+    return verdict;
+  });
+}
+
+}  // namespace mulo::engine

@@ -1,0 +1,92 @@
+// The verifier role of speculative decoding (vLLM's rejection sampler, the acceptor of the
+// papers): given one step's drafts, the distributions they were drawn from and the target's
+// distributions at their positions, it decides what is kept and what replaces the rest.
+//
+// Drafts form a tree through `parents` (a chain is the tree whose draft i has parent i - 1; a
+// set of independent positions, as MuLo-SD verifies, has every parent -1), so one interface
+// serves every rule of the seed methods. Implemented:
+//   ExactVerifier            (exact_verifier.h)   Leviathan et al.: keep x with min(1, p/q),
+//                                                 replace the first rejection from
+//                                                 norm(max(p - q, 0)), bonus after a full chain
+//   PooledThresholdVerifier  (pooled_threshold_verifier.h)  MuLo-SD: keep x where the pooled
+//                                                 target mass of A_{k,delta}(x) is >= tau
+// The rules still to come fit it unchanged (checked against their papers' definitions):
+//   TreeVerifier(AcceptRule)             EAGLE: recursive rejection over siblings. Walk from
+//       the root: try the children of the current node in draft order, keep the first with
+//       rule(p_node(x), q_node(x)) (p_node = the target row of the parent), else p <- norm(max(p
+//       - q, 0)) and q <- q with x removed, next sibling; all siblings rejected: next_token ~ p.
+//       Needs: parents, q per draft (the distribution its parent's children were drawn from),
+//       p per draft position (rows indexed by the parent draft; row L = after the root).
+//   LanternVerifier(k, delta, neighbors) LANTERN: keep x with min(1, p(A_{k,delta}(x)) /
+//       q(x)), the pooled p over x's latent neighbourhood; residual from norm(max(p' - q, 0))
+//       with p' the pooled-relaxed target. Needs: whole p and q rows, the neighbour table.
+//   LanternPlusPlusVerifier(k, lambda, neighbors)  LANTERN++: multiplicative relaxation,
+//       keep x with min(1, max_{y in B_k(x)} lambda-scaled p(y) / q(x)). Same inputs.
+//   GroupVerifier(group_size, thresholds, embeddings)  GSD: the group G(x) of tokens ranked near
+//       x by p with |p(y) - p(x)| and embedding-distance bounds, keep with min(1, p(G) /
+//       q(G)); reject as exact. Needs: whole p and q rows, token embeddings (constructor).
+#ifndef MULO_ENGINE_SAMPLING_VERIFIER_H_
+#define MULO_ENGINE_SAMPLING_VERIFIER_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/sampling/rng.h"
+
+namespace mulo::engine {
+
+// One step's drafts, as a proposer hands them over.
+struct DraftBatch {
+  std::vector<int64_t> tokens;   // draft i's token id
+  std::vector<int64_t> parents;  // draft i's parent draft; -1 = the committed prefix
+  torch::Tensor q;               // [L, V] the distribution draft i was drawn from; undefined
+                                 // when drafts are not samples of a known q (MuLo-SD's U_r)
+
+  int64_t size() const { return static_cast<int64_t>(tokens.size()); }
+  // A chain of drafts: each the child of the previous one.
+  static std::vector<int64_t> ChainParents(int64_t length) {
+    std::vector<int64_t> parents(length);
+    for (int64_t i = 0; i < length; ++i) parents[i] = i - 1;
+    return parents;
+  }
+};
+
+struct VerifyInput {
+  const DraftBatch& drafts;
+  // [L or L + 1, V]: row i is the target's distribution at draft i's position (after its
+  // ancestors); an extra last row, when present, is the distribution after the whole chain
+  // (the bonus position).
+  torch::Tensor p;
+  bool greedy = false;  // temperature 0: every draw is an argmax and consumes no randomness
+};
+
+struct Verdict {
+  std::vector<int64_t> accepted;  // kept drafts: a prefix (chain), a root path (tree), any
+                                  // subset (independent positions)
+  std::vector<int64_t> rejected;  // drafts judged and rejected (rules that judge every draft)
+  int64_t next_token = -1;        // drawn after the accepted path (replacement or bonus)
+};
+
+// The acceptance stream decides keep / reject; the draw stream draws replacements.
+struct VerifierRngs {
+  Rng* accept = nullptr;
+  Rng* draw = nullptr;
+};
+
+class Verifier {
+ public:
+  virtual ~Verifier() = default;
+  virtual StatusOr<Verdict> Verify(const VerifyInput& input, const VerifierRngs& rngs) const = 0;
+};
+
+// Keeps draft x given p(x), q(x) and the acceptance stream (AcceptDraft is the exact rule;
+// tests swap in broken rules to show the statistical tests catch them).
+using AcceptRule = std::function<bool(double p_x, double q_x, Rng& rng)>;
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_SAMPLING_VERIFIER_H_
