@@ -35,8 +35,8 @@
 #include "bench/rgb_mat.h"
 #include "engine/decode/ar.h"
 #include "engine/decode/generate.h"
+#include "engine/decode/method_registry.h"
 #include "engine/decode/mulo.h"
-#include "engine/decode/speculative.h"
 #include "synth/heldout.h"
 #include "synth/synth_eval.h"
 
@@ -60,9 +60,8 @@ ABSL_FLAG(std::vector<std::string>, sweep_groups, SweepAxes(),
           "draft_rows, bounds = tau 0 and tau 2, prefix = the drafter keeps its own tokens)");
 ABSL_FLAG(std::vector<std::string>, methods,
           std::vector<std::string>({"ar", "speculative", "mulo"}),
-          "main methods to run (comma list of ar, speculative, mulo); ar "
-          "always runs as the "
-          "baseline. `--methods=ar --limit=32` times the engine alone for the "
+          "main methods to run (comma list of the registry's implemented methods, listed in "
+          "the usage); ar always runs as the baseline. `--methods=ar --limit=32` times the engine alone for the "
           "same prompts and "
           "seeds as `mulo_client bench --requests=32 --prompts_file=...`");
 ABSL_FLAG(std::string, out_dir, "out/bench", "where the tables go");
@@ -125,6 +124,17 @@ std::string ModelName(const engine::ModelSet& family, const void* model) {
   return "other";
 }
 
+// A main row's name: the method and the defaults it ran with.
+std::string MethodLabel(const engine::MethodConfig& m) {
+  if (m.name == "speculative") return absl::StrFormat("speculative (gamma %d)", m.speculative.gamma);
+  if (m.name == "mulo") {
+    return absl::StrFormat("mulo (tau %g, l %d, %s, k %d)", m.mulo.tau, m.mulo.radius,
+                           m.mulo.rejection == engine::Rejection::kLocal ? "local" : "raster",
+                           m.mulo.k);
+  }
+  return m.name;
+}
+
 int Run() {
   engine::LoadOptions load;
   const std::string device_name = absl::GetFlag(FLAGS_device);
@@ -162,27 +172,31 @@ int Run() {
   const auto* prompts = &inputs->prompts;
   const size_t count = prompts->size();
   using engine::Rejection;
-  std::vector<Config> configs = {
-      {"ar", "main", std::make_shared<engine::ArDecoder>()},
-      {"speculative (gamma 4)", "main",
-       std::make_shared<engine::SpeculativeDecoder>(engine::SpeculativeOptions{4})},
-      Mulo("mulo (tau 1e-4, l 3, local, k 1000)", "main", 1e-4, 3, Rejection::kLocal, 1000),
-  };
-  const auto wanted = absl::GetFlag(FLAGS_methods);
-  for (const std::string& m : wanted) {
-    if (m != "ar" && m != "speculative" && m != "mulo") {
-      std::fprintf(stderr, "error: --methods: unknown method \"%s\" (ar, speculative, mulo)\n",
-                   m.c_str());
+  // The main rows: ar first (the baseline), then each --methods entry at its registry defaults.
+  std::vector<std::string> wanted = absl::GetFlag(FLAGS_methods);
+  wanted.erase(std::remove(wanted.begin(), wanted.end(), "ar"), wanted.end());
+  wanted.insert(wanted.begin(), "ar");
+  std::vector<Config> configs;
+  for (const std::string& name : wanted) {
+    engine::MethodConfig method;
+    method.name = name;
+    auto made = engine::MakeMethod(method, *family);
+    if (!made.ok()) {
+      std::fprintf(stderr, "error: --methods: %s\n", made.status().ToString().c_str());
       return 2;
     }
+    configs.push_back({MethodLabel(method), "main", *made});
+    if (name == "mulo") {
+      const auto& o = method.mulo;
+      Config& c = configs.back();
+      c.tau = o.tau;
+      c.radius = static_cast<double>(o.radius);
+      c.pooling_k = static_cast<double>(o.k);
+      c.draft_rows = static_cast<double>(o.draft_rows);
+      c.rejection = o.rejection == Rejection::kLocal ? "local" : "raster";
+      c.prefix = o.prefix == engine::DraftPrefix::kDownsampled ? "downsampled" : "keep_drafted";
+    }
   }
-  configs.erase(std::remove_if(configs.begin() + 1, configs.end(),
-                               [&](const Config& c) {
-                                 const std::string family_name = c.name.substr(0, c.name.find(' '));
-                                 return std::find(wanted.begin(), wanted.end(), family_name) ==
-                                        wanted.end();
-                               }),
-                configs.end());
   const auto groups = absl::GetFlag(FLAGS_sweep_groups);
   for (const std::string& g : groups) {
     if (std::find(SweepAxes().begin(), SweepAxes().end(), g) == SweepAxes().end()) {
@@ -369,7 +383,9 @@ int Run() {
 }  // namespace mulo
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("ar vs speculative vs mulo on the bundled family");
+  absl::SetProgramUsageMessage(
+      "decoding methods side by side on the bundled family\n  --methods: implemented methods "
+      "of " + mulo::engine::MethodList());
   absl::ParseCommandLine(argc, argv);
   return mulo::Run();
 }

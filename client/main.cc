@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,17 +28,20 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_format.h"
 #include "mulo/v1/image_generation.grpc.pb.h"
 
 ABSL_FLAG(std::string, server, "localhost:8001", "mulo_server address (host:port)");
 ABSL_FLAG(std::string, model, "synth", "model family to use");
 ABSL_FLAG(std::string, prompt, "", "text prompt");
-ABSL_FLAG(std::string, method, "ar", "decoding method: ar, speculative, mulo");
-ABSL_FLAG(int, gamma, 4, "speculative: draft tokens per step");
-ABSL_FLAG(double, tau, 1e-4, "mulo: acceptance threshold");
-ABSL_FLAG(int, radius, 3, "mulo: local expansion radius");
-ABSL_FLAG(int, draft_rows, 1, "mulo: drafter rows per step");
+ABSL_FLAG(std::string, method, "ar",
+          "decoding method: any of the API's (listed in the usage above; `models` shows which "
+          "each model runs). Method parameters left unset take the server's defaults");
+ABSL_FLAG(int, gamma, 0, "speculative: draft tokens per step");
+ABSL_FLAG(double, tau, 0, "mulo: acceptance threshold");
+ABSL_FLAG(int, radius, 0, "mulo: local expansion radius");
+ABSL_FLAG(int, draft_rows, 0, "mulo: drafter rows per step");
 ABSL_FLAG(bool, raster, false, "mulo: raster-scan rejection instead of local expansion");
 ABSL_FLAG(bool, keep_drafted_prefix, false,
           "mulo: the drafter keeps its own tokens for rows committed as drafted, instead of "
@@ -115,7 +119,73 @@ void DrawProgress(int rows, int total, double seconds) {
 
 // The request the flags describe, for one prompt and seed; false (after
 // printing why) when a flag names something this client does not know.
-bool BuildRequest(const std::string& prompt, uint64_t seed, mulo::v1::GenerateRequest* request) {
+// The flags the user gave: method parameters left out take the server's defaults, which the
+// engine writes once.
+class GivenFlags {
+ public:
+  GivenFlags(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+      absl::string_view arg = argv[i];
+      if (!absl::ConsumePrefix(&arg, "--")) continue;
+      names_.insert(std::string(arg.substr(0, arg.find('='))));
+    }
+  }
+  bool Has(const std::string& name) const { return names_.count(name) > 0; }
+
+ private:
+  std::set<std::string> names_;
+};
+
+// A method's API name from its GenerateRequest oneof field ("lantern_plus_plus" is
+// "lantern++", as the server's registry and ModelInfo.methods spell it), and back.
+std::string MethodName(const std::string& field) {
+  const size_t plus = field.find("_plus_plus");
+  return plus == std::string::npos ? field : field.substr(0, plus) + "++";
+}
+
+// Every method the wire contract declares: the fields of GenerateRequest's `method` oneof.
+std::string MethodNames() {
+  const auto* oneof = mulo::v1::GenerateRequest::descriptor()->FindOneofByName("method");
+  std::string names;
+  for (int i = 0; i < oneof->field_count(); ++i) {
+    absl::StrAppend(&names, i ? ", " : "", MethodName(oneof->field(i)->name()));
+  }
+  return names;
+}
+
+// Selects --method in the request's oneof and copies the parameter flags that were given.
+bool SetMethod(const std::string& method, const GivenFlags& given,
+               mulo::v1::GenerateRequest* request) {
+  const auto* descriptor = mulo::v1::GenerateRequest::descriptor();
+  std::string field_name = method;
+  if (const size_t plus = method.find("++"); plus != std::string::npos) {
+    field_name = method.substr(0, plus) + "_plus_plus";
+  }
+  const auto* field = descriptor->FindFieldByName(field_name);
+  if (field == nullptr || field->containing_oneof() != descriptor->FindOneofByName("method")) {
+    std::fprintf(stderr, "error: --method=%s is not a method of the API (%s)\n", method.c_str(),
+                 MethodNames().c_str());
+    return false;
+  }
+  request->GetReflection()->MutableMessage(request, field);  // sets the oneof case
+  if (request->has_speculative() && given.Has("gamma")) {
+    request->mutable_speculative()->set_gamma(absl::GetFlag(FLAGS_gamma));
+  }
+  if (request->has_mulo()) {
+    auto* m = request->mutable_mulo();
+    if (given.Has("tau")) m->set_tau(absl::GetFlag(FLAGS_tau));
+    if (given.Has("radius")) m->set_radius(absl::GetFlag(FLAGS_radius));
+    if (given.Has("draft_rows")) m->set_draft_rows(absl::GetFlag(FLAGS_draft_rows));
+    if (absl::GetFlag(FLAGS_raster)) m->set_rejection(mulo::v1::MuloParams::RASTER);
+    if (absl::GetFlag(FLAGS_keep_drafted_prefix)) {
+      m->set_draft_prefix(mulo::v1::MuloParams::KEEP_DRAFTED);
+    }
+  }
+  return true;
+}
+
+bool BuildRequest(const std::string& prompt, uint64_t seed, const GivenFlags& given,
+                  mulo::v1::GenerateRequest* request) {
   request->set_model(absl::GetFlag(FLAGS_model));
   request->set_prompt(prompt);
   auto* sampling = request->mutable_sampling();
@@ -127,27 +197,7 @@ bool BuildRequest(const std::string& prompt, uint64_t seed, mulo::v1::GenerateRe
   sampling->set_top_k(absl::GetFlag(FLAGS_top_k));
   if (absl::GetFlag(FLAGS_top_p) >= 0) sampling->set_top_p(absl::GetFlag(FLAGS_top_p));
   request->mutable_stream()->set_rows(absl::GetFlag(FLAGS_stream_rows));
-  const std::string method = absl::GetFlag(FLAGS_method);
-  if (method == "ar") {
-    request->mutable_ar();
-  } else if (method == "speculative") {
-    request->mutable_speculative()->set_gamma(absl::GetFlag(FLAGS_gamma));
-  } else if (method == "mulo") {
-    auto* m = request->mutable_mulo();
-    m->set_tau(absl::GetFlag(FLAGS_tau));
-    m->set_radius(absl::GetFlag(FLAGS_radius));
-    m->set_draft_rows(absl::GetFlag(FLAGS_draft_rows));
-    if (absl::GetFlag(FLAGS_raster)) m->set_rejection(mulo::v1::MuloParams::RASTER);
-    if (absl::GetFlag(FLAGS_keep_drafted_prefix)) {
-      m->set_draft_prefix(mulo::v1::MuloParams::KEEP_DRAFTED);
-    }
-  } else {
-    std::fprintf(stderr,
-                 "error: --method=%s is not known to this client (ar, "
-                 "speculative, mulo)\n",
-                 method.c_str());
-    return false;
-  }
+  if (!SetMethod(absl::GetFlag(FLAGS_method), given, request)) return false;
   const std::string format = absl::GetFlag(FLAGS_format);
   request->set_image_format(format == "jpeg"  ? mulo::v1::JPEG
                             : format == "raw" ? mulo::v1::RAW_RGB
@@ -155,13 +205,13 @@ bool BuildRequest(const std::string& prompt, uint64_t seed, mulo::v1::GenerateRe
   return true;
 }
 
-int Generate() {
+int Generate(const GivenFlags& given) {
   if (absl::GetFlag(FLAGS_prompt).empty()) {
     std::fprintf(stderr, "error: --prompt is required\n");
     return 2;
   }
   mulo::v1::GenerateRequest request;
-  if (!BuildRequest(absl::GetFlag(FLAGS_prompt), absl::GetFlag(FLAGS_seed), &request)) return 2;
+  if (!BuildRequest(absl::GetFlag(FLAGS_prompt), absl::GetFlag(FLAGS_seed), given, &request)) return 2;
 
   auto stub = ImageGeneration::NewStub(Connect());
   grpc::ClientContext context;
@@ -249,7 +299,7 @@ double Percentile(std::vector<double> v, double q) {
 // as the last one finishes. Prints latency percentiles, throughput and the
 // server's own decode time, so the server's overhead (queueing excluded) is
 // latency - decode.
-int Bench() {
+int Bench(const GivenFlags& given) {
   const int n = absl::GetFlag(FLAGS_requests);
   const int concurrency = std::max(1, absl::GetFlag(FLAGS_concurrency));
   std::vector<std::string> prompts;
@@ -264,7 +314,7 @@ int Bench() {
     prompts.push_back(absl::GetFlag(FLAGS_prompt));
   }
   mulo::v1::GenerateRequest probe;
-  if (!BuildRequest(prompts[0], 0, &probe)) return 2;  // reports a bad --method once
+  if (!BuildRequest(prompts[0], 0, given, &probe)) return 2;  // reports a bad --method once
   auto channel = Connect();
   std::atomic<int> next{0};
   std::mutex mu;
@@ -277,7 +327,7 @@ int Bench() {
       auto stub = ImageGeneration::NewStub(channel);
       for (int i = next++; i < n; i = next++) {
         mulo::v1::GenerateRequest request;
-        BuildRequest(prompts[i % prompts.size()], absl::GetFlag(FLAGS_seed) + i, &request);
+        BuildRequest(prompts[i % prompts.size()], absl::GetFlag(FLAGS_seed) + i, given, &request);
         grpc::ClientContext context;
         context.set_deadline(
             std::chrono::system_clock::now() +
@@ -361,14 +411,16 @@ int Models() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "mulo_client generate --prompt=... [--method=ar "
-      "--seed=N --out=image.png] | models");
+  absl::SetProgramUsageMessage(absl::StrCat(
+      "mulo_client generate --prompt=... [--method=ar --seed=N --out=image.png] | models | "
+      "bench\n  methods of the API: ",
+      MethodNames()));
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   const std::string command = args.size() > 1 ? args[1] : "";
-  if (command == "generate") return Generate();
+  const GivenFlags given(argc, argv);
+  if (command == "generate") return Generate(given);
   if (command == "models") return Models();
-  if (command == "bench") return Bench();
+  if (command == "bench") return Bench(given);
   std::fprintf(stderr, "usage: mulo_client generate --prompt=... | models | bench\n");
   return 2;
 }

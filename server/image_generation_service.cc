@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "engine/decode/method_registry.h"
 #include "server/generation_job.h"
 #include "server/request_log.h"
 
@@ -21,7 +22,7 @@ void FillModelInfo(const std::string& name, const engine::ModelSet& models, v1::
   info->set_image_height(static_cast<uint32_t>(models.ImageSize()));
   info->set_grid_size(static_cast<uint32_t>(models.target->config().grid_size));
   info->set_vocab_size(static_cast<uint32_t>(models.target->config().vocab_size));
-  for (const auto& m : ModelRepository::Methods(models)) info->add_methods(m);
+  for (const auto& m : engine::AvailableMethods(models)) info->add_methods(m);
   info->mutable_default_sampling()->set_cfg_scale(models.default_cfg_scale);
   info->mutable_default_sampling()->set_temperature(1.0);
   info->mutable_default_sampling()->set_top_p(1.0);

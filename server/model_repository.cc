@@ -20,6 +20,7 @@ absl::Status ToAbsl(const engine::Status& status) {
     case StatusCode::kOutOfRange: return absl::OutOfRangeError(status.message());
     case StatusCode::kUnavailable: return absl::UnavailableError(status.message());
     case StatusCode::kDataLoss: return absl::DataLossError(status.message());
+    case StatusCode::kUnimplemented: return absl::UnimplementedError(status.message());
     case StatusCode::kInternal: break;
   }
   return absl::InternalError(status.message());
@@ -73,16 +74,6 @@ std::vector<std::string> ModelRepository::Names() const {
   std::vector<std::string> names;
   for (const auto& [name, models] : models_) names.push_back(name);
   return names;
-}
-
-std::vector<std::string> ModelRepository::Methods(const engine::ModelSet& models) {
-  std::vector<std::string> methods = {"ar"};
-  if (models.chain != nullptr) methods.push_back("speculative");
-  if (models.drafter != nullptr && models.upsampler != nullptr &&
-      models.downsampler != nullptr) {
-    methods.push_back("mulo");
-  }
-  return methods;
 }
 
 }  // namespace mulo::server

@@ -25,9 +25,6 @@ class ModelRepository {
   const engine::ModelSet* Find(absl::string_view name) const;
   std::vector<std::string> Names() const;
 
-  // The decoding methods a family can run (those whose components it has).
-  static std::vector<std::string> Methods(const engine::ModelSet& models);
-
  private:
   std::map<std::string, std::unique_ptr<engine::ModelSet>, std::less<>> models_;
 };

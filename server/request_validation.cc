@@ -4,9 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/decode/ar.h"
-#include "engine/decode/mulo.h"
-#include "engine/decode/speculative.h"
+#include "engine/decode/method_registry.h"
 
 namespace mulo::server {
 namespace {
@@ -40,14 +38,6 @@ bool IsValidUtf8(const std::string& text) {
     i += extra + 1;
   }
   return true;
-}
-
-absl::Status CheckRange(absl::string_view field, double value, double lo, double hi,
-                        absl::string_view help) {
-  if (!std::isfinite(value) || value < lo || value > hi) {
-    return Invalid(field, absl::StrCat(value, " is outside [", lo, ", ", hi, "]", help));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -101,104 +91,83 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
     out.prompt = request.prompt();
   }
 
-  // Sampling: unset optional fields take the model's defaults.
+  // Sampling: unset fields take the engine's defaults (the CFG scale: the family's); the
+  // engine validates the ranges, naming the field.
   const auto& s = request.sampling();
   out.sampling.cfg_scale = s.has_cfg_scale() ? s.cfg_scale() : out.models->default_cfg_scale;
-  if (auto st = CheckRange("sampling.cfg_scale", out.sampling.cfg_scale, 0, 100, ""); !st.ok()) {
-    return st;
-  }
-  out.sampling.temperature = s.has_temperature() ? s.temperature() : 1.0;
-  if (auto st = CheckRange("sampling.temperature", out.sampling.temperature, 0, 100,
-                           " (0 = greedy)");
-      !st.ok()) {
-    return st;
-  }
-  if (s.top_k() > static_cast<uint32_t>(target.vocab_size)) {
-    return Invalid("sampling.top_k",
-                   absl::StrCat(s.top_k(), " is more than the vocabulary (", target.vocab_size,
-                                "); 0 = off"));
-  }
+  if (s.has_temperature()) out.sampling.temperature = s.temperature();
   out.sampling.top_k = s.top_k();
-  out.sampling.top_p = s.has_top_p() ? s.top_p() : 1.0;
-  if (!std::isfinite(out.sampling.top_p) || out.sampling.top_p <= 0 || out.sampling.top_p > 1) {
-    return Invalid("sampling.top_p", absl::StrCat(out.sampling.top_p, " is outside (0, 1]"));
-  }
+  if (s.has_top_p()) out.sampling.top_p = s.top_p();
   out.sampling.seed = s.seed();
+  if (auto st = engine::ValidateSamplingParams(out.sampling, target.vocab_size); !st.ok()) {
+    return ToAbsl(st);
+  }
 
-  // Method.
+  // Method: the proto's oneof mapped to the engine's options; the engine's registry checks
+  // the name, the family's components and the option ranges.
+  engine::MethodConfig config;
   switch (request.method_case()) {
     case v1::GenerateRequest::METHOD_NOT_SET:
     case v1::GenerateRequest::kAr:
-      out.method = "ar";
+      config.name = "ar";
       break;
     case v1::GenerateRequest::kSpeculative:
-      out.method = "speculative";
+      config.name = "speculative";
+      if (request.speculative().has_gamma()) {
+        config.speculative.gamma = request.speculative().gamma();
+      }
       break;
-    case v1::GenerateRequest::kMulo:
-      out.method = "mulo";
+    case v1::GenerateRequest::kMulo: {
+      config.name = "mulo";
+      const auto& m = request.mulo();
+      engine::MuloOptions& options = config.mulo;
+      if (m.has_tau()) options.tau = m.tau();
+      if (m.has_k()) options.k = m.k();
+      if (m.has_delta()) options.delta = m.delta();
+      if (m.has_radius()) options.radius = m.radius();
+      if (m.has_draft_rows()) options.draft_rows = m.draft_rows();
+      // Open proto3 enums carry unknown numbers through; refuse them rather than default.
+      if (!v1::MuloParams::Rejection_IsValid(m.rejection())) {
+        return Invalid("mulo.rejection", absl::StrCat(m.rejection(), " is not LOCAL or RASTER"));
+      }
+      if (m.rejection() == v1::MuloParams::RASTER) options.rejection = engine::Rejection::kRaster;
+      if (!v1::MuloParams::DraftPrefix_IsValid(m.draft_prefix())) {
+        return Invalid("mulo.draft_prefix",
+                       absl::StrCat(m.draft_prefix(), " is not DOWNSAMPLED or KEEP_DRAFTED"));
+      }
+      if (m.draft_prefix() == v1::MuloParams::KEEP_DRAFTED) {
+        options.prefix = engine::DraftPrefix::kKeepDrafted;
+      }
       break;
+    }
+    // Declared in the API, not implemented yet: the registry answers UNIMPLEMENTED.
     case v1::GenerateRequest::kEagle:
-      out.method = "eagle";
+      config.name = "eagle";
       break;
     case v1::GenerateRequest::kLantern:
-      out.method = "lantern";
+      config.name = "lantern";
       break;
     case v1::GenerateRequest::kLanternPlusPlus:
-      out.method = "lantern++";
+      config.name = "lantern++";
       break;
     case v1::GenerateRequest::kPeanut:
-      out.method = "peanut";
+      config.name = "peanut";
       break;
     case v1::GenerateRequest::kSjd:
-      out.method = "sjd";
+      config.name = "sjd";
       break;
     case v1::GenerateRequest::kGsd:
-      out.method = "gsd";
+      config.name = "gsd";
       break;
     case v1::GenerateRequest::kZipar:
-      out.method = "zipar";
+      config.name = "zipar";
       break;
   }
-  const auto methods = ModelRepository::Methods(*out.models);
-  if (std::find(methods.begin(), methods.end(), out.method) == methods.end()) {
-    return Invalid("method", absl::StrCat("'", out.method, "' is not available for model '",
-                                          out.model_name, "' (available: ",
-                                          absl::StrJoin(methods, ", "), ")"));
-  }
-  if (out.method == "speculative") {
-    engine::SpeculativeOptions options;
-    if (request.speculative().has_gamma()) options.gamma = request.speculative().gamma();
-    if (auto st = engine::ValidateSpeculativeOptions(options); !st.ok()) {
-      return ToAbsl(st);  // "speculative.gamma: ..."
-    }
-    out.decoder = std::make_shared<engine::SpeculativeDecoder>(options);
-  } else if (out.method == "mulo") {
-    const auto& m = request.mulo();
-    engine::MuloOptions options;
-    if (m.has_tau()) options.tau = m.tau();
-    if (m.has_k()) options.k = m.k();
-    if (m.has_delta()) options.delta = m.delta();
-    if (m.has_radius()) options.radius = m.radius();
-    if (m.has_draft_rows()) options.draft_rows = m.draft_rows();
-    // Open proto3 enums carry unknown numbers through; refuse them rather than default.
-    if (!v1::MuloParams::Rejection_IsValid(m.rejection())) {
-      return Invalid("mulo.rejection", absl::StrCat(m.rejection(), " is not LOCAL or RASTER"));
-    }
-    if (m.rejection() == v1::MuloParams::RASTER) options.rejection = engine::Rejection::kRaster;
-    if (!v1::MuloParams::DraftPrefix_IsValid(m.draft_prefix())) {
-      return Invalid("mulo.draft_prefix",
-                     absl::StrCat(m.draft_prefix(), " is not DOWNSAMPLED or KEEP_DRAFTED"));
-    }
-    if (m.draft_prefix() == v1::MuloParams::KEEP_DRAFTED) {
-      options.prefix = engine::DraftPrefix::kKeepDrafted;
-    }
-    if (!std::isfinite(options.tau)) return Invalid("mulo.tau", "must be a finite number >= 0");
-    if (!std::isfinite(options.delta)) return Invalid("mulo.delta", "must be in [0, 1]");
-    if (auto st = engine::ValidateMuloOptions(options); !st.ok()) return ToAbsl(st);
-    out.decoder = std::make_shared<engine::MuloDecoder>(options);
-  } else {
-    out.decoder = std::make_shared<engine::ArDecoder>();
-  }
+  auto decoder = engine::MakeMethod(config, *out.models);
+  if (!decoder.ok()) return ToAbsl(decoder.status());
+  out.method = config.name;
+  out.method_config = config;
+  out.decoder = *decoder;
 
   // Output.
   switch (request.image_format()) {

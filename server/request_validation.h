@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/decode/decoding_method.h"
+#include "engine/decode/method_registry.h"
 #include "engine/model/condition.h"
 #include "engine/sampling/sampling_params.h"
 #include "mulo/v1/image_generation.pb.h"
@@ -24,7 +25,8 @@ struct ValidatedRequest {
   std::string request_id;
   std::string model_name;
   const engine::ModelSet* models = nullptr;
-  std::string method;  // "ar", ...
+  std::string method;  // the registry's name: "ar", ...
+  engine::MethodConfig method_config;  // the method's options as mapped from the request
   // The method with this request's parameters.
   std::shared_ptr<const engine::DecodingMethod> decoder;
   std::string prompt;  // empty when `condition` carries precomputed features

@@ -1,4 +1,4 @@
-// The mulo_ metrics of DESIGN.md section 5 and the HTTP endpoint that exposes them.
+// The mulo_ metrics (docs/design.md, "Stats and metrics") and the HTTP endpoint that exposes them.
 // Counters rather than ratios: acceptance rate, step compression and mean accepted length are
 // derived in PromQL, e.g.
 //   rate(mulo_spec_accepted_tokens_total[5m]) / rate(mulo_spec_drafted_tokens_total[5m])

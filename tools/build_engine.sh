@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the engine and the programs that need no server without Bazel, against any LibTorch:
 # for GPU machines that have a PyTorch install (with CUDA) but no Bazel, gRPC or Debian's
-# libraries (DESIGN.md section 6; tools/gpu/run.sh calls it there).
+# libraries (docs/design.md, "Build"; tools/gpu/run.sh calls it there).
 #
 #   tools/build_engine.sh [OUT_DIR]
 #     LIBTORCH=/path/to/libtorch   directory with include/ and lib/ (default: the torch package

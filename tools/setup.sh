@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs every Debian package mulo needs to build, test, serve and train (DESIGN.md section 6).
+# Installs every Debian package mulo needs to build, test, serve and train (docs/design.md, "Build").
 # Idempotent and non-interactive: when everything is present it changes nothing and returns in
 # seconds. Works as root (no sudo needed) or as a user with sudo.
 set -euo pipefail

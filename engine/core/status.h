@@ -24,6 +24,7 @@ enum class StatusCode {
   kInternal,
   kUnavailable,
   kDataLoss,
+  kUnimplemented,
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -65,6 +66,9 @@ inline Status InternalError(std::string m) {
 }
 inline Status CancelledError(std::string m) {
   return Status(StatusCode::kCancelled, std::move(m));
+}
+inline Status UnimplementedError(std::string m) {
+  return Status(StatusCode::kUnimplemented, std::move(m));
 }
 inline Status DeadlineExceededError(std::string m) {
   return Status(StatusCode::kDeadlineExceeded, std::move(m));

@@ -1,4 +1,4 @@
-// MuLo-SD: multi-scale drafting with local verification (papers/mulo-sd.txt, Algorithm 1).
+// MuLo-SD: multi-scale drafting with local verification (docs/methods.md; paper Algorithm 1).
 // Each step: D_r turns the committed target rows into the drafter's prefix (its KV cache is
 // kept up to the first drafter token that changed); the low-resolution drafter samples
 // `draft_rows` full rows; U_r up-samples them to r x draft_rows target rows (L tokens); one

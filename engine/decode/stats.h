@@ -1,5 +1,5 @@
 // Statistics every decoding method reports, so methods compare like for like
-// (DESIGN.md section 1). Step compression = tokens / target forward passes.
+// (docs/design.md, "Stats and metrics"). Step compression = tokens / target forward passes.
 #ifndef MULO_ENGINE_DECODE_STATS_H_
 #define MULO_ENGINE_DECODE_STATS_H_
 

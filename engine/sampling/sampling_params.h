@@ -10,7 +10,7 @@ namespace mulo::engine {
 
 struct SamplingParams {
   // Classifier-free guidance: logits = uncond + cfg_scale * (cond - uncond). 1 = condition
-  // only (the unconditional stream is still run, so CFG can be compared like for like).
+  // only: the unconditional stream is then not run at all (CfgBatch in guidance.h).
   double cfg_scale = 4.0;
   // 0 = greedy (argmax, no randomness); otherwise logits are divided by it.
   double temperature = 1.0;

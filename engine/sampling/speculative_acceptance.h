@@ -1,7 +1,8 @@
 // The exact speculative-sampling acceptance rule (Leviathan et al., Chen et al.): a draft
 // token x drawn from q is kept with probability min(1, p(x) / q(x)); otherwise a replacement
 // is drawn from the residual norm(max(p - q, 0)). The output is then distributed exactly as
-// p, whatever q is (proved in tests/engine/speculative_acceptance_test.cc).
+// p, whatever q is (proved in tests/engine/decode/speculative_test.cc,
+// SpeculativeAcceptanceTest, and tests/engine/sampling/verifier_test.cc).
 #ifndef MULO_ENGINE_SAMPLING_SPECULATIVE_ACCEPTANCE_H_
 #define MULO_ENGINE_SAMPLING_SPECULATIVE_ACCEPTANCE_H_
 

@@ -207,7 +207,6 @@ TEST(ServerIntegrationTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
       {"sampling.temperature", [](auto* r) { r->mutable_sampling()->set_temperature(NAN); }},
       {"sampling.top_k", [](auto* r) { r->mutable_sampling()->set_top_k(100000); }},
       {"sampling.top_p", [](auto* r) { r->mutable_sampling()->set_top_p(0); }},
-      {"method", [](auto* r) { r->mutable_eagle(); }},  // not available for this model
       {"mulo.tau", [](auto* r) { r->mutable_mulo()->set_tau(-1); }},
       {"speculative.gamma", [](auto* r) { r->mutable_speculative()->set_gamma(0); }},
       {"image_format", [](auto* r) { r->set_image_format(static_cast<v1::ImageFormat>(42)); }},
@@ -224,7 +223,7 @@ TEST(ServerIntegrationTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
          r->mutable_mulo()->set_draft_prefix(static_cast<v1::MuloParams::DraftPrefix>(9));
        }},
   };
-  ASSERT_EQ(bad.size(), 22u);
+  ASSERT_EQ(bad.size(), 21u);
   for (const auto& b : bad) {
     v1::GenerateRequest request = ValidRequest();
     b.mutate(&request);
@@ -240,7 +239,33 @@ TEST(ServerIntegrationTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
   // Still healthy and serving.
   EXPECT_EQ(Health(**server), grpc::health::v1::HealthCheckResponse::SERVING);
   EXPECT_TRUE(RunStream(*stub, ValidRequest()).status.ok());
-  EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"INVALID_ARGUMENT\""}), 22);
+  EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"INVALID_ARGUMENT\""}), 21);
+}
+
+TEST(ServerIntegrationTest, DeclaredButUnimplementedMethodsAreUnimplementedNamingTheMethod) {
+  auto server = ServerProcess::Start(kRepository);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = (*server)->NewStub();
+  const std::vector<std::pair<std::string, std::function<void(v1::GenerateRequest*)>>> methods = {
+      {"eagle", [](auto* r) { r->mutable_eagle(); }},
+      {"lantern", [](auto* r) { r->mutable_lantern(); }},
+      {"lantern++", [](auto* r) { r->mutable_lantern_plus_plus(); }},
+      {"peanut", [](auto* r) { r->mutable_peanut(); }},
+      {"sjd", [](auto* r) { r->mutable_sjd(); }},
+      {"gsd", [](auto* r) { r->mutable_gsd(); }},
+      {"zipar", [](auto* r) { r->mutable_zipar(); }},
+  };
+  for (const auto& [name, set] : methods) {
+    v1::GenerateRequest request = ValidRequest();
+    set(&request);
+    StreamResult result = RunStream(*stub, request);
+    // Never another method run in its place.
+    EXPECT_EQ(result.status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << name;
+    EXPECT_NE(result.status.error_message().find("'" + name + "'"), std::string::npos)
+        << result.status.error_message();
+    EXPECT_TRUE(result.rows.empty()) << name;
+  }
+  EXPECT_TRUE(RunStream(*stub, ValidRequest()).status.ok());
 }
 
 TEST(ServerIntegrationTest, QueueOverflowIsUnavailableAndTheRestComplete) {

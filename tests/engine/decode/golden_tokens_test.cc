@@ -3,7 +3,7 @@
 // thread) give exactly the tokens in tests/data/golden_tokens.jsonl, recorded before the
 // decoding-skeleton refactor at commit 2c3140c. Refactors of the decoding code must leave them
 // unchanged. To re-record (only for a deliberate change of behaviour, said in the commit):
-//   MULO_RECORD_GOLDEN=$PWD/tests/data/golden_tokens.jsonl bazel test //tests/engine:golden_tokens_test
+//   MULO_RECORD_GOLDEN=$PWD/tests/data/golden_tokens.jsonl bazel run //tests/engine/decode:golden_tokens_test
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -1,0 +1,115 @@
+#include "engine/decode/method_registry.h"
+
+namespace mulo::engine {
+namespace {
+
+template <typename Method, typename Options>
+std::function<std::shared_ptr<const SteppedMethod>(const MethodConfig&)> Maker(
+    Options MethodConfig::*options) {
+  return [options](const MethodConfig& config) {
+    return std::make_shared<const Method>(config.*options);
+  };
+}
+
+std::vector<MethodEntry> BuildTable() {
+  using C = Component;
+  return {
+      {"ar", "plain autoregressive decoding, one token per target forward (the baseline)", {},
+       true,
+       [](const MethodConfig&) { return std::make_shared<const ArDecoder>(); }},
+      {"speculative", "speculative decoding with the chain draft model (lossless)", {C::kChain},
+       true, Maker<SpeculativeDecoder>(&MethodConfig::speculative)},
+      {"mulo",
+       "MuLo-SD: low-resolution drafter + up-sampler, pooled local verification (relaxed)",
+       {C::kDrafter, C::kUpsampler, C::kDownsampler}, true,
+       Maker<MuloDecoder>(&MethodConfig::mulo)},
+      {"eagle", "EAGLE-1 static / EAGLE-2 dynamic draft trees (lossless)", {C::kEagle}, false, {}},
+      {"lantern", "LANTERN: EAGLE trees with pooled relaxed acceptance", {C::kEagle}, false, {}},
+      {"lantern++", "LANTERN++: static tree with multiplicative relaxation", {C::kEagle}, false,
+       {}},
+      {"peanut", "PEANUT: adjacency-adaptive draft tree shapes", {C::kEagle}, false, {}},
+      {"sjd", "speculative Jacobi decoding, no draft model (lossless)", {}, false, {}},
+      {"gsd", "grouped speculative decoding: SJD with group acceptance", {}, false, {}},
+      {"zipar", "ZipAR: rows advance in parallel", {}, false, {}},
+  };
+}
+
+}  // namespace
+
+const char* ComponentName(Component component) {
+  switch (component) {
+    case Component::kDrafter: return "drafter";
+    case Component::kChain: return "chain";
+    case Component::kUpsampler: return "upsampler";
+    case Component::kDownsampler: return "downsampler";
+    case Component::kEagle: return "eagle";
+  }
+  return "unknown";
+}
+
+bool HasComponent(const ModelSet& models, Component component) {
+  switch (component) {
+    case Component::kDrafter: return models.drafter != nullptr;
+    case Component::kChain: return models.chain != nullptr;
+    case Component::kUpsampler: return models.upsampler != nullptr;
+    case Component::kDownsampler: return models.downsampler != nullptr;
+    case Component::kEagle: return models.eagle != nullptr;
+  }
+  return false;
+}
+
+const std::vector<MethodEntry>& Methods() {
+  static const auto* table = new std::vector<MethodEntry>(BuildTable());
+  return *table;
+}
+
+const MethodEntry* FindMethod(const std::string& name) {
+  for (const MethodEntry& entry : Methods()) {
+    if (entry.name == name) return &entry;
+  }
+  return nullptr;
+}
+
+std::string MethodList() {
+  std::string list;
+  for (const MethodEntry& entry : Methods()) list += (list.empty() ? "" : ", ") + entry.name;
+  return list;
+}
+
+std::vector<std::string> AvailableMethods(const ModelSet& models) {
+  std::vector<std::string> names;
+  for (const MethodEntry& entry : Methods()) {
+    bool has_all = entry.implemented;
+    for (Component c : entry.needs) has_all = has_all && HasComponent(models, c);
+    if (has_all) names.push_back(entry.name);
+  }
+  return names;
+}
+
+StatusOr<std::shared_ptr<const DecodingMethod>> MakeMethod(const MethodConfig& config,
+                                                           const ModelSet& models) {
+  const MethodEntry* entry = FindMethod(config.name);
+  if (entry == nullptr) {
+    return InvalidArgumentError("method: unknown '" + config.name + "' (" + MethodList() + ")");
+  }
+  if (!entry->implemented) {
+    return UnimplementedError("method: '" + entry->name +
+                              "' is declared in the API but not implemented yet");
+  }
+  for (Component c : entry->needs) {
+    if (!HasComponent(models, c)) {
+      std::string available;
+      for (const auto& name : AvailableMethods(models)) {
+        available += (available.empty() ? "" : ", ") + name;
+      }
+      return InvalidArgumentError("method: '" + entry->name + "' needs the family's " +
+                                  ComponentName(c) + ", which model '" + models.name +
+                                  "' does not have (available: " + available + ")");
+    }
+  }
+  std::shared_ptr<const SteppedMethod> method = entry->make(config);
+  MULO_RETURN_IF_ERROR(method->Validate(models));
+  return std::shared_ptr<const DecodingMethod>(std::move(method));
+}
+
+}  // namespace mulo::engine

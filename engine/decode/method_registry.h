@@ -1,0 +1,62 @@
+// The one table of decoding methods. Every method the wire contract declares has an entry: its
+// name, a one-line summary, the family components it needs, whether the engine implements it
+// yet, and how to build it from a MethodConfig. The server (request mapping, ModelInfo.methods),
+// the client's help, methods_bench --methods and the README's list all read it; nothing else
+// branches on method names.
+#ifndef MULO_ENGINE_DECODE_METHOD_REGISTRY_H_
+#define MULO_ENGINE_DECODE_METHOD_REGISTRY_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/decode/ar.h"
+#include "engine/decode/mulo.h"
+#include "engine/decode/speculative.h"
+
+namespace mulo::engine {
+
+// A request's method: its name and the options of every implemented method, each struct
+// holding its paper's defaults (written there and nowhere else). Only the named method's
+// options are read.
+struct MethodConfig {
+  std::string name = "ar";
+  SpeculativeOptions speculative;
+  MuloOptions mulo;
+};
+
+enum class Component { kDrafter, kChain, kUpsampler, kDownsampler, kEagle };
+const char* ComponentName(Component component);
+bool HasComponent(const ModelSet& models, Component component);
+
+struct MethodEntry {
+  std::string name;     // on the wire (lower case), in the client and the benches
+  std::string summary;  // one line for help texts
+  std::vector<Component> needs;  // beyond the target and the VQ decoder every family has
+  bool implemented = false;
+  // Builds the method from the config's options (implemented methods only).
+  std::function<std::shared_ptr<const SteppedMethod>(const MethodConfig&)> make;
+};
+
+// Every method the proto declares, in its order.
+const std::vector<MethodEntry>& Methods();
+const MethodEntry* FindMethod(const std::string& name);
+// Comma-separated names of Methods(), for messages and help texts.
+std::string MethodList();
+
+// The implemented methods whose components `models` has, in registry order.
+std::vector<std::string> AvailableMethods(const ModelSet& models);
+
+// The method `config` asks for, checked once for the server and every other caller:
+//   unknown name                        INVALID_ARGUMENT "method: unknown ..."
+//   declared but not implemented yet    UNIMPLEMENTED "method: 'eagle' is not implemented yet"
+//   a component missing from `models`   INVALID_ARGUMENT "method: 'mulo' needs ..."
+//   an option out of range              INVALID_ARGUMENT naming it ("mulo.tau: ...")
+StatusOr<std::shared_ptr<const DecodingMethod>> MakeMethod(const MethodConfig& config,
+                                                           const ModelSet& models);
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_DECODE_METHOD_REGISTRY_H_

@@ -1,0 +1,102 @@
+// The method registry: one entry per method of the API, in its order; unknown names are
+// INVALID_ARGUMENT, declared-but-unimplemented ones UNIMPLEMENTED (never another method run in
+// their place), missing components and bad options INVALID_ARGUMENT naming the field; what a
+// family can run follows from its components.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "engine/decode/method_registry.h"
+#include "engine/model/model_set.h"
+#include "tests/engine/test_util.h"
+
+namespace mulo::engine {
+namespace {
+
+ModelSet Tiny() {
+  auto family = LoadModelSet("tests/data/repository/tiny", LoadOptions());
+  EXPECT_TRUE(family.ok()) << family.status().ToString();
+  return family.ok() ? std::move(family).value() : ModelSet();
+}
+
+TEST(MethodRegistryTest, ListsEveryMethodOfTheApiOnce) {
+  std::vector<std::string> names;
+  for (const MethodEntry& entry : Methods()) {
+    names.push_back(entry.name);
+    EXPECT_EQ(FindMethod(entry.name), &entry);
+    EXPECT_FALSE(entry.summary.empty()) << entry.name;
+    EXPECT_EQ(entry.implemented, static_cast<bool>(entry.make)) << entry.name;
+  }
+  EXPECT_EQ(names, std::vector<std::string>({"ar", "speculative", "mulo", "eagle", "lantern",
+                                             "lantern++", "peanut", "sjd", "gsd", "zipar"}));
+  EXPECT_EQ(MethodList(), "ar, speculative, mulo, eagle, lantern, lantern++, peanut, sjd, gsd, zipar");
+  EXPECT_EQ(FindMethod("beam"), nullptr);
+}
+
+TEST(MethodRegistryTest, BuildsImplementedMethodsWithTheirOptions) {
+  const ModelSet family = Tiny();
+  for (const std::string name : {"ar", "speculative", "mulo"}) {
+    MethodConfig config;
+    config.name = name;
+    auto method = MakeMethod(config, family);
+    ASSERT_OK(method);
+    EXPECT_EQ((*method)->name(), name);
+  }
+  EXPECT_EQ(AvailableMethods(family), std::vector<std::string>({"ar", "speculative", "mulo"}));
+}
+
+TEST(MethodRegistryTest, RefusesUnknownUnimplementedUnavailableAndInvalid) {
+  ModelSet family = Tiny();
+  MethodConfig config;
+  config.name = "beam";
+  auto unknown = MakeMethod(config, family);
+  EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(unknown.status().message().rfind("method: unknown 'beam'", 0), 0u);
+  for (const std::string name : {"eagle", "lantern", "lantern++", "peanut", "sjd", "gsd", "zipar"}) {
+    config.name = name;
+    auto not_yet = MakeMethod(config, family);
+    EXPECT_EQ(not_yet.status().code(), StatusCode::kUnimplemented) << name;
+    EXPECT_NE(not_yet.status().message().find("'" + name + "'"), std::string::npos);
+  }
+  config.name = "mulo";
+  config.mulo.tau = -1;
+  auto bad_option = MakeMethod(config, family);
+  EXPECT_EQ(bad_option.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad_option.status().message().rfind("mulo.tau:", 0), 0u);
+  config.name = "speculative";
+  config.speculative.gamma = 0;
+  EXPECT_EQ(MakeMethod(config, family).status().message().rfind("speculative.gamma:", 0), 0u);
+  // Without its chain model the family cannot run speculative decoding.
+  config.speculative.gamma = 4;
+  family.chain = nullptr;
+  auto unavailable = MakeMethod(config, family);
+  EXPECT_EQ(unavailable.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(unavailable.status().message().rfind("method: 'speculative' needs", 0), 0u);
+  EXPECT_EQ(AvailableMethods(family), std::vector<std::string>({"ar", "mulo"}));
+}
+
+TEST(MethodRegistryTest, TheReadmesMethodTableIsTheRegistry) {
+  std::ifstream readme("README.md");
+  ASSERT_TRUE(readme.good());
+  std::string line;
+  while (std::getline(readme, line) && line != "## Methods") {
+  }
+  std::vector<std::string> rows;
+  while (std::getline(readme, line)) {
+    if (line.rfind("| ", 0) == 0 && line.rfind("| method", 0) != 0) rows.push_back(line);
+    if (!rows.empty() && line.empty()) break;
+  }
+  std::vector<std::string> expected;
+  for (const MethodEntry& entry : Methods()) {
+    std::string needs;
+    for (Component c : entry.needs) needs += std::string(needs.empty() ? "" : ", ") + ComponentName(c);
+    expected.push_back("| " + entry.name + " | " + (entry.implemented ? "yes" : "no") + " | " +
+                       (needs.empty() ? "-" : needs) + " |");
+  }
+  EXPECT_EQ(rows, expected);
+}
+
+}  // namespace
+}  // namespace mulo::engine

@@ -1,0 +1,121 @@
+// The server's edge, without a server: every method of the wire contract maps to a registry
+// entry, method and sampling fields reach the engine options as sent (unset ones take the
+// engine's defaults, the CFG scale the family's), and the engine's checks come back as the
+// request's error.
+#include "server/request_validation.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "engine/decode/method_registry.h"
+
+namespace mulo::server {
+namespace {
+
+class RequestValidationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto loaded = ModelRepository::Load("tests/data/repository", engine::LoadOptions());
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    repository_ = std::move(loaded).value().release();
+  }
+  static void TearDownTestSuite() { delete repository_; }
+
+  static v1::GenerateRequest Valid() {
+    v1::GenerateRequest request;
+    request.set_model("tiny");
+    request.set_prompt("a small red circle in the top left");
+    return request;
+  }
+
+  static ModelRepository* repository_;
+};
+
+ModelRepository* RequestValidationTest::repository_ = nullptr;
+
+TEST_F(RequestValidationTest, EveryMethodOfTheApiMapsToARegistryEntry) {
+  const auto* oneof = v1::GenerateRequest::descriptor()->FindOneofByName("method");
+  ASSERT_NE(oneof, nullptr);
+  ASSERT_EQ(oneof->field_count(), static_cast<int>(engine::Methods().size()));
+  for (int i = 0; i < oneof->field_count(); ++i) {
+    v1::GenerateRequest request = Valid();
+    request.GetReflection()->MutableMessage(&request, oneof->field(i));
+    auto validated = ValidateRequest(request, *repository_);
+    const engine::MethodEntry& entry = engine::Methods()[i];  // same order as the proto
+    if (entry.implemented) {
+      ASSERT_TRUE(validated.ok()) << oneof->field(i)->name() << ": " << validated.status();
+      EXPECT_EQ(validated->method, entry.name);
+      EXPECT_EQ(validated->decoder->name(), entry.name);
+    } else {
+      EXPECT_EQ(validated.status().code(), absl::StatusCode::kUnimplemented)
+          << oneof->field(i)->name();
+      EXPECT_NE(validated.status().message().find("'" + entry.name + "'"), std::string::npos);
+    }
+  }
+  // No method set is AR.
+  auto plain = ValidateRequest(Valid(), *repository_);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->method, "ar");
+}
+
+TEST_F(RequestValidationTest, OptionsReachTheEngineAsSentAndUnsetOnesKeepItsDefaults) {
+  v1::GenerateRequest request = Valid();
+  auto* m = request.mutable_mulo();
+  m->set_tau(0.25);
+  m->set_k(7);
+  m->set_radius(2);
+  m->set_rejection(v1::MuloParams::RASTER);
+  m->set_draft_prefix(v1::MuloParams::KEEP_DRAFTED);
+  request.mutable_sampling()->set_temperature(0);
+  request.mutable_sampling()->set_seed(99);
+  auto validated = ValidateRequest(request, *repository_);
+  ASSERT_TRUE(validated.ok()) << validated.status();
+  const engine::MuloOptions defaults;
+  const engine::MuloOptions& got = validated->method_config.mulo;
+  EXPECT_EQ(got.tau, 0.25);
+  EXPECT_EQ(got.k, 7);
+  EXPECT_EQ(got.radius, 2);
+  EXPECT_EQ(got.rejection, engine::Rejection::kRaster);
+  EXPECT_EQ(got.prefix, engine::DraftPrefix::kKeepDrafted);
+  EXPECT_EQ(got.delta, defaults.delta);            // unset
+  EXPECT_EQ(got.draft_rows, defaults.draft_rows);  // unset
+  const engine::SamplingParams sampling_defaults;
+  EXPECT_EQ(validated->sampling.temperature, 0.0);
+  EXPECT_EQ(validated->sampling.seed, 99u);
+  EXPECT_EQ(validated->sampling.top_p, sampling_defaults.top_p);
+  EXPECT_EQ(validated->sampling.cfg_scale, validated->models->default_cfg_scale);
+
+  v1::GenerateRequest speculative = Valid();
+  speculative.mutable_speculative()->set_gamma(6);
+  auto spec = ValidateRequest(speculative, *repository_);
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->method_config.speculative.gamma, 6);
+  speculative.mutable_speculative()->clear_gamma();
+  EXPECT_EQ(ValidateRequest(speculative, *repository_)->method_config.speculative.gamma,
+            engine::SpeculativeOptions().gamma);
+  auto unset = ValidateRequest(Valid(), *repository_);
+  EXPECT_EQ(unset->sampling.temperature, sampling_defaults.temperature);
+}
+
+TEST_F(RequestValidationTest, EngineChecksBecomeTheRequestsErrorNamingTheField) {
+  const std::vector<std::pair<std::string, std::function<void(v1::GenerateRequest*)>>> bad = {
+      {"sampling.temperature", [](auto* r) { r->mutable_sampling()->set_temperature(-1); }},
+      {"sampling.top_k", [](auto* r) { r->mutable_sampling()->set_top_k(1u << 30); }},
+      {"mulo.tau", [](auto* r) { r->mutable_mulo()->set_tau(INFINITY); }},
+      {"mulo.rejection", [](auto* r) {
+         r->mutable_mulo()->set_rejection(static_cast<v1::MuloParams::Rejection>(7));
+       }},
+      {"speculative.gamma", [](auto* r) { r->mutable_speculative()->set_gamma(65); }},
+  };
+  for (const auto& [field, mutate] : bad) {
+    v1::GenerateRequest request = Valid();
+    mutate(&request);
+    auto validated = ValidateRequest(request, *repository_);
+    EXPECT_EQ(validated.status().code(), absl::StatusCode::kInvalidArgument) << field;
+    EXPECT_EQ(validated.status().message().rfind(field + ":", 0), 0u) << validated.status();
+  }
+}
+
+}  // namespace
+}  // namespace mulo::server
