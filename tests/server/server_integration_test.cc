@@ -288,7 +288,10 @@ TEST(ServerIntegrationTest, QueueOverflowIsUnavailableAndTheRestComplete) {
     unavailable += code == grpc::StatusCode::UNAVAILABLE;
   }
   EXPECT_EQ(ok + unavailable, kRequests);
-  EXPECT_GE(ok, 2);           // one running + one queued at least
+  // At least the first admitted request completes; a second completes only when the worker
+  // had taken the first off the queue before the burst filled it again (a race that left
+  // exactly one in one of four suite runs in session 10).
+  EXPECT_GE(ok, 1);
   EXPECT_GE(unavailable, 1);  // the excess is refused at once
   EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"UNAVAILABLE\""}), unavailable);
 }
