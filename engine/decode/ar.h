@@ -7,12 +7,8 @@
 
 namespace mulo::engine {
 
-// AR has no options; the struct keeps every method's registry entry alike.
-struct ArOptions {};
-
 class ArDecoder : public SteppedMethod {
  public:
-  explicit ArDecoder(ArOptions options = ArOptions()) { (void)options; }
   std::string name() const override { return "ar"; }
   Status Validate(const ModelSet& models) const override;
 

@@ -11,6 +11,12 @@ std::function<std::shared_ptr<const SteppedMethod>(const MethodConfig&)> Maker(
   };
 }
 
+std::string Join(const std::vector<std::string>& names) {
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  return list;
+}
+
 std::vector<MethodEntry> BuildTable() {
   using C = Component;
   return {
@@ -71,9 +77,9 @@ const MethodEntry* FindMethod(const std::string& name) {
 }
 
 std::string MethodList() {
-  std::string list;
-  for (const MethodEntry& entry : Methods()) list += (list.empty() ? "" : ", ") + entry.name;
-  return list;
+  std::vector<std::string> names;
+  for (const MethodEntry& entry : Methods()) names.push_back(entry.name);
+  return Join(names);
 }
 
 std::vector<std::string> AvailableMethods(const ModelSet& models) {
@@ -98,13 +104,10 @@ StatusOr<std::shared_ptr<const DecodingMethod>> MakeMethod(const MethodConfig& c
   }
   for (Component c : entry->needs) {
     if (!HasComponent(models, c)) {
-      std::string available;
-      for (const auto& name : AvailableMethods(models)) {
-        available += (available.empty() ? "" : ", ") + name;
-      }
       return InvalidArgumentError("method: '" + entry->name + "' needs the family's " +
                                   ComponentName(c) + ", which model '" + models.name +
-                                  "' does not have (available: " + available + ")");
+                                  "' does not have (available: " +
+                                  Join(AvailableMethods(models)) + ")");
     }
   }
   std::shared_ptr<const SteppedMethod> method = entry->make(config);

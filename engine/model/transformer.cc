@@ -91,14 +91,10 @@ Status Transformer::LoadWeights(Checkpoint& ckpt) {
 }
 
 KvCache Transformer::NewCache(int64_t batch, int64_t capacity) const {
-  if (!cuda_graphs_) {
-    return KvCache(config_.n_layer, batch, config_.n_kv_head, config_.head_dim(), capacity,
-                   options());
-  }
-  // Graphs read whole span buckets, so the capacity is a whole number of them.
+  // Graphs read whole span buckets, so their caches hold a whole number of them.
   KvCache cache(config_.n_layer, batch, config_.n_kv_head, config_.head_dim(),
-                ForwardGraphs::RoundUpToSpan(capacity), options());
-  cache.set_graphs(std::make_shared<ForwardGraphs>());
+                cuda_graphs_ ? ForwardGraphs::RoundUpToSpan(capacity) : capacity, options());
+  if (cuda_graphs_) cache.set_graphs(std::make_shared<ForwardGraphs>());
   return cache;
 }
 
@@ -139,22 +135,33 @@ StatusOr<torch::Tensor> Transformer::EmbedCondition(const Condition& condition,
   });
 }
 
-StatusOr<torch::Tensor> Transformer::EmbedTokens(const torch::Tensor& tokens) const {
+Status Transformer::CheckTokens(const torch::Tensor& tokens) const {
   if (!tokens.defined() || tokens.dim() != 2 || tokens.scalar_type() != torch::kInt64) {
     return InvalidArgumentError("tokens: expected int64 [batch, n], found " +
                                 TensorShape(tokens));
   }
-  return GuardTorch("EmbedTokens", [&]() -> StatusOr<torch::Tensor> {
-    torch::NoGradGuard no_grad;
+  return GuardTorch("tokens", [&]() -> Status {
     if (tokens.numel() > 0 &&
         (tokens.min().item<int64_t>() < 0 ||
          tokens.max().item<int64_t>() >= config_.vocab_size)) {
       return InvalidArgumentError("tokens: ids must be in [0, " +
                                   std::to_string(config_.vocab_size) + ")");
     }
-    auto ids = tokens.to(tok_embeddings_.device());
-    return tok_embeddings_.index_select(0, ids.flatten())
-        .view({tokens.size(0), tokens.size(1), config_.dim});
+    return OkStatus();
+  });
+}
+
+torch::Tensor Transformer::EmbedCheckedTokens(const torch::Tensor& tokens) const {
+  // A no-op move for tokens already on the device, so graph captures may call it too.
+  return tok_embeddings_.index_select(0, tokens.to(tok_embeddings_.device()).flatten())
+      .view({tokens.size(0), tokens.size(1), config_.dim});
+}
+
+StatusOr<torch::Tensor> Transformer::EmbedTokens(const torch::Tensor& tokens) const {
+  MULO_RETURN_IF_ERROR(CheckTokens(tokens));
+  return GuardTorch("EmbedTokens", [&]() -> StatusOr<torch::Tensor> {
+    torch::NoGradGuard no_grad;
+    return EmbedCheckedTokens(tokens);
   });
 }
 
@@ -221,7 +228,7 @@ ForwardOutput Transformer::ForwardStatic(KvCache& cache, const torch::Tensor& to
   torch::NoGradGuard no_grad;
   const auto& c = config_;
   const int64_t n = tokens.size(1);
-  auto x = tok_embeddings_.index_select(0, tokens.flatten()).view({tokens.size(0), n, c.dim});
+  auto x = EmbedCheckedTokens(tokens);
   torch::Tensor rope;
   if (c.position_mode == PositionMode::kAbsPe) {
     x = x + abs_pe_.index_select(0, positions).unsqueeze(0);
@@ -255,25 +262,6 @@ ForwardOutput Transformer::RunLayers(KvCache& cache, torch::Tensor x, const torc
   return out;
 }
 
-Status Transformer::CheckTokenInputs(const torch::Tensor& tokens,
-                                     const torch::Tensor& positions) const {
-  const auto& c = config_;
-  if (!tokens.defined() || tokens.dim() != 2 || tokens.scalar_type() != torch::kInt64 ||
-      tokens.size(1) < 1) {
-    return InvalidArgumentError("tokens: expected int64 [batch, n >= 1], found " +
-                                TensorShape(tokens));
-  }
-  MULO_RETURN_IF_ERROR(CheckPositions(positions, tokens.size(1)));
-  return GuardTorch("Transformer::ForwardTokens", [&]() -> Status {
-    const auto ids = tokens.to(torch::kCPU);
-    if (ids.min().item<int64_t>() < 0 || ids.max().item<int64_t>() >= c.vocab_size) {
-      return InvalidArgumentError("tokens: ids must be in [0, " + std::to_string(c.vocab_size) +
-                                  ")");
-    }
-    return OkStatus();
-  });
-}
-
 Status Transformer::CheckPositions(const torch::Tensor& positions, int64_t n) const {
   const auto& c = config_;
   if (!positions.defined() || positions.dim() != 1 || positions.size(0) != n ||
@@ -297,12 +285,14 @@ Status Transformer::CheckPositions(const torch::Tensor& positions, int64_t n) co
 StatusOr<ForwardOutput> Transformer::ForwardTokens(KvCache& cache, const torch::Tensor& tokens,
                                                    const torch::Tensor& positions,
                                                    LogitsMode logits_mode) const {
+  // Checked once here, for the graph and the eager path alike.
+  MULO_RETURN_IF_ERROR(CheckTokens(tokens));
+  if (tokens.size(0) != cache.batch() || tokens.size(1) < 1) {
+    return InvalidArgumentError("tokens: expected [" + std::to_string(cache.batch()) +
+                                ", n >= 1] (the cache's batch), found " + TensorShape(tokens));
+  }
+  MULO_RETURN_IF_ERROR(CheckPositions(positions, tokens.size(1)));
   if (ForwardGraphs* graphs = cache.graphs(); graphs != nullptr) {
-    MULO_RETURN_IF_ERROR(CheckTokenInputs(tokens, positions));
-    if (tokens.size(0) != cache.batch()) {
-      return InvalidArgumentError("tokens: batch " + std::to_string(tokens.size(0)) +
-                                  " differs from the cache's " + std::to_string(cache.batch()));
-    }
     const int64_t context = cache.length();
     MULO_ASSIGN_OR_RETURN(std::optional<ForwardOutput> replayed,
                           graphs->Run(*this, cache, tokens, positions, logits_mode));
@@ -313,8 +303,11 @@ StatusOr<ForwardOutput> Transformer::ForwardTokens(KvCache& cache, const torch::
       return *std::move(replayed);
     }
   }
-  MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings, EmbedTokens(tokens));
-  return Forward(cache, embeddings, positions, torch::Tensor(), logits_mode);
+  return GuardTorch("Transformer::ForwardTokens", [&]() -> StatusOr<ForwardOutput> {
+    torch::NoGradGuard no_grad;
+    return ForwardImpl(cache, EmbedCheckedTokens(tokens), positions, torch::Tensor(),
+                       logits_mode);
+  });
 }
 
 StatusOr<ForwardOutput> Transformer::Prefill(KvCache& cache,

@@ -112,7 +112,10 @@ class Transformer {
   ForwardOutput RunLayers(KvCache& cache, torch::Tensor x, const torch::Tensor& rope,
                           const torch::Tensor& mask, const torch::Tensor& rows, int64_t span,
                           LogitsMode logits_mode) const;
-  Status CheckTokenInputs(const torch::Tensor& tokens, const torch::Tensor& positions) const;
+  // tokens: int64 [batch, n], every id inside the vocabulary.
+  Status CheckTokens(const torch::Tensor& tokens) const;
+  // Embeddings [batch, n, dim] of checked ids (no host synchronisation: graph-capturable).
+  torch::Tensor EmbedCheckedTokens(const torch::Tensor& tokens) const;
   // positions: int64 [n], every entry inside the position table.
   Status CheckPositions(const torch::Tensor& positions, int64_t n) const;
 
