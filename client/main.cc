@@ -30,7 +30,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "mulo/v1/image_generation.grpc.pb.h"
+#include "mulo/v1/method_names.h"
 
 ABSL_FLAG(std::string, server, "localhost:8001", "mulo_server address (host:port)");
 ABSL_FLAG(std::string, model, "synth", "model family to use");
@@ -136,33 +138,14 @@ class GivenFlags {
   std::set<std::string> names_;
 };
 
-// A method's API name from its GenerateRequest oneof field ("lantern_plus_plus" is
-// "lantern++", as the server's registry and ModelInfo.methods spell it), and back.
-std::string MethodName(const std::string& field) {
-  const size_t plus = field.find("_plus_plus");
-  return plus == std::string::npos ? field : field.substr(0, plus) + "++";
-}
-
-// Every method the wire contract declares: the fields of GenerateRequest's `method` oneof.
-std::string MethodNames() {
-  const auto* oneof = mulo::v1::GenerateRequest::descriptor()->FindOneofByName("method");
-  std::string names;
-  for (int i = 0; i < oneof->field_count(); ++i) {
-    absl::StrAppend(&names, i ? ", " : "", MethodName(oneof->field(i)->name()));
-  }
-  return names;
-}
+// Every method the wire contract declares, for messages and the usage text.
+std::string MethodNames() { return absl::StrJoin(mulo::v1::ApiMethodNames(), ", "); }
 
 // Selects --method in the request's oneof and copies the parameter flags that were given.
 bool SetMethod(const std::string& method, const GivenFlags& given,
                mulo::v1::GenerateRequest* request) {
-  const auto* descriptor = mulo::v1::GenerateRequest::descriptor();
-  std::string field_name = method;
-  if (const size_t plus = method.find("++"); plus != std::string::npos) {
-    field_name = method.substr(0, plus) + "_plus_plus";
-  }
-  const auto* field = descriptor->FindFieldByName(field_name);
-  if (field == nullptr || field->containing_oneof() != descriptor->FindOneofByName("method")) {
+  const auto* field = mulo::v1::ApiMethodField(method);
+  if (field == nullptr) {
     std::fprintf(stderr, "error: --method=%s is not a method of the API (%s)\n", method.c_str(),
                  MethodNames().c_str());
     return false;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/decode/method_registry.h"
+#include "mulo/v1/method_names.h"
 
 namespace mulo::server {
 namespace {
@@ -106,63 +107,33 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
   // Method: the proto's oneof mapped to the engine's options; the engine's registry checks
   // the name, the family's components and the option ranges.
   engine::MethodConfig config;
-  switch (request.method_case()) {
-    case v1::GenerateRequest::METHOD_NOT_SET:
-    case v1::GenerateRequest::kAr:
-      config.name = "ar";
-      break;
-    case v1::GenerateRequest::kSpeculative:
-      config.name = "speculative";
-      if (request.speculative().has_gamma()) {
-        config.speculative.gamma = request.speculative().gamma();
-      }
-      break;
-    case v1::GenerateRequest::kMulo: {
-      config.name = "mulo";
-      const auto& m = request.mulo();
-      engine::MuloOptions& options = config.mulo;
-      if (m.has_tau()) options.tau = m.tau();
-      if (m.has_k()) options.k = m.k();
-      if (m.has_delta()) options.delta = m.delta();
-      if (m.has_radius()) options.radius = m.radius();
-      if (m.has_draft_rows()) options.draft_rows = m.draft_rows();
-      // Open proto3 enums carry unknown numbers through; refuse them rather than default.
-      if (!v1::MuloParams::Rejection_IsValid(m.rejection())) {
-        return Invalid("mulo.rejection", absl::StrCat(m.rejection(), " is not LOCAL or RASTER"));
-      }
-      if (m.rejection() == v1::MuloParams::RASTER) options.rejection = engine::Rejection::kRaster;
-      if (!v1::MuloParams::DraftPrefix_IsValid(m.draft_prefix())) {
-        return Invalid("mulo.draft_prefix",
-                       absl::StrCat(m.draft_prefix(), " is not DOWNSAMPLED or KEEP_DRAFTED"));
-      }
-      if (m.draft_prefix() == v1::MuloParams::KEEP_DRAFTED) {
-        options.prefix = engine::DraftPrefix::kKeepDrafted;
-      }
-      break;
-    }
-    // Declared in the API, not implemented yet: the registry answers UNIMPLEMENTED.
-    case v1::GenerateRequest::kEagle:
-      config.name = "eagle";
-      break;
-    case v1::GenerateRequest::kLantern:
-      config.name = "lantern";
-      break;
-    case v1::GenerateRequest::kLanternPlusPlus:
-      config.name = "lantern++";
-      break;
-    case v1::GenerateRequest::kPeanut:
-      config.name = "peanut";
-      break;
-    case v1::GenerateRequest::kSjd:
-      config.name = "sjd";
-      break;
-    case v1::GenerateRequest::kGsd:
-      config.name = "gsd";
-      break;
-    case v1::GenerateRequest::kZipar:
-      config.name = "zipar";
-      break;
+  config.name = v1::RequestMethodName(request);
+  if (request.has_speculative() && request.speculative().has_gamma()) {
+    config.speculative.gamma = request.speculative().gamma();
   }
+  if (request.has_mulo()) {
+    const auto& m = request.mulo();
+    engine::MuloOptions& options = config.mulo;
+    if (m.has_tau()) options.tau = m.tau();
+    if (m.has_k()) options.k = m.k();
+    if (m.has_delta()) options.delta = m.delta();
+    if (m.has_radius()) options.radius = m.radius();
+    if (m.has_draft_rows()) options.draft_rows = m.draft_rows();
+    // Open proto3 enums carry unknown numbers through; refuse them rather than default.
+    if (!v1::MuloParams::Rejection_IsValid(m.rejection())) {
+      return Invalid("mulo.rejection", absl::StrCat(m.rejection(), " is not LOCAL or RASTER"));
+    }
+    if (m.rejection() == v1::MuloParams::RASTER) options.rejection = engine::Rejection::kRaster;
+    if (!v1::MuloParams::DraftPrefix_IsValid(m.draft_prefix())) {
+      return Invalid("mulo.draft_prefix",
+                     absl::StrCat(m.draft_prefix(), " is not DOWNSAMPLED or KEEP_DRAFTED"));
+    }
+    if (m.draft_prefix() == v1::MuloParams::KEEP_DRAFTED) {
+      options.prefix = engine::DraftPrefix::kKeepDrafted;
+    }
+  }
+  // Methods without options here (ar, and those not implemented yet, which the registry
+  // answers with UNIMPLEMENTED) need nothing but their name.
   auto decoder = engine::MakeMethod(config, *out.models);
   if (!decoder.ok()) return ToAbsl(decoder.status());
   out.method = config.name;
