@@ -1,13 +1,13 @@
 // Side-by-side comparison of decoding methods on the bundled family, in the
-// style of the MuLo-SD paper's Table 1: for ar, speculative and mulo (and, with
-// --sweep, MuLo-SD's ablations: tau, radius, local vs raster rejection, pooling
-// on/off, drafter rows per step, the accept-all / accept-none bounds, and the
-// drafter prefix kept from its own tokens instead of D_r's) over the same
-// held-out prompts and seeds in one run on one machine:
-// wall-clock speedup vs ar, step compression, acceptance rate, target / draft
-// forward passes, S_T, SynthEval score and its delta vs ar. Writes
-// <out_dir>/methods.md, methods.csv and (with --sweep) sweep.csv; plot the
-// sweep with tools/synth/plot_sweep.py.
+// style of the MuLo-SD paper's Table 1: ar, the --methods at their family defaults, and
+// MuLo-SD variants (--ablation: the paper preset and the family default with each calibrated
+// setting put back to the paper's; --mulo_grid: any list of option sets; --sweep: the
+// older one-axis sweeps) over the same prompts and seeds in one run on one machine:
+// wall-clock speedup vs ar, step compression, acceptance rate, target / draft forward
+// passes, S_T, SynthEval score with its paired standard error vs ar and, with
+// --seeds_per_prompt > 1, diversity (mean pairwise pixel distance between one prompt's
+// samples) relative to ar. Writes <out_dir>/methods.md, methods.csv, (with --sweep) sweep.csv
+// and (with --grid_out) an image grid: one row per prompt, one column per method.
 //
 //   bazel run //bench:methods_bench -- --models=$PWD/models/synth
 //       --prompts=$PWD/models/synth/heldout_prompts.jsonl --limit=64
@@ -16,12 +16,19 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+// The GPU machine's build (tools/build_engine.sh) carries OpenCV without imgcodecs: no grid there.
+#if __has_include(<opencv2/imgcodecs.hpp>)
+#include <opencv2/imgcodecs.hpp>
+#define MULO_HAVE_IMGCODECS 1
+#endif
 #include <string>
 #include <vector>
 
@@ -37,6 +44,7 @@
 #include "engine/decode/generate.h"
 #include "engine/decode/method_registry.h"
 #include "engine/decode/mulo.h"
+#include "engine/decode/mulo_options.h"
 #include "synth/heldout.h"
 #include "synth/synth_eval.h"
 
@@ -69,6 +77,19 @@ ABSL_FLAG(std::string, device, "cpu", "cpu or cuda: where the family lives and r
 ABSL_FLAG(std::string, dtype, "float32", "compute dtype of the weights: float32 or bfloat16");
 ABSL_FLAG(bool, cuda_graphs, true,
           "on a CUDA device, replay repeated transformer forward shapes as CUDA graphs");
+ABSL_FLAG(bool, ablation, false,
+          "also run MuLo-SD's paper preset and the family default with each setting that "
+          "differs from the paper's put back to the paper's value, one at a time");
+ABSL_FLAG(std::string, mulo_grid, "",
+          "also run the MuLo-SD option sets of this JSON file: an array of objects with the "
+          "keys of family.json's method_defaults.mulo, plus \"name\" (the row label) and "
+          "\"base\": \"paper\" (default) or \"family\" (what unset keys take)");
+ABSL_FLAG(int, seeds_per_prompt, 1,
+          "samples per prompt (seeds seed + id + 100000 s); > 1 adds the diversity columns");
+ABSL_FLAG(std::string, grid_out, "",
+          "also write a PNG grid of the first --grid_prompts prompts (first seed): one column "
+          "per method row");
+ABSL_FLAG(int, grid_prompts, 8, "rows of --grid_out");
 ABSL_FLAG(std::string, trace_out, "",
           "also write every request's transformer forwards (model, batch, new tokens, context, "
           "graph) and phase times as JSON lines here, for tools/gpu/project.py");
@@ -82,38 +103,97 @@ struct Config {
   std::string name;
   std::string group;  // "main" or the sweep axis
   std::shared_ptr<const DecodingMethod> method;
-  double tau = 0, radius = 0, pooling_k = 0, draft_rows = 0;
-  std::string rejection, prefix;  // MuLo-SD rows only
+  nlohmann::json mulo;  // MuLo-SD rows: every option (MuloOptionsToJson)
 };
 
 struct Row {
   Config config;
   int n = 0, pass = 0;
   double seconds = 0, target_forwards = 0, draft_forwards = 0, drafted = 0, accepted = 0,
-         tokens = 0, resampled = 0;
+         tokens = 0, resampled = 0, relaxed = 0, expansion = 0, prefix_own = 0,
+         prefix_down = 0;
   std::array<double, engine::kNumPhases> phase_seconds{};
+  std::vector<int> passes;         // per sample, in run order (paired with ar's)
+  std::vector<double> diversity;   // per prompt: mean pairwise pixel distance of its samples
+  std::vector<cv::Mat> grid;       // the first seed's images of the first --grid_prompts
 };
 
+Config Mulo(const std::string& name, const std::string& group, const engine::MuloOptions& o) {
+  return Config{name, group, std::make_shared<engine::MuloDecoder>(o),
+                engine::MuloOptionsToJson(o)};
+}
+
+// MuLo-SD with the paper's settings but these.
 Config Mulo(const std::string& name, const std::string& group, double tau, int64_t radius,
             engine::Rejection rejection, int64_t k, int64_t draft_rows = 1,
             engine::DraftPrefix prefix = engine::DraftPrefix::kDownsampled) {
-  engine::MuloOptions o;
+  engine::MuloOptions o = engine::PaperMuloOptions();
   o.prefix = prefix;
   o.draft_rows = draft_rows;
   o.tau = tau;
   o.radius = radius;
   o.rejection = rejection;
-  o.k = k;
-  Config c{name,
-           group,
-           std::make_shared<engine::MuloDecoder>(o),
-           tau,
-           static_cast<double>(radius),
-           static_cast<double>(k),
-           static_cast<double>(draft_rows),
-           rejection == engine::Rejection::kLocal ? "local" : "raster",
-           prefix == engine::DraftPrefix::kDownsampled ? "downsampled" : "keep_drafted"};
-  return c;
+  o.pooling.k = k;
+  return Mulo(name, group, o);
+}
+
+// The ablation rows: the paper preset, then the family default with each setting that
+// differs from the paper's put back, one at a time.
+std::vector<Config> AblationRows(const engine::MuloOptions& family) {
+  const engine::MuloOptions paper = engine::PaperMuloOptions();
+  std::vector<Config> rows = {Mulo("mulo paper preset", "ablation", paper)};
+  auto without = [&](const std::string& what, auto revert) {
+    engine::MuloOptions o = family;
+    revert(o);
+    if (engine::MuloOptionsToJson(o) != engine::MuloOptionsToJson(family)) {
+      rows.push_back(Mulo("mulo default, " + what + " as the paper", "ablation", o));
+    }
+  };
+  without("prefix", [&](auto& o) { o.prefix = paper.prefix; });
+  without("pooling", [&](auto& o) { o.pooling = paper.pooling; });
+  without("radius", [&](auto& o) { o.radius = paper.radius; });
+  without("drafter guidance", [&](auto& o) {
+    o.draft_cfg_scale = paper.draft_cfg_scale;
+    o.draft_temperature = paper.draft_temperature;
+  });
+  without("tau", [&](auto& o) { o.tau = paper.tau; });
+  without("draft rows", [&](auto& o) { o.draft_rows = paper.draft_rows; });
+  without("rejection", [&](auto& o) { o.rejection = paper.rejection; });
+  return rows;
+}
+
+// Mean over pairs of the mean absolute difference of two images' pixels (0..255).
+double MeanPairwiseDistance(const std::vector<cv::Mat>& images) {
+  double sum = 0;
+  int pairs = 0;
+  for (size_t a = 0; a < images.size(); ++a) {
+    for (size_t b = a + 1; b < images.size(); ++b) {
+      cv::Mat diff;
+      cv::absdiff(images[a], images[b], diff);
+      const cv::Scalar mean = cv::mean(diff);
+      sum += (mean[0] + mean[1] + mean[2]) / 3.0;
+      ++pairs;
+    }
+  }
+  return pairs ? sum / pairs : 0.0;
+}
+
+double Mean(const std::vector<double>& xs) {
+  double sum = 0;
+  for (double x : xs) sum += x;
+  return xs.empty() ? 0.0 : sum / xs.size();
+}
+
+// The standard error of the mean paired difference of pass rates, in points.
+double PairedStandardError(const std::vector<int>& a, const std::vector<int>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  if (n < 2) return 0.0;
+  std::vector<double> d(n);
+  for (size_t i = 0; i < n; ++i) d[i] = 100.0 * (a[i] - b[i]);
+  const double mean = Mean(d);
+  double var = 0;
+  for (double x : d) var += (x - mean) * (x - mean);
+  return std::sqrt(var / (n - 1) / n);
 }
 
 // The family's transformers by name, to label trace events.
@@ -127,11 +207,7 @@ std::string ModelName(const engine::ModelSet& family, const void* model) {
 // A main row's name: the method and the defaults it ran with.
 std::string MethodLabel(const engine::MethodConfig& m) {
   if (m.name == "speculative") return absl::StrFormat("speculative (gamma %d)", m.speculative.gamma);
-  if (m.name == "mulo") {
-    return absl::StrFormat("mulo (tau %g, l %d, %s, k %d)", m.mulo.tau, m.mulo.radius,
-                           m.mulo.rejection == engine::Rejection::kLocal ? "local" : "raster",
-                           m.mulo.k);
-  }
+  if (m.name == "mulo") return "mulo (family default)";
   return m.name;
 }
 
@@ -172,29 +248,54 @@ int Run() {
   const auto* prompts = &inputs->prompts;
   const size_t count = prompts->size();
   using engine::Rejection;
-  // The main rows: ar first (the baseline), then each --methods entry at its registry defaults.
+  // The main rows: ar first (the baseline), then each --methods entry at its family defaults.
   std::vector<std::string> wanted = absl::GetFlag(FLAGS_methods);
   wanted.erase(std::remove(wanted.begin(), wanted.end(), "ar"), wanted.end());
   wanted.insert(wanted.begin(), "ar");
   std::vector<Config> configs;
   for (const std::string& name : wanted) {
-    engine::MethodConfig method;
-    method.name = name;
-    auto made = engine::MakeMethod(method, *family);
+    auto method = engine::DefaultMethodConfig(name, *family);
+    auto made = method.ok() ? engine::MakeMethod(*method, *family) : method.status();
     if (!made.ok()) {
       std::fprintf(stderr, "error: --methods: %s\n", made.status().ToString().c_str());
       return 2;
     }
-    configs.push_back({MethodLabel(method), "main", *made});
-    if (name == "mulo") {
-      const auto& o = method.mulo;
-      Config& c = configs.back();
-      c.tau = o.tau;
-      c.radius = static_cast<double>(o.radius);
-      c.pooling_k = static_cast<double>(o.k);
-      c.draft_rows = static_cast<double>(o.draft_rows);
-      c.rejection = o.rejection == Rejection::kLocal ? "local" : "raster";
-      c.prefix = o.prefix == engine::DraftPrefix::kDownsampled ? "downsampled" : "keep_drafted";
+    configs.push_back({MethodLabel(*method), "main", *made});
+    if (name == "mulo") configs.back().mulo = engine::MuloOptionsToJson(method->mulo);
+  }
+  auto family_mulo = engine::FamilyMuloOptions(*family);
+  if (!family_mulo.ok()) {
+    std::fprintf(stderr, "error: %s\n", family_mulo.status().ToString().c_str());
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_ablation)) {
+    for (Config& c : AblationRows(*family_mulo)) configs.push_back(std::move(c));
+  }
+  if (const std::string grid_path = absl::GetFlag(FLAGS_mulo_grid); !grid_path.empty()) {
+    std::ifstream in(grid_path);
+    const nlohmann::json grid = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!grid.is_array()) {
+      std::fprintf(stderr, "error: --mulo_grid: %s is not a JSON array\n", grid_path.c_str());
+      return 2;
+    }
+    for (size_t i = 0; i < grid.size(); ++i) {
+      nlohmann::json entry = grid[i];
+      const std::string base = entry.is_object() ? entry.value("base", "paper") : "";
+      if (base != "paper" && base != "family") {
+        std::fprintf(stderr, "error: --mulo_grid: entry %zu: base must be paper or family\n", i);
+        return 2;
+      }
+      if (entry.is_object()) entry.erase("base");
+      auto options = engine::ParseMuloOptions(
+          entry, base == "paper" ? engine::PaperMuloOptions() : *family_mulo,
+          absl::StrFormat("--mulo_grid entry %d", i));
+      engine::Status valid = options.ok() ? engine::ValidateMuloOptions(*options) : options.status();
+      if (!valid.ok()) {
+        std::fprintf(stderr, "error: %s\n", valid.ToString().c_str());
+        return 2;
+      }
+      configs.push_back(Mulo(entry.value("name", absl::StrFormat("mulo grid %d", i)), "grid",
+                             *options));
     }
   }
   const auto groups = absl::GetFlag(FLAGS_sweep_groups);
@@ -225,7 +326,7 @@ int Run() {
     }
   }
   if (sweeping("pooling")) {
-    configs.push_back(Mulo("mulo no pooling (k 1)", "pooling", 1e-4, 3, Rejection::kLocal, 1));
+    configs.push_back(Mulo("mulo no pooling (k 0)", "pooling", 1e-4, 3, Rejection::kLocal, 0));
   }
   if (sweeping("draft_rows")) {
     // More drafter rows per step: fewer verify forwards and drafter cache refreshes, longer
@@ -259,49 +360,71 @@ int Run() {
   const int64_t n_draft = family->drafter ? family->drafter->config().num_image_tokens() : 0;
   // Interleave methods per prompt so slow drifts of the machine hit every
   // method alike.
+  const int seeds = std::max(1, absl::GetFlag(FLAGS_seeds_per_prompt));
+  const size_t grid_prompts =
+      absl::GetFlag(FLAGS_grid_out).empty() ? 0 : static_cast<size_t>(absl::GetFlag(FLAGS_grid_prompts));
   for (size_t i = 0; i < count; ++i) {
     const auto& entry = (*prompts)[i];
-    engine::SamplingParams sampling;
-    sampling.cfg_scale = family->default_cfg_scale;
-    sampling.temperature = absl::GetFlag(FLAGS_temperature);
-    sampling.seed = absl::GetFlag(FLAGS_seed) + static_cast<uint64_t>(entry.id);
-    for (Row& row : rows) {
-      engine::ForwardTrace trace;
-      auto result = engine::GenerateImage(*row.config.method, *family, entry.prompt, sampling,
-                                          sink, cancel,
-                                          trace_file.is_open() ? &trace : nullptr);
-      if (!result.ok()) {
-        std::fprintf(stderr, "error (%s, prompt %d): %s\n", row.config.name.c_str(), entry.id,
-                     result.status().ToString().c_str());
-        return 1;
+    std::vector<std::vector<cv::Mat>> samples(rows.size());
+    for (int s_index = 0; s_index < seeds; ++s_index) {
+      engine::SamplingParams sampling;
+      sampling.cfg_scale = family->default_cfg_scale;
+      sampling.temperature = absl::GetFlag(FLAGS_temperature);
+      sampling.seed = absl::GetFlag(FLAGS_seed) + static_cast<uint64_t>(entry.id) +
+                      100000u * static_cast<uint64_t>(s_index);
+      for (size_t r = 0; r < rows.size(); ++r) {
+        Row& row = rows[r];
+        engine::ForwardTrace trace;
+        auto result = engine::GenerateImage(*row.config.method, *family, entry.prompt, sampling,
+                                            sink, cancel,
+                                            trace_file.is_open() ? &trace : nullptr);
+        if (!result.ok()) {
+          std::fprintf(stderr, "error (%s, prompt %d): %s\n", row.config.name.c_str(), entry.id,
+                       result.status().ToString().c_str());
+          return 1;
+        }
+        cv::Mat image = bench::ToRgbMat(result->image);
+        auto verdict = judge.Evaluate(entry.prompt, image);
+        const auto& s = result->stats;
+        ++row.n;
+        const int pass = verdict.ok() && verdict->pass;
+        row.pass += pass;
+        row.passes.push_back(pass);
+        row.seconds += s.total_seconds;
+        row.target_forwards += s.target_forward_passes;
+        row.draft_forwards += s.draft_forward_passes;
+        row.drafted += s.drafted_tokens;
+        row.accepted += s.accepted_tokens;
+        row.tokens += s.tokens;
+        row.resampled += s.resampled_tokens;
+        row.relaxed += s.relaxed_accepted_tokens;
+        row.expansion += s.expansion_resampled_tokens;
+        row.prefix_own += s.prefix_own_tokens;
+        row.prefix_down += s.prefix_downsampled_tokens;
+        for (int p = 0; p < engine::kNumPhases; ++p) row.phase_seconds[p] += s.phase_seconds[p];
+        if (seeds > 1) samples[r].push_back(image.clone());
+        if (s_index == 0 && i < grid_prompts) row.grid.push_back(image.clone());
+        if (trace_file.is_open()) {
+          nlohmann::json line = {{"method", row.config.name},
+                                 {"prompt", entry.id},
+                                 {"seed", sampling.seed},
+                                 {"seconds", s.total_seconds},
+                                 {"tokens", s.tokens}};
+          for (int p = 0; p < engine::kNumPhases; ++p) {
+            line["phases"][engine::PhaseName(static_cast<engine::Phase>(p))] = s.phase_seconds[p];
+          }
+          line["forwards"] = nlohmann::json::array();
+          for (const engine::ForwardEvent& e : trace) {
+            line["forwards"].push_back(
+                {ModelName(*family, e.model), e.batch, e.new_tokens, e.context, e.graph});
+          }
+          trace_file << line.dump() << "\n";
+        }
       }
-      cv::Mat image = bench::ToRgbMat(result->image);
-      auto verdict = judge.Evaluate(entry.prompt, image);
-      const auto& s = result->stats;
-      ++row.n;
-      row.pass += verdict.ok() && verdict->pass;
-      row.seconds += s.total_seconds;
-      row.target_forwards += s.target_forward_passes;
-      row.draft_forwards += s.draft_forward_passes;
-      row.drafted += s.drafted_tokens;
-      row.accepted += s.accepted_tokens;
-      row.tokens += s.tokens;
-      row.resampled += s.resampled_tokens;
-      for (int p = 0; p < engine::kNumPhases; ++p) row.phase_seconds[p] += s.phase_seconds[p];
-      if (trace_file.is_open()) {
-        nlohmann::json line = {{"method", row.config.name},
-                               {"prompt", entry.id},
-                               {"seconds", s.total_seconds},
-                               {"tokens", s.tokens}};
-        for (int p = 0; p < engine::kNumPhases; ++p) {
-          line["phases"][engine::PhaseName(static_cast<engine::Phase>(p))] = s.phase_seconds[p];
-        }
-        line["forwards"] = nlohmann::json::array();
-        for (const engine::ForwardEvent& e : trace) {
-          line["forwards"].push_back(
-              {ModelName(*family, e.model), e.batch, e.new_tokens, e.context, e.graph});
-        }
-        trace_file << line.dump() << "\n";
+    }
+    if (seeds > 1) {
+      for (size_t r = 0; r < rows.size(); ++r) {
+        rows[r].diversity.push_back(MeanPairwiseDistance(samples[r]));
       }
     }
     std::fprintf(stderr, "\r[%zu/%zu prompts]", i + 1, count);
@@ -314,45 +437,99 @@ int Run() {
   std::ofstream md(dir + "/methods.md"), csv(dir + "/methods.csv"), sweep;
   if (absl::GetFlag(FLAGS_sweep)) sweep.open(dir + "/sweep.csv");
   const std::string header = absl::StrFormat(
-      "%zu held-out prompts, seeds %d.., temperature %.2f, cfg %.2f, %d torch "
+      "%zu prompts x %d seed(s) (%s), seeds %d + id%s, temperature %.2f, cfg %.2f, %d torch "
       "thread(s), %s %s%s; "
-      "%d target tokens, %d drafter tokens per image\n\n",
-      count, absl::GetFlag(FLAGS_seed), absl::GetFlag(FLAGS_temperature), family->default_cfg_scale,
-      absl::GetFlag(FLAGS_threads), device_name, dtype,
+      "%d target tokens, %d drafter tokens per image; SynthEval delta vs ar with its paired "
+      "standard error%s\n\n",
+      count, seeds, absl::GetFlag(FLAGS_prompts), absl::GetFlag(FLAGS_seed),
+      seeds > 1 ? " + 100000 s" : "", absl::GetFlag(FLAGS_temperature),
+      family->default_cfg_scale, absl::GetFlag(FLAGS_threads), device_name, dtype,
       load.device.is_cuda() ? (load.cuda_graphs ? " with CUDA graphs" : " eager") : "", n_tokens,
-      n_draft);
+      n_draft,
+      seeds > 1 ? "; diversity = mean pairwise pixel distance (0-255) between one prompt's "
+                  "samples, relative to ar's"
+                : "");
   md << header
-     << "| method | s / image | speedup vs ar | step compression | acceptance "
-        "| target fwd | "
-        "draft fwd | S_T | SynthEval | delta vs ar |\n"
-     << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+     << "| method | s / image | speedup vs ar | step compression | acceptance | relaxed "
+        "| target fwd | draft fwd | S_T | SynthEval | delta vs ar |"
+     << (seeds > 1 ? " diversity vs ar |" : "") << "\n"
+     << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" << (seeds > 1 ? "---:|" : "")
+     << "\n";
   csv << "method,group,seconds_per_image,speedup,step_compression,acceptance,"
-         "target_forwards,"
-         "draft_forwards,theoretical_speedup,syntheval,syntheval_delta,tau,"
-         "radius,k,rejection,draft_rows,prefix\n";
+         "target_forwards,draft_forwards,theoretical_speedup,syntheval,syntheval_delta,"
+         "syntheval_delta_se,diversity,diversity_vs_ar,relaxed_accepted_fraction,"
+         "expansion_resampled_per_image,prefix_own_fraction,tau,radius,k,rejection,draft_rows,"
+         "prefix,pooling,delta,lambda,draft_cfg_scale\n";
+  const double ar_diversity = Mean(ar.diversity);
   for (const Row& row : rows) {
     const double sec = row.seconds / row.n, ar_sec = ar.seconds / ar.n;
     const double acceptance = row.drafted > 0 ? row.accepted / row.drafted : 0;
-    const bool is_mulo = row.config.name.rfind("mulo", 0) == 0;
+    const bool is_mulo = !row.config.mulo.is_null();
     const double st = is_mulo ? engine::TheoreticalSpeedup(acceptance, n_tokens, n_draft) : 0;
     const double score = 100.0 * row.pass / row.n, ar_score = 100.0 * ar.pass / ar.n;
+    const double se = PairedStandardError(row.passes, ar.passes);
+    const double diversity = Mean(row.diversity);
+    const double diversity_ratio = ar_diversity > 0 ? diversity / ar_diversity : 0;
+    const double relaxed = row.accepted > 0 ? row.relaxed / row.accepted : 0;
     const std::string line = absl::StrFormat(
-        "| %s | %.3f | %.2fx | %.2f | %s | %.1f | %.1f | %s | %.1f%% | %+.1f "
-        "|\n",
+        "| %s | %.3f | %.2fx | %.2f | %s | %s | %.1f | %.1f | %s | %.1f%% | %+.1f +- %.1f |%s\n",
         row.config.name, sec, ar_sec / sec, row.tokens / row.target_forwards,
-        row.drafted > 0 ? absl::StrFormat("%.3f", acceptance) : "-", row.target_forwards / row.n,
+        row.drafted > 0 ? absl::StrFormat("%.3f", acceptance) : "-",
+        is_mulo ? absl::StrFormat("%.3f", relaxed) : "-", row.target_forwards / row.n,
         row.draft_forwards / row.n, is_mulo ? absl::StrFormat("%.2f", st) : "-", score,
-        score - ar_score);
+        score - ar_score, se,
+        seeds > 1 ? absl::StrFormat(" %.0f%% |", 100 * diversity_ratio) : "");
+    const nlohmann::json& m = row.config.mulo;
+    auto field = [&](const char* key) -> std::string {
+      if (!is_mulo || !m.contains(key)) return "";
+      return m[key].is_string() ? m[key].get<std::string>() : m[key].dump();
+    };
+    const double prefix_total = row.prefix_own + row.prefix_down;
     const std::string csv_line = absl::StrFormat(
-        "\"%s\",%s,%.4f,%.4f,%.4f,%.4f,%.2f,%.2f,%.4f,%.2f,%.2f,%g,%g,%g,%s,%g,%s\n", row.config.name,
-        row.config.group, sec, ar_sec / sec, row.tokens / row.target_forwards, acceptance,
-        row.target_forwards / row.n, row.draft_forwards / row.n, st, score, score - ar_score,
-        row.config.tau, row.config.radius, row.config.pooling_k, row.config.rejection,
-        row.config.draft_rows, row.config.prefix);
+        "\"%s\",%s,%.4f,%.4f,%.4f,%.4f,%.2f,%.2f,%.4f,%.2f,%.2f,%.2f,%.3f,%.4f,%.4f,%.2f,%.4f,"
+        "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n",
+        row.config.name, row.config.group, sec, ar_sec / sec, row.tokens / row.target_forwards,
+        acceptance, row.target_forwards / row.n, row.draft_forwards / row.n, st, score,
+        score - ar_score, se, diversity, diversity_ratio, relaxed, row.expansion / row.n,
+        prefix_total > 0 ? row.prefix_own / prefix_total : 0, field("tau"), field("radius"),
+        field("k"), field("rejection"), field("draft_rows"), field("draft_prefix"),
+        field("pooling"), field("delta"), field("lambda"), field("draft_cfg_scale"));
     md << line;
     csv << csv_line;
     if (sweep.is_open() && row.config.group != "main") sweep << csv_line;
     std::fputs(line.c_str(), stdout);
+  }
+  if (!absl::GetFlag(FLAGS_grid_out).empty() && !rows.empty() && !rows[0].grid.empty()) {
+    // One column per method row, one row per prompt, 2x nearest-neighbour so 64 px reads.
+    std::vector<cv::Mat> lines;
+    for (size_t p = 0; p < rows[0].grid.size(); ++p) {
+      std::vector<cv::Mat> cells;
+      for (const Row& row : rows) {
+        cv::Mat big;
+        cv::resize(row.grid[p], big, cv::Size(), 2, 2, cv::INTER_NEAREST);
+        cv::copyMakeBorder(big, big, 2, 2, 2, 2, cv::BORDER_CONSTANT, cv::Scalar(255, 255, 255));
+        cells.push_back(big);
+      }
+      cv::Mat line;
+      cv::hconcat(cells, line);
+      lines.push_back(line);
+    }
+    cv::Mat grid, bgr;
+    cv::vconcat(lines, grid);
+    cv::cvtColor(grid, bgr, cv::COLOR_RGB2BGR);
+#ifdef MULO_HAVE_IMGCODECS
+    const bool written = cv::imwrite(absl::GetFlag(FLAGS_grid_out), bgr);
+#else
+    const bool written = false;
+#endif
+    if (!written) {
+      std::fprintf(stderr, "error: --grid_out: cannot write %s\n",
+                   absl::GetFlag(FLAGS_grid_out).c_str());
+      return 1;
+    }
+    std::string columns;
+    for (const Row& row : rows) absl::StrAppend(&columns, columns.empty() ? "" : " | ", row.config.name);
+    std::printf("grid %s: columns %s\n", absl::GetFlag(FLAGS_grid_out).c_str(), columns.c_str());
   }
   // Where the time goes: the numbers that explain a speedup (or its absence).
   std::string phases =

@@ -27,6 +27,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_format.h"
@@ -41,13 +42,22 @@ ABSL_FLAG(std::string, method, "ar",
           "decoding method: any of the API's (listed in the usage above; `models` shows which "
           "each model runs). Method parameters left unset take the server's defaults");
 ABSL_FLAG(int, gamma, 0, "speculative: draft tokens per step");
+ABSL_FLAG(std::string, preset, "family",
+          "mulo: defaults of the unset parameters: family (the model's calibrated defaults) or "
+          "paper (the MuLo-SD paper's settings)");
 ABSL_FLAG(double, tau, 0, "mulo: acceptance threshold");
+ABSL_FLAG(std::string, pooling, "", "mulo: additive, multiplicative or none");
+ABSL_FLAG(int, k, 0, "mulo: latent neighbours pooled besides the draft");
+ABSL_FLAG(double, delta, 0, "mulo: additive pooling bound");
+ABSL_FLAG(double, lambda, 0, "mulo: multiplicative pooling factor");
 ABSL_FLAG(int, radius, 0, "mulo: local expansion radius");
 ABSL_FLAG(int, draft_rows, 0, "mulo: drafter rows per step");
 ABSL_FLAG(bool, raster, false, "mulo: raster-scan rejection instead of local expansion");
-ABSL_FLAG(bool, keep_drafted_prefix, false,
-          "mulo: the drafter keeps its own tokens for rows committed as drafted, instead of "
-          "the paper's D_r of the committed rows");
+ABSL_FLAG(std::string, draft_prefix, "",
+          "mulo: the drafter's prefix: downsampled (the paper's D_r), keep_drafted, patch or own");
+ABSL_FLAG(bool, keep_drafted_prefix, false, "mulo: same as --draft_prefix=keep_drafted");
+ABSL_FLAG(double, draft_cfg_scale, 0, "mulo: the drafter's guidance scale");
+ABSL_FLAG(double, draft_temperature, 0, "mulo: the drafter's temperature");
 ABSL_FLAG(uint64_t, seed, 0, "sampling seed");
 ABSL_FLAG(double, cfg_scale, -1, "CFG scale (-1 = the model's default)");
 ABSL_FLAG(double, temperature, -1, "sampling temperature (-1 = default 1.0; 0 = greedy)");
@@ -156,13 +166,47 @@ bool SetMethod(const std::string& method, const GivenFlags& given,
   }
   if (request->has_mulo()) {
     auto* m = request->mutable_mulo();
+    using P = mulo::v1::MuloParams;
+    // Enum flags by their proto value names (lower case), so both lists stay one.
+    auto set_enum = [&](const char* flag, const google::protobuf::EnumDescriptor* type,
+                        const std::string& value, auto set) {
+      const auto* found = type->FindValueByName(absl::AsciiStrToUpper(value));
+      if (found == nullptr || found->number() == 0) {
+        std::fprintf(stderr, "error: --%s=%s is not known\n", flag, value.c_str());
+        return false;
+      }
+      set(found->number());
+      return true;
+    };
+    const std::string pooling = absl::GetFlag(FLAGS_pooling) == "none"
+                                    ? "no_pooling" : absl::GetFlag(FLAGS_pooling);
+    if (given.Has("preset") &&
+        !set_enum("preset", P::Preset_descriptor(), absl::GetFlag(FLAGS_preset),
+                  [&](int v) { m->set_preset(static_cast<P::Preset>(v)); })) {
+      return false;
+    }
+    if (given.Has("pooling") &&
+        !set_enum("pooling", P::Pooling_descriptor(), pooling,
+                  [&](int v) { m->set_pooling(static_cast<P::Pooling>(v)); })) {
+      return false;
+    }
+    if (given.Has("draft_prefix") &&
+        !set_enum("draft_prefix", P::DraftPrefix_descriptor(), absl::GetFlag(FLAGS_draft_prefix),
+                  [&](int v) { m->set_draft_prefix(static_cast<P::DraftPrefix>(v)); })) {
+      return false;
+    }
     if (given.Has("tau")) m->set_tau(absl::GetFlag(FLAGS_tau));
+    if (given.Has("k")) m->set_k(absl::GetFlag(FLAGS_k));
+    if (given.Has("delta")) m->set_delta(absl::GetFlag(FLAGS_delta));
+    if (given.Has("lambda")) m->set_lambda(absl::GetFlag(FLAGS_lambda));
     if (given.Has("radius")) m->set_radius(absl::GetFlag(FLAGS_radius));
     if (given.Has("draft_rows")) m->set_draft_rows(absl::GetFlag(FLAGS_draft_rows));
-    if (absl::GetFlag(FLAGS_raster)) m->set_rejection(mulo::v1::MuloParams::RASTER);
-    if (absl::GetFlag(FLAGS_keep_drafted_prefix)) {
-      m->set_draft_prefix(mulo::v1::MuloParams::KEEP_DRAFTED);
+    if (given.Has("draft_cfg_scale")) m->set_draft_cfg_scale(absl::GetFlag(FLAGS_draft_cfg_scale));
+    if (given.Has("draft_temperature")) {
+      m->set_draft_temperature(absl::GetFlag(FLAGS_draft_temperature));
     }
+    if (absl::GetFlag(FLAGS_raster)) m->set_rejection(P::RASTER);
+    if (absl::GetFlag(FLAGS_keep_drafted_prefix)) m->set_draft_prefix(P::KEEP_DRAFTED);
   }
   return true;
 }

@@ -12,6 +12,10 @@ void FillStats(const engine::Stats& s, double queue_seconds, v1::Stats* out) {
   out->set_drafted_tokens(static_cast<uint32_t>(s.drafted_tokens));
   out->set_accepted_tokens(static_cast<uint32_t>(s.accepted_tokens));
   out->set_resampled_tokens(static_cast<uint32_t>(s.resampled_tokens));
+  out->set_relaxed_accepted_tokens(static_cast<uint32_t>(s.relaxed_accepted_tokens));
+  out->set_expansion_resampled_tokens(static_cast<uint32_t>(s.expansion_resampled_tokens));
+  out->set_prefix_own_tokens(static_cast<uint32_t>(s.prefix_own_tokens));
+  out->set_prefix_downsampled_tokens(static_cast<uint32_t>(s.prefix_downsampled_tokens));
   out->set_step_compression(s.StepCompression());
   out->set_acceptance_rate(s.AcceptanceRate());
   for (int64_t n : s.accepted_per_position) out->add_accepted_per_position(static_cast<uint32_t>(n));

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/decode/method_registry.h"
 
 namespace mulo::server {
 
@@ -45,6 +46,10 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
     auto models = engine::LoadModelSet(dir.string(), options);
     if (!models.ok()) {
       failures.push_back(models.status().ToString());
+      continue;
+    }
+    if (auto defaults = engine::ValidateMethodDefaults(*models); !defaults.ok()) {
+      failures.push_back(defaults.ToString());
       continue;
     }
     const std::string name = models->name;

@@ -41,6 +41,53 @@ bool IsValidUtf8(const std::string& text) {
   return true;
 }
 
+// Puts the request's MuLo-SD fields over `options` (the family's defaults, or the paper's
+// with the PAPER preset). Open proto3 enums carry unknown numbers through; they are refused
+// rather than defaulted. Ranges are checked by the engine.
+absl::Status MapMuloParams(const v1::MuloParams& m, engine::MuloOptions* options) {
+  using P = v1::MuloParams;
+  if (!P::Preset_IsValid(m.preset())) {
+    return Invalid("mulo.preset", absl::StrCat(m.preset(), " is not FAMILY or PAPER"));
+  }
+  if (m.preset() == P::PAPER) *options = engine::PaperMuloOptions();
+  if (m.has_tau()) options->tau = m.tau();
+  if (m.has_k()) options->pooling.k = m.k();
+  if (m.has_delta()) options->pooling.delta = m.delta();
+  if (m.has_lambda()) options->pooling.lambda = m.lambda();
+  switch (m.pooling()) {
+    case P::POOLING_UNSPECIFIED: break;
+    case P::ADDITIVE: options->pooling.kind = engine::Pooling::kAdditive; break;
+    case P::MULTIPLICATIVE: options->pooling.kind = engine::Pooling::kMultiplicative; break;
+    case P::NO_POOLING: options->pooling.kind = engine::Pooling::kNone; break;
+    default:
+      return Invalid("mulo.pooling", absl::StrCat(m.pooling(),
+                                                  " is not ADDITIVE, MULTIPLICATIVE or NO_POOLING"));
+  }
+  if (m.has_radius()) options->radius = m.radius();
+  if (m.has_draft_rows()) options->draft_rows = m.draft_rows();
+  switch (m.rejection()) {
+    case P::REJECTION_UNSPECIFIED: break;
+    case P::LOCAL: options->rejection = engine::Rejection::kLocal; break;
+    case P::RASTER: options->rejection = engine::Rejection::kRaster; break;
+    default:
+      return Invalid("mulo.rejection", absl::StrCat(m.rejection(), " is not LOCAL or RASTER"));
+  }
+  switch (m.draft_prefix()) {
+    case P::DRAFT_PREFIX_UNSPECIFIED: break;
+    case P::DOWNSAMPLED: options->prefix = engine::DraftPrefix::kDownsampled; break;
+    case P::KEEP_DRAFTED: options->prefix = engine::DraftPrefix::kKeepDrafted; break;
+    case P::PATCH: options->prefix = engine::DraftPrefix::kPatch; break;
+    case P::OWN: options->prefix = engine::DraftPrefix::kOwn; break;
+    default:
+      return Invalid("mulo.draft_prefix",
+                     absl::StrCat(m.draft_prefix(),
+                                  " is not DOWNSAMPLED, KEEP_DRAFTED, PATCH or OWN"));
+  }
+  if (m.has_draft_cfg_scale()) options->draft_cfg_scale = m.draft_cfg_scale();
+  if (m.has_draft_temperature()) options->draft_temperature = m.draft_temperature();
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& request,
@@ -106,30 +153,15 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
 
   // Method: the proto's oneof mapped to the engine's options; the engine's registry checks
   // the name, the family's components and the option ranges.
-  engine::MethodConfig config;
-  config.name = v1::RequestMethodName(request);
+  auto defaults = engine::DefaultMethodConfig(v1::RequestMethodName(request), *out.models);
+  if (!defaults.ok()) return ToAbsl(defaults.status());
+  engine::MethodConfig config = *std::move(defaults);
   if (request.has_speculative() && request.speculative().has_gamma()) {
     config.speculative.gamma = request.speculative().gamma();
   }
   if (request.has_mulo()) {
-    const auto& m = request.mulo();
-    engine::MuloOptions& options = config.mulo;
-    if (m.has_tau()) options.tau = m.tau();
-    if (m.has_k()) options.k = m.k();
-    if (m.has_delta()) options.delta = m.delta();
-    if (m.has_radius()) options.radius = m.radius();
-    if (m.has_draft_rows()) options.draft_rows = m.draft_rows();
-    // Open proto3 enums carry unknown numbers through; refuse them rather than default.
-    if (!v1::MuloParams::Rejection_IsValid(m.rejection())) {
-      return Invalid("mulo.rejection", absl::StrCat(m.rejection(), " is not LOCAL or RASTER"));
-    }
-    if (m.rejection() == v1::MuloParams::RASTER) options.rejection = engine::Rejection::kRaster;
-    if (!v1::MuloParams::DraftPrefix_IsValid(m.draft_prefix())) {
-      return Invalid("mulo.draft_prefix",
-                     absl::StrCat(m.draft_prefix(), " is not DOWNSAMPLED or KEEP_DRAFTED"));
-    }
-    if (m.draft_prefix() == v1::MuloParams::KEEP_DRAFTED) {
-      options.prefix = engine::DraftPrefix::kKeepDrafted;
+    if (absl::Status mapped = MapMuloParams(request.mulo(), &config.mulo); !mapped.ok()) {
+      return mapped;
     }
   }
   // Methods without options here (ar, and those not implemented yet, which the registry

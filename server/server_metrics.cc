@@ -69,6 +69,16 @@ ServerMetrics::ServerMetrics() {
                                          "Drafted tokens accepted by the target.", mm));
   resampled_ = OrDie(registry_.AddCounter("mulo_spec_resampled_tokens_total",
                                           "Tokens re-sampled by the target after rejection.", mm));
+  relaxed_accepted_ = OrDie(registry_.AddCounter(
+      "mulo_spec_relaxed_accepted_tokens_total",
+      "Accepted drafts that only the relaxation (latent pooling) kept.", mm));
+  expansion_resampled_ = OrDie(registry_.AddCounter(
+      "mulo_spec_expansion_resampled_tokens_total",
+      "Accepted drafts re-sampled because they neighbour a rejection (MuLo-SD).", mm));
+  prefix_tokens_ = OrDie(registry_.AddCounter(
+      "mulo_draft_prefix_tokens_total",
+      "Drafter prefix tokens by source: own draws or re-derived by D_r (MuLo-SD).",
+      {"model", "method", "source"}));
   accepted_per_position_ = OrDie(
       registry_.AddCounter("mulo_spec_accepted_tokens_per_position_total",
                            "Drafted tokens accepted at each draft depth (chain and tree methods).",
@@ -139,6 +149,14 @@ void ServerMetrics::RecordRequest(const RequestLogLine& line) {
   drafted_->WithLabels({model, method}).Inc(static_cast<double>(s.drafted_tokens));
   accepted_->WithLabels({model, method}).Inc(static_cast<double>(s.accepted_tokens));
   resampled_->WithLabels({model, method}).Inc(static_cast<double>(s.resampled_tokens));
+  relaxed_accepted_->WithLabels({model, method})
+      .Inc(static_cast<double>(s.relaxed_accepted_tokens));
+  expansion_resampled_->WithLabels({model, method})
+      .Inc(static_cast<double>(s.expansion_resampled_tokens));
+  prefix_tokens_->WithLabels({model, method, "own"})
+      .Inc(static_cast<double>(s.prefix_own_tokens));
+  prefix_tokens_->WithLabels({model, method, "downsampled"})
+      .Inc(static_cast<double>(s.prefix_downsampled_tokens));
   for (size_t i = 0; i < s.accepted_per_position.size(); ++i) {
     accepted_per_position_->WithLabels({model, method, std::to_string(i)})
         .Inc(static_cast<double>(s.accepted_per_position[i]));

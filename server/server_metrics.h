@@ -45,6 +45,9 @@ class ServerMetrics {
   metrics::CounterFamily* drafted_;
   metrics::CounterFamily* accepted_;
   metrics::CounterFamily* resampled_;
+  metrics::CounterFamily* relaxed_accepted_;
+  metrics::CounterFamily* expansion_resampled_;
+  metrics::CounterFamily* prefix_tokens_;
   metrics::CounterFamily* accepted_per_position_;
   metrics::HistogramFamily* request_duration_;
   metrics::HistogramFamily* queue_duration_;

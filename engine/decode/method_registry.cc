@@ -92,6 +92,29 @@ std::vector<std::string> AvailableMethods(const ModelSet& models) {
   return names;
 }
 
+StatusOr<MethodConfig> DefaultMethodConfig(const std::string& name, const ModelSet& models) {
+  MethodConfig config;
+  config.name = name;
+  MULO_ASSIGN_OR_RETURN(config.mulo, FamilyMuloOptions(models));
+  return config;
+}
+
+Status ValidateMethodDefaults(const ModelSet& models) {
+  for (const auto& item : models.method_defaults.items()) {
+    if (FindMethod(item.key()) == nullptr) {
+      return InvalidArgumentError(models.name + " family.json method_defaults: unknown method '" +
+                                  item.key() + "' (" + MethodList() + ")");
+    }
+  }
+  MULO_ASSIGN_OR_RETURN(MuloOptions mulo, FamilyMuloOptions(models));
+  Status valid = ValidateMuloOptions(mulo);
+  if (!valid.ok()) {
+    return InvalidArgumentError(models.name + " family.json method_defaults: " +
+                                valid.message());
+  }
+  return OkStatus();
+}
+
 StatusOr<std::shared_ptr<const DecodingMethod>> MakeMethod(const MethodConfig& config,
                                                            const ModelSet& models) {
   const MethodEntry* entry = FindMethod(config.name);

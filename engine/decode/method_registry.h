@@ -19,8 +19,8 @@
 namespace mulo::engine {
 
 // A request's method: its name and the options of every implemented method, each struct
-// holding its paper's defaults (written there and nowhere else). Only the named method's
-// options are read.
+// holding its paper's defaults (written there and nowhere else; DefaultMethodConfig puts a
+// family's calibrated defaults over them). Only the named method's options are read.
 struct MethodConfig {
   std::string name = "ar";
   SpeculativeOptions speculative;
@@ -48,6 +48,14 @@ std::string MethodList();
 
 // The implemented methods whose components `models` has, in registry order.
 std::vector<std::string> AvailableMethods(const ModelSet& models);
+
+// `name` with the family's defaults (family.json "method_defaults", e.g. FamilyMuloOptions)
+// over the papers'; INVALID_ARGUMENT when the family's defaults do not parse or validate.
+StatusOr<MethodConfig> DefaultMethodConfig(const std::string& name, const ModelSet& models);
+
+// Checks every method default the family declares (for loading a family: a bad
+// family.json fails at start-up, not on the first request).
+Status ValidateMethodDefaults(const ModelSet& models);
 
 // The method `config` asks for, checked once for the server and every other caller:
 //   unknown name                        INVALID_ARGUMENT "method: unknown ..."

@@ -1,7 +1,6 @@
 #include "engine/decode/mulo.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "engine/decode/mulo_proposer.h"
 #include "engine/sampling/pooled_threshold_verifier.h"
@@ -12,17 +11,17 @@ namespace {
 class MuloState : public SteppedMethod::State {
  public:
   MuloState(ModelStream* target, ModelStream* drafter, const MuloOptions& options,
-            const ModelSet& models)
+            const SamplingParams& draft_sampling, const ModelSet& models)
       : target_(target),
-        proposer_(drafter, options, models),
-        verifier_(options.tau, options.k, options.delta, *models.neighbors),
+        proposer_(drafter, options, draft_sampling, models),
+        verifier_(options.tau, options.pooling, *models.neighbors),
         options_(options) {}
 
   Status Step(DecodeSession& session) override {
     Stats& stats = session.stats();
     const int64_t n = static_cast<int64_t>(session.committed().size());
     const int64_t grid = session.grid(), n_total = session.num_tokens();
-    // (7), (1), (2): D_r prefix, drafter rows, U_r: L target drafts after the committed rows.
+    // (1), (2): drafter rows after its prefix, U_r: L target drafts after the committed rows.
     MULO_ASSIGN_OR_RETURN(DraftBatch drafts, proposer_.Propose(session));
     const int64_t length = drafts.size(), end = n + length;
     std::vector<int64_t> seq = session.committed();
@@ -48,6 +47,8 @@ class MuloState : public SteppedMethod::State {
       std::vector<int64_t> rejected;
       for (int64_t i : verdict.rejected) rejected.push_back(n + i);
       resample = ExpandRejections(rejected, n, end, grid, options_.radius, options_.rejection);
+      stats.relaxed_accepted_tokens += verdict.relaxed_accepts;
+      stats.expansion_resampled_tokens += static_cast<int64_t>(resample.size() - rejected.size());
     }
     stats.drafted_tokens += length;
     stats.accepted_tokens += length - static_cast<int64_t>(resample.size());
@@ -58,7 +59,8 @@ class MuloState : public SteppedMethod::State {
       MULO_RETURN_IF_ERROR(Resample(session, resample, verify_logits, n, end, &seq));
     }
     seq.resize(end);
-    proposer_.Committed(seq);
+    // (7) The drafter's prefix for these rows, from what was committed.
+    MULO_RETURN_IF_ERROR(proposer_.Committed(session, seq));
     session.Commit(std::move(seq));
     return OkStatus();
   }
@@ -95,19 +97,6 @@ class MuloState : public SteppedMethod::State {
 
 }  // namespace
 
-Status ValidateMuloOptions(const MuloOptions& o) {
-  if (!(o.tau >= 0.0) || !std::isfinite(o.tau)) {
-    return InvalidArgumentError("mulo.tau: must be a finite number >= 0");
-  }
-  if (o.k < 1) return InvalidArgumentError("mulo.k: must be >= 1");
-  if (!(o.delta >= 0.0 && o.delta <= 1.0)) {
-    return InvalidArgumentError("mulo.delta: must be in [0, 1]");
-  }
-  if (o.radius < 0) return InvalidArgumentError("mulo.radius: must be >= 0");
-  if (o.draft_rows < 1) return InvalidArgumentError("mulo.draft_rows: must be >= 1");
-  return OkStatus();
-}
-
 double TheoreticalSpeedup(double acceptance, int64_t target_tokens, int64_t drafter_tokens) {
   const double tp = static_cast<double>(target_tokens);
   return tp / ((1.0 - acceptance) * tp + static_cast<double>(drafter_tokens));
@@ -131,8 +120,14 @@ Status MuloDecoder::Validate(const ModelSet& models) const {
 StatusOr<std::unique_ptr<SteppedMethod::State>> MuloDecoder::Begin(DecodeSession& session) const {
   const ModelSet& models = session.models();
   MULO_ASSIGN_OR_RETURN(ModelStream * target, session.Open(*models.target, StreamRole::kTarget));
-  MULO_ASSIGN_OR_RETURN(ModelStream * drafter, session.Open(*models.drafter, StreamRole::kDraft));
-  return std::unique_ptr<State>(std::make_unique<MuloState>(target, drafter, options_, models));
+  // The drafter draws with its own guidance and temperature where the options set them.
+  SamplingParams draft = session.sampling();
+  if (options_.draft_cfg_scale) draft.cfg_scale = *options_.draft_cfg_scale;
+  if (options_.draft_temperature) draft.temperature = *options_.draft_temperature;
+  MULO_ASSIGN_OR_RETURN(ModelStream * drafter,
+                        session.Open(*models.drafter, StreamRole::kDraft, &draft));
+  return std::unique_ptr<State>(
+      std::make_unique<MuloState>(target, drafter, options_, draft, models));
 }
 
 }  // namespace mulo::engine

@@ -5,33 +5,24 @@
 namespace mulo::engine {
 
 MuloProposer::MuloProposer(ModelStream* drafter, const MuloOptions& options,
-                           const ModelSet& models)
+                           const SamplingParams& draft_sampling, const ModelSet& models)
     : drafter_(drafter),
       options_(options),
+      draft_sampling_(draft_sampling),
       models_(models),
       grid_(models.target->config().grid_size),
       small_(models.drafter->config().grid_size),
       r_(models.upsampler->config().factor) {}
 
 StatusOr<DraftBatch> MuloProposer::Propose(DecodeSession& session) {
-  const std::vector<int64_t>& x = session.committed();
-  const int64_t n = static_cast<int64_t>(x.size());
-  const int64_t committed_rows = n / grid_;  // a multiple of r
-  first_row_ = committed_rows / r_;
+  const int64_t n = static_cast<int64_t>(session.committed().size());
+  first_row_ = n / grid_ / r_;  // every step commits whole drafted rows
   rows_ = std::min(options_.draft_rows, small_ - first_row_);
-
-  // (7) y = D_r(x): the drafter's prefix, from the first row not kept as drafted.
-  std::vector<int64_t> y = kept_;
-  if (static_cast<int64_t>(kept_.size()) < first_row_ * small_) {
-    auto timer = session.Time(Phase::kDownsample);
-    MULO_ASSIGN_OR_RETURN(std::vector<int64_t> down,
-                          models_.downsampler->Apply(x, committed_rows, grid_));
-    y.insert(y.end(), down.begin() + kept_.size(), down.end());  // D_r is row-causal
-  }
+  std::vector<int64_t> y = prefix_;  // (7): derived in Committed
   {
     auto timer = session.Time(Phase::kDraft);
-    // The drafter keeps its cache up to the first token D_r changed; re-feeding at least the
-    // prefix's last token recomputes the next distribution too.
+    // The drafter keeps its cache up to the first prefix token that changed; re-feeding at
+    // least the prefix's last token recomputes the next distribution too.
     const std::vector<int64_t>& fed = drafter_->fed();
     size_t same = 0;
     while (same < y.size() && same < fed.size() && y[same] == fed[same]) ++same;
@@ -43,7 +34,7 @@ StatusOr<DraftBatch> MuloProposer::Propose(DecodeSession& session) {
     // (1) The drafter samples `rows_` whole low-resolution rows.
     const int64_t end = (first_row_ + rows_) * small_;
     for (int64_t j = static_cast<int64_t>(y.size()); j < end; ++j) {
-      y.push_back(session.Draw(drafter_->next_logits(), RngStream::kDrafter));
+      y.push_back(session.Draw(drafter_->next_logits(), RngStream::kDrafter, draft_sampling_));
       if (j + 1 < small_ * small_) MULO_RETURN_IF_ERROR(drafter_->Feed(y, j, j + 1).status());
     }
   }
@@ -59,22 +50,58 @@ StatusOr<DraftBatch> MuloProposer::Propose(DecodeSession& session) {
   return drafts;
 }
 
-void MuloProposer::Committed(const std::vector<int64_t>& committed) {
-  if (options_.prefix != DraftPrefix::kKeepDrafted ||
-      static_cast<int64_t>(kept_.size()) != first_row_ * small_) {
-    return;
-  }
-  // Extend over the new low-resolution rows while their r target rows are unchanged.
+bool MuloProposer::BlockAsDrafted(const std::vector<int64_t>& committed, int64_t row,
+                                  int64_t col) const {
   const int64_t n = first_row_ * r_ * grid_;
-  int64_t row = first_row_;
-  for (; row < first_row_ + rows_; ++row) {
-    const int64_t from = row * r_ * grid_, to = from + r_ * grid_;
-    if (!std::equal(committed.begin() + from, committed.begin() + to,
+  for (int64_t dr = 0; dr < r_; ++dr) {
+    const int64_t from = (row * r_ + dr) * grid_ + col * r_;
+    if (!std::equal(committed.begin() + from, committed.begin() + from + r_,
                     drafts_.begin() + (from - n))) {
-      break;
+      return false;
     }
   }
-  kept_.assign(y_.begin(), y_.begin() + row * small_);
+  return true;
+}
+
+bool MuloProposer::RowAsDrafted(const std::vector<int64_t>& committed, int64_t row) const {
+  for (int64_t col = 0; col < small_; ++col) {
+    if (!BlockAsDrafted(committed, row, col)) return false;
+  }
+  return true;
+}
+
+Status MuloProposer::Committed(DecodeSession& session, const std::vector<int64_t>& committed) {
+  const int64_t rows_end = first_row_ + rows_;
+  std::vector<int64_t> down;  // D_r of the committed rows, computed only when a token needs it
+  Stats& stats = session.stats();
+  for (int64_t row = first_row_; row < rows_end; ++row) {
+    const bool row_as_drafted =
+        options_.prefix == DraftPrefix::kKeepDrafted && !diverged_ && RowAsDrafted(committed, row);
+    if (options_.prefix == DraftPrefix::kKeepDrafted && !row_as_drafted) diverged_ = true;
+    for (int64_t col = 0; col < small_; ++col) {
+      bool own = false;
+      switch (options_.prefix) {
+        case DraftPrefix::kDownsampled: own = false; break;
+        case DraftPrefix::kKeepDrafted: own = row_as_drafted; break;
+        case DraftPrefix::kPatch: own = BlockAsDrafted(committed, row, col); break;
+        case DraftPrefix::kOwn: own = true; break;
+      }
+      const int64_t i = row * small_ + col;
+      if (own) {
+        prefix_.push_back(y_[i]);
+        ++stats.prefix_own_tokens;
+        continue;
+      }
+      if (down.empty()) {
+        auto timer = session.Time(Phase::kDownsample);
+        // D_r is row-causal: the committed rows so far determine these low-resolution rows.
+        MULO_ASSIGN_OR_RETURN(down, models_.downsampler->Apply(committed, rows_end * r_, grid_));
+      }
+      prefix_.push_back(down[i]);
+      ++stats.prefix_downsampled_tokens;
+    }
+  }
+  return OkStatus();
 }
 
 }  // namespace mulo::engine

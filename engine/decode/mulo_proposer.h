@@ -1,15 +1,18 @@
-// MuLo-SD's proposer (paper Algorithm 1, steps 7, 1 and 2): D_r turns the committed target rows
-// into the low-resolution drafter's prefix (its cache kept up to the first token that changed),
-// the drafter samples `draft_rows` whole rows, and U_r up-samples them to r x draft_rows target
-// rows. The drafts are U_r's argmax tokens, not samples of a known q, so they carry no q and
-// are independent positions (parents -1) for the verifier.
+// MuLo-SD's proposer (paper Algorithm 1, steps 7, 1 and 2): the low-resolution drafter continues
+// from its prefix for the committed rows (its KV cache kept up to the first token that
+// changed), samples `draft_rows` whole rows with its own guidance and temperature, and U_r
+// up-samples them to r x draft_rows target rows. After verification the prefix for the new rows
+// is derived from what the target committed, by MuloOptions::prefix: D_r of the committed
+// tokens (the paper), the drafter's own tokens where their target rows or r x r blocks came out
+// as drafted, or always its own. The drafts are U_r's argmax tokens, not samples of a known q,
+// so they carry no q and are independent positions (parents -1) for the verifier.
 #ifndef MULO_ENGINE_DECODE_MULO_PROPOSER_H_
 #define MULO_ENGINE_DECODE_MULO_PROPOSER_H_
 
 #include <cstdint>
 #include <vector>
 
-#include "engine/decode/mulo.h"
+#include "engine/decode/mulo_options.h"
 #include "engine/decode/session.h"
 #include "engine/sampling/verifier.h"
 
@@ -17,28 +20,37 @@ namespace mulo::engine {
 
 class MuloProposer {
  public:
-  MuloProposer(ModelStream* drafter, const MuloOptions& options, const ModelSet& models);
+  // `draft_sampling`: how the drafter's tokens are drawn (the request's top-k / top-p with the
+  // drafter's guidance and temperature).
+  MuloProposer(ModelStream* drafter, const MuloOptions& options,
+               const SamplingParams& draft_sampling, const ModelSet& models);
 
   // The drafts for the target rows after the committed ones.
   StatusOr<DraftBatch> Propose(DecodeSession& session);
 
-  // Tells the proposer what was committed for the rows it last drafted (`committed` holds the
-  // whole prefix): with DraftPrefix::kKeepDrafted the drafter keeps its own tokens for the
-  // low-resolution rows whose target rows came out exactly as drafted.
-  void Committed(const std::vector<int64_t>& committed);
+  // Takes what was committed for the rows last drafted (`committed` holds the whole prefix) and
+  // derives the drafter's prefix for them; counts its sources in the session's Stats.
+  Status Committed(DecodeSession& session, const std::vector<int64_t>& committed);
 
  private:
+  // Whether the target committed the r x r block (low-resolution token `col` of `row`), or the
+  // whole r target rows of `row`, exactly as U_r drafted them.
+  bool BlockAsDrafted(const std::vector<int64_t>& committed, int64_t row, int64_t col) const;
+  bool RowAsDrafted(const std::vector<int64_t>& committed, int64_t row) const;
+
   ModelStream* drafter_;
   MuloOptions options_;
+  SamplingParams draft_sampling_;
   const ModelSet& models_;
   int64_t grid_, small_, r_;
-  // The last proposal: drafter tokens of every low-resolution row it covered, its first
-  // drafted low-resolution row, and U_r's target tokens after the committed prefix.
+  // The drafter's prefix: one low-resolution token per committed low-resolution position.
+  std::vector<int64_t> prefix_;
+  // The last proposal: the drafter's tokens (prefix + drafted rows), its first drafted
+  // low-resolution row and row count, and U_r's target tokens after the committed prefix.
   std::vector<int64_t> y_;
   int64_t first_row_ = 0, rows_ = 0;
   std::vector<int64_t> drafts_;
-  // kKeepDrafted: the drafter's own tokens of the leading rows committed as drafted.
-  std::vector<int64_t> kept_;
+  bool diverged_ = false;  // kKeepDrafted: a row changed, so D_r from then on
 };
 
 }  // namespace mulo::engine

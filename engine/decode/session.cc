@@ -113,9 +113,10 @@ StatusOr<std::unique_ptr<DecodeSession>> DecodeSession::Start(const std::string&
   return std::unique_ptr<DecodeSession>(new DecodeSession(request, models, progress, cancel));
 }
 
-StatusOr<ModelStream*> DecodeSession::Open(const Transformer& model, StreamRole role) {
+StatusOr<ModelStream*> DecodeSession::Open(const Transformer& model, StreamRole role,
+                                           const SamplingParams* sampling) {
   auto timer = Time(Phase::kPrefill);
-  const int64_t batch = CfgBatch(request_.sampling);
+  const int64_t batch = CfgBatch(sampling != nullptr ? *sampling : request_.sampling);
   MULO_ASSIGN_OR_RETURN(torch::Tensor condition,
                         model.EmbedCondition(request_.condition, batch == 2));
   streams_.push_back(std::make_unique<ModelStream>(model, batch, model.config().max_positions(),
@@ -129,7 +130,12 @@ torch::Tensor DecodeSession::Probabilities(const torch::Tensor& logits) const {
 }
 
 int64_t DecodeSession::Draw(const torch::Tensor& logits, RngStream stream) {
-  return SampleToken(GuidedLogits(logits, request_.sampling.cfg_scale), request_.sampling,
+  return Draw(logits, stream, request_.sampling);
+}
+
+int64_t DecodeSession::Draw(const torch::Tensor& logits, RngStream stream,
+                            const SamplingParams& sampling) {
+  return SampleToken(GuidedLogits(logits, sampling.cfg_scale), sampling,
                      rng(stream));
 }
 

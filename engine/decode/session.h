@@ -101,15 +101,19 @@ class DecodeSession {
   Stats& stats() { return stats_; }
 
   // A stream of `model` (embeds the condition once for it and prefills, timed as the prefill
-  // phase); owned by the session. The target's stream has the target role.
-  StatusOr<ModelStream*> Open(const Transformer& model, StreamRole role);
+  // phase); owned by the session. The target's stream has the target role. It runs the
+  // unconditional half when `sampling` (the request's when null) asks for guidance.
+  StatusOr<ModelStream*> Open(const Transformer& model, StreamRole role,
+                              const SamplingParams* sampling = nullptr);
 
   Rng& rng(RngStream stream) { return rngs_[static_cast<int>(stream)]; }
   // Probabilities [..., V] of logits [batch, ..., V]: guidance, then temperature / top-k /
   // top-p, exactly as every draw sees them.
   torch::Tensor Probabilities(const torch::Tensor& logits) const;
-  // A token from logits [batch, V] with `stream` (argmax at temperature 0, no randomness).
+  // A token from logits [batch, V] with `stream` (argmax at temperature 0, no randomness),
+  // guided and tempered as the request asks, or as `sampling` when a stream has its own.
   int64_t Draw(const torch::Tensor& logits, RngStream stream);
+  int64_t Draw(const torch::Tensor& logits, RngStream stream, const SamplingParams& sampling);
 
   // Times a scope as `phase` (synchronising a GPU at both ends).
   PhaseTimer Time(Phase phase) { return PhaseTimer(&stats_, phase, device()); }

@@ -26,6 +26,9 @@ std::string Stats::ToString() const {
   out << "tokens=" << tokens << " target_forwards=" << target_forward_passes
       << " draft_forwards=" << draft_forward_passes << " drafted=" << drafted_tokens
       << " accepted=" << accepted_tokens << " resampled=" << resampled_tokens
+      << " relaxed_accepted=" << relaxed_accepted_tokens
+      << " expansion_resampled=" << expansion_resampled_tokens
+      << " prefix_own=" << prefix_own_tokens << " prefix_downsampled=" << prefix_downsampled_tokens
       << " step_compression=" << StepCompression() << " total=" << total_seconds << "s";
   for (int i = 0; i < kNumPhases; ++i) {
     if (phase_seconds[i] > 0) {

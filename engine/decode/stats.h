@@ -34,6 +34,14 @@ struct Stats {
   int64_t drafted_tokens = 0;
   int64_t accepted_tokens = 0;
   int64_t resampled_tokens = 0;
+  // Relaxed methods: accepted drafts the exact rule would not have kept (kept by pooling).
+  int64_t relaxed_accepted_tokens = 0;
+  // MuLo-SD: re-sampled positions that were accepted themselves but neighbour a rejection.
+  int64_t expansion_resampled_tokens = 0;
+  // MuLo-SD: drafter prefix tokens that are the drafter's own draws, and those re-derived
+  // from the committed target tokens by D_r.
+  int64_t prefix_own_tokens = 0;
+  int64_t prefix_downsampled_tokens = 0;
   // accepted_per_position[i]: drafts accepted at depth i (chain and tree methods).
   std::vector<int64_t> accepted_per_position;
   int64_t verify_steps = 0;       // target verification forwards

@@ -44,6 +44,12 @@ StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& calle
   set.name = doc.value("name", std::string());
   if (set.name.empty()) return f.Error("name", "missing");
   MULO_ASSIGN_OR_RETURN(set.default_cfg_scale, f.Number("default_cfg_scale", 0.0, 100.0, 4.0));
+  if (doc.contains("method_defaults")) {
+    if (!doc["method_defaults"].is_object()) {
+      return f.Error("method_defaults", "must be an object of method name -> options");
+    }
+    set.method_defaults = doc["method_defaults"];
+  }
   if (!doc.contains("components") || !doc["components"].is_object()) {
     return f.Error("components", "missing (an object of component -> directory)");
   }
@@ -82,7 +88,7 @@ StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& calle
   }
   // Up to 1000 neighbours per entry (the papers' k), computed once for every request.
   set.neighbors = std::make_shared<const LatentNeighbors>(
-      LatentNeighbors::Build(set.vq->codebook(), kMaxPooledNeighbors));
+      LatentNeighbors::Build(set.vq->raw_codebook(), kMaxPooledNeighbors));
   if (!component("eagle").empty()) {
     MULO_ASSIGN_OR_RETURN(set.eagle,
                           EagleHead::LoadDirectory(component("eagle"), *set.target, options));

@@ -3,7 +3,8 @@
 //   {"name": "synth", "default_cfg_scale": 4.0,
 //    "components": {"target": "target", "vq": "vq", "conditioner": "conditioner",
 //                   "drafter": "drafter", "chain": "chain", "upsampler": "upsampler",
-//                   "downsampler": "downsampler", "eagle": "eagle"}}
+//                   "downsampler": "downsampler", "eagle": "eagle"},
+//    "method_defaults": {"mulo": {"tau": 1e-3, ...}}}
 // Component paths are relative to <dir>. target and vq are required; the others enable the
 // methods that need them. Loading checks that the components fit together (vocabularies,
 // grids, condition widths).
@@ -11,6 +12,7 @@
 #define MULO_ENGINE_MODEL_MODEL_SET_H_
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "engine/core/status.h"
@@ -37,6 +39,9 @@ struct ModelSet {
   std::shared_ptr<const EagleHead> eagle;              // EAGLE-style head over the target
   // Nearest codebook entries of every entry (LANTERN / MuLo-SD pooling), built at load.
   std::shared_ptr<const LatentNeighbors> neighbors;
+  // family.json's "method_defaults": per method name, the options the family was calibrated
+  // for (read by the method's options parser, e.g. FamilyMuloOptions); empty when none.
+  nlohmann::json method_defaults = nlohmann::json::object();
   // Bytes of every component's weights (in the compute dtype) plus the neighbour table, as
   // resident on the device: what keeping this family loaded costs.
   int64_t weight_bytes = 0;

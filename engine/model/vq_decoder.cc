@@ -72,6 +72,7 @@ Status VqDecoder::LoadWeights(Checkpoint& ckpt) {
   const int64_t levels = static_cast<int64_t>(c.ch_mult.size());
   MULO_ASSIGN_OR_RETURN(codebook_, ckpt.Get("quantize.embedding.weight",
                                             {c.codebook_size, c.codebook_embed_dim}));
+  raw_codebook_ = codebook_;
   if (c.codebook_l2_norm) {
     // F.normalize(p=2, dim=-1, eps=1e-12), as upstream's get_codebook_entry.
     codebook_ = codebook_ / codebook_.norm(2, -1, /*keepdim=*/true).clamp_min(1e-12);

@@ -35,6 +35,8 @@ class VqDecoder {
 
   // The codebook as used for lookup ([codebook_size, embed_dim], L2-normalised if configured).
   const torch::Tensor& codebook() const { return codebook_; }
+  // The codebook weights as stored (before any L2 normalisation): LANTERN's neighbour order.
+  const torch::Tensor& raw_codebook() const { return raw_codebook_; }
 
   // ids [batch, h * w] (raster order) -> float image [batch, 3, h * f, w * f], about [-1, 1].
   StatusOr<torch::Tensor> Decode(const torch::Tensor& ids, int64_t h, int64_t w) const;
@@ -71,7 +73,7 @@ class VqDecoder {
   torch::Tensor Attn(const torch::Tensor& x, const AttnBlock& b) const;
 
   VqConfig config_;
-  torch::Tensor codebook_;
+  torch::Tensor codebook_, raw_codebook_;
   Conv post_quant_conv_, conv_in_, conv_out_;
   ResBlock mid_res0_, mid_res1_;
   AttnBlock mid_attn_;

@@ -3,29 +3,6 @@
 #include <algorithm>
 
 namespace mulo::engine {
-namespace {
-
-// Per position: the cumulative target probability of the first k-1 neighbours and the mask
-// of the prefix that stays within delta. Shapes [L, m].
-std::pair<torch::Tensor, torch::Tensor> PrefixWithinDelta(const torch::Tensor& probs,
-                                                          const torch::Tensor& tokens,
-                                                          const LatentNeighbors& neighbors,
-                                                          int64_t k, double delta) {
-  const int64_t m = std::clamp<int64_t>(k - 1, 0, neighbors.max_neighbors());
-  auto p = probs.to(torch::kFloat32);
-  if (m == 0) {
-    auto empty = torch::zeros({p.size(0), 0}, p.options());
-    return {empty, empty.to(torch::kBool)};
-  }
-  auto ids = neighbors.table().index_select(0, tokens.to(neighbors.table().device()))
-                 .narrow(1, 0, m)
-                 .to(p.device());
-  // Summed in float64 so that long prefixes of tiny probabilities do not drift.
-  auto cumulative = p.gather(1, ids).to(torch::kFloat64).cumsum(1);
-  return {cumulative, cumulative <= delta};
-}
-
-}  // namespace
 
 LatentNeighbors LatentNeighbors::Build(const torch::Tensor& codebook, int64_t max_neighbors) {
   torch::NoGradGuard no_grad;
@@ -46,25 +23,6 @@ LatentNeighbors LatentNeighbors::Build(const torch::Tensor& codebook, int64_t ma
   LatentNeighbors n;
   n.table_ = torch::cat(blocks).to(codebook.device()).contiguous();
   return n;
-}
-
-torch::Tensor PooledProbability(const torch::Tensor& probs, const torch::Tensor& tokens,
-                                const LatentNeighbors& neighbors, int64_t k, double delta) {
-  torch::NoGradGuard no_grad;
-  auto p = probs.to(torch::kFloat32);
-  auto own = p.gather(1, tokens.to(p.device()).view({-1, 1})).squeeze(1).to(torch::kFloat64);
-  auto [cumulative, within] = PrefixWithinDelta(p, tokens, neighbors, k, delta);
-  if (cumulative.size(1) == 0) return own.to(torch::kFloat32);
-  // cumsum is non-decreasing, so the masked maximum is the longest valid prefix's sum.
-  auto extra = (cumulative * within.to(torch::kFloat64)).amax(1);
-  return (own + extra).to(torch::kFloat32);
-}
-
-torch::Tensor PooledNeighborCount(const torch::Tensor& probs, const torch::Tensor& tokens,
-                                  const LatentNeighbors& neighbors, int64_t k, double delta) {
-  torch::NoGradGuard no_grad;
-  auto [cumulative, within] = PrefixWithinDelta(probs, tokens, neighbors, k, delta);
-  return within.sum(1);
 }
 
 }  // namespace mulo::engine

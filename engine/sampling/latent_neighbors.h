@@ -1,7 +1,8 @@
 // The latent neighbour table of a VQ codebook: for every entry, the other entries in order of
 // increasing L2 distance between codebook vectors (LANTERN's B_k). Computed once per model at
-// load and shared read-only by every request. We use the vectors the decoder looks up
-// (L2-normalised for LlamaGen-style codebooks), where distance is what the image sees.
+// load and shared read-only by every request. Built on the raw codebook weights, as LANTERN's
+// published table is, not on the L2-normalised vectors a LlamaGen decoder looks up (the pooling
+// rules that use the table are in pooling.h).
 #ifndef MULO_ENGINE_SAMPLING_LATENT_NEIGHBORS_H_
 #define MULO_ENGINE_SAMPLING_LATENT_NEIGHBORS_H_
 
@@ -25,18 +26,6 @@ class LatentNeighbors {
  private:
   torch::Tensor table_;
 };
-
-// LANTERN pooling. For draft tokens x_i with target probabilities probs[i] ([L, V]) returns,
-// per position, p(x_i) + c_i where c_i is the largest prefix sum of the target probabilities
-// of x_i's neighbours (in latent-distance order, at most k - 1 of them: B_k counts x_i itself)
-// that stays <= delta. k = 1 is the token alone; delta = 0 pools nothing extra unless the
-// neighbours have zero probability. Returns [L] float32.
-torch::Tensor PooledProbability(const torch::Tensor& probs, const torch::Tensor& tokens,
-                                const LatentNeighbors& neighbors, int64_t k, double delta);
-
-// The number of neighbours pooled for each position by PooledProbability (|A_{k,delta}| - 1).
-torch::Tensor PooledNeighborCount(const torch::Tensor& probs, const torch::Tensor& tokens,
-                                  const LatentNeighbors& neighbors, int64_t k, double delta);
 
 }  // namespace mulo::engine
 

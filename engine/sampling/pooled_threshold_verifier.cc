@@ -1,7 +1,5 @@
 #include "engine/sampling/pooled_threshold_verifier.h"
 
-#include <algorithm>
-
 #include "engine/core/torch_guard.h"
 
 namespace mulo::engine {
@@ -14,13 +12,20 @@ StatusOr<Verdict> PooledThresholdVerifier::Verify(const VerifyInput& input,
   }
   return GuardTorch("PooledThresholdVerifier", [&]() -> StatusOr<Verdict> {
     auto tokens = torch::tensor(input.drafts.tokens, torch::kInt64);
-    const int64_t k = std::min(k_, neighbors_.max_neighbors() + 1);
-    auto pooled = PooledProbability(input.p.narrow(0, 0, length), tokens, neighbors_, k, delta_)
-                      .to(torch::kCPU);
+    auto p = input.p.narrow(0, 0, length);
+    auto pooled = PooledProbability(p, tokens, neighbors_, pooling_).to(torch::kCPU);
+    auto own = p.to(torch::kFloat32)
+                   .gather(1, tokens.to(p.device()).view({-1, 1}))
+                   .squeeze(1)
+                   .to(torch::kCPU);
+    auto pooled_at = pooled.accessor<float, 1>();
+    auto own_at = own.accessor<float, 1>();
     Verdict verdict;
     for (int64_t i = 0; i < length; ++i) {
       // NaN never passes.
-      (pooled[i].item<float>() >= tau_ ? verdict.accepted : verdict.rejected).push_back(i);
+      const bool keep = pooled_at[i] >= tau_;
+      (keep ? verdict.accepted : verdict.rejected).push_back(i);
+      if (keep && !(own_at[i] >= tau_)) ++verdict.relaxed_accepts;
     }
     return verdict;
   });

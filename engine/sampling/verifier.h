@@ -9,7 +9,7 @@
 //                                                 replace the first rejection from
 //                                                 norm(max(p - q, 0)), bonus after a full chain
 //   PooledThresholdVerifier  (pooled_threshold_verifier.h)  MuLo-SD: keep x where the pooled
-//                                                 target mass of A_{k,delta}(x) is >= tau
+//                                                 target mass p~(x) (pooling.h) is >= tau
 // The rules still to come fit it unchanged (checked against their papers' definitions):
 //   TreeVerifier(AcceptRule)             EAGLE: recursive rejection over siblings. Walk from
 //       the root: try the children of the current node in draft order, keep the first with
@@ -69,6 +69,9 @@ struct Verdict {
                                   // subset (independent positions)
   std::vector<int64_t> rejected;  // drafts judged and rejected (rules that judge every draft)
   int64_t next_token = -1;        // drawn after the accepted path (replacement or bonus)
+  // Accepted drafts that the exact rule (no relaxation) would not have kept, for the relaxed
+  // rules that can tell (pooled threshold: below tau on its own probability).
+  int64_t relaxed_accepts = 0;
 };
 
 // The acceptance stream decides keep / reject; the draw stream draws replacements.

@@ -71,15 +71,18 @@ TEST_F(RequestValidationTest, OptionsReachTheEngineAsSentAndUnsetOnesKeepItsDefa
   request.mutable_sampling()->set_seed(99);
   auto validated = ValidateRequest(request, *repository_);
   ASSERT_TRUE(validated.ok()) << validated.status();
-  const engine::MuloOptions defaults;
+  // Unset fields take the family's calibrated defaults (family.json method_defaults).
+  const engine::MuloOptions defaults = *engine::FamilyMuloOptions(*validated->models);
   const engine::MuloOptions& got = validated->method_config.mulo;
   EXPECT_EQ(got.tau, 0.25);
-  EXPECT_EQ(got.k, 7);
+  EXPECT_EQ(got.pooling.k, 7);
   EXPECT_EQ(got.radius, 2);
   EXPECT_EQ(got.rejection, engine::Rejection::kRaster);
   EXPECT_EQ(got.prefix, engine::DraftPrefix::kKeepDrafted);
-  EXPECT_EQ(got.delta, defaults.delta);            // unset
-  EXPECT_EQ(got.draft_rows, defaults.draft_rows);  // unset
+  EXPECT_EQ(got.pooling.kind, defaults.pooling.kind);    // unset
+  EXPECT_EQ(got.pooling.delta, defaults.pooling.delta);  // unset
+  EXPECT_EQ(got.draft_rows, defaults.draft_rows);        // unset
+  EXPECT_EQ(got.draft_cfg_scale, defaults.draft_cfg_scale);  // unset
   const engine::SamplingParams sampling_defaults;
   EXPECT_EQ(validated->sampling.temperature, 0.0);
   EXPECT_EQ(validated->sampling.seed, 99u);
@@ -96,6 +99,58 @@ TEST_F(RequestValidationTest, OptionsReachTheEngineAsSentAndUnsetOnesKeepItsDefa
             engine::SpeculativeOptions().gamma);
   auto unset = ValidateRequest(Valid(), *repository_);
   EXPECT_EQ(unset->sampling.temperature, sampling_defaults.temperature);
+}
+
+TEST_F(RequestValidationTest, ThePaperPresetAndTheNewMuloFields) {
+  v1::GenerateRequest request = Valid();
+  auto* m = request.mutable_mulo();
+  m->set_preset(v1::MuloParams::PAPER);
+  auto paper = ValidateRequest(request, *repository_);
+  ASSERT_TRUE(paper.ok()) << paper.status();
+  EXPECT_EQ(engine::MuloOptionsToJson(paper->method_config.mulo),
+            engine::MuloOptionsToJson(engine::PaperMuloOptions()));
+  m->set_pooling(v1::MuloParams::MULTIPLICATIVE);
+  m->set_lambda(3);
+  m->set_draft_prefix(v1::MuloParams::PATCH);
+  m->set_draft_cfg_scale(2);
+  m->set_draft_temperature(0.5);
+  auto set = ValidateRequest(request, *repository_);
+  ASSERT_TRUE(set.ok()) << set.status();
+  const engine::MuloOptions& got = set->method_config.mulo;
+  EXPECT_EQ(got.pooling.kind, engine::Pooling::kMultiplicative);
+  EXPECT_EQ(got.pooling.lambda, 3);
+  EXPECT_EQ(got.prefix, engine::DraftPrefix::kPatch);
+  EXPECT_EQ(got.draft_cfg_scale, 2.0);
+  EXPECT_EQ(got.draft_temperature, 0.5);
+  EXPECT_EQ(got.tau, engine::PaperMuloOptions().tau);  // the preset's
+  m->set_pooling(v1::MuloParams::NO_POOLING);
+  m->set_draft_prefix(v1::MuloParams::OWN);
+  auto none = ValidateRequest(request, *repository_);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->method_config.mulo.pooling.kind, engine::Pooling::kNone);
+  EXPECT_EQ(none->method_config.mulo.prefix, engine::DraftPrefix::kOwn);
+  // Unknown enum numbers and out-of-range values are refused naming the field.
+  auto field_of = [&](const v1::GenerateRequest& r) {
+    auto v = ValidateRequest(r, *repository_);
+    EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string message(v.status().message());
+    return message.substr(0, message.find(':'));
+  };
+  v1::GenerateRequest bad = request;
+  bad.mutable_mulo()->set_preset(static_cast<v1::MuloParams::Preset>(7));
+  EXPECT_EQ(field_of(bad), "mulo.preset");
+  bad = request;
+  bad.mutable_mulo()->set_pooling(static_cast<v1::MuloParams::Pooling>(7));
+  EXPECT_EQ(field_of(bad), "mulo.pooling");
+  bad = request;
+  bad.mutable_mulo()->set_lambda(0.5);
+  EXPECT_EQ(field_of(bad), "mulo.lambda");
+  bad = request;
+  bad.mutable_mulo()->set_draft_cfg_scale(-1);
+  EXPECT_EQ(field_of(bad), "mulo.draft_cfg_scale");
+  bad = request;
+  bad.mutable_mulo()->set_draft_temperature(1000);
+  EXPECT_EQ(field_of(bad), "mulo.draft_temperature");
 }
 
 TEST_F(RequestValidationTest, EngineChecksBecomeTheRequestsErrorNamingTheField) {

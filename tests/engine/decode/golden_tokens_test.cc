@@ -1,8 +1,10 @@
 // Behaviour pinned token for token: ar, speculative and four MuLo-SD settings at temperatures 0
 // and 1 on the first 32 held-out prompts of the bundled family (seed = prompt id, one torch
 // thread) give exactly the tokens in tests/data/golden_tokens.jsonl, recorded before the
-// decoding-skeleton refactor at commit 2c3140c. Refactors of the decoding code must leave them
-// unchanged. To re-record (only for a deliberate change of behaviour, said in the commit):
+// decoding-skeleton refactor at commit 2c3140c; the 76 pooled MuLo-SD sequences at temperature 1
+// were re-recorded when the latent neighbour order moved to the raw codebook weights (LANTERN's;
+// with the normalised order every sequence still matched). Refactors of the decoding code must
+// leave them unchanged. To re-record (only for a deliberate change of behaviour, said in the commit):
 //   MULO_RECORD_GOLDEN=$PWD/tests/data/golden_tokens.jsonl bazel run //tests/engine/decode:golden_tokens_test
 #include <gtest/gtest.h>
 

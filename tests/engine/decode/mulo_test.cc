@@ -1,7 +1,9 @@
 // MuLo-SD reduces to its limits: with tau > 1 nothing is accepted and the target re-samples
-// every position in raster order, which is AR (same seed, same tokens); with tau = 0
-// everything is accepted and the tokens are U_2 of the drafter's. Plus local expansion,
-// validation and cancellation; and the drafter-prefix option (DraftPrefix) at both limits.
+// every position in raster order, which is AR (same seed, same tokens) for every drafter
+// prefix, pooling and drafter guidance; with tau = 0 everything is accepted and the tokens
+// are U_2 of the drafter's (for the prefixes that keep its own tokens, U_2 of one whole
+// drafter sample, at the drafter's own guidance). The pooling reductions (lambda 1 and k 0
+// are no pooling), local expansion, validation, cancellation and the per-request counters.
 #include <gtest/gtest.h>
 
 #include "engine/decode/ar.h"
@@ -45,25 +47,35 @@ StatusOr<DecodeResult> Generate(const DecodingMethod& method, const ModelSet& mo
   return method.Decode(DecodeRequest{condition, sampling}, models, sink, cancel);
 }
 
-TEST(MuloTest, TauAboveOneIsArForTheSameSeed) {
+constexpr DraftPrefix kAllPrefixes[] = {DraftPrefix::kDownsampled, DraftPrefix::kKeepDrafted,
+                                        DraftPrefix::kPatch, DraftPrefix::kOwn};
+
+TEST(MuloTest, TauAboveOneIsArForTheSameSeedWhateverTheDrafter) {
   MuloFixture f = LoadMulo();
   for (double temperature : {0.0, 1.0}) {
     for (uint64_t seed : {1, 2, 3}) {
-      for (Rejection mode : {Rejection::kLocal, Rejection::kRaster}) {
-        SamplingParams s;
-        s.temperature = temperature;
-        s.seed = seed;
-        MuloOptions o;
-        o.tau = 1.5;
-        o.rejection = mode;
-        auto mulo = Generate(MuloDecoder(o), f.models, f.condition, s);
-        auto ar = Generate(ArDecoder(), f.models, f.condition, s);
-        ASSERT_OK(mulo);
-        ASSERT_OK(ar);
-        EXPECT_EQ(mulo->tokens, ar->tokens) << "temperature " << temperature << " seed " << seed;
-        EXPECT_EQ(mulo->stats.accepted_tokens, 0);
-        EXPECT_EQ(mulo->stats.resampled_tokens, 64);
-        EXPECT_EQ(mulo->stats.drafted_tokens, 64);
+      SamplingParams s;
+      s.temperature = temperature;
+      s.seed = seed;
+      auto ar = Generate(ArDecoder(), f.models, f.condition, s);
+      ASSERT_OK(ar);
+      for (DraftPrefix prefix : kAllPrefixes) {
+        for (Rejection mode : {Rejection::kLocal, Rejection::kRaster}) {
+          MuloOptions o;
+          o.tau = 1.5;
+          o.rejection = mode;
+          o.prefix = prefix;
+          if (seed == 2) o.draft_cfg_scale = 2.0;  // the drafter's guidance changes nothing
+          if (seed == 3) o.pooling.kind = Pooling::kMultiplicative;
+          auto mulo = Generate(MuloDecoder(o), f.models, f.condition, s);
+          ASSERT_OK(mulo);
+          EXPECT_EQ(mulo->tokens, ar->tokens) << "temperature " << temperature << " seed "
+                                              << seed << " prefix " << DraftPrefixName(prefix);
+          EXPECT_EQ(mulo->stats.accepted_tokens, 0);
+          EXPECT_EQ(mulo->stats.resampled_tokens, 64);
+          EXPECT_EQ(mulo->stats.drafted_tokens, 64);
+          EXPECT_EQ(mulo->stats.prefix_own_tokens + mulo->stats.prefix_downsampled_tokens, 16);
+        }
       }
     }
   }
@@ -100,14 +112,125 @@ TEST(MuloTest, TauZeroIsTheUpsampledDrafter) {
   ASSERT_OK(rowwise);
   EXPECT_EQ(rowwise->stats.accepted_tokens, 64);
   EXPECT_EQ(rowwise->stats.verify_steps, 4);
-  // Keeping the drafter's own tokens, row by row gives exactly the whole-image draft: the
-  // drafter never sees D_r's version of its rows.
-  o.prefix = DraftPrefix::kKeepDrafted;
-  auto kept = Generate(MuloDecoder(o), f.models, f.condition, greedy);
-  ASSERT_OK(kept);
-  EXPECT_EQ(kept->tokens, mulo->tokens);
-  EXPECT_EQ(kept->stats.verify_steps, 4);
-  EXPECT_EQ(kept->stats.draft_forward_passes, 16);  // prefill + one feed per drafted token
+  // Keeping the drafter's own tokens (by row, by r x r block, always), row by row gives
+  // exactly the whole-image draft: the drafter never sees D_r's version of its rows.
+  for (DraftPrefix prefix : {DraftPrefix::kKeepDrafted, DraftPrefix::kPatch, DraftPrefix::kOwn}) {
+    o.prefix = prefix;
+    auto kept = Generate(MuloDecoder(o), f.models, f.condition, greedy);
+    ASSERT_OK(kept);
+    EXPECT_EQ(kept->tokens, mulo->tokens) << DraftPrefixName(prefix);
+    EXPECT_EQ(kept->stats.verify_steps, 4);
+    EXPECT_EQ(kept->stats.draft_forward_passes, 16);  // prefill + one feed per drafted token
+    EXPECT_EQ(kept->stats.prefix_own_tokens, 16);
+    EXPECT_EQ(kept->stats.prefix_downsampled_tokens, 0);
+    EXPECT_EQ(kept->stats.phase_seconds[static_cast<int>(Phase::kDownsample)], 0.0);
+  }
+  o.prefix = DraftPrefix::kDownsampled;
+  auto paper = Generate(MuloDecoder(o), f.models, f.condition, greedy);
+  ASSERT_OK(paper);
+  EXPECT_EQ(paper->stats.prefix_downsampled_tokens, 16);
+}
+
+TEST(MuloTest, TheDrafterSamplesAtItsOwnGuidance) {
+  MuloFixture f = LoadMulo();
+  for (double request_cfg : {1.0, 4.0}) {  // 1: the target runs one stream, the drafter two
+    SamplingParams greedy;
+    greedy.temperature = 0.0;
+    greedy.cfg_scale = request_cfg;
+    MuloOptions o;
+    o.tau = 0.0;
+    o.prefix = DraftPrefix::kOwn;
+    o.draft_cfg_scale = 2.5;
+    auto mulo = Generate(MuloDecoder(o), f.models, f.condition, greedy);
+    ASSERT_OK(mulo);
+    // U_2 of the drafter's own greedy sample at guidance 2.5.
+    ModelSet drafter_only = f.models;
+    drafter_only.target = f.models.drafter;
+    SamplingParams drafter_greedy = greedy;
+    drafter_greedy.cfg_scale = 2.5;
+    auto low = Generate(ArDecoder(), drafter_only, f.condition, drafter_greedy);
+    ASSERT_OK(low);
+    auto up = f.models.upsampler->Apply(
+        std::vector<int64_t>(low->tokens.begin(), low->tokens.end()), 4, 4);
+    ASSERT_OK(up);
+    EXPECT_EQ(mulo->tokens, std::vector<int32_t>(up->begin(), up->end())) << request_cfg;
+  }
+  // The drafter's temperature: greedy drafts under a sampling request are the same whatever
+  // the seed (tau 0 keeps every draft).
+  MuloOptions o;
+  o.tau = 0.0;
+  o.prefix = DraftPrefix::kOwn;
+  o.draft_temperature = 0.0;
+  SamplingParams a, b;
+  a.seed = 1;
+  b.seed = 2;
+  auto first = Generate(MuloDecoder(o), f.models, f.condition, a);
+  auto second = Generate(MuloDecoder(o), f.models, f.condition, b);
+  ASSERT_OK(first);
+  ASSERT_OK(second);
+  EXPECT_EQ(first->tokens, second->tokens);
+  o.draft_temperature.reset();
+  auto sampled_a = Generate(MuloDecoder(o), f.models, f.condition, a);
+  auto sampled_b = Generate(MuloDecoder(o), f.models, f.condition, b);
+  ASSERT_OK(sampled_a);
+  ASSERT_OK(sampled_b);
+  EXPECT_NE(sampled_a->tokens, sampled_b->tokens);
+}
+
+TEST(MuloTest, PoolingReductionsAreNoPooling) {
+  MuloFixture f = LoadMulo();
+  for (uint64_t seed : {4, 5, 6}) {
+    SamplingParams s;
+    s.seed = seed;
+    MuloOptions none;
+    none.tau = 0.05;
+    none.radius = 1;
+    none.pooling.kind = Pooling::kNone;
+    auto reference = Generate(MuloDecoder(none), f.models, f.condition, s);
+    ASSERT_OK(reference);
+    EXPECT_EQ(reference->stats.relaxed_accepted_tokens, 0);
+    MuloOptions lambda_one = none, k_zero = none;
+    lambda_one.pooling.kind = Pooling::kMultiplicative;
+    lambda_one.pooling.lambda = 1.0;
+    k_zero.pooling.kind = Pooling::kAdditive;
+    k_zero.pooling.k = 0;
+    for (const MuloOptions& o : {lambda_one, k_zero}) {
+      auto r = Generate(MuloDecoder(o), f.models, f.condition, s);
+      ASSERT_OK(r);
+      EXPECT_EQ(r->tokens, reference->tokens) << "seed " << seed;
+      EXPECT_EQ(r->stats.relaxed_accepted_tokens, 0);
+    }
+  }
+}
+
+TEST(MuloTest, CountersAddUp) {
+  MuloFixture f = LoadMulo();
+  int64_t relaxed = 0, expansion = 0, own = 0, down = 0;
+  for (uint64_t seed : {1, 2, 3, 4}) {
+    SamplingParams s;
+    s.seed = seed;
+    MuloOptions o;
+    o.tau = 0.05;
+    o.radius = 1;
+    o.prefix = DraftPrefix::kPatch;
+    o.pooling.delta = 0.3;
+    auto r = Generate(MuloDecoder(o), f.models, f.condition, s);
+    ASSERT_OK(r);
+    const Stats& st = r->stats;
+    EXPECT_EQ(st.accepted_tokens + st.resampled_tokens, st.drafted_tokens);
+    EXPECT_LE(st.expansion_resampled_tokens, st.resampled_tokens);
+    EXPECT_EQ(st.prefix_own_tokens + st.prefix_downsampled_tokens, 16);
+    relaxed += st.relaxed_accepted_tokens;
+    expansion += st.expansion_resampled_tokens;
+    own += st.prefix_own_tokens;
+    down += st.prefix_downsampled_tokens;
+  }
+  // Over a few seeds every counter moves: pooling rescues some drafts, expansion re-samples
+  // accepted neighbours, and the patch prefix mixes own and D_r tokens.
+  EXPECT_GT(relaxed, 0);
+  EXPECT_GT(expansion, 0);
+  EXPECT_GT(own, 0);
+  EXPECT_GT(down, 0);
 }
 
 TEST(MuloTest, KeepDraftedPrefixSavesDrafterForwardsAndIsArAboveOne) {
@@ -174,11 +297,20 @@ TEST(MuloTest, OptionsAreValidatedByName) {
   o.tau = -1;
   expect_field(o, "mulo.tau");
   o = MuloOptions();
-  o.k = 0;
+  o.pooling.k = -1;
   expect_field(o, "mulo.k");
   o = MuloOptions();
-  o.delta = 1.5;
+  o.pooling.delta = 1.5;
   expect_field(o, "mulo.delta");
+  o = MuloOptions();
+  o.pooling.lambda = 0.5;
+  expect_field(o, "mulo.lambda");
+  o = MuloOptions();
+  o.draft_cfg_scale = 101;
+  expect_field(o, "mulo.draft_cfg_scale");
+  o = MuloOptions();
+  o.draft_temperature = -1;
+  expect_field(o, "mulo.draft_temperature");
   o = MuloOptions();
   o.radius = -1;
   expect_field(o, "mulo.radius");

@@ -244,34 +244,5 @@ TEST(LatentNeighborsTest, OrderedByDistanceWithoutSelf) {
   EXPECT_EQ(LatentNeighbors::Build(book, 2).max_neighbors(), 2);
 }
 
-TEST(LatentNeighborsTest, PoolingRespectsKAndDelta) {
-  auto book = torch::tensor({0.0f, 1.0f, 3.0f, 7.0f}).view({4, 1});
-  auto n = LatentNeighbors::Build(book, 3);
-  // Target probabilities of tokens 0..3 at one position; the draft token is 0.
-  auto probs = torch::tensor({0.1f, 0.05f, 0.3f, 0.55f}).view({1, 4});
-  auto token = torch::tensor({0}, torch::kInt64);
-  // k = 1: the token alone.
-  EXPECT_NEAR(PooledProbability(probs, token, n, 1, 1.0)[0].item<float>(), 0.1f, 1e-6);
-  // Neighbours in order 1 (0.05), 2 (0.3), 3 (0.55); prefix sums 0.05, 0.35, 0.9.
-  EXPECT_NEAR(PooledProbability(probs, token, n, 4, 0.1)[0].item<float>(), 0.15f, 1e-6);
-  EXPECT_NEAR(PooledProbability(probs, token, n, 4, 0.4)[0].item<float>(), 0.45f, 1e-6);
-  EXPECT_NEAR(PooledProbability(probs, token, n, 2, 0.4)[0].item<float>(), 0.15f, 1e-6);
-  EXPECT_NEAR(PooledProbability(probs, token, n, 4, 0.01)[0].item<float>(), 0.1f, 1e-6);
-  EXPECT_NEAR(PooledProbability(probs, token, n, 4, 1.0)[0].item<float>(), 1.0f, 1e-6);
-  EXPECT_EQ(PooledNeighborCount(probs, token, n, 4, 0.4)[0].item<int64_t>(), 2);
-  // The pooled extra never exceeds delta, on random inputs.
-  torch::manual_seed(0);
-  auto big_book = torch::randn({64, 8});
-  auto table = LatentNeighbors::Build(big_book, 63);
-  auto p = torch::softmax(torch::randn({32, 64}) * 3, -1);
-  auto tokens = torch::randint(64, {32}, torch::kInt64);
-  for (double delta : {0.0, 0.05, 0.1, 0.3}) {
-    auto pooled = PooledProbability(p, tokens, table, 64, delta);
-    auto own = p.gather(1, tokens.view({-1, 1})).squeeze(1);
-    EXPECT_LE((pooled - own).max().item<float>(), delta + 1e-6);
-    EXPECT_GE((pooled - own).min().item<float>(), -1e-6);
-  }
-}
-
 }  // namespace
 }  // namespace mulo::engine

@@ -112,22 +112,28 @@ TEST(PooledThresholdVerifierTest, JudgesEveryPositionOnItsOwn) {
   DraftBatch drafts;
   drafts.tokens = {0, 1, 2};
   drafts.parents = {-1, -1, -1};
-  // k = 1 (no pooling): accepted exactly where p(x) >= tau; positions are independent.
-  auto plain = PooledThresholdVerifier(0.1, 1, 0.1, neighbors).Verify({drafts, p}, {});
+  PoolingRule none, additive;
+  none.kind = Pooling::kNone;
+  additive.k = 3;
+  additive.delta = 0.1;
+  // No pooling: accepted exactly where p(x) >= tau; positions are independent.
+  auto plain = PooledThresholdVerifier(0.1, none, neighbors).Verify({drafts, p}, {});
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->accepted, std::vector<int64_t>({1}));
   EXPECT_EQ(plain->rejected, std::vector<int64_t>({0, 2}));
   EXPECT_EQ(plain->next_token, -1);
+  EXPECT_EQ(plain->relaxed_accepts, 0);
   // Pooling the nearest neighbours while their summed mass stays within delta lifts position
   // 0 (0.05 + p(1) = 0.1) but not position 2 (0.03 + p(1) = 0.05; adding p(3) would pass
   // delta).
-  auto pooled = PooledThresholdVerifier(0.1, 4, 0.1, neighbors).Verify({drafts, p}, {});
+  auto pooled = PooledThresholdVerifier(0.1, additive, neighbors).Verify({drafts, p}, {});
   ASSERT_TRUE(pooled.ok());
   EXPECT_EQ(pooled->accepted, std::vector<int64_t>({0, 1}));
+  EXPECT_EQ(pooled->relaxed_accepts, 1);  // position 0, below tau on its own
   // The limits: tau 0 keeps everything, tau above 1 nothing.
-  EXPECT_EQ(PooledThresholdVerifier(0, 4, 0.1, neighbors).Verify({drafts, p}, {})->accepted.size(),
+  EXPECT_EQ(PooledThresholdVerifier(0, additive, neighbors).Verify({drafts, p}, {})->accepted.size(),
             3u);
-  EXPECT_EQ(PooledThresholdVerifier(1.5, 4, 0.1, neighbors).Verify({drafts, p}, {})->rejected.size(),
+  EXPECT_EQ(PooledThresholdVerifier(1.5, additive, neighbors).Verify({drafts, p}, {})->rejected.size(),
             3u);
 }
 

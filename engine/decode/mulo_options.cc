@@ -1,0 +1,117 @@
+#include "engine/decode/mulo_options.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "engine/model/json_fields.h"
+
+namespace mulo::engine {
+namespace {
+
+constexpr DraftPrefix kPrefixes[] = {DraftPrefix::kDownsampled, DraftPrefix::kKeepDrafted,
+                                     DraftPrefix::kPatch, DraftPrefix::kOwn};
+
+}  // namespace
+
+const char* DraftPrefixName(DraftPrefix prefix) {
+  switch (prefix) {
+    case DraftPrefix::kDownsampled: return "downsampled";
+    case DraftPrefix::kKeepDrafted: return "keep_drafted";
+    case DraftPrefix::kPatch: return "patch";
+    case DraftPrefix::kOwn: return "own";
+  }
+  return "unknown";
+}
+
+MuloOptions PaperMuloOptions() { return MuloOptions(); }
+
+StatusOr<MuloOptions> ParseMuloOptions(const nlohmann::json& doc, MuloOptions o,
+                                       const std::string& source) {
+  JsonFields f(doc, source);
+  if (!doc.is_object()) return f.Error("mulo", "must be an object");
+  static const std::vector<std::string> kKeys = {
+      "tau",       "k",           "delta",           "lambda",
+      "pooling",   "radius",      "draft_rows",      "rejection",
+      "draft_prefix", "draft_cfg_scale", "draft_temperature", "name",
+      "calibration"};
+  for (const auto& item : doc.items()) {
+    if (std::find(kKeys.begin(), kKeys.end(), item.key()) == kKeys.end()) {
+      return f.Error(item.key(), "unknown option");
+    }
+  }
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  constexpr int64_t kMaxInt = 1 << 20;
+  MULO_ASSIGN_OR_RETURN(o.tau, f.Number("tau", 0.0, kInf, o.tau));
+  MULO_ASSIGN_OR_RETURN(o.pooling.k, f.Int("k", 0, kMaxInt, o.pooling.k));
+  MULO_ASSIGN_OR_RETURN(o.pooling.delta, f.Number("delta", 0.0, 1.0, o.pooling.delta));
+  MULO_ASSIGN_OR_RETURN(o.pooling.lambda, f.Number("lambda", 1.0, 1e6, o.pooling.lambda));
+  if (f.Has("pooling")) {
+    MULO_ASSIGN_OR_RETURN(std::string name,
+                          f.Enum("pooling", {"additive", "multiplicative", "none"}));
+    MULO_ASSIGN_OR_RETURN(o.pooling.kind, ParsePooling(name, "pooling"));
+  }
+  MULO_ASSIGN_OR_RETURN(o.radius, f.Int("radius", 0, kMaxInt, o.radius));
+  MULO_ASSIGN_OR_RETURN(o.draft_rows, f.Int("draft_rows", 1, kMaxInt, o.draft_rows));
+  if (f.Has("rejection")) {
+    MULO_ASSIGN_OR_RETURN(std::string name, f.Enum("rejection", {"local", "raster"}));
+    o.rejection = name == "raster" ? Rejection::kRaster : Rejection::kLocal;
+  }
+  if (f.Has("draft_prefix")) {
+    MULO_ASSIGN_OR_RETURN(
+        std::string name,
+        f.Enum("draft_prefix", {"downsampled", "keep_drafted", "patch", "own"}));
+    for (DraftPrefix p : kPrefixes) {
+      if (name == DraftPrefixName(p)) o.prefix = p;
+    }
+  }
+  if (f.Has("draft_cfg_scale")) {
+    MULO_ASSIGN_OR_RETURN(o.draft_cfg_scale, f.Number("draft_cfg_scale", 0.0, 100.0, 1.0));
+  }
+  if (f.Has("draft_temperature")) {
+    MULO_ASSIGN_OR_RETURN(o.draft_temperature, f.Number("draft_temperature", 0.0, 100.0, 1.0));
+  }
+  return o;
+}
+
+nlohmann::json MuloOptionsToJson(const MuloOptions& o) {
+  nlohmann::json doc = {{"tau", o.tau},
+                        {"pooling", PoolingName(o.pooling.kind)},
+                        {"k", o.pooling.k},
+                        {"delta", o.pooling.delta},
+                        {"lambda", o.pooling.lambda},
+                        {"radius", o.radius},
+                        {"draft_rows", o.draft_rows},
+                        {"rejection", o.rejection == Rejection::kRaster ? "raster" : "local"},
+                        {"draft_prefix", DraftPrefixName(o.prefix)}};
+  if (o.draft_cfg_scale) doc["draft_cfg_scale"] = *o.draft_cfg_scale;
+  if (o.draft_temperature) doc["draft_temperature"] = *o.draft_temperature;
+  return doc;
+}
+
+StatusOr<MuloOptions> FamilyMuloOptions(const ModelSet& models) {
+  if (!models.method_defaults.contains("mulo")) return PaperMuloOptions();
+  return ParseMuloOptions(models.method_defaults["mulo"], PaperMuloOptions(),
+                          models.name + " family.json method_defaults.mulo");
+}
+
+Status ValidateMuloOptions(const MuloOptions& o) {
+  if (!(o.tau >= 0.0) || !std::isfinite(o.tau)) {
+    return InvalidArgumentError("mulo.tau: must be a finite number >= 0");
+  }
+  MULO_RETURN_IF_ERROR(o.pooling.Validate("mulo"));
+  if (o.radius < 0) return InvalidArgumentError("mulo.radius: must be >= 0");
+  if (o.draft_rows < 1) return InvalidArgumentError("mulo.draft_rows: must be >= 1");
+  if (o.draft_cfg_scale &&
+      !(*o.draft_cfg_scale >= 0.0 && *o.draft_cfg_scale <= 100.0)) {
+    return InvalidArgumentError("mulo.draft_cfg_scale: must be in [0, 100]");
+  }
+  if (o.draft_temperature &&
+      !(*o.draft_temperature >= 0.0 && *o.draft_temperature <= 100.0)) {
+    return InvalidArgumentError("mulo.draft_temperature: must be in [0, 100]");
+  }
+  return OkStatus();
+}
+
+}  // namespace mulo::engine

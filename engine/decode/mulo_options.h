@@ -1,0 +1,71 @@
+// MuLo-SD's options, their two presets and their validation. The struct's defaults are the
+// paper's literal settings (Algorithm 1 and Section 5: tau 1e-4, additive pooling k 1000 /
+// delta 0.1, radius 3, one drafter row per step, D_r prefix, the drafter sampled as the target);
+// a family may calibrate its own defaults in family.json, which the server serves unless a
+// request asks for the PAPER preset (README "MuLo-SD on the bundled family").
+#ifndef MULO_ENGINE_DECODE_MULO_OPTIONS_H_
+#define MULO_ENGINE_DECODE_MULO_OPTIONS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "engine/core/status.h"
+#include "engine/decode/local_expansion.h"
+#include "engine/model/model_set.h"
+#include "engine/sampling/pooling.h"
+
+namespace mulo::engine {
+
+// Where the drafter's prefix for the next rows comes from (paper step 7).
+enum class DraftPrefix {
+  // y = D_r(x) of every committed row, as the paper's Algorithm 1.
+  kDownsampled,
+  // Low-resolution rows whose r target rows were committed exactly as U_r drafted them keep the
+  // drafter's own tokens; D_r(x) from the first row that changed on.
+  kKeepDrafted,
+  // Token by token: the drafter keeps its own token where its whole r x r target block was
+  // committed exactly as drafted, D_r(x) elsewhere.
+  kPatch,
+  // Never D_r: the drafter continues from its own tokens, whatever the target changed.
+  kOwn,
+};
+// "downsampled", "keep_drafted", "patch", "own" (family.json and the benches).
+const char* DraftPrefixName(DraftPrefix prefix);
+
+struct MuloOptions {
+  double tau = 1e-4;     // acceptance threshold on the pooled target probability
+  PoolingRule pooling;   // additive, k 1000 neighbours, delta 0.1
+  int64_t radius = 3;    // local expansion radius l (0 = re-sample only the rejections)
+  int64_t draft_rows = 1;
+  Rejection rejection = Rejection::kLocal;
+  DraftPrefix prefix = DraftPrefix::kDownsampled;
+  // The drafter's own guidance and temperature; unset = the request's (the paper samples the
+  // drafter exactly as the target).
+  std::optional<double> draft_cfg_scale;
+  std::optional<double> draft_temperature;
+};
+
+// The paper's settings (the struct's defaults), reachable by name from every request.
+MuloOptions PaperMuloOptions();
+
+// Options written as a JSON object over `base`. Keys: tau, k, delta, lambda, pooling
+// ("additive", "multiplicative", "none"), radius, draft_rows, rejection ("local", "raster"),
+// draft_prefix ("downsampled", "keep_drafted", "patch", "own"), draft_cfg_scale,
+// draft_temperature, and informational "name" and "calibration"; anything else, or a value
+// out of range, is INVALID_ARGUMENT naming `source` and the field.
+StatusOr<MuloOptions> ParseMuloOptions(const nlohmann::json& doc, MuloOptions base,
+                                       const std::string& source);
+// The inverse: every option as a JSON object (draft_* only when set).
+nlohmann::json MuloOptionsToJson(const MuloOptions& options);
+
+// The family's served defaults: family.json's "method_defaults": {"mulo": {...}} over the
+// paper's settings (the paper's when the family has none).
+StatusOr<MuloOptions> FamilyMuloOptions(const ModelSet& models);
+
+// INVALID_ARGUMENT naming the field ("mulo.tau: ...") when out of range.
+Status ValidateMuloOptions(const MuloOptions& options);
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_DECODE_MULO_OPTIONS_H_

@@ -1,0 +1,87 @@
+#include "engine/sampling/pooling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+namespace mulo::engine {
+namespace {
+
+// Per position: x's own probability [L] (float64), the cumulative target probability of its
+// first k neighbours and the mask of the prefix that stays within the rule's bound ([L, m]).
+struct Prefix {
+  torch::Tensor own, cumulative, within;
+};
+
+Prefix PrefixWithinBound(const torch::Tensor& probs, const torch::Tensor& tokens,
+                         const LatentNeighbors& neighbors, const PoolingRule& rule) {
+  auto p = probs.to(torch::kFloat32);
+  Prefix out;
+  out.own = p.gather(1, tokens.to(p.device()).view({-1, 1})).squeeze(1).to(torch::kFloat64);
+  const int64_t m = rule.kind == Pooling::kNone
+                        ? 0
+                        : std::clamp<int64_t>(rule.k, 0, neighbors.max_neighbors());
+  if (m == 0) {
+    out.cumulative = torch::zeros({p.size(0), 0}, p.options().dtype(torch::kFloat64));
+    out.within = out.cumulative.to(torch::kBool);
+    return out;
+  }
+  auto ids = neighbors.table().index_select(0, tokens.to(neighbors.table().device()))
+                 .narrow(1, 0, m)
+                 .to(p.device());
+  // Summed in float64 so that long prefixes of tiny probabilities do not drift.
+  out.cumulative = p.gather(1, ids).to(torch::kFloat64).cumsum(1);
+  auto bound = rule.kind == Pooling::kAdditive
+                   ? torch::full_like(out.own, rule.delta)
+                   : out.own * (rule.lambda - 1.0);
+  out.within = out.cumulative <= bound.unsqueeze(1);
+  return out;
+}
+
+}  // namespace
+
+const char* PoolingName(Pooling pooling) {
+  switch (pooling) {
+    case Pooling::kAdditive: return "additive";
+    case Pooling::kMultiplicative: return "multiplicative";
+    case Pooling::kNone: return "none";
+  }
+  return "unknown";
+}
+
+StatusOr<Pooling> ParsePooling(const std::string& name, const std::string& field) {
+  for (Pooling p : {Pooling::kAdditive, Pooling::kMultiplicative, Pooling::kNone}) {
+    if (name == PoolingName(p)) return p;
+  }
+  return InvalidArgumentError(field + ": \"" + name +
+                              "\" is not additive, multiplicative or none");
+}
+
+Status PoolingRule::Validate(const std::string& prefix) const {
+  if (k < 0) return InvalidArgumentError(prefix + ".k: must be >= 0");
+  if (!(delta >= 0.0 && delta <= 1.0)) {
+    return InvalidArgumentError(prefix + ".delta: must be in [0, 1]");
+  }
+  if (!(lambda >= 1.0) || !std::isfinite(lambda)) {
+    return InvalidArgumentError(prefix + ".lambda: must be a finite number >= 1");
+  }
+  return OkStatus();
+}
+
+torch::Tensor PooledProbability(const torch::Tensor& probs, const torch::Tensor& tokens,
+                                const LatentNeighbors& neighbors, const PoolingRule& rule) {
+  torch::NoGradGuard no_grad;
+  Prefix prefix = PrefixWithinBound(probs, tokens, neighbors, rule);
+  if (prefix.cumulative.size(1) == 0) return prefix.own.to(torch::kFloat32);
+  // cumsum is non-decreasing, so the masked maximum is the longest valid prefix's sum.
+  auto extra = (prefix.cumulative * prefix.within.to(torch::kFloat64)).amax(1);
+  return (prefix.own + extra).to(torch::kFloat32);
+}
+
+torch::Tensor PooledNeighborCount(const torch::Tensor& probs, const torch::Tensor& tokens,
+                                  const LatentNeighbors& neighbors, const PoolingRule& rule) {
+  torch::NoGradGuard no_grad;
+  return PrefixWithinBound(probs, tokens, neighbors, rule).within.sum(1);
+}
+
+}  // namespace mulo::engine
