@@ -12,6 +12,15 @@ namespace {
 
 constexpr DraftPrefix kPrefixes[] = {DraftPrefix::kDownsampled, DraftPrefix::kKeepDrafted,
                                      DraftPrefix::kPatch, DraftPrefix::kOwn};
+constexpr Pooling kPoolings[] = {Pooling::kAdditive, Pooling::kMultiplicative, Pooling::kNone};
+
+// The one spelling of each enum value (the *Name functions), as JsonFields::Enum lists them.
+template <typename E, size_t N, typename NameOf>
+std::vector<std::string> Names(const E (&values)[N], NameOf name_of) {
+  std::vector<std::string> names;
+  for (E value : values) names.push_back(name_of(value));
+  return names;
+}
 
 }  // namespace
 
@@ -48,8 +57,7 @@ StatusOr<MuloOptions> ParseMuloOptions(const nlohmann::json& doc, MuloOptions o,
   MULO_ASSIGN_OR_RETURN(o.pooling.delta, f.Number("delta", 0.0, 1.0, o.pooling.delta));
   MULO_ASSIGN_OR_RETURN(o.pooling.lambda, f.Number("lambda", 1.0, 1e6, o.pooling.lambda));
   if (f.Has("pooling")) {
-    MULO_ASSIGN_OR_RETURN(std::string name,
-                          f.Enum("pooling", {"additive", "multiplicative", "none"}));
+    MULO_ASSIGN_OR_RETURN(std::string name, f.Enum("pooling", Names(kPoolings, PoolingName)));
     MULO_ASSIGN_OR_RETURN(o.pooling.kind, ParsePooling(name, "pooling"));
   }
   MULO_ASSIGN_OR_RETURN(o.radius, f.Int("radius", 0, kMaxInt, o.radius));
@@ -59,9 +67,8 @@ StatusOr<MuloOptions> ParseMuloOptions(const nlohmann::json& doc, MuloOptions o,
     o.rejection = name == "raster" ? Rejection::kRaster : Rejection::kLocal;
   }
   if (f.Has("draft_prefix")) {
-    MULO_ASSIGN_OR_RETURN(
-        std::string name,
-        f.Enum("draft_prefix", {"downsampled", "keep_drafted", "patch", "own"}));
+    MULO_ASSIGN_OR_RETURN(std::string name,
+                          f.Enum("draft_prefix", Names(kPrefixes, DraftPrefixName)));
     for (DraftPrefix p : kPrefixes) {
       if (name == DraftPrefixName(p)) o.prefix = p;
     }

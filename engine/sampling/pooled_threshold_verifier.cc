@@ -12,12 +12,10 @@ StatusOr<Verdict> PooledThresholdVerifier::Verify(const VerifyInput& input,
   }
   return GuardTorch("PooledThresholdVerifier", [&]() -> StatusOr<Verdict> {
     auto tokens = torch::tensor(input.drafts.tokens, torch::kInt64);
-    auto p = input.p.narrow(0, 0, length);
-    auto pooled = PooledProbability(p, tokens, neighbors_, pooling_).to(torch::kCPU);
-    auto own = p.to(torch::kFloat32)
-                   .gather(1, tokens.to(p.device()).view({-1, 1}))
-                   .squeeze(1)
-                   .to(torch::kCPU);
+    PooledProbabilities probabilities =
+        Pool(input.p.narrow(0, 0, length), tokens, neighbors_, pooling_);
+    auto pooled = probabilities.pooled.to(torch::kCPU);
+    auto own = probabilities.own.to(torch::kCPU);
     auto pooled_at = pooled.accessor<float, 1>();
     auto own_at = own.accessor<float, 1>();
     Verdict verdict;

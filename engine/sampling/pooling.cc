@@ -68,14 +68,25 @@ Status PoolingRule::Validate(const std::string& prefix) const {
   return OkStatus();
 }
 
-torch::Tensor PooledProbability(const torch::Tensor& probs, const torch::Tensor& tokens,
-                                const LatentNeighbors& neighbors, const PoolingRule& rule) {
+PooledProbabilities Pool(const torch::Tensor& probs, const torch::Tensor& tokens,
+                         const LatentNeighbors& neighbors, const PoolingRule& rule) {
   torch::NoGradGuard no_grad;
   Prefix prefix = PrefixWithinBound(probs, tokens, neighbors, rule);
-  if (prefix.cumulative.size(1) == 0) return prefix.own.to(torch::kFloat32);
+  PooledProbabilities out;
+  out.own = prefix.own.to(torch::kFloat32);
+  if (prefix.cumulative.size(1) == 0) {
+    out.pooled = out.own;
+    return out;
+  }
   // cumsum is non-decreasing, so the masked maximum is the longest valid prefix's sum.
   auto extra = (prefix.cumulative * prefix.within.to(torch::kFloat64)).amax(1);
-  return (prefix.own + extra).to(torch::kFloat32);
+  out.pooled = (prefix.own + extra).to(torch::kFloat32);
+  return out;
+}
+
+torch::Tensor PooledProbability(const torch::Tensor& probs, const torch::Tensor& tokens,
+                                const LatentNeighbors& neighbors, const PoolingRule& rule) {
+  return Pool(probs, tokens, neighbors, rule).pooled;
 }
 
 torch::Tensor PooledNeighborCount(const torch::Tensor& probs, const torch::Tensor& tokens,

@@ -35,7 +35,15 @@ struct PoolingRule {
   Status Validate(const std::string& prefix) const;
 };
 
-// p~(x_i) for draft tokens x_i under target probabilities probs ([L, V]): [L] float32.
+// For draft tokens x_i under target probabilities probs ([L, V]): p(x_i) and p~(x_i), both
+// [L] float32 (a relaxed rule needs both: p~ decides, p tells what pooling alone kept).
+struct PooledProbabilities {
+  torch::Tensor own, pooled;
+};
+PooledProbabilities Pool(const torch::Tensor& probs, const torch::Tensor& tokens,
+                         const LatentNeighbors& neighbors, const PoolingRule& rule);
+
+// p~(x_i) alone: Pool(...).pooled.
 torch::Tensor PooledProbability(const torch::Tensor& probs, const torch::Tensor& tokens,
                                 const LatentNeighbors& neighbors, const PoolingRule& rule);
 
