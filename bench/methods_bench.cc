@@ -159,6 +159,10 @@ std::vector<Config> AblationRows(const engine::MuloOptions& family) {
   without("tau", [&](auto& o) { o.tau = paper.tau; });
   without("draft rows", [&](auto& o) { o.draft_rows = paper.draft_rows; });
   without("rejection", [&](auto& o) { o.rejection = paper.rejection; });
+  without("re-sampling order", [&](auto& o) {
+    o.resample = paper.resample;
+    o.parallel_radius = paper.parallel_radius;
+  });
   return rows;
 }
 

@@ -56,6 +56,10 @@ ABSL_FLAG(bool, raster, false, "mulo: raster-scan rejection instead of local exp
 ABSL_FLAG(std::string, draft_prefix, "",
           "mulo: the drafter's prefix: downsampled (the paper's D_r), keep_drafted, patch or own");
 ABSL_FLAG(bool, keep_drafted_prefix, false, "mulo: same as --draft_prefix=keep_drafted");
+ABSL_FLAG(std::string, resample, "",
+          "mulo: how rejected positions are re-sampled: sequential (the paper's) or parallel");
+ABSL_FLAG(int, parallel_radius, 0,
+          "mulo: with --resample=parallel, the 2D reach within which re-samples stay sequential");
 ABSL_FLAG(double, draft_cfg_scale, 0, "mulo: the drafter's guidance scale");
 ABSL_FLAG(double, draft_temperature, 0, "mulo: the drafter's temperature");
 ABSL_FLAG(uint64_t, seed, 0, "sampling seed");
@@ -195,6 +199,12 @@ bool SetMethod(const std::string& method, const GivenFlags& given,
                   [&](int v) { m->set_draft_prefix(static_cast<P::DraftPrefix>(v)); })) {
       return false;
     }
+    if (given.Has("resample") &&
+        !set_enum("resample", P::ResampleOrder_descriptor(), absl::GetFlag(FLAGS_resample),
+                  [&](int v) { m->set_resample(static_cast<P::ResampleOrder>(v)); })) {
+      return false;
+    }
+    if (given.Has("parallel_radius")) m->set_parallel_radius(absl::GetFlag(FLAGS_parallel_radius));
     if (given.Has("tau")) m->set_tau(absl::GetFlag(FLAGS_tau));
     if (given.Has("k")) m->set_k(absl::GetFlag(FLAGS_k));
     if (given.Has("delta")) m->set_delta(absl::GetFlag(FLAGS_delta));

@@ -83,6 +83,15 @@ absl::Status MapMuloParams(const v1::MuloParams& m, engine::MuloOptions* options
                      absl::StrCat(m.draft_prefix(),
                                   " is not DOWNSAMPLED, KEEP_DRAFTED, PATCH or OWN"));
   }
+  switch (m.resample()) {
+    case P::RESAMPLE_ORDER_UNSPECIFIED: break;
+    case P::SEQUENTIAL: options->resample = engine::ResampleOrder::kSequential; break;
+    case P::PARALLEL: options->resample = engine::ResampleOrder::kParallel; break;
+    default:
+      return Invalid("mulo.resample",
+                     absl::StrCat(m.resample(), " is not SEQUENTIAL or PARALLEL"));
+  }
+  if (m.has_parallel_radius()) options->parallel_radius = m.parallel_radius();
   if (m.has_draft_cfg_scale()) options->draft_cfg_scale = m.draft_cfg_scale();
   if (m.has_draft_temperature()) options->draft_temperature = m.draft_temperature();
   return absl::OkStatus();

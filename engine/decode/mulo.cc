@@ -1,6 +1,7 @@
 #include "engine/decode/mulo.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "engine/decode/mulo_proposer.h"
 #include "engine/sampling/pooled_threshold_verifier.h"
@@ -29,15 +30,24 @@ class MuloState : public SteppedMethod::State {
     std::vector<int64_t> resample;
     torch::Tensor verify_logits;  // [batch, L, V]: position n + i at index i
     {
-      // (3) One target forward scores all L drafts (the last one only when a row follows).
+      // (3) One target forward scores all L drafts (the last one only when a row follows). The
+      // tokens after the last re-sampled position of the previous step ride along: their cache
+      // rows are refreshed here instead of in a forward of their own.
       auto timer = session.Time(Phase::kVerify);
-      torch::Tensor first = target_->next_logits().unsqueeze(1);
+      const int64_t fed = static_cast<int64_t>(target_->fed().size());
       const int64_t feed_to = end < n_total ? end : end - 1;
-      verify_logits = first;
-      if (feed_to > n) {
-        MULO_ASSIGN_OR_RETURN(torch::Tensor rest,
-                              target_->Feed(seq, n, feed_to, LogitsMode::kAll));
-        verify_logits = torch::cat({first, rest}, 1).narrow(1, 0, length);
+      if (fed == n) {
+        verify_logits = target_->next_logits().unsqueeze(1);
+        if (feed_to > n) {
+          MULO_ASSIGN_OR_RETURN(torch::Tensor rest,
+                                target_->Feed(seq, n, feed_to, LogitsMode::kAll));
+          verify_logits = torch::cat({verify_logits, rest}, 1).narrow(1, 0, length);
+        }
+      } else {
+        // Row j of the forward predicts position fed + 1 + j; position n is row n - 1 - fed.
+        MULO_ASSIGN_OR_RETURN(torch::Tensor all,
+                              target_->Feed(seq, fed, feed_to, LogitsMode::kAll));
+        verify_logits = all.narrow(1, n - 1 - fed, length);
       }
       ++stats.verify_steps;
       // (4) Pooled acceptance p(A_{k,delta}(x_i)) >= tau; (5) local (or raster) expansion.
@@ -53,10 +63,11 @@ class MuloState : public SteppedMethod::State {
     stats.drafted_tokens += length;
     stats.accepted_tokens += length - static_cast<int64_t>(resample.size());
     stats.resampled_tokens += static_cast<int64_t>(resample.size());
-    // (6) Re-sample R_X in raster order, refreshing the target's cache for each chunk.
+    // (6) Re-sample R_X in raster order: sequentially (the paper) or, where no earlier
+    // re-sample is near, from the verify forward (parallel).
     if (!resample.empty()) {
       auto timer = session.Time(Phase::kResample);
-      MULO_RETURN_IF_ERROR(Resample(session, resample, verify_logits, n, end, &seq));
+      MULO_RETURN_IF_ERROR(Resample(session, resample, verify_logits, n, &seq));
     }
     seq.resize(end);
     // (7) The drafter's prefix for these rows, from what was committed.
@@ -66,27 +77,42 @@ class MuloState : public SteppedMethod::State {
   }
 
  private:
-  // Draws every position of `resample` (ascending, from t0 on) from the target conditioned on
-  // the sequence as it stands, then feeds the tail so the next step starts from position end.
+  // Draws every position of `resample` (ascending, from t0 on) from the target: from the
+  // verify forward's distribution where the options allow it (FromVerifyPass), otherwise
+  // conditioned on the sequence as it stands. The target is left fed up to the last position
+  // it was fed for; the next verify forward feeds the rest.
   Status Resample(DecodeSession& session, const std::vector<int64_t>& resample,
-                  const torch::Tensor& verify_logits, int64_t n, int64_t end,
-                  std::vector<int64_t>* seq) {
-    const int64_t t0 = resample.front();
-    MULO_RETURN_IF_ERROR(target_->Truncate(t0));
-    // The verify forward already gave t0's distribution (its prefix is unchanged).
-    torch::Tensor logits = verify_logits.select(1, t0 - n);
+                  const torch::Tensor& verify_logits, int64_t n, std::vector<int64_t>* seq) {
+    MULO_RETURN_IF_ERROR(target_->Truncate(resample.front()));
+    std::vector<int64_t> drawn;
     for (int64_t u : resample) {
       MULO_RETURN_IF_ERROR(session.CheckCancelled());
-      const int64_t fed = static_cast<int64_t>(target_->fed().size());
-      if (u > fed) {
+      torch::Tensor logits;
+      if (FromVerifyPass(u, drawn, session.grid())) {
+        logits = verify_logits.select(1, u - n);
+      } else {
+        const int64_t fed = static_cast<int64_t>(target_->fed().size());
         MULO_RETURN_IF_ERROR(target_->Feed(*seq, fed, u).status());
         logits = target_->next_logits();
       }
       (*seq)[u] = session.Draw(logits, RngStream::kTarget);
+      drawn.push_back(u);
     }
-    const int64_t fed = static_cast<int64_t>(target_->fed().size());
-    if (end < session.num_tokens()) return target_->Feed(*seq, fed, end).status();
     return OkStatus();
+  }
+
+  // Whether u's distribution may come from the verify forward, whose context holds the drafts
+  // at the positions `drawn` before it. Always for the first (its prefix is unchanged).
+  bool FromVerifyPass(int64_t u, const std::vector<int64_t>& drawn, int64_t grid) const {
+    if (drawn.empty()) return true;
+    if (options_.resample == ResampleOrder::kSequential) return false;
+    for (int64_t v : drawn) {
+      if (std::abs(u / grid - v / grid) <= options_.parallel_radius &&
+          std::abs(u % grid - v % grid) <= options_.parallel_radius) {
+        return false;
+      }
+    }
+    return true;
   }
 
   ModelStream* target_;

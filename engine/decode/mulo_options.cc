@@ -12,6 +12,8 @@ namespace {
 
 constexpr DraftPrefix kPrefixes[] = {DraftPrefix::kDownsampled, DraftPrefix::kKeepDrafted,
                                      DraftPrefix::kPatch, DraftPrefix::kOwn};
+constexpr ResampleOrder kResampleOrders[] = {ResampleOrder::kSequential,
+                                             ResampleOrder::kParallel};
 constexpr Pooling kPoolings[] = {Pooling::kAdditive, Pooling::kMultiplicative, Pooling::kNone};
 
 // The one spelling of each enum value (the *Name functions), as JsonFields::Enum lists them.
@@ -34,6 +36,14 @@ const char* DraftPrefixName(DraftPrefix prefix) {
   return "unknown";
 }
 
+const char* ResampleOrderName(ResampleOrder order) {
+  switch (order) {
+    case ResampleOrder::kSequential: return "sequential";
+    case ResampleOrder::kParallel: return "parallel";
+  }
+  return "unknown";
+}
+
 MuloOptions PaperMuloOptions() { return MuloOptions(); }
 
 StatusOr<MuloOptions> ParseMuloOptions(const nlohmann::json& doc, MuloOptions o,
@@ -43,8 +53,8 @@ StatusOr<MuloOptions> ParseMuloOptions(const nlohmann::json& doc, MuloOptions o,
   static const std::vector<std::string> kKeys = {
       "tau",       "k",           "delta",           "lambda",
       "pooling",   "radius",      "draft_rows",      "rejection",
-      "draft_prefix", "draft_cfg_scale", "draft_temperature", "name",
-      "calibration"};
+      "draft_prefix", "resample",   "parallel_radius", "draft_cfg_scale",
+      "draft_temperature", "name", "calibration"};
   for (const auto& item : doc.items()) {
     if (std::find(kKeys.begin(), kKeys.end(), item.key()) == kKeys.end()) {
       return f.Error(item.key(), "unknown option");
@@ -73,6 +83,15 @@ StatusOr<MuloOptions> ParseMuloOptions(const nlohmann::json& doc, MuloOptions o,
       if (name == DraftPrefixName(p)) o.prefix = p;
     }
   }
+  if (f.Has("resample")) {
+    MULO_ASSIGN_OR_RETURN(std::string name,
+                          f.Enum("resample", Names(kResampleOrders, ResampleOrderName)));
+    for (ResampleOrder r : kResampleOrders) {
+      if (name == ResampleOrderName(r)) o.resample = r;
+    }
+  }
+  MULO_ASSIGN_OR_RETURN(o.parallel_radius,
+                        f.Int("parallel_radius", 0, kMaxInt, o.parallel_radius));
   if (f.Has("draft_cfg_scale")) {
     MULO_ASSIGN_OR_RETURN(o.draft_cfg_scale, f.Number("draft_cfg_scale", 0.0, 100.0, 1.0));
   }
@@ -91,7 +110,9 @@ nlohmann::json MuloOptionsToJson(const MuloOptions& o) {
                         {"radius", o.radius},
                         {"draft_rows", o.draft_rows},
                         {"rejection", o.rejection == Rejection::kRaster ? "raster" : "local"},
-                        {"draft_prefix", DraftPrefixName(o.prefix)}};
+                        {"draft_prefix", DraftPrefixName(o.prefix)},
+                        {"resample", ResampleOrderName(o.resample)},
+                        {"parallel_radius", o.parallel_radius}};
   if (o.draft_cfg_scale) doc["draft_cfg_scale"] = *o.draft_cfg_scale;
   if (o.draft_temperature) doc["draft_temperature"] = *o.draft_temperature;
   return doc;
@@ -110,6 +131,9 @@ Status ValidateMuloOptions(const MuloOptions& o) {
   MULO_RETURN_IF_ERROR(o.pooling.Validate("mulo"));
   if (o.radius < 0) return InvalidArgumentError("mulo.radius: must be >= 0");
   if (o.draft_rows < 1) return InvalidArgumentError("mulo.draft_rows: must be >= 1");
+  if (o.parallel_radius < 0) {
+    return InvalidArgumentError("mulo.parallel_radius: must be >= 0");
+  }
   if (o.draft_cfg_scale &&
       !(*o.draft_cfg_scale >= 0.0 && *o.draft_cfg_scale <= 100.0)) {
     return InvalidArgumentError("mulo.draft_cfg_scale: must be in [0, 100]");

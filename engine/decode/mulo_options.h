@@ -33,6 +33,24 @@ enum class DraftPrefix {
 // "downsampled", "keep_drafted", "patch", "own" (family.json and the benches).
 const char* DraftPrefixName(DraftPrefix prefix);
 
+// How the positions R_X of a step are re-sampled (paper step 6).
+enum class ResampleOrder {
+  // The paper's Algorithm 1: in raster order, each position conditioned on every position
+  // re-sampled before it; one target forward per position after the first.
+  kSequential,
+  // In raster order, but a position with no earlier re-sampled position of the step within
+  // `parallel_radius` (2D, as the expansion's neighbourhood) is drawn from the verify
+  // forward's distribution, whose context differs from the sequential one only outside that
+  // neighbourhood; the others are drawn sequentially. Not in the paper: it leans on the
+  // locality the paper's local expansion rests on to save the re-sampling forwards, which
+  // dominate where a forward's cost grows with its tokens (a CPU). When every position is
+  // re-sampled (tau > 1) each has its left neighbour re-sampled before it, so with
+  // parallel_radius >= 1 this is exactly sequential, i.e. ar.
+  kParallel,
+};
+// "sequential", "parallel".
+const char* ResampleOrderName(ResampleOrder order);
+
 struct MuloOptions {
   double tau = 1e-4;     // acceptance threshold on the pooled target probability
   PoolingRule pooling;   // additive, k 1000 neighbours, delta 0.1
@@ -40,6 +58,8 @@ struct MuloOptions {
   int64_t draft_rows = 1;
   Rejection rejection = Rejection::kLocal;
   DraftPrefix prefix = DraftPrefix::kDownsampled;
+  ResampleOrder resample = ResampleOrder::kSequential;
+  int64_t parallel_radius = 1;  // with kParallel
   // The drafter's own guidance and temperature; unset = the request's (the paper samples the
   // drafter exactly as the target).
   std::optional<double> draft_cfg_scale;
@@ -51,7 +71,8 @@ MuloOptions PaperMuloOptions();
 
 // Options written as a JSON object over `base`. Keys: tau, k, delta, lambda, pooling
 // ("additive", "multiplicative", "none"), radius, draft_rows, rejection ("local", "raster"),
-// draft_prefix ("downsampled", "keep_drafted", "patch", "own"), draft_cfg_scale,
+// draft_prefix ("downsampled", "keep_drafted", "patch", "own"), resample ("sequential",
+// "parallel"), parallel_radius, draft_cfg_scale,
 // draft_temperature, and informational "name" and "calibration"; anything else, or a value
 // out of range, is INVALID_ARGUMENT naming `source` and the field.
 StatusOr<MuloOptions> ParseMuloOptions(const nlohmann::json& doc, MuloOptions base,

@@ -114,6 +114,8 @@ TEST_F(RequestValidationTest, ThePaperPresetAndTheNewMuloFields) {
   m->set_draft_prefix(v1::MuloParams::PATCH);
   m->set_draft_cfg_scale(2);
   m->set_draft_temperature(0.5);
+  m->set_resample(v1::MuloParams::PARALLEL);
+  m->set_parallel_radius(0);
   auto set = ValidateRequest(request, *repository_);
   ASSERT_TRUE(set.ok()) << set.status();
   const engine::MuloOptions& got = set->method_config.mulo;
@@ -122,6 +124,8 @@ TEST_F(RequestValidationTest, ThePaperPresetAndTheNewMuloFields) {
   EXPECT_EQ(got.prefix, engine::DraftPrefix::kPatch);
   EXPECT_EQ(got.draft_cfg_scale, 2.0);
   EXPECT_EQ(got.draft_temperature, 0.5);
+  EXPECT_EQ(got.resample, engine::ResampleOrder::kParallel);
+  EXPECT_EQ(got.parallel_radius, 0);
   EXPECT_EQ(got.tau, engine::PaperMuloOptions().tau);  // the preset's
   m->set_pooling(v1::MuloParams::NO_POOLING);
   m->set_draft_prefix(v1::MuloParams::OWN);
@@ -148,6 +152,9 @@ TEST_F(RequestValidationTest, ThePaperPresetAndTheNewMuloFields) {
   bad = request;
   bad.mutable_mulo()->set_draft_cfg_scale(-1);
   EXPECT_EQ(field_of(bad), "mulo.draft_cfg_scale");
+  bad = request;
+  bad.mutable_mulo()->set_resample(static_cast<v1::MuloParams::ResampleOrder>(9));
+  EXPECT_EQ(field_of(bad), "mulo.resample");
   bad = request;
   bad.mutable_mulo()->set_draft_temperature(1000);
   EXPECT_EQ(field_of(bad), "mulo.draft_temperature");

@@ -144,6 +144,22 @@ TEST(ServerIntegrationTest, StreamsRowsInOrderAndReturnsTheImage) {
             all.resampled_tokens() + dflt.resampled_tokens());
   EXPECT_EQ((*server)->MetricSum("mulo_spec_accepted_tokens_total", {"method=\"speculative\""}),
             sd.image->stats().accepted_tokens());
+  // MuLo-SD's own counters: pooling rescues, expansion re-samples and the drafter prefix by
+  // source, each the sum of the two responses' stats.
+  EXPECT_EQ((*server)->MetricSum("mulo_spec_relaxed_accepted_tokens_total", {"method=\"mulo\""}),
+            all.relaxed_accepted_tokens() + dflt.relaxed_accepted_tokens());
+  EXPECT_EQ(
+      (*server)->MetricSum("mulo_spec_expansion_resampled_tokens_total", {"method=\"mulo\""}),
+      all.expansion_resampled_tokens() + dflt.expansion_resampled_tokens());
+  EXPECT_EQ((*server)->MetricSum("mulo_draft_prefix_tokens_total",
+                                 {"method=\"mulo\"", "source=\"own\""}),
+            all.prefix_own_tokens() + dflt.prefix_own_tokens());
+  EXPECT_EQ((*server)->MetricSum("mulo_draft_prefix_tokens_total",
+                                 {"method=\"mulo\"", "source=\"downsampled\""}),
+            all.prefix_downsampled_tokens() + dflt.prefix_downsampled_tokens());
+  // Every low-resolution token of each image is some prefix token exactly once.
+  EXPECT_EQ(dflt.prefix_own_tokens() + dflt.prefix_downsampled_tokens(),
+            dflt.drafted_tokens() / 4);
   // The drafter-prefix option reaches the engine: tau 0 greedy with the drafter keeping its
   // own rows is U_r of the drafter's whole greedy image, drafted in one step.
   v1::GenerateRequest accept_all = ValidRequest();

@@ -6,7 +6,7 @@ The paper's settings (tau 1e-4, additive pooling k 1000 / delta 0.1, radius 3, D
 drafter sampled at the target's guidance) were chosen for 16k-entry codebooks at 512-1024 px;
 on a 1024-code, 64 px family they lose most of the image (README, "MuLo-SD on the bundled
 family"). This tool measures a grid over the drafter prefix x pooling rule x expansion radius x
-drafter guidance x tau with the C++ engine (bazel-bin/bench/methods_bench, every option set and
+drafter guidance x tau x re-sampling order with the C++ engine (bazel-bin/bench/methods_bench, every option set and
 ar interleaved per prompt), on validation prompts drawn from the procedural domain with their
 own seed and never overlapping the held-out set, so the held-out numbers stay untuned. It
 keeps the fastest option set whose SynthEval is within --max_loss points of ar's; if none
@@ -45,15 +45,20 @@ POOLINGS = {
 
 
 def default_grid():
-    """24 option sets at radius 0 (prefix x pooling x drafter guidance x tau) and a radius-1
-    check of the two cheapest pooling rules: about 9 minutes at 64 prompts on 2 cores."""
+    """26 option sets re-sampling sequentially as the paper (prefix x pooling x drafter guidance
+    x tau at radius 0, and a radius-1 check of the two cheapest pooling rules), then the
+    parallel re-sampling of the own-prefix, drafter-CFG-2 sets at parallel_radius 0 and 1:
+    38 sets, about 13 minutes at 64 prompts on 2 cores."""
     grid = []
 
-    def add(prefix, pooling, radius, draft_cfg, tau):
+    def add(prefix, pooling, radius, draft_cfg, tau, parallel_radius=None):
         options = {"draft_prefix": prefix, "radius": radius, "tau": tau, **POOLINGS[pooling]}
         if draft_cfg is not None:
             options["draft_cfg_scale"] = draft_cfg
         name = f"{prefix} {pooling} r{radius} dcfg {draft_cfg or 'target'} tau {tau:g}"
+        if parallel_radius is not None:
+            options.update(resample="parallel", parallel_radius=parallel_radius)
+            name += f" parallel {parallel_radius}"
         grid.append({"name": name, **options})
 
     for prefix, pooling, draft_cfg, tau in itertools.product(
@@ -61,6 +66,8 @@ def default_grid():
         add(prefix, pooling, 0, draft_cfg, tau)
     for pooling in ("multiplicative", "none"):
         add("own", pooling, 1, 2.0, 1e-4)
+    for pooling, tau, parallel_radius in itertools.product(POOLINGS, (1e-4, 1e-3), (0, 1)):
+        add("own", pooling, 0, 2.0, tau, parallel_radius)
     return grid
 
 

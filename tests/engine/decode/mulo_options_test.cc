@@ -20,6 +20,7 @@ TEST(MuloOptionsTest, TheStructDefaultsAreThePapersSettings) {
   EXPECT_EQ(paper.draft_rows, 1);
   EXPECT_EQ(paper.rejection, Rejection::kLocal);
   EXPECT_EQ(paper.prefix, DraftPrefix::kDownsampled);
+  EXPECT_EQ(paper.resample, ResampleOrder::kSequential);
   EXPECT_FALSE(paper.draft_cfg_scale.has_value());
   EXPECT_FALSE(paper.draft_temperature.has_value());
 }
@@ -31,6 +32,7 @@ TEST(MuloOptionsTest, ParsesEveryKeyOverTheBaseAndWritesItBack) {
                               {"draft_rows", 2},   {"rejection", "raster"},
                               {"draft_prefix", "own"},       {"draft_cfg_scale", 2},
                               {"draft_temperature", 0.5},
+                              {"resample", "parallel"},      {"parallel_radius", 2},
                               {"calibration", {{"speedup", 1.6}}}};
   auto o = ParseMuloOptions(doc, PaperMuloOptions(), "test");
   ASSERT_TRUE(o.ok()) << o.status().message();
@@ -45,6 +47,8 @@ TEST(MuloOptionsTest, ParsesEveryKeyOverTheBaseAndWritesItBack) {
   EXPECT_EQ(o->prefix, DraftPrefix::kOwn);
   EXPECT_EQ(o->draft_cfg_scale, 2.0);
   EXPECT_EQ(o->draft_temperature, 0.5);
+  EXPECT_EQ(o->resample, ResampleOrder::kParallel);
+  EXPECT_EQ(o->parallel_radius, 2);
   auto again = ParseMuloOptions(MuloOptionsToJson(*o), PaperMuloOptions(), "test");
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(MuloOptionsToJson(*again), MuloOptionsToJson(*o));
@@ -67,6 +71,8 @@ TEST(MuloOptionsTest, BadKeysAndValuesNameTheField) {
   EXPECT_NE(error({{"lambda", 0.5}}).find("'lambda'"), std::string::npos);
   EXPECT_NE(error({{"pooling", "sum"}}).find("'pooling'"), std::string::npos);
   EXPECT_NE(error({{"draft_prefix", "mine"}}).find("'draft_prefix'"), std::string::npos);
+  EXPECT_NE(error({{"resample", "jacobi"}}).find("'resample'"), std::string::npos);
+  EXPECT_NE(error({{"parallel_radius", -1}}).find("'parallel_radius'"), std::string::npos);
   EXPECT_NE(error({{"draft_cfg_scale", 101}}).find("'draft_cfg_scale'"), std::string::npos);
   EXPECT_NE(error(nlohmann::json::array()).find("synth family.json"), std::string::npos);
 }

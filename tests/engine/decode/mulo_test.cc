@@ -81,6 +81,66 @@ TEST(MuloTest, TauAboveOneIsArForTheSameSeedWhateverTheDrafter) {
   }
 }
 
+// Re-sampling every position costs the target one forward per position after each step's
+// first, and the tokens after the last one ride in the next verify forward: prefill + 4
+// verify forwards + 4 x 15 re-sampling forwards.
+TEST(MuloTest, SequentialResamplingFeedsTheTailInTheNextVerifyForward) {
+  MuloFixture f = LoadMulo();
+  MuloOptions o;
+  o.tau = 1.5;
+  auto r = Generate(MuloDecoder(o), f.models, f.condition, SamplingParams());
+  ASSERT_OK(r);
+  EXPECT_EQ(r->stats.verify_steps, 4);
+  EXPECT_EQ(r->stats.target_forward_passes, 1 + 4 + 4 * 15);
+}
+
+// Parallel re-sampling with a reach of 1 or more re-samples a position whose left neighbour
+// was re-sampled sequentially, so when every position is rejected it is ar; with a reach
+// covering the grid it is the paper's sequential re-sampling at any tau; with reach 0 the
+// target runs exactly one forward per step.
+TEST(MuloTest, ParallelResamplingReducesToSequential) {
+  MuloFixture f = LoadMulo();
+  for (double temperature : {0.0, 1.0}) {
+    for (uint64_t seed : {1, 2, 3}) {
+      SamplingParams s;
+      s.temperature = temperature;
+      s.seed = seed;
+      auto ar = Generate(ArDecoder(), f.models, f.condition, s);
+      ASSERT_OK(ar);
+      MuloOptions o;
+      o.tau = 1.5;
+      o.resample = ResampleOrder::kParallel;
+      o.parallel_radius = seed;  // 1, 2, 3: all reach the left neighbour
+      o.prefix = DraftPrefix::kOwn;
+      auto all_rejected = Generate(MuloDecoder(o), f.models, f.condition, s);
+      ASSERT_OK(all_rejected);
+      EXPECT_EQ(all_rejected->tokens, ar->tokens) << temperature << " " << seed;
+
+      o.tau = 0.05;
+      o.radius = 1;
+      o.parallel_radius = 8;  // the 8 x 8 grid: every earlier re-sample is within reach
+      auto parallel = Generate(MuloDecoder(o), f.models, f.condition, s);
+      o.resample = ResampleOrder::kSequential;
+      auto sequential = Generate(MuloDecoder(o), f.models, f.condition, s);
+      ASSERT_OK(parallel);
+      ASSERT_OK(sequential);
+      EXPECT_EQ(parallel->tokens, sequential->tokens) << temperature << " " << seed;
+      EXPECT_EQ(parallel->stats.target_forward_passes, sequential->stats.target_forward_passes);
+      EXPECT_GT(sequential->stats.resampled_tokens, 4);  // the reduction is not vacuous
+
+      o.resample = ResampleOrder::kParallel;
+      o.parallel_radius = 0;
+      for (double tau : {0.05, 1.5}) {
+        o.tau = tau;
+        auto one_pass = Generate(MuloDecoder(o), f.models, f.condition, s);
+        ASSERT_OK(one_pass);
+        EXPECT_EQ(one_pass->stats.target_forward_passes, 1 + one_pass->stats.verify_steps);
+        EXPECT_GT(one_pass->stats.resampled_tokens, 0);
+      }
+    }
+  }
+}
+
 TEST(MuloTest, TauZeroIsTheUpsampledDrafter) {
   MuloFixture f = LoadMulo();
   SamplingParams greedy;
