@@ -44,30 +44,44 @@ POOLINGS = {
 }
 
 
+def add_set(grid, prefix, pooling, radius, draft_cfg, tau, parallel_radius=None):
+    options = {"draft_prefix": prefix, "radius": radius, "tau": tau, **POOLINGS[pooling]}
+    if draft_cfg is not None:
+        options["draft_cfg_scale"] = draft_cfg
+    name = f"{prefix} {pooling} r{radius} dcfg {draft_cfg or 'target'} tau {tau:g}"
+    if parallel_radius is not None:
+        options.update(resample="parallel", parallel_radius=parallel_radius)
+        name += f" parallel {parallel_radius}"
+    grid.append({"name": name, **options})
+
+
 def default_grid():
-    """26 option sets re-sampling sequentially as the paper (prefix x pooling x drafter guidance
-    x tau at radius 0, and a radius-1 check of the two cheapest pooling rules), then the
-    parallel re-sampling of the own-prefix, drafter-CFG-2 sets at parallel_radius 0 and 1:
-    38 sets, about 13 minutes at 64 prompts on 2 cores."""
+    """20 option sets in the subspace the wide sweep found to keep the image (the drafter's own
+    prefix at its own guidance 2, multiplicative or no pooling): pooling x tau x expansion
+    radius 0-3 with parallel re-sampling (radius costs almost nothing there: the expanded
+    positions are drawn from the verify forward), and the radius-0 sets re-sampled
+    sequentially as the paper. About 25 minutes at 256 prompts on one core."""
     grid = []
+    for pooling, tau in itertools.product(("multiplicative", "none"), (1e-4, 1e-3)):
+        for radius in range(4):
+            add_set(grid, "own", pooling, radius, 2.0, tau, parallel_radius=0)
+        add_set(grid, "own", pooling, 0, 2.0, tau)
+    return grid
 
-    def add(prefix, pooling, radius, draft_cfg, tau, parallel_radius=None):
-        options = {"draft_prefix": prefix, "radius": radius, "tau": tau, **POOLINGS[pooling]}
-        if draft_cfg is not None:
-            options["draft_cfg_scale"] = draft_cfg
-        name = f"{prefix} {pooling} r{radius} dcfg {draft_cfg or 'target'} tau {tau:g}"
-        if parallel_radius is not None:
-            options.update(resample="parallel", parallel_radius=parallel_radius)
-            name += f" parallel {parallel_radius}"
-        grid.append({"name": name, **options})
 
+def wide_grid():
+    """The first calibration's 26 sets (drafter prefix patch / own x additive, multiplicative
+    or no pooling x drafter guidance target / 2 x tau, sequential re-sampling, and a radius-1
+    check), plus the parallel re-sampling of the own-prefix, drafter-CFG-2 sets at
+    parallel_radius 0 and 1: 38 sets."""
+    grid = []
     for prefix, pooling, draft_cfg, tau in itertools.product(
             ("patch", "own"), POOLINGS, (None, 2.0), (1e-4, 1e-3)):
-        add(prefix, pooling, 0, draft_cfg, tau)
+        add_set(grid, prefix, pooling, 0, draft_cfg, tau)
     for pooling in ("multiplicative", "none"):
-        add("own", pooling, 1, 2.0, 1e-4)
+        add_set(grid, "own", pooling, 1, 2.0, 1e-4)
     for pooling, tau, parallel_radius in itertools.product(POOLINGS, (1e-4, 1e-3), (0, 1)):
-        add("own", pooling, 0, 2.0, tau, parallel_radius)
+        add_set(grid, "own", pooling, 0, 2.0, tau, parallel_radius)
     return grid
 
 
@@ -84,8 +98,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=os.path.join(ROOT, "models", "synth"))
-    ap.add_argument("--count", type=int, default=64, help="validation prompts")
+    ap.add_argument("--count", type=int, default=256,
+                    help="validation prompts (256: a paired standard error near 3 points)")
     ap.add_argument("--grid", help="JSON array of option sets instead of the default grid")
+    ap.add_argument("--wide", action="store_true",
+                    help="the wide grid (prefix x pooling x drafter guidance x tau x order)")
     ap.add_argument("--max_loss", type=float, default=3.0,
                     help="SynthEval points below ar a default may lose")
     ap.add_argument("--min_speedup", type=float, default=1.5)
@@ -94,7 +111,10 @@ def main():
     bench = os.path.join(ROOT, "bazel-bin", "bench", "methods_bench")
     if not os.path.exists(bench):
         sys.exit("calibrate_mulo: build the benchmark first: bazel build //bench:methods_bench")
-    grid = json.load(open(args.grid)) if args.grid else default_grid()
+    if args.grid:
+        grid = json.load(open(args.grid))
+    else:
+        grid = wide_grid() if args.wide else default_grid()
     os.makedirs(args.out_dir, exist_ok=True)
     entries = heldout.make(args.count, VALIDATION_SEED, exclude=heldout.load_prompts())
     with tempfile.TemporaryDirectory() as tmp:

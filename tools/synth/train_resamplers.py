@@ -13,6 +13,10 @@ codes for the same patch), so exact token agreement says little; what MuLo-SD ne
 is drafts that decode to the right image and that the target accepts.
 
   /usr/bin/python3 tools/synth/train_resamplers.py [--steps 2100] [--pixel_from 1500]
+  /usr/bin/python3 tools/synth/train_resamplers.py --report_only   # the family's pair, no training
+
+MULO_MODELS_DIR=<dir> reads the VQ from and writes the pair to another family directory (an
+experiment that must not replace the bundled pair).
 """
 import argparse
 import json
@@ -28,6 +32,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 import data  # noqa: E402
 import heldout  # noqa: E402
 import resampler as rs  # noqa: E402
+import safetensors_io  # noqa: E402
 import trainer  # noqa: E402
 import train_ar  # noqa: E402
 import train_vq  # noqa: E402
@@ -84,6 +89,8 @@ def main():
     ap.add_argument("--cycle_weight", type=float, default=0.0,
                     help="weight of D_2's cross-entropy on U_2's own tokens against the "
                          "drafter-resolution tokens they were made from (0: off)")
+    ap.add_argument("--report_only", action="store_true",
+                    help="print the held-out agreement of the family's trained pair and exit")
     args = ap.parse_args()
     trainer.setup_torch()
     torch.manual_seed(SEED)
@@ -93,6 +100,17 @@ def main():
         p.requires_grad_(False)
     codebook = vq.quantize.embedding.weight.detach()
     unit_codebook = F.normalize(codebook.float(), dim=-1).to(dev)
+    if args.report_only:
+        pair = []
+        for name in ("upsampler", "downsampler"):
+            directory = os.path.join(trainer.MODELS_DIR, name)
+            with open(os.path.join(directory, "config.json")) as f:
+                module = rs.Resampler(json.load(f), codebook.cpu())
+            state = safetensors_io.load(os.path.join(directory, "model.safetensors"))
+            module.load_state_dict({k: v.float() for k, v in state.items()})
+            pair.append(module.eval())
+        print(f"[resamplers] {trainer.MODELS_DIR}: {agreement(*pair, vq.cpu())}", flush=True)
+        return
     up = rs.Resampler(config("up"), codebook).to(dev)
     down = rs.Resampler(config("down"), codebook).to(dev)
     params = list(up.parameters()) + list(down.parameters())
