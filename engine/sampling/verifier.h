@@ -10,13 +10,11 @@
 //                                                 norm(max(p - q, 0)), bonus after a full chain
 //   PooledThresholdVerifier  (pooled_threshold_verifier.h)  MuLo-SD: keep x where the pooled
 //                                                 target mass p~(x) (pooling.h) is >= tau
+//   TreeVerifier             (tree_verifier.h)    EAGLE: recursive rejection over siblings,
+//                                                 static (q without replacement) or
+//                                                 deterministic (q = 1) trees; greedy = the
+//                                                 path of argmaxes
 // The rules still to come fit it unchanged (checked against their papers' definitions):
-//   TreeVerifier(AcceptRule)             EAGLE: recursive rejection over siblings. Walk from
-//       the root: try the children of the current node in draft order, keep the first with
-//       rule(p_node(x), q_node(x)) (p_node = the target row of the parent), else p <- norm(max(p
-//       - q, 0)) and q <- q with x removed, next sibling; all siblings rejected: next_token ~ p.
-//       Needs: parents, q per draft (the distribution its parent's children were drawn from),
-//       p per draft position (rows indexed by the parent draft; row L = after the root).
 //   LanternVerifier(k, delta, neighbors) LANTERN: keep x with min(1, p(A_{k,delta}(x)) /
 //       q(x)), the pooled p over x's latent neighbourhood; residual from norm(max(p' - q, 0))
 //       with p' the pooled-relaxed target. Needs: whole p and q rows, the neighbour table.
