@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "engine/decode/draft_tree.h"
 #include "engine/decode/session.h"
 #include "tests/engine/test_util.h"
 
@@ -117,6 +118,40 @@ TEST(DecodeSessionTest, ATreeKeptDownToItsPathEqualsFeedingThePath) {
   ASSERT_OK(next_path);
   EXPECT_LE(MaxAbsDiff(*next_tree, *next_path), 1e-5);
   EXPECT_EQ(tree.Keep({0}, {1, 2}).code(), StatusCode::kInvalidArgument);  // rows != tokens
+}
+
+// The static 57-node tree in one masked forward: every node's output equals feeding its
+// root-to-node path alone after the prefix (TreeAttentionMask, positions = prefix + depth - 1).
+TEST(DecodeSessionTest, EveryNodeOfTheStaticTreeSeesOnlyItsPath) {
+  auto f = MakeFixture();
+  auto session = Start(*f);
+  auto tree_stream = session->Open(*f->models.target, StreamRole::kTarget);
+  auto path_stream = session->Open(*f->models.target, StreamRole::kDraft);
+  ASSERT_OK(tree_stream);
+  ASSERT_OK(path_stream);
+  ModelStream& tree = **tree_stream;
+  ModelStream& path = **path_stream;
+  const std::vector<int64_t> prefix = {4, 8};
+  ASSERT_OK(tree.Feed(prefix, 0, 2));
+  ASSERT_OK(path.Feed(prefix, 0, 2));
+  const TreeShape shape = StaticTree57();
+  const int64_t vocab = f->models.target->config().vocab_size;
+  std::vector<int64_t> ids, positions;
+  for (int64_t i = 0; i < shape.size(); ++i) {
+    ids.push_back((7 * i + 3) % vocab);
+    positions.push_back(2 + shape.depths[i] - 1);
+  }
+  auto out = tree.FeedSet(ids, positions, TreeAttentionMask(shape, tree.cache().length()),
+                          LogitsMode::kAll);
+  ASSERT_OK(out);
+  for (int64_t node = 0; node < shape.size(); ++node) {
+    std::vector<int64_t> seq = prefix;
+    for (int64_t a : shape.PathTo(node)) seq.push_back(ids[a]);
+    ASSERT_OK(path.Truncate(2));
+    auto straight = path.Feed(seq, 2, static_cast<int64_t>(seq.size()), LogitsMode::kLast);
+    ASSERT_OK(straight);
+    EXPECT_LE(MaxAbsDiff(out->logits.select(1, node), straight->select(1, 0)), 1e-5) << node;
+  }
 }
 
 TEST(DecodeSessionTest, RowsStreamInOrderAlsoWhenTheyCompleteOutOfOrder) {
