@@ -24,6 +24,7 @@ Status ModelStream::Prefill(const torch::Tensor& condition_embeddings) {
   MULO_ASSIGN_OR_RETURN(ForwardOutput out,
                         model_.Prefill(cache_, condition_embeddings, LogitsMode::kLast));
   next_logits_ = out.logits.select(1, 0);
+  next_hidden_ = out.hidden.select(1, out.hidden.size(1) - 1);
   CountForward();
   return OkStatus();
 }
@@ -43,6 +44,7 @@ StatusOr<torch::Tensor> ModelStream::Feed(const std::vector<int64_t>& tokens, in
   MULO_ASSIGN_OR_RETURN(ForwardOutput out,
                         model_.ForwardTokens(cache_, input.contiguous(), positions, mode));
   next_logits_ = out.logits.select(1, out.logits.size(1) - 1);
+  next_hidden_ = out.hidden.select(1, out.hidden.size(1) - 1);
   fed_.insert(fed_.end(), ids.begin(), ids.end());
   CountForward();
   return out.logits;

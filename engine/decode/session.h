@@ -44,6 +44,9 @@ class ModelStream {
   const std::vector<int64_t>& fed() const { return fed_; }
   // [batch, V]: the logits predicting raster position fed().size().
   const torch::Tensor& next_logits() const { return next_logits_; }
+  // [batch, dim]: the final-norm feature next_logits() was read out of (the target feature an
+  // EAGLE-style head continues from).
+  const torch::Tensor& next_hidden() const { return next_hidden_; }
 
   // Runs the condition positions (embedded once); next_logits() then predicts token 0.
   Status Prefill(const torch::Tensor& condition_embeddings);
@@ -80,6 +83,7 @@ class ModelStream {
   Stats* stats_;
   std::vector<int64_t> fed_;
   torch::Tensor next_logits_;
+  torch::Tensor next_hidden_;
 };
 
 class DecodeSession {

@@ -122,6 +122,22 @@ TEST(DecodeSessionTest, ATreeKeptDownToItsPathEqualsFeedingThePath) {
 
 // The static 57-node tree in one masked forward: every node's output equals feeding its
 // root-to-node path alone after the prefix (TreeAttentionMask, positions = prefix + depth - 1).
+// The feature behind next_logits() reads out to it through the output head, after the
+// prefill and after every feed.
+TEST(DecodeSessionTest, NextHiddenIsTheFeatureOfNextLogits) {
+  auto f = MakeFixture();
+  auto session = Start(*f);
+  auto stream = session->Open(*f->models.target, StreamRole::kTarget);
+  ASSERT_OK(stream);
+  ModelStream& s = **stream;
+  const auto& out = f->models.target->output_weight();
+  auto readout = [&] { return torch::linear(s.next_hidden(), out).to(torch::kFloat32); };
+  EXPECT_LE(MaxAbsDiff(readout(), s.next_logits()), 1e-4);
+  ASSERT_OK(s.Feed({4, 8, 6}, 0, 3, LogitsMode::kAll));
+  EXPECT_EQ(s.next_hidden().size(0), s.cache().batch());
+  EXPECT_LE(MaxAbsDiff(readout(), s.next_logits()), 1e-4);
+}
+
 TEST(DecodeSessionTest, EveryNodeOfTheStaticTreeSeesOnlyItsPath) {
   auto f = MakeFixture();
   auto session = Start(*f);
