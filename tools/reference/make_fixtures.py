@@ -285,7 +285,15 @@ def make_sd_family(out_dir, seed):
         safetensors_io.save(model.state_dict(), os.path.join(out_dir, name, "model.safetensors"))
     cond = torch.randn(cfg["cls_token_num"], cfg["cond_dim"], generator=gen)
     safetensors_io.save({"cond": cond}, os.path.join(out_dir, "condition.safetensors"))
-    print("sd_tiny: target + correlated chain draft, vocab 16, grid 4x4")
+    # An EAGLE-style head over the target (random weights, drawn after everything above so
+    # those stay as they were): the tree methods' losslessness holds for any head.
+    head_cfg = dict(dim=cfg["dim"], n_head=cfg["n_head"], multiple_of=cfg["multiple_of"],
+                    norm_eps=cfg["norm_eps"])
+    head = eh.EagleHead(head_cfg).eval()
+    spread_init(head, gen)
+    write_config(os.path.join(out_dir, "eagle"), head_cfg)
+    safetensors_io.save(head.state_dict(), os.path.join(out_dir, "eagle", "model.safetensors"))
+    print("sd_tiny: target + correlated chain draft + EAGLE head, vocab 16, grid 4x4")
 
 
 def make_mulo_family(out_dir, seed):
