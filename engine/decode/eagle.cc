@@ -1,0 +1,141 @@
+#include "engine/decode/eagle.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "engine/decode/eagle_proposer.h"
+#include "engine/sampling/tree_verifier.h"
+
+namespace mulo::engine {
+namespace {
+
+class EagleState : public SteppedMethod::State {
+ public:
+  EagleState(ModelStream* target, std::unique_ptr<EagleProposer> proposer,
+             const EagleOptions& options)
+      : target_(target), proposer_(std::move(proposer)), verifier_(options.accept),
+        options_(options) {}
+
+  // Invariant: the target has been fed every committed token but the last (the root), and
+  // the proposer has been handed the pair of every committed token.
+  Status Step(DecodeSession& session) override {
+    Stats& stats = session.stats();
+    std::vector<int64_t> x = session.committed();
+    const int64_t n = static_cast<int64_t>(x.size());
+    // Nodes at positions n .. end - 2: a node is fed to the target, and nothing is fed at the
+    // last position (no token follows it); the verifier draws the last token itself.
+    const int64_t max_depth = session.num_tokens() - n - 1;
+    TreeDraft tree;
+    if (max_depth > 0) {  // 1. The head grows a tree after x_{n-1}.
+      auto timer = session.Time(Phase::kDraft);
+      if (options_.static_tree) {
+        MULO_ASSIGN_OR_RETURN(tree, proposer_->ProposeStatic(session, max_depth));
+      } else {
+        MULO_ASSIGN_OR_RETURN(tree,
+                              proposer_->ProposeDynamic(session, options_.dynamic, max_depth));
+      }
+    }
+    const int64_t length = tree.drafts.size();
+    stats.drafted_tokens += length;
+    const int64_t root_row = target_->cache().length();  // the verify forward's first row
+    ForwardOutput out;
+    Verdict verdict;
+    {  // 2. One target forward: the root x_{n-1} at n - 1, node i at n - 1 + depth_i.
+      auto timer = session.Time(Phase::kVerify);
+      std::vector<int64_t> ids = {x.back()}, positions = {n - 1}, parents = {-1};
+      for (int64_t i = 0; i < length; ++i) {
+        ids.push_back(tree.drafts.tokens[i]);
+        positions.push_back(n - 1 + tree.shape.depths[i]);
+        parents.push_back(tree.drafts.parents[i] + 1);  // the root is node 0 here
+      }
+      MULO_ASSIGN_OR_RETURN(TreeShape with_root, TreeFromParents(parents));
+      MULO_ASSIGN_OR_RETURN(
+          out, target_->FeedSet(ids, positions,
+                                TreeAttentionMask(with_root, root_row)
+                                    .to(session.device()),
+                                LogitsMode::kAll));
+      ++stats.verify_steps;
+      // 3. Recursive rejection from the root: p after node i is row 1 + i, after the root row
+      // 0 (the verifier wants it last).
+      const torch::Tensor p = session.Probabilities(out.logits);
+      MULO_ASSIGN_OR_RETURN(
+          verdict,
+          verifier_.Verify({tree.drafts, torch::cat({p.narrow(0, 1, length), p.narrow(0, 0, 1)}),
+                            session.greedy()},
+                           {&session.rng(RngStream::kAcceptance),
+                            &session.rng(RngStream::kTarget)}));
+    }
+    // 4. The target keeps the root and the accepted path; the head gets their features.
+    const int64_t accepted = static_cast<int64_t>(verdict.accepted.size());
+    std::vector<int64_t> rows(root_row + 1);
+    for (int64_t r = 0; r <= root_row; ++r) rows[r] = r;
+    std::vector<int64_t> feature_rows = {0};  // verify rows whose features predict x_n, ...
+    for (int64_t node : verdict.accepted) {
+      rows.push_back(root_row + 1 + node);
+      feature_rows.push_back(1 + node);
+      x.push_back(tree.drafts.tokens[node]);
+    }
+    MULO_RETURN_IF_ERROR(target_->Keep(rows, x));
+    const bool room = static_cast<int64_t>(x.size()) < session.num_tokens();
+    if (verdict.next_token >= 0 && room) x.push_back(verdict.next_token);
+    for (int64_t j = n; j < static_cast<int64_t>(x.size()); ++j) {
+      proposer_->Push(x[j], out.hidden.select(1, feature_rows[j - n]));
+    }
+    if (accepted > 0) {
+      if (static_cast<int64_t>(stats.accepted_per_position.size()) < accepted) {
+        stats.accepted_per_position.resize(accepted, 0);
+      }
+      for (int64_t i = 0; i < accepted; ++i) ++stats.accepted_per_position[i];
+    }
+    stats.accepted_tokens += accepted;
+    stats.total_tree_depth += accepted;
+    // The next token replaced rejected children (rather than extending a leaf).
+    const int64_t last = accepted > 0 ? verdict.accepted.back() : -1;
+    stats.resampled_tokens += std::count(tree.drafts.parents.begin(), tree.drafts.parents.end(),
+                                         last) > 0;
+    session.Commit(std::move(x));
+    return OkStatus();
+  }
+
+ private:
+  ModelStream* target_;
+  std::unique_ptr<EagleProposer> proposer_;
+  TreeVerifier verifier_;
+  EagleOptions options_;
+};
+
+}  // namespace
+
+Status ValidateEagleOptions(const EagleOptions& options) {
+  const DynamicTreeOptions& d = options.dynamic;
+  if (d.total_tokens < 1 || d.total_tokens > 256) {
+    return InvalidArgumentError("eagle.total_tokens: must be in [1, 256]");
+  }
+  if (d.depth < 1 || d.depth > 32) return InvalidArgumentError("eagle.depth: must be in [1, 32]");
+  if (d.top_k < 1 || d.top_k > 64) return InvalidArgumentError("eagle.top_k: must be in [1, 64]");
+  return OkStatus();
+}
+
+Status EagleDecoder::Validate(const ModelSet& models) const {
+  if (models.target == nullptr || models.eagle == nullptr) {
+    return FailedPreconditionError("eagle: the model family has no EAGLE head");
+  }
+  return ValidateEagleOptions(options_);
+}
+
+StatusOr<std::unique_ptr<SteppedMethod::State>> EagleDecoder::Begin(DecodeSession& session) const {
+  const ModelSet& models = session.models();
+  MULO_ASSIGN_OR_RETURN(ModelStream * target, session.Open(*models.target, StreamRole::kTarget));
+  // Token 0 comes straight from the target's prefill, as in AR; its feature starts the head.
+  session.Append(session.Draw(target->next_logits(), RngStream::kTarget));
+  const int64_t tree_rows = std::max<int64_t>(
+      64, options_.dynamic.top_k * (options_.dynamic.depth + 1));
+  auto proposer = std::make_unique<EagleProposer>(*models.eagle, *models.target,
+                                                  target->cache().batch(),
+                                                  session.num_tokens() + tree_rows);
+  proposer->Push(session.committed().back(), target->next_hidden());
+  return std::unique_ptr<State>(
+      std::make_unique<EagleState>(target, std::move(proposer), options_));
+}
+
+}  // namespace mulo::engine

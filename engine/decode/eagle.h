@@ -1,0 +1,44 @@
+// EAGLE-1 (static tree) and EAGLE-2 (dynamic tree) with the family's EAGLE-style head: each
+// step the head grows a draft tree after the committed prefix (EagleProposer), one target
+// forward scores the last committed token and every node under the tree mask (positions =
+// depth), TreeVerifier keeps a root-to-node path by recursive rejection over siblings and
+// draws the next token from the last residual, and the target's cache keeps exactly that
+// path. Lossless: greedy equals AR greedy, sampled tokens follow AR's distribution
+// (tests/engine/decode/eagle_test.cc).
+#ifndef MULO_ENGINE_DECODE_EAGLE_H_
+#define MULO_ENGINE_DECODE_EAGLE_H_
+
+#include <string>
+
+#include "engine/decode/dynamic_tree.h"
+#include "engine/decode/session.h"
+#include "engine/sampling/verifier.h"
+
+namespace mulo::engine {
+
+struct EagleOptions {
+  bool static_tree = false;     // true: EAGLE-1's static 58-node tree; false: EAGLE-2
+  DynamicTreeOptions dynamic;   // EAGLE-2: total_tokens 60, depth 7, top_k 10
+  AcceptRule accept;            // empty = AcceptDraft (min(1, p/q)); tests swap in broken rules
+};
+
+// INVALID_ARGUMENT naming "eagle.total_tokens" / "eagle.depth" / "eagle.top_k" when out of
+// range ([1, 256], [1, 32], [1, 64]).
+Status ValidateEagleOptions(const EagleOptions& options);
+
+class EagleDecoder : public SteppedMethod {
+ public:
+  explicit EagleDecoder(EagleOptions options = EagleOptions()) : options_(std::move(options)) {}
+  std::string name() const override { return "eagle"; }
+  Status Validate(const ModelSet& models) const override;
+
+ protected:
+  StatusOr<std::unique_ptr<State>> Begin(DecodeSession& session) const override;
+
+ private:
+  EagleOptions options_;
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_DECODE_EAGLE_H_
