@@ -42,6 +42,10 @@ ABSL_FLAG(std::string, method, "ar",
           "decoding method: any of the API's (listed in the usage above; `models` shows which "
           "each model runs). Method parameters left unset take the server's defaults");
 ABSL_FLAG(int, gamma, 0, "speculative: draft tokens per step");
+ABSL_FLAG(bool, static_tree, false, "eagle: EAGLE-1's static tree instead of EAGLE-2's dynamic one");
+ABSL_FLAG(int, total_tokens, 0, "eagle: dynamic tree nodes verified per step");
+ABSL_FLAG(int, tree_depth, 0, "eagle: dynamic tree expansions");
+ABSL_FLAG(int, tree_top_k, 0, "eagle: children per expanded node");
 ABSL_FLAG(std::string, preset, "family",
           "mulo: defaults of the unset parameters: family (the model's calibrated defaults) or "
           "paper (the MuLo-SD paper's settings)");
@@ -167,6 +171,13 @@ bool SetMethod(const std::string& method, const GivenFlags& given,
   request->GetReflection()->MutableMessage(request, field);  // sets the oneof case
   if (request->has_speculative() && given.Has("gamma")) {
     request->mutable_speculative()->set_gamma(absl::GetFlag(FLAGS_gamma));
+  }
+  if (request->has_eagle()) {
+    auto* e = request->mutable_eagle();
+    e->set_static_tree(absl::GetFlag(FLAGS_static_tree));
+    if (given.Has("total_tokens")) e->set_total_tokens(absl::GetFlag(FLAGS_total_tokens));
+    if (given.Has("tree_depth")) e->set_depth(absl::GetFlag(FLAGS_tree_depth));
+    if (given.Has("tree_top_k")) e->set_top_k(absl::GetFlag(FLAGS_tree_top_k));
   }
   if (request->has_mulo()) {
     auto* m = request->mutable_mulo();

@@ -173,6 +173,13 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
       return mapped;
     }
   }
+  if (request.has_eagle()) {
+    const v1::EagleParams& e = request.eagle();
+    config.eagle.static_tree = e.static_tree();
+    if (e.has_total_tokens()) config.eagle.dynamic.total_tokens = e.total_tokens();
+    if (e.has_depth()) config.eagle.dynamic.depth = e.depth();
+    if (e.has_top_k()) config.eagle.dynamic.top_k = e.top_k();
+  }
   // Methods without options here (ar, and those not implemented yet, which the registry
   // answers with UNIMPLEMENTED) need nothing but their name.
   auto decoder = engine::MakeMethod(config, *out.models);

@@ -13,6 +13,7 @@
 
 #include "engine/core/status.h"
 #include "engine/decode/ar.h"
+#include "engine/decode/eagle.h"
 #include "engine/decode/mulo.h"
 #include "engine/decode/speculative.h"
 
@@ -25,6 +26,7 @@ struct MethodConfig {
   std::string name = "ar";
   SpeculativeOptions speculative;
   MuloOptions mulo;
+  EagleOptions eagle;
 };
 
 enum class Component { kDrafter, kChain, kUpsampler, kDownsampler, kEagle };

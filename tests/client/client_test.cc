@@ -68,11 +68,17 @@ TEST_F(ClientTest, GenerateWritesThePngAndPrintsStats) {
   const int size = TinyImageSize(*server_);
   ASSERT_GT(size, 0);
   const std::string out = absl::StrCat(::testing::TempDir(), "/client_image.png");
-  for (const std::string method : {"ar", "speculative", "mulo"}) {
+  for (const std::string method : {"ar", "speculative", "mulo", "eagle", "eagle static"}) {
     std::remove(out.c_str());
-    ClientRun run = Client(
-        *server_, {"generate", "--model=tiny", "--method=" + method,
-                   "--prompt='a small red circle in the top left'", "--seed=3", "--out=" + out});
+    std::vector<std::string> args = {"generate", "--model=tiny",
+                                     "--prompt='a small red circle in the top left'", "--seed=3",
+                                     "--out=" + out};
+    if (method == "eagle static") {
+      args.insert(args.end(), {"--method=eagle", "--static_tree"});
+    } else {
+      args.push_back("--method=" + method);
+    }
+    ClientRun run = Client(*server_, args);
     ASSERT_EQ(run.exit_code, 0) << method << ": " << run.output;
     cv::Mat image = cv::imread(out, cv::IMREAD_COLOR);
     ASSERT_FALSE(image.empty()) << method;
@@ -90,7 +96,7 @@ TEST_F(ClientTest, ModelsListsTheFamilyAndItsMethods) {
   ClientRun run = Client(*server_, {"models"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("tiny"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("ar,speculative,mulo"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("ar,speculative,mulo,eagle"), std::string::npos) << run.output;
 }
 
 TEST_F(ClientTest, ServerErrorsPrintCodeAndMessageAndExitNonZero) {

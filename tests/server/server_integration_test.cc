@@ -117,6 +117,18 @@ TEST(ServerIntegrationTest, StreamsRowsInOrderAndReturnsTheImage) {
   EXPECT_TRUE(std::equal(sd.image->tokens().begin(), sd.image->tokens().end(),
                          ar.image->tokens().begin()));
   EXPECT_GT(sd.image->stats().drafted_tokens(), 0u);
+  // EAGLE-2 (dynamic tree) and EAGLE-1 (static tree), greedy: the same tokens as AR greedy.
+  for (bool static_tree : {false, true}) {
+    v1::GenerateRequest tree = ValidRequest();
+    tree.mutable_sampling()->set_temperature(0);
+    tree.mutable_eagle()->set_static_tree(static_tree);
+    StreamResult eagle = RunStream(*stub, tree);
+    ASSERT_TRUE(eagle.status.ok()) << eagle.status.error_message();
+    EXPECT_TRUE(std::equal(eagle.image->tokens().begin(), eagle.image->tokens().end(),
+                           ar.image->tokens().begin(), ar.image->tokens().end()))
+        << "static " << static_tree;
+    EXPECT_GT(eagle.image->stats().drafted_tokens(), 0u);
+  }
   // MuLo-SD with tau > 1 re-samples everything: the same tokens as AR for the same seed.
   v1::GenerateRequest mulo = ValidRequest(7);
   StreamResult ar_sampled = RunStream(*stub, mulo);
@@ -130,7 +142,7 @@ TEST(ServerIntegrationTest, StreamsRowsInOrderAndReturnsTheImage) {
   StreamResult mulo_default = RunStream(*stub, mulo);
   ASSERT_TRUE(mulo_default.status.ok()) << mulo_default.status.error_message();
   EXPECT_EQ(mulo_default.image->stats().drafted_tokens(), static_cast<uint32_t>(grid * grid));
-  EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"OK\""}), 7);
+  EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"OK\""}), 9);
   EXPECT_EQ((*server)->MetricSum("mulo_spec_drafted_tokens_total", {"method=\"speculative\""}),
             sd.image->stats().drafted_tokens());
   // Per-method counters: the two MuLo-SD requests add up, apart from speculative's.
@@ -263,7 +275,6 @@ TEST(ServerIntegrationTest, DeclaredButUnimplementedMethodsAreUnimplementedNamin
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = (*server)->NewStub();
   const std::vector<std::pair<std::string, std::function<void(v1::GenerateRequest*)>>> methods = {
-      {"eagle", [](auto* r) { r->mutable_eagle(); }},
       {"lantern", [](auto* r) { r->mutable_lantern(); }},
       {"lantern++", [](auto* r) { r->mutable_lantern_plus_plus(); }},
       {"peanut", [](auto* r) { r->mutable_peanut(); }},

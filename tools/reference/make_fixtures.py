@@ -250,10 +250,15 @@ def make_tiny_family(out_dir, seed):
         module = rs.Resampler(cfg, vqm.quantize.embedding.weight.detach()).eval()
         spread_init(module, gen)
         resamplers[name] = (module, cfg, None)
+    # Drawn last, so every other part stays as it was before the head existed.
+    eagle_cfg = dict(dim=target_cfg["dim"], n_head=target_cfg["n_head"],
+                     multiple_of=target_cfg["multiple_of"], norm_eps=target_cfg["norm_eps"])
+    eagle = eh.EagleHead(eagle_cfg).eval()
+    spread_init(eagle, gen)
     parts = {"conditioner": (conditioner, cond_cfg, {"vocab.json": vocab}),
              "target": (target, target_cfg, None), "vq": (vqm, vq_cfg, None),
              "chain": (chain, chain_cfg, None), "drafter": (drafter, drafter_cfg, None),
-             **resamplers}
+             **resamplers, "eagle": (eagle, eagle_cfg, None)}
     for name, (module, cfg, extra) in parts.items():
         write_config(os.path.join(out_dir, name), cfg, extra)
         safetensors_io.save(state_for_storage(module, torch.float16),
@@ -263,7 +268,7 @@ def make_tiny_family(out_dir, seed):
                    "components": {k: k for k in parts}}, f, indent=2, sort_keys=True)
         f.write("\n")
     print("tiny_family: conditioner, 32x32-token target, 16x16 drafter, U_2 / D_2, chain draft,"
-          " VQ (64 px images)")
+          " EAGLE head, VQ (64 px images)")
 
 
 def make_sd_family(out_dir, seed):
