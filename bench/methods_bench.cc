@@ -212,6 +212,11 @@ std::string ModelName(const engine::ModelSet& family, const void* model) {
 std::string MethodLabel(const engine::MethodConfig& m) {
   if (m.name == "speculative") return absl::StrFormat("speculative (gamma %d)", m.speculative.gamma);
   if (m.name == "mulo") return "mulo (family default)";
+  if (m.name == "eagle") {
+    if (m.eagle.static_tree) return "eagle static (EAGLE-1, 57 nodes)";
+    return absl::StrFormat("eagle dynamic (EAGLE-2, %d / %d / %d)", m.eagle.dynamic.total_tokens,
+                           m.eagle.dynamic.depth, m.eagle.dynamic.top_k);
+  }
   return m.name;
 }
 
@@ -266,6 +271,17 @@ int Run() {
     }
     configs.push_back({MethodLabel(*method), "main", *made});
     if (name == "mulo") configs.back().mulo = engine::MuloOptionsToJson(method->mulo);
+    if (name == "eagle") {  // EAGLE-1's static tree beside EAGLE-2's dynamic one
+      engine::MethodConfig static_tree = *method;
+      static_tree.eagle.static_tree = true;
+      auto made_static = engine::MakeMethod(static_tree, *family);
+      if (!made_static.ok()) {
+        std::fprintf(stderr, "error: --methods: %s
+", made_static.status().ToString().c_str());
+        return 2;
+      }
+      configs.push_back({MethodLabel(static_tree), "main", *made_static});
+    }
   }
   auto family_mulo = engine::FamilyMuloOptions(*family);
   if (!family_mulo.ok()) {
