@@ -276,8 +276,7 @@ int Run() {
       static_tree.eagle.static_tree = true;
       auto made_static = engine::MakeMethod(static_tree, *family);
       if (!made_static.ok()) {
-        std::fprintf(stderr, "error: --methods: %s
-", made_static.status().ToString().c_str());
+        std::fprintf(stderr, "error: --methods: %s\n", made_static.status().ToString().c_str());
         return 2;
       }
       configs.push_back({MethodLabel(static_tree), "main", *made_static});

@@ -37,14 +37,15 @@ TEST(MethodRegistryTest, ListsEveryMethodOfTheApiOnce) {
 
 TEST(MethodRegistryTest, BuildsImplementedMethodsWithTheirOptions) {
   const ModelSet family = Tiny();
-  for (const std::string name : {"ar", "speculative", "mulo"}) {
+  for (const std::string name : {"ar", "speculative", "mulo", "eagle"}) {
     MethodConfig config;
     config.name = name;
     auto method = MakeMethod(config, family);
     ASSERT_OK(method);
     EXPECT_EQ((*method)->name(), name);
   }
-  EXPECT_EQ(AvailableMethods(family), std::vector<std::string>({"ar", "speculative", "mulo"}));
+  EXPECT_EQ(AvailableMethods(family),
+            std::vector<std::string>({"ar", "speculative", "mulo", "eagle"}));
 }
 
 TEST(MethodRegistryTest, RefusesUnknownUnimplementedUnavailableAndInvalid) {
@@ -60,8 +61,9 @@ TEST(MethodRegistryTest, RefusesUnknownUnimplementedUnavailableAndInvalid) {
     EXPECT_EQ(not_yet.status().code(), StatusCode::kUnimplemented) << name;
     EXPECT_NE(not_yet.status().message().find("'" + name + "'"), std::string::npos);
   }
-  // EAGLE is implemented, but this family has no head.
+  // EAGLE is implemented, but without its head the family cannot run it.
   config.name = "eagle";
+  family.eagle = nullptr;
   auto no_head = MakeMethod(config, family);
   EXPECT_EQ(no_head.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(no_head.status().message().find("eagle"), std::string::npos);
@@ -79,7 +81,7 @@ TEST(MethodRegistryTest, RefusesUnknownUnimplementedUnavailableAndInvalid) {
   auto unavailable = MakeMethod(config, family);
   EXPECT_EQ(unavailable.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(unavailable.status().message().rfind("method: 'speculative' needs", 0), 0u);
-  EXPECT_EQ(AvailableMethods(family), std::vector<std::string>({"ar", "mulo"}));
+  EXPECT_EQ(AvailableMethods(family), std::vector<std::string>({"ar", "mulo"}));  // no head
 }
 
 TEST(MethodRegistryTest, TheReadmesMethodTableIsTheRegistry) {

@@ -43,6 +43,7 @@ TEST(ModelSetTest, LoadsEveryComponentAndCountsTheirWeights) {
         static_cast<const void*>(set->drafter.get()), static_cast<const void*>(set->chain.get()),
         static_cast<const void*>(set->upsampler.get()),
         static_cast<const void*>(set->downsampler.get()),
+        static_cast<const void*>(set->eagle.get()),
         static_cast<const void*>(set->neighbors.get())}) {
     EXPECT_NE(component, nullptr);
   }
@@ -50,7 +51,7 @@ TEST(ModelSetTest, LoadsEveryComponentAndCountsTheirWeights) {
   EXPECT_EQ(set->neighbors->max_neighbors(), set->vq->config().codebook_size - 1);
   int64_t expected = set->neighbors->table().nbytes();
   for (const char* c :
-       {"target", "vq", "conditioner", "drafter", "chain", "upsampler", "downsampler"}) {
+       {"target", "vq", "conditioner", "drafter", "chain", "upsampler", "downsampler", "eagle"}) {
     expected += Fp32Bytes(kTiny + "/" + c);
   }
   EXPECT_EQ(set->weight_bytes, expected);
