@@ -84,6 +84,9 @@ ABSL_FLAG(std::string, mulo_grid, "",
           "also run the MuLo-SD option sets of this JSON file: an array of objects with the "
           "keys of family.json's method_defaults.mulo, plus \"name\" (the row label) and "
           "\"base\": \"paper\" (default) or \"family\" (what unset keys take)");
+ABSL_FLAG(std::vector<std::string>, eagle_trees, {},
+          "with eagle in --methods: extra EAGLE-2 rows, each total_tokens/depth/top_k "
+          "(e.g. 8/4/2,16/4/4)");
 ABSL_FLAG(int, seeds_per_prompt, 1,
           "samples per prompt (seeds seed + id + 100000 s); > 1 adds the diversity columns");
 ABSL_FLAG(std::string, grid_out, "",
@@ -280,6 +283,22 @@ int Run() {
         return 2;
       }
       configs.push_back({MethodLabel(static_tree), "main", *made_static});
+      for (const std::string& spec : absl::GetFlag(FLAGS_eagle_trees)) {
+        engine::MethodConfig tree = *method;
+        int total = 0, depth = 0, top_k = 0;
+        if (std::sscanf(spec.c_str(), "%d/%d/%d", &total, &depth, &top_k) != 3) {
+          std::fprintf(stderr, "error: --eagle_trees: expected total/depth/top_k, got %s\n",
+                       spec.c_str());
+          return 2;
+        }
+        tree.eagle.dynamic = {total, depth, top_k};
+        auto made_tree = engine::MakeMethod(tree, *family);
+        if (!made_tree.ok()) {
+          std::fprintf(stderr, "error: --eagle_trees: %s\n", made_tree.status().ToString().c_str());
+          return 2;
+        }
+        configs.push_back({MethodLabel(tree), "eagle_trees", *made_tree});
+      }
     }
   }
   auto family_mulo = engine::FamilyMuloOptions(*family);
