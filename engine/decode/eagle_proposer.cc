@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "engine/sampling/guidance.h"
-#include "engine/sampling/logits_processor.h"
 #include "engine/sampling/without_replacement.h"
 
 namespace mulo::engine {
@@ -45,24 +43,37 @@ StatusOr<torch::Tensor> EagleProposer::CatchUp(DecodeSession& session) {
   return predicted.select(1, m - 1);
 }
 
-StatusOr<torch::Tensor> EagleProposer::FeedTreeNodes(
-    DecodeSession& session, const std::vector<int64_t>& tokens,
-    const std::vector<torch::Tensor>& features,
-    const std::vector<std::vector<int64_t>>& ancestor_rows) {
-  const int64_t m = static_cast<int64_t>(tokens.size()), rows = cache_.length();
+StatusOr<torch::Tensor> EagleProposer::FeedTreeNodes(DecodeSession& session,
+                                                     const std::vector<int64_t>& nodes,
+                                                     const std::vector<int64_t>& tokens,
+                                                     const std::vector<int64_t>& parents,
+                                                     const torch::Tensor& root_feature,
+                                                     FedNodes* fed) {
+  const int64_t m = static_cast<int64_t>(nodes.size()), rows = cache_.length();
+  fed->head_row.resize(tokens.size(), -1);
+  fed->predicted.resize(tokens.size());
   auto mask = torch::zeros({m, rows + m}, torch::kBool);
   mask.narrow(1, 0, committed_rows_).fill_(true);
   auto access = mask.accessor<bool, 2>();
+  std::vector<int64_t> node_tokens;
+  std::vector<torch::Tensor> inputs;
   for (int64_t i = 0; i < m; ++i) {
-    for (int64_t row : ancestor_rows[i]) access[i][row] = true;
+    const int64_t parent = parents[nodes[i]];
+    node_tokens.push_back(tokens[nodes[i]]);
+    inputs.push_back(parent < 0 ? root_feature : fed->predicted[parent]);
+    for (int64_t a = parent; a >= 0; a = parents[a]) access[i][fed->head_row[a]] = true;
     access[i][rows + i] = true;
   }
   MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings,
-                        target_.EmbedTokens(Ids(tokens, cache_.batch())));
+                        target_.EmbedTokens(Ids(node_tokens, cache_.batch())));
   MULO_ASSIGN_OR_RETURN(torch::Tensor predicted,
-                        head_.Forward(cache_, embeddings, torch::stack(features, 1),
+                        head_.Forward(cache_, embeddings, torch::stack(inputs, 1),
                                       mask.to(embeddings.device())));
   ++session.stats().draft_forward_passes;
+  for (int64_t i = 0; i < m; ++i) {
+    fed->head_row[nodes[i]] = rows + i;
+    fed->predicted[nodes[i]] = predicted.select(1, i);
+  }
   return predicted;
 }
 
@@ -78,7 +89,7 @@ torch::Tensor EagleProposer::Probabilities(DecodeSession& session,
   ranking.temperature = 1.0;
   ranking.top_k = 0;
   ranking.top_p = 1.0;
-  return ToProbabilities(GuidedLogits(logits, ranking.cfg_scale), ranking).to(torch::kCPU);
+  return session.Probabilities(logits, ranking).to(torch::kCPU);
 }
 
 StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t max_depth) {
@@ -93,16 +104,16 @@ StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t
   }
   MULO_ASSIGN_OR_RETURN(TreeShape shape, TreeFromParents(cut_parents));
   const int64_t length = shape.size();
-  std::vector<int64_t> tokens(length, -1), head_row(length, -1);
-  std::vector<torch::Tensor> q(length), after(length), predicted(length);
+  std::vector<int64_t> tokens(length, -1);
+  std::vector<torch::Tensor> q(length), after(length);
+  FedNodes fed;
   const torch::Tensor root_q = Probabilities(session, root_feature.unsqueeze(1))[0];
-  for (int64_t depth = 1; depth <= shape.max_depth(); ++depth) {
-    // Children of every drawn node one level up (the root for depth 1), without replacement.
-    for (int64_t parent = -1; parent < length; ++parent) {
-      if (parent >= 0 && (shape.depths[parent] != depth - 1 || tokens[parent] < 0)) continue;
-      if (parent < 0 && depth != 1) continue;
+  // Depth by depth: the nodes one level up whose children are drawn (the root first).
+  std::vector<int64_t> expanding = {-1};
+  for (int64_t depth = 1;; ++depth) {
+    // Each expanding node's children, without replacement from the head's distribution.
+    for (int64_t parent : expanding) {
       const std::vector<int64_t> children = shape.Children(parent);
-      if (children.empty()) continue;
       const SiblingDraws draws =
           DrawWithoutReplacement(parent < 0 ? root_q : after[parent],
                                  static_cast<int64_t>(children.size()),
@@ -113,27 +124,18 @@ StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t
       }
     }
     // The head's distribution after every drawn node of this depth that has children.
-    std::vector<int64_t> nodes, node_tokens;
-    std::vector<torch::Tensor> inputs;
-    std::vector<std::vector<int64_t>> ancestors;
+    expanding.clear();
     for (int64_t i = 0; i < length; ++i) {
-      if (shape.depths[i] != depth || tokens[i] < 0 || shape.Children(i).empty()) continue;
-      nodes.push_back(i);
-      node_tokens.push_back(tokens[i]);
-      inputs.push_back(shape.parents[i] < 0 ? root_feature : predicted[shape.parents[i]]);
-      std::vector<int64_t> rows;
-      for (int64_t a = shape.parents[i]; a >= 0; a = shape.parents[a]) rows.push_back(head_row[a]);
-      ancestors.push_back(rows);
+      if (shape.depths[i] == depth && tokens[i] >= 0 && !shape.Children(i).empty()) {
+        expanding.push_back(i);
+      }
     }
-    if (nodes.empty()) continue;
-    const int64_t first_row = cache_.length();
-    MULO_ASSIGN_OR_RETURN(torch::Tensor out,
-                          FeedTreeNodes(session, node_tokens, inputs, ancestors));
+    if (expanding.empty()) break;
+    MULO_ASSIGN_OR_RETURN(torch::Tensor out, FeedTreeNodes(session, expanding, tokens,
+                                                           shape.parents, root_feature, &fed));
     const torch::Tensor probs = Probabilities(session, out);
-    for (size_t j = 0; j < nodes.size(); ++j) {
-      predicted[nodes[j]] = out.select(1, static_cast<int64_t>(j));
-      after[nodes[j]] = probs[static_cast<int64_t>(j)];
-      head_row[nodes[j]] = first_row + static_cast<int64_t>(j);
+    for (size_t j = 0; j < expanding.size(); ++j) {
+      after[expanding[j]] = probs[static_cast<int64_t>(j)];
     }
   }
   MULO_RETURN_IF_ERROR(cache_.Truncate(committed_rows_));
@@ -163,31 +165,11 @@ StatusOr<TreeDraft> EagleProposer::ProposeDynamic(DecodeSession& session,
   cut.depth = std::min(options.depth, max_depth - 1);
   DynamicTreeBuilder builder(cut);
   builder.Start(Probabilities(session, root_feature.unsqueeze(1))[0].log());
-  std::vector<torch::Tensor> predicted;  // by builder node, once fed
-  std::vector<int64_t> head_row;
+  FedNodes fed;
   while (builder.expansions_left() > 0) {
-    const std::vector<int64_t> frontier = builder.frontier();
-    std::vector<int64_t> node_tokens;
-    std::vector<torch::Tensor> inputs;
-    std::vector<std::vector<int64_t>> ancestors;
-    for (int64_t node : frontier) {
-      const int64_t parent = builder.parents()[node];
-      node_tokens.push_back(builder.tokens()[node]);
-      inputs.push_back(parent < 0 ? root_feature : predicted[parent]);
-      std::vector<int64_t> rows;
-      for (int64_t a = parent; a >= 0; a = builder.parents()[a]) rows.push_back(head_row[a]);
-      ancestors.push_back(rows);
-    }
-    const int64_t first_row = cache_.length();
     MULO_ASSIGN_OR_RETURN(torch::Tensor out,
-                          FeedTreeNodes(session, node_tokens, inputs, ancestors));
-    const size_t recorded = builder.tokens().size();
-    predicted.resize(recorded);
-    head_row.resize(recorded, -1);
-    for (size_t j = 0; j < frontier.size(); ++j) {
-      predicted[frontier[j]] = out.select(1, static_cast<int64_t>(j));
-      head_row[frontier[j]] = first_row + static_cast<int64_t>(j);
-    }
+                          FeedTreeNodes(session, builder.frontier(), builder.tokens(),
+                                        builder.parents(), root_feature, &fed));
     builder.Expand(Probabilities(session, out).log());
   }
   MULO_RETURN_IF_ERROR(cache_.Truncate(committed_rows_));

@@ -52,13 +52,21 @@ class EagleProposer {
  private:
   // Feeds the queued pairs; returns the predicted feature after the last one [batch, dim].
   StatusOr<torch::Tensor> CatchUp(DecodeSession& session);
-  // One head forward over tree nodes: tokens[i] with input feature features[i] ([batch, dim],
-  // its parent's predicted feature), attending the committed pairs, the head rows of
-  // `ancestors[i]` and itself. Records each node's head row; returns predicted features
-  // [batch, m, dim].
-  StatusOr<torch::Tensor> FeedTreeNodes(DecodeSession& session, const std::vector<int64_t>& tokens,
-                                        const std::vector<torch::Tensor>& features,
-                                        const std::vector<std::vector<int64_t>>& ancestor_rows);
+  // The head rows and predicted features [batch, dim] of the tree nodes fed so far, indexed
+  // like the caller's node arrays.
+  struct FedNodes {
+    std::vector<int64_t> head_row;
+    std::vector<torch::Tensor> predicted;
+  };
+  // One head forward over `nodes` (indices into tokens / parents; their parents are fed
+  // already, or are the root): each node's input feature is its parent's predicted one
+  // (`root_feature` for the root's children), and it attends the committed pairs, its
+  // ancestors' head rows and itself. Records the nodes in `fed`; returns their predicted
+  // features [batch, nodes, dim].
+  StatusOr<torch::Tensor> FeedTreeNodes(DecodeSession& session, const std::vector<int64_t>& nodes,
+                                        const std::vector<int64_t>& tokens,
+                                        const std::vector<int64_t>& parents,
+                                        const torch::Tensor& root_feature, FedNodes* fed);
   // The drafter's probabilities [m, V] from predicted features [batch, m, dim].
   torch::Tensor Probabilities(DecodeSession& session, const torch::Tensor& features) const;
 

@@ -128,7 +128,12 @@ StatusOr<ModelStream*> DecodeSession::Open(const Transformer& model, StreamRole 
 }
 
 torch::Tensor DecodeSession::Probabilities(const torch::Tensor& logits) const {
-  return ToProbabilities(GuidedLogits(logits, request_.sampling.cfg_scale), request_.sampling);
+  return Probabilities(logits, request_.sampling);
+}
+
+torch::Tensor DecodeSession::Probabilities(const torch::Tensor& logits,
+                                           const SamplingParams& sampling) const {
+  return ToProbabilities(GuidedLogits(logits, sampling.cfg_scale), sampling);
 }
 
 int64_t DecodeSession::Draw(const torch::Tensor& logits, RngStream stream) {

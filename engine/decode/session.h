@@ -112,8 +112,9 @@ class DecodeSession {
 
   Rng& rng(RngStream stream) { return rngs_[static_cast<int>(stream)]; }
   // Probabilities [..., V] of logits [batch, ..., V]: guidance, then temperature / top-k /
-  // top-p, exactly as every draw sees them.
+  // top-p, exactly as every draw sees them (the request's, or `sampling`).
   torch::Tensor Probabilities(const torch::Tensor& logits) const;
+  torch::Tensor Probabilities(const torch::Tensor& logits, const SamplingParams& sampling) const;
   // A token from logits [batch, V] with `stream` (argmax at temperature 0, no randomness),
   // guided and tempered as the request asks, or as `sampling` when a stream has its own.
   int64_t Draw(const torch::Tensor& logits, RngStream stream);

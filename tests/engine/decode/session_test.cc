@@ -87,14 +87,10 @@ TEST(DecodeSessionTest, ATreeKeptDownToItsPathEqualsFeedingThePath) {
   // A tree after the prefix: node 0 (token 6, position 2) with children 1 (token 3) and 2
   // (token 11) at position 3, and node 3 (token 2, position 4) under node 2.
   const std::vector<int64_t> ids = {6, 3, 11, 2}, positions = {2, 3, 3, 4};
-  const std::vector<int64_t> parents = {-1, 0, 0, 2};
+  auto shape = TreeFromParents({-1, 0, 0, 2});
+  ASSERT_OK(shape);
   const int64_t cached = tree.cache().length();
-  auto mask = torch::zeros({4, cached + 4}, torch::kBool);
-  mask.narrow(1, 0, cached).fill_(true);
-  for (int64_t i = 0; i < 4; ++i) {
-    for (int64_t a = i; a >= 0; a = parents[a]) mask[i][cached + a] = true;
-  }
-  auto out = tree.FeedSet(ids, positions, mask, LogitsMode::kAll);
+  auto out = tree.FeedSet(ids, positions, TreeAttentionMask(*shape, cached), LogitsMode::kAll);
   ASSERT_OK(out);
   EXPECT_EQ(tree.fed(), prefix);  // unchanged until Keep
   // The accepted path 0 -> 2 -> 3 fed contiguously gives the same outputs...
