@@ -37,7 +37,9 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "bench/family_inputs.h"
 #include "bench/rgb_mat.h"
 #include "engine/decode/ar.h"
@@ -87,6 +89,11 @@ ABSL_FLAG(std::string, mulo_grid, "",
 ABSL_FLAG(std::vector<std::string>, eagle_trees, {},
           "with eagle in --methods: extra EAGLE-2 rows, each total_tokens/depth/top_k "
           "(e.g. 8/4/2,16/4/4)");
+ABSL_FLAG(std::vector<std::string>, tree_rows, {},
+          "extra tree-method rows, each method:key=value:... with method eagle, lantern or "
+          "lantern++ and keys k, delta, lambda, total, depth, top_k, static (0/1), unset keys "
+          "at the family's defaults (e.g. lantern:k=1000:delta=0.1,lantern++:lambda=5,"
+          "eagle:total=8:depth=4:top_k=2)");
 ABSL_FLAG(int, seeds_per_prompt, 1,
           "samples per prompt (seeds seed + id + 100000 s); > 1 adds the diversity columns");
 ABSL_FLAG(std::string, grid_out, "",
@@ -114,7 +121,8 @@ struct Row {
   int n = 0, pass = 0;
   double seconds = 0, target_forwards = 0, draft_forwards = 0, drafted = 0, accepted = 0,
          tokens = 0, resampled = 0, relaxed = 0, expansion = 0, prefix_own = 0,
-         prefix_down = 0;
+         prefix_down = 0, verify_steps = 0, pooled_drafts = 0, pooled_neighbors = 0;
+  std::vector<double> accepted_per_position;  // summed over samples
   std::array<double, engine::kNumPhases> phase_seconds{};
   std::vector<int> passes;         // per sample, in run order (paired with ar's)
   std::vector<double> diversity;   // per prompt: mean pairwise pixel distance of its samples
@@ -215,12 +223,64 @@ std::string ModelName(const engine::ModelSet& family, const void* model) {
 std::string MethodLabel(const engine::MethodConfig& m) {
   if (m.name == "speculative") return absl::StrFormat("speculative (gamma %d)", m.speculative.gamma);
   if (m.name == "mulo") return "mulo (family default)";
+  auto tree = [](const engine::EagleOptions& e) {
+    if (e.static_tree) return std::string("static 57-node tree");
+    return absl::StrFormat("dynamic %d / %d / %d", e.dynamic.total_tokens, e.dynamic.depth,
+                           e.dynamic.top_k);
+  };
   if (m.name == "eagle") {
-    if (m.eagle.static_tree) return "eagle static (EAGLE-1, 57 nodes)";
-    return absl::StrFormat("eagle dynamic (EAGLE-2, %d / %d / %d)", m.eagle.dynamic.total_tokens,
-                           m.eagle.dynamic.depth, m.eagle.dynamic.top_k);
+    return absl::StrFormat("eagle %s (%s)", m.eagle.static_tree ? "static" : "dynamic",
+                           m.eagle.static_tree ? "EAGLE-1, 57 nodes"
+                                               : "EAGLE-2, " + tree(m.eagle).substr(8));
+  }
+  if (m.name == "lantern") {
+    return absl::StrFormat("lantern (k %d, delta %g, %s)", m.lantern.k, m.lantern.delta,
+                           tree(m.lantern.tree));
+  }
+  if (m.name == "lantern++") {
+    return absl::StrFormat("lantern++ (k %d, lambda %g)", m.lantern_plus_plus.k,
+                           m.lantern_plus_plus.lambda);
   }
   return m.name;
+}
+
+// A --tree_rows entry: method:key=value:... over the family's defaults for that method.
+engine::StatusOr<engine::MethodConfig> ParseTreeRow(const std::string& spec,
+                                                    const engine::ModelSet& family) {
+  const std::vector<std::string> parts = absl::StrSplit(spec, ':');
+  MULO_ASSIGN_OR_RETURN(engine::MethodConfig m, engine::DefaultMethodConfig(parts[0], family));
+  if (m.name != "eagle" && m.name != "lantern" && m.name != "lantern++") {
+    return engine::InvalidArgumentError("--tree_rows: " + spec +
+                                        ": the method must be eagle, lantern or lantern++");
+  }
+  engine::EagleOptions& tree = m.name == "lantern" ? m.lantern.tree : m.eagle;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const std::vector<std::string> kv = absl::StrSplit(parts[i], absl::MaxSplits('=', 1));
+    double value = 0;
+    if (kv.size() != 2 || !absl::SimpleAtod(kv[1], &value)) {
+      return engine::InvalidArgumentError("--tree_rows: " + spec + ": expected key=number, got " +
+                                          parts[i]);
+    }
+    const std::string& key = kv[0];
+    if (key == "k") {
+      m.lantern.k = m.lantern_plus_plus.k = static_cast<int64_t>(value);
+    } else if (key == "delta") {
+      m.lantern.delta = value;
+    } else if (key == "lambda") {
+      m.lantern_plus_plus.lambda = value;
+    } else if (key == "total") {
+      tree.dynamic.total_tokens = static_cast<int>(value);
+    } else if (key == "depth") {
+      tree.dynamic.depth = static_cast<int>(value);
+    } else if (key == "top_k") {
+      tree.dynamic.top_k = static_cast<int>(value);
+    } else if (key == "static") {
+      tree.static_tree = value != 0;
+    } else {
+      return engine::InvalidArgumentError("--tree_rows: " + spec + ": unknown key " + key);
+    }
+  }
+  return m;
 }
 
 int Run() {
@@ -300,6 +360,21 @@ int Run() {
         configs.push_back({MethodLabel(tree), "eagle_trees", *made_tree});
       }
     }
+    if (name == "lantern++") {  // the paper's two settings: lambda 2 and 3
+      engine::MethodConfig three = *method;
+      three.lantern_plus_plus.lambda = 3.0;
+      auto made_three = engine::MakeMethod(three, *family);
+      if (made_three.ok()) configs.push_back({MethodLabel(three), "main", *made_three});
+    }
+  }
+  for (const std::string& spec : absl::GetFlag(FLAGS_tree_rows)) {
+    auto parsed = ParseTreeRow(spec, *family);
+    auto made = parsed.ok() ? engine::MakeMethod(*parsed, *family) : parsed.status();
+    if (!made.ok()) {
+      std::fprintf(stderr, "error: --tree_rows: %s\n", made.status().ToString().c_str());
+      return 2;
+    }
+    configs.push_back({MethodLabel(*parsed), "tree_rows", *made});
   }
   auto family_mulo = engine::FamilyMuloOptions(*family);
   if (!family_mulo.ok()) {
@@ -439,6 +514,15 @@ int Run() {
         row.expansion += s.expansion_resampled_tokens;
         row.prefix_own += s.prefix_own_tokens;
         row.prefix_down += s.prefix_downsampled_tokens;
+        row.verify_steps += s.verify_steps;
+        row.pooled_drafts += s.pooled_drafts;
+        row.pooled_neighbors += s.pooled_neighbors;
+        if (row.accepted_per_position.size() < s.accepted_per_position.size()) {
+          row.accepted_per_position.resize(s.accepted_per_position.size(), 0.0);
+        }
+        for (size_t d = 0; d < s.accepted_per_position.size(); ++d) {
+          row.accepted_per_position[d] += s.accepted_per_position[d];
+        }
         for (int p = 0; p < engine::kNumPhases; ++p) row.phase_seconds[p] += s.phase_seconds[p];
         if (seeds > 1) samples[r].push_back(image.clone());
         if (s_index == 0 && i < grid_prompts) row.grid.push_back(image.clone());
@@ -513,7 +597,8 @@ int Run() {
         "| %s | %.3f | %.2fx | %.2f | %s | %s | %.1f | %.1f | %s | %.1f%% | %+.1f +- %.1f |%s\n",
         row.config.name, sec, ar_sec / sec, row.tokens / row.target_forwards,
         row.drafted > 0 ? absl::StrFormat("%.3f", acceptance) : "-",
-        is_mulo ? absl::StrFormat("%.3f", relaxed) : "-", row.target_forwards / row.n,
+        is_mulo || row.relaxed > 0 ? absl::StrFormat("%.3f", relaxed) : "-",
+        row.target_forwards / row.n,
         row.draft_forwards / row.n, is_mulo ? absl::StrFormat("%.2f", st) : "-", score,
         score - ar_score, se,
         seeds > 1 ? absl::StrFormat(" %.0f%% |", 100 * diversity_ratio) : "");
@@ -588,6 +673,34 @@ int Run() {
   }
   md << phases;
   std::fputs(phases.c_str(), stdout);
+  // Tree and chain methods: how long the accepted paths are and, for the relaxed rules, how
+  // much of it the relaxation bought and how large the pooled sets were.
+  std::string paths =
+      "\ndraft paths: mean accepted length per verify step, accepted drafts per image at depth "
+      "1..6, the fraction of accepted drafts only the relaxation kept, mean pooled neighbours "
+      "|A| - 1 per judged draft\n\n| method | mean accepted length | depth 1 | 2 | 3 | 4 | 5 | 6 "
+      "| relaxed | mean abs(A) - 1 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  bool any_paths = false;
+  for (const Row& row : rows) {
+    if (row.verify_steps == 0 || row.accepted_per_position.empty()) continue;
+    any_paths = true;
+    absl::StrAppend(&paths, "| ", row.config.name, " | ",
+                    absl::StrFormat("%.2f", row.accepted / row.verify_steps), " |");
+    for (size_t d = 0; d < 6; ++d) {
+      const double v = d < row.accepted_per_position.size() ? row.accepted_per_position[d] : 0;
+      absl::StrAppend(&paths, absl::StrFormat(" %.1f |", v / row.n));
+    }
+    absl::StrAppend(
+        &paths,
+        row.accepted > 0 ? absl::StrFormat(" %.3f |", row.relaxed / row.accepted) : " - |",
+        row.pooled_drafts > 0
+            ? absl::StrFormat(" %.2f |\n", row.pooled_neighbors / row.pooled_drafts)
+            : " - |\n");
+  }
+  if (any_paths) {
+    md << paths;
+    std::fputs(paths.c_str(), stdout);
+  }
   std::fputs(header.c_str(), stdout);
   std::printf("\nwrote %s/methods.md and methods.csv%s\n", dir.c_str(),
               sweep.is_open() ? " and sweep.csv" : "");

@@ -42,18 +42,19 @@ ABSL_FLAG(std::string, method, "ar",
           "decoding method: any of the API's (listed in the usage above; `models` shows which "
           "each model runs). Method parameters left unset take the server's defaults");
 ABSL_FLAG(int, gamma, 0, "speculative: draft tokens per step");
-ABSL_FLAG(bool, static_tree, false, "eagle: EAGLE-1's static tree instead of EAGLE-2's dynamic one");
-ABSL_FLAG(int, total_tokens, 0, "eagle: dynamic tree nodes verified per step");
-ABSL_FLAG(int, tree_depth, 0, "eagle: dynamic tree expansions");
-ABSL_FLAG(int, tree_top_k, 0, "eagle: children per expanded node");
+ABSL_FLAG(bool, static_tree, false,
+          "eagle, lantern: EAGLE-1's static tree instead of EAGLE-2's dynamic one");
+ABSL_FLAG(int, total_tokens, 0, "eagle, lantern: dynamic tree nodes verified per step");
+ABSL_FLAG(int, tree_depth, 0, "eagle, lantern: dynamic tree expansions");
+ABSL_FLAG(int, tree_top_k, 0, "eagle, lantern: children per expanded node");
 ABSL_FLAG(std::string, preset, "family",
           "mulo: defaults of the unset parameters: family (the model's calibrated defaults) or "
           "paper (the MuLo-SD paper's settings)");
 ABSL_FLAG(double, tau, 0, "mulo: acceptance threshold");
 ABSL_FLAG(std::string, pooling, "", "mulo: additive, multiplicative or none");
-ABSL_FLAG(int, k, 0, "mulo: latent neighbours pooled besides the draft");
-ABSL_FLAG(double, delta, 0, "mulo: additive pooling bound");
-ABSL_FLAG(double, lambda, 0, "mulo: multiplicative pooling factor");
+ABSL_FLAG(int, k, 0, "mulo, lantern, lantern++: latent neighbours pooled besides the draft");
+ABSL_FLAG(double, delta, 0, "mulo, lantern: additive pooling bound");
+ABSL_FLAG(double, lambda, 0, "mulo, lantern++: multiplicative pooling factor");
 ABSL_FLAG(int, radius, 0, "mulo: local expansion radius");
 ABSL_FLAG(int, draft_rows, 0, "mulo: drafter rows per step");
 ABSL_FLAG(bool, raster, false, "mulo: raster-scan rejection instead of local expansion");
@@ -172,12 +173,26 @@ bool SetMethod(const std::string& method, const GivenFlags& given,
   if (request->has_speculative() && given.Has("gamma")) {
     request->mutable_speculative()->set_gamma(absl::GetFlag(FLAGS_gamma));
   }
-  if (request->has_eagle()) {
-    auto* e = request->mutable_eagle();
+  auto set_tree = [&](mulo::v1::EagleParams* e) {
     e->set_static_tree(absl::GetFlag(FLAGS_static_tree));
     if (given.Has("total_tokens")) e->set_total_tokens(absl::GetFlag(FLAGS_total_tokens));
     if (given.Has("tree_depth")) e->set_depth(absl::GetFlag(FLAGS_tree_depth));
     if (given.Has("tree_top_k")) e->set_top_k(absl::GetFlag(FLAGS_tree_top_k));
+  };
+  if (request->has_eagle()) set_tree(request->mutable_eagle());
+  if (request->has_lantern()) {
+    auto* l = request->mutable_lantern();
+    if (given.Has("k")) l->set_k(absl::GetFlag(FLAGS_k));
+    if (given.Has("delta")) l->set_delta(absl::GetFlag(FLAGS_delta));
+    if (given.Has("static_tree") || given.Has("total_tokens") || given.Has("tree_depth") ||
+        given.Has("tree_top_k")) {
+      set_tree(l->mutable_tree());
+    }
+  }
+  if (request->has_lantern_plus_plus()) {
+    auto* l = request->mutable_lantern_plus_plus();
+    if (given.Has("k")) l->set_k(absl::GetFlag(FLAGS_k));
+    if (given.Has("lambda")) l->set_lambda(absl::GetFlag(FLAGS_lambda));
   }
   if (request->has_mulo()) {
     auto* m = request->mutable_mulo();
@@ -315,6 +330,16 @@ int Generate(const GivenFlags& given) {
   if (s.drafted_tokens() > 0) {
     std::printf(", acceptance %.3f (%u/%u drafted), resampled %u", s.acceptance_rate(),
                 s.accepted_tokens(), s.drafted_tokens(), s.resampled_tokens());
+  }
+  if (s.mean_accepted_length() > 0) {
+    std::printf(", mean accepted length %.2f", s.mean_accepted_length());
+  }
+  if (s.relaxed_accepted_tokens() > 0) {
+    std::printf(", relaxed accepts %u", s.relaxed_accepted_tokens());
+  }
+  if (s.pooled_drafts() > 0) {
+    std::printf(", pooled sets %u (mean |A| - 1 %.2f)", s.pooled_drafts(),
+                s.mean_pooled_neighbors());
   }
   std::printf("\nphases:");
   for (const auto& [phase, t] : s.phase_seconds()) std::printf(" %s=%.3fs", phase.c_str(), t);

@@ -16,6 +16,8 @@ void FillStats(const engine::Stats& s, double queue_seconds, v1::Stats* out) {
   out->set_expansion_resampled_tokens(static_cast<uint32_t>(s.expansion_resampled_tokens));
   out->set_prefix_own_tokens(static_cast<uint32_t>(s.prefix_own_tokens));
   out->set_prefix_downsampled_tokens(static_cast<uint32_t>(s.prefix_downsampled_tokens));
+  out->set_pooled_drafts(static_cast<uint32_t>(s.pooled_drafts));
+  out->set_mean_pooled_neighbors(s.MeanPooledNeighbors());
   out->set_step_compression(s.StepCompression());
   out->set_acceptance_rate(s.AcceptanceRate());
   for (int64_t n : s.accepted_per_position) out->add_accepted_per_position(static_cast<uint32_t>(n));

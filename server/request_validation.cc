@@ -44,6 +44,15 @@ bool IsValidUtf8(const std::string& text) {
 // Puts the request's MuLo-SD fields over `options` (the family's defaults, or the paper's
 // with the PAPER preset). Open proto3 enums carry unknown numbers through; they are refused
 // rather than defaulted. Ranges are checked by the engine.
+// EAGLE's tree parameters, as sent for eagle and lantern (unset fields keep the defaults; the
+// engine checks the ranges).
+void MapEagleParams(const v1::EagleParams& e, engine::EagleOptions* options) {
+  options->static_tree = e.static_tree();
+  if (e.has_total_tokens()) options->dynamic.total_tokens = e.total_tokens();
+  if (e.has_depth()) options->dynamic.depth = e.depth();
+  if (e.has_top_k()) options->dynamic.top_k = e.top_k();
+}
+
 absl::Status MapMuloParams(const v1::MuloParams& m, engine::MuloOptions* options) {
   using P = v1::MuloParams;
   if (!P::Preset_IsValid(m.preset())) {
@@ -173,12 +182,17 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
       return mapped;
     }
   }
-  if (request.has_eagle()) {
-    const v1::EagleParams& e = request.eagle();
-    config.eagle.static_tree = e.static_tree();
-    if (e.has_total_tokens()) config.eagle.dynamic.total_tokens = e.total_tokens();
-    if (e.has_depth()) config.eagle.dynamic.depth = e.depth();
-    if (e.has_top_k()) config.eagle.dynamic.top_k = e.top_k();
+  if (request.has_eagle()) MapEagleParams(request.eagle(), &config.eagle);
+  if (request.has_lantern()) {
+    const v1::LanternParams& l = request.lantern();
+    if (l.has_k()) config.lantern.k = l.k();
+    if (l.has_delta()) config.lantern.delta = l.delta();
+    if (l.has_tree()) MapEagleParams(l.tree(), &config.lantern.tree);
+  }
+  if (request.has_lantern_plus_plus()) {
+    const v1::LanternPlusPlusParams& l = request.lantern_plus_plus();
+    if (l.has_k()) config.lantern_plus_plus.k = l.k();
+    if (l.has_lambda()) config.lantern_plus_plus.lambda = l.lambda();
   }
   // Methods without options here (ar, and those not implemented yet, which the registry
   // answers with UNIMPLEMENTED) need nothing but their name.

@@ -72,6 +72,13 @@ ServerMetrics::ServerMetrics() {
   relaxed_accepted_ = OrDie(registry_.AddCounter(
       "mulo_spec_relaxed_accepted_tokens_total",
       "Accepted drafts that only the relaxation (latent pooling) kept.", mm));
+  pooled_drafts_ = OrDie(registry_.AddCounter(
+      "mulo_spec_pooled_drafts_total",
+      "Drafts judged with a latent pooled set A (LANTERN, LANTERN++).", mm));
+  pooled_neighbors_ = OrDie(registry_.AddCounter(
+      "mulo_spec_pooled_neighbors_total",
+      "Latent neighbours pooled into the drafts' sets A (|A| - 1 summed; over "
+      "mulo_spec_pooled_drafts_total: the mean pooled set size).", mm));
   expansion_resampled_ = OrDie(registry_.AddCounter(
       "mulo_spec_expansion_resampled_tokens_total",
       "Accepted drafts re-sampled because they neighbour a rejection (MuLo-SD).", mm));
@@ -151,6 +158,8 @@ void ServerMetrics::RecordRequest(const RequestLogLine& line) {
   resampled_->WithLabels({model, method}).Inc(static_cast<double>(s.resampled_tokens));
   relaxed_accepted_->WithLabels({model, method})
       .Inc(static_cast<double>(s.relaxed_accepted_tokens));
+  pooled_drafts_->WithLabels({model, method}).Inc(static_cast<double>(s.pooled_drafts));
+  pooled_neighbors_->WithLabels({model, method}).Inc(static_cast<double>(s.pooled_neighbors));
   expansion_resampled_->WithLabels({model, method})
       .Inc(static_cast<double>(s.expansion_resampled_tokens));
   prefix_tokens_->WithLabels({model, method, "own"})

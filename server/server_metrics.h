@@ -49,6 +49,8 @@ class ServerMetrics {
   metrics::CounterFamily* expansion_resampled_;
   metrics::CounterFamily* prefix_tokens_;
   metrics::CounterFamily* accepted_per_position_;
+  metrics::CounterFamily* pooled_drafts_;
+  metrics::CounterFamily* pooled_neighbors_;
   metrics::HistogramFamily* request_duration_;
   metrics::HistogramFamily* queue_duration_;
   metrics::HistogramFamily* first_row_;

@@ -12,8 +12,10 @@ namespace {
 class EagleState : public SteppedMethod::State {
  public:
   EagleState(ModelStream* target, std::unique_ptr<EagleProposer> proposer,
-             const EagleOptions& options)
-      : target_(target), proposer_(std::move(proposer)), verifier_(options.accept),
+             const EagleOptions& options, std::shared_ptr<const LatentNeighbors> neighbors)
+      : target_(target),
+        proposer_(std::move(proposer)),
+        verifier_(options.accept, TreeRelaxation{options.relaxation, std::move(neighbors)}),
         options_(options) {}
 
   // Invariant: the target has been fed every committed token but the last (the root), and
@@ -56,8 +58,11 @@ class EagleState : public SteppedMethod::State {
                                 LogitsMode::kAll));
       ++stats.verify_steps;
       // 3. Recursive rejection from the root: p after node i is row 1 + i, after the root row
-      // 0 (the verifier wants it last).
-      const torch::Tensor p = session.Probabilities(out.logits);
+      // 0 (the verifier wants it last). Greedy relaxed verification pools the untempered
+      // distribution (the request's own is one-hot at temperature 0).
+      const torch::Tensor p = options_.relaxation.kind == Pooling::kNone
+                                  ? session.Probabilities(out.logits)
+                                  : session.RankingProbabilities(out.logits);
       MULO_ASSIGN_OR_RETURN(
           verdict,
           verifier_.Verify({tree.drafts, torch::cat({p.narrow(0, 1, length), p.narrow(0, 0, 1)}),
@@ -88,6 +93,9 @@ class EagleState : public SteppedMethod::State {
       for (int64_t i = 0; i < accepted; ++i) ++stats.accepted_per_position[i];
     }
     stats.accepted_tokens += accepted;
+    stats.relaxed_accepted_tokens += verdict.relaxed_accepts;
+    stats.pooled_drafts += verdict.pooled_drafts;
+    stats.pooled_neighbors += verdict.pooled_neighbors;
     stats.total_tree_depth += accepted;
     // The next token replaced rejected children (rather than extending a leaf).
     const int64_t last = accepted > 0 ? verdict.accepted.back() : -1;
@@ -106,19 +114,22 @@ class EagleState : public SteppedMethod::State {
 
 }  // namespace
 
-Status ValidateEagleOptions(const EagleOptions& options) {
+Status ValidateEagleOptions(const EagleOptions& options, const std::string& prefix) {
   const DynamicTreeOptions& d = options.dynamic;
   if (d.total_tokens < 1 || d.total_tokens > 256) {
-    return InvalidArgumentError("eagle.total_tokens: must be in [1, 256]");
+    return InvalidArgumentError(prefix + ".total_tokens: must be in [1, 256]");
   }
-  if (d.depth < 1 || d.depth > 32) return InvalidArgumentError("eagle.depth: must be in [1, 32]");
-  if (d.top_k < 1 || d.top_k > 64) return InvalidArgumentError("eagle.top_k: must be in [1, 64]");
+  if (d.depth < 1 || d.depth > 32) return InvalidArgumentError(prefix + ".depth: must be in [1, 32]");
+  if (d.top_k < 1 || d.top_k > 64) return InvalidArgumentError(prefix + ".top_k: must be in [1, 64]");
   return OkStatus();
 }
 
 Status EagleDecoder::Validate(const ModelSet& models) const {
   if (models.target == nullptr || models.eagle == nullptr) {
-    return FailedPreconditionError("eagle: the model family has no EAGLE head");
+    return FailedPreconditionError(name() + ": the model family has no EAGLE head");
+  }
+  if (options_.relaxation.kind != Pooling::kNone && models.neighbors == nullptr) {
+    return FailedPreconditionError(name() + ": the model family has no latent neighbour table");
   }
   return ValidateEagleOptions(options_);
 }
@@ -135,7 +146,7 @@ StatusOr<std::unique_ptr<SteppedMethod::State>> EagleDecoder::Begin(DecodeSessio
                                                   session.num_tokens() + tree_rows);
   proposer->Push(session.committed().back(), target->next_hidden());
   return std::unique_ptr<State>(
-      std::make_unique<EagleState>(target, std::move(proposer), options_));
+      std::make_unique<EagleState>(target, std::move(proposer), options_, models.neighbors));
 }
 
 }  // namespace mulo::engine

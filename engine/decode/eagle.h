@@ -12,6 +12,7 @@
 
 #include "engine/decode/dynamic_tree.h"
 #include "engine/decode/session.h"
+#include "engine/sampling/pooling.h"
 #include "engine/sampling/verifier.h"
 
 namespace mulo::engine {
@@ -20,11 +21,13 @@ struct EagleOptions {
   bool static_tree = false;     // true: EAGLE-1's static 58-node tree; false: EAGLE-2
   DynamicTreeOptions dynamic;   // EAGLE-2: total_tokens 60, depth 7, top_k 10
   AcceptRule accept;            // empty = AcceptDraft (min(1, p/q)); tests swap in broken rules
+  // LANTERN's latent relaxation of the acceptance test (tree_verifier.h); kNone = EAGLE.
+  PoolingRule relaxation{Pooling::kNone};
 };
 
-// INVALID_ARGUMENT naming "eagle.total_tokens" / "eagle.depth" / "eagle.top_k" when out of
-// range ([1, 256], [1, 32], [1, 64]).
-Status ValidateEagleOptions(const EagleOptions& options);
+// INVALID_ARGUMENT naming "<prefix>.total_tokens" / ".depth" / ".top_k" when out of range
+// ([1, 256], [1, 32], [1, 64]).
+Status ValidateEagleOptions(const EagleOptions& options, const std::string& prefix = "eagle");
 
 class EagleDecoder : public SteppedMethod {
  public:

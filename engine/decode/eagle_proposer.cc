@@ -81,15 +81,9 @@ torch::Tensor EagleProposer::Probabilities(DecodeSession& session,
                                            const torch::Tensor& features) const {
   torch::NoGradGuard no_grad;
   const auto logits = torch::linear(features, target_.output_weight()).to(torch::kFloat32);
-  if (!session.greedy()) return session.Probabilities(logits).to(torch::kCPU);
-  // Greedy: the request's distribution is one-hot, which would leave every node one child.
-  // Greedy verification only compares argmaxes, so the tree is ranked by the head's guided,
-  // untempered distribution and keeps its alternatives.
-  SamplingParams ranking = session.sampling();
-  ranking.temperature = 1.0;
-  ranking.top_k = 0;
-  ranking.top_p = 1.0;
-  return session.Probabilities(logits, ranking).to(torch::kCPU);
+  // Greedy verification only compares argmaxes, so a greedy tree is ranked by the head's
+  // guided, untempered distribution and keeps its alternatives.
+  return session.RankingProbabilities(logits).to(torch::kCPU);
 }
 
 StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t max_depth) {

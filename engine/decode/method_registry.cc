@@ -31,9 +31,10 @@ std::vector<MethodEntry> BuildTable() {
        Maker<MuloDecoder>(&MethodConfig::mulo)},
       {"eagle", "EAGLE-1 static / EAGLE-2 dynamic draft trees (lossless)", {C::kEagle}, true,
        Maker<EagleDecoder>(&MethodConfig::eagle)},
-      {"lantern", "LANTERN: EAGLE trees with pooled relaxed acceptance", {C::kEagle}, false, {}},
-      {"lantern++", "LANTERN++: static tree with multiplicative relaxation", {C::kEagle}, false,
-       {}},
+      {"lantern", "LANTERN: EAGLE trees with latent-pooled relaxed acceptance (delta)",
+       {C::kEagle}, true, Maker<LanternDecoder>(&MethodConfig::lantern)},
+      {"lantern++", "LANTERN++: static tree with multiplicative latent relaxation (lambda)",
+       {C::kEagle}, true, Maker<LanternPlusPlusDecoder>(&MethodConfig::lantern_plus_plus)},
       {"peanut", "PEANUT: adjacency-adaptive draft tree shapes", {C::kEagle}, false, {}},
       {"sjd", "speculative Jacobi decoding, no draft model (lossless)", {}, false, {}},
       {"gsd", "grouped speculative decoding: SJD with group acceptance", {}, false, {}},
@@ -97,6 +98,8 @@ StatusOr<MethodConfig> DefaultMethodConfig(const std::string& name, const ModelS
   MethodConfig config;
   config.name = name;
   MULO_ASSIGN_OR_RETURN(config.mulo, FamilyMuloOptions(models));
+  MULO_ASSIGN_OR_RETURN(config.lantern, FamilyLanternOptions(models));
+  MULO_ASSIGN_OR_RETURN(config.lantern_plus_plus, FamilyLanternPlusPlusOptions(models));
   return config;
 }
 
@@ -108,7 +111,12 @@ Status ValidateMethodDefaults(const ModelSet& models) {
     }
   }
   MULO_ASSIGN_OR_RETURN(MuloOptions mulo, FamilyMuloOptions(models));
+  MULO_ASSIGN_OR_RETURN(LanternOptions lantern, FamilyLanternOptions(models));
+  MULO_ASSIGN_OR_RETURN(LanternPlusPlusOptions lantern_plus_plus,
+                        FamilyLanternPlusPlusOptions(models));
   Status valid = ValidateMuloOptions(mulo);
+  if (valid.ok()) valid = ValidateLanternOptions(lantern);
+  if (valid.ok()) valid = ValidateLanternPlusPlusOptions(lantern_plus_plus);
   if (!valid.ok()) {
     return InvalidArgumentError(models.name + " family.json method_defaults: " +
                                 valid.message());

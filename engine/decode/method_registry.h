@@ -14,6 +14,7 @@
 #include "engine/core/status.h"
 #include "engine/decode/ar.h"
 #include "engine/decode/eagle.h"
+#include "engine/decode/lantern.h"
 #include "engine/decode/mulo.h"
 #include "engine/decode/speculative.h"
 
@@ -27,6 +28,8 @@ struct MethodConfig {
   SpeculativeOptions speculative;
   MuloOptions mulo;
   EagleOptions eagle;
+  LanternOptions lantern;
+  LanternPlusPlusOptions lantern_plus_plus;
 };
 
 enum class Component { kDrafter, kChain, kUpsampler, kDownsampler, kEagle };

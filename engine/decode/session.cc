@@ -136,6 +136,15 @@ torch::Tensor DecodeSession::Probabilities(const torch::Tensor& logits,
   return ToProbabilities(GuidedLogits(logits, sampling.cfg_scale), sampling);
 }
 
+torch::Tensor DecodeSession::RankingProbabilities(const torch::Tensor& logits) const {
+  if (!greedy()) return Probabilities(logits);
+  SamplingParams ranking = request_.sampling;
+  ranking.temperature = 1.0;
+  ranking.top_k = 0;
+  ranking.top_p = 1.0;
+  return Probabilities(logits, ranking);
+}
+
 int64_t DecodeSession::Draw(const torch::Tensor& logits, RngStream stream) {
   return Draw(logits, stream, request_.sampling);
 }

@@ -115,6 +115,11 @@ class DecodeSession {
   // top-p, exactly as every draw sees them (the request's, or `sampling`).
   torch::Tensor Probabilities(const torch::Tensor& logits) const;
   torch::Tensor Probabilities(const torch::Tensor& logits, const SamplingParams& sampling) const;
+  // What tree methods rank drafts by and relaxed rules pool: the request's probabilities,
+  // except at temperature 0 the guided distribution untempered and unfiltered (the request's
+  // own is one-hot there, which would leave a tree one child per node and nothing to pool;
+  // its argmax is the same).
+  torch::Tensor RankingProbabilities(const torch::Tensor& logits) const;
   // A token from logits [batch, V] with `stream` (argmax at temperature 0, no randomness),
   // guided and tempered as the request asks, or as `sampling` when a stream has its own.
   int64_t Draw(const torch::Tensor& logits, RngStream stream);

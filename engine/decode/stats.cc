@@ -28,6 +28,7 @@ std::string Stats::ToString() const {
       << " accepted=" << accepted_tokens << " resampled=" << resampled_tokens
       << " relaxed_accepted=" << relaxed_accepted_tokens
       << " expansion_resampled=" << expansion_resampled_tokens
+      << " pooled_drafts=" << pooled_drafts << " pooled_neighbors=" << pooled_neighbors
       << " prefix_own=" << prefix_own_tokens << " prefix_downsampled=" << prefix_downsampled_tokens
       << " step_compression=" << StepCompression() << " total=" << total_seconds << "s";
   for (int i = 0; i < kNumPhases; ++i) {

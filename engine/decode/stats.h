@@ -36,6 +36,10 @@ struct Stats {
   int64_t resampled_tokens = 0;
   // Relaxed methods: accepted drafts the exact rule would not have kept (kept by pooling).
   int64_t relaxed_accepted_tokens = 0;
+  // Latent relaxations (LANTERN family): drafts whose pooled set A was formed, and the
+  // neighbours pooled for them (|A| - 1 summed); their ratio is the mean pooled set size.
+  int64_t pooled_drafts = 0;
+  int64_t pooled_neighbors = 0;
   // MuLo-SD: re-sampled positions that were accepted themselves but neighbour a rejection.
   int64_t expansion_resampled_tokens = 0;
   // MuLo-SD: drafter prefix tokens that are the drafter's own draws, and those re-derived
@@ -60,6 +64,9 @@ struct Stats {
   }
   double MeanTreeDepth() const {
     return verify_steps ? static_cast<double>(total_tree_depth) / verify_steps : 0.0;
+  }
+  double MeanPooledNeighbors() const {
+    return pooled_drafts ? static_cast<double>(pooled_neighbors) / pooled_drafts : 0.0;
   }
   double PhaseSeconds(Phase p) const { return phase_seconds[static_cast<int>(p)]; }
 

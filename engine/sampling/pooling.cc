@@ -15,7 +15,9 @@ struct Prefix {
 
 Prefix PrefixWithinBound(const torch::Tensor& probs, const torch::Tensor& tokens,
                          const LatentNeighbors& neighbors, const PoolingRule& rule) {
-  auto p = probs.to(torch::kFloat32);
+  // float64 rows (a verifier's running residual) stay float64, so that a pooled mass of zero
+  // is exactly zero; everything else is scored in float32.
+  auto p = probs.scalar_type() == torch::kFloat64 ? probs : probs.to(torch::kFloat32);
   Prefix out;
   out.own = p.gather(1, tokens.to(p.device()).view({-1, 1})).squeeze(1).to(torch::kFloat64);
   const int64_t m = rule.kind == Pooling::kNone
@@ -87,6 +89,14 @@ PooledProbabilities Pool(const torch::Tensor& probs, const torch::Tensor& tokens
 torch::Tensor PooledProbability(const torch::Tensor& probs, const torch::Tensor& tokens,
                                 const LatentNeighbors& neighbors, const PoolingRule& rule) {
   return Pool(probs, tokens, neighbors, rule).pooled;
+}
+
+torch::Tensor PooledMass(const torch::Tensor& probs, const torch::Tensor& tokens,
+                         const LatentNeighbors& neighbors, const PoolingRule& rule) {
+  torch::NoGradGuard no_grad;
+  Prefix prefix = PrefixWithinBound(probs, tokens, neighbors, rule);
+  if (prefix.cumulative.size(1) == 0) return torch::zeros_like(prefix.own);
+  return (prefix.cumulative * prefix.within.to(torch::kFloat64)).amax(1);
 }
 
 torch::Tensor PooledNeighborCount(const torch::Tensor& probs, const torch::Tensor& tokens,

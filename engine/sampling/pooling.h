@@ -47,6 +47,11 @@ PooledProbabilities Pool(const torch::Tensor& probs, const torch::Tensor& tokens
 torch::Tensor PooledProbability(const torch::Tensor& probs, const torch::Tensor& tokens,
                                 const LatentNeighbors& neighbors, const PoolingRule& rule);
 
+// The borrowed mass c_m alone, p~(x_i) - p(x_i): [L] float64, exactly 0 where nothing is
+// pooled (a relaxed verifier's "did pooling change anything").
+torch::Tensor PooledMass(const torch::Tensor& probs, const torch::Tensor& tokens,
+                         const LatentNeighbors& neighbors, const PoolingRule& rule);
+
 // How many neighbours were pooled at each position (|A| - 1): [L] int64.
 torch::Tensor PooledNeighborCount(const torch::Tensor& probs, const torch::Tensor& tokens,
                                   const LatentNeighbors& neighbors, const PoolingRule& rule);

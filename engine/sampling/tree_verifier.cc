@@ -1,5 +1,6 @@
 #include "engine/sampling/tree_verifier.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "engine/core/torch_guard.h"
@@ -17,7 +18,42 @@ std::vector<std::vector<int64_t>> ChildrenByRow(const std::vector<int64_t>& pare
   return children;
 }
 
+// The relaxation's second chance after the exact test min(1, p/q) rejected: accepting with
+// (b - a) / (1 - a) makes the overall probability b = min(1, p~/q).
+bool RelaxedSecondChance(double p_x, double pooled_x, double q_x, Rng& rng) {
+  const double a = std::min(1.0, p_x / q_x), b = std::min(1.0, pooled_x / q_x);
+  if (b <= a || a >= 1.0) return false;
+  return rng.Uniform() * (1.0 - a) < b - a;
+}
+
+// p' renormalised; a row with no mass left becomes uniform, as the reference does.
+void Renormalise(torch::Tensor& target) {
+  const double rest = target.sum().item<double>();
+  if (rest > 0) {
+    target /= rest;
+  } else {
+    target.fill_(1.0 / static_cast<double>(target.size(0)));
+  }
+}
+
 }  // namespace
+
+double TreeVerifier::Borrowed(const torch::Tensor& target, int64_t x, Verdict* verdict) const {
+  if (!relaxation_.active()) return 0.0;
+  const auto token = torch::tensor({x}, torch::kInt64);
+  const auto row = target.unsqueeze(0);
+  ++verdict->pooled_drafts;
+  verdict->pooled_neighbors +=
+      PooledNeighborCount(row, token, *relaxation_.neighbors, relaxation_.rule)
+          .item<int64_t>();
+  return PooledMass(row, token, *relaxation_.neighbors, relaxation_.rule).item<double>();
+}
+
+torch::Tensor TreeVerifier::RejectedNeighbourhood(int64_t x) const {
+  const LatentNeighbors& n = *relaxation_.neighbors;
+  const int64_t count = std::min(relaxation_.rule.k + 1, n.max_neighbors());
+  return n.table()[x].narrow(0, 0, count).to(torch::kCPU);
+}
 
 StatusOr<Verdict> TreeVerifier::Verify(const VerifyInput& input, const VerifierRngs& rngs) const {
   const DraftBatch& drafts = input.drafts;
@@ -36,54 +72,111 @@ StatusOr<Verdict> TreeVerifier::Verify(const VerifyInput& input, const VerifierR
   if (drafts.q.defined() && drafts.q.size(0) != length) {
     return InvalidArgumentError("TreeVerifier: q, when given, needs a row per draft");
   }
+  if (relaxation_.active() && (relaxation_.neighbors == nullptr ||
+                               relaxation_.neighbors->codebook_size() != input.p.size(1))) {
+    return InvalidArgumentError(
+        "TreeVerifier: a relaxation needs the latent neighbour table of the p's vocabulary");
+  }
   return GuardTorch("TreeVerifier", [&]() -> StatusOr<Verdict> {
     const auto p = input.p.to(torch::kCPU, torch::kFloat64);
-    const auto q = drafts.q.defined() ? drafts.q.to(torch::kCPU, torch::kFloat64) : torch::Tensor();
     const auto children = ChildrenByRow(drafts.parents);
-    Verdict verdict;
-    int64_t row = length;  // the root
-    while (true) {
-      torch::Tensor target = p[row].clone();
-      int64_t kept = -1;
-      if (input.greedy) {
-        const int64_t best = target.argmax().item<int64_t>();
-        for (int64_t child : children[row]) {
-          if (drafts.tokens[child] == best) {
-            kept = child;
-            break;
-          }
-        }
-        if (kept < 0) {
-          verdict.next_token = best;
-          return verdict;
-        }
-      } else {
-        for (int64_t child : children[row]) {
-          const int64_t x = drafts.tokens[child];
-          const double p_x = target[x].item<double>();
-          const double q_x = q.defined() ? q[child][x].item<double>() : 1.0;
-          if (rule_ ? rule_(p_x, q_x, *rngs.accept) : AcceptDraft(p_x, q_x, *rngs.accept)) {
-            kept = child;
-            break;
-          }
-          verdict.rejected.push_back(child);
-          if (q.defined()) {
-            target = ResidualDistribution(target, q[child]).to(torch::kFloat64);
-          } else {
-            target[x] = 0.0;  // max(p' - onehot(x), 0), renormalised
-            const double rest = target.sum().item<double>();
-            if (rest > 0) target /= rest;
-          }
-        }
-        if (kept < 0) {
-          verdict.next_token = SampleFromProbabilities(target, *rngs.draw);
-          return verdict;
-        }
-      }
-      verdict.accepted.push_back(kept);
-      row = kept;
-    }
+    if (input.greedy) return Greedy(p, drafts, children);
+    const auto q = drafts.q.defined() ? drafts.q.to(torch::kCPU, torch::kFloat64) : torch::Tensor();
+    return Sampled(p, q, drafts, children, rngs);
   });
+}
+
+Verdict TreeVerifier::Greedy(const torch::Tensor& p, const DraftBatch& drafts,
+                             const std::vector<std::vector<int64_t>>& children) const {
+  const int64_t length = drafts.size();
+  Verdict verdict;
+  // kept[i]: draft i is the argmax after its parent (with p(x) raised to p~(x) when relaxed);
+  // relaxed[i]: kept only thanks to the relaxation.
+  std::vector<bool> kept(length, false), relaxed(length, false);
+  std::vector<int64_t> best(length + 1);
+  for (int64_t row = 0; row <= length; ++row) best[row] = p[row].argmax().item<int64_t>();
+  for (int64_t i = 0; i < length; ++i) {
+    const int64_t row = drafts.parents[i] < 0 ? length : drafts.parents[i];
+    const int64_t x = drafts.tokens[i];
+    kept[i] = x == best[row];
+    if (!kept[i] && relaxation_.active()) {
+      torch::Tensor raised = p[row].clone();
+      raised[x] += Borrowed(p[row], x, &verdict);
+      kept[i] = relaxed[i] = raised.argmax().item<int64_t>() == x;
+    }
+  }
+  // The longest kept path below every node: children come after their parents, so drafts
+  // from the last, then the root (row L).
+  std::vector<int64_t> kept_depth(length + 1, 0);
+  auto settle = [&](int64_t row) {
+    for (int64_t child : children[row]) {
+      if (kept[child]) kept_depth[row] = std::max(kept_depth[row], 1 + kept_depth[child]);
+    }
+  };
+  for (int64_t i = length - 1; i >= 0; --i) {
+    if (kept[i]) settle(i);
+  }
+  settle(length);
+  int64_t row = length;  // the root
+  while (kept_depth[row] > 0) {
+    int64_t next = -1;
+    for (int64_t child : children[row]) {
+      if (kept[child] && 1 + kept_depth[child] == kept_depth[row]) {
+        next = child;
+        break;
+      }
+    }
+    verdict.accepted.push_back(next);
+    verdict.relaxed_accepts += relaxed[next];
+    row = next;
+  }
+  verdict.next_token = best[row];
+  return verdict;
+}
+
+Verdict TreeVerifier::Sampled(const torch::Tensor& p, const torch::Tensor& q,
+                              const DraftBatch& drafts,
+                              const std::vector<std::vector<int64_t>>& children,
+                              const VerifierRngs& rngs) const {
+  const int64_t length = drafts.size();
+  Verdict verdict;
+  int64_t row = length;  // the root
+  while (true) {
+    torch::Tensor target = p[row].clone();
+    int64_t kept = -1;
+    for (int64_t child : children[row]) {
+      const int64_t x = drafts.tokens[child];
+      const double p_x = target[x].item<double>();
+      const double q_x = q.defined() ? q[child][x].item<double>() : 1.0;
+      const double borrowed = Borrowed(target, x, &verdict);
+      bool accept = rule_ ? rule_(p_x, q_x, *rngs.accept) : AcceptDraft(p_x, q_x, *rngs.accept);
+      if (!accept && borrowed > 0.0 &&
+          RelaxedSecondChance(p_x, p_x + borrowed, q_x, *rngs.accept)) {
+        accept = true;
+        ++verdict.relaxed_accepts;
+      }
+      if (accept) {
+        kept = child;
+        break;
+      }
+      verdict.rejected.push_back(child);
+      if (q.defined()) {  // p' <- norm(max(p' - q_x, 0)), q_x without the neighbourhood
+        torch::Tensor taken = q[child];
+        if (borrowed > 0.0) taken = taken.index_fill(0, RejectedNeighbourhood(x), 0.0);
+        target = ResidualDistribution(target, taken).to(torch::kFloat64);
+      } else {  // max(p' - onehot(x), 0), and the neighbourhood, renormalised
+        target[x] = 0.0;
+        if (borrowed > 0.0) target.index_fill_(0, RejectedNeighbourhood(x), 0.0);
+        Renormalise(target);
+      }
+    }
+    if (kept < 0) {
+      verdict.next_token = SampleFromProbabilities(target, *rngs.draw);
+      return verdict;
+    }
+    verdict.accepted.push_back(kept);
+    row = kept;
+  }
 }
 
 }  // namespace mulo::engine

@@ -13,13 +13,11 @@
 //   TreeVerifier             (tree_verifier.h)    EAGLE: recursive rejection over siblings,
 //                                                 static (q without replacement) or
 //                                                 deterministic (q = 1) trees; greedy = the
-//                                                 path of argmaxes
-// The rules still to come fit it unchanged (checked against their papers' definitions):
-//   LanternVerifier(k, delta, neighbors) LANTERN: keep x with min(1, p(A_{k,delta}(x)) /
-//       q(x)), the pooled p over x's latent neighbourhood; residual from norm(max(p' - q, 0))
-//       with p' the pooled-relaxed target. Needs: whole p and q rows, the neighbour table.
-//   LanternPlusPlusVerifier(k, lambda, neighbors)  LANTERN++: multiplicative relaxation,
-//       keep x with min(1, max_{y in B_k(x)} lambda-scaled p(y) / q(x)). Same inputs.
+//                                                 path of argmaxes. With a TreeRelaxation:
+//                                                 LANTERN (additive delta) and LANTERN++
+//                                                 (multiplicative lambda), keep x with
+//                                                 min(1, p~(x) / q(x))
+// The rule still to come fits it unchanged (checked against its paper's definition):
 //   GroupVerifier(group_size, thresholds, embeddings)  GSD: the group G(x) of tokens ranked near
 //       x by p with |p(y) - p(x)| and embedding-distance bounds, keep with min(1, p(G) /
 //       q(G)); reject as exact. Needs: whole p and q rows, token embeddings (constructor).
@@ -70,6 +68,10 @@ struct Verdict {
   // Accepted drafts that the exact rule (no relaxation) would not have kept, for the relaxed
   // rules that can tell (pooled threshold: below tau on its own probability).
   int64_t relaxed_accepts = 0;
+  // Latent relaxations (LANTERN family): drafts whose pooled set was formed, and the
+  // neighbours pooled for them, summed (|A| - 1 per draft).
+  int64_t pooled_drafts = 0;
+  int64_t pooled_neighbors = 0;
 };
 
 // The acceptance stream decides keep / reject; the draw stream draws replacements.

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <opencv2/imgcodecs.hpp>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -68,16 +69,21 @@ TEST_F(ClientTest, GenerateWritesThePngAndPrintsStats) {
   const int size = TinyImageSize(*server_);
   ASSERT_GT(size, 0);
   const std::string out = absl::StrCat(::testing::TempDir(), "/client_image.png");
-  for (const std::string method : {"ar", "speculative", "mulo", "eagle", "eagle static"}) {
+  const std::vector<std::vector<std::string>> methods = {
+      {"--method=ar"},
+      {"--method=speculative"},
+      {"--method=mulo"},
+      {"--method=eagle"},
+      {"--method=eagle", "--static_tree"},
+      {"--method=lantern", "--k=4", "--delta=0.2", "--static_tree"},
+      {"--method=lantern++", "--k=4", "--lambda=3"}};
+  for (const std::vector<std::string>& method_args : methods) {
+    const std::string method = absl::StrJoin(method_args, " ");
     std::remove(out.c_str());
     std::vector<std::string> args = {"generate", "--model=tiny",
                                      "--prompt='a small red circle in the top left'", "--seed=3",
                                      "--out=" + out};
-    if (method == "eagle static") {
-      args.insert(args.end(), {"--method=eagle", "--static_tree"});
-    } else {
-      args.push_back("--method=" + method);
-    }
+    args.insert(args.end(), method_args.begin(), method_args.end());
     ClientRun run = Client(*server_, args);
     ASSERT_EQ(run.exit_code, 0) << method << ": " << run.output;
     cv::Mat image = cv::imread(out, cv::IMREAD_COLOR);
@@ -86,8 +92,11 @@ TEST_F(ClientTest, GenerateWritesThePngAndPrintsStats) {
     EXPECT_EQ(image.rows, size);
     EXPECT_NE(run.output.find("target forwards"), std::string::npos) << run.output;
     EXPECT_NE(run.output.find("phases:"), std::string::npos) << run.output;
-    if (method != "ar") {
+    if (method != "--method=ar") {
       EXPECT_NE(run.output.find("acceptance"), std::string::npos) << run.output;
+    }
+    if (method.find("lantern") != std::string::npos) {
+      EXPECT_NE(run.output.find("pooled sets"), std::string::npos) << run.output;
     }
   }
 }
@@ -96,7 +105,8 @@ TEST_F(ClientTest, ModelsListsTheFamilyAndItsMethods) {
   ClientRun run = Client(*server_, {"models"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("tiny"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("ar,speculative,mulo,eagle"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("ar,speculative,mulo,eagle,lantern,lantern++"), std::string::npos)
+      << run.output;
 }
 
 TEST_F(ClientTest, ServerErrorsPrintCodeAndMessageAndExitNonZero) {

@@ -275,8 +275,6 @@ TEST(ServerIntegrationTest, DeclaredButUnimplementedMethodsAreUnimplementedNamin
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = (*server)->NewStub();
   const std::vector<std::pair<std::string, std::function<void(v1::GenerateRequest*)>>> methods = {
-      {"lantern", [](auto* r) { r->mutable_lantern(); }},
-      {"lantern++", [](auto* r) { r->mutable_lantern_plus_plus(); }},
       {"peanut", [](auto* r) { r->mutable_peanut(); }},
       {"sjd", [](auto* r) { r->mutable_sjd(); }},
       {"gsd", [](auto* r) { r->mutable_gsd(); }},
@@ -293,6 +291,56 @@ TEST(ServerIntegrationTest, DeclaredButUnimplementedMethodsAreUnimplementedNamin
     EXPECT_TRUE(result.rows.empty()) << name;
   }
   EXPECT_TRUE(RunStream(*stub, ValidRequest()).status.ok());
+}
+
+// LANTERN and LANTERN++ over the wire: with the relaxation off they return EAGLE's image for
+// the same seed; with it on they report their pooled sets in Stats and the metrics; a bad
+// parameter is INVALID_ARGUMENT naming it.
+TEST(ServerIntegrationTest, LanternRequestsReduceToEagleAndReportTheirPooledSets) {
+  auto server = ServerProcess::Start(kRepository);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = (*server)->NewStub();
+  v1::GenerateRequest request = ValidRequest(3);
+  auto tokens = [](const StreamResult& r) {
+    return std::vector<uint32_t>(r.image->tokens().begin(), r.image->tokens().end());
+  };
+  double lossless_pooled = 0;  // lambda 1 still forms its pooled sets (pooling nothing)
+  for (bool static_tree : {false, true}) {
+    request.mutable_eagle()->set_static_tree(static_tree);
+    StreamResult eagle = RunStream(*stub, request);
+    ASSERT_TRUE(eagle.status.ok()) << eagle.status.error_message();
+    request.mutable_lantern()->set_delta(0.0);
+    request.mutable_lantern()->mutable_tree()->set_static_tree(static_tree);
+    StreamResult lantern = RunStream(*stub, request);
+    ASSERT_TRUE(lantern.status.ok()) << lantern.status.error_message();
+    EXPECT_EQ(tokens(lantern), tokens(eagle)) << "static " << static_tree;
+    if (static_tree) {
+      request.mutable_lantern_plus_plus()->set_lambda(1.0);
+      StreamResult plus = RunStream(*stub, request);
+      ASSERT_TRUE(plus.status.ok()) << plus.status.error_message();
+      EXPECT_EQ(tokens(plus), tokens(eagle));
+      EXPECT_EQ(plus.image->stats().relaxed_accepted_tokens(), 0u);
+      lossless_pooled = plus.image->stats().pooled_drafts();
+    }
+  }
+  request.mutable_lantern_plus_plus()->set_lambda(5.0);
+  request.mutable_lantern_plus_plus()->set_k(8);
+  StreamResult relaxed = RunStream(*stub, request);
+  ASSERT_TRUE(relaxed.status.ok()) << relaxed.status.error_message();
+  const v1::Stats& stats = relaxed.image->stats();
+  EXPECT_GT(stats.pooled_drafts(), 0u);
+  EXPECT_GT(stats.mean_pooled_neighbors(), 0.0);
+  EXPECT_LE(stats.mean_pooled_neighbors(), 8.0);
+  EXPECT_EQ((*server)->MetricSum("mulo_spec_pooled_drafts_total", {"method=\"lantern++\""}),
+            lossless_pooled + stats.pooled_drafts());
+  EXPECT_EQ((*server)->MetricSum("mulo_spec_relaxed_accepted_tokens_total",
+                                 {"method=\"lantern++\""}),
+            stats.relaxed_accepted_tokens() + 0.0);
+  request.mutable_lantern()->set_delta(2.0);
+  StreamResult bad = RunStream(*stub, request);
+  EXPECT_EQ(bad.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad.status.error_message().rfind("lantern.delta:", 0), 0u)
+      << bad.status.error_message();
 }
 
 TEST(ServerIntegrationTest, QueueOverflowIsUnavailableAndTheRestComplete) {

@@ -1,4 +1,5 @@
-"""Unit tests of the family's training tools: the VQ's object-weighted loss, train_all's
+"""Unit tests of the family's training tools: the VQ's object-weighted loss, the LANTERN
+defaults scaled to a codebook, train_all's
 lanes (stage order, threads per lane, failure and resume, the recorded wall time) and
 train_ar's data-parallel ranks (the same training as one process, resumable)."""
 import json
@@ -23,6 +24,7 @@ import domain  # noqa: E402
 import train_all  # noqa: E402
 import train_vq  # noqa: E402
 import vq_decoder  # noqa: E402
+import scale_lantern_defaults  # noqa: E402
 import wall_ledger  # noqa: E402
 
 
@@ -94,6 +96,33 @@ DRIVER = textwrap.dedent("""
     sys.argv = ["train_all.py"] + sys.argv[3:]
     train_all.main()
 """)
+
+
+class ScaleLanternDefaultsTest(unittest.TestCase):
+    def test_k_keeps_the_papers_share_of_the_codebook(self):
+        d = scale_lantern_defaults.defaults(1024)
+        self.assertEqual(d["lantern"]["k"], 62)      # 1000 / 16384 of 1024
+        self.assertEqual(d["lantern++"]["k"], 1)     # 10 / 8192 of 1024, at least 1
+        self.assertEqual(d["lantern"]["delta"], 0.1)
+        self.assertEqual(d["lantern++"]["lambda"], 2.0)
+        # On the papers' own codebooks the papers' values come back.
+        self.assertEqual(scale_lantern_defaults.defaults(16384)["lantern"]["k"], 1000)
+        self.assertEqual(scale_lantern_defaults.defaults(8192)["lantern++"]["k"], 10)
+
+    def test_writes_the_family_file_keeping_other_defaults(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            os.makedirs(os.path.join(tmp, "vq"))
+            with open(os.path.join(tmp, "vq", "config.json"), "w") as f:
+                json.dump({"codebook_size": 4096}, f)
+            with open(os.path.join(tmp, "family.json"), "w") as f:
+                json.dump({"components": {"vq": "vq"},
+                           "method_defaults": {"mulo": {"tau": 0.001}}}, f)
+            subprocess.run([sys.executable, os.path.join(SYNTH, "scale_lantern_defaults.py"),
+                            "--models", tmp], check=True, capture_output=True)
+            family = json.load(open(os.path.join(tmp, "family.json")))
+            self.assertEqual(family["method_defaults"]["mulo"], {"tau": 0.001})
+            self.assertEqual(family["method_defaults"]["lantern"]["k"], 250)
+            self.assertEqual(family["method_defaults"]["lantern++"]["k"], 5)
 
 
 class TrainAllLanesTest(unittest.TestCase):
