@@ -86,9 +86,6 @@ ABSL_FLAG(std::string, mulo_grid, "",
           "also run the MuLo-SD option sets of this JSON file: an array of objects with the "
           "keys of family.json's method_defaults.mulo, plus \"name\" (the row label) and "
           "\"base\": \"paper\" (default) or \"family\" (what unset keys take)");
-ABSL_FLAG(std::vector<std::string>, eagle_trees, {},
-          "with eagle in --methods: extra EAGLE-2 rows, each total_tokens/depth/top_k "
-          "(e.g. 8/4/2,16/4/4)");
 ABSL_FLAG(std::vector<std::string>, tree_rows, {},
           "extra tree-method rows, each method:key=value:... with method eagle, lantern or "
           "lantern++ and keys k, delta, lambda, total, depth, top_k, static (0/1), unset keys "
@@ -325,56 +322,44 @@ int Run() {
   wanted.erase(std::remove(wanted.begin(), wanted.end(), "ar"), wanted.end());
   wanted.insert(wanted.begin(), "ar");
   std::vector<Config> configs;
+  // A row for `config`, labelled by MethodLabel; false (after saying why, naming `flag`) when
+  // the registry refuses it.
+  auto add_row = [&](const engine::MethodConfig& config, const std::string& group,
+                     const char* flag) {
+    auto made = engine::MakeMethod(config, *family);
+    if (!made.ok()) {
+      std::fprintf(stderr, "error: %s: %s\n", flag, made.status().ToString().c_str());
+      return false;
+    }
+    configs.push_back({MethodLabel(config), group, *made});
+    return true;
+  };
   for (const std::string& name : wanted) {
     auto method = engine::DefaultMethodConfig(name, *family);
-    auto made = method.ok() ? engine::MakeMethod(*method, *family) : method.status();
-    if (!made.ok()) {
-      std::fprintf(stderr, "error: --methods: %s\n", made.status().ToString().c_str());
+    if (!method.ok()) {
+      std::fprintf(stderr, "error: --methods: %s\n", method.status().ToString().c_str());
       return 2;
     }
-    configs.push_back({MethodLabel(*method), "main", *made});
+    if (!add_row(*method, "main", "--methods")) return 2;
     if (name == "mulo") configs.back().mulo = engine::MuloOptionsToJson(method->mulo);
     if (name == "eagle") {  // EAGLE-1's static tree beside EAGLE-2's dynamic one
       engine::MethodConfig static_tree = *method;
       static_tree.eagle.static_tree = true;
-      auto made_static = engine::MakeMethod(static_tree, *family);
-      if (!made_static.ok()) {
-        std::fprintf(stderr, "error: --methods: %s\n", made_static.status().ToString().c_str());
-        return 2;
-      }
-      configs.push_back({MethodLabel(static_tree), "main", *made_static});
-      for (const std::string& spec : absl::GetFlag(FLAGS_eagle_trees)) {
-        engine::MethodConfig tree = *method;
-        int total = 0, depth = 0, top_k = 0;
-        if (std::sscanf(spec.c_str(), "%d/%d/%d", &total, &depth, &top_k) != 3) {
-          std::fprintf(stderr, "error: --eagle_trees: expected total/depth/top_k, got %s\n",
-                       spec.c_str());
-          return 2;
-        }
-        tree.eagle.dynamic = {total, depth, top_k};
-        auto made_tree = engine::MakeMethod(tree, *family);
-        if (!made_tree.ok()) {
-          std::fprintf(stderr, "error: --eagle_trees: %s\n", made_tree.status().ToString().c_str());
-          return 2;
-        }
-        configs.push_back({MethodLabel(tree), "eagle_trees", *made_tree});
-      }
+      if (!add_row(static_tree, "main", "--methods")) return 2;
     }
     if (name == "lantern++") {  // the paper's two settings: lambda 2 and 3
       engine::MethodConfig three = *method;
       three.lantern_plus_plus.lambda = 3.0;
-      auto made_three = engine::MakeMethod(three, *family);
-      if (made_three.ok()) configs.push_back({MethodLabel(three), "main", *made_three});
+      if (!add_row(three, "main", "--methods")) return 2;
     }
   }
   for (const std::string& spec : absl::GetFlag(FLAGS_tree_rows)) {
     auto parsed = ParseTreeRow(spec, *family);
-    auto made = parsed.ok() ? engine::MakeMethod(*parsed, *family) : parsed.status();
-    if (!made.ok()) {
-      std::fprintf(stderr, "error: --tree_rows: %s\n", made.status().ToString().c_str());
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "error: --tree_rows: %s\n", parsed.status().ToString().c_str());
       return 2;
     }
-    configs.push_back({MethodLabel(*parsed), "tree_rows", *made});
+    if (!add_row(*parsed, "tree_rows", "--tree_rows")) return 2;
   }
   auto family_mulo = engine::FamilyMuloOptions(*family);
   if (!family_mulo.ok()) {

@@ -40,6 +40,13 @@ Prefix PrefixWithinBound(const torch::Tensor& probs, const torch::Tensor& tokens
   return out;
 }
 
+// c_m per position: cumsum is non-decreasing, so the masked maximum is the longest valid
+// prefix's sum (exactly 0 when no neighbour is pooled).
+torch::Tensor BorrowedMass(const Prefix& prefix) {
+  if (prefix.cumulative.size(1) == 0) return torch::zeros_like(prefix.own);
+  return (prefix.cumulative * prefix.within.to(torch::kFloat64)).amax(1);
+}
+
 }  // namespace
 
 const char* PoolingName(Pooling pooling) {
@@ -76,13 +83,9 @@ PooledProbabilities Pool(const torch::Tensor& probs, const torch::Tensor& tokens
   Prefix prefix = PrefixWithinBound(probs, tokens, neighbors, rule);
   PooledProbabilities out;
   out.own = prefix.own.to(torch::kFloat32);
-  if (prefix.cumulative.size(1) == 0) {
-    out.pooled = out.own;
-    return out;
-  }
-  // cumsum is non-decreasing, so the masked maximum is the longest valid prefix's sum.
-  auto extra = (prefix.cumulative * prefix.within.to(torch::kFloat64)).amax(1);
-  out.pooled = (prefix.own + extra).to(torch::kFloat32);
+  out.pooled = prefix.cumulative.size(1) == 0
+                   ? out.own
+                   : (prefix.own + BorrowedMass(prefix)).to(torch::kFloat32);
   return out;
 }
 
@@ -91,18 +94,16 @@ torch::Tensor PooledProbability(const torch::Tensor& probs, const torch::Tensor&
   return Pool(probs, tokens, neighbors, rule).pooled;
 }
 
-torch::Tensor PooledMass(const torch::Tensor& probs, const torch::Tensor& tokens,
-                         const LatentNeighbors& neighbors, const PoolingRule& rule) {
+PooledSet PoolSet(const torch::Tensor& probs, const torch::Tensor& tokens,
+                  const LatentNeighbors& neighbors, const PoolingRule& rule) {
   torch::NoGradGuard no_grad;
   Prefix prefix = PrefixWithinBound(probs, tokens, neighbors, rule);
-  if (prefix.cumulative.size(1) == 0) return torch::zeros_like(prefix.own);
-  return (prefix.cumulative * prefix.within.to(torch::kFloat64)).amax(1);
+  return PooledSet{BorrowedMass(prefix), prefix.within.sum(1)};
 }
 
 torch::Tensor PooledNeighborCount(const torch::Tensor& probs, const torch::Tensor& tokens,
                                   const LatentNeighbors& neighbors, const PoolingRule& rule) {
-  torch::NoGradGuard no_grad;
-  return PrefixWithinBound(probs, tokens, neighbors, rule).within.sum(1);
+  return PoolSet(probs, tokens, neighbors, rule).neighbors;
 }
 
 }  // namespace mulo::engine

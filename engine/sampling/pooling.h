@@ -47,12 +47,16 @@ PooledProbabilities Pool(const torch::Tensor& probs, const torch::Tensor& tokens
 torch::Tensor PooledProbability(const torch::Tensor& probs, const torch::Tensor& tokens,
                                 const LatentNeighbors& neighbors, const PoolingRule& rule);
 
-// The borrowed mass c_m alone, p~(x_i) - p(x_i): [L] float64, exactly 0 where nothing is
-// pooled (a relaxed verifier's "did pooling change anything").
-torch::Tensor PooledMass(const torch::Tensor& probs, const torch::Tensor& tokens,
-                         const LatentNeighbors& neighbors, const PoolingRule& rule);
+// What pooling borrows for each x_i, from one pass over its neighbours: the mass c_m =
+// p~(x_i) - p(x_i), [L] float64 and exactly 0 where nothing is pooled (a relaxed verifier's
+// "did pooling change anything"), and the neighbours pooled (|A| - 1), [L] int64.
+struct PooledSet {
+  torch::Tensor borrowed, neighbors;
+};
+PooledSet PoolSet(const torch::Tensor& probs, const torch::Tensor& tokens,
+                  const LatentNeighbors& neighbors, const PoolingRule& rule);
 
-// How many neighbours were pooled at each position (|A| - 1): [L] int64.
+// PoolSet(...).neighbors alone.
 torch::Tensor PooledNeighborCount(const torch::Tensor& probs, const torch::Tensor& tokens,
                                   const LatentNeighbors& neighbors, const PoolingRule& rule);
 

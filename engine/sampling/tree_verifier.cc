@@ -40,13 +40,11 @@ void Renormalise(torch::Tensor& target) {
 
 double TreeVerifier::Borrowed(const torch::Tensor& target, int64_t x, Verdict* verdict) const {
   if (!relaxation_.active()) return 0.0;
-  const auto token = torch::tensor({x}, torch::kInt64);
-  const auto row = target.unsqueeze(0);
+  const PooledSet set = PoolSet(target.unsqueeze(0), torch::tensor({x}, torch::kInt64),
+                                *relaxation_.neighbors, relaxation_.rule);
   ++verdict->pooled_drafts;
-  verdict->pooled_neighbors +=
-      PooledNeighborCount(row, token, *relaxation_.neighbors, relaxation_.rule)
-          .item<int64_t>();
-  return PooledMass(row, token, *relaxation_.neighbors, relaxation_.rule).item<double>();
+  verdict->pooled_neighbors += set.neighbors.item<int64_t>();
+  return set.borrowed.item<double>();
 }
 
 torch::Tensor TreeVerifier::RejectedNeighbourhood(int64_t x) const {
@@ -93,8 +91,8 @@ Verdict TreeVerifier::Greedy(const torch::Tensor& p, const DraftBatch& drafts,
   // kept[i]: draft i is the argmax after its parent (with p(x) raised to p~(x) when relaxed);
   // relaxed[i]: kept only thanks to the relaxation.
   std::vector<bool> kept(length, false), relaxed(length, false);
-  std::vector<int64_t> best(length + 1);
-  for (int64_t row = 0; row <= length; ++row) best[row] = p[row].argmax().item<int64_t>();
+  const torch::Tensor best_rows = p.argmax(1);  // the argmax after every node and the root
+  const auto best = best_rows.accessor<int64_t, 1>();
   for (int64_t i = 0; i < length; ++i) {
     const int64_t row = drafts.parents[i] < 0 ? length : drafts.parents[i];
     const int64_t x = drafts.tokens[i];
