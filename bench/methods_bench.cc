@@ -29,6 +29,7 @@
 #include <opencv2/imgcodecs.hpp>
 #define MULO_HAVE_IMGCODECS 1
 #endif
+#include <set>
 #include <string>
 #include <vector>
 
@@ -86,11 +87,12 @@ ABSL_FLAG(std::string, mulo_grid, "",
           "also run the MuLo-SD option sets of this JSON file: an array of objects with the "
           "keys of family.json's method_defaults.mulo, plus \"name\" (the row label) and "
           "\"base\": \"paper\" (default) or \"family\" (what unset keys take)");
-ABSL_FLAG(std::vector<std::string>, tree_rows, {},
-          "extra tree-method rows, each method:key=value:... with method eagle, lantern or "
-          "lantern++ and keys k, delta, lambda, total, depth, top_k, static (0/1), unset keys "
-          "at the family's defaults (e.g. lantern:k=1000:delta=0.1,lantern++:lambda=5,"
-          "eagle:total=8:depth=4:top_k=2)");
+ABSL_FLAG(std::vector<std::string>, rows, {},
+          "extra rows, each method:key=value:... over the family's defaults for the method: "
+          "eagle, lantern, lantern++ with keys k, delta, lambda, total, depth, top_k, static "
+          "(0/1); sjd, gsd, zipar with keys window, init (0 random, 1 repeat_horizon), "
+          "group_size, gap, distance (e.g. lantern:k=1000:delta=0.1,eagle:total=8:depth=4:"
+          "top_k=2,sjd:window=4:init=1,gsd:group_size=1,zipar:window=4)");
 ABSL_FLAG(int, seeds_per_prompt, 1,
           "samples per prompt (seeds seed + id + 100000 s); > 1 adds the diversity columns");
 ABSL_FLAG(std::string, grid_out, "",
@@ -238,24 +240,34 @@ std::string MethodLabel(const engine::MethodConfig& m) {
     return absl::StrFormat("lantern++ (k %d, lambda %g)", m.lantern_plus_plus.k,
                            m.lantern_plus_plus.lambda);
   }
+  if (m.name == "sjd") {
+    return absl::StrFormat("sjd (window %d, %s)", m.sjd.window, engine::JacobiInitName(m.sjd.init));
+  }
+  if (m.name == "gsd") {
+    return absl::StrFormat("gsd (window %d, group %d, gap %g, distance %g)", m.gsd.window,
+                           m.gsd.group.size, m.gsd.group.max_probability_gap,
+                           m.gsd.group.max_embedding_distance);
+  }
+  if (m.name == "zipar") return absl::StrFormat("zipar (window %d)", m.zipar.window);
   return m.name;
 }
 
-// A --tree_rows entry: method:key=value:... over the family's defaults for that method.
-engine::StatusOr<engine::MethodConfig> ParseTreeRow(const std::string& spec,
-                                                    const engine::ModelSet& family) {
+// A --rows entry: method:key=value:... over the family's defaults for that method.
+engine::StatusOr<engine::MethodConfig> ParseRow(const std::string& spec,
+                                                const engine::ModelSet& family) {
   const std::vector<std::string> parts = absl::StrSplit(spec, ':');
   MULO_ASSIGN_OR_RETURN(engine::MethodConfig m, engine::DefaultMethodConfig(parts[0], family));
-  if (m.name != "eagle" && m.name != "lantern" && m.name != "lantern++") {
-    return engine::InvalidArgumentError("--tree_rows: " + spec +
-                                        ": the method must be eagle, lantern or lantern++");
+  const std::set<std::string> known = {"eagle", "lantern", "lantern++", "sjd", "gsd", "zipar"};
+  if (known.count(m.name) == 0) {
+    return engine::InvalidArgumentError(
+        "--rows: " + spec + ": the method must be eagle, lantern, lantern++, sjd, gsd or zipar");
   }
   engine::EagleOptions& tree = m.name == "lantern" ? m.lantern.tree : m.eagle;
   for (size_t i = 1; i < parts.size(); ++i) {
     const std::vector<std::string> kv = absl::StrSplit(parts[i], absl::MaxSplits('=', 1));
     double value = 0;
     if (kv.size() != 2 || !absl::SimpleAtod(kv[1], &value)) {
-      return engine::InvalidArgumentError("--tree_rows: " + spec + ": expected key=number, got " +
+      return engine::InvalidArgumentError("--rows: " + spec + ": expected key=number, got " +
                                           parts[i]);
     }
     const std::string& key = kv[0];
@@ -273,8 +285,19 @@ engine::StatusOr<engine::MethodConfig> ParseTreeRow(const std::string& spec,
       tree.dynamic.top_k = static_cast<int>(value);
     } else if (key == "static") {
       tree.static_tree = value != 0;
+    } else if (key == "window") {
+      m.sjd.window = m.gsd.window = m.zipar.window = static_cast<int64_t>(value);
+    } else if (key == "init") {
+      m.sjd.init = m.gsd.init =
+          value != 0 ? engine::JacobiInit::kRepeatHorizon : engine::JacobiInit::kRandom;
+    } else if (key == "group_size") {
+      m.gsd.group.size = static_cast<int64_t>(value);
+    } else if (key == "gap") {
+      m.gsd.group.max_probability_gap = value;
+    } else if (key == "distance") {
+      m.gsd.group.max_embedding_distance = value;
     } else {
-      return engine::InvalidArgumentError("--tree_rows: " + spec + ": unknown key " + key);
+      return engine::InvalidArgumentError("--rows: " + spec + ": unknown key " + key);
     }
   }
   return m;
@@ -353,13 +376,13 @@ int Run() {
       if (!add_row(three, "main", "--methods")) return 2;
     }
   }
-  for (const std::string& spec : absl::GetFlag(FLAGS_tree_rows)) {
-    auto parsed = ParseTreeRow(spec, *family);
+  for (const std::string& spec : absl::GetFlag(FLAGS_rows)) {
+    auto parsed = ParseRow(spec, *family);
     if (!parsed.ok()) {
-      std::fprintf(stderr, "error: --tree_rows: %s\n", parsed.status().ToString().c_str());
+      std::fprintf(stderr, "error: --rows: %s\n", parsed.status().ToString().c_str());
       return 2;
     }
-    if (!add_row(*parsed, "tree_rows", "--tree_rows")) return 2;
+    if (!add_row(*parsed, "rows", "--rows")) return 2;
   }
   auto family_mulo = engine::FamilyMuloOptions(*family);
   if (!family_mulo.ok()) {

@@ -67,6 +67,14 @@ ABSL_FLAG(int, parallel_radius, 0,
           "mulo: with --resample=parallel, the 2D reach within which re-samples stay sequential");
 ABSL_FLAG(double, draft_cfg_scale, 0, "mulo: the drafter's guidance scale");
 ABSL_FLAG(double, draft_temperature, 0, "mulo: the drafter's temperature");
+ABSL_FLAG(int, window, 0,
+          "sjd, gsd: draft tokens per Jacobi iteration; zipar: tokens of a row before the next "
+          "row starts (the grid width is plain AR)");
+ABSL_FLAG(std::string, init, "", "sjd: new window tokens: random or repeat_horizon");
+ABSL_FLAG(int, group_size, 0, "gsd: tokens ranked around the draft that may join its group");
+ABSL_FLAG(double, max_probability_gap, 0, "gsd: a group member's largest |p(y) - p(x)|");
+ABSL_FLAG(double, max_embedding_distance, 0,
+          "gsd: a group member's largest squared embedding distance to the draft");
 ABSL_FLAG(uint64_t, seed, 0, "sampling seed");
 ABSL_FLAG(double, cfg_scale, -1, "CFG scale (-1 = the model's default)");
 ABSL_FLAG(double, temperature, -1, "sampling temperature (-1 = default 1.0; 0 = greedy)");
@@ -193,6 +201,35 @@ bool SetMethod(const std::string& method, const GivenFlags& given,
     auto* l = request->mutable_lantern_plus_plus();
     if (given.Has("k")) l->set_k(absl::GetFlag(FLAGS_k));
     if (given.Has("lambda")) l->set_lambda(absl::GetFlag(FLAGS_lambda));
+  }
+  if (request->has_sjd()) {
+    auto* j = request->mutable_sjd();
+    if (given.Has("window")) j->set_window(absl::GetFlag(FLAGS_window));
+    if (given.Has("init")) {
+      using J = mulo::v1::SjdParams;
+      const auto* found = J::Init_descriptor()->FindValueByName(
+          absl::AsciiStrToUpper(absl::GetFlag(FLAGS_init)));
+      if (found == nullptr || found->number() == 0) {
+        std::fprintf(stderr, "error: --init=%s is not random or repeat_horizon\n",
+                     absl::GetFlag(FLAGS_init).c_str());
+        return false;
+      }
+      j->set_init(static_cast<J::Init>(found->number()));
+    }
+  }
+  if (request->has_gsd()) {
+    auto* g = request->mutable_gsd();
+    if (given.Has("window")) g->set_window(absl::GetFlag(FLAGS_window));
+    if (given.Has("group_size")) g->set_group_size(absl::GetFlag(FLAGS_group_size));
+    if (given.Has("max_probability_gap")) {
+      g->set_max_probability_gap(absl::GetFlag(FLAGS_max_probability_gap));
+    }
+    if (given.Has("max_embedding_distance")) {
+      g->set_max_embedding_distance(absl::GetFlag(FLAGS_max_embedding_distance));
+    }
+  }
+  if (request->has_zipar() && given.Has("window")) {
+    request->mutable_zipar()->set_window(absl::GetFlag(FLAGS_window));
   }
   if (request->has_mulo()) {
     auto* m = request->mutable_mulo();
@@ -327,6 +364,7 @@ int Generate(const GivenFlags& given) {
       seconds(), first_row, s.queue_seconds(), s.total_seconds());
   std::printf("target forwards %u, draft forwards %u, step compression %.2f",
               s.target_forward_passes(), s.draft_forward_passes(), s.step_compression());
+  if (s.iterations() > 0) std::printf(", iterations %u", s.iterations());
   if (s.drafted_tokens() > 0) {
     std::printf(", acceptance %.3f (%u/%u drafted), resampled %u", s.acceptance_rate(),
                 s.accepted_tokens(), s.drafted_tokens(), s.resampled_tokens());
@@ -338,7 +376,7 @@ int Generate(const GivenFlags& given) {
     std::printf(", relaxed accepts %u", s.relaxed_accepted_tokens());
   }
   if (s.pooled_drafts() > 0) {
-    std::printf(", pooled sets %u (mean |A| - 1 %.2f)", s.pooled_drafts(),
+    std::printf(", pooled sets %u (mean size - 1 %.2f)", s.pooled_drafts(),
                 s.mean_pooled_neighbors());
   }
   std::printf("\nphases:");

@@ -22,6 +22,7 @@ void FillStats(const engine::Stats& s, double queue_seconds, v1::Stats* out) {
   out->set_acceptance_rate(s.AcceptanceRate());
   for (int64_t n : s.accepted_per_position) out->add_accepted_per_position(static_cast<uint32_t>(n));
   out->set_mean_accepted_length(s.MeanAcceptedLength());
+  out->set_iterations(static_cast<uint32_t>(s.verify_steps));
   for (int i = 0; i < engine::kNumPhases; ++i) {
     if (s.phase_seconds[i] > 0) {
       (*out->mutable_phase_seconds())[engine::PhaseName(static_cast<engine::Phase>(i))] =

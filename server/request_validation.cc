@@ -194,6 +194,28 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
     if (l.has_k()) config.lantern_plus_plus.k = l.k();
     if (l.has_lambda()) config.lantern_plus_plus.lambda = l.lambda();
   }
+  if (request.has_sjd()) {
+    const v1::SjdParams& j = request.sjd();
+    if (j.has_window()) config.sjd.window = j.window();
+    switch (j.init()) {
+      case v1::SjdParams::INIT_UNSPECIFIED:
+      case v1::SjdParams::RANDOM: config.sjd.init = engine::JacobiInit::kRandom; break;
+      case v1::SjdParams::REPEAT_HORIZON: config.sjd.init = engine::JacobiInit::kRepeatHorizon; break;
+      default: return Invalid("sjd.init", absl::StrCat(j.init(), " is not RANDOM or REPEAT_HORIZON"));
+    }
+  }
+  if (request.has_gsd()) {
+    const v1::GsdParams& g = request.gsd();
+    if (g.has_window()) config.gsd.window = g.window();
+    if (g.has_group_size()) config.gsd.group.size = g.group_size();
+    if (g.has_max_probability_gap()) config.gsd.group.max_probability_gap = g.max_probability_gap();
+    if (g.has_max_embedding_distance()) {
+      config.gsd.group.max_embedding_distance = g.max_embedding_distance();
+    }
+  }
+  if (request.has_zipar() && request.zipar().has_window()) {
+    config.zipar.window = request.zipar().window();
+  }
   // Methods without options here (ar, and those not implemented yet, which the registry
   // answers with UNIMPLEMENTED) need nothing but their name.
   auto decoder = engine::MakeMethod(config, *out.models);

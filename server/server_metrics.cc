@@ -74,11 +74,15 @@ ServerMetrics::ServerMetrics() {
       "Accepted drafts that only the relaxation (latent pooling) kept.", mm));
   pooled_drafts_ = OrDie(registry_.AddCounter(
       "mulo_spec_pooled_drafts_total",
-      "Drafts judged with a latent pooled set A (LANTERN, LANTERN++).", mm));
+      "Drafts judged with a pooled set: LANTERN's latent set A, GSD's group G.", mm));
   pooled_neighbors_ = OrDie(registry_.AddCounter(
       "mulo_spec_pooled_neighbors_total",
-      "Latent neighbours pooled into the drafts' sets A (|A| - 1 summed; over "
+      "Tokens pooled with the drafts (|A| - 1 or |G| - 1 summed; over "
       "mulo_spec_pooled_drafts_total: the mean pooled set size).", mm));
+  iterations_ = OrDie(registry_.AddCounter(
+      "mulo_decode_iterations_total",
+      "Decoding rounds after the prefill: draft-and-verify steps, or ZipAR's parallel steps "
+      "(mulo_spec_accepted_tokens_total over it: accepted drafts per round).", mm));
   expansion_resampled_ = OrDie(registry_.AddCounter(
       "mulo_spec_expansion_resampled_tokens_total",
       "Accepted drafts re-sampled because they neighbour a rejection (MuLo-SD).", mm));
@@ -160,6 +164,7 @@ void ServerMetrics::RecordRequest(const RequestLogLine& line) {
       .Inc(static_cast<double>(s.relaxed_accepted_tokens));
   pooled_drafts_->WithLabels({model, method}).Inc(static_cast<double>(s.pooled_drafts));
   pooled_neighbors_->WithLabels({model, method}).Inc(static_cast<double>(s.pooled_neighbors));
+  iterations_->WithLabels({model, method}).Inc(static_cast<double>(s.verify_steps));
   expansion_resampled_->WithLabels({model, method})
       .Inc(static_cast<double>(s.expansion_resampled_tokens));
   prefix_tokens_->WithLabels({model, method, "own"})

@@ -51,6 +51,7 @@ class ServerMetrics {
   metrics::CounterFamily* accepted_per_position_;
   metrics::CounterFamily* pooled_drafts_;
   metrics::CounterFamily* pooled_neighbors_;
+  metrics::CounterFamily* iterations_;
   metrics::HistogramFamily* request_duration_;
   metrics::HistogramFamily* queue_duration_;
   metrics::HistogramFamily* first_row_;

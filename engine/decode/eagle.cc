@@ -86,17 +86,10 @@ class EagleState : public SteppedMethod::State {
     for (int64_t j = n; j < static_cast<int64_t>(x.size()); ++j) {
       proposer_->Push(x[j], out.hidden.select(1, feature_rows[j - n]));
     }
-    if (accepted > 0) {
-      if (static_cast<int64_t>(stats.accepted_per_position.size()) < accepted) {
-        stats.accepted_per_position.resize(accepted, 0);
-      }
-      for (int64_t i = 0; i < accepted; ++i) ++stats.accepted_per_position[i];
-    }
-    stats.accepted_tokens += accepted;
+    stats.CountAcceptedPath(accepted);
     stats.relaxed_accepted_tokens += verdict.relaxed_accepts;
     stats.pooled_drafts += verdict.pooled_drafts;
     stats.pooled_neighbors += verdict.pooled_neighbors;
-    stats.total_tree_depth += accepted;
     // The next token replaced rejected children (rather than extending a leaf).
     const int64_t last = accepted > 0 ? verdict.accepted.back() : -1;
     stats.resampled_tokens += std::count(tree.drafts.parents.begin(), tree.drafts.parents.end(),

@@ -36,9 +36,12 @@ std::vector<MethodEntry> BuildTable() {
       {"lantern++", "LANTERN++: static tree with multiplicative latent relaxation (lambda)",
        {C::kEagle}, true, Maker<LanternPlusPlusDecoder>(&MethodConfig::lantern_plus_plus)},
       {"peanut", "PEANUT: adjacency-adaptive draft tree shapes", {C::kEagle}, false, {}},
-      {"sjd", "speculative Jacobi decoding, no draft model (lossless)", {}, false, {}},
-      {"gsd", "grouped speculative decoding: SJD with group acceptance", {}, false, {}},
-      {"zipar", "ZipAR: rows advance in parallel", {}, false, {}},
+      {"sjd", "speculative Jacobi decoding, no draft model (lossless)", {}, true,
+       Maker<SjdDecoder>(&MethodConfig::sjd)},
+      {"gsd", "grouped speculative decoding: SJD with group acceptance (relaxed)", {}, true,
+       Maker<GsdDecoder>(&MethodConfig::gsd)},
+      {"zipar", "ZipAR: rows advance in parallel once the row above is `window` ahead", {},
+       true, Maker<ZipArDecoder>(&MethodConfig::zipar)},
   };
 }
 
@@ -100,6 +103,7 @@ StatusOr<MethodConfig> DefaultMethodConfig(const std::string& name, const ModelS
   MULO_ASSIGN_OR_RETURN(config.mulo, FamilyMuloOptions(models));
   MULO_ASSIGN_OR_RETURN(config.lantern, FamilyLanternOptions(models));
   MULO_ASSIGN_OR_RETURN(config.lantern_plus_plus, FamilyLanternPlusPlusOptions(models));
+  MULO_ASSIGN_OR_RETURN(config.gsd, FamilyGsdOptions(models));
   return config;
 }
 
@@ -114,9 +118,11 @@ Status ValidateMethodDefaults(const ModelSet& models) {
   MULO_ASSIGN_OR_RETURN(LanternOptions lantern, FamilyLanternOptions(models));
   MULO_ASSIGN_OR_RETURN(LanternPlusPlusOptions lantern_plus_plus,
                         FamilyLanternPlusPlusOptions(models));
+  MULO_ASSIGN_OR_RETURN(GsdOptions gsd, FamilyGsdOptions(models));
   Status valid = ValidateMuloOptions(mulo);
   if (valid.ok()) valid = ValidateLanternOptions(lantern);
   if (valid.ok()) valid = ValidateLanternPlusPlusOptions(lantern_plus_plus);
+  if (valid.ok()) valid = ValidateGsdOptions(gsd);
   if (!valid.ok()) {
     return InvalidArgumentError(models.name + " family.json method_defaults: " +
                                 valid.message());

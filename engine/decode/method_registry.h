@@ -14,9 +14,12 @@
 #include "engine/core/status.h"
 #include "engine/decode/ar.h"
 #include "engine/decode/eagle.h"
+#include "engine/decode/gsd.h"
 #include "engine/decode/lantern.h"
 #include "engine/decode/mulo.h"
+#include "engine/decode/sjd.h"
 #include "engine/decode/speculative.h"
+#include "engine/decode/zipar.h"
 
 namespace mulo::engine {
 
@@ -30,6 +33,9 @@ struct MethodConfig {
   EagleOptions eagle;
   LanternOptions lantern;
   LanternPlusPlusOptions lantern_plus_plus;
+  SjdOptions sjd;
+  GsdOptions gsd;
+  ZipArOptions zipar;
 };
 
 enum class Component { kDrafter, kChain, kUpsampler, kDownsampler, kEagle };

@@ -41,9 +41,7 @@ class SpeculativeState : public SteppedMethod::State {
                                      &session.rng(RngStream::kTarget)}));
     }
     const int64_t accepted = static_cast<int64_t>(verdict.accepted.size());
-    for (int64_t i = 0; i < accepted; ++i) ++stats.accepted_per_position[i];
-    stats.accepted_tokens += accepted;
-    stats.total_tree_depth += accepted;
+    stats.CountAcceptedPath(accepted);
     stats.resampled_tokens += accepted < gamma;
     x.insert(x.end(), drafts.tokens.begin(), drafts.tokens.begin() + accepted);
     if (verdict.next_token >= 0) x.push_back(verdict.next_token);

@@ -24,7 +24,8 @@ const char* PhaseName(Phase phase) {
 std::string Stats::ToString() const {
   std::ostringstream out;
   out << "tokens=" << tokens << " target_forwards=" << target_forward_passes
-      << " draft_forwards=" << draft_forward_passes << " drafted=" << drafted_tokens
+      << " draft_forwards=" << draft_forward_passes << " iterations=" << verify_steps
+      << " drafted=" << drafted_tokens
       << " accepted=" << accepted_tokens << " resampled=" << resampled_tokens
       << " relaxed_accepted=" << relaxed_accepted_tokens
       << " expansion_resampled=" << expansion_resampled_tokens

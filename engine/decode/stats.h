@@ -48,10 +48,23 @@ struct Stats {
   int64_t prefix_downsampled_tokens = 0;
   // accepted_per_position[i]: drafts accepted at depth i (chain and tree methods).
   std::vector<int64_t> accepted_per_position;
-  int64_t verify_steps = 0;       // target verification forwards
+  // Decoding rounds after the prefill: target verification forwards (draft-and-verify
+  // methods), or parallel steps (ZipAR). The wire's Stats.iterations.
+  int64_t verify_steps = 0;
   int64_t total_tree_depth = 0;   // summed over verify steps (tree methods)
   std::array<double, kNumPhases> phase_seconds{};
   double total_seconds = 0.0;
+
+  // One verify step kept a path (chain prefix or tree path) of `accepted` drafts: counts them
+  // per depth (accepted_per_position grows as needed), in accepted_tokens and in the depth.
+  void CountAcceptedPath(int64_t accepted) {
+    if (static_cast<int64_t>(accepted_per_position.size()) < accepted) {
+      accepted_per_position.resize(accepted, 0);
+    }
+    for (int64_t i = 0; i < accepted; ++i) ++accepted_per_position[i];
+    accepted_tokens += accepted;
+    total_tree_depth += accepted;
+  }
 
   double StepCompression() const {
     return target_forward_passes ? static_cast<double>(tokens) / target_forward_passes : 0.0;

@@ -53,14 +53,12 @@ StatusOr<Block> Block::Load(Checkpoint& ckpt, const std::string& p, const BlockS
 }
 
 torch::Tensor Block::PrepareMask(const torch::Tensor& mask, const torch::Tensor& x) {
-#ifdef MULO_FUSED_KERNELS
-  if (mask.defined() && x.is_cuda()) {
-    // SDPA would turn a boolean mask into an additive one in every layer; do it once.
-    return torch::zeros(mask.sizes(), x.options()).masked_fill(mask.logical_not(), -INFINITY);
-  }
-#endif
-  (void)x;
-  return mask;
+  if (!mask.defined()) return mask;
+  // Additive (0 / -inf), built once for every layer: SDPA would convert a boolean mask in
+  // each layer, and the unfused path would invert it in each layer.
+  return torch::zeros(mask.sizes(), x.options().dtype(torch::kFloat32))
+      .masked_fill(mask.logical_not(), -INFINITY)
+      .to(x.scalar_type());
 }
 
 torch::Tensor Block::Attention(const torch::Tensor& x, const torch::Tensor& rope,
@@ -90,14 +88,14 @@ torch::Tensor Block::Attention(const torch::Tensor& x, const torch::Tensor& rope
   }
 #ifdef MULO_FUSED_KERNELS
   if (q.is_cuda()) {
-    // One fused kernel; the boolean mask has our meaning (true = may attend).
+    // One fused kernel over the additive mask.
     auto attended = at::scaled_dot_product_attention(
         q, keys, values, mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt);
     return torch::linear(attended.transpose(1, 2).reshape({b, n, s.dim}), wo_);
   }
 #endif
   auto scores = torch::matmul(q, keys.transpose(-1, -2)) / std::sqrt(static_cast<double>(hd));
-  if (mask.defined()) scores = scores.masked_fill(mask.logical_not(), -INFINITY);
+  if (mask.defined()) scores = scores + mask;
   auto probs = torch::softmax(scores.to(torch::kFloat32), -1).to(q.scalar_type());
   auto out = torch::matmul(probs, values).transpose(1, 2).reshape({b, n, s.dim});
   return torch::linear(out, wo_);

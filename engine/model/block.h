@@ -44,9 +44,9 @@ class Block {
                         const torch::Tensor& mask, KvCache* cache, int64_t layer,
                         const torch::Tensor& rows = torch::Tensor(), int64_t span = 0) const;
 
-  // The form of a boolean attention mask [n, keys] that Forward takes fastest on x's device:
-  // on CUDA an additive mask in x's dtype (0 where attending, -inf elsewhere), built once per
-  // forward rather than in every layer; elsewhere the mask itself.
+  // The form of a boolean attention mask [n, keys] that Forward takes: an additive mask in
+  // x's dtype (0 where attending, -inf elsewhere), built once per forward rather than in
+  // every layer; undefined stays undefined.
   static torch::Tensor PrepareMask(const torch::Tensor& mask, const torch::Tensor& x);
 
  private:

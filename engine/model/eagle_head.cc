@@ -57,7 +57,7 @@ StatusOr<torch::Tensor> EagleHead::Forward(KvCache& cache, const torch::Tensor& 
     }
     auto h = torch::linear(torch::cat({token_embeddings, features}, -1).to(fc_weight_.options()),
                            fc_weight_, fc_bias_);
-    auto out = block_.Forward(h, torch::Tensor(), attn_mask, &cache, 0);
+    auto out = block_.Forward(h, torch::Tensor(), Block::PrepareMask(attn_mask, h), &cache, 0);
     cache.Advance(n);
     return out;
   });

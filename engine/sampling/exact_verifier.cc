@@ -8,6 +8,14 @@
 
 namespace mulo::engine {
 
+ExactVerifier::Judgement ExactVerifier::Judge(const torch::Tensor& p, const torch::Tensor& q,
+                                              int64_t x, Rng& accept) const {
+  const double p_x = p[x].item<double>(), q_x = q[x].item<double>();
+  Judgement judgement;
+  judgement.keep = rule_ ? rule_(p_x, q_x, accept) : Keeps(p_x, q_x, accept.Uniform());
+  return judgement;
+}
+
 StatusOr<Verdict> ExactVerifier::Verify(const VerifyInput& input,
                                         const VerifierRngs& rngs) const {
   const DraftBatch& drafts = input.drafts;
@@ -22,18 +30,22 @@ StatusOr<Verdict> ExactVerifier::Verify(const VerifyInput& input,
   }
   return GuardTorch("ExactVerifier", [&]() -> StatusOr<Verdict> {
     // Everything the rule reads, on the host in one transfer per tensor.
-    const auto p = input.p.to(torch::kCPU);
-    const auto q = drafts.q.to(torch::kCPU);
+    const auto p = input.p.to(torch::kCPU, torch::kFloat32).contiguous();
+    const auto q = drafts.q.to(torch::kCPU, torch::kFloat32).contiguous();
     Verdict verdict;
     for (int64_t i = 0; i < length; ++i) {
-      const int64_t x = drafts.tokens[i];
-      const double p_x = p[i][x].item<double>(), q_x = q[i][x].item<double>();
-      const bool keep = rule_ ? rule_(p_x, q_x, *rngs.accept) : AcceptDraft(p_x, q_x, *rngs.accept);
-      if (!keep) {
-        verdict.next_token =
-            SampleFromProbabilities(ResidualDistribution(input.p[i], drafts.q[i]), *rngs.draw);
+      const Judgement judgement = Judge(p[i], q[i], drafts.tokens[i], *rngs.accept);
+      if (judgement.pooled >= 0) {
+        ++verdict.pooled_drafts;
+        verdict.pooled_neighbors += judgement.pooled;
+      }
+      if (!judgement.keep) {
+        const torch::Tensor replacement = residual_ ? residual_(input.p[i], drafts.q[i])
+                                                    : ResidualDistribution(input.p[i], drafts.q[i]);
+        verdict.next_token = SampleFromProbabilities(replacement, *rngs.draw);
         return verdict;
       }
+      verdict.relaxed_accepts += judgement.relaxed;
       verdict.accepted.push_back(i);
     }
     if (input.p.size(0) > length) {  // the bonus position after a fully kept chain

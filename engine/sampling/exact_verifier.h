@@ -4,6 +4,9 @@
 // chain is kept and p has a row after it, the bonus token is drawn from that row. The output
 // is distributed exactly as the target's p whatever q is (tests/engine/sampling/
 // exact_verifier_test.cc, and the methods' distribution tests).
+//
+// Subclasses change only what one draft is judged on (Judge): GSD's GroupVerifier compares the
+// masses of a group of tokens around x instead of x alone.
 #ifndef MULO_ENGINE_SAMPLING_EXACT_VERIFIER_H_
 #define MULO_ENGINE_SAMPLING_EXACT_VERIFIER_H_
 
@@ -15,12 +18,27 @@ namespace mulo::engine {
 
 class ExactVerifier : public Verifier {
  public:
-  // `rule` empty = AcceptDraft (min(1, p/q)).
-  explicit ExactVerifier(AcceptRule rule = AcceptRule()) : rule_(std::move(rule)) {}
+  // `rule` empty = AcceptDraft (min(1, p/q)); `residual` empty = ResidualDistribution.
+  explicit ExactVerifier(AcceptRule rule = AcceptRule(), ResidualRule residual = ResidualRule())
+      : rule_(std::move(rule)), residual_(std::move(residual)) {}
   StatusOr<Verdict> Verify(const VerifyInput& input, const VerifierRngs& rngs) const override;
+
+ protected:
+  struct Judgement {
+    bool keep = false;
+    bool relaxed = false;   // kept, though judging x alone with the same u would not have
+    int64_t pooled = -1;    // tokens judged with x (the group's size - 1); -1 = x alone
+  };
+  // Keeps or rejects draft x from its rows p and q ([V] float32 on the host), drawing from
+  // `accept` exactly as AcceptDraft does (one uniform per judged draft).
+  virtual Judgement Judge(const torch::Tensor& p, const torch::Tensor& q, int64_t x,
+                          Rng& accept) const;
+  // The exact decision for masses p_x, q_x with the uniform u: u q < p, always when p >= q.
+  static bool Keeps(double p_x, double q_x, double u) { return p_x >= q_x || u * q_x < p_x; }
 
  private:
   AcceptRule rule_;
+  ResidualRule residual_;
 };
 
 }  // namespace mulo::engine

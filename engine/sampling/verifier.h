@@ -17,10 +17,10 @@
 //                                                 LANTERN (additive delta) and LANTERN++
 //                                                 (multiplicative lambda), keep x with
 //                                                 min(1, p~(x) / q(x))
-// The rule still to come fits it unchanged (checked against its paper's definition):
-//   GroupVerifier(group_size, thresholds, embeddings)  GSD: the group G(x) of tokens ranked near
-//       x by p with |p(y) - p(x)| and embedding-distance bounds, keep with min(1, p(G) /
-//       q(G)); reject as exact. Needs: whole p and q rows, token embeddings (constructor).
+//   GroupVerifier            (group_verifier.h)   GSD: the exact chain rule judging the group
+//                                                 G(x) of tokens ranked near x by p (probability
+//                                                 gap and embedding-distance bounds): keep with
+//                                                 min(1, p(G) / q(G)), reject as exact
 #ifndef MULO_ENGINE_SAMPLING_VERIFIER_H_
 #define MULO_ENGINE_SAMPLING_VERIFIER_H_
 
@@ -89,6 +89,11 @@ class Verifier {
 // Keeps draft x given p(x), q(x) and the acceptance stream (AcceptDraft is the exact rule;
 // tests swap in broken rules to show the statistical tests catch them).
 using AcceptRule = std::function<bool(double p_x, double q_x, Rng& rng)>;
+
+// The distribution a rejected draft's replacement is drawn from, given the target's p and the
+// draft's q rows (ResidualDistribution, norm(max(p - q, 0)), is the exact rule; tests swap in
+// broken ones, e.g. p itself, to show the statistical tests catch them).
+using ResidualRule = std::function<torch::Tensor(const torch::Tensor& p, const torch::Tensor& q)>;
 
 }  // namespace mulo::engine
 

@@ -276,9 +276,6 @@ TEST(ServerIntegrationTest, DeclaredButUnimplementedMethodsAreUnimplementedNamin
   auto stub = (*server)->NewStub();
   const std::vector<std::pair<std::string, std::function<void(v1::GenerateRequest*)>>> methods = {
       {"peanut", [](auto* r) { r->mutable_peanut(); }},
-      {"sjd", [](auto* r) { r->mutable_sjd(); }},
-      {"gsd", [](auto* r) { r->mutable_gsd(); }},
-      {"zipar", [](auto* r) { r->mutable_zipar(); }},
   };
   for (const auto& [name, set] : methods) {
     v1::GenerateRequest request = ValidRequest();
@@ -341,6 +338,69 @@ TEST(ServerIntegrationTest, LanternRequestsReduceToEagleAndReportTheirPooledSets
   EXPECT_EQ(bad.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(bad.status.error_message().rfind("lantern.delta:", 0), 0u)
       << bad.status.error_message();
+}
+
+// The training-free methods over the wire: greedy SJD is AR's image, ZipAR with the grid width
+// is AR's sampled image, GSD with group_size 1 is SJD's; Stats and the metrics count the
+// iterations; a bad parameter is INVALID_ARGUMENT naming it.
+TEST(ServerIntegrationTest, TrainingFreeMethodsAreServedAndReduceToTheirLosslessForms) {
+  auto server = ServerProcess::Start(kRepository);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = (*server)->NewStub();
+  auto tokens = [](const StreamResult& r) {
+    return std::vector<uint32_t>(r.image->tokens().begin(), r.image->tokens().end());
+  };
+  auto run = [&](const v1::GenerateRequest& request) {
+    StreamResult r = RunStream(*stub, request);
+    EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_TRUE(r.image.has_value());
+    return r;
+  };
+  v1::GenerateRequest greedy = ValidRequest(5);
+  greedy.mutable_sampling()->set_temperature(0.0);
+  const StreamResult ar_greedy = run(greedy);
+  greedy.mutable_sjd()->set_window(8);
+  greedy.mutable_sjd()->set_init(v1::SjdParams::REPEAT_HORIZON);
+  const StreamResult sjd = run(greedy);
+  EXPECT_EQ(tokens(sjd), tokens(ar_greedy));
+  EXPECT_EQ(sjd.image->stats().iterations() + 1, sjd.image->stats().target_forward_passes());
+
+  v1::GenerateRequest sampled = ValidRequest(6);
+  const StreamResult ar = run(sampled);
+  sampled.mutable_zipar()->set_window(32);  // the tiny family's grid width
+  const StreamResult zipar_ar = run(sampled);
+  EXPECT_EQ(tokens(zipar_ar), tokens(ar));
+  sampled.mutable_zipar()->set_window(8);
+  const StreamResult zipar = run(sampled);
+  EXPECT_EQ(zipar.image->stats().target_forward_passes(), 2u * 32 + 30u * 8);
+  const v1::RowsEvent& last = zipar.rows.back();
+  EXPECT_EQ(last.first_row() + last.tokens_size() / last.width(), 32u);  // rows stream in order
+
+  sampled.mutable_sjd()->set_window(4);
+  const StreamResult sjd_sampled = run(sampled);
+  sampled.mutable_gsd()->set_window(4);
+  sampled.mutable_gsd()->set_group_size(1);
+  const StreamResult gsd = run(sampled);
+  EXPECT_EQ(tokens(gsd), tokens(sjd_sampled));
+  EXPECT_EQ((*server)->MetricSum("mulo_decode_iterations_total", {"method=\"sjd\""}),
+            sjd.image->stats().iterations() + sjd_sampled.image->stats().iterations() + 0.0);
+  EXPECT_EQ((*server)->MetricSum("mulo_decode_iterations_total", {"method=\"zipar\""}),
+            zipar_ar.image->stats().iterations() + zipar.image->stats().iterations() + 0.0);
+
+  const std::vector<std::pair<std::string, std::function<void(v1::GenerateRequest*)>>> bad = {
+      {"sjd.window:", [](auto* r) { r->mutable_sjd()->set_window(0); }},
+      {"sjd.init:", [](auto* r) { r->mutable_sjd()->set_init(static_cast<v1::SjdParams::Init>(7)); }},
+      {"gsd.group_size:", [](auto* r) { r->mutable_gsd()->set_group_size(0); }},
+      {"gsd.max_probability_gap:", [](auto* r) { r->mutable_gsd()->set_max_probability_gap(2); }},
+      {"zipar.window:", [](auto* r) { r->mutable_zipar()->set_window(33); }},
+  };
+  for (const auto& [field, set] : bad) {
+    v1::GenerateRequest request = ValidRequest();
+    set(&request);
+    StreamResult refused = RunStream(*stub, request);
+    EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << field;
+    EXPECT_EQ(refused.status.error_message().rfind(field, 0), 0u) << refused.status.error_message();
+  }
 }
 
 TEST(ServerIntegrationTest, QueueOverflowIsUnavailableAndTheRestComplete) {

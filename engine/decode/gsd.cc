@@ -1,0 +1,57 @@
+#include "engine/decode/gsd.h"
+
+#include "engine/model/json_fields.h"
+
+namespace mulo::engine {
+namespace {
+
+SjdOptions JacobiOf(const GsdOptions& o) {
+  SjdOptions jacobi;
+  jacobi.window = o.window;
+  jacobi.init = o.init;
+  return jacobi;
+}
+
+}  // namespace
+
+StatusOr<GsdOptions> FamilyGsdOptions(const ModelSet& models) {
+  GsdOptions o;
+  if (!models.method_defaults.contains("gsd")) return o;
+  JsonFields f(models.method_defaults["gsd"], models.name + " family.json method_defaults.gsd");
+  MULO_ASSIGN_OR_RETURN(o.window, f.Int("window", 1, 256, o.window));
+  MULO_ASSIGN_OR_RETURN(o.group.size, f.Int("group_size", 1, 1024, o.group.size));
+  MULO_ASSIGN_OR_RETURN(o.group.max_probability_gap,
+                        f.Number("max_probability_gap", 0.0, 1.0, o.group.max_probability_gap));
+  MULO_ASSIGN_OR_RETURN(
+      o.group.max_embedding_distance,
+      f.Number("max_embedding_distance", 0.0, 1e12, o.group.max_embedding_distance));
+  return o;
+}
+
+Status ValidateGsdOptions(const GsdOptions& o) {
+  MULO_RETURN_IF_ERROR(ValidateJacobiWindow(o.window, "gsd"));
+  if (o.group.size < 1 || o.group.size > 1024) {
+    return InvalidArgumentError("gsd.group_size: must be in [1, 1024]");
+  }
+  if (!(o.group.max_probability_gap >= 0.0 && o.group.max_probability_gap <= 1.0)) {
+    return InvalidArgumentError("gsd.max_probability_gap: must be in [0, 1]");
+  }
+  if (!(o.group.max_embedding_distance >= 0.0 && o.group.max_embedding_distance <= 1e12)) {
+    return InvalidArgumentError("gsd.max_embedding_distance: must be in [0, 1e12]");
+  }
+  return OkStatus();
+}
+
+GsdDecoder::GsdDecoder(GsdOptions options) : SjdDecoder(JacobiOf(options)), gsd_(options) {}
+
+Status GsdDecoder::Validate(const ModelSet& models) const {
+  if (models.target == nullptr) return FailedPreconditionError("gsd: no target model");
+  return ValidateGsdOptions(gsd_);
+}
+
+std::unique_ptr<Verifier> GsdDecoder::MakeVerifier(const ModelSet& models) const {
+  return std::make_unique<GroupVerifier>(gsd_.group,
+                                         models.target->token_embedding_weight());
+}
+
+}  // namespace mulo::engine

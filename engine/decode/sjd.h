@@ -1,0 +1,63 @@
+// Speculative Jacobi decoding (Teng et al. 2024, SJD): parallel decoding with no draft model.
+// A window of `window` draft tokens sits past the committed prefix. Each iteration:
+//   1. the window is filled: the drafts carried from the last iteration first, then new
+//      tokens (RANDOM: uniform, with a one-hot q; REPEAT_HORIZON: the token one row up);
+//   2. one target forward scores the last committed token and the whole window under the
+//      causal mask, giving p at every window position (and the bonus position after it);
+//   3. left to right, draft x_i is kept with min(1, p_i(x_i) / q_i(x_i)), q_i being the
+//      distribution it was drawn from (the previous iteration's p at its position); the first
+//      rejection is replaced from norm(max(p_i - q_i, 0)) (ExactVerifier); a fully kept window
+//      draws the bonus token from p after it;
+//   4. Jacobi update: every position after the new committed prefix is re-drawn from this
+//      iteration's p there, which becomes its q; the target's cache rolls back past the last
+//      committed token.
+// Lossless: q is the distribution each draft was actually drawn from, so the kept tokens
+// follow the target's p exactly; greedy equals AR greedy (tests/engine/decode/sjd_test.cc).
+// GSD (gsd.h) is this loop with a grouped acceptance test.
+#ifndef MULO_ENGINE_DECODE_SJD_H_
+#define MULO_ENGINE_DECODE_SJD_H_
+
+#include <memory>
+#include <string>
+
+#include "engine/decode/session.h"
+#include "engine/sampling/verifier.h"
+
+namespace mulo::engine {
+
+// How the window's new positions are initialised (the proto's SjdParams.Init).
+enum class JacobiInit {
+  kRandom,         // a uniformly random token (the papers' default)
+  kRepeatHorizon,  // the token one row up (committed or still a draft); random in row 0
+};
+const char* JacobiInitName(JacobiInit init);
+
+struct SjdOptions {
+  int64_t window = 16;  // draft positions per iteration (paper: 16)
+  JacobiInit init = JacobiInit::kRandom;
+  AcceptRule accept;      // empty = AcceptDraft; tests swap in broken rules
+  ResidualRule residual;  // empty = norm(max(p - q, 0)); tests swap in broken rules
+};
+
+// INVALID_ARGUMENT naming "<method>.window" when outside [1, 256].
+Status ValidateJacobiWindow(int64_t window, const std::string& method);
+
+class SjdDecoder : public SteppedMethod {
+ public:
+  explicit SjdDecoder(SjdOptions options = SjdOptions()) : options_(std::move(options)) {}
+  std::string name() const override { return "sjd"; }
+  Status Validate(const ModelSet& models) const override;
+
+ protected:
+  StatusOr<std::unique_ptr<State>> Begin(DecodeSession& session) const override;
+  // The acceptance test of the window (exact for SJD; grouped for GSD).
+  virtual std::unique_ptr<Verifier> MakeVerifier(const ModelSet& models) const;
+  const SjdOptions& options() const { return options_; }
+
+ private:
+  SjdOptions options_;
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_DECODE_SJD_H_

@@ -1,0 +1,80 @@
+#include "engine/decode/zipar.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "engine/decode/zipar_rows.h"
+
+namespace mulo::engine {
+namespace {
+
+class ZipArState : public SteppedMethod::State {
+ public:
+  ZipArState(ModelStream* target, ZipArRows rows) : target_(target), rows_(std::move(rows)) {}
+
+  // One forward advances every open row by one token. The stream's cache holds the tokens in
+  // the order they were fed (rows_.cached()), not in raster order, so the stream's fed() stays
+  // empty: every row of the cache carries its own position and the mask does the rest.
+  Status Step(DecodeSession& session) override {
+    const ZipArRows::Forward forward = rows_.Next(target_->condition_rows());
+    std::vector<int64_t> ids, positions;
+    for (const ZipArRows::Input& in : forward.inputs) {
+      ids.push_back(in.token);
+      positions.push_back(in.raster);
+    }
+    ForwardOutput out;
+    {
+      auto timer = session.Time(Phase::kTargetForward);
+      MULO_ASSIGN_OR_RETURN(out, target_->FeedSet(ids, positions, forward.mask));
+      MULO_RETURN_IF_ERROR(
+          target_->cache().Truncate(target_->cache().length() - forward.placeholders));
+      rows_.Fed(forward);
+      ++session.stats().verify_steps;
+    }
+    // Draw each row's next token, top row first (one draw per forward when only one row is
+    // open: AR's order).
+    std::vector<std::pair<int64_t, int64_t>> draws;  // (position, input index)
+    for (size_t i = 0; i < forward.inputs.size(); ++i) {
+      if (forward.inputs[i].predicts >= 0) draws.emplace_back(forward.inputs[i].predicts, i);
+    }
+    std::sort(draws.begin(), draws.end());
+    auto timer = session.Time(Phase::kSampling);
+    for (const auto& [position, i] : draws) {
+      rows_.Set(position, session.Draw(out.logits.select(1, i), RngStream::kTarget));
+    }
+    session.CommitRows(rows_.tokens(), rows_.RowsDone());
+    return OkStatus();
+  }
+
+ private:
+  ModelStream* target_;
+  ZipArRows rows_;
+};
+
+}  // namespace
+
+Status ValidateZipArWindow(int64_t window, int64_t grid, const std::string& prefix) {
+  if (window < 1 || (grid > 0 && window > grid)) {
+    return InvalidArgumentError(prefix + ".window: must be in [1, " +
+                                (grid > 0 ? std::to_string(grid) : std::string("grid width")) +
+                                "] (the grid width is plain AR)");
+  }
+  return OkStatus();
+}
+
+Status ZipArDecoder::Validate(const ModelSet& models) const {
+  if (models.target == nullptr) return FailedPreconditionError("zipar: no target model");
+  return ValidateZipArWindow(options_.window, models.target->config().grid_size);
+}
+
+StatusOr<std::unique_ptr<SteppedMethod::State>> ZipArDecoder::Begin(
+    DecodeSession& session) const {
+  MULO_ASSIGN_OR_RETURN(ModelStream * target,
+                        session.Open(*session.models().target, StreamRole::kTarget));
+  ZipArRows rows(session.grid(), options_.window);
+  // Token 0 comes straight from the target's prefill, as in AR.
+  rows.Set(0, session.Draw(target->next_logits(), RngStream::kTarget));
+  return std::unique_ptr<State>(std::make_unique<ZipArState>(target, std::move(rows)));
+}
+
+}  // namespace mulo::engine

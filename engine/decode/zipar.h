@@ -1,0 +1,39 @@
+// ZipAR (He et al. 2024): next-set decoding with no draft model. Row r + 1 starts once row r
+// has `window` tokens, and each target forward advances every open row by one token, so the
+// rows of an image move down the grid like a wavefront: 2N + (N - 2) window forwards for an
+// N x N grid instead of N^2. The schedule, the placeholder that opens a row and the attention
+// mask are ZipArRows' (zipar_rows.h). Not lossless (a token sees the row above only as far as
+// it exists); window = grid width is plain AR, token for token and draw for draw
+// (tests/engine/decode/zipar_test.cc). The row emitter streams rows as they complete.
+#ifndef MULO_ENGINE_DECODE_ZIPAR_H_
+#define MULO_ENGINE_DECODE_ZIPAR_H_
+
+#include <string>
+
+#include "engine/decode/session.h"
+
+namespace mulo::engine {
+
+struct ZipArOptions {
+  int64_t window = 8;  // tokens of row r before row r + 1 starts (paper: 8 on LlamaGen)
+};
+
+// INVALID_ARGUMENT naming "<prefix>.window" when outside [1, grid] (grid = 0: only >= 1).
+Status ValidateZipArWindow(int64_t window, int64_t grid, const std::string& prefix = "zipar");
+
+class ZipArDecoder : public SteppedMethod {
+ public:
+  explicit ZipArDecoder(ZipArOptions options = ZipArOptions()) : options_(options) {}
+  std::string name() const override { return "zipar"; }
+  Status Validate(const ModelSet& models) const override;
+
+ protected:
+  StatusOr<std::unique_ptr<State>> Begin(DecodeSession& session) const override;
+
+ private:
+  ZipArOptions options_;
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_DECODE_ZIPAR_H_

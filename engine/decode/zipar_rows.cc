@@ -1,0 +1,83 @@
+#include "engine/decode/zipar_rows.h"
+
+namespace mulo::engine {
+
+ZipArRows::ZipArRows(int64_t grid, int64_t window)
+    : grid_(grid),
+      window_(window),
+      tokens_(grid * grid, -1),
+      decoded_(grid, 0),
+      fed_(grid, 0),
+      open_(grid, false) {
+  open_[0] = true;
+}
+
+void ZipArRows::Set(int64_t raster, int64_t token) {
+  tokens_[raster] = token;
+  ++decoded_[raster / grid_];
+}
+
+ZipArRows::Forward ZipArRows::Next(int64_t condition_rows) {
+  Forward forward;
+  std::vector<Input> placeholders;
+  for (int64_t r = 0; r < grid_; ++r) {
+    if (!open_[r] || fed_[r] == decoded_[r]) continue;
+    Input in;
+    in.raster = r * grid_ + fed_[r];
+    in.token = tokens_[in.raster];
+    if (in.raster + 1 == grid_ * grid_) continue;  // the image's last token feeds nothing
+    const bool row_end = fed_[r] + 1 == grid_;
+    if (!row_end) in.predicts = in.raster + 1;
+    // Row r + 1 opens when row r has drawn enough tokens: from this token when it is row r's
+    // last, otherwise from a placeholder at row r's last position.
+    if (r + 1 < grid_ && !open_[r + 1] && decoded_[r] >= OpensNextRowAt(r)) {
+      open_[r + 1] = true;
+      if (row_end) {
+        in.predicts = (r + 1) * grid_;
+      } else {
+        Input stand_in;
+        stand_in.raster = r * grid_ + grid_ - 1;
+        stand_in.token = tokens_[(r - 1) * grid_ + decoded_[r - 1] - 1];
+        stand_in.placeholder = true;
+        stand_in.predicts = (r + 1) * grid_;
+        placeholders.push_back(stand_in);
+      }
+    }
+    forward.inputs.push_back(in);
+  }
+  forward.placeholders = static_cast<int64_t>(placeholders.size());
+  forward.inputs.insert(forward.inputs.end(), placeholders.begin(), placeholders.end());
+
+  const int64_t n = static_cast<int64_t>(forward.inputs.size());
+  const int64_t cached = static_cast<int64_t>(cached_.size());
+  auto mask = torch::zeros({n, condition_rows + cached + n}, torch::kBool);
+  auto m = mask.accessor<bool, 2>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t own = forward.inputs[i].raster;
+    for (int64_t j = 0; j < condition_rows; ++j) m[i][j] = true;
+    for (int64_t j = 0; j < cached; ++j) m[i][condition_rows + j] = cached_[j] < own;
+    for (int64_t k = 0; k < n; ++k) {
+      const Input& other = forward.inputs[k];
+      m[i][condition_rows + cached + k] =
+          k == i || (!other.placeholder && other.raster < own);
+    }
+  }
+  forward.mask = mask;
+  return forward;
+}
+
+void ZipArRows::Fed(const Forward& forward) {
+  for (const Input& in : forward.inputs) {
+    if (in.placeholder) continue;
+    cached_.push_back(in.raster);
+    ++fed_[in.raster / grid_];
+  }
+}
+
+std::vector<bool> ZipArRows::RowsDone() const {
+  std::vector<bool> done(grid_);
+  for (int64_t r = 0; r < grid_; ++r) done[r] = decoded_[r] == grid_;
+  return done;
+}
+
+}  // namespace mulo::engine

@@ -1,0 +1,49 @@
+// GSD's acceptance (So et al. 2025, "Grouped Speculative Decoding", supplement Algorithm 2): the
+// exact chain rule, except that draft x is judged together with a group G(x) of tokens the
+// target ranks next to it: of the `size` tokens around x in the target's probability order
+// (size / 2 less likely, size - 1 - size / 2 more likely), those whose probability is within
+// `max_probability_gap` of p(x) and whose AR input embeddings lie within squared distance
+// `max_embedding_distance` of x's. x is kept with min(1, p(G) / q(G)); a rejection is replaced
+// from norm(max(p - q, 0)) exactly as SJD. Relaxed: image tokens that look alike compete for
+// the same probability mass, so a draft whose own p(x) is small but whose group's is not
+// survives. size 1 (G = {x}) is the exact rule, draw for draw.
+#ifndef MULO_ENGINE_SAMPLING_GROUP_VERIFIER_H_
+#define MULO_ENGINE_SAMPLING_GROUP_VERIFIER_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/sampling/exact_verifier.h"
+
+namespace mulo::engine {
+
+struct GroupRule {
+  int64_t size = 14;                    // paper: 14 (7 less likely, x, 6 more likely)
+  double max_probability_gap = 0.15;    // paper: 0.15
+  double max_embedding_distance = 0.5;  // squared L2 (paper: 0.5, in Lumina-mGPT's embeddings)
+};
+
+class GroupVerifier : public ExactVerifier {
+ public:
+  // `embeddings`: the target's token embeddings [V, dim] (copied to the host as float32).
+  GroupVerifier(GroupRule rule, const torch::Tensor& embeddings,
+                AcceptRule accept = AcceptRule(), ResidualRule residual = ResidualRule());
+
+  // G(x) under the target distribution p [V] (host float32): x first, then the kept
+  // candidates.
+  std::vector<int64_t> Group(const torch::Tensor& p, int64_t x) const;
+
+ protected:
+  Judgement Judge(const torch::Tensor& p, const torch::Tensor& q, int64_t x,
+                  Rng& accept) const override;
+
+ private:
+  GroupRule rule_;
+  torch::Tensor embeddings_;
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_SAMPLING_GROUP_VERIFIER_H_
