@@ -66,6 +66,8 @@ ABSL_FLAG(std::string, resample, "",
 ABSL_FLAG(int, parallel_radius, 0,
           "mulo: with --resample=parallel, the 2D reach within which re-samples stay sequential");
 ABSL_FLAG(double, draft_cfg_scale, 0, "mulo: the drafter's guidance scale");
+ABSL_FLAG(int, zipar_window, 0,
+          "mulo: advance the drafter's rows as ZipAR's wavefront with this window (0 = off)");
 ABSL_FLAG(double, draft_temperature, 0, "mulo: the drafter's temperature");
 ABSL_FLAG(int, window, 0,
           "sjd, gsd: draft tokens per Jacobi iteration; zipar: tokens of a row before the next "
@@ -268,6 +270,7 @@ bool SetMethod(const std::string& method, const GivenFlags& given,
       return false;
     }
     if (given.Has("parallel_radius")) m->set_parallel_radius(absl::GetFlag(FLAGS_parallel_radius));
+    if (given.Has("zipar_window")) m->set_zipar_window(absl::GetFlag(FLAGS_zipar_window));
     if (given.Has("tau")) m->set_tau(absl::GetFlag(FLAGS_tau));
     if (given.Has("k")) m->set_k(absl::GetFlag(FLAGS_k));
     if (given.Has("delta")) m->set_delta(absl::GetFlag(FLAGS_delta));

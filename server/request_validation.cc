@@ -101,6 +101,7 @@ absl::Status MapMuloParams(const v1::MuloParams& m, engine::MuloOptions* options
                      absl::StrCat(m.resample(), " is not SEQUENTIAL or PARALLEL"));
   }
   if (m.has_parallel_radius()) options->parallel_radius = m.parallel_radius();
+  if (m.has_zipar_window()) options->zipar_window = m.zipar_window();
   if (m.has_draft_cfg_scale()) options->draft_cfg_scale = m.draft_cfg_scale();
   if (m.has_draft_temperature()) options->draft_temperature = m.draft_temperature();
   return absl::OkStatus();

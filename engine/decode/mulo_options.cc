@@ -54,7 +54,7 @@ StatusOr<MuloOptions> ParseMuloOptions(const nlohmann::json& doc, MuloOptions o,
       "tau",       "k",           "delta",           "lambda",
       "pooling",   "radius",      "draft_rows",      "rejection",
       "draft_prefix", "resample",   "parallel_radius", "draft_cfg_scale",
-      "draft_temperature", "name", "calibration"};
+      "draft_temperature", "zipar_window", "name", "calibration"};
   for (const auto& item : doc.items()) {
     if (std::find(kKeys.begin(), kKeys.end(), item.key()) == kKeys.end()) {
       return f.Error(item.key(), "unknown option");
@@ -92,6 +92,7 @@ StatusOr<MuloOptions> ParseMuloOptions(const nlohmann::json& doc, MuloOptions o,
   }
   MULO_ASSIGN_OR_RETURN(o.parallel_radius,
                         f.Int("parallel_radius", 0, kMaxInt, o.parallel_radius));
+  MULO_ASSIGN_OR_RETURN(o.zipar_window, f.Int("zipar_window", 0, kMaxInt, o.zipar_window));
   if (f.Has("draft_cfg_scale")) {
     MULO_ASSIGN_OR_RETURN(o.draft_cfg_scale, f.Number("draft_cfg_scale", 0.0, 100.0, 1.0));
   }
@@ -112,7 +113,8 @@ nlohmann::json MuloOptionsToJson(const MuloOptions& o) {
                         {"rejection", o.rejection == Rejection::kRaster ? "raster" : "local"},
                         {"draft_prefix", DraftPrefixName(o.prefix)},
                         {"resample", ResampleOrderName(o.resample)},
-                        {"parallel_radius", o.parallel_radius}};
+                        {"parallel_radius", o.parallel_radius},
+                        {"zipar_window", o.zipar_window}};
   if (o.draft_cfg_scale) doc["draft_cfg_scale"] = *o.draft_cfg_scale;
   if (o.draft_temperature) doc["draft_temperature"] = *o.draft_temperature;
   return doc;
@@ -134,6 +136,7 @@ Status ValidateMuloOptions(const MuloOptions& o) {
   if (o.parallel_radius < 0) {
     return InvalidArgumentError("mulo.parallel_radius: must be >= 0");
   }
+  if (o.zipar_window < 0) return InvalidArgumentError("mulo.zipar_window: must be >= 0");
   if (o.draft_cfg_scale &&
       !(*o.draft_cfg_scale >= 0.0 && *o.draft_cfg_scale <= 100.0)) {
     return InvalidArgumentError("mulo.draft_cfg_scale: must be in [0, 100]");

@@ -64,6 +64,12 @@ struct MuloOptions {
   // drafter exactly as the target).
   std::optional<double> draft_cfg_scale;
   std::optional<double> draft_temperature;
+  // MuLo-SD x ZipAR (not in the paper, which names it future work): 0 drafts the
+  // low-resolution rows one token per drafter forward; w in [1, drafter grid] lets the
+  // drafter's rows advance as ZipAR's wavefront (zipar_drafter.h), row r + 1 starting once
+  // row r has w tokens, so the rows after the ones a step needs are partly drafted already.
+  // The drafter's grid width is its sequential drafting, token for token.
+  int64_t zipar_window = 0;
 };
 
 // The paper's settings (the struct's defaults), reachable by name from every request.
@@ -72,7 +78,7 @@ MuloOptions PaperMuloOptions();
 // Options written as a JSON object over `base`. Keys: tau, k, delta, lambda, pooling
 // ("additive", "multiplicative", "none"), radius, draft_rows, rejection ("local", "raster"),
 // draft_prefix ("downsampled", "keep_drafted", "patch", "own"), resample ("sequential",
-// "parallel"), parallel_radius, draft_cfg_scale,
+// "parallel"), parallel_radius, zipar_window, draft_cfg_scale,
 // draft_temperature, and informational "name" and "calibration"; anything else, or a value
 // out of range, is INVALID_ARGUMENT naming `source` and the field.
 StatusOr<MuloOptions> ParseMuloOptions(const nlohmann::json& doc, MuloOptions base,

@@ -12,7 +12,32 @@ MuloProposer::MuloProposer(ModelStream* drafter, const MuloOptions& options,
       models_(models),
       grid_(models.target->config().grid_size),
       small_(models.drafter->config().grid_size),
-      r_(models.upsampler->config().factor) {}
+      r_(models.upsampler->config().factor) {
+  if (options_.zipar_window > 0) {
+    zipar_ = std::make_unique<ZipArDrafter>(drafter_, small_, options_.zipar_window,
+                                            draft_sampling_);
+  }
+}
+
+Status MuloProposer::DraftRows(DecodeSession& session, std::vector<int64_t>* y) {
+  // The drafter keeps its cache up to the first prefix token that changed; re-feeding at
+  // least the prefix's last token recomputes the next distribution too.
+  const std::vector<int64_t>& fed = drafter_->fed();
+  size_t same = 0;
+  while (same < y->size() && same < fed.size() && (*y)[same] == fed[same]) ++same;
+  if (same < fed.size()) {
+    if (same == y->size() && same > 0) --same;
+    MULO_RETURN_IF_ERROR(drafter_->Truncate(same));
+  }
+  if (y->size() > same) MULO_RETURN_IF_ERROR(drafter_->Feed(*y, same, y->size()).status());
+  // (1) The drafter samples `rows_` whole low-resolution rows.
+  const int64_t end = (first_row_ + rows_) * small_;
+  for (int64_t j = static_cast<int64_t>(y->size()); j < end; ++j) {
+    y->push_back(session.Draw(drafter_->next_logits(), RngStream::kDrafter, draft_sampling_));
+    if (j + 1 < small_ * small_) MULO_RETURN_IF_ERROR(drafter_->Feed(*y, j, j + 1).status());
+  }
+  return OkStatus();
+}
 
 StatusOr<DraftBatch> MuloProposer::Propose(DecodeSession& session) {
   const int64_t n = static_cast<int64_t>(session.committed().size());
@@ -20,22 +45,12 @@ StatusOr<DraftBatch> MuloProposer::Propose(DecodeSession& session) {
   rows_ = std::min(options_.draft_rows, small_ - first_row_);
   std::vector<int64_t> y = prefix_;  // (7): derived in Committed
   {
+    // (1) The drafter's next `rows_` rows: one token per forward, or as ZipAR's wavefront.
     auto timer = session.Time(Phase::kDraft);
-    // The drafter keeps its cache up to the first prefix token that changed; re-feeding at
-    // least the prefix's last token recomputes the next distribution too.
-    const std::vector<int64_t>& fed = drafter_->fed();
-    size_t same = 0;
-    while (same < y.size() && same < fed.size() && y[same] == fed[same]) ++same;
-    if (same < fed.size()) {
-      if (same == y.size() && same > 0) --same;
-      MULO_RETURN_IF_ERROR(drafter_->Truncate(same));
-    }
-    if (y.size() > same) MULO_RETURN_IF_ERROR(drafter_->Feed(y, same, y.size()).status());
-    // (1) The drafter samples `rows_` whole low-resolution rows.
-    const int64_t end = (first_row_ + rows_) * small_;
-    for (int64_t j = static_cast<int64_t>(y.size()); j < end; ++j) {
-      y.push_back(session.Draw(drafter_->next_logits(), RngStream::kDrafter, draft_sampling_));
-      if (j + 1 < small_ * small_) MULO_RETURN_IF_ERROR(drafter_->Feed(y, j, j + 1).status());
+    if (zipar_ != nullptr) {
+      MULO_ASSIGN_OR_RETURN(y, zipar_->DraftThrough(session, prefix_, first_row_ + rows_));
+    } else {
+      MULO_RETURN_IF_ERROR(DraftRows(session, &y));
     }
   }
   // (2) U_r: r target rows per drafted row (the prefix rows are its row-causal context).

@@ -12,8 +12,11 @@
 #include <cstdint>
 #include <vector>
 
+#include <memory>
+
 #include "engine/decode/mulo_options.h"
 #include "engine/decode/session.h"
+#include "engine/decode/zipar_drafter.h"
 #include "engine/sampling/verifier.h"
 
 namespace mulo::engine {
@@ -38,7 +41,11 @@ class MuloProposer {
   bool BlockAsDrafted(const std::vector<int64_t>& committed, int64_t row, int64_t col) const;
   bool RowAsDrafted(const std::vector<int64_t>& committed, int64_t row) const;
 
+  // The drafter's rows one token per forward after the prefix (zipar_window 0).
+  Status DraftRows(DecodeSession& session, std::vector<int64_t>* y);
+
   ModelStream* drafter_;
+  std::unique_ptr<ZipArDrafter> zipar_;  // the wavefront, when options_.zipar_window > 0
   MuloOptions options_;
   SamplingParams draft_sampling_;
   const ModelSet& models_;

@@ -16,31 +16,12 @@ class ZipArState : public SteppedMethod::State {
   // the order they were fed (rows_.cached()), not in raster order, so the stream's fed() stays
   // empty: every row of the cache carries its own position and the mask does the rest.
   Status Step(DecodeSession& session) override {
-    const ZipArRows::Forward forward = rows_.Next(target_->condition_rows());
-    std::vector<int64_t> ids, positions;
-    for (const ZipArRows::Input& in : forward.inputs) {
-      ids.push_back(in.token);
-      positions.push_back(in.raster);
-    }
-    ForwardOutput out;
     {
       auto timer = session.Time(Phase::kTargetForward);
-      MULO_ASSIGN_OR_RETURN(out, target_->FeedSet(ids, positions, forward.mask));
-      MULO_RETURN_IF_ERROR(
-          target_->cache().Truncate(target_->cache().length() - forward.placeholders));
-      rows_.Fed(forward);
+      MULO_RETURN_IF_ERROR(AdvanceRows(*target_, rows_, [&](const torch::Tensor& logits) {
+        return session.Draw(logits, RngStream::kTarget);
+      }));
       ++session.stats().verify_steps;
-    }
-    // Draw each row's next token, top row first (one draw per forward when only one row is
-    // open: AR's order).
-    std::vector<std::pair<int64_t, int64_t>> draws;  // (position, input index)
-    for (size_t i = 0; i < forward.inputs.size(); ++i) {
-      if (forward.inputs[i].predicts >= 0) draws.emplace_back(forward.inputs[i].predicts, i);
-    }
-    std::sort(draws.begin(), draws.end());
-    auto timer = session.Time(Phase::kSampling);
-    for (const auto& [position, i] : draws) {
-      rows_.Set(position, session.Draw(out.logits.select(1, i), RngStream::kTarget));
     }
     session.CommitRows(rows_.tokens(), rows_.RowsDone());
     return OkStatus();
@@ -52,6 +33,26 @@ class ZipArState : public SteppedMethod::State {
 };
 
 }  // namespace
+
+Status AdvanceRows(ModelStream& stream, ZipArRows& rows,
+                   const std::function<int64_t(const torch::Tensor&)>& draw) {
+  const ZipArRows::Forward forward = rows.Next(stream.condition_rows());
+  std::vector<int64_t> ids, positions;
+  for (const ZipArRows::Input& in : forward.inputs) {
+    ids.push_back(in.token);
+    positions.push_back(in.raster);
+  }
+  MULO_ASSIGN_OR_RETURN(ForwardOutput out, stream.FeedSet(ids, positions, forward.mask));
+  MULO_RETURN_IF_ERROR(stream.cache().Truncate(stream.cache().length() - forward.placeholders));
+  rows.Fed(forward);
+  std::vector<std::pair<int64_t, int64_t>> draws;  // (position, input index)
+  for (size_t i = 0; i < forward.inputs.size(); ++i) {
+    if (forward.inputs[i].predicts >= 0) draws.emplace_back(forward.inputs[i].predicts, i);
+  }
+  std::sort(draws.begin(), draws.end());
+  for (const auto& [position, i] : draws) rows.Set(position, draw(out.logits.select(1, i)));
+  return OkStatus();
+}
 
 Status ValidateZipArWindow(int64_t window, int64_t grid, const std::string& prefix) {
   if (window < 1 || (grid > 0 && window > grid)) {

@@ -10,13 +10,23 @@
 
 #include <string>
 
+#include <functional>
+
 #include "engine/decode/session.h"
+#include "engine/decode/zipar_rows.h"
 
 namespace mulo::engine {
 
 struct ZipArOptions {
   int64_t window = 8;  // tokens of row r before row r + 1 starts (paper: 8 on LlamaGen)
 };
+
+// One forward of a ZipAR wavefront through `stream` (its placeholders dropped from the cache
+// afterwards), then every predicted token drawn by `draw` from its logits [batch, V], top row
+// first (one draw per forward when one row is open: AR's order). Shared by ZipAR and the
+// MuLo-SD drafter's wavefront.
+Status AdvanceRows(ModelStream& stream, ZipArRows& rows,
+                   const std::function<int64_t(const torch::Tensor&)>& draw);
 
 // INVALID_ARGUMENT naming "<prefix>.window" when outside [1, grid] (grid = 0: only >= 1).
 Status ValidateZipArWindow(int64_t window, int64_t grid, const std::string& prefix = "zipar");

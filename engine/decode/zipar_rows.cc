@@ -2,14 +2,23 @@
 
 namespace mulo::engine {
 
-ZipArRows::ZipArRows(int64_t grid, int64_t window)
+ZipArRows::ZipArRows(int64_t grid, int64_t window, const std::vector<int64_t>& complete)
     : grid_(grid),
       window_(window),
       tokens_(grid * grid, -1),
       decoded_(grid, 0),
       fed_(grid, 0),
       open_(grid, false) {
-  open_[0] = true;
+  const int64_t rows = static_cast<int64_t>(complete.size()) / grid;
+  for (int64_t i = 0; i < rows * grid; ++i) {
+    tokens_[i] = complete[i];
+    cached_.push_back(i);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    decoded_[r] = fed_[r] = grid;
+    open_[r] = true;
+  }
+  if (rows < grid) open_[rows] = true;
 }
 
 void ZipArRows::Set(int64_t raster, int64_t token) {

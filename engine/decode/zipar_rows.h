@@ -42,8 +42,10 @@ class ZipArRows {
     int64_t placeholders = 0;
   };
 
-  // window in [1, grid]; window = grid is plain AR.
-  ZipArRows(int64_t grid, int64_t window);
+  // window in [1, grid]; window = grid is plain AR. `complete` holds whole rows already
+  // decoded and cached in raster order (after a restart from a prefix); the row after them
+  // is open.
+  ZipArRows(int64_t grid, int64_t window, const std::vector<int64_t>& complete = {});
 
   // Records the token drawn for raster position `raster` (the next of its row).
   void Set(int64_t raster, int64_t token);

@@ -17,6 +17,7 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 SYNTH = os.path.join(ROOT, "tools", "synth")
 sys.path.insert(0, SYNTH)
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import data  # noqa: E402
@@ -24,6 +25,7 @@ import domain  # noqa: E402
 import train_all  # noqa: E402
 import train_vq  # noqa: E402
 import vq_decoder  # noqa: E402
+import scale_gsd_defaults  # noqa: E402
 import scale_lantern_defaults  # noqa: E402
 import wall_ledger  # noqa: E402
 
@@ -123,6 +125,22 @@ class ScaleLanternDefaultsTest(unittest.TestCase):
             self.assertEqual(family["method_defaults"]["mulo"], {"tau": 0.001})
             self.assertEqual(family["method_defaults"]["lantern"]["k"], 250)
             self.assertEqual(family["method_defaults"]["lantern++"]["k"], 5)
+
+
+class ScaleGsdDefaultsTest(unittest.TestCase):
+    def test_bound_is_the_lantern_share_quantile_of_pairwise_distances(self):
+        # 1000 points on a line, spacing 1: squared pair distances d^2 for d = 1..999, with
+        # 1000 - d pairs each; 6.10% of the pairs lie within distance about 31.
+        points = np.arange(1000, dtype=np.float64).reshape(-1, 1)
+        d = np.abs(points - points.T)[np.triu_indices(1000, k=1)] ** 2
+        self.assertAlmostEqual(scale_gsd_defaults.bound(points), np.quantile(d, 1000 / 16384))
+        self.assertGreater(scale_gsd_defaults.bound(points), 30 ** 2)
+        self.assertLess(scale_gsd_defaults.bound(points), 33 ** 2)
+        # Scaling the embeddings by 10 scales the bound by 100: it follows the space.
+        self.assertAlmostEqual(scale_gsd_defaults.bound(10 * points),
+                               100 * scale_gsd_defaults.bound(points), places=6)
+        written = scale_gsd_defaults.defaults(points)["gsd"]
+        self.assertEqual(written["embedding_scaling"]["paper_max_embedding_distance"], 0.5)
 
 
 class TrainAllLanesTest(unittest.TestCase):

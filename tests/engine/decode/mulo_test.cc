@@ -424,6 +424,52 @@ TEST(LocalExpansionTest, RasterRejectsEverythingAfterTheFirstRejection) {
   EXPECT_LT(local.size(), raster.size());
 }
 
+// MuLo-SD x ZipAR: with the drafter's grid width as the window the drafter's wavefront is its
+// sequential drafting, token for token, for every prefix rule (OWN continues the wavefront,
+// the others restart it whenever the committed rows change the prefix); smaller windows draft
+// with fewer drafter forwards; the window is validated against the drafter's grid.
+TEST(MuloTest, ZipArDrafterWithTheGridWidthIsTheSequentialDrafter) {
+  MuloFixture f = LoadMulo();
+  const int64_t small = f.models.drafter->config().grid_size;
+  for (double temperature : {0.0, 1.0}) {
+    for (uint64_t seed : {1, 2}) {
+      SamplingParams s;
+      s.temperature = temperature;
+      s.seed = seed;
+      for (DraftPrefix prefix : kAllPrefixes) {
+        MuloOptions o;
+        o.tau = 0.02;
+        o.radius = 1;
+        o.prefix = prefix;
+        o.draft_rows = seed;  // 1 and 2 rows per step
+        auto sequential = Generate(MuloDecoder(o), f.models, f.condition, s);
+        o.zipar_window = small;
+        auto wavefront = Generate(MuloDecoder(o), f.models, f.condition, s);
+        ASSERT_OK(sequential);
+        ASSERT_OK(wavefront);
+        EXPECT_EQ(wavefront->tokens, sequential->tokens)
+            << temperature << " " << seed << " " << DraftPrefixName(prefix);
+        EXPECT_EQ(wavefront->stats.prefix_own_tokens, sequential->stats.prefix_own_tokens);
+        EXPECT_EQ(wavefront->stats.accepted_tokens, sequential->stats.accepted_tokens);
+        if (prefix == DraftPrefix::kOwn) {
+          // One drafter forward per drafted token but the last, as sequentially.
+          EXPECT_EQ(wavefront->stats.draft_forward_passes,
+                    sequential->stats.draft_forward_passes);
+          o.zipar_window = 1;
+          auto narrow = Generate(MuloDecoder(o), f.models, f.condition, s);
+          ASSERT_OK(narrow);
+          EXPECT_LT(narrow->stats.draft_forward_passes, sequential->stats.draft_forward_passes);
+        }
+      }
+    }
+  }
+  MuloOptions bad;
+  bad.zipar_window = small + 1;
+  auto refused = Generate(MuloDecoder(bad), f.models, f.condition, SamplingParams());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message().rfind("mulo.zipar_window:", 0), 0u);
+}
+
 TEST(MuloTest, TheoreticalSpeedup) {
   EXPECT_DOUBLE_EQ(TheoreticalSpeedup(0.0, 256, 64), 256.0 / (256 + 64));
   EXPECT_DOUBLE_EQ(TheoreticalSpeedup(1.0, 256, 64), 4.0);
