@@ -62,7 +62,9 @@ ABSL_FLAG(std::string, draft_prefix, "",
           "mulo: the drafter's prefix: downsampled (the paper's D_r), keep_drafted, patch or own");
 ABSL_FLAG(bool, keep_drafted_prefix, false, "mulo: same as --draft_prefix=keep_drafted");
 ABSL_FLAG(std::string, resample, "",
-          "mulo: how rejected positions are re-sampled: sequential (the paper's) or parallel");
+          "mulo: how rejected positions are re-sampled: sequential (the paper's), parallel or "
+          "wavefront");
+ABSL_FLAG(int, resample_window, 0, "mulo: with --resample=wavefront, ZipAR's window");
 ABSL_FLAG(int, parallel_radius, 0,
           "mulo: with --resample=parallel, the 2D reach within which re-samples stay sequential");
 ABSL_FLAG(double, draft_cfg_scale, 0, "mulo: the drafter's guidance scale");
@@ -271,6 +273,9 @@ bool SetMethod(const std::string& method, const GivenFlags& given,
     }
     if (given.Has("parallel_radius")) m->set_parallel_radius(absl::GetFlag(FLAGS_parallel_radius));
     if (given.Has("zipar_window")) m->set_zipar_window(absl::GetFlag(FLAGS_zipar_window));
+    if (given.Has("resample_window")) {
+      m->set_resample_window(absl::GetFlag(FLAGS_resample_window));
+    }
     if (given.Has("tau")) m->set_tau(absl::GetFlag(FLAGS_tau));
     if (given.Has("k")) m->set_k(absl::GetFlag(FLAGS_k));
     if (given.Has("delta")) m->set_delta(absl::GetFlag(FLAGS_delta));

@@ -96,12 +96,14 @@ absl::Status MapMuloParams(const v1::MuloParams& m, engine::MuloOptions* options
     case P::RESAMPLE_ORDER_UNSPECIFIED: break;
     case P::SEQUENTIAL: options->resample = engine::ResampleOrder::kSequential; break;
     case P::PARALLEL: options->resample = engine::ResampleOrder::kParallel; break;
+    case P::WAVEFRONT: options->resample = engine::ResampleOrder::kWavefront; break;
     default:
       return Invalid("mulo.resample",
-                     absl::StrCat(m.resample(), " is not SEQUENTIAL or PARALLEL"));
+                     absl::StrCat(m.resample(), " is not SEQUENTIAL, PARALLEL or WAVEFRONT"));
   }
   if (m.has_parallel_radius()) options->parallel_radius = m.parallel_radius();
   if (m.has_zipar_window()) options->zipar_window = m.zipar_window();
+  if (m.has_resample_window()) options->resample_window = m.resample_window();
   if (m.has_draft_cfg_scale()) options->draft_cfg_scale = m.draft_cfg_scale();
   if (m.has_draft_temperature()) options->draft_temperature = m.draft_temperature();
   return absl::OkStatus();

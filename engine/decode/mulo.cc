@@ -1,6 +1,7 @@
 #include "engine/decode/mulo.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cstdlib>
 
 #include "engine/decode/mulo_proposer.h"
@@ -84,6 +85,9 @@ class MuloState : public SteppedMethod::State {
   Status Resample(DecodeSession& session, const std::vector<int64_t>& resample,
                   const torch::Tensor& verify_logits, int64_t n, std::vector<int64_t>* seq) {
     MULO_RETURN_IF_ERROR(target_->Truncate(resample.front()));
+    if (options_.resample == ResampleOrder::kWavefront) {
+      return ResampleInWaves(session, resample, verify_logits, n, seq);
+    }
     std::vector<int64_t> drawn;
     for (int64_t u : resample) {
       MULO_RETURN_IF_ERROR(session.CheckCancelled());
@@ -97,6 +101,50 @@ class MuloState : public SteppedMethod::State {
       }
       (*seq)[u] = session.Draw(logits, RngStream::kTarget);
       drawn.push_back(u);
+    }
+    return OkStatus();
+  }
+
+  // ResampleOrder::kWavefront: the first wave from the verify forward (nothing is re-drawn
+  // before it), each later one from one forward over the sequence since the previous wave.
+  Status ResampleInWaves(DecodeSession& session, const std::vector<int64_t>& resample,
+                         const torch::Tensor& verify_logits, int64_t n,
+                         std::vector<int64_t>* seq) {
+    const int64_t grid = session.grid(), window = options_.resample_window;
+    std::vector<int64_t> pending = resample;
+    bool first = true;
+    while (!pending.empty()) {
+      MULO_RETURN_IF_ERROR(session.CheckCancelled());
+      // Ready: no pending position earlier in its row or within the window in a row above.
+      std::vector<int64_t> wave;
+      for (int64_t u : pending) {
+        bool ready = true;
+        for (int64_t v : pending) {
+          if (v >= u) break;
+          if (v / grid == u / grid || v % grid < u % grid + window) {
+            ready = false;
+            break;
+          }
+        }
+        if (ready) wave.push_back(u);
+      }
+      torch::Tensor logits;  // [batch, positions, V]: position p at index p - offset
+      int64_t offset = n;
+      if (first) {
+        logits = verify_logits;
+      } else {
+        offset = static_cast<int64_t>(target_->fed().size()) + 1;
+        MULO_ASSIGN_OR_RETURN(logits, target_->Feed(*seq, offset - 1, wave.back(),
+                                                    LogitsMode::kAll));
+      }
+      for (int64_t u : wave) (*seq)[u] = session.Draw(logits.select(1, u - offset),
+                                                      RngStream::kTarget);
+      if (!first) MULO_RETURN_IF_ERROR(target_->Truncate(wave.front()));
+      first = false;
+      std::vector<int64_t> rest;
+      std::set_difference(pending.begin(), pending.end(), wave.begin(), wave.end(),
+                          std::back_inserter(rest));
+      pending = std::move(rest);
     }
     return OkStatus();
   }

@@ -12,8 +12,8 @@ namespace {
 
 constexpr DraftPrefix kPrefixes[] = {DraftPrefix::kDownsampled, DraftPrefix::kKeepDrafted,
                                      DraftPrefix::kPatch, DraftPrefix::kOwn};
-constexpr ResampleOrder kResampleOrders[] = {ResampleOrder::kSequential,
-                                             ResampleOrder::kParallel};
+constexpr ResampleOrder kResampleOrders[] = {ResampleOrder::kSequential, ResampleOrder::kParallel,
+                                             ResampleOrder::kWavefront};
 constexpr Pooling kPoolings[] = {Pooling::kAdditive, Pooling::kMultiplicative, Pooling::kNone};
 
 // The one spelling of each enum value (the *Name functions), as JsonFields::Enum lists them.
@@ -40,6 +40,7 @@ const char* ResampleOrderName(ResampleOrder order) {
   switch (order) {
     case ResampleOrder::kSequential: return "sequential";
     case ResampleOrder::kParallel: return "parallel";
+    case ResampleOrder::kWavefront: return "wavefront";
   }
   return "unknown";
 }
@@ -54,7 +55,7 @@ StatusOr<MuloOptions> ParseMuloOptions(const nlohmann::json& doc, MuloOptions o,
       "tau",       "k",           "delta",           "lambda",
       "pooling",   "radius",      "draft_rows",      "rejection",
       "draft_prefix", "resample",   "parallel_radius", "draft_cfg_scale",
-      "draft_temperature", "zipar_window", "name", "calibration"};
+      "draft_temperature", "zipar_window", "resample_window", "name", "calibration"};
   for (const auto& item : doc.items()) {
     if (std::find(kKeys.begin(), kKeys.end(), item.key()) == kKeys.end()) {
       return f.Error(item.key(), "unknown option");
@@ -93,6 +94,8 @@ StatusOr<MuloOptions> ParseMuloOptions(const nlohmann::json& doc, MuloOptions o,
   MULO_ASSIGN_OR_RETURN(o.parallel_radius,
                         f.Int("parallel_radius", 0, kMaxInt, o.parallel_radius));
   MULO_ASSIGN_OR_RETURN(o.zipar_window, f.Int("zipar_window", 0, kMaxInt, o.zipar_window));
+  MULO_ASSIGN_OR_RETURN(o.resample_window,
+                        f.Int("resample_window", 1, kMaxInt, o.resample_window));
   if (f.Has("draft_cfg_scale")) {
     MULO_ASSIGN_OR_RETURN(o.draft_cfg_scale, f.Number("draft_cfg_scale", 0.0, 100.0, 1.0));
   }
@@ -114,7 +117,8 @@ nlohmann::json MuloOptionsToJson(const MuloOptions& o) {
                         {"draft_prefix", DraftPrefixName(o.prefix)},
                         {"resample", ResampleOrderName(o.resample)},
                         {"parallel_radius", o.parallel_radius},
-                        {"zipar_window", o.zipar_window}};
+                        {"zipar_window", o.zipar_window},
+                        {"resample_window", o.resample_window}};
   if (o.draft_cfg_scale) doc["draft_cfg_scale"] = *o.draft_cfg_scale;
   if (o.draft_temperature) doc["draft_temperature"] = *o.draft_temperature;
   return doc;
@@ -137,6 +141,7 @@ Status ValidateMuloOptions(const MuloOptions& o) {
     return InvalidArgumentError("mulo.parallel_radius: must be >= 0");
   }
   if (o.zipar_window < 0) return InvalidArgumentError("mulo.zipar_window: must be >= 0");
+  if (o.resample_window < 1) return InvalidArgumentError("mulo.resample_window: must be >= 1");
   if (o.draft_cfg_scale &&
       !(*o.draft_cfg_scale >= 0.0 && *o.draft_cfg_scale <= 100.0)) {
     return InvalidArgumentError("mulo.draft_cfg_scale: must be in [0, 100]");

@@ -47,8 +47,15 @@ enum class ResampleOrder {
   // re-sampled (tau > 1) each has its left neighbour re-sampled before it, so with
   // parallel_radius >= 1 this is exactly sequential, i.e. ar.
   kParallel,
+  // MuLo-SD x ZipAR (not in the paper): in waves, one target forward each. Position (r, c) is
+  // drawn once every re-sampled position before it in row r and every one in the rows above
+  // at columns < c + resample_window is drawn, i.e. the rows of R_X advance as ZipAR's
+  // wavefront; the positions of a wave are drawn from the same forward, each conditioned on
+  // the sequence as it stands (re-samples not yet drawn still hold their drafts). A window of
+  // the grid width or more is kSequential, draw for draw.
+  kWavefront,
 };
-// "sequential", "parallel".
+// "sequential", "parallel", "wavefront".
 const char* ResampleOrderName(ResampleOrder order);
 
 struct MuloOptions {
@@ -70,6 +77,8 @@ struct MuloOptions {
   // row r has w tokens, so the rows after the ones a step needs are partly drafted already.
   // The drafter's grid width is its sequential drafting, token for token.
   int64_t zipar_window = 0;
+  // kWavefront's window (ZipAR's paper default 8).
+  int64_t resample_window = 8;
 };
 
 // The paper's settings (the struct's defaults), reachable by name from every request.
@@ -78,7 +87,7 @@ MuloOptions PaperMuloOptions();
 // Options written as a JSON object over `base`. Keys: tau, k, delta, lambda, pooling
 // ("additive", "multiplicative", "none"), radius, draft_rows, rejection ("local", "raster"),
 // draft_prefix ("downsampled", "keep_drafted", "patch", "own"), resample ("sequential",
-// "parallel"), parallel_radius, zipar_window, draft_cfg_scale,
+// "parallel", "wavefront"), parallel_radius, zipar_window, resample_window, draft_cfg_scale,
 // draft_temperature, and informational "name" and "calibration"; anything else, or a value
 // out of range, is INVALID_ARGUMENT naming `source` and the field.
 StatusOr<MuloOptions> ParseMuloOptions(const nlohmann::json& doc, MuloOptions base,

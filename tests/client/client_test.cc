@@ -76,7 +76,11 @@ TEST_F(ClientTest, GenerateWritesThePngAndPrintsStats) {
       {"--method=eagle"},
       {"--method=eagle", "--static_tree"},
       {"--method=lantern", "--k=4", "--delta=0.2", "--static_tree"},
-      {"--method=lantern++", "--k=4", "--lambda=3"}};
+      {"--method=lantern++", "--k=4", "--lambda=3"},
+      {"--method=sjd", "--window=8", "--init=repeat_horizon"},
+      {"--method=gsd", "--window=8", "--group_size=4", "--max_embedding_distance=1e9"},
+      {"--method=zipar", "--window=4"},
+      {"--method=mulo", "--zipar_window=4", "--resample=wavefront", "--resample_window=4"}};
   for (const std::vector<std::string>& method_args : methods) {
     const std::string method = absl::StrJoin(method_args, " ");
     std::remove(out.c_str());
@@ -92,8 +96,14 @@ TEST_F(ClientTest, GenerateWritesThePngAndPrintsStats) {
     EXPECT_EQ(image.rows, size);
     EXPECT_NE(run.output.find("target forwards"), std::string::npos) << run.output;
     EXPECT_NE(run.output.find("phases:"), std::string::npos) << run.output;
-    if (method != "--method=ar") {
+    if (method != "--method=ar" && method.find("--method=zipar") == std::string::npos) {
       EXPECT_NE(run.output.find("acceptance"), std::string::npos) << run.output;
+    }
+    if (method != "--method=ar") {
+      EXPECT_NE(run.output.find("iterations"), std::string::npos) << run.output;
+    }
+    if (method.find("--method=gsd") != std::string::npos) {
+      EXPECT_NE(run.output.find("pooled sets"), std::string::npos) << run.output;
     }
     if (method.find("lantern") != std::string::npos) {
       EXPECT_NE(run.output.find("pooled sets"), std::string::npos) << run.output;
@@ -105,7 +115,8 @@ TEST_F(ClientTest, ModelsListsTheFamilyAndItsMethods) {
   ClientRun run = Client(*server_, {"models"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("tiny"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("ar,speculative,mulo,eagle,lantern,lantern++"), std::string::npos)
+  EXPECT_NE(run.output.find("ar,speculative,mulo,eagle,lantern,lantern++,sjd,gsd,zipar"),
+            std::string::npos)
       << run.output;
 }
 

@@ -4,6 +4,8 @@ SynthEval on y with its paired standard error, the Pareto front (no other row bo
 better) joined by a line; writes a PNG.
 
   /usr/bin/python3 tools/synth/plot_pareto.py out/bench_tree_t1/methods.csv docs/tree_pareto.png
+  /usr/bin/python3 tools/synth/plot_pareto.py --title="training-free and MuLo-SD x ZipAR" \
+      out/bench_parallel_t1/methods.csv docs/parallel_pareto.png
 """
 import csv
 import sys
@@ -24,10 +26,14 @@ def pareto(points):
 
 
 def main():
-    if len(sys.argv) < 3:
+    title = "tree methods"
+    args = sys.argv[1:]
+    if args and args[0].startswith("--title="):
+        title = args.pop(0)[len("--title="):]
+    if len(args) < 2:
         sys.exit(__doc__)
     rows = []
-    for path in sys.argv[1:-1]:
+    for path in args[:-1]:
         rows += list(csv.DictReader(open(path)))
     points = [(float(r["speedup"]), float(r["syntheval"])) for r in rows]
     errors = [float(r["syntheval_delta_se"]) for r in rows]
@@ -41,11 +47,11 @@ def main():
             label="Pareto front")
     ax.set_xlabel("speedup vs ar (wall clock, same run)")
     ax.set_ylabel("SynthEval (%)")
-    ax.set_title("tree methods on the bundled family (CPU)")
+    ax.set_title(f"{title} on the bundled family (CPU)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(sys.argv[-1], dpi=120)
+    fig.savefig(args[-1], dpi=120)
     print(f"plot_pareto: {len(rows)} rows, front: " + ", ".join(rows[i]["method"] for i in front))
 
 

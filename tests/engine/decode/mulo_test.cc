@@ -470,6 +470,46 @@ TEST(MuloTest, ZipArDrafterWithTheGridWidthIsTheSequentialDrafter) {
   EXPECT_EQ(refused.status().message().rfind("mulo.zipar_window:", 0), 0u);
 }
 
+// Wavefront re-sampling: a window of the grid width is the paper's sequential re-sampling
+// draw for draw (every position waits for all earlier ones); smaller windows draw positions
+// of different rows from one forward, so the target runs fewer forwards.
+TEST(MuloTest, WavefrontResamplingWithTheGridWidthIsSequential) {
+  MuloFixture f = LoadMulo();
+  const int64_t grid = f.models.target->config().grid_size;
+  for (double temperature : {0.0, 1.0}) {
+    for (uint64_t seed : {1, 2, 3}) {
+      SamplingParams s;
+      s.temperature = temperature;
+      s.seed = seed;
+      MuloOptions o;
+      o.tau = seed == 3 ? 1.5 : 0.05;  // seed 3: everything re-sampled (then ar)
+      o.radius = 1;
+      auto sequential = Generate(MuloDecoder(o), f.models, f.condition, s);
+      o.resample = ResampleOrder::kWavefront;
+      o.resample_window = grid;
+      auto wavefront = Generate(MuloDecoder(o), f.models, f.condition, s);
+      ASSERT_OK(sequential);
+      ASSERT_OK(wavefront);
+      EXPECT_EQ(wavefront->tokens, sequential->tokens) << temperature << " " << seed;
+      EXPECT_EQ(wavefront->stats.target_forward_passes, sequential->stats.target_forward_passes);
+      if (seed == 3) {
+        // All 64 positions re-sampled: each step's 16 positions (two rows of 8) need 15
+        // sequential forwards; with window 2 row 2 runs beside row 1 two columns behind.
+        o.resample_window = 2;
+        auto narrow = Generate(MuloDecoder(o), f.models, f.condition, s);
+        ASSERT_OK(narrow);
+        EXPECT_LT(narrow->stats.target_forward_passes, sequential->stats.target_forward_passes);
+        EXPECT_EQ(narrow->stats.resampled_tokens, 64);
+      }
+    }
+  }
+  MuloOptions bad;
+  bad.resample_window = 0;
+  auto refused = Generate(MuloDecoder(bad), f.models, f.condition, SamplingParams());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message().rfind("mulo.resample_window:", 0), 0u);
+}
+
 TEST(MuloTest, TheoreticalSpeedup) {
   EXPECT_DOUBLE_EQ(TheoreticalSpeedup(0.0, 256, 64), 256.0 / (256 + 64));
   EXPECT_DOUBLE_EQ(TheoreticalSpeedup(1.0, 256, 64), 4.0);
