@@ -1,0 +1,50 @@
+#include "engine/decode/peanut_shapes.h"
+
+#include <algorithm>
+
+namespace mulo::engine {
+
+PeanutShapes::PeanutShapes(const PeanutOptions& options, const DynamicTreeOptions& initial,
+                           int64_t grid, uint64_t seed)
+    : options_(options),
+      initial_(initial),
+      grid_(grid),
+      rng_(seed, RngStream::kDrafter),
+      recorded_(grid * grid) {}
+
+int64_t PeanutShapes::Neighbour(int64_t position) const {
+  if (options_.init == PeanutInit::kVerticalRepeat && position >= grid_) return position - grid_;
+  return position - 1;
+}
+
+DynamicTreeOptions PeanutShapes::ShapeAt(int64_t position) {
+  DynamicTreeOptions shape = initial_;
+  if (options_.init == PeanutInit::kRandom) {
+    // Uniform inside the open bounds.
+    auto uniform = [&](int64_t low, int64_t high) {
+      const int64_t span = std::max<int64_t>(1, high - low - 1);
+      return low + 1 + std::min<int64_t>(span - 1, static_cast<int64_t>(rng_.Uniform() * span));
+    };
+    shape.depth = uniform(options_.min_depth, options_.max_depth);
+    shape.top_k = uniform(options_.min_top_k, options_.max_top_k);
+    return shape;
+  }
+  const int64_t from = Neighbour(position);
+  if (from < 0 || !recorded_[from].set) return shape;
+  const Recorded& neighbour = recorded_[from];
+  const bool positive = neighbour.alpha >= options_.beta;
+  const int64_t depth = neighbour.shape.depth + (positive ? options_.l_d : -options_.l_d);
+  const int64_t top_k = neighbour.shape.top_k + (positive ? -options_.l_k : options_.l_k);
+  shape.depth = std::clamp(depth, options_.min_depth + 1, options_.max_depth - 1);
+  shape.top_k = depth > 1 ? std::clamp(top_k, options_.min_top_k + 1, options_.max_top_k - 1)
+                          : std::max<int64_t>(1, top_k);
+  return shape;
+}
+
+void PeanutShapes::Record(int64_t first, int64_t count, const DynamicTreeOptions& shape,
+                          double alpha) {
+  const int64_t end = std::min<int64_t>(first + count, static_cast<int64_t>(recorded_.size()));
+  for (int64_t p = std::max<int64_t>(first, 0); p < end; ++p) recorded_[p] = {true, shape, alpha};
+}
+
+}  // namespace mulo::engine

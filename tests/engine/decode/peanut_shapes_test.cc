@@ -1,0 +1,97 @@
+// PEANUT's shape policy alone: initialisation from the left / upper neighbour, the bisection
+// step by the neighbour's acceptance rate, the open bounds (width bounded only above depth 1),
+// Random inside the bounds, and no adaptation (l_d = l_k = 0) keeping EAGLE-2's shape.
+#include "engine/decode/peanut_shapes.h"
+
+#include <gtest/gtest.h>
+
+namespace mulo::engine {
+namespace {
+
+constexpr DynamicTreeOptions kEagle2{60, 7, 10};
+
+TEST(PeanutShapesTest, PositiveTreesGrowDeeperAndNarrowerNegativeOnesShallowerAndWider) {
+  PeanutShapes shapes({}, kEagle2, 8, 0);
+  EXPECT_EQ(shapes.ShapeAt(1).depth, 7);  // nothing recorded yet: the initial shape
+  shapes.Record(1, 3, {60, 7, 10}, 1.0);  // alpha >= beta = 1: positive
+  DynamicTreeOptions next = shapes.ShapeAt(4);  // left neighbour 3
+  EXPECT_EQ(next.total_tokens, 60);
+  EXPECT_EQ(next.depth, 8);
+  EXPECT_EQ(next.top_k, 7);
+  shapes.Record(4, 1, next, 0.25);  // negative
+  next = shapes.ShapeAt(5);
+  EXPECT_EQ(next.depth, 7);
+  EXPECT_EQ(next.top_k, 10);
+}
+
+TEST(PeanutShapesTest, BoundsAreOpenAndWidthIsFreeAtDepthOne) {
+  PeanutOptions o;
+  o.l_k = 5;
+  PeanutShapes shapes(o, kEagle2, 8, 0);
+  shapes.Record(0, 1, {60, 9, 4}, 1.0);  // positive at the top: depth stays 9, width 4
+  DynamicTreeOptions s = shapes.ShapeAt(1);
+  EXPECT_EQ(s.depth, 9);
+  EXPECT_EQ(s.top_k, 4);
+  shapes.Record(1, 1, {60, 2, 12}, 0.1);  // negative: depth 1, width 17 not bounded
+  s = shapes.ShapeAt(2);
+  EXPECT_EQ(s.depth, 1);
+  EXPECT_EQ(s.top_k, 17);
+  shapes.Record(2, 1, {60, 3, 12}, 0.1);  // negative: depth 2 > 1, width bounded to 13
+  s = shapes.ShapeAt(3);
+  EXPECT_EQ(s.depth, 2);
+  EXPECT_EQ(s.top_k, 13);
+}
+
+TEST(PeanutShapesTest, VerticalRepeatCopiesTheTreeAbove) {
+  PeanutOptions o;
+  o.init = PeanutInit::kVerticalRepeat;
+  PeanutShapes shapes(o, kEagle2, 4, 0);
+  shapes.Record(0, 4, {60, 3, 5}, 1.0);    // row 0
+  shapes.Record(4, 1, {60, 6, 12}, 0.0);   // (1, 0)
+  EXPECT_EQ(shapes.ShapeAt(5).depth, 4);   // from (0, 1), positive
+  EXPECT_EQ(shapes.ShapeAt(5).top_k, 4);
+  EXPECT_EQ(shapes.ShapeAt(2).depth, 4);   // row 0 falls back to the left neighbour
+  o.init = PeanutInit::kHorizontalRepeat;
+  PeanutShapes left(o, kEagle2, 4, 0);
+  left.Record(0, 4, {60, 3, 5}, 1.0);
+  left.Record(4, 1, {60, 6, 12}, 0.0);
+  EXPECT_EQ(left.ShapeAt(5).depth, 5);     // from (1, 0), negative
+  EXPECT_EQ(left.ShapeAt(4).depth, 4);     // column 0: the previous row's last position
+}
+
+TEST(PeanutShapesTest, RandomStaysInsideTheBoundsAndCoversThem) {
+  PeanutOptions o;
+  o.init = PeanutInit::kRandom;
+  PeanutShapes shapes(o, kEagle2, 16, 7);
+  std::vector<int> depths(10, 0), widths(14, 0);
+  for (int64_t p = 0; p < 2000; ++p) {
+    const DynamicTreeOptions s = shapes.ShapeAt(p % 256);
+    ASSERT_GT(s.depth, 0);
+    ASSERT_LT(s.depth, 10);
+    ASSERT_GT(s.top_k, 3);
+    ASSERT_LT(s.top_k, 14);
+    ++depths[s.depth];
+    ++widths[s.top_k];
+  }
+  for (int d = 1; d <= 9; ++d) EXPECT_GT(depths[d], 100) << d;
+  for (int k = 4; k <= 13; ++k) EXPECT_GT(widths[k], 100) << k;
+}
+
+TEST(PeanutShapesTest, NoAdaptationKeepsEagle2sShape) {
+  PeanutOptions o;
+  o.l_d = 0;
+  o.l_k = 0;
+  PeanutShapes shapes(o, kEagle2, 8, 0);
+  int64_t position = 1;
+  for (double alpha : {1.0, 0.0, 0.5, 1.0, 0.1}) {
+    const DynamicTreeOptions s = shapes.ShapeAt(position);
+    EXPECT_EQ(s.depth, 7);
+    EXPECT_EQ(s.top_k, 10);
+    EXPECT_EQ(s.total_tokens, 60);
+    shapes.Record(position, 2, s, alpha);
+    position += 2;
+  }
+}
+
+}  // namespace
+}  // namespace mulo::engine
