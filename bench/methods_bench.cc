@@ -90,7 +90,9 @@ ABSL_FLAG(std::string, mulo_grid, "",
 ABSL_FLAG(std::vector<std::string>, rows, {},
           "extra rows, each method:key=value:... over the family's defaults for the method: "
           "eagle, lantern, lantern++ with keys k, delta, lambda, total, depth, top_k, static "
-          "(0/1); sjd, gsd, zipar with keys window, init (0 random, 1 repeat_horizon), "
+          "(0/1); peanut with the tree keys and beta, l_d, l_k, max_top_k, pinit (0 horizontal, "
+          "1 vertical, 2 random), delta (its LANTERN delta); sjd, gsd, zipar with keys window, "
+          "init (0 random, 1 repeat_horizon), "
           "group_size, gap, distance (e.g. lantern:k=1000:delta=0.1,eagle:total=8:depth=4:"
           "top_k=2,sjd:window=4:init=1,gsd:group_size=1,zipar:window=4)");
 ABSL_FLAG(int, seeds_per_prompt, 1,
@@ -120,7 +122,8 @@ struct Row {
   int n = 0, pass = 0;
   double seconds = 0, target_forwards = 0, draft_forwards = 0, drafted = 0, accepted = 0,
          tokens = 0, resampled = 0, relaxed = 0, expansion = 0, prefix_own = 0,
-         prefix_down = 0, verify_steps = 0, pooled_drafts = 0, pooled_neighbors = 0;
+         prefix_down = 0, verify_steps = 0, pooled_drafts = 0, pooled_neighbors = 0,
+         tree_depth = 0, tree_width = 0;
   std::vector<double> accepted_per_position;  // summed over samples
   std::array<double, engine::kNumPhases> phase_seconds{};
   std::vector<int> passes;         // per sample, in run order (paired with ar's)
@@ -249,6 +252,20 @@ std::string MethodLabel(const engine::MethodConfig& m) {
                            m.gsd.group.max_embedding_distance);
   }
   if (m.name == "zipar") return absl::StrFormat("zipar (window %d)", m.zipar.window);
+  if (m.name == "peanut") {
+    const engine::PeanutOptions& p = m.peanut.shape;
+    const char* init = p.init == engine::PeanutInit::kHorizontalRepeat ? "horizontal"
+                       : p.init == engine::PeanutInit::kVerticalRepeat ? "vertical"
+                                                                        : "random";
+    std::string label = absl::StrFormat("peanut (beta %g, l_d %d, l_k %d, %s, from %d / %d / %d",
+                                        p.beta, p.l_d, p.l_k, init, m.peanut.tree.total_tokens,
+                                        m.peanut.tree.depth, m.peanut.tree.top_k);
+    if (m.peanut.lantern_delta > 0) {
+      label += absl::StrFormat(", + lantern k %d delta %g", m.peanut.lantern_k,
+                               m.peanut.lantern_delta);
+    }
+    return label + ")";
+  }
   return m.name;
 }
 
@@ -257,12 +274,15 @@ engine::StatusOr<engine::MethodConfig> ParseRow(const std::string& spec,
                                                 const engine::ModelSet& family) {
   const std::vector<std::string> parts = absl::StrSplit(spec, ':');
   MULO_ASSIGN_OR_RETURN(engine::MethodConfig m, engine::DefaultMethodConfig(parts[0], family));
-  const std::set<std::string> known = {"eagle", "lantern", "lantern++", "sjd", "gsd", "zipar"};
+  const std::set<std::string> known = {"eagle", "lantern", "lantern++", "peanut",
+                                       "sjd",   "gsd",     "zipar"};
   if (known.count(m.name) == 0) {
-    return engine::InvalidArgumentError(
-        "--rows: " + spec + ": the method must be eagle, lantern, lantern++, sjd, gsd or zipar");
+    return engine::InvalidArgumentError("--rows: " + spec +
+                                        ": the method must be eagle, lantern, lantern++, "
+                                        "peanut, sjd, gsd or zipar");
   }
   engine::EagleOptions& tree = m.name == "lantern" ? m.lantern.tree : m.eagle;
+  engine::DynamicTreeOptions& dynamic = m.name == "peanut" ? m.peanut.tree : tree.dynamic;
   for (size_t i = 1; i < parts.size(); ++i) {
     const std::vector<std::string> kv = absl::StrSplit(parts[i], absl::MaxSplits('=', 1));
     double value = 0;
@@ -274,15 +294,27 @@ engine::StatusOr<engine::MethodConfig> ParseRow(const std::string& spec,
     if (key == "k") {
       m.lantern.k = m.lantern_plus_plus.k = static_cast<int64_t>(value);
     } else if (key == "delta") {
-      m.lantern.delta = value;
+      m.lantern.delta = m.peanut.lantern_delta = value;
     } else if (key == "lambda") {
       m.lantern_plus_plus.lambda = value;
     } else if (key == "total") {
-      tree.dynamic.total_tokens = static_cast<int>(value);
+      dynamic.total_tokens = static_cast<int>(value);
     } else if (key == "depth") {
-      tree.dynamic.depth = static_cast<int>(value);
+      dynamic.depth = static_cast<int>(value);
     } else if (key == "top_k") {
-      tree.dynamic.top_k = static_cast<int>(value);
+      dynamic.top_k = static_cast<int>(value);
+    } else if (key == "beta") {
+      m.peanut.shape.beta = value;
+    } else if (key == "l_d") {
+      m.peanut.shape.l_d = static_cast<int64_t>(value);
+    } else if (key == "l_k") {
+      m.peanut.shape.l_k = static_cast<int64_t>(value);
+    } else if (key == "max_top_k") {
+      m.peanut.shape.max_top_k = static_cast<int64_t>(value);
+    } else if (key == "pinit") {
+      m.peanut.shape.init = value == 1   ? engine::PeanutInit::kVerticalRepeat
+                            : value == 2 ? engine::PeanutInit::kRandom
+                                         : engine::PeanutInit::kHorizontalRepeat;
     } else if (key == "static") {
       tree.static_tree = value != 0;
     } else if (key == "window") {
@@ -525,6 +557,8 @@ int Run() {
         row.verify_steps += s.verify_steps;
         row.pooled_drafts += s.pooled_drafts;
         row.pooled_neighbors += s.pooled_neighbors;
+        row.tree_depth += s.drafted_tree_depth;
+        row.tree_width += s.drafted_tree_width;
         if (row.accepted_per_position.size() < s.accepted_per_position.size()) {
           row.accepted_per_position.resize(s.accepted_per_position.size(), 0.0);
         }
@@ -686,8 +720,9 @@ int Run() {
   std::string paths =
       "\ndraft paths: mean accepted length per verify step, accepted drafts per image at depth "
       "1..6, the fraction of accepted drafts only the relaxation kept, mean pooled neighbours "
-      "|A| - 1 per judged draft\n\n| method | mean accepted length | depth 1 | 2 | 3 | 4 | 5 | 6 "
-      "| relaxed | mean abs(A) - 1 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+      "|A| - 1 per judged draft, the drafted trees' mean depth and width (tree methods)\n\n"
+      "| method | mean accepted length | depth 1 | 2 | 3 | 4 | 5 | 6 | relaxed | mean abs(A) - 1 "
+      "| tree depth | tree width |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   bool any_paths = false;
   for (const Row& row : rows) {
     if (row.verify_steps == 0 || row.accepted_per_position.empty()) continue;
@@ -702,8 +737,12 @@ int Run() {
         &paths,
         row.accepted > 0 ? absl::StrFormat(" %.3f |", row.relaxed / row.accepted) : " - |",
         row.pooled_drafts > 0
-            ? absl::StrFormat(" %.2f |\n", row.pooled_neighbors / row.pooled_drafts)
-            : " - |\n");
+            ? absl::StrFormat(" %.2f |", row.pooled_neighbors / row.pooled_drafts)
+            : " - |",
+        row.tree_depth > 0 ? absl::StrFormat(" %.2f |", row.tree_depth / row.verify_steps)
+                           : " - |",
+        row.tree_width > 0 ? absl::StrFormat(" %.2f |\n", row.tree_width / row.verify_steps)
+                           : " - |\n");
   }
   if (any_paths) {
     md << paths;

@@ -44,16 +44,19 @@ ABSL_FLAG(std::string, method, "ar",
 ABSL_FLAG(int, gamma, 0, "speculative: draft tokens per step");
 ABSL_FLAG(bool, static_tree, false,
           "eagle, lantern: EAGLE-1's static tree instead of EAGLE-2's dynamic one");
-ABSL_FLAG(int, total_tokens, 0, "eagle, lantern: dynamic tree nodes verified per step");
-ABSL_FLAG(int, tree_depth, 0, "eagle, lantern: dynamic tree expansions");
-ABSL_FLAG(int, tree_top_k, 0, "eagle, lantern: children per expanded node");
+ABSL_FLAG(int, total_tokens, 0,
+          "eagle, lantern, peanut: dynamic tree nodes verified per step");
+ABSL_FLAG(int, tree_depth, 0, "eagle, lantern, peanut (initial): dynamic tree expansions");
+ABSL_FLAG(int, tree_top_k, 0, "eagle, lantern, peanut (initial): children per expanded node");
 ABSL_FLAG(std::string, preset, "family",
           "mulo: defaults of the unset parameters: family (the model's calibrated defaults) or "
           "paper (the MuLo-SD paper's settings)");
 ABSL_FLAG(double, tau, 0, "mulo: acceptance threshold");
 ABSL_FLAG(std::string, pooling, "", "mulo: additive, multiplicative or none");
 ABSL_FLAG(int, k, 0, "mulo, lantern, lantern++: latent neighbours pooled besides the draft");
-ABSL_FLAG(double, delta, 0, "mulo, lantern: additive pooling bound");
+ABSL_FLAG(double, delta, 0,
+          "mulo, lantern: additive pooling bound; peanut: LANTERN's delta on its trees "
+          "(0 = lossless)");
 ABSL_FLAG(double, lambda, 0, "mulo, lantern++: multiplicative pooling factor");
 ABSL_FLAG(int, radius, 0, "mulo: local expansion radius");
 ABSL_FLAG(int, draft_rows, 0, "mulo: drafter rows per step");
@@ -74,7 +77,16 @@ ABSL_FLAG(double, draft_temperature, 0, "mulo: the drafter's temperature");
 ABSL_FLAG(int, window, 0,
           "sjd, gsd: draft tokens per Jacobi iteration; zipar: tokens of a row before the next "
           "row starts (the grid width is plain AR)");
-ABSL_FLAG(std::string, init, "", "sjd: new window tokens: random or repeat_horizon");
+ABSL_FLAG(std::string, init, "",
+          "sjd: new window tokens: random or repeat_horizon; peanut: where a tree's shape "
+          "starts: horizontal_repeat, vertical_repeat or random");
+ABSL_FLAG(double, beta, 0, "peanut: positive threshold on a tree's acceptance rate");
+ABSL_FLAG(int, l_d, 0, "peanut: depth adaptation step");
+ABSL_FLAG(int, l_k, 0, "peanut: width adaptation step");
+ABSL_FLAG(int, min_depth, 0, "peanut: open lower bound of the adapted depth");
+ABSL_FLAG(int, max_depth, 0, "peanut: open upper bound of the adapted depth");
+ABSL_FLAG(int, min_top_k, 0, "peanut: open lower bound of the adapted width");
+ABSL_FLAG(int, max_top_k, 0, "peanut: open upper bound of the adapted width");
 ABSL_FLAG(int, group_size, 0, "gsd: tokens ranked around the draft that may join its group");
 ABSL_FLAG(double, max_probability_gap, 0, "gsd: a group member's largest |p(y) - p(x)|");
 ABSL_FLAG(double, max_embedding_distance, 0,
@@ -205,6 +217,32 @@ bool SetMethod(const std::string& method, const GivenFlags& given,
     auto* l = request->mutable_lantern_plus_plus();
     if (given.Has("k")) l->set_k(absl::GetFlag(FLAGS_k));
     if (given.Has("lambda")) l->set_lambda(absl::GetFlag(FLAGS_lambda));
+  }
+  if (request->has_peanut()) {
+    auto* q = request->mutable_peanut();
+    if (given.Has("beta")) q->set_beta(absl::GetFlag(FLAGS_beta));
+    if (given.Has("l_d")) q->set_l_d(absl::GetFlag(FLAGS_l_d));
+    if (given.Has("l_k")) q->set_l_k(absl::GetFlag(FLAGS_l_k));
+    if (given.Has("min_depth")) q->set_min_depth(absl::GetFlag(FLAGS_min_depth));
+    if (given.Has("max_depth")) q->set_max_depth(absl::GetFlag(FLAGS_max_depth));
+    if (given.Has("min_top_k")) q->set_min_top_k(absl::GetFlag(FLAGS_min_top_k));
+    if (given.Has("max_top_k")) q->set_max_top_k(absl::GetFlag(FLAGS_max_top_k));
+    if (given.Has("delta")) q->set_lantern_delta(absl::GetFlag(FLAGS_delta));
+    if (given.Has("total_tokens") || given.Has("tree_depth") || given.Has("tree_top_k")) {
+      set_tree(q->mutable_tree());
+    }
+    if (given.Has("init")) {
+      using Q = mulo::v1::PeanutParams;
+      const auto* found = Q::Init_descriptor()->FindValueByName(
+          absl::AsciiStrToUpper(absl::GetFlag(FLAGS_init)));
+      if (found == nullptr || found->number() == 0) {
+        std::fprintf(stderr,
+                     "error: --init=%s is not horizontal_repeat, vertical_repeat or random\n",
+                     absl::GetFlag(FLAGS_init).c_str());
+        return false;
+      }
+      q->set_init(static_cast<Q::Init>(found->number()));
+    }
   }
   if (request->has_sjd()) {
     auto* j = request->mutable_sjd();
@@ -373,6 +411,10 @@ int Generate(const GivenFlags& given) {
   std::printf("target forwards %u, draft forwards %u, step compression %.2f",
               s.target_forward_passes(), s.draft_forward_passes(), s.step_compression());
   if (s.iterations() > 0) std::printf(", iterations %u", s.iterations());
+  if (s.mean_tree_depth() > 0) {
+    std::printf(", mean tree depth %.2f", s.mean_tree_depth());
+    if (s.mean_tree_width() > 0) std::printf(" width %.2f", s.mean_tree_width());
+  }
   if (s.drafted_tokens() > 0) {
     std::printf(", acceptance %.3f (%u/%u drafted), resampled %u", s.acceptance_rate(),
                 s.accepted_tokens(), s.drafted_tokens(), s.resampled_tokens());

@@ -23,6 +23,8 @@ void FillStats(const engine::Stats& s, double queue_seconds, v1::Stats* out) {
   for (int64_t n : s.accepted_per_position) out->add_accepted_per_position(static_cast<uint32_t>(n));
   out->set_mean_accepted_length(s.MeanAcceptedLength());
   out->set_iterations(static_cast<uint32_t>(s.verify_steps));
+  out->set_mean_tree_depth(s.MeanDraftedTreeDepth());
+  out->set_mean_tree_width(s.MeanDraftedTreeWidth());
   for (int i = 0; i < engine::kNumPhases; ++i) {
     if (s.phase_seconds[i] > 0) {
       (*out->mutable_phase_seconds())[engine::PhaseName(static_cast<engine::Phase>(i))] =

@@ -197,6 +197,38 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
     if (l.has_k()) config.lantern_plus_plus.k = l.k();
     if (l.has_lambda()) config.lantern_plus_plus.lambda = l.lambda();
   }
+  if (request.has_peanut()) {
+    const v1::PeanutParams& q = request.peanut();
+    engine::PeanutOptions& shape = config.peanut.shape;
+    if (q.has_beta()) shape.beta = q.beta();
+    if (q.has_l_d()) shape.l_d = q.l_d();
+    if (q.has_l_k()) shape.l_k = q.l_k();
+    if (q.has_min_depth()) shape.min_depth = q.min_depth();
+    if (q.has_max_depth()) shape.max_depth = q.max_depth();
+    if (q.has_min_top_k()) shape.min_top_k = q.min_top_k();
+    if (q.has_max_top_k()) shape.max_top_k = q.max_top_k();
+    if (q.has_tree()) {
+      if (q.tree().static_tree()) {
+        return Invalid("peanut.tree.static_tree", "PEANUT adapts dynamic (EAGLE-2) trees only");
+      }
+      engine::EagleOptions tree;
+      tree.dynamic = config.peanut.tree;
+      MapEagleParams(q.tree(), &tree);
+      config.peanut.tree = tree.dynamic;
+    }
+    switch (q.init()) {
+      case v1::PeanutParams::INIT_UNSPECIFIED:
+      case v1::PeanutParams::HORIZONTAL_REPEAT:
+        shape.init = engine::PeanutInit::kHorizontalRepeat;
+        break;
+      case v1::PeanutParams::VERTICAL_REPEAT: shape.init = engine::PeanutInit::kVerticalRepeat; break;
+      case v1::PeanutParams::RANDOM: shape.init = engine::PeanutInit::kRandom; break;
+      default:
+        return Invalid("peanut.init", absl::StrCat(q.init(), " is not HORIZONTAL_REPEAT, "
+                                                              "VERTICAL_REPEAT or RANDOM"));
+    }
+    if (q.has_lantern_delta()) config.peanut.lantern_delta = q.lantern_delta();
+  }
   if (request.has_sjd()) {
     const v1::SjdParams& j = request.sjd();
     if (j.has_window()) config.sjd.window = j.window();

@@ -83,6 +83,14 @@ ServerMetrics::ServerMetrics() {
       "mulo_decode_iterations_total",
       "Decoding rounds after the prefill: draft-and-verify steps, or ZipAR's parallel steps "
       "(mulo_spec_accepted_tokens_total over it: accepted drafts per round).", mm));
+  tree_depth_ = OrDie(registry_.AddCounter(
+      "mulo_spec_tree_depth_total",
+      "Depths of the drafted trees, summed (over mulo_decode_iterations_total: the mean; "
+      "PEANUT adapts it).", mm));
+  tree_width_ = OrDie(registry_.AddCounter(
+      "mulo_spec_tree_width_total",
+      "Widths (top-k) of the drafted dynamic trees, summed (over mulo_decode_iterations_total: "
+      "the mean).", mm));
   expansion_resampled_ = OrDie(registry_.AddCounter(
       "mulo_spec_expansion_resampled_tokens_total",
       "Accepted drafts re-sampled because they neighbour a rejection (MuLo-SD).", mm));
@@ -165,6 +173,8 @@ void ServerMetrics::RecordRequest(const RequestLogLine& line) {
   pooled_drafts_->WithLabels({model, method}).Inc(static_cast<double>(s.pooled_drafts));
   pooled_neighbors_->WithLabels({model, method}).Inc(static_cast<double>(s.pooled_neighbors));
   iterations_->WithLabels({model, method}).Inc(static_cast<double>(s.verify_steps));
+  tree_depth_->WithLabels({model, method}).Inc(static_cast<double>(s.drafted_tree_depth));
+  tree_width_->WithLabels({model, method}).Inc(static_cast<double>(s.drafted_tree_width));
   expansion_resampled_->WithLabels({model, method})
       .Inc(static_cast<double>(s.expansion_resampled_tokens));
   prefix_tokens_->WithLabels({model, method, "own"})

@@ -52,6 +52,8 @@ class ServerMetrics {
   metrics::CounterFamily* pooled_drafts_;
   metrics::CounterFamily* pooled_neighbors_;
   metrics::CounterFamily* iterations_;
+  metrics::CounterFamily* tree_depth_;
+  metrics::CounterFamily* tree_width_;
   metrics::HistogramFamily* request_duration_;
   metrics::HistogramFamily* queue_duration_;
   metrics::HistogramFamily* first_row_;

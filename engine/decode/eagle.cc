@@ -12,11 +12,13 @@ namespace {
 class EagleState : public SteppedMethod::State {
  public:
   EagleState(ModelStream* target, std::unique_ptr<EagleProposer> proposer,
-             const EagleOptions& options, std::shared_ptr<const LatentNeighbors> neighbors)
+             const EagleOptions& options, std::shared_ptr<const LatentNeighbors> neighbors,
+             std::unique_ptr<PeanutShapes> shapes)
       : target_(target),
         proposer_(std::move(proposer)),
         verifier_(options.accept, TreeRelaxation{options.relaxation, std::move(neighbors)}),
-        options_(options) {}
+        options_(options),
+        shapes_(std::move(shapes)) {}
 
   // Invariant: the target has been fed every committed token but the last (the root), and
   // the proposer has been handed the pair of every committed token.
@@ -28,16 +30,21 @@ class EagleState : public SteppedMethod::State {
     // last position (no token follows it); the verifier draws the last token itself.
     const int64_t max_depth = session.num_tokens() - n - 1;
     TreeDraft tree;
+    // PEANUT: this step's depth and width from the neighbours' trees.
+    const DynamicTreeOptions shape = shapes_ ? shapes_->ShapeAt(n) : options_.dynamic;
     if (max_depth > 0) {  // 1. The head grows a tree after x_{n-1}.
       auto timer = session.Time(Phase::kDraft);
       if (options_.static_tree) {
         MULO_ASSIGN_OR_RETURN(tree, proposer_->ProposeStatic(session, max_depth));
       } else {
-        MULO_ASSIGN_OR_RETURN(tree,
-                              proposer_->ProposeDynamic(session, options_.dynamic, max_depth));
+        MULO_ASSIGN_OR_RETURN(tree, proposer_->ProposeDynamic(session, shape, max_depth));
       }
     }
     const int64_t length = tree.drafts.size();
+    const int64_t tree_depth =
+        length > 0 ? *std::max_element(tree.shape.depths.begin(), tree.shape.depths.end()) : 0;
+    stats.drafted_tree_depth += tree_depth;
+    stats.drafted_tree_width += options_.static_tree ? 0 : shape.top_k;
     stats.drafted_tokens += length;
     const int64_t root_row = target_->cache().length();  // the verify forward's first row
     ForwardOutput out;
@@ -94,6 +101,10 @@ class EagleState : public SteppedMethod::State {
     const int64_t last = accepted > 0 ? verdict.accepted.back() : -1;
     stats.resampled_tokens += std::count(tree.drafts.parents.begin(), tree.drafts.parents.end(),
                                          last) > 0;
+    if (shapes_ && tree_depth > 0) {  // alpha = accepted length / tree depth
+      shapes_->Record(n, static_cast<int64_t>(x.size()) - n, shape,
+                      static_cast<double>(accepted) / static_cast<double>(tree_depth));
+    }
     session.Commit(std::move(x));
     return OkStatus();
   }
@@ -103,6 +114,7 @@ class EagleState : public SteppedMethod::State {
   std::unique_ptr<EagleProposer> proposer_;
   TreeVerifier verifier_;
   EagleOptions options_;
+  std::unique_ptr<PeanutShapes> shapes_;  // PEANUT only
 };
 
 }  // namespace
@@ -132,14 +144,22 @@ StatusOr<std::unique_ptr<SteppedMethod::State>> EagleDecoder::Begin(DecodeSessio
   MULO_ASSIGN_OR_RETURN(ModelStream * target, session.Open(*models.target, StreamRole::kTarget));
   // Token 0 comes straight from the target's prefill, as in AR; its feature starts the head.
   session.Append(session.Draw(target->next_logits(), RngStream::kTarget));
-  const int64_t tree_rows = std::max<int64_t>(
-      64, options_.dynamic.top_k * (options_.dynamic.depth + 1));
+  int64_t top_k = options_.dynamic.top_k, depth = options_.dynamic.depth;
+  std::unique_ptr<PeanutShapes> shapes;
+  if (options_.peanut) {
+    top_k = std::max(top_k, options_.peanut->max_top_k);
+    depth = std::max(depth, options_.peanut->max_depth);
+    shapes = std::make_unique<PeanutShapes>(*options_.peanut, options_.dynamic,
+                                            session.grid(), session.sampling().seed);
+  }
+  const int64_t tree_rows = std::max<int64_t>(64, top_k * (depth + 1));
   auto proposer = std::make_unique<EagleProposer>(*models.eagle, *models.target,
                                                   target->cache().batch(),
                                                   session.num_tokens() + tree_rows);
   proposer->Push(session.committed().back(), target->next_hidden());
   return std::unique_ptr<State>(
-      std::make_unique<EagleState>(target, std::move(proposer), options_, models.neighbors));
+      std::make_unique<EagleState>(target, std::move(proposer), options_, models.neighbors,
+                                   std::move(shapes)));
 }
 
 }  // namespace mulo::engine

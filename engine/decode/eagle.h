@@ -10,7 +10,10 @@
 
 #include <string>
 
+#include <optional>
+
 #include "engine/decode/dynamic_tree.h"
+#include "engine/decode/peanut_shapes.h"
 #include "engine/decode/session.h"
 #include "engine/sampling/pooling.h"
 #include "engine/sampling/verifier.h"
@@ -23,6 +26,9 @@ struct EagleOptions {
   AcceptRule accept;            // empty = AcceptDraft (min(1, p/q)); tests swap in broken rules
   // LANTERN's latent relaxation of the acceptance test (tree_verifier.h); kNone = EAGLE.
   PoolingRule relaxation{Pooling::kNone};
+  // PEANUT's policy choosing each step's dynamic tree depth and width from the neighbours'
+  // trees (peanut_shapes.h), `dynamic` being the initial shape; unset = EAGLE-2's fixed shape.
+  std::optional<PeanutOptions> peanut;
 };
 
 // INVALID_ARGUMENT naming "<prefix>.total_tokens" / ".depth" / ".top_k" when out of range

@@ -35,7 +35,8 @@ std::vector<MethodEntry> BuildTable() {
        {C::kEagle}, true, Maker<LanternDecoder>(&MethodConfig::lantern)},
       {"lantern++", "LANTERN++: static tree with multiplicative latent relaxation (lambda)",
        {C::kEagle}, true, Maker<LanternPlusPlusDecoder>(&MethodConfig::lantern_plus_plus)},
-      {"peanut", "PEANUT: adjacency-adaptive draft tree shapes", {C::kEagle}, false, {}},
+      {"peanut", "PEANUT: EAGLE-2 trees whose depth and width adapt to the neighbours' trees",
+       {C::kEagle}, true, Maker<PeanutDecoder>(&MethodConfig::peanut)},
       {"sjd", "speculative Jacobi decoding, no draft model (lossless)", {}, true,
        Maker<SjdDecoder>(&MethodConfig::sjd)},
       {"gsd", "grouped speculative decoding: SJD with group acceptance (relaxed)", {}, true,
@@ -104,6 +105,7 @@ StatusOr<MethodConfig> DefaultMethodConfig(const std::string& name, const ModelS
   MULO_ASSIGN_OR_RETURN(config.lantern, FamilyLanternOptions(models));
   MULO_ASSIGN_OR_RETURN(config.lantern_plus_plus, FamilyLanternPlusPlusOptions(models));
   MULO_ASSIGN_OR_RETURN(config.gsd, FamilyGsdOptions(models));
+  config.peanut.lantern_k = config.lantern.k;  // PEANUT + LANTERN pools LANTERN's neighbourhood
   return config;
 }
 

@@ -17,6 +17,7 @@
 #include "engine/decode/gsd.h"
 #include "engine/decode/lantern.h"
 #include "engine/decode/mulo.h"
+#include "engine/decode/peanut.h"
 #include "engine/decode/sjd.h"
 #include "engine/decode/speculative.h"
 #include "engine/decode/zipar.h"
@@ -33,6 +34,7 @@ struct MethodConfig {
   EagleOptions eagle;
   LanternOptions lantern;
   LanternPlusPlusOptions lantern_plus_plus;
+  PeanutMethodOptions peanut;
   SjdOptions sjd;
   GsdOptions gsd;
   ZipArOptions zipar;

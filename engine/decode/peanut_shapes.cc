@@ -35,8 +35,13 @@ DynamicTreeOptions PeanutShapes::ShapeAt(int64_t position) {
   const bool positive = neighbour.alpha >= options_.beta;
   const int64_t depth = neighbour.shape.depth + (positive ? options_.l_d : -options_.l_d);
   const int64_t top_k = neighbour.shape.top_k + (positive ? -options_.l_k : options_.l_k);
-  shape.depth = std::clamp(depth, options_.min_depth + 1, options_.max_depth - 1);
-  shape.top_k = depth > 1 ? std::clamp(top_k, options_.min_top_k + 1, options_.max_top_k - 1)
+  // The bounds stop a step from leaving them; a shape that starts outside them (an initial
+  // tree the bounds exclude) is not moved by them.
+  const int64_t d = neighbour.shape.depth, k = neighbour.shape.top_k;
+  shape.depth = std::clamp(depth, std::min(d, options_.min_depth + 1),
+                           std::max(d, options_.max_depth - 1));
+  shape.top_k = depth > 1 ? std::clamp(top_k, std::min(k, options_.min_top_k + 1),
+                                       std::max(k, options_.max_top_k - 1))
                           : std::max<int64_t>(1, top_k);
   return shape;
 }

@@ -9,12 +9,13 @@
 //     depth, alpha >= beta ("positive") gives depth + l_d and width - l_k, otherwise depth -
 //     l_d and width + l_k; the depth stays strictly inside (min_depth, max_depth), and the
 //     width strictly inside (min_top_k, max_top_k) only while the new depth is above 1 (a
-//     one-layer tree's cost does not grow with the square of its width).
+//     one-layer tree's cost does not grow with the square of its width). A step never leaves
+//     the bounds; a shape already outside them (an initial tree they exclude) stays put.
 // With l_d = l_k = 0 every step keeps the initial shape: EAGLE-2's tree. Depth here is the
 // tree's expansion depth, as EagleParams.depth.
 //
-// Not wired into the tree proposer yet (issue 20): this file is the policy alone, tested by
-// tests/engine/decode/peanut_shapes_test.cc.
+// EagleDecoder asks it for each step's shape when EagleOptions::peanut is set (peanut.h);
+// the policy alone is tested by tests/engine/decode/peanut_shapes_test.cc.
 #ifndef MULO_ENGINE_DECODE_PEANUT_SHAPES_H_
 #define MULO_ENGINE_DECODE_PEANUT_SHAPES_H_
 

@@ -52,6 +52,10 @@ struct Stats {
   // methods), or parallel steps (ZipAR). The wire's Stats.iterations.
   int64_t verify_steps = 0;
   int64_t total_tree_depth = 0;   // summed over verify steps (tree methods)
+  // Tree methods: the drafted trees' depths (deepest node) and widths (top-k of a dynamic
+  // tree), summed over verify steps (PEANUT adapts both).
+  int64_t drafted_tree_depth = 0;
+  int64_t drafted_tree_width = 0;
   std::array<double, kNumPhases> phase_seconds{};
   double total_seconds = 0.0;
 
@@ -77,6 +81,12 @@ struct Stats {
   }
   double MeanTreeDepth() const {
     return verify_steps ? static_cast<double>(total_tree_depth) / verify_steps : 0.0;
+  }
+  double MeanDraftedTreeDepth() const {
+    return verify_steps ? static_cast<double>(drafted_tree_depth) / verify_steps : 0.0;
+  }
+  double MeanDraftedTreeWidth() const {
+    return verify_steps ? static_cast<double>(drafted_tree_width) / verify_steps : 0.0;
   }
   double MeanPooledNeighbors() const {
     return pooled_drafts ? static_cast<double>(pooled_neighbors) / pooled_drafts : 0.0;

@@ -80,6 +80,7 @@ TEST_F(ClientTest, GenerateWritesThePngAndPrintsStats) {
       {"--method=sjd", "--window=8", "--init=repeat_horizon"},
       {"--method=gsd", "--window=8", "--group_size=4", "--max_embedding_distance=1e9"},
       {"--method=zipar", "--window=4"},
+      {"--method=peanut", "--l_k=2", "--init=vertical_repeat", "--total_tokens=12"},
       {"--method=mulo", "--zipar_window=4", "--resample=wavefront", "--resample_window=4"}};
   for (const std::vector<std::string>& method_args : methods) {
     const std::string method = absl::StrJoin(method_args, " ");
@@ -102,6 +103,9 @@ TEST_F(ClientTest, GenerateWritesThePngAndPrintsStats) {
     if (method != "--method=ar") {
       EXPECT_NE(run.output.find("iterations"), std::string::npos) << run.output;
     }
+    if (method.find("--method=peanut") != std::string::npos) {
+      EXPECT_NE(run.output.find("mean tree depth"), std::string::npos) << run.output;
+    }
     if (method.find("--method=gsd") != std::string::npos) {
       EXPECT_NE(run.output.find("pooled sets"), std::string::npos) << run.output;
     }
@@ -115,7 +119,7 @@ TEST_F(ClientTest, ModelsListsTheFamilyAndItsMethods) {
   ClientRun run = Client(*server_, {"models"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("tiny"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("ar,speculative,mulo,eagle,lantern,lantern++,sjd,gsd,zipar"),
+  EXPECT_NE(run.output.find("ar,speculative,mulo,eagle,lantern,lantern++,peanut,sjd,gsd,zipar"),
             std::string::npos)
       << run.output;
 }

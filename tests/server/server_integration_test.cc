@@ -270,24 +270,64 @@ TEST(ServerIntegrationTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
   EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"INVALID_ARGUMENT\""}), 21);
 }
 
-TEST(ServerIntegrationTest, DeclaredButUnimplementedMethodsAreUnimplementedNamingTheMethod) {
+// PEANUT over the wire: greedy it is ar's image; with the adaptation off it is EAGLE-2's for
+// the same seed and initial tree; Stats and the metrics report its trees' depth and width; a
+// bad parameter is INVALID_ARGUMENT naming it.
+TEST(ServerIntegrationTest, PeanutIsServedAndReducesToEagle2) {
   auto server = ServerProcess::Start(kRepository);
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = (*server)->NewStub();
-  const std::vector<std::pair<std::string, std::function<void(v1::GenerateRequest*)>>> methods = {
-      {"peanut", [](auto* r) { r->mutable_peanut(); }},
+  auto tokens = [](const StreamResult& r) {
+    return std::vector<uint32_t>(r.image->tokens().begin(), r.image->tokens().end());
   };
-  for (const auto& [name, set] : methods) {
+  v1::GenerateRequest greedy = ValidRequest(4);
+  greedy.mutable_sampling()->set_temperature(0.0);
+  const StreamResult ar = RunStream(*stub, greedy);
+  ASSERT_TRUE(ar.status.ok()) << ar.status.error_message();
+  greedy.mutable_peanut();
+  const StreamResult peanut = RunStream(*stub, greedy);
+  ASSERT_TRUE(peanut.status.ok()) << peanut.status.error_message();
+  EXPECT_EQ(tokens(peanut), tokens(ar));
+  EXPECT_GT(peanut.image->stats().mean_tree_depth(), 0.0);
+  EXPECT_GT(peanut.image->stats().mean_tree_width(), 0.0);
+
+  v1::GenerateRequest sampled = ValidRequest(5);
+  sampled.mutable_eagle()->set_total_tokens(12);
+  sampled.mutable_eagle()->set_depth(3);
+  sampled.mutable_eagle()->set_top_k(3);
+  const StreamResult eagle = RunStream(*stub, sampled);
+  ASSERT_TRUE(eagle.status.ok()) << eagle.status.error_message();
+  v1::PeanutParams* p = sampled.mutable_peanut();
+  p->set_l_d(0);
+  p->set_l_k(0);
+  p->mutable_tree()->set_total_tokens(12);
+  p->mutable_tree()->set_depth(3);
+  p->mutable_tree()->set_top_k(3);
+  const StreamResult fixed = RunStream(*stub, sampled);
+  ASSERT_TRUE(fixed.status.ok()) << fixed.status.error_message();
+  EXPECT_EQ(tokens(fixed), tokens(eagle));
+  EXPECT_EQ(fixed.image->stats().mean_tree_width(), 3.0);
+  // Counters hold integer sums; the Stats carry their means.
+  EXPECT_NEAR((*server)->MetricSum("mulo_spec_tree_width_total", {"method=\"peanut\""}),
+              peanut.image->stats().mean_tree_width() * peanut.image->stats().iterations() +
+                  3.0 * fixed.image->stats().iterations(),
+              0.5);
+
+  const std::vector<std::pair<std::string, std::function<void(v1::GenerateRequest*)>>> bad = {
+      {"peanut.beta:", [](auto* r) { r->mutable_peanut()->set_beta(0); }},
+      {"peanut.lantern_delta:", [](auto* r) { r->mutable_peanut()->set_lantern_delta(3); }},
+      {"peanut.tree.static_tree:",
+       [](auto* r) { r->mutable_peanut()->mutable_tree()->set_static_tree(true); }},
+      {"peanut.init:",
+       [](auto* r) { r->mutable_peanut()->set_init(static_cast<v1::PeanutParams::Init>(9)); }},
+  };
+  for (const auto& [field, set] : bad) {
     v1::GenerateRequest request = ValidRequest();
     set(&request);
-    StreamResult result = RunStream(*stub, request);
-    // Never another method run in its place.
-    EXPECT_EQ(result.status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << name;
-    EXPECT_NE(result.status.error_message().find("'" + name + "'"), std::string::npos)
-        << result.status.error_message();
-    EXPECT_TRUE(result.rows.empty()) << name;
+    StreamResult refused = RunStream(*stub, request);
+    EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << field;
+    EXPECT_EQ(refused.status.error_message().rfind(field, 0), 0u) << refused.status.error_message();
   }
-  EXPECT_TRUE(RunStream(*stub, ValidRequest()).status.ok());
 }
 
 // LANTERN and LANTERN++ over the wire: with the relaxation off they return EAGLE's image for

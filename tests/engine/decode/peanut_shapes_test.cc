@@ -42,6 +42,19 @@ TEST(PeanutShapesTest, BoundsAreOpenAndWidthIsFreeAtDepthOne) {
   EXPECT_EQ(s.top_k, 13);
 }
 
+TEST(PeanutShapesTest, AShapeOutsideTheBoundsIsNotPulledInByThem) {
+  PeanutOptions o;
+  o.l_d = 0;
+  o.l_k = 0;
+  PeanutShapes shapes(o, {12, 3, 3}, 8, 0);  // width 3 is outside (3, 14)
+  shapes.Record(1, 1, shapes.ShapeAt(1), 1.0);
+  EXPECT_EQ(shapes.ShapeAt(2).top_k, 3);
+  o.l_k = 3;
+  PeanutShapes moving(o, {12, 3, 3}, 8, 0);
+  moving.Record(1, 1, {12, 3, 3}, 1.0);  // positive: 3 - 3 = 0 would leave further
+  EXPECT_EQ(moving.ShapeAt(2).top_k, 3);
+}
+
 TEST(PeanutShapesTest, VerticalRepeatCopiesTheTreeAbove) {
   PeanutOptions o;
   o.init = PeanutInit::kVerticalRepeat;
