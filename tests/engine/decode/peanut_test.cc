@@ -22,6 +22,7 @@ using testing::LoadSd;
 using testing::RunMethod;
 using testing::SampleAndCompare;
 using testing::SdFixture;
+using testing::Sampling;
 
 // sd_tiny's grid holds at most 15 drafted positions: a small initial tree and small bounds.
 PeanutMethodOptions Small(PeanutInit init = PeanutInit::kHorizontalRepeat) {
@@ -33,14 +34,6 @@ PeanutMethodOptions Small(PeanutInit init = PeanutInit::kHorizontalRepeat) {
   o.shape.l_k = 2;
   o.shape.init = init;
   return o;
-}
-
-SamplingParams Sampling(double temperature, double cfg, uint64_t seed) {
-  SamplingParams s;
-  s.temperature = temperature;
-  s.cfg_scale = cfg;
-  s.seed = seed;
-  return s;
 }
 
 TEST(PeanutTest, GreedyEqualsArGreedyForEveryInitialisation) {

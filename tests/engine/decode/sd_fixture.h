@@ -20,6 +20,15 @@ struct SdFixture {
 
 SdFixture LoadSd();
 
+// Sampling at `temperature` with guidance `cfg` and `seed` (the rest at the defaults).
+inline SamplingParams Sampling(double temperature, double cfg, uint64_t seed) {
+  SamplingParams s;
+  s.temperature = temperature;
+  s.cfg_scale = cfg;
+  s.seed = seed;
+  return s;
+}
+
 StatusOr<DecodeResult> RunMethod(const DecodingMethod& method, const SdFixture& f,
                                  const SamplingParams& sampling);
 

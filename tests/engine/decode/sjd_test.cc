@@ -21,14 +21,7 @@ using testing::LoadSd;
 using testing::RunMethod;
 using testing::SampleAndCompare;
 using testing::SdFixture;
-
-SamplingParams Sampling(double temperature, double cfg, uint64_t seed) {
-  SamplingParams s;
-  s.temperature = temperature;
-  s.cfg_scale = cfg;
-  s.seed = seed;
-  return s;
-}
+using testing::Sampling;
 
 // Images per distribution test. Only drafts carried from an earlier iteration have a q that
 // differs from one-hot, so the broken rule's bias is confined to them: 6000 images make it

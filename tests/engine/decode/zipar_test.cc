@@ -21,6 +21,7 @@ namespace {
 
 using testing::FixtureDir;
 using testing::ReadAll;
+using testing::Sampling;
 
 struct Fixture {
   ModelSet models;
@@ -54,14 +55,6 @@ StatusOr<DecodeResult> Decode8(const DecodingMethod& method, const Fixture& f,
   CancelToken cancel;
   return method.Decode(DecodeRequest{f.condition, s}, f.models,
                        sink != nullptr ? *sink : null_sink, cancel);
-}
-
-SamplingParams Sampling(double temperature, double cfg, uint64_t seed) {
-  SamplingParams s;
-  s.temperature = temperature;
-  s.cfg_scale = cfg;
-  s.seed = seed;
-  return s;
 }
 
 TEST(ZipArTest, WindowOfTheGridWidthIsAr) {
