@@ -197,6 +197,24 @@ bool SetMethod(const std::string& method, const GivenFlags& given,
   if (request->has_speculative() && given.Has("gamma")) {
     request->mutable_speculative()->set_gamma(absl::GetFlag(FLAGS_gamma));
   }
+  // Enum flags by their proto value names (lower case), so both lists stay one; an unknown
+  // value is refused listing the known ones.
+  auto set_enum = [&](const char* flag, const google::protobuf::EnumDescriptor* type,
+                      const std::string& value, auto set) {
+    const auto* found = type->FindValueByName(absl::AsciiStrToUpper(value));
+    if (found == nullptr || found->number() == 0) {
+      std::vector<std::string> known;
+      for (int i = 0; i < type->value_count(); ++i) {
+        const auto* v = type->value(i);
+        if (v->number() != 0) known.push_back(absl::AsciiStrToLower(v->name()));
+      }
+      std::fprintf(stderr, "error: --%s=%s is not known (%s)\n", flag, value.c_str(),
+                   absl::StrJoin(known, ", ").c_str());
+      return false;
+    }
+    set(found->number());
+    return true;
+  };
   auto set_tree = [&](mulo::v1::EagleParams* e) {
     e->set_static_tree(absl::GetFlag(FLAGS_static_tree));
     if (given.Has("total_tokens")) e->set_total_tokens(absl::GetFlag(FLAGS_total_tokens));
@@ -231,32 +249,21 @@ bool SetMethod(const std::string& method, const GivenFlags& given,
     if (given.Has("total_tokens") || given.Has("tree_depth") || given.Has("tree_top_k")) {
       set_tree(q->mutable_tree());
     }
-    if (given.Has("init")) {
-      using Q = mulo::v1::PeanutParams;
-      const auto* found = Q::Init_descriptor()->FindValueByName(
-          absl::AsciiStrToUpper(absl::GetFlag(FLAGS_init)));
-      if (found == nullptr || found->number() == 0) {
-        std::fprintf(stderr,
-                     "error: --init=%s is not horizontal_repeat, vertical_repeat or random\n",
-                     absl::GetFlag(FLAGS_init).c_str());
-        return false;
-      }
-      q->set_init(static_cast<Q::Init>(found->number()));
+    using Q = mulo::v1::PeanutParams;
+    if (given.Has("init") &&
+        !set_enum("init", Q::Init_descriptor(), absl::GetFlag(FLAGS_init),
+                  [&](int v) { q->set_init(static_cast<Q::Init>(v)); })) {
+      return false;
     }
   }
   if (request->has_sjd()) {
     auto* j = request->mutable_sjd();
     if (given.Has("window")) j->set_window(absl::GetFlag(FLAGS_window));
-    if (given.Has("init")) {
-      using J = mulo::v1::SjdParams;
-      const auto* found = J::Init_descriptor()->FindValueByName(
-          absl::AsciiStrToUpper(absl::GetFlag(FLAGS_init)));
-      if (found == nullptr || found->number() == 0) {
-        std::fprintf(stderr, "error: --init=%s is not random or repeat_horizon\n",
-                     absl::GetFlag(FLAGS_init).c_str());
-        return false;
-      }
-      j->set_init(static_cast<J::Init>(found->number()));
+    using J = mulo::v1::SjdParams;
+    if (given.Has("init") &&
+        !set_enum("init", J::Init_descriptor(), absl::GetFlag(FLAGS_init),
+                  [&](int v) { j->set_init(static_cast<J::Init>(v)); })) {
+      return false;
     }
   }
   if (request->has_gsd()) {
@@ -276,17 +283,6 @@ bool SetMethod(const std::string& method, const GivenFlags& given,
   if (request->has_mulo()) {
     auto* m = request->mutable_mulo();
     using P = mulo::v1::MuloParams;
-    // Enum flags by their proto value names (lower case), so both lists stay one.
-    auto set_enum = [&](const char* flag, const google::protobuf::EnumDescriptor* type,
-                        const std::string& value, auto set) {
-      const auto* found = type->FindValueByName(absl::AsciiStrToUpper(value));
-      if (found == nullptr || found->number() == 0) {
-        std::fprintf(stderr, "error: --%s=%s is not known\n", flag, value.c_str());
-        return false;
-      }
-      set(found->number());
-      return true;
-    };
     const std::string pooling = absl::GetFlag(FLAGS_pooling) == "none"
                                     ? "no_pooling" : absl::GetFlag(FLAGS_pooling);
     if (given.Has("preset") &&

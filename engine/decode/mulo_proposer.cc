@@ -30,7 +30,7 @@ Status MuloProposer::DraftRows(DecodeSession& session, std::vector<int64_t>* y) 
     MULO_RETURN_IF_ERROR(drafter_->Truncate(same));
   }
   if (y->size() > same) MULO_RETURN_IF_ERROR(drafter_->Feed(*y, same, y->size()).status());
-  // (1) The drafter samples `rows_` whole low-resolution rows.
+  // The drafter samples `rows_` whole low-resolution rows.
   const int64_t end = (first_row_ + rows_) * small_;
   for (int64_t j = static_cast<int64_t>(y->size()); j < end; ++j) {
     y->push_back(session.Draw(drafter_->next_logits(), RngStream::kDrafter, draft_sampling_));

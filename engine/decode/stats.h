@@ -51,7 +51,6 @@ struct Stats {
   // Decoding rounds after the prefill: target verification forwards (draft-and-verify
   // methods), or parallel steps (ZipAR). The wire's Stats.iterations.
   int64_t verify_steps = 0;
-  int64_t total_tree_depth = 0;   // summed over verify steps (tree methods)
   // Tree methods: the drafted trees' depths (deepest node) and widths (top-k of a dynamic
   // tree), summed over verify steps (PEANUT adapts both).
   int64_t drafted_tree_depth = 0;
@@ -60,14 +59,13 @@ struct Stats {
   double total_seconds = 0.0;
 
   // One verify step kept a path (chain prefix or tree path) of `accepted` drafts: counts them
-  // per depth (accepted_per_position grows as needed), in accepted_tokens and in the depth.
+  // per depth (accepted_per_position grows as needed) and in accepted_tokens.
   void CountAcceptedPath(int64_t accepted) {
     if (static_cast<int64_t>(accepted_per_position.size()) < accepted) {
       accepted_per_position.resize(accepted, 0);
     }
     for (int64_t i = 0; i < accepted; ++i) ++accepted_per_position[i];
     accepted_tokens += accepted;
-    total_tree_depth += accepted;
   }
 
   double StepCompression() const {
@@ -78,9 +76,6 @@ struct Stats {
   }
   double MeanAcceptedLength() const {
     return verify_steps ? static_cast<double>(accepted_tokens) / verify_steps : 0.0;
-  }
-  double MeanTreeDepth() const {
-    return verify_steps ? static_cast<double>(total_tree_depth) / verify_steps : 0.0;
   }
   double MeanDraftedTreeDepth() const {
     return verify_steps ? static_cast<double>(drafted_tree_depth) / verify_steps : 0.0;

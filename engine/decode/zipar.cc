@@ -54,18 +54,14 @@ Status AdvanceRows(ModelStream& stream, ZipArRows& rows,
   return OkStatus();
 }
 
-Status ValidateZipArWindow(int64_t window, int64_t grid, const std::string& prefix) {
-  if (window < 1 || (grid > 0 && window > grid)) {
-    return InvalidArgumentError(prefix + ".window: must be in [1, " +
-                                (grid > 0 ? std::to_string(grid) : std::string("grid width")) +
+Status ZipArDecoder::Validate(const ModelSet& models) const {
+  if (models.target == nullptr) return FailedPreconditionError("zipar: no target model");
+  const int64_t grid = models.target->config().grid_size;
+  if (options_.window < 1 || options_.window > grid) {
+    return InvalidArgumentError("zipar.window: must be in [1, " + std::to_string(grid) +
                                 "] (the grid width is plain AR)");
   }
   return OkStatus();
-}
-
-Status ZipArDecoder::Validate(const ModelSet& models) const {
-  if (models.target == nullptr) return FailedPreconditionError("zipar: no target model");
-  return ValidateZipArWindow(options_.window, models.target->config().grid_size);
 }
 
 StatusOr<std::unique_ptr<SteppedMethod::State>> ZipArDecoder::Begin(

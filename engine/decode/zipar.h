@@ -28,13 +28,11 @@ struct ZipArOptions {
 Status AdvanceRows(ModelStream& stream, ZipArRows& rows,
                    const std::function<int64_t(const torch::Tensor&)>& draw);
 
-// INVALID_ARGUMENT naming "<prefix>.window" when outside [1, grid] (grid = 0: only >= 1).
-Status ValidateZipArWindow(int64_t window, int64_t grid, const std::string& prefix = "zipar");
-
 class ZipArDecoder : public SteppedMethod {
  public:
   explicit ZipArDecoder(ZipArOptions options = ZipArOptions()) : options_(options) {}
   std::string name() const override { return "zipar"; }
+  // INVALID_ARGUMENT naming "zipar.window" when outside [1, grid width].
   Status Validate(const ModelSet& models) const override;
 
  protected:

@@ -22,15 +22,22 @@ std::vector<int64_t> GroupVerifier::Group(const torch::Tensor& p, int64_t x) con
   const int64_t rank = std::find(ids, ids + vocab, x) - ids;
   const int64_t less_likely = rule_.size / 2, more_likely = rule_.size - 1 - less_likely;
   const float* prob = p.data_ptr<float>();
-  const auto e_x = embeddings_[x];
+  // Squared distances on the host rows directly: a handful of candidates per judged draft,
+  // each a dim-long loop, cheaper than a tensor expression per candidate.
+  const int64_t dim = embeddings_.size(1);
+  const float* table = embeddings_.data_ptr<float>();
+  const float* e_x = table + x * dim;
   for (int64_t r = std::max<int64_t>(0, rank - more_likely);
        r <= std::min(vocab - 1, rank + less_likely); ++r) {
     const int64_t y = ids[r];
     if (y == x || std::abs(prob[y] - prob[x]) >= rule_.max_probability_gap) continue;
-    if ((embeddings_[y] - e_x).square().sum().item<double>() >= rule_.max_embedding_distance) {
-      continue;
+    const float* e_y = table + y * dim;
+    double distance = 0.0;
+    for (int64_t i = 0; i < dim; ++i) {
+      const double d = static_cast<double>(e_y[i]) - e_x[i];
+      distance += d * d;
     }
-    group.push_back(y);
+    if (distance < rule_.max_embedding_distance) group.push_back(y);
   }
   return group;
 }

@@ -32,6 +32,11 @@ struct StreamResult {
   std::optional<v1::ImageEvent> image;
 };
 
+// The final image's token ids.
+std::vector<uint32_t> ImageTokens(const StreamResult& r) {
+  return std::vector<uint32_t>(r.image->tokens().begin(), r.image->tokens().end());
+}
+
 StreamResult RunStream(v1::ImageGeneration::Stub& stub, const v1::GenerateRequest& request,
                        double timeout_seconds = 60,
                        std::function<void(const v1::RowsEvent&)> on_row = nullptr) {
@@ -210,10 +215,25 @@ TEST(ServerIntegrationTest, DeadlineMidStreamStopsTheRequestAndFreesTheWorker) {
   EXPECT_TRUE(RunStream(*stub, ValidRequest(3)).status.ok());
 }
 
+// ValidRequest() changed in one field.
 struct BadRequest {
   std::string field;
   std::function<void(v1::GenerateRequest*)> mutate;
 };
+
+// Each bad request is INVALID_ARGUMENT with a message that starts "<field>:".
+void ExpectEachRefusedNamingItsField(v1::ImageGeneration::Stub& stub,
+                                     const std::vector<BadRequest>& bad) {
+  for (const auto& b : bad) {
+    v1::GenerateRequest request = ValidRequest();
+    b.mutate(&request);
+    StreamResult result = RunStream(stub, request);
+    EXPECT_EQ(result.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << b.field << ": " << result.status.error_message();
+    EXPECT_EQ(result.status.error_message().rfind(b.field + ":", 0), 0u)
+        << "message should start with '" << b.field << ":', got: " << result.status.error_message();
+  }
+}
 
 TEST(ServerIntegrationTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
   auto server = ServerProcess::Start(kRepository);
@@ -252,15 +272,7 @@ TEST(ServerIntegrationTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
        }},
   };
   ASSERT_EQ(bad.size(), 21u);
-  for (const auto& b : bad) {
-    v1::GenerateRequest request = ValidRequest();
-    b.mutate(&request);
-    StreamResult result = RunStream(*stub, request);
-    EXPECT_EQ(result.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
-        << b.field << ": " << result.status.error_message();
-    EXPECT_EQ(result.status.error_message().rfind(b.field + ":", 0), 0u)
-        << "message should start with '" << b.field << ":', got: " << result.status.error_message();
-  }
+  ExpectEachRefusedNamingItsField(*stub, bad);
   v1::GenerateRequest unknown = ValidRequest();
   unknown.set_model("nope");
   EXPECT_EQ(RunStream(*stub, unknown).status.error_code(), grpc::StatusCode::NOT_FOUND);
@@ -277,9 +289,6 @@ TEST(ServerIntegrationTest, PeanutIsServedAndReducesToEagle2) {
   auto server = ServerProcess::Start(kRepository);
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = (*server)->NewStub();
-  auto tokens = [](const StreamResult& r) {
-    return std::vector<uint32_t>(r.image->tokens().begin(), r.image->tokens().end());
-  };
   v1::GenerateRequest greedy = ValidRequest(4);
   greedy.mutable_sampling()->set_temperature(0.0);
   const StreamResult ar = RunStream(*stub, greedy);
@@ -287,7 +296,7 @@ TEST(ServerIntegrationTest, PeanutIsServedAndReducesToEagle2) {
   greedy.mutable_peanut();
   const StreamResult peanut = RunStream(*stub, greedy);
   ASSERT_TRUE(peanut.status.ok()) << peanut.status.error_message();
-  EXPECT_EQ(tokens(peanut), tokens(ar));
+  EXPECT_EQ(ImageTokens(peanut), ImageTokens(ar));
   EXPECT_GT(peanut.image->stats().mean_tree_depth(), 0.0);
   EXPECT_GT(peanut.image->stats().mean_tree_width(), 0.0);
 
@@ -305,7 +314,7 @@ TEST(ServerIntegrationTest, PeanutIsServedAndReducesToEagle2) {
   p->mutable_tree()->set_top_k(3);
   const StreamResult fixed = RunStream(*stub, sampled);
   ASSERT_TRUE(fixed.status.ok()) << fixed.status.error_message();
-  EXPECT_EQ(tokens(fixed), tokens(eagle));
+  EXPECT_EQ(ImageTokens(fixed), ImageTokens(eagle));
   EXPECT_EQ(fixed.image->stats().mean_tree_width(), 3.0);
   // Counters hold integer sums; the Stats carry their means.
   EXPECT_NEAR((*server)->MetricSum("mulo_spec_tree_width_total", {"method=\"peanut\""}),
@@ -313,21 +322,15 @@ TEST(ServerIntegrationTest, PeanutIsServedAndReducesToEagle2) {
                   3.0 * fixed.image->stats().iterations(),
               0.5);
 
-  const std::vector<std::pair<std::string, std::function<void(v1::GenerateRequest*)>>> bad = {
-      {"peanut.beta:", [](auto* r) { r->mutable_peanut()->set_beta(0); }},
-      {"peanut.lantern_delta:", [](auto* r) { r->mutable_peanut()->set_lantern_delta(3); }},
-      {"peanut.tree.static_tree:",
+  const std::vector<BadRequest> bad = {
+      {"peanut.beta", [](auto* r) { r->mutable_peanut()->set_beta(0); }},
+      {"peanut.lantern_delta", [](auto* r) { r->mutable_peanut()->set_lantern_delta(3); }},
+      {"peanut.tree.static_tree",
        [](auto* r) { r->mutable_peanut()->mutable_tree()->set_static_tree(true); }},
-      {"peanut.init:",
+      {"peanut.init",
        [](auto* r) { r->mutable_peanut()->set_init(static_cast<v1::PeanutParams::Init>(9)); }},
   };
-  for (const auto& [field, set] : bad) {
-    v1::GenerateRequest request = ValidRequest();
-    set(&request);
-    StreamResult refused = RunStream(*stub, request);
-    EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << field;
-    EXPECT_EQ(refused.status.error_message().rfind(field, 0), 0u) << refused.status.error_message();
-  }
+  ExpectEachRefusedNamingItsField(*stub, bad);
 }
 
 // LANTERN and LANTERN++ over the wire: with the relaxation off they return EAGLE's image for
@@ -338,9 +341,6 @@ TEST(ServerIntegrationTest, LanternRequestsReduceToEagleAndReportTheirPooledSets
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = (*server)->NewStub();
   v1::GenerateRequest request = ValidRequest(3);
-  auto tokens = [](const StreamResult& r) {
-    return std::vector<uint32_t>(r.image->tokens().begin(), r.image->tokens().end());
-  };
   double lossless_pooled = 0;  // lambda 1 still forms its pooled sets (pooling nothing)
   for (bool static_tree : {false, true}) {
     request.mutable_eagle()->set_static_tree(static_tree);
@@ -350,12 +350,12 @@ TEST(ServerIntegrationTest, LanternRequestsReduceToEagleAndReportTheirPooledSets
     request.mutable_lantern()->mutable_tree()->set_static_tree(static_tree);
     StreamResult lantern = RunStream(*stub, request);
     ASSERT_TRUE(lantern.status.ok()) << lantern.status.error_message();
-    EXPECT_EQ(tokens(lantern), tokens(eagle)) << "static " << static_tree;
+    EXPECT_EQ(ImageTokens(lantern), ImageTokens(eagle)) << "static " << static_tree;
     if (static_tree) {
       request.mutable_lantern_plus_plus()->set_lambda(1.0);
       StreamResult plus = RunStream(*stub, request);
       ASSERT_TRUE(plus.status.ok()) << plus.status.error_message();
-      EXPECT_EQ(tokens(plus), tokens(eagle));
+      EXPECT_EQ(ImageTokens(plus), ImageTokens(eagle));
       EXPECT_EQ(plus.image->stats().relaxed_accepted_tokens(), 0u);
       lossless_pooled = plus.image->stats().pooled_drafts();
     }
@@ -387,9 +387,6 @@ TEST(ServerIntegrationTest, TrainingFreeMethodsAreServedAndReduceToTheirLossless
   auto server = ServerProcess::Start(kRepository);
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = (*server)->NewStub();
-  auto tokens = [](const StreamResult& r) {
-    return std::vector<uint32_t>(r.image->tokens().begin(), r.image->tokens().end());
-  };
   auto run = [&](const v1::GenerateRequest& request) {
     StreamResult r = RunStream(*stub, request);
     EXPECT_TRUE(r.status.ok()) << r.status.error_message();
@@ -402,14 +399,14 @@ TEST(ServerIntegrationTest, TrainingFreeMethodsAreServedAndReduceToTheirLossless
   greedy.mutable_sjd()->set_window(8);
   greedy.mutable_sjd()->set_init(v1::SjdParams::REPEAT_HORIZON);
   const StreamResult sjd = run(greedy);
-  EXPECT_EQ(tokens(sjd), tokens(ar_greedy));
+  EXPECT_EQ(ImageTokens(sjd), ImageTokens(ar_greedy));
   EXPECT_EQ(sjd.image->stats().iterations() + 1, sjd.image->stats().target_forward_passes());
 
   v1::GenerateRequest sampled = ValidRequest(6);
   const StreamResult ar = run(sampled);
   sampled.mutable_zipar()->set_window(32);  // the tiny family's grid width
   const StreamResult zipar_ar = run(sampled);
-  EXPECT_EQ(tokens(zipar_ar), tokens(ar));
+  EXPECT_EQ(ImageTokens(zipar_ar), ImageTokens(ar));
   sampled.mutable_zipar()->set_window(8);
   const StreamResult zipar = run(sampled);
   EXPECT_EQ(zipar.image->stats().target_forward_passes(), 2u * 32 + 30u * 8);
@@ -421,26 +418,20 @@ TEST(ServerIntegrationTest, TrainingFreeMethodsAreServedAndReduceToTheirLossless
   sampled.mutable_gsd()->set_window(4);
   sampled.mutable_gsd()->set_group_size(1);
   const StreamResult gsd = run(sampled);
-  EXPECT_EQ(tokens(gsd), tokens(sjd_sampled));
+  EXPECT_EQ(ImageTokens(gsd), ImageTokens(sjd_sampled));
   EXPECT_EQ((*server)->MetricSum("mulo_decode_iterations_total", {"method=\"sjd\""}),
             sjd.image->stats().iterations() + sjd_sampled.image->stats().iterations() + 0.0);
   EXPECT_EQ((*server)->MetricSum("mulo_decode_iterations_total", {"method=\"zipar\""}),
             zipar_ar.image->stats().iterations() + zipar.image->stats().iterations() + 0.0);
 
-  const std::vector<std::pair<std::string, std::function<void(v1::GenerateRequest*)>>> bad = {
-      {"sjd.window:", [](auto* r) { r->mutable_sjd()->set_window(0); }},
-      {"sjd.init:", [](auto* r) { r->mutable_sjd()->set_init(static_cast<v1::SjdParams::Init>(7)); }},
-      {"gsd.group_size:", [](auto* r) { r->mutable_gsd()->set_group_size(0); }},
-      {"gsd.max_probability_gap:", [](auto* r) { r->mutable_gsd()->set_max_probability_gap(2); }},
-      {"zipar.window:", [](auto* r) { r->mutable_zipar()->set_window(33); }},
+  const std::vector<BadRequest> bad = {
+      {"sjd.window", [](auto* r) { r->mutable_sjd()->set_window(0); }},
+      {"sjd.init", [](auto* r) { r->mutable_sjd()->set_init(static_cast<v1::SjdParams::Init>(7)); }},
+      {"gsd.group_size", [](auto* r) { r->mutable_gsd()->set_group_size(0); }},
+      {"gsd.max_probability_gap", [](auto* r) { r->mutable_gsd()->set_max_probability_gap(2); }},
+      {"zipar.window", [](auto* r) { r->mutable_zipar()->set_window(33); }},
   };
-  for (const auto& [field, set] : bad) {
-    v1::GenerateRequest request = ValidRequest();
-    set(&request);
-    StreamResult refused = RunStream(*stub, request);
-    EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << field;
-    EXPECT_EQ(refused.status.error_message().rfind(field, 0), 0u) << refused.status.error_message();
-  }
+  ExpectEachRefusedNamingItsField(*stub, bad);
 }
 
 TEST(ServerIntegrationTest, QueueOverflowIsUnavailableAndTheRestComplete) {

@@ -30,6 +30,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import family_json  # noqa: E402
 import heldout  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -151,19 +152,15 @@ def main():
     with open(os.path.join(args.models, "mulo_calibration.json"), "w") as f:
         json.dump(record, f, indent=1)
         f.write("\n")
-    family_path = os.path.join(args.models, "family.json")
-    family = json.load(open(family_path))
-    family.setdefault("method_defaults", {})["mulo"] = {
+    family_path = family_json.path(args.models)
+    family_json.update_method_defaults(args.models, {"mulo": {
         **best["options"],
         "calibration": {
             "tool": "tools/synth/calibrate_mulo.py", "validation_prompts": args.count,
             "validation_seed": VALIDATION_SEED, "rule": rule,
             "speedup": best["speedup"], "acceptance": best["acceptance"],
             "syntheval": best["syntheval"], "ar_syntheval": float(ar["syntheval"]),
-            "syntheval_delta_se": best["syntheval_delta_se"], "date": record["date"]}}
-    with open(family_path, "w") as f:
-        json.dump(family, f, indent=2)
-        f.write("\n")
+            "syntheval_delta_se": best["syntheval_delta_se"], "date": record["date"]}}})
     print(f"calibrate_mulo: ar {float(ar['syntheval']):.1f}%; chose \"{best['name']}\" "
           f"({rule}): {best['speedup']:.2f}x, SynthEval {best['syntheval']:.1f}% "
           f"({best['syntheval_delta']:+.1f} +- {best['syntheval_delta_se']:.1f}); wrote "

@@ -21,6 +21,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import family_json  # noqa: E402
 import heldout  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -62,13 +63,10 @@ def main():
     # Ties go to the smaller scale: it needs no more compute but keeps more of the sampling
     # distribution.
     best = max(sweep, key=lambda r: (r["pass"], -r["cfg_scale"]))
-    family_path = os.path.join(args.models, "family.json")
-    with open(family_path) as f:
-        family = json.load(f)
+    family_path = family_json.path(args.models)
+    family = family_json.load(args.models)
     family["default_cfg_scale"] = best["cfg_scale"]
-    with open(family_path, "w") as f:
-        json.dump(family, f, indent=2)
-        f.write("\n")
+    family_json.save(args.models, family)
     with open(os.path.join(args.models, "cfg_sweep.json"), "w") as f:
         json.dump({"validation_seed": VALIDATION_SEED, "prompts": args.count, "temperature": 1.0,
                    "chosen": best["cfg_scale"], "sweep": sweep}, f, indent=1)

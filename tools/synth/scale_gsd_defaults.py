@@ -15,7 +15,6 @@ values. The literal bound stays reachable per request (GsdParams.max_embedding_d
     /usr/bin/python3 tools/synth/scale_gsd_defaults.py --models models/synth
 """
 import argparse
-import json
 import os
 import sys
 
@@ -24,6 +23,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 import safetensors_io  # noqa: E402
+
+sys.path.insert(0, HERE)
+import family_json  # noqa: E402
 
 SHARE = 1000 / 16384  # LANTERN's neighbourhood share of the codebook
 
@@ -54,15 +56,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="models/synth", help="family directory")
     args = parser.parse_args()
-    family_path = os.path.join(args.models, "family.json")
-    family = json.load(open(family_path))
+    family = family_json.load(args.models)
     weights = os.path.join(args.models, family["components"]["target"], "model.safetensors")
     embeddings = safetensors_io.load(weights)["tok_embeddings.weight"].float().numpy()
     written = defaults(embeddings)
-    family.setdefault("method_defaults", {}).update(written)
-    with open(family_path, "w") as f:
-        json.dump(family, f, indent=2)
-        f.write("\n")
+    family_json.update_method_defaults(args.models, written)
     gsd = written["gsd"]
     print(f"scale_gsd_defaults: max_embedding_distance {gsd['max_embedding_distance']} "
           f"({gsd['embedding_scaling']['rule']})")

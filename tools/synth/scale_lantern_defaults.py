@@ -14,6 +14,10 @@ stay reachable per request (LanternParams.k / LanternPlusPlusParams.k).
 import argparse
 import json
 import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import family_json  # noqa: E402
 
 PAPERS = {
     "lantern": {"k": 1000, "codebook": 16384, "model": "LlamaGen", "keep": ("delta", 0.1)},
@@ -50,15 +54,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="models/synth", help="family directory")
     args = parser.parse_args()
-    family_path = os.path.join(args.models, "family.json")
-    family = json.load(open(family_path))
+    family = family_json.load(args.models)
     vq_config = os.path.join(args.models, family["components"]["vq"], "config.json")
     codebook = int(json.load(open(vq_config))["codebook_size"])
     written = defaults(codebook)
-    family.setdefault("method_defaults", {}).update(written)
-    with open(family_path, "w") as f:
-        json.dump(family, f, indent=2)
-        f.write("\n")
+    family_json.update_method_defaults(args.models, written)
     for method, d in written.items():
         print(f"scale_lantern_defaults: {method}: k {d['k']} ({d['vocabulary_scaling']['rule']})")
 
