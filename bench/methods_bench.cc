@@ -257,9 +257,10 @@ std::string MethodLabel(const engine::MethodConfig& m) {
     const char* init = p.init == engine::PeanutInit::kHorizontalRepeat ? "horizontal"
                        : p.init == engine::PeanutInit::kVerticalRepeat ? "vertical"
                                                                         : "random";
-    std::string label = absl::StrFormat("peanut (beta %g, l_d %d, l_k %d, %s, from %d / %d / %d",
-                                        p.beta, p.l_d, p.l_k, init, m.peanut.tree.total_tokens,
-                                        m.peanut.tree.depth, m.peanut.tree.top_k);
+    std::string label = absl::StrFormat(
+        "peanut (beta %g, l_d %d, l_k %d, width (%d, %d), %s, from %d / %d / %d", p.beta, p.l_d,
+        p.l_k, p.min_top_k, p.max_top_k, init, m.peanut.tree.total_tokens, m.peanut.tree.depth,
+        m.peanut.tree.top_k);
     if (m.peanut.lantern_delta > 0) {
       label += absl::StrFormat(", + lantern k %d delta %g", m.peanut.lantern_k,
                                m.peanut.lantern_delta);

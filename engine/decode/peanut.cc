@@ -23,14 +23,19 @@ Status ValidatePeanutOptions(const PeanutMethodOptions& o) {
   if (!(s.beta > 0.0) || s.beta > 1e6) return InvalidArgumentError("peanut.beta: must be > 0");
   if (s.l_d < 0 || s.l_d > 32) return InvalidArgumentError("peanut.l_d: must be in [0, 32]");
   if (s.l_k < 0 || s.l_k > 64) return InvalidArgumentError("peanut.l_k: must be in [0, 64]");
-  if (s.min_depth < 0 || s.max_depth < s.min_depth + 2 || s.max_depth > 33) {
-    return InvalidArgumentError(
-        "peanut.min_depth / max_depth: need 0 <= min_depth and min_depth + 2 <= max_depth <= 33 "
-        "(open bounds: a depth strictly between them exists)");
+  // Open bounds: a depth (width) strictly between them must exist, and stay within what
+  // EAGLE's trees accept (depth <= 32, top_k <= 64).
+  if (s.min_depth < 0 || s.min_depth > 31) {
+    return InvalidArgumentError("peanut.min_depth: must be in [0, 31]");
   }
-  if (s.min_top_k < 0 || s.max_top_k < s.min_top_k + 2 || s.max_top_k > 65) {
-    return InvalidArgumentError(
-        "peanut.min_top_k / max_top_k: need 0 <= min_top_k and min_top_k + 2 <= max_top_k <= 65");
+  if (s.max_depth < s.min_depth + 2 || s.max_depth > 33) {
+    return InvalidArgumentError("peanut.max_depth: must be in [min_depth + 2, 33] (open bounds)");
+  }
+  if (s.min_top_k < 0 || s.min_top_k > 63) {
+    return InvalidArgumentError("peanut.min_top_k: must be in [0, 63]");
+  }
+  if (s.max_top_k < s.min_top_k + 2 || s.max_top_k > 65) {
+    return InvalidArgumentError("peanut.max_top_k: must be in [min_top_k + 2, 65] (open bounds)");
   }
   if (!(o.lantern_delta >= 0.0 && o.lantern_delta <= 1.0)) {
     return InvalidArgumentError("peanut.lantern_delta: must be in [0, 1]");

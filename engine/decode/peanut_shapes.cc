@@ -40,9 +40,14 @@ DynamicTreeOptions PeanutShapes::ShapeAt(int64_t position) {
   const int64_t d = neighbour.shape.depth, k = neighbour.shape.top_k;
   shape.depth = std::clamp(depth, std::min(d, options_.min_depth + 1),
                            std::max(d, options_.max_depth - 1));
+  // At depth 1 the paper lifts the width bound (a one-layer tree costs its width, not its
+  // square). The width still stops at total_tokens: the tree keeps its total_tokens best
+  // nodes, each of them within its parent's top total_tokens children (siblings that outscore
+  // it are kept too), so more width drafts the same tree, only slower, and a hard region
+  // (alpha < beta step after step) would grow it without limit.
   shape.top_k = depth > 1 ? std::clamp(top_k, std::min(k, options_.min_top_k + 1),
                                        std::max(k, options_.max_top_k - 1))
-                          : std::max<int64_t>(1, top_k);
+                          : std::clamp<int64_t>(top_k, 1, std::max(k, shape.total_tokens));
   return shape;
 }
 

@@ -9,8 +9,11 @@
 //     depth, alpha >= beta ("positive") gives depth + l_d and width - l_k, otherwise depth -
 //     l_d and width + l_k; the depth stays strictly inside (min_depth, max_depth), and the
 //     width strictly inside (min_top_k, max_top_k) only while the new depth is above 1 (a
-//     one-layer tree's cost does not grow with the square of its width). A step never leaves
-//     the bounds; a shape already outside them (an initial tree they exclude) stays put.
+//     one-layer tree's cost does not grow with the square of its width); at depth 1 the
+//     width stops at total_tokens (a tree keeps its total_tokens best nodes, all of them
+//     within every node's top total_tokens children, so more width drafts the same tree). A
+//     step never leaves the bounds; a shape already outside them (an initial tree they
+//     exclude) stays put.
 // With l_d = l_k = 0 every step keeps the initial shape: EAGLE-2's tree. Depth here is the
 // tree's expansion depth, as EagleParams.depth.
 //

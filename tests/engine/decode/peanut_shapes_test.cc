@@ -1,5 +1,6 @@
 // PEANUT's shape policy alone: initialisation from the left / upper neighbour, the bisection
-// step by the neighbour's acceptance rate, the open bounds (width bounded only above depth 1),
+// step by the neighbour's acceptance rate, the open bounds (width bounded only above depth 1,
+// and there by total_tokens),
 // Random inside the bounds, and no adaptation (l_d = l_k = 0) keeping EAGLE-2's shape.
 #include "engine/decode/peanut_shapes.h"
 
@@ -40,6 +41,23 @@ TEST(PeanutShapesTest, BoundsAreOpenAndWidthIsFreeAtDepthOne) {
   s = shapes.ShapeAt(3);
   EXPECT_EQ(s.depth, 2);
   EXPECT_EQ(s.top_k, 13);
+}
+
+// Free at depth 1, but never past total_tokens: a hard region (negative step after step)
+// would otherwise widen a one-layer tree without limit, drafting the same nodes slower.
+TEST(PeanutShapesTest, WidthAtDepthOneStopsAtTotalTokens) {
+  PeanutOptions o;
+  o.l_k = 10;
+  constexpr int64_t kGrid = 16;
+  PeanutShapes shapes(o, kEagle2, kGrid, 0);
+  DynamicTreeOptions s = kEagle2;
+  for (int64_t position = 1; position < kGrid * kGrid; ++position) {
+    shapes.Record(position - 1, 1, s, 0.0);  // every tree negative
+    s = shapes.ShapeAt(position);
+    EXPECT_LE(s.top_k, kEagle2.total_tokens) << position;
+  }
+  EXPECT_EQ(s.depth, 1);
+  EXPECT_EQ(s.top_k, kEagle2.total_tokens);
 }
 
 TEST(PeanutShapesTest, AShapeOutsideTheBoundsIsNotPulledInByThem) {

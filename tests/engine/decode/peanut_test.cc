@@ -144,10 +144,16 @@ TEST(PeanutTest, OptionsAreValidatedByName) {
   refused(o, "peanut.beta");
   o = Small();
   o.shape.max_depth = 1;
-  refused(o, "peanut.min_depth / max_depth");
+  refused(o, "peanut.max_depth:");
+  o = Small();
+  o.shape.min_depth = 40;
+  refused(o, "peanut.min_depth:");
   o = Small();
   o.shape.max_top_k = 2;
-  refused(o, "peanut.min_top_k / max_top_k");
+  refused(o, "peanut.max_top_k:");
+  o = Small();
+  o.shape.min_top_k = 64;
+  refused(o, "peanut.min_top_k:");
   o = Small();
   o.lantern_delta = 2;
   refused(o, "peanut.lantern_delta");
