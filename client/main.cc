@@ -32,6 +32,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/retry_policy.h"
 #include "mulo/v1/image_generation.grpc.pb.h"
 #include "mulo/v1/method_names.h"
 
@@ -102,6 +103,10 @@ ABSL_FLAG(bool, stream_rows, true,
 ABSL_FLAG(std::string, out, "image.png", "where to write the image");
 ABSL_FLAG(double, timeout, 300, "request deadline in seconds");
 ABSL_FLAG(std::string, tls_ca, "", "PEM root certificate: connect with TLS");
+ABSL_FLAG(int, max_attempts, 5,
+          "tries per call when the server answers UNAVAILABLE before any response (a replica "
+          "draining or restarting); gRPC's retry policy backs off 0.1 s, 0.2 s, ... up to 2 s "
+          "between them. 1 = no retries, at most 5");
 ABSL_FLAG(int, requests, 32, "bench: requests to send");
 ABSL_FLAG(int, concurrency, 1, "bench: requests in flight at once");
 ABSL_FLAG(std::string, prompts_file, "",
@@ -126,6 +131,11 @@ std::shared_ptr<grpc::Channel> Connect() {
   }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 * 1024 * 1024);
+  // Retries are gRPC's own (a service-config retry policy), not a loop here: the library
+  // retries only while nothing of the response has arrived, so a retried Generate never
+  // repeats a streamed row. The same JSON works for any gRPC client (README, "Deployment").
+  const int attempts = absl::GetFlag(FLAGS_max_attempts);
+  if (attempts > 1) args.SetServiceConfigJSON(mulo::client::RetryServiceConfig(attempts));
   return grpc::CreateCustomChannel(absl::GetFlag(FLAGS_server), credentials, args);
 }
 

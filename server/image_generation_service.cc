@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/decode/method_registry.h"
+#include "server/client_text.h"
 #include "server/generation_job.h"
 #include "server/request_log.h"
 
@@ -44,6 +45,7 @@ grpc::Status ImageGenerationService::Generate(grpc::ServerContext* context,
                                               grpc::ServerWriter<v1::GenerateResponse>* writer) {
   const auto arrived = Clock::now();
   RequestLogLine log;
+  // Client text as sent: the log line bounds and escapes it, metrics label loaded names only.
   log.request_id = request->request_id().empty()
                        ? absl::StrCat("req-", next_id_.fetch_add(1))
                        : request->request_id();
@@ -114,6 +116,12 @@ grpc::Status ImageGenerationService::Generate(grpc::ServerContext* context,
     outcome = absl::DeadlineExceededError("deadline exceeded");
   }
   if (context->IsCancelled() && outcome.ok()) outcome = absl::CancelledError("request cancelled");
+  // Stopped by the drain timeout, not by the client: a retryable code, so a balancer or the
+  // client's retry policy sends it to another replica instead of reporting a failure.
+  if (absl::IsCancelled(outcome) && shut_down_ && !context->IsCancelled()) {
+    outcome = absl::UnavailableError(
+        "server shut down (drain timeout) before the request finished; retry on another replica");
+  }
   const JobRecord record = job->record();
   {
     std::lock_guard<std::mutex> lock(jobs_mu_);
@@ -124,6 +132,7 @@ grpc::Status ImageGenerationService::Generate(grpc::ServerContext* context,
 }
 
 void ImageGenerationService::CancelAll() {
+  shut_down_ = true;
   std::lock_guard<std::mutex> lock(jobs_mu_);
   for (const auto& job : jobs_) job->Cancel();
 }
@@ -151,7 +160,7 @@ grpc::Status ImageGenerationService::GetModel(grpc::ServerContext*,
   const engine::ModelSet* models = repository->Find(request->name());
   if (models == nullptr) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        absl::StrCat("name: model '", request->name(), "' is not loaded"));
+                        absl::StrCat("name: model ", Quoted(request->name()), " is not loaded"));
   }
   FillModelInfo(request->name(), *models, response);
   return grpc::Status::OK;

@@ -37,7 +37,8 @@ class ImageGenerationService final : public v1::ImageGeneration::Service {
 
   // Drain: from now on new requests get UNAVAILABLE.
   void StopAccepting() { accepting_ = false; }
-  // Cancels every request in flight (drain timeout): each stops within one decoding step.
+  // Drain timeout: stops every request in flight within one decoding step; each ends
+  // UNAVAILABLE (retryable), never CANCELLED.
   void CancelAll();
 
  private:
@@ -45,6 +46,7 @@ class ImageGenerationService final : public v1::ImageGeneration::Service {
   Scheduler& scheduler_;
   ServerMetrics& metrics_;
   std::atomic<bool> accepting_{true};
+  std::atomic<bool> shut_down_{false};  // CancelAll ran
   std::mutex jobs_mu_;
   std::set<std::shared_ptr<GenerationJob>> jobs_;  // in flight
   std::atomic<uint64_t> next_id_{1};

@@ -1,9 +1,11 @@
 // mulo_server: keeps a model repository resident and serves mulo.v1.ImageGeneration over gRPC,
-// with grpc.health.v1, server reflection, and Prometheus metrics on a separate HTTP port.
+// with grpc.health.v1 (for "" and the service's name), server reflection (v1alpha, and v1
+// through ReflectionV1Relay), and Prometheus metrics on a separate HTTP port.
 //
 // Lifecycle: the ports open first with health NOT_SERVING and /readyz 503 while the models
 // load; then SERVING. On SIGTERM or SIGINT: NOT_SERVING, new requests get UNAVAILABLE, queued
-// and running requests finish within --drain_timeout, then the process exits 0.
+// and running requests finish within --drain_timeout (what is still running then ends
+// UNAVAILABLE, retryable), then the process exits 0.
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -12,20 +14,26 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "engine/core/cpu_threads.h"
 #include "server/image_generation_service.h"
 #include "server/model_repository.h"
+#include "server/reflection_v1.h"
+#include "server/request_log.h"
 #include "server/scheduler.h"
 #include "server/server_metrics.h"
+#include "server/unparsable_request_interceptor.h"
 
 ABSL_FLAG(std::string, model_repository, "models",
           "directory whose subdirectories with a family.json are loaded and served");
@@ -132,14 +140,34 @@ int Run() {
   builder.SetMaxReceiveMessageSize(max_bytes);
   builder.SetMaxSendMessageSize(max_bytes);
   builder.RegisterService(&service);
+  ReflectionV1Relay reflection_v1;
+  builder.RegisterCallbackGenericService(&reflection_v1);
+  // Requests whose bytes do not parse end INVALID_ARGUMENT with a message, and are counted.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<UnparsableRequestInterceptorFactory>(
+      "/mulo.v1.", [&metrics](const std::string& method, const grpc::Status& status) {
+        RequestLogLine line;
+        line.request_id = "-";
+        line.status = absl::InvalidArgumentError(status.error_message());
+        WriteRequestLog(line);
+        if (absl::EndsWith(method, "/Generate")) metrics.RecordRequest(line);
+      }));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     Log(absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_host), ":",
                      absl::GetFlag(FLAGS_port)));
     return 1;
   }
+  reflection_v1.SetChannel(server->InProcessChannel(grpc::ChannelArguments()));
+  // Health answers for the whole server ("") and for the service by name, as balancers and
+  // grpc-health-probe ask either way.
   auto* health = server->GetHealthCheckService();
-  health->SetServingStatus(false);
+  const auto set_serving = [health](bool serving) {
+    health->SetServingStatus(serving);
+    health->SetServingStatus(v1::ImageGeneration::service_full_name(), serving);
+  };
+  set_serving(false);
   // The exact line tests and scripts wait for.
   std::printf("mulo_server listening on port %d (metrics on port %d)\n", port, *http);
   std::fflush(stdout);
@@ -158,7 +186,7 @@ int Run() {
                                 (*repository)->Find(name)->weight_bytes);
   }
   service.SetRepository(repository->get());
-  health->SetServingStatus(true);
+  set_serving(true);
   ready = true;
   Log(absl::StrCat("serving ", absl::StrJoin((*repository)->Names(), ", "), " (loaded in ",
                    absl::FormatDuration(absl::Now() - load_start), ")"));
@@ -167,7 +195,7 @@ int Run() {
   sigwait(&signals, &signal);
   Log(absl::StrCat("received ", signal == SIGTERM ? "SIGTERM" : "SIGINT", ", draining"));
   ready = false;
-  health->SetServingStatus(false);
+  set_serving(false);
   service.StopAccepting();
   scheduler.StopAccepting();
   const bool drained = scheduler.WaitIdle(absl::GetFlag(FLAGS_drain_timeout));

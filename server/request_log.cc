@@ -6,13 +6,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/client_text.h"
 
 namespace mulo::server {
 
 std::string FormatRequestLog(const RequestLogLine& l) {
   std::string out = absl::StrFormat(
-      "request id=%s model=%s method=%s status=%s tokens=%d queue=%.3fs", l.request_id,
-      l.model.empty() ? "-" : l.model, l.method.empty() ? "-" : l.method,
+      "request id=%s model=%s method=%s status=%s tokens=%d queue=%.3fs", Printable(l.request_id),
+      l.model.empty() ? "-" : Printable(l.model), l.method.empty() ? "-" : l.method,
       absl::StatusCodeToString(l.status.code()), l.tokens, l.queue_seconds);
   if (l.first_row_seconds >= 0) absl::StrAppendFormat(&out, " first_row=%.3fs", l.first_row_seconds);
   absl::StrAppendFormat(&out, " total=%.3fs forwards=%d step_compression=%.2f", l.total_seconds,

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/decode/method_registry.h"
 #include "mulo/v1/method_names.h"
+#include "server/client_text.h"
 
 namespace mulo::server {
 namespace {
@@ -41,9 +42,6 @@ bool IsValidUtf8(const std::string& text) {
   return true;
 }
 
-// Puts the request's MuLo-SD fields over `options` (the family's defaults, or the paper's
-// with the PAPER preset). Open proto3 enums carry unknown numbers through; they are refused
-// rather than defaulted. Ranges are checked by the engine.
 // EAGLE's tree parameters, as sent for eagle and lantern (unset fields keep the defaults; the
 // engine checks the ranges).
 void MapEagleParams(const v1::EagleParams& e, engine::EagleOptions* options) {
@@ -53,6 +51,9 @@ void MapEagleParams(const v1::EagleParams& e, engine::EagleOptions* options) {
   if (e.has_top_k()) options->dynamic.top_k = e.top_k();
 }
 
+// Puts the request's MuLo-SD fields over `options` (the family's defaults, or the paper's
+// with the PAPER preset). Open proto3 enums carry unknown numbers through; they are refused
+// rather than defaulted. Ranges are checked by the engine.
 absl::Status MapMuloParams(const v1::MuloParams& m, engine::MuloOptions* options) {
   using P = v1::MuloParams;
   if (!P::Preset_IsValid(m.preset())) {
@@ -122,7 +123,8 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
   }
   out.models = repository.Find(request.model());
   if (out.models == nullptr) {
-    return absl::NotFoundError(absl::StrCat("model: '", request.model(), "' is not loaded (loaded: ",
+    return absl::NotFoundError(absl::StrCat("model: ", Quoted(request.model()),
+                                            " is not loaded (loaded: ",
                                             absl::StrJoin(repository.Names(), ", "), ")"));
   }
   out.model_name = request.model();

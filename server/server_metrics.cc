@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "engine/decode/method_registry.h"
 #include "server/metrics/process_collector.h"
 
 namespace mulo::server {
@@ -144,6 +145,10 @@ absl::StatusOr<int> ServerMetrics::StartHttp(const std::string& host, int port,
 }
 
 void ServerMetrics::SetModelLoaded(const std::string& model, bool loaded) {
+  {
+    absl::MutexLock lock(&models_mu_);
+    known_models_.insert(model);
+  }
   model_loaded_->WithLabels({model}).Set(loaded ? 1.0 : 0.0);
 }
 
@@ -152,8 +157,13 @@ void ServerMetrics::SetModelWeightBytes(const std::string& model, const std::str
   model_weight_bytes_->WithLabels({model, device}).Set(static_cast<double>(bytes));
 }
 
+std::string ServerMetrics::ModelLabel(const std::string& model) const {
+  absl::MutexLock lock(&models_mu_);
+  return known_models_.count(model) > 0 ? model : "unknown";
+}
+
 void ServerMetrics::RecordRequest(const RequestLogLine& line) {
-  const std::string model = line.model.empty() ? "unknown" : line.model;
+  const std::string model = ModelLabel(line.model);
   const std::string method = line.method.empty() ? "unknown" : line.method;
   requests_->WithLabels({model, method, absl::StatusCodeToString(line.status.code())}).Inc();
   request_duration_->WithLabels({model, method}).Observe(line.total_seconds);
@@ -164,6 +174,17 @@ void ServerMetrics::RecordRequest(const RequestLogLine& line) {
     first_row_->WithLabels({model, method}).Observe(line.first_row_seconds);
   generated_tokens_->WithLabels({model, method}).Inc(static_cast<double>(s.tokens));
   target_forwards_->WithLabels({model, method}).Inc(static_cast<double>(s.target_forward_passes));
+  iterations_->WithLabels({model, method}).Inc(static_cast<double>(s.verify_steps));
+  for (int i = 0; i < engine::kNumPhases; ++i) {
+    if (s.phase_seconds[i] > 0) {
+      phase_duration_->WithLabels({model, method, engine::PhaseName(static_cast<engine::Phase>(i))})
+          .Observe(s.phase_seconds[i]);
+    }
+  }
+  // Speculative series only for methods that draft: for ar they would be zeros that
+  // dashboards divide by.
+  const engine::MethodEntry* entry = engine::FindMethod(line.method);
+  if (entry == nullptr || !entry->drafts) return;
   draft_forwards_->WithLabels({model, method}).Inc(static_cast<double>(s.draft_forward_passes));
   drafted_->WithLabels({model, method}).Inc(static_cast<double>(s.drafted_tokens));
   accepted_->WithLabels({model, method}).Inc(static_cast<double>(s.accepted_tokens));
@@ -172,7 +193,6 @@ void ServerMetrics::RecordRequest(const RequestLogLine& line) {
       .Inc(static_cast<double>(s.relaxed_accepted_tokens));
   pooled_drafts_->WithLabels({model, method}).Inc(static_cast<double>(s.pooled_drafts));
   pooled_neighbors_->WithLabels({model, method}).Inc(static_cast<double>(s.pooled_neighbors));
-  iterations_->WithLabels({model, method}).Inc(static_cast<double>(s.verify_steps));
   tree_depth_->WithLabels({model, method}).Inc(static_cast<double>(s.drafted_tree_depth));
   tree_width_->WithLabels({model, method}).Inc(static_cast<double>(s.drafted_tree_width));
   expansion_resampled_->WithLabels({model, method})
@@ -184,12 +204,6 @@ void ServerMetrics::RecordRequest(const RequestLogLine& line) {
   for (size_t i = 0; i < s.accepted_per_position.size(); ++i) {
     accepted_per_position_->WithLabels({model, method, std::to_string(i)})
         .Inc(static_cast<double>(s.accepted_per_position[i]));
-  }
-  for (int i = 0; i < engine::kNumPhases; ++i) {
-    if (s.phase_seconds[i] > 0) {
-      phase_duration_->WithLabels({model, method, engine::PhaseName(static_cast<engine::Phase>(i))})
-          .Observe(s.phase_seconds[i]);
-    }
   }
 }
 

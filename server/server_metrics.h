@@ -8,9 +8,11 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "server/metrics/http_server.h"
 #include "server/metrics/registry.h"
 #include "server/request_log.h"
@@ -28,7 +30,9 @@ class ServerMetrics {
   // Queue depth and running requests are read at scrape time from `probe`.
   void WatchQueue(std::function<std::pair<int, int>()> probe);
 
-  // Everything one finished (or refused) request contributes.
+  // Everything one finished (or refused) request contributes. Its model label is the model's
+  // name only when SetModelLoaded has seen that name, otherwise "unknown": label values come
+  // from a closed set, whatever names clients send.
   void RecordRequest(const RequestLogLine& line);
   void SetModelLoaded(const std::string& model, bool loaded);
   // Memory the family's resident weights take on `device` (engine::ModelSet::weight_bytes).
@@ -37,7 +41,12 @@ class ServerMetrics {
   const metrics::Registry& registry() const { return registry_; }
 
  private:
+  // `model` if it was ever loaded, else "unknown".
+  std::string ModelLabel(const std::string& model) const;
+
   metrics::Registry registry_;
+  mutable absl::Mutex models_mu_;
+  std::set<std::string> known_models_ ABSL_GUARDED_BY(models_mu_);
   metrics::CounterFamily* requests_;
   metrics::CounterFamily* generated_tokens_;
   metrics::CounterFamily* target_forwards_;

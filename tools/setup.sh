@@ -11,7 +11,7 @@ PACKAGES=(
   libtorch-dev libopenblas0-pthread
   # server, client, metrics
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libabsl-dev
-  libcivetweb-dev nlohmann-json3-dev
+  libmicrohttpd-dev nlohmann-json3-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   # tests
   libgtest-dev libgmock-dev prometheus openssl

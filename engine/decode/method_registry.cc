@@ -22,7 +22,8 @@ std::vector<MethodEntry> BuildTable() {
   return {
       {"ar", "plain autoregressive decoding, one token per target forward (the baseline)", {},
        true,
-       [](const MethodConfig&) { return std::make_shared<const ArDecoder>(); }},
+       [](const MethodConfig&) { return std::make_shared<const ArDecoder>(); },
+       /*drafts=*/false},
       {"speculative", "speculative decoding with the chain draft model (lossless)", {C::kChain},
        true, Maker<SpeculativeDecoder>(&MethodConfig::speculative)},
       {"mulo",
@@ -42,7 +43,7 @@ std::vector<MethodEntry> BuildTable() {
       {"gsd", "grouped speculative decoding: SJD with group acceptance (relaxed)", {}, true,
        Maker<GsdDecoder>(&MethodConfig::gsd)},
       {"zipar", "ZipAR: rows advance in parallel once the row above is `window` ahead", {},
-       true, Maker<ZipArDecoder>(&MethodConfig::zipar)},
+       true, Maker<ZipArDecoder>(&MethodConfig::zipar), /*drafts=*/false},
   };
 }
 

@@ -51,6 +51,9 @@ struct MethodEntry {
   bool implemented = false;
   // Builds the method from the config's options (implemented methods only).
   std::function<std::shared_ptr<const SteppedMethod>(const MethodConfig&)> make;
+  // Whether it drafts and verifies (its speculative statistics mean something): false for
+  // ar and ZipAR, whose drafted / accepted counts are always 0.
+  bool drafts = true;
 };
 
 // Every method the proto declares, in its order.

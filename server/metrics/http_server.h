@@ -1,10 +1,13 @@
-// HTTP endpoint for Prometheus scrapes and Kubernetes probes, on civetweb (C API):
+// HTTP endpoint for Prometheus scrapes and Kubernetes probes, on GNU libmicrohttpd:
 //   GET /metrics  200, Content-Type kTextContentType, body = SerializeText(registry)
 //   GET /healthz  200 "ok\n" while the process is alive (liveness)
 //   GET /readyz   200 "ready\n" or 503 "not ready\n" from the readiness check (readiness)
 //   other paths   404; methods other than GET / HEAD get 405.
 // It runs on its own port, separate from gRPC, so probes and scrapes keep working when the
-// gRPC server is saturated or draining.
+// gRPC server is saturated or draining. One epoll thread serves every connection without
+// blocking, so idle or slow clients (a load balancer's pre-opened connections, a stuck
+// scraper) cost a socket each and never a worker: probes keep answering however many are
+// open. A connection idle for kIdleTimeoutSeconds is closed.
 #ifndef MULO_SERVER_METRICS_HTTP_SERVER_H_
 #define MULO_SERVER_METRICS_HTTP_SERVER_H_
 
@@ -19,19 +22,21 @@
 #include "absl/synchronization/mutex.h"
 #include "server/metrics/registry.h"
 
-struct mg_connection;
-struct mg_context;
+struct MHD_Connection;
+struct MHD_Daemon;
 
 namespace mulo::server::metrics {
 
+// Seconds a connection may stay idle before the server closes it.
+inline constexpr unsigned kIdleTimeoutSeconds = 10;
+
 // Start, Stop and port() are meant for the owning thread (not for concurrent calls on one
-// object); requests are served on civetweb's worker threads. Note that civetweb sets
-// SIGPIPE to SIG_IGN process-wide when a server starts (so a client hanging up cannot
-// kill the process); gRPC servers want the same.
+// object); requests are served on the server's own thread. Writes use MSG_NOSIGNAL, so a
+// client hanging up mid-response cannot raise SIGPIPE.
 class MetricsHttpServer {
  public:
-  // Called on civetweb worker threads, possibly concurrently: must be thread-safe and
-  // cheap (a probe waits for it). Typically "models loaded and not draining".
+  // Called on the server's thread: must be thread-safe and cheap (every probe and scrape
+  // waits for it). Typically "models loaded and not draining".
   using ReadinessCheck = std::function<bool()>;
 
   // `registry` must outlive the server. An empty `is_ready` means always ready.
@@ -43,30 +48,31 @@ class MetricsHttpServer {
 
   // Listens on `address`: "PORT" (all IPv4 interfaces) or "IPV4:PORT" with a literal
   // address, e.g. "0.0.0.0:9090"; port 0 picks a free port (see port()). Host names and
-  // IPv6 are not accepted (Debian's civetweb is built without IPv6). Errors:
-  // InvalidArgument for a malformed address, FailedPrecondition if already started,
-  // Unavailable when civetweb cannot listen (the message carries its reason, e.g.
-  // "cannot bind to 127.0.0.1:9090: 98 (Address already in use)").
+  // IPv6 are not accepted. Errors: InvalidArgument for a malformed address,
+  // FailedPrecondition if already started, Unavailable when it cannot listen (the message
+  // carries the reason, e.g. "Address already in use").
   absl::Status Start(absl::string_view address);
 
-  // Stops serving; idempotent. Start may be called again afterwards.
+  // Stops serving (closes every connection; a request being answered finishes first);
+  // idempotent. Start may be called again afterwards.
   void Stop();
 
   // The bound port while running (the real one when started with port 0), else 0.
   int port() const { return port_; }
 
  private:
-  static int HandleRequest(mg_connection* conn, void* self);
-  static int LogMessage(const mg_connection* conn, const char* message);
-  int Handle(mg_connection* conn);
+  friend class HttpCallbacks;  // libmicrohttpd's C callbacks (http_server.cc)
+
+  // Answers one request; returns whether the response was queued.
+  bool Handle(MHD_Connection* connection, absl::string_view path, absl::string_view method);
+  void Log(std::string message);
 
   const Registry* const registry_;
   const ReadinessCheck is_ready_;
-  mg_context* context_ = nullptr;
+  MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
-  uint32_t wake_ip_ = 0;  // Network byte order: where Stop connects to wake civetweb.
 
-  // civetweb reports why it failed to start only through the log callback; Start collects
+  // libmicrohttpd reports why it failed to start only through its logger; Start collects
   // those messages for its Status. Outside Start they go to stderr.
   absl::Mutex log_mu_;
   bool starting_ ABSL_GUARDED_BY(log_mu_) = false;

@@ -23,23 +23,6 @@ namespace {
 
 using server::metrics::testing::HttpGet;
 
-std::string TempDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir ? dir : "/tmp";
-}
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 bool GenerateOnce(const ServerProcess& server, uint64_t seed) {
   auto stub = server.NewStub();
   v1::GenerateRequest request;
@@ -58,7 +41,7 @@ bool GenerateOnce(const ServerProcess& server, uint64_t seed) {
 // Runs a command with its stdin from `input_path`; returns (exit code, combined output).
 std::pair<int, std::string> RunWithInput(const std::string& command,
                                          const std::string& input_path) {
-  const std::string out_path = TempDir() + "/command_output.txt";
+  const std::string out_path = TestTempDir() + "/command_output.txt";
   const int rc = std::system((command + " < " + input_path + " > " + out_path + " 2>&1").c_str());
   std::ifstream in(out_path);
   std::string output((std::istreambuf_iterator<char>(in)), {});
@@ -85,7 +68,7 @@ TEST(PrometheusEndToEndTest, ExpositionPassesPromtool) {
   // The tiny family's weights plus its neighbour table (~0.5 MB; exact sum: model_set_test).
   EXPECT_GT((*server)->MetricSum("mulo_model_weight_bytes", {"model=\"tiny\"", "device=\"cpu\""}),
             1e5);
-  const std::string path = TempDir() + "/metrics.txt";
+  const std::string path = TestTempDir() + "/metrics.txt";
   std::ofstream(path) << metrics->body;
   auto [rc, output] = RunWithInput("/usr/bin/promtool check metrics", path);
   EXPECT_EQ(rc, 0) << output;
@@ -97,7 +80,7 @@ TEST(PrometheusEndToEndTest, PrometheusSeesEveryRequest) {
       << "prometheus is missing: run tools/setup.sh (Debian package prometheus)";
   auto server = ServerProcess::Start({"--model_repository=tests/data/repository"});
   ASSERT_TRUE(server.ok()) << server.status();
-  const std::string dir = TempDir() + "/prometheus";
+  const std::string dir = TestTempDir() + "/prometheus";
   std::error_code error;
   std::filesystem::remove_all(dir, error);
   ASSERT_TRUE(std::filesystem::create_directories(dir, error)) << dir << ": " << error.message();
@@ -105,7 +88,7 @@ TEST(PrometheusEndToEndTest, PrometheusSeesEveryRequest) {
       << "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: mulo\n"
       << "    static_configs:\n      - targets: ['127.0.0.1:" << (*server)->metrics_port()
       << "']\n";
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   const pid_t prometheus = fork();
   ASSERT_GE(prometheus, 0);
   if (prometheus == 0) {

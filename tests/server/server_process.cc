@@ -1,6 +1,9 @@
 #include "tests/server/server_process.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -18,20 +21,35 @@
 #include "tests/server/metrics/http_client.h"
 
 namespace mulo::testing {
-namespace {
-
-std::string TempDir() {
+std::string TestTempDir() {
   const char* dir = std::getenv("TEST_TMPDIR");
   return dir ? dir : "/tmp";
 }
 
-}  // namespace
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+std::string ReadTextFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     const std::vector<std::string>& flags) {
   static int counter = 0;
   auto process = std::unique_ptr<ServerProcess>(new ServerProcess());
-  process->log_path_ = absl::StrCat(TempDir(), "/mulo_server_", getpid(), "_", counter++, ".log");
+  process->log_path_ = absl::StrCat(TestTempDir(), "/mulo_server_", getpid(), "_", counter++, ".log");
   int out_pipe[2];
   if (pipe(out_pipe) != 0) return absl::InternalError("pipe failed");
   std::vector<std::string> args = {"server/mulo_server", "--host=127.0.0.1", "--port=0",
@@ -106,12 +124,7 @@ int ServerProcess::Wait(double timeout_seconds) {
   return -1;
 }
 
-std::string ServerProcess::Log() const {
-  std::ifstream in(log_path_);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string ServerProcess::Log() const { return ReadTextFile(log_path_); }
 
 double ServerProcess::MetricSum(const std::string& name,
                                 const std::vector<std::string>& fragments) const {

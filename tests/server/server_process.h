@@ -13,6 +13,13 @@
 
 namespace mulo::testing {
 
+// $TEST_TMPDIR (Bazel's per-test scratch directory), or /tmp outside Bazel.
+std::string TestTempDir();
+// A loopback port nothing listens on right now (bound, read, released).
+int FreeLoopbackPort();
+// A whole file's text ("" when it cannot be read).
+std::string ReadTextFile(const std::string& path);
+
 class ServerProcess {
  public:
   // Starts server/mulo_server (from the test's runfiles) with `flags` plus

@@ -11,11 +11,6 @@
 namespace mulo::testing {
 namespace {
 
-std::string TempDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return dir ? dir : "/tmp";
-}
-
 grpc::Status GenerateWith(std::shared_ptr<grpc::ChannelCredentials> credentials,
                           const std::string& address) {
   grpc::ChannelArguments args;
@@ -37,7 +32,7 @@ grpc::Status GenerateWith(std::shared_ptr<grpc::ChannelCredentials> credentials,
 
 TEST(TlsTest, ServesOverTlsAndRefusesPlaintext) {
   ASSERT_EQ(access("/usr/bin/openssl", X_OK), 0) << "openssl is missing";
-  const std::string dir = TempDir();
+  const std::string dir = TestTempDir();
   const std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
   const std::string command = "/usr/bin/openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "
                               "/CN=localhost -addext subjectAltName=DNS:localhost -keyout " +
@@ -57,7 +52,7 @@ TEST(TlsTest, ServesOverTlsAndRefusesPlaintext) {
 
 TEST(TlsTest, CertificateWithoutKeyIsAStartupError) {
   auto server = ServerProcess::Start({"--model_repository=tests/data/repository",
-                                      "--tls_cert=" + TempDir() + "/cert.pem"});
+                                      "--tls_cert=" + TestTempDir() + "/cert.pem"});
   EXPECT_FALSE(server.ok());
 }
 

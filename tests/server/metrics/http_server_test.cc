@@ -1,7 +1,13 @@
 // The HTTP endpoint over loopback: /metrics, /healthz, /readyz, 404/405, bind errors.
 #include "server/metrics/http_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -113,6 +119,55 @@ TEST_F(MetricsHttpServerTest, SecondServerOnSamePortFailsClearly) {
   EXPECT_EQ(Get("/healthz").status, 200);
 }
 
+// A TCP connection to 127.0.0.1:port that sends nothing (or `partial`, a request cut short)
+// and stays open until destroyed; -1 when it cannot connect.
+class IdleConnection {
+ public:
+  IdleConnection(int port, const std::string& partial) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in target{};
+    target.sin_family = AF_INET;
+    target.sin_port = htons(static_cast<uint16_t>(port));
+    target.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ >= 0 && connect(fd_, reinterpret_cast<const sockaddr*>(&target), sizeof(target)) != 0) {
+      close(fd_);
+      fd_ = -1;
+    }
+    if (fd_ >= 0 && !partial.empty()) send(fd_, partial.data(), partial.size(), MSG_NOSIGNAL);
+  }
+  ~IdleConnection() {
+    if (fd_ >= 0) close(fd_);
+  }
+  IdleConnection(const IdleConnection&) = delete;
+  IdleConnection& operator=(const IdleConnection&) = delete;
+  bool connected() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// Idle connections (a balancer's pre-opened sockets, a stuck scraper halfway through its
+// request line) must never keep a probe waiting: with 64 of them open, every probe and scrape
+// still answers at once.
+TEST_F(MetricsHttpServerTest, ProbesAnswerPromptlyWhileManyConnectionsIdle) {
+  std::vector<std::unique_ptr<IdleConnection>> idle;
+  for (int i = 0; i < 64; ++i) {
+    idle.push_back(std::make_unique<IdleConnection>(server_->port(),
+                                                    i % 2 == 0 ? "" : "GET /metr"));
+    ASSERT_TRUE(idle.back()->connected()) << i;
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (const char* path : {"/healthz", "/readyz", "/metrics"}) {
+      const auto start = std::chrono::steady_clock::now();
+      EXPECT_EQ(Get(path).status, 200) << path;
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      // Kubernetes' default probe timeout is 1 s; a blocked endpoint took 10 s.
+      EXPECT_LT(seconds, 1.0) << path << " took " << seconds << " s behind 64 idle connections";
+    }
+  }
+}
+
 TEST_F(MetricsHttpServerTest, StartTwiceFailsAndStopIsIdempotent) {
   EXPECT_EQ(server_->Start("127.0.0.1:0").code(), absl::StatusCode::kFailedPrecondition);
   const int port = server_->port();
@@ -120,7 +175,7 @@ TEST_F(MetricsHttpServerTest, StartTwiceFailsAndStopIsIdempotent) {
   server_->Stop();
   EXPECT_EQ(server_->port(), 0);
   EXPECT_FALSE(HttpGet(port, "/healthz").ok()) << "nothing listens after Stop";
-  // Restart works (civetweb library re-initialised).
+  // Restart works.
   ASSERT_TRUE(server_->Start("127.0.0.1:0").ok());
   EXPECT_EQ(Get("/healthz").status, 200);
 }
@@ -145,7 +200,7 @@ TEST(MetricsHttpServerAddressTest, EmptyReadinessCheckMeansReady) {
 }
 
 // Several servers at once, started and destroyed from different threads, exercise the
-// shared civetweb library initialisation.
+// library state libmicrohttpd keeps per process.
 TEST(MetricsHttpServerAddressTest, ConcurrentServers) {
   Registry registry;
   std::vector<std::thread> threads;

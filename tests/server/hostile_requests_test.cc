@@ -1,0 +1,318 @@
+// mulo_server against what a careless or hostile client sends, and the operator's edge cases
+// (issue 21): size-like fields at the extremes of their wire types (a request ends by its
+// deadline and lets go of the worker within about one forward; the tiny family's forwards take
+// milliseconds), client-chosen names that must not become metric labels or unbounded error
+// text, bytes that do not parse, health by service name, reflection v1 and v1alpha, and the
+// drain timeout. Whatever arrives, the server keeps serving.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <limits>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "tests/server/grpc_calls.h"
+#include "tests/server/metrics/http_client.h"
+#include "tests/server/server_process.h"
+
+namespace mulo::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// One size-like field set to `value` (a whole number or a huge double).
+struct Extreme {
+  std::string field;
+  std::function<void(v1::GenerateRequest*, double)> set;
+};
+
+std::vector<Extreme> SizeLikeFields() {
+  // Doubles past uint32's range saturate (the cast alone would be undefined).
+  auto u32 = [](double v) {
+    return v >= 4294967295.0 ? std::numeric_limits<uint32_t>::max() : static_cast<uint32_t>(v);
+  };
+  return {
+      {"sampling.top_k", [=](auto* r, double v) { r->mutable_sampling()->set_top_k(u32(v)); }},
+      {"stream.preview_every_rows",
+       [=](auto* r, double v) { r->mutable_stream()->set_preview_every_rows(u32(v)); }},
+      {"speculative.gamma", [=](auto* r, double v) { r->mutable_speculative()->set_gamma(u32(v)); }},
+      {"mulo.k", [=](auto* r, double v) { r->mutable_mulo()->set_k(u32(v)); }},
+      {"mulo.radius", [=](auto* r, double v) { r->mutable_mulo()->set_radius(u32(v)); }},
+      {"mulo.draft_rows", [=](auto* r, double v) { r->mutable_mulo()->set_draft_rows(u32(v)); }},
+      {"mulo.parallel_radius", [=](auto* r, double v) {
+         r->mutable_mulo()->set_resample(v1::MuloParams::PARALLEL);
+         r->mutable_mulo()->set_parallel_radius(u32(v));
+       }},
+      {"mulo.zipar_window", [=](auto* r, double v) { r->mutable_mulo()->set_zipar_window(u32(v)); }},
+      {"mulo.resample_window", [=](auto* r, double v) {
+         r->mutable_mulo()->set_resample(v1::MuloParams::WAVEFRONT);
+         r->mutable_mulo()->set_resample_window(u32(v));
+       }},
+      {"mulo.tau", [=](auto* r, double v) { r->mutable_mulo()->set_tau(v); }},
+      {"mulo.lambda", [=](auto* r, double v) {
+         r->mutable_mulo()->set_pooling(v1::MuloParams::MULTIPLICATIVE);
+         r->mutable_mulo()->set_lambda(v);
+       }},
+      {"eagle.total_tokens", [=](auto* r, double v) { r->mutable_eagle()->set_total_tokens(u32(v)); }},
+      {"eagle.depth", [=](auto* r, double v) { r->mutable_eagle()->set_depth(u32(v)); }},
+      {"eagle.top_k", [=](auto* r, double v) { r->mutable_eagle()->set_top_k(u32(v)); }},
+      {"lantern.k", [=](auto* r, double v) { r->mutable_lantern()->set_k(u32(v)); }},
+      {"lantern++.k", [=](auto* r, double v) { r->mutable_lantern_plus_plus()->set_k(u32(v)); }},
+      {"lantern++.lambda", [=](auto* r, double v) { r->mutable_lantern_plus_plus()->set_lambda(v); }},
+      {"peanut.l_d", [=](auto* r, double v) { r->mutable_peanut()->set_l_d(u32(v)); }},
+      {"peanut.l_k", [=](auto* r, double v) { r->mutable_peanut()->set_l_k(u32(v)); }},
+      {"peanut.max_depth", [=](auto* r, double v) { r->mutable_peanut()->set_max_depth(u32(v)); }},
+      {"peanut.max_top_k", [=](auto* r, double v) { r->mutable_peanut()->set_max_top_k(u32(v)); }},
+      {"peanut.beta", [=](auto* r, double v) { r->mutable_peanut()->set_beta(v); }},
+      {"sjd.window", [=](auto* r, double v) { r->mutable_sjd()->set_window(u32(v)); }},
+      {"gsd.window", [=](auto* r, double v) { r->mutable_gsd()->set_window(u32(v)); }},
+      {"gsd.group_size", [=](auto* r, double v) { r->mutable_gsd()->set_group_size(u32(v)); }},
+      {"gsd.max_embedding_distance",
+       [=](auto* r, double v) { r->mutable_gsd()->set_max_embedding_distance(v); }},
+      {"zipar.window", [=](auto* r, double v) { r->mutable_zipar()->set_window(u32(v)); }},
+  };
+}
+
+TEST(HostileRequestsTest, ExtremeSizesEndByTheDeadlineAndFreeTheWorker) {
+  auto server = ServerProcess::Start({kRepository[0], "--workers=1"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = (*server)->NewStub();
+  constexpr double kDeadline = 1.5;   // seconds, per request
+  constexpr double kOneForward = 0.5;  // generous: the tiny family's forwards take milliseconds
+  const double huge_values[] = {4294967295.0, 2147483647.0, 16777216.0,
+                                std::numeric_limits<double>::max()};
+  int requests = 0;
+  for (const Extreme& extreme : SizeLikeFields()) {
+    for (double value : huge_values) {
+      SCOPED_TRACE(extreme.field + " = " + std::to_string(value));
+      v1::GenerateRequest request = ValidRequest(7);
+      extreme.set(&request, value);
+      const auto sent = Clock::now();
+      const StreamResult result = RunStream(*stub, request, kDeadline);
+      ++requests;
+      const grpc::StatusCode code = result.status.error_code();
+      EXPECT_TRUE(code == grpc::StatusCode::OK || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+                  code == grpc::StatusCode::INVALID_ARGUMENT)
+          << code << " " << result.status.error_message();
+      if (code == grpc::StatusCode::INVALID_ARGUMENT) {
+        EXPECT_EQ(result.status.error_message().rfind(extreme.field + ":", 0), 0u)
+            << result.status.error_message();
+      }
+      EXPECT_LE(SecondsSince(sent), kDeadline + kOneForward);
+      // The worker lets go: nothing running shortly after the call ended.
+      const auto ended = Clock::now();
+      double running = (*server)->MetricSum("mulo_requests_running", {});
+      while (running != 0 && SecondsSince(ended) < 5) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        running = (*server)->MetricSum("mulo_requests_running", {});
+      }
+      EXPECT_EQ(running, 0);
+      EXPECT_LE(SecondsSince(ended), kOneForward);
+    }
+  }
+  EXPECT_EQ(requests, 27 * 4);
+  // Still serving.
+  EXPECT_TRUE(RunStream(*stub, ValidRequest(8)).status.ok());
+}
+
+// /metrics as text ("" when it does not answer 200).
+std::string MetricsText(const ServerProcess& server) {
+  auto response = server::metrics::testing::HttpGet(server.metrics_port(), "/metrics");
+  return response.ok() && response->status == 200 ? response->body : "";
+}
+
+TEST(HostileRequestsTest, ClientChosenNamesNeverBecomeLabelsAndAreQuotedBounded) {
+  auto server = ServerProcess::Start(kRepository);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = (*server)->NewStub();
+  auto send_model = [&](const std::string& name) {
+    v1::GenerateRequest request = ValidRequest();
+    request.set_model(name);
+    return RunStream(*stub, request, 10).status;
+  };
+  ASSERT_EQ(send_model("warm-up").error_code(), grpc::StatusCode::NOT_FOUND);
+  const size_t before = MetricsText(**server).size();
+  constexpr int kNames = 200;
+  for (int i = 0; i < kNames; ++i) {
+    // 1 KB names with a NUL byte, a path and a quote in them.
+    std::string name = "../etc/\"" + std::to_string(i) + std::string(1, '\0') + "x";
+    name.resize(1024, 'n');
+    const grpc::Status status = send_model(name);
+    ASSERT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << status.error_message();
+    EXPECT_EQ(status.error_message().find('\0'), std::string::npos);
+    EXPECT_LT(status.error_message().size(), 300u) << status.error_message();
+  }
+  const std::string after = MetricsText(**server);
+  // The same series as before (counts are wider numbers at most).
+  EXPECT_LT(after.size(), before + 200) << after.size() - before;
+  EXPECT_EQ(after.find("../etc"), std::string::npos);
+  EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"model=\"unknown\"", "NOT_FOUND"}),
+            kNames + 1);
+
+  // 100 KB: still NOT_FOUND naming the field, not RESOURCE_EXHAUSTED from oversized trailers.
+  const grpc::Status huge = send_model(std::string(100 * 1024, 'm'));
+  EXPECT_EQ(huge.error_code(), grpc::StatusCode::NOT_FOUND) << huge.error_message();
+  EXPECT_EQ(huge.error_message().rfind("model: 'mmm", 0), 0u) << huge.error_message();
+  EXPECT_NE(huge.error_message().find("(102400 bytes)"), std::string::npos);
+  EXPECT_LT(huge.error_message().size(), 300u);
+
+  // GetModel quotes the same way; the request log keeps one line per request.
+  grpc::ClientContext context;
+  v1::GetModelRequest get;
+  get.set_name(std::string(100 * 1024, 'g') + "\n");
+  v1::ModelInfo info;
+  const grpc::Status got = stub->GetModel(&context, get, &info);
+  EXPECT_EQ(got.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_LT(got.error_message().size(), 300u);
+  const std::string log = (*server)->Log();
+  EXPECT_EQ(log.find(std::string(1000, 'n')), std::string::npos);
+  EXPECT_EQ(log.find(std::string(1, '\0')), std::string::npos);
+}
+
+// When the drain timeout runs out, what is still running ends UNAVAILABLE (retryable), not
+// CANCELLED, and the process still exits 0.
+TEST(HostileRequestsTest, DrainTimeoutEndsStreamsUnavailable) {
+  auto server = ServerProcess::Start({kRepository[0], "--drain_timeout=1ms"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  // A long request: EAGLE's largest tree on the tiny family.
+  v1::GenerateRequest slow = ValidRequest(9);
+  slow.mutable_eagle()->set_total_tokens(256);
+  slow.mutable_eagle()->set_depth(32);
+  slow.mutable_eagle()->set_top_k(64);
+  std::atomic<bool> first_row{false};
+  StreamResult cut;
+  std::thread stream([&] {
+    auto stub = (*server)->NewStub();
+    cut = RunStream(*stub, slow, 60, [&](const v1::RowsEvent&) { first_row = true; });
+  });
+  while (!first_row) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  (*server)->Signal(SIGTERM);
+  stream.join();
+  EXPECT_EQ(cut.status.error_code(), grpc::StatusCode::UNAVAILABLE) << cut.status.error_message();
+  EXPECT_FALSE(cut.image.has_value());
+  EXPECT_EQ((*server)->Wait(30), 0) << (*server)->Log();
+  EXPECT_NE((*server)->Log().find("status=UNAVAILABLE"), std::string::npos) << (*server)->Log();
+}
+
+// One call of `method` with `bytes` as its (single) request message, as a generic unary call:
+// on the wire the same as any single-request call, whatever the method's streaming shape.
+// The reply's bytes go to `reply` when it is not null.
+grpc::Status RawCall(const ServerProcess& server, const std::string& method,
+                     const std::string& bytes, std::string* reply = nullptr) {
+  grpc::GenericStub stub(grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status status) { done.set_value(std::move(status)); });
+  grpc::Status status = done.get_future().get();
+  if (status.ok() && reply != nullptr) {
+    std::vector<grpc::Slice> slices;
+    response.Dump(&slices).IgnoreError();
+    reply->clear();
+    for (const grpc::Slice& s : slices) reply->append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return status;
+}
+
+// Bytes no parser accepts, each for a different reason.
+std::vector<std::pair<std::string, std::string>> UnparsableBytes() {
+  std::string bad_utf8 = ValidRequest().SerializeAsString();
+  const std::string prompt = kPrompt;
+  bad_utf8.replace(bad_utf8.find(prompt), 4, "\xff\xfe\xc0\x80");  // not UTF-8
+  return {
+      {"truncated varint", std::string("\x08\x80", 2)},
+      {"overlong varint", "\x08" + std::string(10, '\xff') + "\x01"},
+      {"field number 0", std::string("\x00\x01", 2)},
+      {"length past the end", "\x12\x40" "abc"},
+      {"end-group without start", "\x0c"},
+      {"invalid UTF-8 in prompt", bad_utf8},
+      {"7-byte packed condition", std::string("\x1a\x07") + std::string(7, '\x01')},
+  };
+}
+
+TEST(HostileRequestsTest, UnparsableBytesAreInvalidArgumentWithAMessageAndCounted) {
+  auto server = ServerProcess::Start(kRepository);
+  ASSERT_TRUE(server.ok()) << server.status();
+  int generate_cases = 0;
+  for (const auto& [method, message] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"/mulo.v1.ImageGeneration/Generate", "mulo.v1.GenerateRequest"},
+           {"/mulo.v1.ImageGeneration/ListModels", "mulo.v1.ListModelsRequest"},
+           {"/mulo.v1.ImageGeneration/GetModel", "mulo.v1.GetModelRequest"}}) {
+    for (const auto& [what, bytes] : UnparsableBytes()) {
+      SCOPED_TRACE(method + ": " + what);
+      const grpc::Status status = RawCall(**server, method, bytes);
+      // Fields 2 and 3 are `prompt` and `condition` only in GenerateRequest; in the other
+      // requests they are unknown fields, which parse.
+      const bool parses = method == "/mulo.v1.ImageGeneration/ListModels"
+                              ? v1::ListModelsRequest().ParseFromString(bytes)
+                          : method == "/mulo.v1.ImageGeneration/GetModel"
+                              ? v1::GetModelRequest().ParseFromString(bytes)
+                              : v1::GenerateRequest().ParseFromString(bytes);
+      if (parses) {
+        EXPECT_NE(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+        continue;
+      }
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+      EXPECT_EQ(status.error_message().rfind("request: the bytes are not a valid " + message, 0), 0u)
+          << status.error_message();
+      generate_cases += method == "/mulo.v1.ImageGeneration/Generate";
+    }
+  }
+  EXPECT_EQ(generate_cases, 7);
+  EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"INVALID_ARGUMENT\""}), 7);
+  // Well-formed bytes still work through the same path, and the server keeps serving.
+  std::string reply;
+  EXPECT_TRUE(RawCall(**server, "/mulo.v1.ImageGeneration/ListModels", "", &reply).ok());
+  EXPECT_NE(reply.find("tiny"), std::string::npos);
+  auto stub = (*server)->NewStub();
+  EXPECT_TRUE(RunStream(*stub, ValidRequest()).status.ok());
+}
+
+TEST(HostileRequestsTest, HealthByServiceNameAndReflectionV1AndV1Alpha) {
+  auto server = ServerProcess::Start(kRepository);
+  ASSERT_TRUE(server.ok()) << server.status();
+  grpc::StatusCode code = grpc::StatusCode::UNKNOWN;
+  EXPECT_EQ(Health(**server, "", &code), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(Health(**server, "mulo.v1.ImageGeneration", &code),
+            grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(code, grpc::StatusCode::OK);
+  Health(**server, "no.such.Service", &code);
+  EXPECT_EQ(code, grpc::StatusCode::NOT_FOUND);
+
+  // ServerReflectionRequest{list_services: ""} (field 7), the same bytes in both versions.
+  const std::string list_services("\x3a\x00", 2);
+  std::string v1, v1alpha;
+  const grpc::Status v1_status = RawCall(**server, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+                                         list_services, &v1);
+  const grpc::Status alpha_status = RawCall(
+      **server, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", list_services,
+      &v1alpha);
+  ASSERT_TRUE(v1_status.ok()) << v1_status.error_code() << " " << v1_status.error_message();
+  ASSERT_TRUE(alpha_status.ok()) << alpha_status.error_message();
+  EXPECT_EQ(v1, v1alpha);
+  EXPECT_NE(v1.find("mulo.v1.ImageGeneration"), std::string::npos);
+  EXPECT_NE(v1.find("grpc.health.v1.Health"), std::string::npos);
+  // Other unknown methods are still UNIMPLEMENTED.
+  EXPECT_EQ(RawCall(**server, "/no.such.Service/Method", "").error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+}
+
+}  // namespace
+}  // namespace mulo::testing
