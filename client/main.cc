@@ -32,6 +32,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/percentile.h"
 #include "client/retry_policy.h"
 #include "mulo/v1/image_generation.grpc.pb.h"
 #include "mulo/v1/method_names.h"
@@ -456,11 +457,7 @@ std::vector<std::string> ReadPrompts(const std::string& path) {
   return prompts;
 }
 
-double Percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5));
-  return v[i];
-}
+using mulo::client::Percentile;
 
 // Closed-loop load: `concurrency` workers each send their next request as soon
 // as the last one finishes. Prints latency percentiles, throughput and the

@@ -14,7 +14,7 @@ PACKAGES=(
   libmicrohttpd-dev nlohmann-json3-dev
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   # tests
-  libgtest-dev libgmock-dev prometheus openssl
+  libgtest-dev libgmock-dev prometheus openssl nginx-light clang-14 libfuzzer-14-dev
   # tools (reference models, training, plots) use Debian's interpreter: /usr/bin/python3
   python3-torch python3-numpy python3-matplotlib python3-yaml
 )

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one command that runs every test (README, .ci/run): installs what is missing, then builds
-# everything and runs all tests. Extra arguments go to `bazel test`.
+# everything, runs all tests, then fuzzes the parsers for a minute. Extra arguments go to
+# `bazel test`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh || exit 1
@@ -28,4 +29,8 @@ while IFS= read -r xml; do
 done < <(find -L bazel-testlogs/ -name test.xml 2>/dev/null)
 # Skipped cases are the GPU suite on a machine without a CUDA device.
 echo "test cases: ${passed} passed, ${failed} failed, ${skipped} skipped"
+
+# The parsers under libFuzzer for a bounded time (4 targets x 15 s; tools/fuzz.sh 600 for
+# longer runs). The seed corpora already ran above as the tests/fuzz replay tests.
+tools/fuzz.sh 15 || status=1
 exit $status

@@ -16,7 +16,8 @@ StatusOr<nlohmann::json> JsonFields::ParseFile(const std::string& path, bool obj
       return InvalidArgumentError(path + ": expected a JSON object");
     }
     return doc;
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // Not only parse_error: a number too large for a double ("1E5555") is out_of_range.
     return InvalidArgumentError(path + ": malformed JSON: " + e.what());
   }
 }

@@ -131,7 +131,8 @@ StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_len);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // Not only parse_error: a number too large for a double ("1E5555") is out_of_range.
     return DataLossError(path + ": malformed JSON header: " + e.what());
   }
   if (!header.is_object()) {
@@ -162,7 +163,13 @@ StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
         return DataLossError(where + ": shape has a non-integer or negative dimension");
       }
       info.shape.push_back(dim.get<int64_t>());
-      numel *= static_cast<uint64_t>(dim.get<int64_t>());
+      // A shape whose element count wraps around 2^63 could otherwise match small offsets
+      // (e.g. [2^32, 2^32] with 0 bytes) and reach the tensor allocation.
+      const uint64_t d = static_cast<uint64_t>(dim.get<int64_t>());
+      if (d != 0 && numel > (uint64_t{1} << 62) / d) {
+        return DataLossError(where + ": shape has more than 2^62 elements");
+      }
+      numel *= d;
     }
     const auto& offsets = entry["data_offsets"];
     if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||

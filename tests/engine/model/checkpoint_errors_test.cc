@@ -125,6 +125,24 @@ TEST(CheckpointErrorsTest, BytesDoNotMatchShape) {
               {"key 'w'", "8 bytes do not hold shape [3] of F32"});
 }
 
+// Found by tests/fuzz/safetensors_fuzzer: nlohmann's parser throws out_of_range, not
+// parse_error, for a number no double holds, which escaped and terminated the process.
+TEST(CheckpointErrorsTest, NumberTooLargeForADoubleIsDataLoss) {
+  const std::string path = TempPath("number_overflow.safetensors");
+  WriteBytes(path, RawFile(R"({"w":{"dtype":"F32","shape":[1E5555],"data_offsets":[0,4]}})", 4));
+  ExpectError(SafetensorsFile::Open(path).status(), StatusCode::kDataLoss, path,
+              {"malformed JSON header", "number overflow"});
+}
+
+// [2^32, 2^32] F32 is 2^66 bytes, which wraps to 0 in 64 bits and would match empty offsets.
+TEST(CheckpointErrorsTest, ShapeWhoseSizeOverflowsIsRefused) {
+  const std::string path = TempPath("overflow.safetensors");
+  WriteBytes(path, RawFile(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],)"
+                           R"("data_offsets":[0,0]}})", 0));
+  ExpectError(SafetensorsFile::Open(path).status(), StatusCode::kDataLoss, path,
+              {"key 'w'", "more than 2^62 elements"});
+}
+
 TEST(CheckpointErrorsTest, MissingFileIsNotFound) {
   const std::string path = TempPath("does_not_exist.safetensors");
   ExpectError(SafetensorsFile::Open(path).status(), StatusCode::kNotFound, path, {"cannot open"});

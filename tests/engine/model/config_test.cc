@@ -84,6 +84,18 @@ TEST(TransformerConfigTest, MissingFileAndMalformedJson) {
   EXPECT_NE(bad.status().message().find(path + ": malformed JSON"), std::string::npos);
 }
 
+// A number no double holds makes nlohmann throw out_of_range (not parse_error); it must be an
+// error naming the file like any other malformed JSON, not a crash.
+TEST(TransformerConfigTest, NumberTooLargeForADoubleIsMalformedJson) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir ? dir : "/tmp") + "/overflow_config.json";
+  std::ofstream(path) << "{\"dim\": 1E5555}";
+  auto bad = LoadTransformerConfig(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find(path + ": malformed JSON"), std::string::npos);
+}
+
 TEST(VqConfigTest, UpstreamVq16AndErrors) {
   nlohmann::json doc = {{"codebook_size", 16384}, {"codebook_embed_dim", 8},
                         {"z_channels", 256},      {"ch", 128},
