@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the deploy/ files with the real tools where we have them: promtool validates the
 # alert rules and every PromQL expression of the Grafana dashboard (wrapped as recording rules),
-# and the Kubernetes / Envoy YAML and dashboard JSON must parse.
+# and the Kubernetes / Envoy YAML and dashboard JSON must parse; .dockerignore keeps .git and
+# build outputs out of the image's build context.
 set -euo pipefail
 [[ -x /usr/bin/promtool ]] || { echo "promtool missing: run tools/setup.sh" >&2; exit 1; }
 /usr/bin/promtool check rules deploy/prometheus/alerts.yml
@@ -25,4 +26,8 @@ for path in glob.glob("deploy/kubernetes/*.yaml") + ["deploy/envoy/envoy.yaml"]:
     assert docs, path
     print(f"{path}: {len(docs)} document(s)")
 PY
+# The Dockerfile's `COPY . .` must not send the repository's history or build outputs.
+for entry in .git 'bazel-*' out/; do
+  grep -qxF "$entry" .dockerignore || { echo ".dockerignore lacks $entry" >&2; exit 1; }
+done
 echo "deploy checks passed"
