@@ -24,6 +24,12 @@ StatusOr<torch::Tensor> Checkpoint::Get(const std::string& key, const std::vecto
   return tensor;
 }
 
+StatusOr<torch::Tensor> Checkpoint::GetOptional(const std::string& key,
+                                                const std::vector<int64_t>& shape) {
+  if (file_.tensors().count(key) == 0) return torch::Tensor();
+  return Get(key, shape);
+}
+
 std::vector<std::string> Checkpoint::UnusedKeys() const {
   std::vector<std::string> unused;
   for (const auto& [key, info] : file_.tensors()) {

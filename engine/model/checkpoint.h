@@ -38,6 +38,9 @@ class Checkpoint {
 
   // The tensor `key`, which must have exactly `shape`.
   StatusOr<torch::Tensor> Get(const std::string& key, const std::vector<int64_t>& shape);
+  // The same for a tensor some layouts have and others lack (e.g. a bias): an undefined
+  // tensor when `key` is absent, the shape check when it is present.
+  StatusOr<torch::Tensor> GetOptional(const std::string& key, const std::vector<int64_t>& shape);
 
   std::vector<std::string> UnusedKeys() const;
   const std::string& path() const { return file_.path(); }

@@ -71,9 +71,13 @@ Status Transformer::LoadWeights(Checkpoint& ckpt) {
     case ConditionMode::kCaption: {
       MULO_ASSIGN_OR_RETURN(cap_fc1_w_, ckpt.Get("cls_embedding.cap_proj.fc1.weight",
                                                  {d, c.cond_dim}));
-      MULO_ASSIGN_OR_RETURN(cap_fc1_b_, ckpt.Get("cls_embedding.cap_proj.fc1.bias", {d}));
+      // Upstream LlamaGen's caption MLP has no biases (nn.Linear(..., bias=False)); the
+      // bundled fixtures were written with them. Either layout loads; an absent bias is none.
+      MULO_ASSIGN_OR_RETURN(cap_fc1_b_,
+                            ckpt.GetOptional("cls_embedding.cap_proj.fc1.bias", {d}));
       MULO_ASSIGN_OR_RETURN(cap_fc2_w_, ckpt.Get("cls_embedding.cap_proj.fc2.weight", {d, d}));
-      MULO_ASSIGN_OR_RETURN(cap_fc2_b_, ckpt.Get("cls_embedding.cap_proj.fc2.bias", {d}));
+      MULO_ASSIGN_OR_RETURN(cap_fc2_b_,
+                            ckpt.GetOptional("cls_embedding.cap_proj.fc2.bias", {d}));
       MULO_ASSIGN_OR_RETURN(uncond_embedding_, ckpt.Get("cls_embedding.uncond_embedding",
                                                         {c.cls_token_num, c.cond_dim}));
       break;

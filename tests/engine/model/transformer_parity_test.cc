@@ -1,6 +1,12 @@
 // C++ transformer vs the PyTorch reference (tools/reference/transformer.py), fp32.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "engine/model/safetensors.h"
 #include "engine/model/transformer.h"
 #include "tests/engine/test_util.h"
 
@@ -77,6 +83,36 @@ TEST(TransformerLoadTest, ConditionShapeErrorsNameTheField) {
   auto out2 = c2i->EmbedCondition(label, true);
   ASSERT_FALSE(out2.ok());
   EXPECT_NE(out2.status().message().find("condition.class_label"), std::string::npos);
+}
+
+// Upstream LlamaGen t2i (gpt.py's MLP: fc1 and fc2 with bias=False) stores no cap_proj
+// biases. The fixture without them loads, and the caption projection is exactly upstream's
+// fc2(gelu_tanh(fc1(x))).
+TEST(TransformerLoadTest, CaptionMlpWithoutBiasesLoadsAndIsUpstreamsFormula) {
+  std::map<std::string, torch::Tensor> weights =
+      ReadAll(FixtureDir("llamagen_t2i_tiny") + "/model.safetensors");
+  ASSERT_EQ(weights.erase("cls_embedding.cap_proj.fc1.bias"), 1u);
+  ASSERT_EQ(weights.erase("cls_embedding.cap_proj.fc2.bias"), 1u);
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/t2i_without_cap_biases";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(FixtureDir("llamagen_t2i_tiny") + "/config.json",
+                             dir + "/config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors", weights).ok());
+  auto model = Transformer::LoadDirectory(dir, LoadOptions());
+  ASSERT_TRUE(model.ok()) << model.status().message();
+
+  const TransformerConfig& c = (*model)->config();
+  Condition caption;
+  caption.features = torch::randn({c.cls_token_num, c.cond_dim});
+  auto embedded = (*model)->EmbedCondition(caption, /*with_null=*/false);
+  ASSERT_TRUE(embedded.ok()) << embedded.status().message();
+  const torch::Tensor expected = torch::matmul(
+      torch::gelu(torch::matmul(caption.features, weights["cls_embedding.cap_proj.fc1.weight"].t()),
+                  "tanh"),
+      weights["cls_embedding.cap_proj.fc2.weight"].t());
+  EXPECT_LT(MaxAbsDiff(embedded->reshape(expected.sizes()), expected), 1e-5);
 }
 
 TEST(TransformerLoadTest, OutOfRangeTokensAndPositionsAreErrors) {
