@@ -18,7 +18,6 @@ std::vector<int64_t> ExpandRejections(const std::vector<int64_t>& rejected, int6
   // The loops run over the grid only: a radius past its edge (a client may send 2^32 - 1)
   // costs what the whole grid costs, not (2 radius + 1)^2 empty iterations.
   const int64_t last_row = (end - 1) / width;
-  radius = std::min(radius, std::max(last_row, width));
   for (int64_t t : rejected) {
     const int64_t row = t / width, col = t % width;
     for (int64_t r = std::max<int64_t>(0, row - radius); r <= std::min(last_row, row + radius);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <map>
 #include <string>
 
@@ -17,6 +18,12 @@ namespace mulo::engine::testing {
 
 // tests/data/<name> inside the test's runfiles.
 inline std::string FixtureDir(const std::string& name) { return "tests/data/" + name; }
+
+// <name> in the test's scratch directory ($TEST_TMPDIR, or /tmp outside Bazel).
+inline std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
 
 // Every tensor of a safetensors file, floats as float32 on the CPU.
 inline std::map<std::string, torch::Tensor> ReadAll(const std::string& path) {

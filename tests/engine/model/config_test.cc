@@ -1,7 +1,6 @@
 // Config parsing: upstream rules (FFN width) and clear errors naming the file and field.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <fstream>
 
 #include "engine/model/transformer_config.h"
@@ -73,8 +72,7 @@ TEST(TransformerConfigTest, ErrorsNameTheField) {
 TEST(TransformerConfigTest, MissingFileAndMalformedJson) {
   auto missing = LoadTransformerConfig("/nonexistent/config.json");
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir ? dir : "/tmp") + "/bad_config.json";
+  const std::string path = testing::TempPath("bad_config.json");
   {
     std::ofstream out(path);
     out << "{\"dim\": 64,";
@@ -87,8 +85,7 @@ TEST(TransformerConfigTest, MissingFileAndMalformedJson) {
 // A number no double holds makes nlohmann throw out_of_range (not parse_error); it must be an
 // error naming the file like any other malformed JSON, not a crash.
 TEST(TransformerConfigTest, NumberTooLargeForADoubleIsMalformedJson) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(dir ? dir : "/tmp") + "/overflow_config.json";
+  const std::string path = testing::TempPath("overflow_config.json");
   std::ofstream(path) << "{\"dim\": 1E5555}";
   auto bad = LoadTransformerConfig(path);
   ASSERT_FALSE(bad.ok());

@@ -1,7 +1,6 @@
 // C++ transformer vs the PyTorch reference (tools/reference/transformer.py), fp32.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -18,6 +17,7 @@ using testing::FixtureDir;
 using testing::LoadFixtureModel;
 using testing::MaxAbsDiff;
 using testing::ReadAll;
+using testing::TempPath;
 
 constexpr double kTolerance = 1e-4;
 
@@ -93,8 +93,7 @@ TEST(TransformerLoadTest, CaptionMlpWithoutBiasesLoadsAndIsUpstreamsFormula) {
       ReadAll(FixtureDir("llamagen_t2i_tiny") + "/model.safetensors");
   ASSERT_EQ(weights.erase("cls_embedding.cap_proj.fc1.bias"), 1u);
   ASSERT_EQ(weights.erase("cls_embedding.cap_proj.fc2.bias"), 1u);
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/t2i_without_cap_biases";
+  const std::string dir = TempPath("t2i_without_cap_biases");
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(FixtureDir("llamagen_t2i_tiny") + "/config.json",
                              dir + "/config.json",
