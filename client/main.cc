@@ -41,6 +41,9 @@
 ABSL_FLAG(std::string, server, "localhost:8001", "mulo_server address (host:port)");
 ABSL_FLAG(std::string, model, "synth", "model family to use");
 ABSL_FLAG(std::string, prompt, "", "text prompt");
+ABSL_FLAG(std::string, condition_tokens, "",
+          "Tar: TA-Tok ids instead of a prompt: a list (\"12,7,...\") or @FILE; every integer "
+          "counts, so a Tar MLLM's \"<I12><I7>...\" output works as it is");
 ABSL_FLAG(std::string, method, "ar",
           "decoding method: any of the API's (listed in the usage above; `models` shows which "
           "each model runs). Method parameters left unset take the server's defaults");
@@ -322,10 +325,46 @@ bool SetMethod(const std::string& method, const GivenFlags& given,
   return true;
 }
 
+// Every integer in `spec` (or in the file it names with a leading '@'), in order.
+bool ParseConditionTokens(const std::string& spec, std::vector<uint32_t>* ids) {
+  std::string text = spec;
+  if (!spec.empty() && spec[0] == '@') {
+    std::ifstream in(spec.substr(1));
+    if (!in) {
+      std::cerr << "--condition_tokens: cannot read " << spec.substr(1) << "\n";
+      return false;
+    }
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  uint64_t value = 0;
+  bool in_number = false;
+  for (char ch : text + " ") {
+    if (ch >= '0' && ch <= '9') {
+      value = value * 10 + static_cast<uint64_t>(ch - '0');
+      if (value > UINT32_MAX) {
+        std::cerr << "--condition_tokens: an id does not fit 32 bits\n";
+        return false;
+      }
+      in_number = true;
+    } else if (in_number) {
+      ids->push_back(static_cast<uint32_t>(value));
+      value = 0;
+      in_number = false;
+    }
+  }
+  if (ids->empty()) std::cerr << "--condition_tokens: no ids in " << spec << "\n";
+  return !ids->empty();
+}
+
 bool BuildRequest(const std::string& prompt, uint64_t seed, const GivenFlags& given,
                   mulo::v1::GenerateRequest* request) {
   request->set_model(absl::GetFlag(FLAGS_model));
   request->set_prompt(prompt);
+  if (!absl::GetFlag(FLAGS_condition_tokens).empty()) {
+    std::vector<uint32_t> ids;
+    if (!ParseConditionTokens(absl::GetFlag(FLAGS_condition_tokens), &ids)) return false;
+    request->mutable_condition_tokens()->Add(ids.begin(), ids.end());
+  }
   auto* sampling = request->mutable_sampling();
   sampling->set_seed(seed);
   if (absl::GetFlag(FLAGS_cfg_scale) >= 0) sampling->set_cfg_scale(absl::GetFlag(FLAGS_cfg_scale));
@@ -344,8 +383,8 @@ bool BuildRequest(const std::string& prompt, uint64_t seed, const GivenFlags& gi
 }
 
 int Generate(const GivenFlags& given) {
-  if (absl::GetFlag(FLAGS_prompt).empty()) {
-    std::fprintf(stderr, "error: --prompt is required\n");
+  if (absl::GetFlag(FLAGS_prompt).empty() && absl::GetFlag(FLAGS_condition_tokens).empty()) {
+    std::fprintf(stderr, "error: --prompt (or --condition_tokens) is required\n");
     return 2;
   }
   mulo::v1::GenerateRequest request;
@@ -570,6 +609,8 @@ int main(int argc, char** argv) {
   if (command == "generate") return Generate(given);
   if (command == "models") return Models();
   if (command == "bench") return Bench(given);
-  std::fprintf(stderr, "usage: mulo_client generate --prompt=... | models | bench\n");
+  std::fprintf(stderr,
+               "usage: mulo_client generate --prompt=... | --condition_tokens=... | models | "
+               "bench\n");
   return 2;
 }

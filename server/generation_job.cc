@@ -64,7 +64,8 @@ class GenerationJob::RowStream : public engine::ProgressSink {
     if (r.preview_every_rows > 0 && done_rows / r.preview_every_rows >
                                         (first_row) / r.preview_every_rows) {
       // The VQ decoder is convolutional, so the committed rows decode on their own.
-      auto preview = r.models->vq->DecodeToRgb(committed_, done_rows, width);
+      auto preview = r.models->vq->DecodeToRgb(committed_, done_rows, width,
+                                                   r.models->pixel_rounding);
       if (preview.ok()) {
         auto bytes = EncodeImage(*preview, r.image_format);
         if (bytes.ok()) rows->set_preview(*std::move(bytes));

@@ -27,6 +27,14 @@ void FillModelInfo(const std::string& name, const engine::ModelSet& models, v1::
   info->mutable_default_sampling()->set_cfg_scale(models.default_cfg_scale);
   info->mutable_default_sampling()->set_temperature(1.0);
   info->mutable_default_sampling()->set_top_p(1.0);
+  const auto& target = models.target->config();
+  if (models.conditioner != nullptr) info->add_conditions("prompt");
+  if (target.condition_mode != engine::ConditionMode::kClassLabel) {
+    info->add_conditions("condition");
+    info->set_condition_width(static_cast<uint32_t>(target.cond_dim));
+  }
+  if (models.ta_tok != nullptr) info->add_conditions("condition_tokens");
+  info->set_condition_rows(static_cast<uint32_t>(target.cls_token_num));
 }
 
 }  // namespace

@@ -26,7 +26,13 @@ StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const Model
                                        ProgressSink& progress, const CancelToken& cancel,
                                        ForwardTrace* trace = nullptr);
 
-// The same from precomputed condition features (or a class label).
+// TA-Tok ids in `condition` become features through the family's de-quantiser
+// (FAILED_PRECONDITION without one; INVALID_ARGUMENT naming "condition_tokens" for ids it
+// cannot take); any other condition is returned as it is.
+StatusOr<Condition> ResolveCondition(const ModelSet& models, const Condition& condition);
+
+// The same from precomputed condition features, TA-Tok ids (resolved and timed as part of the
+// prefill phase) or a class label.
 StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
                                        const Condition& condition,
                                        const SamplingParams& sampling, ProgressSink& progress,

@@ -25,6 +25,7 @@ Status ModelStream::Prefill(const torch::Tensor& condition_embeddings) {
                         model_.Prefill(cache_, condition_embeddings, LogitsMode::kLast));
   next_logits_ = out.logits.select(1, 0);
   next_hidden_ = out.hidden.select(1, out.hidden.size(1) - 1);
+  condition_rows_ = condition_embeddings.size(1);
   CountForward();
   return OkStatus();
 }

@@ -71,8 +71,8 @@ class ModelStream {
   // Rolls back to the first n raster tokens (their next_logits are stale until the next Feed).
   Status Truncate(int64_t n);
 
-  // Cache rows before raster token 0.
-  int64_t condition_rows() const { return model_.config().cls_token_num; }
+  // Cache rows before raster token 0 (fewer than cls_token_num for a shortened caption).
+  int64_t condition_rows() const { return condition_rows_; }
 
  private:
   void CountForward();
@@ -81,6 +81,7 @@ class ModelStream {
   KvCache cache_;
   StreamRole role_;
   Stats* stats_;
+  int64_t condition_rows_ = 0;
   std::vector<int64_t> fed_;
   torch::Tensor next_logits_;
   torch::Tensor next_hidden_;

@@ -44,6 +44,11 @@ StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& calle
   set.name = doc.value("name", std::string());
   if (set.name.empty()) return f.Error("name", "missing");
   MULO_ASSIGN_OR_RETURN(set.default_cfg_scale, f.Number("default_cfg_scale", 0.0, 100.0, 4.0));
+  if (f.Has("pixel_rounding")) {
+    MULO_ASSIGN_OR_RETURN(std::string rounding, f.Enum("pixel_rounding", {"round", "truncate"}));
+    set.pixel_rounding =
+        rounding == "truncate" ? PixelRounding::kTruncate : PixelRounding::kNearest;
+  }
   if (doc.contains("method_defaults")) {
     if (!doc["method_defaults"].is_object()) {
       return f.Error("method_defaults", "must be an object of method name -> options");
@@ -68,6 +73,18 @@ StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& calle
                           TextConditioner::LoadDirectory(component("conditioner"), options));
   }
   MULO_RETURN_IF_ERROR(CheckArModel("target", *set.target, set));
+  if (!component("ta_tok").empty()) {
+    MULO_ASSIGN_OR_RETURN(set.ta_tok, TaTokDequantizer::LoadDirectory(component("ta_tok"), options));
+    const auto& t = set.target->config();
+    if (t.condition_mode != ConditionMode::kClipCond || t.cond_dim != set.ta_tok->config().hidden ||
+        !TaTokDequantizer::IsSquare(t.cls_token_num)) {
+      return FailedPreconditionError(
+          "ta_tok: the de-quantiser's [n, " + std::to_string(set.ta_tok->config().hidden) +
+          "] features do not fit the target's condition (clip_cond [" +
+          std::to_string(t.cls_token_num) + ", " + std::to_string(t.cond_dim) +
+          "] with a square count expected)");
+    }
+  }
   for (auto [key, slot] : {std::pair{"drafter", &set.drafter}, std::pair{"chain", &set.chain}}) {
     if (component(key).empty()) continue;
     MULO_ASSIGN_OR_RETURN(*slot, Transformer::LoadDirectory(component(key), options));

@@ -3,8 +3,8 @@
 //   {"name": "synth", "default_cfg_scale": 4.0,
 //    "components": {"target": "target", "vq": "vq", "conditioner": "conditioner",
 //                   "drafter": "drafter", "chain": "chain", "upsampler": "upsampler",
-//                   "downsampler": "downsampler", "eagle": "eagle"},
-//    "method_defaults": {"mulo": {"tau": 1e-3, ...}}}
+//                   "downsampler": "downsampler", "eagle": "eagle", "ta_tok": "ta_tok"},
+//    "method_defaults": {"mulo": {"tau": 1e-3, ...}}, "pixel_rounding": "round"}
 // Component paths are relative to <dir>. target and vq are required; the others enable the
 // methods that need them. Loading checks that the components fit together (vocabularies,
 // grids, condition widths).
@@ -19,6 +19,7 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/eagle_head.h"
 #include "engine/model/resampler.h"
+#include "engine/model/ta_tok_dequantizer.h"
 #include "engine/model/text_conditioner.h"
 #include "engine/model/transformer.h"
 #include "engine/model/vq_decoder.h"
@@ -29,9 +30,12 @@ namespace mulo::engine {
 struct ModelSet {
   std::string name;
   double default_cfg_scale = 4.0;
+  // family.json "pixel_rounding": "round" (default) or "truncate" (Tar's uint8 cast).
+  PixelRounding pixel_rounding = PixelRounding::kNearest;
   std::shared_ptr<const Transformer> target;
   std::shared_ptr<const VqDecoder> vq;
   std::shared_ptr<const TextConditioner> conditioner;  // prompt -> condition features
+  std::shared_ptr<const TaTokDequantizer> ta_tok;      // Tar image-token ids -> features
   std::shared_ptr<const Transformer> drafter;          // MuLo-SD low-resolution drafter
   std::shared_ptr<const Transformer> chain;            // small draft model (speculative)
   std::shared_ptr<const Resampler> upsampler;          // MuLo-SD U_r

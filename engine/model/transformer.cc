@@ -120,6 +120,15 @@ StatusOr<torch::Tensor> Transformer::EmbedCondition(const Condition& condition,
                                   std::to_string(c.cond_dim) + "], found " + TensorShape(f));
     }
   }
+  if (condition.caption_length != 0 &&
+      (c.condition_mode != ConditionMode::kCaption || condition.caption_length < 0 ||
+       condition.caption_length > c.cls_token_num)) {
+    return InvalidArgumentError(
+        "condition.caption_length: " + std::to_string(condition.caption_length) +
+        (c.condition_mode == ConditionMode::kCaption
+             ? " is outside [0, " + std::to_string(c.cls_token_num) + "]"
+             : std::string(" is for caption models only")));
+  }
   return GuardTorch("EmbedCondition", [&]() -> StatusOr<torch::Tensor> {
     torch::NoGradGuard no_grad;
     if (c.condition_mode == ConditionMode::kClassLabel) {
@@ -134,6 +143,13 @@ StatusOr<torch::Tensor> Transformer::EmbedCondition(const Condition& condition,
       return torch::linear(features, clip_proj_w_, clip_proj_b_);
     }
     if (with_null) features = torch::cat({features, uncond_embedding_.unsqueeze(0)});
+    if (condition.caption_length != 0) {
+      // Upstream masks the padded (first) positions out of every row's attention in both
+      // guidance halves and lets each attend only to itself: nothing downstream ever sees
+      // them, so they need not run. Prefill places the rest at their own positions.
+      features = features.narrow(1, c.cls_token_num - condition.caption_length,
+                                 condition.caption_length);
+    }
     auto h = torch::gelu(torch::linear(features, cap_fc1_w_, cap_fc1_b_), "tanh");
     return torch::linear(h, cap_fc2_w_, cap_fc2_b_);
   });
@@ -321,7 +337,15 @@ StatusOr<ForwardOutput> Transformer::Prefill(KvCache& cache,
     return FailedPreconditionError("Prefill: the cache must be empty, has " +
                                    std::to_string(cache.length()) + " rows");
   }
-  auto positions = torch::arange(config_.cls_token_num, torch::kInt64);
+  const int64_t rows = condition_embeddings.dim() == 3 ? condition_embeddings.size(1) : -1;
+  if (rows < 1 || rows > config_.cls_token_num) {
+    return InvalidArgumentError("Prefill: expected [batch, 1.." +
+                                std::to_string(config_.cls_token_num) + ", dim] condition "
+                                "embeddings, found " + TensorShape(condition_embeddings));
+  }
+  // The last `rows` condition positions (all of them unless a caption was left-padded).
+  auto positions = torch::arange(config_.cls_token_num - rows, config_.cls_token_num,
+                                 torch::kInt64);
   return Forward(cache, condition_embeddings, positions, torch::Tensor(), logits_mode);
 }
 

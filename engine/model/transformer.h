@@ -52,8 +52,9 @@ class Transformer {
   // An empty cache for `batch` streams (2 for classifier-free guidance).
   KvCache NewCache(int64_t batch, int64_t capacity) const;
 
-  // Condition embeddings [batch, cls_token_num, dim]. With `with_null`, row 1 is the null
-  // condition (CFG's unconditional stream) and batch = 2; otherwise batch = 1.
+  // Condition embeddings [batch, cls_token_num, dim] (a caption with caption_length k > 0:
+  // the last k positions only). With `with_null`, row 1 is the null condition (CFG's
+  // unconditional stream) and batch = 2; otherwise batch = 1.
   StatusOr<torch::Tensor> EmbedCondition(const Condition& condition, bool with_null) const;
 
   // Token embeddings [batch, n, dim] of ids [batch, n].
@@ -89,7 +90,9 @@ class Transformer {
   // Whether NewCache attaches CUDA graphs (a CUDA model loaded with cuda_graphs on).
   bool uses_cuda_graphs() const { return cuda_graphs_; }
 
-  // Condition positions [0, cls_token_num) into an empty cache.
+  // Condition positions into an empty cache: embeddings [batch, n, dim] fill the last n of
+  // [0, cls_token_num) (n = cls_token_num unless a caption was shortened), so the cache holds
+  // n condition rows before raster token 0.
   StatusOr<ForwardOutput> Prefill(KvCache& cache, const torch::Tensor& condition_embeddings,
                                   LogitsMode logits_mode) const;
 

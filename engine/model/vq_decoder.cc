@@ -171,7 +171,7 @@ StatusOr<torch::Tensor> VqDecoder::Decode(const torch::Tensor& ids, int64_t h, i
 }
 
 StatusOr<RgbImage> VqDecoder::DecodeToRgb(const std::vector<int32_t>& ids, int64_t h,
-                                          int64_t w) const {
+                                          int64_t w, PixelRounding rounding) const {
   if (static_cast<int64_t>(ids.size()) != h * w) {
     return InvalidArgumentError("ids: expected " + std::to_string(h * w) + " tokens, found " +
                                 std::to_string(ids.size()));
@@ -180,9 +180,9 @@ StatusOr<RgbImage> VqDecoder::DecodeToRgb(const std::vector<int32_t>& ids, int64
       torch::tensor(std::vector<int64_t>(ids.begin(), ids.end()), torch::kInt64).view({1, h * w});
   MULO_ASSIGN_OR_RETURN(torch::Tensor image, Decode(id_tensor, h, w));
   return GuardTorch("VqDecoder::DecodeToRgb", [&]() -> StatusOr<RgbImage> {
-    auto x = (torch::clamp(image.to(torch::kFloat32) * 0.5 + 0.5, 0.0, 1.0) * 255.0 + 0.5)
-                 .floor()
-                 .to(torch::kUInt8)
+    auto levels = torch::clamp(image.to(torch::kFloat32) * 0.5 + 0.5, 0.0, 1.0) * 255.0;
+    if (rounding == PixelRounding::kNearest) levels = (levels + 0.5).floor();
+    auto x = levels.to(torch::kUInt8)
                  .squeeze(0)
                  .permute({1, 2, 0})
                  .contiguous()

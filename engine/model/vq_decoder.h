@@ -17,6 +17,10 @@
 
 namespace mulo::engine {
 
+// How decoded values in [0, 255] become bytes: upstream LlamaGen (save_image) and our own
+// families round to the nearest level; Tar's pipeline casts, which truncates.
+enum class PixelRounding { kNearest, kTruncate };
+
 struct RgbImage {
   int64_t width = 0;
   int64_t height = 0;
@@ -41,8 +45,10 @@ class VqDecoder {
   // ids [batch, h * w] (raster order) -> float image [batch, 3, h * f, w * f], about [-1, 1].
   StatusOr<torch::Tensor> Decode(const torch::Tensor& ids, int64_t h, int64_t w) const;
 
-  // One image of h x w tokens -> 8-bit RGB, rounding clamp((x + 1) / 2) * 255.
-  StatusOr<RgbImage> DecodeToRgb(const std::vector<int32_t>& ids, int64_t h, int64_t w) const;
+  // One image of h x w tokens -> 8-bit RGB: clamp((x + 1) / 2) * 255, rounded (LlamaGen) or
+  // truncated (Tar), as the family decodes.
+  StatusOr<RgbImage> DecodeToRgb(const std::vector<int32_t>& ids, int64_t h, int64_t w,
+                                 PixelRounding rounding = PixelRounding::kNearest) const;
 
  private:
   struct Conv {

@@ -7,10 +7,17 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "convert"))
+import llamagen_gpt  # noqa: E402
+import tar_ar  # noqa: E402
+import upstream_layouts  # noqa: E402
+import vq16  # noqa: E402
 import safetensors_io  # noqa: E402
 import eagle_head as eh  # noqa: E402
 import resampler as rs  # noqa: E402
@@ -25,14 +32,24 @@ MODELS = {
     # Tar AR-DTok layout: learned absolute positions, float condition features via clip_proj.
     "tar_tiny": dict(COMMON, position_mode="abs_pe", condition_mode="clip_cond",
                      cls_token_num=4, cond_dim=24, storage="F32", cfg_scale=4.0),
-    # LlamaGen c2i layout: 2D RoPE, class label, grouped-query attention, stored as bf16.
+    # LlamaGen c2i layout: 2D RoPE, class label, grouped-query attention, stored as bf16;
+    # LlamaGen's FFN rounds to multiples of 256 (ModelArgs default, not in its files).
     "llamagen_c2i_tiny": dict(COMMON, position_mode="rope_2d", condition_mode="class_label",
                               cls_token_num=1, num_classes=10, n_kv_head=2, storage="BF16",
-                              cfg_scale=4.0),
+                              cfg_scale=4.0, multiple_of=256),
     # LlamaGen t2i layout: 2D RoPE, caption features through cap_proj, stored as f16.
     "llamagen_t2i_tiny": dict(COMMON, position_mode="rope_2d", condition_mode="caption",
-                              cls_token_num=6, cond_dim=32, storage="F16", cfg_scale=7.5),
+                              cls_token_num=6, cond_dim=32, storage="F16", cfg_scale=7.5,
+                              multiple_of=256),
 }
+
+# The tiny sizes, registered beside upstream's names so the converter reads the fixtures the
+# way it reads real files (the registry is the only thing a tiny model adds).
+TINY_NAMES = {"tar_tiny": "llama-abs-tiny", "llamagen_c2i_tiny": "GPT-tiny",
+              "llamagen_t2i_tiny": "GPT-tiny"}
+tar_ar.REGISTRY["llama-abs-tiny"] = (COMMON["n_layer"], COMMON["n_head"], COMMON["dim"])
+llamagen_gpt.REGISTRY["GPT-tiny"] = (COMMON["n_layer"], COMMON["n_head"], COMMON["dim"])
+STORAGE_FLAG = {"F32": "f32", "F16": "f16", "BF16": "bf16"}
 
 VQ_TINY = dict(codebook_size=128, codebook_embed_dim=8, z_channels=32, ch=16, ch_mult=[1, 2],
                num_res_blocks=1, norm_groups=8, codebook_l2_norm=True, out_channels=3)
@@ -106,12 +123,7 @@ def make_transformer(name, spec, out_dir, seed):
         cond2 = torch.cat([cond, cond])
         null = torch.tensor([False, True])
         logits, hidden = model(cond2, null, torch.cat([tokens, tokens]), return_hidden=True)
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2, sort_keys=True)
-        f.write("\n")
-    safetensors_io.save(state_for_storage(model, STORAGE[spec["storage"]]),
-                        os.path.join(out_dir, "model.safetensors"))
+    write_through_converter(name, spec, model, out_dir, gen)
     expected = {
         "cond": cond if cond.dtype != torch.long else cond.to(torch.int64),
         "tokens": tokens,
@@ -120,28 +132,67 @@ def make_transformer(name, spec, out_dir, seed):
         "greedy_tokens": greedy,
         "cfg_scale": torch.tensor([spec["cfg_scale"]]),
     }
+    if cfg["condition_mode"] == "caption":
+        # A prompt shorter than the caption window: upstream's left padding and attention
+        # mask (the reference's caption_length), the logits the engine must reproduce.
+        length = cls // 2
+        with torch.no_grad():
+            expected["caption_logits"] = model(cond2, null, torch.cat([tokens, tokens]),
+                                               caption_length=length)
+        expected["caption_length"] = torch.tensor([length])
     safetensors_io.save(expected, os.path.join(out_dir, "expected.safetensors"))
     print(f"{name}: {sum(p.numel() for p in model.parameters())} params, greedy margin "
           f"{margin:.3g}, first tokens {greedy[:8].tolist()}")
 
 
+def write_through_converter(name, spec, model, out_dir, gen):
+    """Saves the model as the upstream code does and writes the fixture with the converter,
+    so every parity test also covers upstream file -> converter -> engine."""
+    cfg = model.cfg
+    storage = STORAGE_FLAG[spec["storage"]]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, name + ".pt")
+        if name == "tar_tiny":
+            upstream_layouts.tar_ar(path, model, TINY_NAMES[name], cfg["grid_size"] ** 2,
+                                    cfg["cls_token_num"])
+            tar_ar.convert(path, out_dir, storage)
+        elif cfg["condition_mode"] == "class_label":
+            # A training checkpoint: the argparse Namespace says the size (and, here, GQA).
+            upstream_layouts.llamagen_gpt(path, model, gen, namespace_args=dict(
+                gpt_model=TINY_NAMES[name], gpt_type="c2i", image_size=cfg["grid_size"] * 16,
+                downsample_size=16, cls_token_num=1, num_classes=cfg["num_classes"],
+                codebook_size=cfg["vocab_size"], n_kv_head=cfg["n_kv_head"]))
+            llamagen_gpt.convert(path, out_dir, dtype=storage)
+        else:
+            # A released file: weights only; the flags say the size, as for sample_t2i.py.
+            upstream_layouts.llamagen_gpt(path, model, gen)
+            llamagen_gpt.convert(path, out_dir, gpt_model=TINY_NAMES[name], gpt_type="t2i",
+                                 image_size=cfg["grid_size"] * 16,
+                                 cls_token_num=cfg["cls_token_num"],
+                                 t5_feature_dim=cfg["cond_dim"],
+                                 codebook_size=cfg["vocab_size"], dtype=storage)
+    os.remove(os.path.join(out_dir, "source.json"))  # names a temporary file
+
+
 def make_vq(out_dir, seed):
     gen = torch.Generator().manual_seed(seed)
-    model = vq.VQModel(VQ_TINY, with_encoder=False).eval()
+    model = vq.VQModel(VQ_TINY, with_encoder=True).eval()
     spread_init(model, gen)
     round_trip(model, torch.float16)  # stored as f16 (keeps the fixtures small)
     grid = 8
     ids = torch.randint(0, VQ_TINY["codebook_size"], (2, grid * grid), generator=gen)
     with torch.no_grad():
         pixels = model.decode_code(ids, grid, grid)
-    # Scale into a range that exercises clamping at both ends and the midtones.
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(VQ_TINY, f, indent=2, sort_keys=True)
-        f.write("\n")
-    safetensors_io.save(state_for_storage(model, torch.float16),
-                        os.path.join(out_dir, "model.safetensors"))
-    safetensors_io.save({"ids": ids, "pixels": pixels, "image": vq.to_uint8(pixels)},
+    # Through an upstream-layout file (codebook_used included) and the converter.
+    vq16.REGISTRY["VQ-tiny"] = {k: v for k, v in VQ_TINY.items()
+                                if k not in ("codebook_size", "codebook_embed_dim")}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "vq_tiny.pt")
+        upstream_layouts.llamagen_vq(path, model)
+        vq16.convert(path, out_dir, "VQ-tiny", dtype="f16")
+    os.remove(os.path.join(out_dir, "source.json"))
+    safetensors_io.save({"ids": ids, "pixels": pixels, "image": vq.to_uint8(pixels),
+                         "image_truncated": vq.to_uint8_truncated(pixels)},
                         os.path.join(out_dir, "expected.safetensors"))
     print(f"vq_tiny: {sum(p.numel() for p in model.parameters())} params, pixel range "
           f"[{pixels.min():.2f}, {pixels.max():.2f}]")

@@ -125,16 +125,21 @@ class LabelEmbedder(nn.Module):
 
 
 class Mlp(nn.Module):
+    """LlamaGen's caption MLP: fc1 / fc2 without biases (upstream gpt.py MLP, bias=False)."""
+
     def __init__(self, in_dim, hidden, out_dim):
         super().__init__()
-        self.fc1 = nn.Linear(in_dim, hidden)
-        self.fc2 = nn.Linear(hidden, out_dim)
+        self.fc1 = nn.Linear(in_dim, hidden, bias=False)
+        self.fc2 = nn.Linear(hidden, out_dim, bias=False)
 
     def forward(self, x):
         return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
 
 
 class CaptionEmbedder(nn.Module):
+    """Upstream keeps `token_num` (120) null rows whatever cls_token_num is; the model uses the
+    first cls_token_num of cap_proj's output, so a file may carry more rows than it uses."""
+
     def __init__(self, in_dim, dim, token_num):
         super().__init__()
         self.cap_proj = Mlp(in_dim, dim, dim)
@@ -178,12 +183,21 @@ class Transformer(nn.Module):
         if mode == "class_label":
             labels = torch.where(null, torch.full_like(cond, self.cfg["num_classes"]), cond)
             return self.cls_embedding.embedding_table(labels)[:, None, :]
-        unc = self.cls_embedding.uncond_embedding[None].expand_as(cond)
+        unc = self.cls_embedding.uncond_embedding[None, :cond.size(1)].expand_as(cond)
         feats = torch.where(null[:, None, None], unc, cond)
         return self.cls_embedding.cap_proj(feats)
 
-    def forward(self, cond, null, tokens, return_hidden=False):
-        """Full causal forward over [condition positions, tokens]; logits for every position."""
+    def forward(self, cond, null, tokens, return_hidden=False, caption_length=None):
+        """Full causal forward over [condition positions, tokens]; logits for every position.
+
+        caption_length (caption mode): the prompt's real T5 tokens, left-padded as upstream's
+        sample_t2i.py does (the last caption_length positions hold the caption). Upstream's
+        generate() then multiplies the causal mask's condition columns by the caption mask and
+        sets the diagonal, in both CFG halves: every row attends to the real caption positions
+        only, a padded position to itself alone; the padded features are zeroed."""
+        if caption_length is not None:
+            valid = torch.arange(cond.size(1)) >= cond.size(1) - caption_length
+            cond = cond * valid[None, :, None].to(cond.dtype)
         h = self.embed_condition(cond, null)
         if tokens is not None and tokens.numel() > 0:
             h = torch.cat([h, self.tok_embeddings(tokens)], dim=1)
@@ -194,6 +208,11 @@ class Transformer(nn.Module):
         else:
             freqs = self.freqs[:t]
         mask = torch.tril(torch.ones(t, t, dtype=torch.bool, device=h.device))
+        if caption_length is not None:
+            n_cond = cond.size(1)
+            emb_mask = torch.ones(t, dtype=torch.bool)
+            emb_mask[:n_cond] = valid
+            mask = (mask & emb_mask[None, :]) | torch.eye(t, dtype=torch.bool)
         for layer in self.layers:
             h = layer(h, freqs, mask)
         h = self.norm(h)

@@ -188,7 +188,25 @@ class VQModel(nn.Module):
         return self.decoder(self.post_quant_conv(self.quantize.lookup(ids, h, w)))
 
 
+# Upstream VectorQuantizer registers a usage counter (`codebook_used`, 65536 floats) that
+# real checkpoints carry; it is training bookkeeping and never affects encoding or decoding.
+UPSTREAM_BOOKKEEPING = ("quantize.codebook_used",)
+
+
+def load_state_dict(model, sd):
+    """Strict load of our files and of upstream ones (which add UPSTREAM_BOOKKEEPING)."""
+    model.load_state_dict({k: v for k, v in sd.items() if k not in UPSTREAM_BOOKKEEPING})
+
+
 def to_uint8(img):
-    """[B, 3, H, W] in [-1, 1] -> uint8 [B, H, W, 3], rounding to nearest."""
+    """[B, 3, H, W] in [-1, 1] -> uint8 [B, H, W, 3], rounding to nearest (LlamaGen's
+    save_image and ours)."""
     x = torch.clamp(img * 0.5 + 0.5, 0.0, 1.0) * 255.0 + 0.5
     return x.floor().to(torch.uint8).permute(0, 2, 3, 1).contiguous()
+
+
+def to_uint8_truncated(img):
+    """Tar's conversion (../shared/reference/models.md): clamp(x * 0.5 + 0.5, 0, 1) * 255 cast
+    to uint8, which truncates."""
+    x = torch.clamp(img * 0.5 + 0.5, 0.0, 1.0) * 255.0
+    return x.to(torch.uint8).permute(0, 2, 3, 1).contiguous()

@@ -86,32 +86,75 @@ TEST(TransformerLoadTest, ConditionShapeErrorsNameTheField) {
 }
 
 // Upstream LlamaGen t2i (gpt.py's MLP: fc1 and fc2 with bias=False) stores no cap_proj
-// biases. The fixture without them loads, and the caption projection is exactly upstream's
-// fc2(gelu_tanh(fc1(x))).
-TEST(TransformerLoadTest, CaptionMlpWithoutBiasesLoadsAndIsUpstreamsFormula) {
+// biases. The fixture, converted from an upstream-layout file, has none, and the caption
+// projection is exactly upstream's fc2(gelu_tanh(fc1(x))).
+TEST(TransformerLoadTest, CaptionMlpWithoutBiasesIsUpstreamsFormula) {
   std::map<std::string, torch::Tensor> weights =
       ReadAll(FixtureDir("llamagen_t2i_tiny") + "/model.safetensors");
-  ASSERT_EQ(weights.erase("cls_embedding.cap_proj.fc1.bias"), 1u);
-  ASSERT_EQ(weights.erase("cls_embedding.cap_proj.fc2.bias"), 1u);
-  const std::string dir = TempPath("t2i_without_cap_biases");
-  std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(FixtureDir("llamagen_t2i_tiny") + "/config.json",
-                             dir + "/config.json",
-                             std::filesystem::copy_options::overwrite_existing);
-  ASSERT_TRUE(WriteSafetensors(dir + "/model.safetensors", weights).ok());
-  auto model = Transformer::LoadDirectory(dir, LoadOptions());
-  ASSERT_TRUE(model.ok()) << model.status().message();
-
-  const TransformerConfig& c = (*model)->config();
+  EXPECT_EQ(weights.count("cls_embedding.cap_proj.fc1.bias"), 0u);
+  EXPECT_EQ(weights.count("cls_embedding.cap_proj.fc2.bias"), 0u);
+  auto model = LoadFixtureModel("llamagen_t2i_tiny");
+  ASSERT_NE(model, nullptr);
+  const TransformerConfig& c = model->config();
   Condition caption;
   caption.features = torch::randn({c.cls_token_num, c.cond_dim});
-  auto embedded = (*model)->EmbedCondition(caption, /*with_null=*/false);
+  auto embedded = model->EmbedCondition(caption, /*with_null=*/false);
   ASSERT_TRUE(embedded.ok()) << embedded.status().message();
-  const torch::Tensor expected = torch::matmul(
-      torch::gelu(torch::matmul(caption.features, weights["cls_embedding.cap_proj.fc1.weight"].t()),
-                  "tanh"),
-      weights["cls_embedding.cap_proj.fc2.weight"].t());
+  const auto w1 = weights["cls_embedding.cap_proj.fc1.weight"].to(torch::kFloat32);
+  const auto w2 = weights["cls_embedding.cap_proj.fc2.weight"].to(torch::kFloat32);
+  const torch::Tensor expected =
+      torch::matmul(torch::gelu(torch::matmul(caption.features, w1.t()), "tanh"), w2.t());
   EXPECT_LT(MaxAbsDiff(embedded->reshape(expected.sizes()), expected), 1e-5);
+}
+
+// A prompt shorter than the caption window: upstream left-pads the T5 features, zeroes the
+// padding, and in generate() multiplies the causal mask's condition columns by the caption
+// mask and sets the diagonal, in both CFG halves. The reference computes exactly that over
+// the full window (caption_logits); the engine runs only the real caption rows and must give
+// the same logits for every row the image depends on.
+TEST(TransformerLoadTest, CaptionPaddingMaskMatchesUpstreamsLeftPaddedGeneration) {
+  auto model = LoadFixtureModel("llamagen_t2i_tiny");
+  ASSERT_NE(model, nullptr);
+  auto expected = ReadAll(FixtureDir("llamagen_t2i_tiny") + "/expected.safetensors");
+  const int64_t cls = model->config().cls_token_num;
+  const int64_t length = expected.at("caption_length").item<int64_t>();
+  ASSERT_GT(length, 0);
+  ASSERT_LT(length, cls);
+  Condition condition = FixtureCondition(*model, expected);
+  condition.caption_length = length;
+  auto embedded = model->EmbedCondition(condition, /*with_null=*/true);
+  ASSERT_OK(embedded);
+  ASSERT_EQ(embedded->size(1), length);
+  KvCache cache = model->NewCache(2, model->config().max_positions());
+  auto prefill = model->Prefill(cache, *embedded, LogitsMode::kAll);
+  ASSERT_OK(prefill);
+  EXPECT_EQ(cache.length(), length);
+  auto tokens = expected.at("tokens").to(torch::kInt64).repeat({2, 1});
+  const int64_t n = tokens.size(1);
+  auto rest = model->ForwardTokens(cache, tokens,
+                                   torch::arange(cls, cls + n, torch::kInt64), LogitsMode::kAll);
+  ASSERT_OK(rest);
+  const auto& ref = expected.at("caption_logits");
+  const double caption_err =
+      MaxAbsDiff(prefill->logits, ref.narrow(1, cls - length, length));
+  const double image_err = MaxAbsDiff(rest->logits, ref.narrow(1, cls, n));
+  std::cout << "[parity] t2i caption length " << length << " of " << cls
+            << ": max |logits - ref| = " << std::max(caption_err, image_err) << "\n";
+  EXPECT_LE(caption_err, kTolerance);
+  EXPECT_LE(image_err, kTolerance);
+  // The mask matters: attending the padding (the full window) gives other logits.
+  EXPECT_GT(MaxAbsDiff(expected.at("logits").narrow(1, cls, n), ref.narrow(1, cls, n)), 1e-2);
+
+  Condition too_long = condition;
+  too_long.caption_length = cls + 1;
+  EXPECT_EQ(model->EmbedCondition(too_long, true).status().code(),
+            StatusCode::kInvalidArgument);
+  auto tar = LoadFixtureModel("tar_tiny");
+  Condition features = FixtureCondition(*tar, ReadAll(FixtureDir("tar_tiny") + "/expected.safetensors"));
+  features.caption_length = 1;
+  auto refused = tar->EmbedCondition(features, true);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("caption_length"), std::string::npos);
 }
 
 TEST(TransformerLoadTest, OutOfRangeTokensAndPositionsAreErrors) {

@@ -47,6 +47,37 @@ TEST(VqDecoderParityTest, Uint8ImageMatchesReference) {
   }
 }
 
+// Tar casts clamp(x * 0.5 + 0.5, 0, 1) * 255 to uint8, which truncates: a Tar family decodes
+// byte for byte as Tar does (up to float noise at exact level boundaries), and differently
+// from the rounding default on many values.
+TEST(VqDecoderParityTest, TruncatedUint8ImageMatchesTars) {
+  auto vq = VqDecoder::LoadDirectory(FixtureDir("vq_tiny"), LoadOptions());
+  ASSERT_OK(vq);
+  auto expected = ReadAll(FixtureDir("vq_tiny") + "/expected.safetensors");
+  auto ids = expected.at("ids").to(torch::kInt64);
+  int64_t mismatches = 0, differs_from_rounding = 0, total = 0;
+  for (int64_t b = 0; b < ids.size(0); ++b) {
+    auto row = ids[b];
+    std::vector<int32_t> tokens(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + row.numel());
+    auto truncated = (*vq)->DecodeToRgb(tokens, 8, 8, PixelRounding::kTruncate);
+    auto rounded = (*vq)->DecodeToRgb(tokens, 8, 8, PixelRounding::kNearest);
+    ASSERT_OK(truncated);
+    ASSERT_OK(rounded);
+    auto ref = expected.at("image_truncated")[b].flatten().to(torch::kInt64);
+    for (int64_t i = 0; i < ref.numel(); ++i, ++total) {
+      const int64_t got = truncated->pixels[i];
+      EXPECT_LE(std::abs(got - ref[i].item<int64_t>()), 1);
+      mismatches += got != ref[i].item<int64_t>();
+      differs_from_rounding += got != rounded->pixels[i];
+    }
+  }
+  std::cout << "[parity] vq_tiny truncated: " << mismatches << " of " << total
+            << " bytes off by one from Tar's; " << differs_from_rounding
+            << " differ from rounding\n";
+  EXPECT_LE(mismatches, total / 100);
+  EXPECT_GT(differs_from_rounding, total / 10);
+}
+
 TEST(VqDecoderParityTest, CodebookIsL2Normalised) {
   auto vq = VqDecoder::LoadDirectory(FixtureDir("vq_tiny"), LoadOptions());
   ASSERT_OK(vq);

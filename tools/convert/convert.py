@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Converts upstream checkpoints (pickled torch.save files) into mulo components and families.
+
+Run with Debian's interpreter (python3-torch). One command per upstream family:
+
+  # Tar: AR-DTok 512 px target, AR-DTok 256 px as MuLo-SD's drafter, TA-Tok, VQ-16
+  /usr/bin/python3 tools/convert/convert.py tar-family --out models/tar \\
+      --target ar_dtok_lp_512px.pth --drafter ar_dtok_lp_256px.pth \\
+      --ta-tok ta_tok.pth --vq vq_ds16_t2i.pt [--resamplers DIR]
+  # LlamaGen text-to-image (or --gpt-type c2i with a c2i_*.pt and vq_ds16_c2i.pt)
+  /usr/bin/python3 tools/convert/convert.py llamagen-family --out models/llamagen-t2i \\
+      --gpt t2i_XL_stage2_512.pt --gpt-model GPT-XL --gpt-type t2i --image-size 512 \\
+      --vq vq_ds16_t2i.pt
+
+Single components: tar-ar, ta-tok, llamagen-gpt, vq (each --ckpt FILE --out DIR).
+--dtype auto (default) stores models of >= 100 M parameters as bfloat16 and smaller ones as
+float32; f32 / bf16 / f16 force one. Files that pickle more than tensors and plain containers
+are refused unless --trust-pickle is given; upstream checkpoints (tensors, dicts, argparse
+Namespaces, numpy scalars) load without it.
+Every refusal names the file and the key; the exit status is 2.
+"""
+import argparse
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import family  # noqa: E402
+import llamagen_gpt  # noqa: E402
+import ta_tok  # noqa: E402
+import tar_ar  # noqa: E402
+import upstream  # noqa: E402
+import vq16  # noqa: E402
+
+
+def add_common(p, dtype="auto"):
+    p.add_argument("--out", required=True)
+    p.add_argument("--dtype", choices=["auto", "f32", "bf16", "f16"], default=dtype)
+    p.add_argument("--trust-pickle", action="store_true")
+
+
+def add_gpt_flags(p):
+    p.add_argument("--gpt-model", choices=sorted(llamagen_gpt.REGISTRY))
+    p.add_argument("--gpt-type", choices=["c2i", "t2i"])
+    p.add_argument("--image-size", type=int)
+    p.add_argument("--downsample-size", type=int)
+    p.add_argument("--cls-token-num", type=int)
+    p.add_argument("--num-classes", type=int)
+    p.add_argument("--t5-feature-dim", type=int, help="caption feature width (2048: flan-t5-xl)")
+    p.add_argument("--codebook-size", type=int, help="the VQ codebook = the vocabulary (16384)")
+
+
+def gpt_kwargs(a):
+    return dict(gpt_model=a.gpt_model, gpt_type=a.gpt_type, image_size=a.image_size,
+                downsample_size=a.downsample_size, cls_token_num=a.cls_token_num,
+                num_classes=a.num_classes, t5_feature_dim=a.t5_feature_dim,
+                codebook_size=a.codebook_size, dtype=a.dtype,
+                trust_pickle=a.trust_pickle)
+
+
+def tar_family(a):
+    os.makedirs(a.out, exist_ok=True)
+    target = tar_ar.convert(a.target, os.path.join(a.out, "target"), a.dtype, a.trust_pickle)
+    components = ["target"]
+    if a.drafter:
+        drafter = tar_ar.convert(a.drafter, os.path.join(a.out, "drafter"), a.dtype,
+                                 a.trust_pickle)
+        family.check_drafter(target, drafter, a.drafter)
+        components.append("drafter")
+    ta = ta_tok.convert(a.ta_tok, os.path.join(a.out, "ta_tok"), trust_pickle=a.trust_pickle)
+    if ta["hidden"] != target["cond_dim"]:
+        raise upstream.ConversionError(
+            f"{a.ta_tok}: TA-Tok features are {ta['hidden']} wide, the AR-DTok clip_proj takes "
+            f"{target['cond_dim']}")
+    components.append("ta_tok")
+    vq_cfg = vq16.convert(a.vq, os.path.join(a.out, "vq"), a.vq_model, trust_pickle=a.trust_pickle)
+    components.append("vq")
+    if vq_cfg["codebook_size"] != target["vocab_size"]:
+        raise upstream.ConversionError(f"{a.vq}: codebook of {vq_cfg['codebook_size']} entries, "
+                                       f"the AR-DTok vocabulary has {target['vocab_size']}")
+    if a.resamplers:
+        components += family.copy_resamplers(a.resamplers, a.out, vq_cfg)
+    # Tar's defaults: CFG 4.0 always on, uint8 by truncation.
+    family.write_family_json(a.out, a.name or "tar", 4.0, components, "truncate",
+                             {"tool": "tools/convert/convert.py tar-family"})
+
+
+def llamagen_family(a):
+    os.makedirs(a.out, exist_ok=True)
+    target = llamagen_gpt.convert(a.gpt, os.path.join(a.out, "target"), **gpt_kwargs(a))
+    vq_cfg = vq16.convert(a.vq, os.path.join(a.out, "vq"), a.vq_model, trust_pickle=a.trust_pickle)
+    if vq_cfg["codebook_size"] != target["vocab_size"]:
+        raise upstream.ConversionError(f"{a.vq}: codebook of {vq_cfg['codebook_size']} entries, "
+                                       f"the GPT vocabulary has {target['vocab_size']}")
+    components = ["target", "vq"]
+    if a.resamplers:
+        components += family.copy_resamplers(a.resamplers, a.out, vq_cfg)
+    t2i = target["condition_mode"] == "caption"
+    # LlamaGen's sample scripts: CFG 7.5 for t2i, 4.0 for c2i; save_image rounds.
+    family.write_family_json(a.out, a.name or ("llamagen-t2i" if t2i else "llamagen-c2i"),
+                             7.5 if t2i else 4.0, components, "round",
+                             {"tool": "tools/convert/convert.py llamagen-family"})
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("tar-ar", help="one Tar AR-DTok .pth")
+    p.add_argument("--ckpt", required=True)
+    add_common(p)
+    p = sub.add_parser("ta-tok", help="Tar's ta_tok.pth (the de-quantiser only)")
+    p.add_argument("--ckpt", required=True)
+    add_common(p, dtype="f32")
+    p = sub.add_parser("llamagen-gpt", help="one LlamaGen c2i / t2i .pt")
+    p.add_argument("--ckpt", required=True)
+    add_gpt_flags(p)
+    add_common(p)
+    p = sub.add_parser("vq", help="one LlamaGen VQ .pt")
+    p.add_argument("--ckpt", required=True)
+    p.add_argument("--vq-model", choices=sorted(vq16.REGISTRY), default="VQ-16")
+    add_common(p, dtype="f32")
+    p = sub.add_parser("tar-family", help="a Tar family directory")
+    p.add_argument("--target", required=True)
+    p.add_argument("--drafter")
+    p.add_argument("--ta-tok", required=True)
+    p.add_argument("--vq", required=True)
+    p.add_argument("--vq-model", choices=sorted(vq16.REGISTRY), default="VQ-16")
+    p.add_argument("--resamplers", help="a directory with upsampler/ and downsampler/")
+    p.add_argument("--name")
+    add_common(p)
+    p = sub.add_parser("llamagen-family", help="a LlamaGen family directory")
+    p.add_argument("--gpt", required=True)
+    add_gpt_flags(p)
+    p.add_argument("--vq", required=True)
+    p.add_argument("--vq-model", choices=sorted(vq16.REGISTRY), default="VQ-16")
+    p.add_argument("--resamplers", help="a directory with upsampler/ and downsampler/")
+    p.add_argument("--name")
+    add_common(p)
+    a = ap.parse_args(argv)
+    try:
+        if a.command == "tar-ar":
+            tar_ar.convert(a.ckpt, a.out, a.dtype, a.trust_pickle)
+        elif a.command == "ta-tok":
+            ta_tok.convert(a.ckpt, a.out, dtype=a.dtype, trust_pickle=a.trust_pickle)
+        elif a.command == "llamagen-gpt":
+            llamagen_gpt.convert(a.ckpt, a.out, **gpt_kwargs(a))
+        elif a.command == "vq":
+            vq16.convert(a.ckpt, a.out, a.vq_model, a.dtype, a.trust_pickle)
+        elif a.command == "tar-family":
+            tar_family(a)
+        else:
+            llamagen_family(a)
+    except upstream.ConversionError as e:
+        print(f"convert: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
