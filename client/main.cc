@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <mutex>
 #include <set>
 #include <string>
@@ -44,6 +45,13 @@ ABSL_FLAG(std::string, prompt, "", "text prompt");
 ABSL_FLAG(std::string, condition_tokens, "",
           "Tar: TA-Tok ids instead of a prompt: a list (\"12,7,...\") or @FILE; every integer "
           "counts, so a Tar MLLM's \"<I12><I7>...\" output works as it is");
+ABSL_FLAG(std::string, condition, "",
+          "condition features instead of a prompt (e.g. LlamaGen t2i's T5 features): @FILE "
+          "of whitespace-separated floats, row-major [rows, width] (ModelInfo condition_rows, "
+          "condition_width)");
+ABSL_FLAG(int, caption_length, 0,
+          "with --condition on a t2i model: the real caption rows, at the end of the window "
+          "(0 = all)");
 ABSL_FLAG(std::string, method, "ar",
           "decoding method: any of the API's (listed in the usage above; `models` shows which "
           "each model runs). Method parameters left unset take the server's defaults");
@@ -356,6 +364,26 @@ bool ParseConditionTokens(const std::string& spec, std::vector<uint32_t>* ids) {
   return !ids->empty();
 }
 
+// The floats of `spec` ("@FILE", whitespace-separated).
+bool ParseConditionFeatures(const std::string& spec, std::vector<float>* values) {
+  if (spec.empty() || spec[0] != '@') {
+    std::cerr << "--condition: expected @FILE\n";
+    return false;
+  }
+  std::ifstream in(spec.substr(1));
+  if (!in) {
+    std::cerr << "--condition: cannot read " << spec.substr(1) << "\n";
+    return false;
+  }
+  float x;
+  while (in >> x) values->push_back(x);
+  if (!in.eof() || values->empty()) {
+    std::cerr << "--condition: " << spec.substr(1) << " is not a list of floats\n";
+    return false;
+  }
+  return true;
+}
+
 bool BuildRequest(const std::string& prompt, uint64_t seed, const GivenFlags& given,
                   mulo::v1::GenerateRequest* request) {
   request->set_model(absl::GetFlag(FLAGS_model));
@@ -365,6 +393,12 @@ bool BuildRequest(const std::string& prompt, uint64_t seed, const GivenFlags& gi
     if (!ParseConditionTokens(absl::GetFlag(FLAGS_condition_tokens), &ids)) return false;
     request->mutable_condition_tokens()->Add(ids.begin(), ids.end());
   }
+  if (!absl::GetFlag(FLAGS_condition).empty()) {
+    std::vector<float> values;
+    if (!ParseConditionFeatures(absl::GetFlag(FLAGS_condition), &values)) return false;
+    request->mutable_condition()->Add(values.begin(), values.end());
+  }
+  request->set_caption_length(static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_caption_length))));
   auto* sampling = request->mutable_sampling();
   sampling->set_seed(seed);
   if (absl::GetFlag(FLAGS_cfg_scale) >= 0) sampling->set_cfg_scale(absl::GetFlag(FLAGS_cfg_scale));
@@ -383,8 +417,9 @@ bool BuildRequest(const std::string& prompt, uint64_t seed, const GivenFlags& gi
 }
 
 int Generate(const GivenFlags& given) {
-  if (absl::GetFlag(FLAGS_prompt).empty() && absl::GetFlag(FLAGS_condition_tokens).empty()) {
-    std::fprintf(stderr, "error: --prompt (or --condition_tokens) is required\n");
+  if (absl::GetFlag(FLAGS_prompt).empty() && absl::GetFlag(FLAGS_condition_tokens).empty() &&
+      absl::GetFlag(FLAGS_condition).empty()) {
+    std::fprintf(stderr, "error: --prompt (or --condition_tokens, --condition) is required\n");
     return 2;
   }
   mulo::v1::GenerateRequest request;
@@ -589,9 +624,15 @@ int Models() {
   for (const auto& m : response.models()) {
     std::string methods;
     for (const auto& x : m.methods()) absl::StrAppend(&methods, methods.empty() ? "" : ",", x);
-    std::printf("%s  %ux%u px  grid %ux%u  vocab %u  methods %s  cfg %.1f\n", m.name().c_str(),
-                m.image_width(), m.image_height(), m.grid_size(), m.grid_size(), m.vocab_size(),
-                methods.c_str(), m.default_sampling().cfg_scale());
+    std::string conditions;
+    for (const auto& x : m.conditions()) {
+      absl::StrAppend(&conditions, conditions.empty() ? "" : ",", x);
+    }
+    std::printf("%s  %ux%u px  grid %ux%u  vocab %u  methods %s  cfg %.1f  conditions %s "
+                "(%u x %u)\n",
+                m.name().c_str(), m.image_width(), m.image_height(), m.grid_size(), m.grid_size(),
+                m.vocab_size(), methods.c_str(), m.default_sampling().cfg_scale(),
+                conditions.c_str(), m.condition_rows(), m.condition_width());
   }
   return 0;
 }

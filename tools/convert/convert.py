@@ -27,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import family  # noqa: E402
 import llamagen_gpt  # noqa: E402
-import ta_tok  # noqa: E402
+import ta_tok_dequantizer  # noqa: E402
 import tar_ar  # noqa: E402
 import upstream  # noqa: E402
 import vq16  # noqa: E402
@@ -37,6 +37,12 @@ def add_common(p, dtype="auto"):
     p.add_argument("--out", required=True)
     p.add_argument("--dtype", choices=["auto", "f32", "bf16", "f16"], default=dtype)
     p.add_argument("--trust-pickle", action="store_true")
+
+
+def add_ta_tok_heads(p):
+    p.add_argument("--ta-tok-heads", type=int, default=12,
+                   help="attention heads of TA-Tok's decoder; the file cannot say them, and "
+                        "Tar builds it with transformers' Siglip2VisionConfig default, 12")
 
 
 def add_gpt_flags(p):
@@ -67,7 +73,8 @@ def tar_family(a):
                                  a.trust_pickle)
         family.check_drafter(target, drafter, a.drafter)
         components.append("drafter")
-    ta = ta_tok.convert(a.ta_tok, os.path.join(a.out, "ta_tok"), trust_pickle=a.trust_pickle)
+    ta = ta_tok_dequantizer.convert(a.ta_tok, os.path.join(a.out, "ta_tok"),
+                                    n_head=a.ta_tok_heads, trust_pickle=a.trust_pickle)
     if ta["hidden"] != target["cond_dim"]:
         raise upstream.ConversionError(
             f"{a.ta_tok}: TA-Tok features are {ta['hidden']} wide, the AR-DTok clip_proj takes "
@@ -111,6 +118,7 @@ def main(argv=None):
     add_common(p)
     p = sub.add_parser("ta-tok", help="Tar's ta_tok.pth (the de-quantiser only)")
     p.add_argument("--ckpt", required=True)
+    add_ta_tok_heads(p)
     add_common(p, dtype="f32")
     p = sub.add_parser("llamagen-gpt", help="one LlamaGen c2i / t2i .pt")
     p.add_argument("--ckpt", required=True)
@@ -124,6 +132,7 @@ def main(argv=None):
     p.add_argument("--target", required=True)
     p.add_argument("--drafter")
     p.add_argument("--ta-tok", required=True)
+    add_ta_tok_heads(p)
     p.add_argument("--vq", required=True)
     p.add_argument("--vq-model", choices=sorted(vq16.REGISTRY), default="VQ-16")
     p.add_argument("--resamplers", help="a directory with upsampler/ and downsampler/")
@@ -142,7 +151,8 @@ def main(argv=None):
         if a.command == "tar-ar":
             tar_ar.convert(a.ckpt, a.out, a.dtype, a.trust_pickle)
         elif a.command == "ta-tok":
-            ta_tok.convert(a.ckpt, a.out, dtype=a.dtype, trust_pickle=a.trust_pickle)
+            ta_tok_dequantizer.convert(a.ckpt, a.out, n_head=a.ta_tok_heads, dtype=a.dtype,
+                                       trust_pickle=a.trust_pickle)
         elif a.command == "llamagen-gpt":
             llamagen_gpt.convert(a.ckpt, a.out, **gpt_kwargs(a))
         elif a.command == "vq":

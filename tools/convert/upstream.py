@@ -3,45 +3,16 @@
 Every problem is a ConversionError whose message names the file and the key, so a user who
 hands the converter the wrong file learns which file and which tensor disagree.
 
-Pickles can run code when loaded. The reader unpickles with an allowlist of the classes
-upstream files contain (tensors and their storages, OrderedDict, argparse.Namespace, numpy
-scalars); anything else is refused, naming the class, unless the user passes --trust-pickle.
-(PyTorch's own weights_only loader would do, but Debian's 1.13 cannot read a float.)
+Pickles can run code when loaded. The reader (torch_zip.py) unpickles with an allowlist of
+what upstream files contain (tensors, OrderedDict, argparse.Namespace, numbers, strings);
+anything else is refused, naming the class, unless the user passes --trust-pickle.
 """
 import math
 import os
-import pickle
-import types
 
 import torch
 
-ALLOWED_CLASSES = {
-    ("collections", "OrderedDict"),
-    ("torch._utils", "_rebuild_tensor"),
-    ("torch._utils", "_rebuild_tensor_v2"),
-    ("torch._utils", "_rebuild_parameter"),
-    ("torch._utils", "_rebuild_parameter_with_state"),
-    ("torch", "Size"),
-    ("argparse", "Namespace"),
-    ("copyreg", "_reconstructor"),
-    ("builtins", "object"),
-    ("builtins", "set"),
-    ("builtins", "frozenset"),
-    ("numpy.core.multiarray", "scalar"),
-    ("numpy", "dtype"),
-}
-DTYPE_NAMES = {"float32", "float16", "bfloat16", "float64", "int64", "int32", "uint8", "bool"}
-
-
-class _AllowlistUnpickler(pickle.Unpickler):
-    def find_class(self, module, name):
-        if (module, name) in ALLOWED_CLASSES or (module == "torch" and name in DTYPE_NAMES):
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
-
-
-_ALLOWLIST = types.SimpleNamespace(Unpickler=_AllowlistUnpickler, __name__="allowlist_pickle",
-                                   load=lambda f, **kw: _AllowlistUnpickler(f, **kw).load())
+import torch_zip
 
 
 class ConversionError(Exception):
@@ -55,18 +26,21 @@ def fail(path, key, problem):
 def load_pickle(path, trust_pickle=False):
     if not os.path.isfile(path):
         raise ConversionError(f"{path}: no such file")
-    try:
-        return torch.load(path, map_location="cpu", pickle_module=_ALLOWLIST,
-                          weights_only=False)
-    except pickle.UnpicklingError as e:
-        if not trust_pickle:
+    if not trust_pickle:
+        if not torch_zip.is_zip(path):
+            raise ConversionError(
+                f"{path}: not a torch.save zip archive (PyTorch >= 1.6 writes those; an older "
+                f"file loads only with --trust-pickle, which lets it run pickled code)")
+        try:
+            return torch_zip.load(path)
+        except torch_zip.Refused as e:
             raise ConversionError(
                 f"{path}: {e}: the file pickles more than upstream checkpoints do and loading "
                 f"it could run code; pass --trust-pickle if it comes from a source you trust")
-    except Exception as e:  # noqa: BLE001 (truncated, not a torch file, ...)
-        raise ConversionError(f"{path}: not a readable torch.save file: {e}")
+        except Exception as e:  # noqa: BLE001 (truncated, corrupt, ...)
+            raise ConversionError(f"{path}: not a readable torch.save file: {e}")
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        return torch.load(path, map_location="cpu")
     except Exception as e:  # noqa: BLE001
         raise ConversionError(f"{path}: not a readable torch.save file: {e}")
 

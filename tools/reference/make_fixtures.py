@@ -21,6 +21,8 @@ import vq16  # noqa: E402
 import safetensors_io  # noqa: E402
 import eagle_head as eh  # noqa: E402
 import resampler as rs  # noqa: E402
+import ta_tok as tt  # noqa: E402
+import ta_tok_dequantizer  # noqa: E402
 import text_encoder as te  # noqa: E402
 import transformer as tr  # noqa: E402
 import vq_decoder as vq  # noqa: E402
@@ -196,6 +198,33 @@ def make_vq(out_dir, seed):
                         os.path.join(out_dir, "expected.safetensors"))
     print(f"vq_tiny: {sum(p.numel() for p in model.parameters())} params, pixel range "
           f"[{pixels.min():.2f}, {pixels.max():.2f}]")
+
+
+TA_TOK_TINY = dict(codebook_size=96, bottleneck_dim=8, l2_normalized=True, in_dim=16, hidden=24,
+                   n_layer=2, n_head=2, intermediate=40, num_patches=16, layer_norm_eps=1e-6)
+
+
+def make_ta_tok(out_dir, seed):
+    """TA-Tok's de-quantiser through an upstream-layout ta_tok.pth and the converter; features
+    for grids larger (5x5) and smaller (3x3) than its 4x4 position table, as Tar's 27 / 13 / 9
+    are against its 16x16 one."""
+    gen = torch.Generator().manual_seed(seed)
+    model = tt.TaTokDequantizer(TA_TOK_TINY).eval()
+    spread_init(model, gen)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "ta_tok.pth")
+        upstream_layouts.ta_tok(path, model, gen)
+        # The file cannot say its head count (transformers' default, 12, for the real one).
+        ta_tok_dequantizer.convert(path, out_dir, n_head=TA_TOK_TINY["n_head"])
+    os.remove(os.path.join(out_dir, "source.json"))
+    expected = {}
+    for side in (5, 3):
+        ids = torch.randint(0, TA_TOK_TINY["codebook_size"], (1, side * side), generator=gen)
+        with torch.no_grad():
+            expected[f"ids_{side}"] = ids[0]
+            expected[f"features_{side}"] = model(ids)[0]
+    safetensors_io.save(expected, os.path.join(out_dir, "expected.safetensors"))
+    print(f"ta_tok_tiny: {sum(p.numel() for p in model.parameters())} params")
 
 
 def write_config(out_dir, cfg, extra=None):
@@ -396,6 +425,7 @@ def main():
     make_tiny_family(os.path.join(args.out, "repository", "tiny"), args.seed + 109)
     make_sd_family(os.path.join(args.out, "sd_tiny"), args.seed + 113)
     make_mulo_family(os.path.join(args.out, "mulo_tiny"), args.seed + 127)
+    make_ta_tok(os.path.join(args.out, "ta_tok_tiny"), args.seed + 131)
 
 
 if __name__ == "__main__":

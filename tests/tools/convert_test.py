@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""The converter's refusal paths and the TA-Tok reference against upstream's formulas, on tiny
+files in the upstream layouts (tests/tools/tiny_upstream.py). Run by convert_test.sh."""
+import contextlib
+import io
+import os
+import pickle
+import sys
+import tempfile
+import unittest
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tiny_upstream  # noqa: E402
+import convert  # noqa: E402
+import ta_tok as tt  # noqa: E402  (the reference)
+
+
+class Evil:
+    def __reduce__(self):
+        return (os.system, ("true",))
+
+
+def run_cli(argv):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        rc = convert.main(argv)
+    return rc, err.getvalue()
+
+
+class ConverterRefusals(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        tiny_upstream.register_tiny_sizes()
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.files = tiny_upstream.write_files(os.path.join(cls.tmp.name, "upstream"))
+
+    def out(self, name):
+        return os.path.join(self.tmp.name, "out", self.id().split(".")[-1], name)
+
+    def rewrite(self, name, edit):
+        """A copy of an upstream file with its checkpoint dict edited."""
+        ckpt = torch.load(self.files[name], map_location="cpu", weights_only=False)
+        edit(ckpt)
+        path = os.path.join(self.tmp.name, f"{self.id().split('.')[-1]}_{name}.pt")
+        torch.save(ckpt, path)
+        return path
+
+    def refuse(self, argv, *fragments):
+        rc, err = run_cli(argv)
+        self.assertEqual(rc, 2, err)
+        for fragment in fragments:
+            self.assertIn(fragment, err)
+        return err
+
+    def test_tar_ar_converts(self):
+        rc, err = run_cli(["tar-ar", "--ckpt", self.files["tar_512"], "--out", self.out("t")])
+        self.assertEqual(rc, 0, err)
+
+    def test_unknown_registry_name(self):
+        path = self.rewrite("tar_512", lambda c: c["model"].update(name="llama-abs-Q"))
+        self.refuse(["tar-ar", "--ckpt", path, "--out", self.out("t")],
+                    path, "model.name", "llama-abs-Q", "llama-abs-LP")
+
+    def test_missing_tensor(self):
+        path = self.rewrite("tar_512", lambda c: c["model"]["sd"].pop("layers.0.ffn_norm.weight"))
+        self.refuse(["tar-ar", "--ckpt", path, "--out", self.out("t")],
+                    path, "layers.0.ffn_norm.weight", "missing")
+
+    def test_unexpected_tensor(self):
+        path = self.rewrite("tar_512", lambda c: c["model"]["sd"].update(
+            {"layers.0.attention.bias": torch.zeros(3)}))
+        self.refuse(["tar-ar", "--ckpt", path, "--out", self.out("t")],
+                    path, "layers.0.attention.bias", "unexpected")
+
+    def test_shape_disagreeing_with_args(self):
+        path = self.rewrite("tar_512", lambda c: c["model"]["args"].update(vocab_size=65))
+        self.refuse(["tar-ar", "--ckpt", path, "--out", self.out("t")],
+                    path, "tok_embeddings.weight", "[64, 32]", "[65, 32]")
+
+    def test_abs_pe_disagreeing_with_cls_token_num(self):
+        path = self.rewrite("tar_512", lambda c: c["model"]["args"].update(cls_token_num=4))
+        self.refuse(["tar-ar", "--ckpt", path, "--out", self.out("t")], path, "abs_pe")
+
+    def test_extra_layer(self):
+        def add_layer(c):
+            sd = c["model"]["sd"]
+            for k in [k for k in sd if k.startswith("layers.0.")]:
+                sd[k.replace("layers.0.", "layers.1.")] = sd[k].clone()
+        path = self.rewrite("tar_512", add_layer)
+        self.refuse(["tar-ar", "--ckpt", path, "--out", self.out("t")],
+                    path, "layers.1.attention.wqkv.weight", "more layers")
+
+    def test_not_tar_layout(self):
+        self.refuse(["tar-ar", "--ckpt", self.files["vq"], "--out", self.out("t")],
+                    self.files["vq"], "model")
+
+    def test_missing_and_garbage_files(self):
+        self.refuse(["vq", "--ckpt", "/nonexistent.pt", "--out", self.out("v")],
+                    "/nonexistent.pt", "no such file")
+        junk = os.path.join(self.tmp.name, "junk.pt")
+        with open(junk, "wb") as f:
+            f.write(b"not a pickle at all")
+        self.refuse(["vq", "--ckpt", junk, "--out", self.out("v")], junk, "not a torch.save")
+
+    def test_code_in_pickle_needs_trust(self):
+        path = os.path.join(self.tmp.name, "evil.pt")
+        ckpt = torch.load(self.files["vq"], map_location="cpu")
+        ckpt["payload"] = Evil()
+        torch.save(ckpt, path)
+        self.refuse(["vq", "--ckpt", path, "--out", self.out("v"), "--vq-model", "VQ-tiny"],
+                    path, "posix.system", "--trust-pickle")
+        rc, err = run_cli(["vq", "--ckpt", path, "--out", self.out("v"), "--vq-model", "VQ-tiny",
+                           "--trust-pickle"])
+        self.assertEqual(rc, 0, err)
+
+    def test_namespace_args_load_without_trust(self):
+        """LlamaGen training checkpoints pickle an argparse.Namespace: allowed."""
+        import argparse
+        path = self.rewrite("t2i", lambda c: c.update(args=argparse.Namespace(
+            gpt_model="GPT-tiny", image_size=128, cls_token_num=6), steps=5))
+        rc, err = run_cli(["llamagen-gpt", "--ckpt", path, "--out", self.out("g"),
+                           "--gpt-type", "t2i", "--t5-feature-dim", "32", "--codebook-size",
+                           "64"])
+        self.assertEqual(rc, 0, err)
+
+    def test_llamagen_size_must_be_given(self):
+        self.refuse(["llamagen-gpt", "--ckpt", self.files["t2i"], "--out", self.out("g")],
+                    self.files["t2i"], "--gpt-model")
+
+    def test_vq_bookkeeping_dropped_other_extras_refused(self):
+        rc, err = run_cli(["vq", "--ckpt", self.files["vq"], "--out", self.out("v"),
+                           "--vq-model", "VQ-tiny"])
+        self.assertEqual(rc, 0, err)
+        import safetensors_io
+        stored = safetensors_io.load(os.path.join(self.out("v"), "model.safetensors"))
+        self.assertNotIn("quantize.codebook_used", stored)
+        self.assertIn("encoder.conv_in.weight", stored)  # the resampler training needs it
+        path = self.rewrite("vq", lambda c: c["model"].update(
+            {"quantize.ema_weight": torch.zeros(2)}))
+        self.refuse(["vq", "--ckpt", path, "--out", self.out("v"), "--vq-model", "VQ-tiny"],
+                    path, "quantize.ema_weight", "unexpected")
+
+    def test_ta_tok_drops_encode_only_parts(self):
+        rc, err = run_cli(["ta-tok", "--ckpt", self.files["ta_tok"], "--out", self.out("t"),
+                           "--ta-tok-heads", "2"])
+        self.assertEqual(rc, 0, err)
+        import safetensors_io
+        stored = safetensors_io.load(os.path.join(self.out("t"), "model.safetensors"))
+        self.assertFalse([k for k in stored if k.startswith(("encoder.", "encode_task_layer.",
+                                                             "bottleneck.in_linear"))])
+        self.assertIn("decode_task_layer.2.bias", stored)
+
+    def test_family_mismatches(self):
+        base = ["--ta-tok", self.files["ta_tok"], "--vq", self.files["vq"], "--vq-model",
+                "VQ-tiny", "--ta-tok-heads", "2"]
+        self.refuse(["tar-family", "--out", self.out("f"), "--target", self.files["tar_256"],
+                     "--drafter", self.files["tar_256"]] + base, "not half the target")
+        path = self.rewrite("tar_512", lambda c: c["model"]["args"].update(vocab_size=65) or
+                            c["model"]["sd"].update(
+                                {"tok_embeddings.weight": torch.zeros(65, 32),
+                                 "output.weight": torch.zeros(65, 32)}))
+        self.refuse(["tar-family", "--out", self.out("f2"), "--target", path] + base,
+                    self.files["vq"], "64 entries", "65")
+
+    def test_t2i_null_rows_are_sliced(self):
+        rc, err = run_cli(["llamagen-gpt", "--ckpt", self.files["t2i"], "--out", self.out("g")]
+                          + tiny_upstream.t2i_flags()[:-2])
+        self.assertEqual(rc, 0, err)
+        import safetensors_io
+        stored = safetensors_io.load(os.path.join(self.out("g"), "model.safetensors"))
+        original = torch.load(self.files["t2i"])["model"]["cls_embedding.uncond_embedding"]
+        self.assertEqual(original.shape[0], 120)
+        self.assertTrue(torch.equal(stored["cls_embedding.uncond_embedding"], original[:6]))
+
+
+class TaTokReferenceIsUpstreamsFormula(unittest.TestCase):
+    """tools/reference/ta_tok.py against an independent formulation of what Tar runs:
+    transformers' Siglip2 vision model (eager attention = torch's MultiheadAttention here),
+    after SimVQ's get_codebook_entry and Bottleneck.project_out."""
+
+    def test_matches(self):
+        torch.manual_seed(0)
+        cfg = dict(tiny_upstream.TA_TOK)
+        model = tt.TaTokDequantizer(cfg).eval()
+        tiny_upstream.spread(model, torch.Generator().manual_seed(3))
+        for side in (5, 3):
+            ids = torch.randint(0, cfg["codebook_size"], (2, side * side))
+            with torch.no_grad():
+                ours = model(ids)
+                theirs = self.upstream(model, cfg, ids)
+            self.assertLess((ours - theirs).abs().max().item(), 1e-5)
+
+    @staticmethod
+    def upstream(model, cfg, ids):
+        reg = model.bottleneck.regularizer
+        emb = F.linear(reg.embedding.weight, reg.embedding_proj.weight, reg.embedding_proj.bias)
+        emb = F.normalize(emb, p=2, dim=-1)
+        z_q = F.normalize(F.embedding(ids.flatten(), emb), p=2, dim=-1).reshape(*ids.shape, -1)
+        z = model.bottleneck.out_linear(z_q)
+        vm = model.decoder.vision_model
+        p = int(ids.shape[1] ** 0.5)
+        side = int(cfg["num_patches"] ** 0.5)
+        pos = vm.embeddings.position_embedding.weight.reshape(side, side, -1).permute(2, 0, 1)
+        pos = F.interpolate(pos[None], size=(p, p), mode="bilinear", align_corners=False,
+                            antialias=True).reshape(cfg["hidden"], p * p).transpose(0, 1)
+        h = vm.embeddings.patch_embedding(z) + pos
+        for layer in vm.encoder.layers:
+            a = layer.self_attn
+            mha = torch.nn.MultiheadAttention(cfg["hidden"], cfg["n_head"], batch_first=True)
+            mha.in_proj_weight.data = torch.cat([a.q_proj.weight, a.k_proj.weight,
+                                                 a.v_proj.weight])
+            mha.in_proj_bias.data = torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias])
+            mha.out_proj.weight.data, mha.out_proj.bias.data = a.out_proj.weight, a.out_proj.bias
+            x = F.layer_norm(h, (cfg["hidden"],), layer.layer_norm1.weight,
+                             layer.layer_norm1.bias, cfg["layer_norm_eps"])
+            h = h + mha(x, x, x, need_weights=False)[0]
+            x = F.layer_norm(h, (cfg["hidden"],), layer.layer_norm2.weight,
+                             layer.layer_norm2.bias, cfg["layer_norm_eps"])
+            h = h + layer.mlp.fc2(F.gelu(layer.mlp.fc1(x), approximate="tanh"))
+        h = F.layer_norm(h, (cfg["hidden"],), vm.post_layernorm.weight, vm.post_layernorm.bias,
+                         cfg["layer_norm_eps"])
+        task = model.decode_task_layer
+        return task[2](torch.tanh(task[0](h)))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Upstream-layout files -> tools/convert (its command line) -> mulo_server -> mulo_client: a
+# tiny Tar family answers a request carrying TA-Tok ids, a tiny LlamaGen t2i family one
+# carrying T5-shaped features with a shortened caption; bad condition fields are refused
+# naming the field, and the Tar family without U_2 / D_2 does not offer MuLo-SD.
+set -euo pipefail
+cd "${TEST_SRCDIR}/${TEST_WORKSPACE}"
+work="${TEST_TMPDIR}/converted"
+/usr/bin/python3 tests/tools/convert_tiny_families.py "$work" >"$work.log" 2>&1 ||
+  { cat "$work.log"; exit 1; }
+
+server=server/mulo_server
+client=client/mulo_client
+"$server" --model_repository="$work/repository" --host=127.0.0.1 --port=0 --metrics_port=0 \
+  >"$work/ports" 2>"$work/server.log" &
+pid=$!
+trap 'kill $pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 300); do
+  grep -q "listening on port" "$work/ports" 2>/dev/null && grep -q "serving" "$work/server.log" &&
+    break
+  kill -0 $pid 2>/dev/null || { cat "$work/server.log"; exit 1; }
+  sleep 0.1
+done
+port=$(sed -n 's/.*listening on port \([0-9]*\) .*/\1/p' "$work/ports")
+addr="127.0.0.1:$port"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+models=$("$client" models --server="$addr")
+echo "$models"
+grep -q "^tar .*methods ar,sjd,gsd,zipar .*conditions condition,condition_tokens (9 x 24)" \
+  <<<"$models" || fail "tar's listing"
+grep -q "^llamagen-t2i .*cfg 7.5 .*conditions condition (6 x 32)" <<<"$models" ||
+  fail "llamagen-t2i's listing"
+
+# Tar: a Tar MLLM's output text works as it is.
+"$client" generate --server="$addr" --model=tar --seed=3 --out="$work/tar.png" \
+  --condition_tokens="<I1><I5><I90><I3><I4><I5><I6><I7><I8>"
+[[ "$(head -c 8 "$work/tar.png" | od -An -tx1 | tr -d ' \n')" == 89504e470d0a1a0a ]] ||
+  fail "tar.png is not a PNG"
+
+# LlamaGen t2i: 6 x 32 features, the last 3 rows a real caption.
+/usr/bin/python3 -c "import random; random.seed(1); print(' '.join('%.4f' % random.gauss(0, 1) for _ in range(6 * 32)))" \
+  >"$work/caption.txt"
+for length in 3 0; do
+  "$client" generate --server="$addr" --model=llamagen-t2i --seed=3 --temperature=0 \
+    --condition=@"$work/caption.txt" --caption_length=$length --format=raw \
+    --out="$work/t2i_$length.rgb"
+  [[ $(stat -c %s "$work/t2i_$length.rgb") == $((16 * 16 * 3)) ]] || fail "t2i image size"
+done
+# The padding mask changes what the model sees: greedy images differ.
+! cmp -s "$work/t2i_3.rgb" "$work/t2i_0.rgb" || fail "caption_length had no effect"
+
+refused() {  # expected field, then client flags
+  local field=$1; shift
+  local out
+  if out=$("$client" generate --server="$addr" --out="$work/x.png" "$@" 2>&1); then
+    fail "accepted: $*"
+  fi
+  grep -q "INVALID_ARGUMENT: $field" <<<"$out" || fail "$* -> $out"
+}
+refused condition_tokens --model=tar --condition_tokens=1,2,3
+refused condition_tokens --model=tar --condition_tokens=1,2,3,4,5,6,7,8,96
+refused condition_tokens --model=llamagen-t2i --condition_tokens=1,2,3,4,5,6
+refused caption_length --model=llamagen-t2i --condition=@"$work/caption.txt" --caption_length=7
+refused caption_length --model=tar --condition_tokens=1,2,3,4,5,6,7,8,9 --caption_length=2
+refused method --model=tar --condition_tokens=1,2,3,4,5,6,7,8,9 --method=mulo
+kill -0 $pid || fail "the server died"
+echo "PASS"
