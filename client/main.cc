@@ -398,7 +398,8 @@ bool BuildRequest(const std::string& prompt, uint64_t seed, const GivenFlags& gi
     if (!ParseConditionFeatures(absl::GetFlag(FLAGS_condition), &values)) return false;
     request->mutable_condition()->Add(values.begin(), values.end());
   }
-  request->set_caption_length(static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_caption_length))));
+  request->set_caption_length(
+      static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_caption_length))));
   auto* sampling = request->mutable_sampling();
   sampling->set_seed(seed);
   if (absl::GetFlag(FLAGS_cfg_scale) >= 0) sampling->set_cfg_scale(absl::GetFlag(FLAGS_cfg_scale));

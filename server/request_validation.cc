@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/decode/generate.h"
 #include "engine/decode/method_registry.h"
 #include "mulo/v1/method_names.h"
 #include "server/client_text.h"
@@ -135,39 +136,21 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
     return Invalid("condition_tokens", "send either condition features or condition_tokens");
   }
   if (request.caption_length() != 0) {
-    if (target.condition_mode != engine::ConditionMode::kCaption) {
-      return Invalid("caption_length", "only for caption (LlamaGen t2i) models");
+    if (auto st = engine::CheckCaptionLength(target, request.caption_length()); !st.ok()) {
+      return ToAbsl(st);  // "caption_length: ..." from the engine
     }
     if (request.condition_size() == 0) {
       return Invalid("caption_length", "applies to condition features; none were sent");
     }
-    if (request.caption_length() > static_cast<uint64_t>(target.cls_token_num)) {
-      return Invalid("caption_length", absl::StrCat(request.caption_length(),
-                                                    " is more than the model's ",
-                                                    target.cls_token_num, " caption rows"));
-    }
     out.condition.caption_length = request.caption_length();
   }
   if (request.condition_tokens_size() > 0) {
-    if (out.models->ta_tok == nullptr) {
-      return Invalid("condition_tokens",
-                     "this model has no TA-Tok de-quantiser (see ModelInfo.conditions)");
-    }
-    if (request.condition_tokens_size() != target.cls_token_num) {
-      return Invalid("condition_tokens",
-                     absl::StrCat(request.condition_tokens_size(), " ids, the model takes ",
-                                  target.cls_token_num, " (Tar: 729, 169 or 81 by scale)"));
-    }
-    const int64_t codebook = out.models->ta_tok->config().codebook_size;
-    for (int i = 0; i < request.condition_tokens_size(); ++i) {
-      if (request.condition_tokens(i) >= codebook) {
-        return Invalid("condition_tokens", absl::StrCat("id ", request.condition_tokens(i),
-                                                        " at ", i, " is outside [0, ",
-                                                        codebook, ")"));
-      }
-    }
     out.condition.ta_tok_ids.assign(request.condition_tokens().begin(),
                                     request.condition_tokens().end());
+    if (auto st = engine::CheckConditionTokens(*out.models, out.condition.ta_tok_ids);
+        !st.ok()) {
+      return ToAbsl(st);  // "condition_tokens: ..." from the engine
+    }
   } else if (request.condition_size() > 0) {
     const int64_t want = target.cls_token_num * target.cond_dim;
     if (target.condition_mode == engine::ConditionMode::kClassLabel) {

@@ -22,18 +22,23 @@ StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const Model
   return GenerateImage(method, models, condition, sampling, progress, cancel, trace);
 }
 
-StatusOr<Condition> ResolveCondition(const ModelSet& models, const Condition& condition) {
-  if (condition.ta_tok_ids.empty()) return condition;
+Status CheckConditionTokens(const ModelSet& models, const std::vector<int64_t>& ids) {
   if (models.ta_tok == nullptr) {
-    return FailedPreconditionError("model family '" + models.name +
-                                   "' has no TA-Tok de-quantiser; send condition features");
+    return InvalidArgumentError("condition_tokens: model family '" + models.name +
+                                "' has no TA-Tok de-quantiser (see ModelInfo.conditions)");
   }
   const int64_t want = models.target->config().cls_token_num;
-  if (static_cast<int64_t>(condition.ta_tok_ids.size()) != want) {
-    return InvalidArgumentError("condition_tokens: " +
-                                std::to_string(condition.ta_tok_ids.size()) +
-                                " ids, the target takes " + std::to_string(want));
+  if (static_cast<int64_t>(ids.size()) != want) {
+    return InvalidArgumentError("condition_tokens: " + std::to_string(ids.size()) +
+                                " ids, the model takes " + std::to_string(want) +
+                                " (Tar: 729, 169 or 81 by scale)");
   }
+  return models.ta_tok->CheckIds(ids);
+}
+
+StatusOr<Condition> ResolveCondition(const ModelSet& models, const Condition& condition) {
+  if (condition.ta_tok_ids.empty()) return condition;
+  MULO_RETURN_IF_ERROR(CheckConditionTokens(models, condition.ta_tok_ids));
   Condition resolved = condition;
   MULO_ASSIGN_OR_RETURN(resolved.features, models.ta_tok->Decode(condition.ta_tok_ids));
   resolved.ta_tok_ids.clear();
@@ -46,12 +51,10 @@ StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const Model
                                        const CancelToken& cancel, ForwardTrace* trace) {
   const auto start = std::chrono::steady_clock::now();
   DecodeRequest request;
-  double dequantize_seconds = 0.0;
+  Stats condition_stats;  // the de-quantiser's time, added to the prefill phase below
   {
-    const auto begin = std::chrono::steady_clock::now();
+    PhaseTimer timer(&condition_stats, Phase::kPrefill, models.target->options().device());
     MULO_ASSIGN_OR_RETURN(request.condition, ResolveCondition(models, condition));
-    dequantize_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   }
   request.sampling = sampling;
   request.trace = trace;
@@ -60,7 +63,8 @@ StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const Model
   GenerateResult result;
   result.tokens = std::move(decoded.tokens);
   result.stats = decoded.stats;
-  result.stats.phase_seconds[static_cast<int>(Phase::kPrefill)] += dequantize_seconds;
+  result.stats.phase_seconds[static_cast<int>(Phase::kPrefill)] +=
+      condition_stats.PhaseSeconds(Phase::kPrefill);
   const int64_t grid = models.target->config().grid_size;
   {
     PhaseTimer timer(&result.stats, Phase::kImageDecode, models.target->options().device());

@@ -26,9 +26,13 @@ StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const Model
                                        ProgressSink& progress, const CancelToken& cancel,
                                        ForwardTrace* trace = nullptr);
 
+// TA-Tok ids the family can turn into its target's condition: it has a de-quantiser, and
+// the ids are the target's cls_token_num, each one the de-quantiser takes. INVALID_ARGUMENT
+// naming "condition_tokens" otherwise (the server's validation and ResolveCondition).
+Status CheckConditionTokens(const ModelSet& models, const std::vector<int64_t>& ids);
+
 // TA-Tok ids in `condition` become features through the family's de-quantiser
-// (FAILED_PRECONDITION without one; INVALID_ARGUMENT naming "condition_tokens" for ids it
-// cannot take); any other condition is returned as it is.
+// (CheckConditionTokens first); any other condition is returned as it is.
 StatusOr<Condition> ResolveCondition(const ModelSet& models, const Condition& condition);
 
 // The same from precomputed condition features, TA-Tok ids (resolved and timed as part of the

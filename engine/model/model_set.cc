@@ -74,9 +74,11 @@ StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& calle
   }
   MULO_RETURN_IF_ERROR(CheckArModel("target", *set.target, set));
   if (!component("ta_tok").empty()) {
-    MULO_ASSIGN_OR_RETURN(set.ta_tok, TaTokDequantizer::LoadDirectory(component("ta_tok"), options));
+    MULO_ASSIGN_OR_RETURN(set.ta_tok,
+                          TaTokDequantizer::LoadDirectory(component("ta_tok"), options));
     const auto& t = set.target->config();
-    if (t.condition_mode != ConditionMode::kClipCond || t.cond_dim != set.ta_tok->config().hidden ||
+    if (t.condition_mode != ConditionMode::kClipCond ||
+        t.cond_dim != set.ta_tok->config().hidden ||
         !TaTokDequantizer::IsSquare(t.cls_token_num)) {
       return FailedPreconditionError(
           "ta_tok: the de-quantiser's [n, " + std::to_string(set.ta_tok->config().hidden) +

@@ -126,20 +126,26 @@ torch::Tensor TaTokDequantizer::Positions(int64_t p) const {
   return resized.view({h, p * p}).transpose(0, 1).to(position_embedding_.scalar_type());
 }
 
-StatusOr<torch::Tensor> TaTokDequantizer::Decode(const std::vector<int64_t>& ids) const {
-  const auto& c = config_;
+Status TaTokDequantizer::CheckIds(const std::vector<int64_t>& ids) const {
   const int64_t n = static_cast<int64_t>(ids.size());
   if (!IsSquare(n)) {
     return InvalidArgumentError("condition_tokens: " + std::to_string(n) +
                                 " ids do not form a square grid");
   }
   for (int64_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= c.codebook_size) {
+    if (ids[i] < 0 || ids[i] >= config_.codebook_size) {
       return InvalidArgumentError("condition_tokens: id " + std::to_string(ids[i]) + " at " +
                                   std::to_string(i) + " is outside [0, " +
-                                  std::to_string(c.codebook_size) + ")");
+                                  std::to_string(config_.codebook_size) + ")");
     }
   }
+  return OkStatus();
+}
+
+StatusOr<torch::Tensor> TaTokDequantizer::Decode(const std::vector<int64_t>& ids) const {
+  const auto& c = config_;
+  const int64_t n = static_cast<int64_t>(ids.size());
+  MULO_RETURN_IF_ERROR(CheckIds(ids));
   return GuardTorch("TaTokDequantizer::Decode", [&]() -> StatusOr<torch::Tensor> {
     torch::NoGradGuard no_grad;
     auto index = torch::tensor(ids, torch::kInt64).to(embedding_.device());

@@ -47,14 +47,19 @@ class TaTokDequantizer {
   // Whether n ids form a grid the tokenizer emits (a square of at least one).
   static bool IsSquare(int64_t n);
 
-  // ids (each in [0, codebook_size), a square count) -> features [n, hidden] (float32, on the
-  // model's device). INVALID_ARGUMENT naming "condition_tokens" otherwise.
+  // Ids Decode takes: a square count, each in [0, codebook_size). INVALID_ARGUMENT naming
+  // "condition_tokens" otherwise.
+  Status CheckIds(const std::vector<int64_t>& ids) const;
+
+  // ids (CheckIds) -> features [n, hidden] (float32, on the model's device).
   StatusOr<torch::Tensor> Decode(const std::vector<int64_t>& ids) const;
 
  private:
   struct Linear {
     torch::Tensor weight, bias;
-    torch::Tensor operator()(const torch::Tensor& x) const { return torch::linear(x, weight, bias); }
+    torch::Tensor operator()(const torch::Tensor& x) const {
+      return torch::linear(x, weight, bias);
+    }
   };
   struct LayerNorm {
     torch::Tensor weight, bias;

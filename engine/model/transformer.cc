@@ -102,6 +102,19 @@ KvCache Transformer::NewCache(int64_t batch, int64_t capacity) const {
   return cache;
 }
 
+Status CheckCaptionLength(const TransformerConfig& c, int64_t caption_length) {
+  if (caption_length == 0) return OkStatus();
+  if (c.condition_mode != ConditionMode::kCaption) {
+    return InvalidArgumentError("caption_length: only for caption (LlamaGen t2i) models");
+  }
+  if (caption_length < 0 || caption_length > c.cls_token_num) {
+    return InvalidArgumentError("caption_length: " + std::to_string(caption_length) +
+                                " is outside [0, " + std::to_string(c.cls_token_num) +
+                                "], the model's caption rows");
+  }
+  return OkStatus();
+}
+
 StatusOr<torch::Tensor> Transformer::EmbedCondition(const Condition& condition,
                                                     bool with_null) const {
   const auto& c = config_;
@@ -120,15 +133,7 @@ StatusOr<torch::Tensor> Transformer::EmbedCondition(const Condition& condition,
                                   std::to_string(c.cond_dim) + "], found " + TensorShape(f));
     }
   }
-  if (condition.caption_length != 0 &&
-      (c.condition_mode != ConditionMode::kCaption || condition.caption_length < 0 ||
-       condition.caption_length > c.cls_token_num)) {
-    return InvalidArgumentError(
-        "condition.caption_length: " + std::to_string(condition.caption_length) +
-        (c.condition_mode == ConditionMode::kCaption
-             ? " is outside [0, " + std::to_string(c.cls_token_num) + "]"
-             : std::string(" is for caption models only")));
-  }
+  MULO_RETURN_IF_ERROR(CheckCaptionLength(c, condition.caption_length));
   return GuardTorch("EmbedCondition", [&]() -> StatusOr<torch::Tensor> {
     torch::NoGradGuard no_grad;
     if (c.condition_mode == ConditionMode::kClassLabel) {

@@ -135,6 +135,10 @@ class Transformer {
   torch::Tensor output_;
 };
 
+// A caption_length (Condition::caption_length) the model can take: 0, or in
+// [1, cls_token_num] on a caption model. INVALID_ARGUMENT naming "caption_length" otherwise.
+Status CheckCaptionLength(const TransformerConfig& config, int64_t caption_length);
+
 // LlamaGen's 2D RoPE table: [cls + grid^2, head_dim/2, 2] (cos, sin); the first half of the
 // rotated pairs follow the row, the second half the column; condition rows are zero.
 torch::Tensor Rope2dTable(int64_t grid, int64_t head_dim, double base, int64_t cls_token_num);

@@ -185,7 +185,7 @@ class TaTokReferenceIsUpstreamsFormula(unittest.TestCase):
         torch.manual_seed(0)
         cfg = dict(tiny_upstream.TA_TOK)
         model = tt.TaTokDequantizer(cfg).eval()
-        tiny_upstream.spread(model, torch.Generator().manual_seed(3))
+        tiny_upstream.spread_init(model, torch.Generator().manual_seed(3))
         for side in (5, 3):
             ids = torch.randint(0, cfg["codebook_size"], (2, side * side))
             with torch.no_grad():

@@ -22,6 +22,7 @@ import transformer as tr  # noqa: E402
 import upstream_layouts  # noqa: E402
 import vq16  # noqa: E402
 import vq_decoder as vq  # noqa: E402
+from random_init import spread_init  # noqa: E402
 
 VOCAB = 64
 TAR = dict(dim=32, n_layer=1, n_head=2, vocab_size=VOCAB, position_mode="abs_pe",
@@ -41,37 +42,26 @@ def register_tiny_sizes():
     vq16.REGISTRY["VQ-tiny"] = dict(VQ_ARCH)
 
 
-def spread(module, gen):
-    """Weights with enough spread for varied tokens (upstream's 0.02 init is near-uniform)."""
-    for name, p in sorted(module.named_parameters()):
-        if name.endswith("norm.weight") or "layer_norm" in name or "layernorm" in name:
-            p.data = 1.0 + 0.1 * torch.randn(p.shape, generator=gen)
-        elif p.dim() == 1:
-            p.data = 0.1 * torch.randn(p.shape, generator=gen)
-        else:
-            p.data = torch.randn(p.shape, generator=gen) * (1.5 / p[0].numel() ** 0.5)
-
-
 def write_files(out_dir, seed=7):
     os.makedirs(out_dir, exist_ok=True)
     gen = torch.Generator().manual_seed(seed)
     paths = {}
     for name, grid in (("tar_512", 8), ("tar_256", 4)):
         model = tr.Transformer(dict(TAR, grid_size=grid)).eval()
-        spread(model, gen)
+        spread_init(model, gen)
         paths[name] = os.path.join(out_dir, name + ".pth")
         upstream_layouts.tar_ar(paths[name], model, "llama-abs-tiny", grid * grid,
                                 TAR["cls_token_num"])
     dequantizer = ta_tok_reference.TaTokDequantizer(TA_TOK).eval()
-    spread(dequantizer, gen)
+    spread_init(dequantizer, gen)
     paths["ta_tok"] = os.path.join(out_dir, "ta_tok.pth")
     upstream_layouts.ta_tok(paths["ta_tok"], dequantizer, gen)
     vq_model = vq.VQModel(dict(VQ_ARCH, codebook_size=VOCAB, codebook_embed_dim=8)).eval()
-    spread(vq_model, gen)
+    spread_init(vq_model, gen)
     paths["vq"] = os.path.join(out_dir, "vq.pt")
     upstream_layouts.llamagen_vq(paths["vq"], vq_model)
     t2i = tr.Transformer(T2I).eval()
-    spread(t2i, gen)
+    spread_init(t2i, gen)
     paths["t2i"] = os.path.join(out_dir, "t2i.pt")
     upstream_layouts.llamagen_gpt(paths["t2i"], t2i, gen)
     return paths

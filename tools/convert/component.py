@@ -29,12 +29,19 @@ def write(out_dir, config, tensors, dtype_name, source):
     return n
 
 
-def read_blocks(sd, prefix, n_layer, dim, n_head, n_kv_head, hidden):
-    """The LLaMA-style blocks both Tar AR-DTok and LlamaGen GPT use (same key names)."""
+# Buffers a Tar or LlamaGen transformer saved after generation set up its caches may hold;
+# never weights.
+CACHE_BUFFERS = ("freqs_cis", "causal_mask", "*.kv_cache.k_cache", "*.kv_cache.v_cache")
+
+
+def read_trunk(sd, n_layer, dim, n_head, n_kv_head, hidden, vocab):
+    """What Tar AR-DTok and LlamaGen GPT share under the same key names: token embeddings,
+    the LLaMA-style blocks, the final norm and the output head."""
+    sd.get("tok_embeddings.weight", [vocab, dim])
     head_dim = dim // n_head
     qkv = (n_head + 2 * n_kv_head) * head_dim
     for i in range(n_layer):
-        p = f"{prefix}layers.{i}."
+        p = f"layers.{i}."
         sd.get(p + "attention.wqkv.weight", [qkv, dim])
         sd.get(p + "attention.wo.weight", [dim, dim])
         sd.get(p + "feed_forward.w1.weight", [hidden, dim])
@@ -42,9 +49,11 @@ def read_blocks(sd, prefix, n_layer, dim, n_head, n_kv_head, hidden):
         sd.get(p + "feed_forward.w2.weight", [dim, hidden])
         sd.get(p + "attention_norm.weight", [dim])
         sd.get(p + "ffn_norm.weight", [dim])
-    if sd.has(f"{prefix}layers.{n_layer}.attention.wqkv.weight"):
-        upstream.fail(sd.path, f"{prefix}layers.{n_layer}.attention.wqkv.weight",
+    if sd.has(f"layers.{n_layer}.attention.wqkv.weight"):
+        upstream.fail(sd.path, f"layers.{n_layer}.attention.wqkv.weight",
                       f"the checkpoint has more layers than the {n_layer} its args give")
+    sd.get("norm.weight", [dim])
+    sd.get("output.weight", [vocab, dim])
 
 
 def ffn_hidden(dim, multiple_of, ffn_dim_multiplier):

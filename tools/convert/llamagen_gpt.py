@@ -4,8 +4,8 @@
 The upstream files hold {"model" | "module" | "state_dict": <state dict>, ...} and, for
 training checkpoints, the argparse "args"; they do not name the model size reliably, so the
 sample scripts' flags choose it (--gpt-model, --image-size, --downsample-size, --gpt-type,
---cls-token-num, --t5-feature-dim, --codebook-size), falling back on the checkpoint's own args where it has
-them.
+--cls-token-num, --t5-feature-dim, --codebook-size), falling back on the checkpoint's own
+args where it has them.
 """
 import upstream
 import component
@@ -21,8 +21,6 @@ REGISTRY = {
     "GPT-3B": (24, 32, 3200),
     "GPT-7B": (32, 32, 4096),
 }
-
-IGNORABLE = ("freqs_cis", "causal_mask", "*.kv_cache.k_cache", "*.kv_cache.v_cache")
 
 
 def option(cli, saved, key, default):
@@ -62,7 +60,7 @@ def convert(path, out_dir, gpt_model=None, gpt_type=None, image_size=None, downs
         upstream.fail(path, "image_size", f"{image} px is not a multiple of the {down} px tokens")
     grid = image // down
     cls = int(option(cli, saved, "cls_token_num", 1 if kind == "c2i" else 120))
-    sd = upstream.StateDict(path, sd_raw, IGNORABLE)
+    sd = upstream.StateDict(path, sd_raw, component.CACHE_BUFFERS)
     vocab = int(option(cli, saved, "codebook_size", 16384))  # upstream: vocab_size=codebook_size
     n_kv_head = saved.get("n_kv_head") or n_head
     hidden = component.ffn_hidden(dim, 256, saved.get("ffn_dim_multiplier"))
@@ -86,10 +84,7 @@ def convert(path, out_dir, gpt_model=None, gpt_type=None, image_size=None, downs
                           f"shape {uncond}, expected [>= {cls}, {caption_dim}]")
         sd.get("cls_embedding.uncond_embedding", uncond)
         config.update(condition_mode="caption", cond_dim=caption_dim)
-    sd.get("tok_embeddings.weight", [vocab, dim])
-    component.read_blocks(sd, "", n_layer, dim, n_head, n_kv_head, hidden)
-    sd.get("norm.weight", [dim])
-    sd.get("output.weight", [vocab, dim])
+    component.read_trunk(sd, n_layer, dim, n_head, n_kv_head, hidden, vocab)
     tensors = sd.finish()
     if kind == "t2i":
         # Upstream keeps 120 null rows whatever cls_token_num is and embeds

@@ -17,9 +17,6 @@ REGISTRY = {
     "llama-abs-XXL": (48, 24, 1536),
 }
 
-# Buffers a checkpoint saved after generation set up its caches may hold; never weights.
-IGNORABLE = ("freqs_cis", "causal_mask", "*.kv_cache.k_cache", "*.kv_cache.v_cache")
-
 
 def convert(path, out_dir, dtype="auto", trust_pickle=False):
     ckpt = upstream.load_pickle(path, trust_pickle)
@@ -39,7 +36,7 @@ def convert(path, out_dir, dtype="auto", trust_pickle=False):
     if model_type != "clip_cond":
         upstream.fail(path, "model.args.model_type",
                       f"{model_type!r}: only clip_cond AR-DTok models are supported")
-    sd = upstream.StateDict(path, upstream.as_dict(entry["sd"]), IGNORABLE)
+    sd = upstream.StateDict(path, upstream.as_dict(entry["sd"]), component.CACHE_BUFFERS)
     vocab = args.get("vocab_size", 16384)
     n_kv_head = args.get("n_kv_head") or n_head
     for key, value in (("dim", dim), ("n_layer", n_layer), ("n_head", n_head)):
@@ -65,11 +62,8 @@ def convert(path, out_dir, dtype="auto", trust_pickle=False):
     hidden = component.ffn_hidden(dim, multiple_of, multiplier)
     sd.get("clip_proj.weight", [dim, cond_dim])
     sd.get("clip_proj.bias", [dim])
-    sd.get("tok_embeddings.weight", [vocab, dim])
     sd.get("abs_pe", [1, tokens + cls - 1, dim])
-    component.read_blocks(sd, "", n_layer, dim, n_head, n_kv_head, hidden)
-    sd.get("norm.weight", [dim])
-    sd.get("output.weight", [vocab, dim])
+    component.read_trunk(sd, n_layer, dim, n_head, n_kv_head, hidden, vocab)
     tensors = sd.finish()
     config = dict(dim=dim, n_layer=n_layer, n_head=n_head, n_kv_head=n_kv_head,
                   vocab_size=vocab, grid_size=grid, cls_token_num=cls,

@@ -57,5 +57,6 @@ def convert(path, out_dir, vq_model="VQ-16", dtype="f32", trust_pickle=False):
     print(f"{path}: LlamaGen {vq_model}, {config['codebook_size']} x "
           f"{config['codebook_embed_dim']} codebook", flush=True)
     component.write(out_dir, config, tensors, dtype,
-                    dict(upstream="FoundationVision/LlamaGen VQ", file=path, registry_name=vq_model))
+                    dict(upstream="FoundationVision/LlamaGen VQ", file=path,
+                         registry_name=vq_model))
     return config

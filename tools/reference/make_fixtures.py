@@ -19,6 +19,7 @@ import tar_ar  # noqa: E402
 import upstream_layouts  # noqa: E402
 import vq16  # noqa: E402
 import safetensors_io  # noqa: E402
+from random_init import spread_init  # noqa: E402
 import eagle_head as eh  # noqa: E402
 import resampler as rs  # noqa: E402
 import ta_tok as tt  # noqa: E402
@@ -57,22 +58,6 @@ VQ_TINY = dict(codebook_size=128, codebook_embed_dim=8, z_channels=32, ch=16, ch
                num_res_blocks=1, norm_groups=8, codebook_l2_norm=True, out_channels=3)
 
 STORAGE = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
-
-
-def spread_init(model, gen):
-    """Random weights with enough spread that greedy choices have clear margins (upstream's
-    0.02 init gives near-uniform logits, where float noise could flip an argmax)."""
-    for name, p in sorted(model.named_parameters()):
-        if name.endswith("norm.weight") or ".norm" in name and name.endswith("weight"):
-            p.data = 1.0 + 0.1 * torch.randn(p.shape, generator=gen)
-        elif p.dim() == 1:
-            p.data = 0.1 * torch.randn(p.shape, generator=gen)
-        else:
-            fan_in = p[0].numel() if p.dim() > 1 else p.numel()
-            p.data = torch.randn(p.shape, generator=gen) * (1.5 / fan_in ** 0.5)
-    for name, b in model.named_buffers():
-        if name.endswith("uncond_embedding"):
-            b.data = torch.randn(b.shape, generator=gen)
 
 
 def round_trip(model, dtype):

@@ -150,7 +150,8 @@ TEST(TransformerLoadTest, CaptionPaddingMaskMatchesUpstreamsLeftPaddedGeneration
   EXPECT_EQ(model->EmbedCondition(too_long, true).status().code(),
             StatusCode::kInvalidArgument);
   auto tar = LoadFixtureModel("tar_tiny");
-  Condition features = FixtureCondition(*tar, ReadAll(FixtureDir("tar_tiny") + "/expected.safetensors"));
+  Condition features =
+      FixtureCondition(*tar, ReadAll(FixtureDir("tar_tiny") + "/expected.safetensors"));
   features.caption_length = 1;
   auto refused = tar->EmbedCondition(features, true);
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
