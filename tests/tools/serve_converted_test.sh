@@ -9,22 +9,9 @@ work="${TEST_TMPDIR}/converted"
 /usr/bin/python3 tests/tools/convert_tiny_families.py "$work" >"$work.log" 2>&1 ||
   { cat "$work.log"; exit 1; }
 
-server=server/mulo_server
+source tests/tools/serve_lib.sh
+start_server "$work/repository" "$work"
 client=client/mulo_client
-"$server" --model_repository="$work/repository" --host=127.0.0.1 --port=0 --metrics_port=0 \
-  >"$work/ports" 2>"$work/server.log" &
-pid=$!
-trap 'kill $pid 2>/dev/null || true' EXIT
-for _ in $(seq 1 300); do
-  grep -q "listening on port" "$work/ports" 2>/dev/null && grep -q "serving" "$work/server.log" &&
-    break
-  kill -0 $pid 2>/dev/null || { cat "$work/server.log"; exit 1; }
-  sleep 0.1
-done
-port=$(sed -n 's/.*listening on port \([0-9]*\) .*/\1/p' "$work/ports")
-addr="127.0.0.1:$port"
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
 models=$("$client" models --server="$addr")
 echo "$models"
 grep -q "^tar .*methods ar,sjd,gsd,zipar .*conditions condition,condition_tokens (9 x 24)" \

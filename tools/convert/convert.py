@@ -18,6 +18,13 @@ float32; f32 / bf16 / f16 force one. Files that pickle more than tensors and pla
 are refused unless --trust-pickle is given; upstream checkpoints (tensors, dicts, argparse
 Namespaces, numpy scalars) load without it.
 Every refusal names the file and the key; the exit status is 2.
+
+MuLo-SD's U_2 / D_2 for a converted family with a drafter are trained from a folder of your
+own images by train_resamplers.py (this folder; its --help says more):
+  /usr/bin/python3 tools/convert/train_resamplers.py --family models/tar --images my_images/
+writes models/tar/upsampler/, models/tar/downsampler/ and models/tar/resamplers_report.json
+and adds the pair to models/tar/family.json (the server then offers `mulo` for the family);
+with --out DIR it writes DIR/upsampler/ and DIR/downsampler/ instead, for --resamplers DIR.
 """
 import argparse
 import os

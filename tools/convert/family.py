@@ -20,8 +20,10 @@ def check_drafter(target, drafter, where):
 
 
 def copy_resamplers(resamplers_dir, out_dir, vq_config):
-    """U_2 / D_2 trained for this family (tools/convert/train_resamplers.py), when the user has
-    them: copied in and checked against the family's codebook."""
+    """U_2 / D_2 trained for this family, when the user has them: copied in and checked
+    against the family's codebook. tools/convert/train_resamplers.py trains them from a folder
+    of images on an already converted family and adds them to it itself; with its --out DIR it
+    writes DIR/upsampler and DIR/downsampler instead, for --resamplers DIR here."""
     found = []
     for name in ("upsampler", "downsampler"):
         src = os.path.join(resamplers_dir, name)
@@ -41,13 +43,37 @@ def copy_resamplers(resamplers_dir, out_dir, vq_config):
     return found
 
 
+def _write_family_doc(out_dir, doc, sort_keys=True):
+    """family.json written whole or not at all (a temporary file renamed over it): a server
+    reading the family meanwhile sees the old document or the new one."""
+    path = os.path.join(out_dir, "family.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=2, sort_keys=sort_keys)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
 def write_family_json(out_dir, name, default_cfg_scale, components, pixel_rounding, notes):
     doc = {"name": name, "default_cfg_scale": default_cfg_scale,
            "components": {c: c for c in components}, "pixel_rounding": pixel_rounding,
            "converted": notes}
-    with open(os.path.join(out_dir, "family.json"), "w") as f:
-        json.dump(doc, f, indent=2, sort_keys=True)
-        f.write("\n")
+    _write_family_doc(out_dir, doc)
     print(f"wrote {os.path.join(out_dir, 'family.json')}: {name}, components "
           f"{', '.join(components)}", flush=True)
+    return doc
+
+
+def add_components(out_dir, components, notes):
+    """Adds components (each in the directory of its name) to an existing family.json,
+    keeping everything else in it, in its order; `notes` go under "converted" (what made
+    them)."""
+    with open(os.path.join(out_dir, "family.json")) as f:
+        doc = json.load(f)
+    doc.setdefault("components", {}).update({c: c for c in components})
+    converted = doc.get("converted")
+    doc["converted"] = dict(converted if isinstance(converted, dict) else {}, **notes)
+    _write_family_doc(out_dir, doc, sort_keys=False)
+    print(f"updated {os.path.join(out_dir, 'family.json')}: components "
+          f"{', '.join(doc['components'])}", flush=True)
     return doc

@@ -16,6 +16,8 @@ Keys: codebook [V, e]; conv_in.{weight,bias}; blocks.N.{norm1,norm2}.weight,
 blocks.N.{conv1,conv2}.{weight,bias}; norm_out.weight; conv_out.{weight,bias}; logit_scale.
 Config: kind ("up" | "down"), factor, channels, num_blocks, codebook_size, codebook_embed_dim.
 """
+import contextlib
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -89,3 +91,15 @@ class Resampler(nn.Module):
         if self.cfg["kind"] == "up":
             x = F.pixel_shuffle(x, r)
         return F.normalize(x, dim=1)
+
+
+def decode_straight_through(vq, vectors, codebook, autocast=contextlib.nullcontext):
+    """Decodes the codebook entries nearest to the predicted unit vectors [B, e, H, W] (what
+    argmax of the logits picks) with the frozen VQ decoder (tools/reference/vq_decoder.py), the
+    gradient passed straight through to the vectors: the pixel loss of the resampler trainers.
+    codebook: the L2-normalised VQ codebook [V, e]; autocast: a context for the decoder's
+    convolutions (mixed precision)."""
+    hard = codebook[torch.einsum("behw,ve->bvhw", vectors, codebook).argmax(1)]
+    zq = vectors + (hard.permute(0, 3, 1, 2) - vectors).detach()
+    with autocast():
+        return vq.decoder(vq.post_quant_conv(zq)).float()

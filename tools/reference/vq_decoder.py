@@ -188,6 +188,27 @@ class VQModel(nn.Module):
         return self.decoder(self.post_quant_conv(self.quantize.lookup(ids, h, w)))
 
 
+def quantize(model, z):
+    """LlamaGen's VQ: L2-normalised z and codebook, nearest entry. Returns the codebook
+    vectors zq [B, e, h, w], the ids [B, h*w] and the normalised z (for a straight-through
+    gradient the caller forms z + (zq - z).detach())."""
+    z = F.normalize(z, dim=1)
+    b, c, h, w = z.shape
+    flat = z.permute(0, 2, 3, 1).reshape(-1, c)
+    book = model.quantize.codebook()
+    ids = torch.cdist(flat, book).argmin(dim=1)
+    zq = book[ids].view(b, h, w, c).permute(0, 3, 1, 2)
+    return zq, ids.view(b, h * w), z
+
+
+def encode_ids(model, images):
+    """Images [B, 3, H, W] in [-1, 1] -> token ids [B, (H/f)*(W/f)] (raster order), as
+    upstream's encode: encoder -> quant_conv -> nearest codebook entry."""
+    with torch.no_grad():
+        _, ids, _ = quantize(model, model.quant_conv(model.encoder(images)))
+    return ids
+
+
 # Upstream VectorQuantizer registers a usage counter (`codebook_used`, 65536 floats) that
 # real checkpoints carry; it is training bookkeeping and never affects encoding or decoding.
 UPSTREAM_BOOKKEEPING = ("quantize.codebook_used",)

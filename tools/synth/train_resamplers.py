@@ -68,15 +68,6 @@ def agreement(up, down, vq, count=256):
                 "vq_psnr_32px": round(train_vq.psnr(vq.decode_code(low, 8, 8), low_px), 2)}
 
 
-def decode_straight_through(vq, vectors, codebook):
-    """Decodes the codebook entries nearest to the predicted unit vectors (what argmax of the
-    logits picks), with the gradient passed straight through to the vectors."""
-    hard = codebook[torch.einsum("behw,ve->bvhw", vectors, codebook).argmax(1)]
-    zq = vectors + (hard.permute(0, 3, 1, 2) - vectors).detach()
-    with trainer.autocast():
-        return vq.decoder(vq.post_quant_conv(zq)).float()
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=2100)
@@ -145,8 +136,9 @@ def main():
             loss = loss + args.cycle_weight * cycle_loss
             metrics["cycle"] = cycle_loss.item()
         if args.pixel_weight > 0 and step >= args.pixel_from:
-            up_px = decode_straight_through(vq, up_vec, unit_codebook)
-            down_px = decode_straight_through(vq, down_vec, unit_codebook)
+            up_px = rs.decode_straight_through(vq, up_vec, unit_codebook, trainer.autocast)
+            down_px = rs.decode_straight_through(vq, down_vec, unit_codebook,
+                                                 trainer.autocast)
             up_pix = F.mse_loss(up_px, high_px) + F.l1_loss(up_px, high_px)
             down_pix = F.mse_loss(down_px, low_px) + F.l1_loss(down_px, low_px)
             loss = loss + args.pixel_weight * (up_pix + down_pix)

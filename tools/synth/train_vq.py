@@ -54,21 +54,10 @@ STAGE_DEFAULTS = {
 }
 
 
-def quantize(model, z):
-    """LlamaGen's VQ: L2-normalised z and codebook, nearest entry, straight-through."""
-    z = F.normalize(z, dim=1)
-    b, c, h, w = z.shape
-    flat = z.permute(0, 2, 3, 1).reshape(-1, c)
-    book = model.quantize.codebook()
-    ids = torch.cdist(flat, book).argmin(dim=1)
-    zq = book[ids].view(b, h, w, c).permute(0, 3, 1, 2)
-    return zq, ids.view(b, h * w), z
-
-
-def encode_ids(model, images):
-    with torch.no_grad():
-        _, ids, _ = quantize(model, model.quant_conv(model.encoder(images)))
-    return ids
+# LlamaGen's quantisation and encoding live with the reference model (tools/convert's resampler
+# training uses them too); the names stay here for the family's scripts.
+quantize = vq.quantize
+encode_ids = vq.encode_ids
 
 
 class Fp32GroupNorm(nn.GroupNorm):
