@@ -69,6 +69,15 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+int WriteJson(const Flags& flags, const nlohmann::json& report) {
+  if (!flags.json_out.empty()) {
+    std::ofstream out(flags.json_out);
+    out << report.dump(1) << "\n";
+    std::printf("\nwrote %s\n", flags.json_out.c_str());
+  }
+  return 0;
+}
+
 bool ParseList(const std::string& text, std::vector<int64_t>* out) {
   std::stringstream stream(text);
   std::string item;
@@ -274,13 +283,15 @@ int Run(const Flags& flags) {
     }
   }
 
-  // Whole images, the variants alternating per image.
+  // Whole images, the variants alternating per image (--images=0 skips them: a 512 px image of
+  // a full-size model takes minutes on a CPU).
+  if (flags.images <= 0) return WriteJson(flags, report);
   DecodeRequest request;
   request.condition = condition;
   request.sampling.cfg_scale = flags.cfg_scale;
   NullProgressSink sink;
   CancelToken cancel;
-  const int images = std::max(1, flags.images);
+  const int images = flags.images;
   std::vector<double> total(variants.size()), forward(variants.size());
   for (int i = 0; i <= images; ++i) {  // image 0 warms up (allocator, library handles)
     request.sampling.seed = static_cast<uint64_t>(i);
@@ -306,12 +317,7 @@ int Run(const Flags& flags) {
                 n_image / per_image);
     report["image"][variants[v].name] = {{"seconds", per_image}, {"step_ms", step_ms}};
   }
-  if (!flags.json_out.empty()) {
-    std::ofstream out(flags.json_out);
-    out << report.dump(1) << "\n";
-    std::printf("\nwrote %s\n", flags.json_out.c_str());
-  }
-  return 0;
+  return WriteJson(flags, report);
 }
 
 }  // namespace
@@ -322,7 +328,8 @@ int main(int argc, char** argv) {
   mulo::bench::FlagParser parser("ar_bench: prints AR decode figures for a target transformer");
   parser.Add("model_dir", &flags.model_dir, "directory with config.json + model.safetensors");
   parser.Add("repeats", &flags.repeats, "timed repetitions per forward shape (median reported)");
-  parser.Add("images", &flags.images, "full images generated per variant (after one warm-up)");
+  parser.Add("images", &flags.images,
+             "full images generated per variant (after one warm-up); 0: none");
   parser.Add("threads", &flags.threads, "torch intra-op threads (0 = LibTorch default)");
   parser.Add("cfg_scale", &flags.cfg_scale, "CFG scale (1 = one stream, otherwise batch 2)");
   parser.Add("device", &flags.device, "cpu or cuda");

@@ -52,6 +52,8 @@ ABSL_FLAG(std::string, condition, "",
 ABSL_FLAG(int, caption_length, 0,
           "with --condition on a t2i model: the real caption rows, at the end of the window "
           "(0 = all)");
+ABSL_FLAG(int, class_label, -1,
+          "LlamaGen c2i: the class to draw, [0, the model's classes) (-1 = none sent)");
 ABSL_FLAG(std::string, method, "ar",
           "decoding method: any of the API's (listed in the usage above; `models` shows which "
           "each model runs). Method parameters left unset take the server's defaults");
@@ -400,6 +402,9 @@ bool BuildRequest(const std::string& prompt, uint64_t seed, const GivenFlags& gi
   }
   request->set_caption_length(
       static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_caption_length))));
+  if (absl::GetFlag(FLAGS_class_label) >= 0) {
+    request->set_class_label(static_cast<uint32_t>(absl::GetFlag(FLAGS_class_label)));
+  }
   auto* sampling = request->mutable_sampling();
   sampling->set_seed(seed);
   if (absl::GetFlag(FLAGS_cfg_scale) >= 0) sampling->set_cfg_scale(absl::GetFlag(FLAGS_cfg_scale));
@@ -419,8 +424,10 @@ bool BuildRequest(const std::string& prompt, uint64_t seed, const GivenFlags& gi
 
 int Generate(const GivenFlags& given) {
   if (absl::GetFlag(FLAGS_prompt).empty() && absl::GetFlag(FLAGS_condition_tokens).empty() &&
-      absl::GetFlag(FLAGS_condition).empty()) {
-    std::fprintf(stderr, "error: --prompt (or --condition_tokens, --condition) is required\n");
+      absl::GetFlag(FLAGS_condition).empty() && absl::GetFlag(FLAGS_class_label) < 0) {
+    std::fprintf(stderr,
+                 "error: --prompt (or --condition_tokens, --condition, --class_label) is "
+                 "required\n");
     return 2;
   }
   mulo::v1::GenerateRequest request;
@@ -629,11 +636,13 @@ int Models() {
     for (const auto& x : m.conditions()) {
       absl::StrAppend(&conditions, conditions.empty() ? "" : ",", x);
     }
-    std::printf("%s  %ux%u px  grid %ux%u  vocab %u  methods %s  cfg %.1f  conditions %s "
-                "(%u x %u)\n",
+    const std::string shape = m.num_classes() > 0
+                                  ? absl::StrCat(m.num_classes(), " classes")
+                                  : absl::StrCat(m.condition_rows(), " x ", m.condition_width());
+    std::printf("%s  %ux%u px  grid %ux%u  vocab %u  methods %s  cfg %.1f  conditions %s (%s)\n",
                 m.name().c_str(), m.image_width(), m.image_height(), m.grid_size(), m.grid_size(),
                 m.vocab_size(), methods.c_str(), m.default_sampling().cfg_scale(),
-                conditions.c_str(), m.condition_rows(), m.condition_width());
+                conditions.c_str(), shape.c_str());
   }
   return 0;
 }

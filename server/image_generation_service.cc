@@ -32,6 +32,9 @@ void FillModelInfo(const std::string& name, const engine::ModelSet& models, v1::
   if (target.condition_mode != engine::ConditionMode::kClassLabel) {
     info->add_conditions("condition");
     info->set_condition_width(static_cast<uint32_t>(target.cond_dim));
+  } else {
+    info->add_conditions("class_label");
+    info->set_num_classes(static_cast<uint32_t>(target.num_classes));
   }
   if (models.ta_tok != nullptr) info->add_conditions("condition_tokens");
   info->set_condition_rows(static_cast<uint32_t>(target.cls_token_num));

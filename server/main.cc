@@ -49,6 +49,10 @@ ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
 ABSL_FLAG(int, torch_threads, 1,
           "LibTorch intra-op threads per worker (1 is fastest for single-image decoding on CPU)");
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda[:N]");
+ABSL_FLAG(std::string, dtype, "float32",
+          "compute dtype of the models' floating weights: float32, or bfloat16 (half the memory; "
+          "on CPUs with bf16 instructions about 2x faster at full size, results differ from "
+          "float32 by rounding)");
 ABSL_FLAG(int, max_message_mb, 64, "largest gRPC message accepted or sent, MiB");
 
 namespace mulo::server {
@@ -100,6 +104,12 @@ int Run() {
     load_options.device = torch::Device(absl::GetFlag(FLAGS_device));
   } catch (const std::exception& e) {
     Log(absl::StrCat("--device: ", absl::GetFlag(FLAGS_device), " is not a device"));
+    return 2;
+  }
+  if (const std::string dtype = absl::GetFlag(FLAGS_dtype); dtype == "bfloat16") {
+    load_options.dtype = torch::kBFloat16;
+  } else if (dtype != "float32") {
+    Log(absl::StrCat("--dtype: expected float32 or bfloat16, got \"", dtype, "\""));
     return 2;
   }
 

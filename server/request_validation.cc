@@ -144,7 +144,22 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
     }
     out.condition.caption_length = request.caption_length();
   }
-  if (request.condition_tokens_size() > 0) {
+  if (target.condition_mode == engine::ConditionMode::kClassLabel) {
+    if (!request.has_class_label()) {
+      return Invalid("class_label", absl::StrCat("required: this model draws one of ",
+                                                 target.num_classes, " classes"));
+    }
+    if (request.condition_size() > 0 || request.condition_tokens_size() > 0) {
+      return Invalid(request.condition_size() > 0 ? "condition" : "condition_tokens",
+                     "this model takes class_label, not features or tokens");
+    }
+  }
+  if (request.has_class_label()) {
+    if (auto st = engine::CheckClassLabel(target, request.class_label()); !st.ok()) {
+      return ToAbsl(st);  // "class_label: ..." from the engine
+    }
+    out.condition.class_label = request.class_label();
+  } else if (request.condition_tokens_size() > 0) {
     out.condition.ta_tok_ids.assign(request.condition_tokens().begin(),
                                     request.condition_tokens().end());
     if (auto st = engine::CheckConditionTokens(*out.models, out.condition.ta_tok_ids);

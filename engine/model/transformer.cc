@@ -115,15 +115,22 @@ Status CheckCaptionLength(const TransformerConfig& c, int64_t caption_length) {
   return OkStatus();
 }
 
+Status CheckClassLabel(const TransformerConfig& c, int64_t class_label) {
+  if (c.condition_mode != ConditionMode::kClassLabel) {
+    return InvalidArgumentError("class_label: only for class-conditional (LlamaGen c2i) models");
+  }
+  if (class_label < 0 || class_label >= c.num_classes) {
+    return InvalidArgumentError("class_label: " + std::to_string(class_label) +
+                                " is outside [0, " + std::to_string(c.num_classes) + ")");
+  }
+  return OkStatus();
+}
+
 StatusOr<torch::Tensor> Transformer::EmbedCondition(const Condition& condition,
                                                     bool with_null) const {
   const auto& c = config_;
   if (c.condition_mode == ConditionMode::kClassLabel) {
-    if (condition.class_label < 0 || condition.class_label >= c.num_classes) {
-      return InvalidArgumentError("condition.class_label: " +
-                                  std::to_string(condition.class_label) + " is outside [0, " +
-                                  std::to_string(c.num_classes) + ")");
-    }
+    MULO_RETURN_IF_ERROR(CheckClassLabel(c, condition.class_label));
   } else {
     const auto& f = condition.features;
     if (!f.defined() || f.dim() != 2 || f.size(0) != c.cls_token_num ||

@@ -138,6 +138,9 @@ class Transformer {
 // A caption_length (Condition::caption_length) the model can take: 0, or in
 // [1, cls_token_num] on a caption model. INVALID_ARGUMENT naming "caption_length" otherwise.
 Status CheckCaptionLength(const TransformerConfig& config, int64_t caption_length);
+// A class id a class_label (LlamaGen c2i) model can take: [0, num_classes). INVALID_ARGUMENT
+// naming "class_label" otherwise, and on models of other condition modes.
+Status CheckClassLabel(const TransformerConfig& config, int64_t class_label);
 
 // LlamaGen's 2D RoPE table: [cls + grid^2, head_dim/2, 2] (cos, sin); the first half of the
 // rotated pairs follow the row, the second half the column; condition rows are zero.

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Writes tiny upstream-layout files and converts them with the converter's command line into
-a model repository holding a Tar family and a LlamaGen t2i family:
+a model repository holding a Tar family and LlamaGen t2i and c2i families:
 
   /usr/bin/python3 tests/tools/convert_tiny_families.py OUT_DIR
-writes OUT_DIR/upstream/* and OUT_DIR/repository/{tar,llamagen-t2i}/.
+writes OUT_DIR/upstream/* and OUT_DIR/repository/{tar,llamagen-t2i,llamagen-c2i}/.
 """
 import os
 import sys
@@ -24,8 +24,12 @@ def main():
                        "--ta-tok-heads", str(tiny_upstream.TA_TOK["n_head"])])
     if rc:
         return rc
-    return convert.main(["llamagen-family", "--out", os.path.join(repo, "llamagen-t2i"),
-                         "--gpt", files["t2i"], "--vq", files["vq"]] + tiny_upstream.t2i_flags())
+    rc = convert.main(["llamagen-family", "--out", os.path.join(repo, "llamagen-t2i"),
+                       "--gpt", files["t2i"], "--vq", files["vq"]] + tiny_upstream.t2i_flags())
+    if rc:
+        return rc
+    return convert.main(["llamagen-family", "--out", os.path.join(repo, "llamagen-c2i"),
+                         "--gpt", files["c2i"], "--vq", files["vq"]] + tiny_upstream.c2i_flags())
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Upstream-layout files -> tools/convert (its command line) -> mulo_server -> mulo_client: a
 # tiny Tar family answers a request carrying TA-Tok ids, a tiny LlamaGen t2i family one
-# carrying T5-shaped features with a shortened caption; bad condition fields are refused
+# carrying T5-shaped features with a shortened caption, a tiny LlamaGen c2i family one
+# carrying a class label; bad condition fields are refused
 # naming the field, and the Tar family without U_2 / D_2 does not offer MuLo-SD.
 set -euo pipefail
 cd "${TEST_SRCDIR}/${TEST_WORKSPACE}"
@@ -18,6 +19,8 @@ grep -q "^tar .*methods ar,sjd,gsd,zipar .*conditions condition,condition_tokens
   <<<"$models" || fail "tar's listing"
 grep -q "^llamagen-t2i .*cfg 7.5 .*conditions condition (6 x 32)" <<<"$models" ||
   fail "llamagen-t2i's listing"
+grep -q "^llamagen-c2i .*cfg 4.0 .*conditions class_label (10 classes)" <<<"$models" ||
+  fail "llamagen-c2i's listing"
 
 # Tar: a Tar MLLM's output text works as it is.
 "$client" generate --server="$addr" --model=tar --seed=3 --out="$work/tar.png" \
@@ -37,6 +40,14 @@ done
 # The padding mask changes what the model sees: greedy images differ.
 ! cmp -s "$work/t2i_3.rgb" "$work/t2i_0.rgb" || fail "caption_length had no effect"
 
+# LlamaGen c2i: a class label; the class decides the (greedy) image.
+for label in 0 9; do
+  "$client" generate --server="$addr" --model=llamagen-c2i --seed=3 --temperature=0 \
+    --class_label=$label --format=raw --out="$work/c2i_$label.rgb"
+  [[ $(stat -c %s "$work/c2i_$label.rgb") == $((16 * 16 * 3)) ]] || fail "c2i image size"
+done
+! cmp -s "$work/c2i_0.rgb" "$work/c2i_9.rgb" || fail "class_label had no effect"
+
 refused() {  # expected field, then client flags
   local field=$1; shift
   local out
@@ -51,5 +62,9 @@ refused condition_tokens --model=llamagen-t2i --condition_tokens=1,2,3,4,5,6
 refused caption_length --model=llamagen-t2i --condition=@"$work/caption.txt" --caption_length=7
 refused caption_length --model=tar --condition_tokens=1,2,3,4,5,6,7,8,9 --caption_length=2
 refused method --model=tar --condition_tokens=1,2,3,4,5,6,7,8,9 --method=mulo
+refused class_label --model=llamagen-c2i --prompt="a goldfish"
+refused class_label --model=llamagen-c2i --class_label=10
+refused condition --model=llamagen-c2i --class_label=1 --condition=@"$work/caption.txt"
+refused class_label --model=tar --condition_tokens=1,2,3,4,5,6,7,8,9 --class_label=1
 kill -0 $pid || fail "the server died"
 echo "PASS"

@@ -3,7 +3,7 @@ and the registry names their sizes go by, for the converter and serving tests.
 
   write_files(dir) -> {name: path}: tar_512.pth (8x8 grid, 9 TA-Tok conditions),
   tar_256.pth (4x4, MuLo-SD's drafter), ta_tok.pth, vq.pt, t2i.pt (LlamaGen t2i, 8x8, 6
-  caption rows of width 32)
+  caption rows of width 32), c2i.pt (LlamaGen c2i, 8x8, 10 classes)
   register_tiny_sizes(): adds the tiny names to the converter's registries (the only thing a
   tiny model needs beyond the upstream layout)
 """
@@ -30,6 +30,9 @@ TAR = dict(dim=32, n_layer=1, n_head=2, vocab_size=VOCAB, position_mode="abs_pe"
            norm_eps=1e-5)
 T2I = dict(dim=32, n_layer=1, n_head=2, vocab_size=VOCAB, grid_size=8, position_mode="rope_2d",
            condition_mode="caption", cls_token_num=6, cond_dim=32, multiple_of=256, norm_eps=1e-5)
+# LlamaGen c2i: one class-label position (upstream's c2i_*.pt layout, no saved args).
+C2I = dict(T2I, condition_mode="class_label", cls_token_num=1, num_classes=10)
+del C2I["cond_dim"]
 TA_TOK = dict(codebook_size=96, bottleneck_dim=8, l2_normalized=True, in_dim=16, hidden=24,
               n_layer=2, n_head=2, intermediate=40, num_patches=16, layer_norm_eps=1e-6)
 VQ_ARCH = dict(z_channels=8, ch=8, ch_mult=[1, 1], num_res_blocks=1, norm_groups=4,
@@ -64,7 +67,17 @@ def write_files(out_dir, seed=7):
     spread_init(t2i, gen)
     paths["t2i"] = os.path.join(out_dir, "t2i.pt")
     upstream_layouts.llamagen_gpt(paths["t2i"], t2i, gen)
+    c2i = tr.Transformer(C2I).eval()
+    spread_init(c2i, gen)
+    paths["c2i"] = os.path.join(out_dir, "c2i.pt")
+    upstream_layouts.llamagen_gpt(paths["c2i"], c2i, gen)
     return paths
+
+
+def c2i_flags():
+    return ["--gpt-model", "GPT-tiny", "--gpt-type", "c2i", "--image-size", "128",
+            "--num-classes", str(C2I["num_classes"]), "--codebook-size", str(VOCAB),
+            "--vq-model", "VQ-tiny"]
 
 
 def t2i_flags():

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Writes full-size random-weight replicas of the upstream checkpoints, in the upstream file
+layouts, and converts them with convert.py into a model repository the server loads:
+
+  OUT/upstream/   ar_dtok_lp_512px.pth  ar_dtok_lp_256px.pth  ta_tok.pth  vq_ds16_t2i.pt
+                  c2i_XL_384.pt  vq_ds16_c2i.pt
+  OUT/repository/tar/           Tar AR-DTok LP 512 px target + 256 px drafter + TA-Tok + VQ-16
+  OUT/repository/llamagen-c2i/  LlamaGen GPT-XL class-to-image at 384 px + VQ-16
+
+  /usr/bin/python3 tools/convert/write_replicas.py --out out/replicas [--only tar|llamagen-c2i]
+
+The weights are random (std 0.02, as the upstream initialisers), so the images are noise;
+what a replica gives is the exact tensor shapes, counts and bytes of the real files: the
+server's load time, resident memory and forward cost at real scale (bench/replica_bench.sh),
+and the same figures on a GPU (issue 23). About 10 GB of disk and 6 GB of memory at peak.
+
+Sizes (tools/convert/tar_ar.py, llamagen_gpt.py, vq16.py registries):
+  AR-DTok llama-abs-LP: 30 layers, 20 heads, dim 1280, FFN 3584, vocabulary 16384,
+    729 TA-Tok condition rows of width 1152; 32x32 grid at 512 px, 16x16 at 256 px.
+  TA-Tok de-quantiser: 65536 SimVQ codes of width 1536 (an assumption: Tar initialises the
+    codebook from Qwen2.5-1.5B's 1536-wide word embeddings; a real ta_tok.pth's args say it),
+    3 SigLIP2 layers of width 1152 with 12 heads (the converter's --ta-tok-heads default),
+    MLP 4304, a 27x27 position table.
+  GPT-XL: 36 layers, 20 heads, dim 1280, 1000 classes, 24x24 grid at 384 px.
+  VQ-16: 16384 x 8 codebook, ch 128, ch_mult 1,1,2,2,4, z 256 (encoder kept).
+Transformers are written as bfloat16 (the converter keeps them so: >= 100 M parameters); the
+VQ and TA-Tok as float32.
+"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "reference"))
+import convert  # noqa: E402
+import llamagen_gpt  # noqa: E402
+import ta_tok as ta_tok_reference  # noqa: E402  (tools/reference/ta_tok.py)
+import tar_ar  # noqa: E402
+import transformer as tr  # noqa: E402
+import upstream_layouts  # noqa: E402
+import vq16  # noqa: E402
+import vq_decoder as vq  # noqa: E402
+
+VOCAB = 16384
+TA_TOK_ROWS = 729  # Tar's <S0> scale: 27 x 27 TA-Tok ids per image
+TA_TOK = dict(codebook_size=65536, bottleneck_dim=1536, l2_normalized=True, in_dim=1152,
+              hidden=1152, n_layer=3, n_head=12, intermediate=4304, num_patches=729,
+              layer_norm_eps=1e-6)
+C2I_IMAGE_SIZE = 384
+
+
+def replica_init(model, gen):
+    """Upstream's initialisation in spirit: N(0, 0.02) matrices and embeddings, unit norm
+    weights, zero biases. Fast (one randn per tensor) and keeps activations finite."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.fill_(1.0 if "norm" in name else 0.0)
+            else:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
+        for name, b in model.named_buffers():
+            if name.endswith("uncond_embedding"):
+                b.copy_(torch.randn(b.shape, generator=gen) * 0.02)
+
+
+def log(message, start):
+    print(f"[replicas {time.monotonic() - start:6.1f} s] {message}", flush=True)
+
+
+def tar_ar_file(path, grid, gen, start):
+    n_layer, n_head, dim = tar_ar.REGISTRY["llama-abs-LP"]
+    cfg = dict(dim=dim, n_layer=n_layer, n_head=n_head, vocab_size=VOCAB, grid_size=grid,
+               position_mode="abs_pe", condition_mode="clip_cond", cls_token_num=TA_TOK_ROWS,
+               cond_dim=TA_TOK["hidden"], multiple_of=256, norm_eps=1e-5)
+    model = tr.Transformer(cfg).eval()
+    replica_init(model, gen)
+    count = sum(p.numel() for p in model.parameters())
+    upstream_layouts.tar_ar(path, model, "llama-abs-LP", grid * grid, TA_TOK_ROWS,
+                            dtype=torch.bfloat16)
+    log(f"{path}: llama-abs-LP {grid}x{grid}, {count / 1e6:.0f} M parameters", start)
+
+
+def write_tar(out, gen, start):
+    files = dict(target=os.path.join(out, "upstream", "ar_dtok_lp_512px.pth"),
+                 drafter=os.path.join(out, "upstream", "ar_dtok_lp_256px.pth"),
+                 ta_tok=os.path.join(out, "upstream", "ta_tok.pth"),
+                 vq=os.path.join(out, "upstream", "vq_ds16_t2i.pt"))
+    tar_ar_file(files["target"], 32, gen, start)
+    tar_ar_file(files["drafter"], 16, gen, start)
+    dequantizer = ta_tok_reference.TaTokDequantizer(TA_TOK).eval()
+    replica_init(dequantizer, gen)
+    upstream_layouts.ta_tok(files["ta_tok"], dequantizer, gen, TA_TOK_ROWS)
+    del dequantizer
+    log(f"{files['ta_tok']}: TA-Tok de-quantiser", start)
+    write_vq(files["vq"], gen, start)
+    return convert.main(["tar-family", "--out", os.path.join(out, "repository", "tar"),
+                         "--name", "tar-replica", "--target", files["target"],
+                         "--drafter", files["drafter"], "--ta-tok", files["ta_tok"],
+                         "--ta-tok-heads", str(TA_TOK["n_head"]), "--vq", files["vq"]])
+
+
+def write_vq(path, gen, start):
+    model = vq.VQModel(vq16.vq_config("VQ-16", VOCAB, 8)).eval()
+    replica_init(model, gen)
+    upstream_layouts.llamagen_vq(path, model)
+    log(f"{path}: VQ-16, {sum(p.numel() for p in model.parameters()) / 1e6:.0f} M "
+        f"parameters", start)
+
+
+def write_llamagen_c2i(out, gen, start):
+    gpt = os.path.join(out, "upstream", f"c2i_XL_{C2I_IMAGE_SIZE}.pt")
+    vq_file = os.path.join(out, "upstream", "vq_ds16_c2i.pt")
+    n_layer, n_head, dim = llamagen_gpt.REGISTRY["GPT-XL"]
+    cfg = dict(dim=dim, n_layer=n_layer, n_head=n_head, vocab_size=VOCAB,
+               grid_size=C2I_IMAGE_SIZE // 16, position_mode="rope_2d",
+               condition_mode="class_label", cls_token_num=1, num_classes=1000,
+               multiple_of=256, norm_eps=1e-5)
+    model = tr.Transformer(cfg).eval()
+    replica_init(model, gen)
+    count = sum(p.numel() for p in model.parameters())
+    upstream_layouts.llamagen_gpt(gpt, model, gen, dtype=torch.bfloat16)
+    del model
+    log(f"{gpt}: GPT-XL c2i, {count / 1e6:.0f} M parameters", start)
+    write_vq(vq_file, gen, start)
+    return convert.main(["llamagen-family", "--out",
+                         os.path.join(out, "repository", "llamagen-c2i"),
+                         "--name", "llamagen-c2i-replica", "--gpt", gpt, "--gpt-model", "GPT-XL",
+                         "--gpt-type", "c2i", "--image-size", str(C2I_IMAGE_SIZE),
+                         "--vq", vq_file])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", choices=["tar", "llamagen-c2i"])
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    os.makedirs(os.path.join(a.out, "upstream"), exist_ok=True)
+    gen = torch.Generator().manual_seed(a.seed)
+    start = time.monotonic()
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    for name, write in (("tar", write_tar), ("llamagen-c2i", write_llamagen_c2i)):
+        if a.only in (None, name):
+            rc = write(a.out, gen, start)
+            if rc:
+                return rc
+    log(f"done: {os.path.join(a.out, 'repository')}", start)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
