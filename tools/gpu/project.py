@@ -3,13 +3,18 @@
 
 A request's time is modelled as
     sum over its transformer forwards of cost(model, new tokens, cached image tokens, graph?)
-  + host work per processed distribution (sampling, acceptance): o_draw * draws
+  + host work: o_step * steps (--host=step, the default) or o_draw * draws (--host=draw)
   + the non-transformer phases (up/down-sampling, VQ image decode), as measured
 where cost() interpolates an ar_bench cost table (--json_out; several tables of one model
-are merged), draws = every fed position whose distribution a method looks at (the sum of new
-tokens over non-prefill forwards, plus the first token), and o_draw is calibrated on ar alone
-(its measured time minus its forward costs, per draw). So ar is fitted by construction and
-every other method is a real check of the model.
+are merged), steps = the non-prefill transformer forwards (each is one host round: copy the
+inputs, launch or replay, wait for the value a decision needs, decide), draws = every fed
+position whose distribution a method looks at (the sum of new tokens over non-prefill
+forwards, plus the first token). o_step / o_draw is calibrated on ar alone (its measured time
+minus its forward costs, per step or per draw), so ar is fitted by construction and every
+other method is a real check of the model. Per step is the default because the host's work
+is per round, not per position: verifying 5 drafted positions is one vectorised acceptance
+test, not 5 draws (per draw over-charged speculative by 38% on the H100 with graphs, per step
+by 13%; the README's GPU section has the table).
 
   # validate on the family itself: each method's projected vs measured seconds per image
   tools/gpu/project.py --trace docs/gpu/h100-2026-11-23/trace_cuda_graphs.jsonl.gz \\
@@ -93,14 +98,16 @@ class CostTable:
 NON_TRANSFORMER_PHASES = ("upsample", "downsample", "image_decode")
 
 
-def request_terms(line, tables, traced_cls, scale):
-    """(forward seconds, draws, non-transformer phase seconds) of one traced request.
+def request_terms(line, tables, traced_cls, scale, host="step"):
+    """(forward seconds, host units (steps or draws), non-transformer phase seconds) of one
+    traced request.
 
     traced_cls: condition positions of each traced model (a forward at image context < 0 is
     its prefill); tables: the cost table each model is costed with, possibly of a larger
     model, whose own condition length then prices the prefill."""
     forward_ms = 0.0
     draws = 1
+    steps = 0
     for model, batch, n, context, graph in line["forwards"]:
         table = tables.get(model)
         if table is None:
@@ -110,10 +117,11 @@ def request_terms(line, tables, traced_cls, scale):
             forward_ms += table.ms(table.cls, 0, graph)
             continue
         draws += n
+        steps += 1
         # A stretched trace repeats each step at proportionally mapped contexts.
         forward_ms += table.ms(n, image_context * scale, graph) * scale
     phases = sum(line["phases"].get(p, 0.0) for p in NON_TRANSFORMER_PHASES)
-    return forward_ms / 1e3, draws * scale, phases * scale
+    return forward_ms / 1e3, (steps if host == "step" else draws) * scale, phases * scale
 
 
 def main():
@@ -127,6 +135,8 @@ def main():
                     help="cost the traced model with this table instead (a full-size replica)")
     ap.add_argument("--scale_tokens", type=int, default=0,
                     help="project to this many image tokens per image (0 = as traced)")
+    ap.add_argument("--host", choices=["step", "draw"], default="step",
+                    help="host work per non-prefill forward (step) or per fed position (draw)")
     ap.add_argument("--json", help="also write the table as JSON here")
     args = ap.parse_args()
 
@@ -157,29 +167,31 @@ def main():
         ap.error("the trace has no ar requests to calibrate host work per draw")
 
     def mean_terms(method, s, costs):
-        rows = [request_terms(line, costs, traced_cls, s) for line in by_method[method]]
+        rows = [request_terms(line, costs, traced_cls, s, args.host)
+                for line in by_method[method]]
         k = len(rows)
         return tuple(sum(r[i] for r in rows) / k for i in range(3))
 
-    # Host work per draw, from ar as traced (scale 1): measured minus modelled forwards.
-    f_ar, d_ar, p_ar = mean_terms("ar", 1.0, tables)
+    # Host work per step (or draw), from ar as traced (scale 1): measured minus modelled
+    # forwards and phases.
+    f_ar, u_ar, p_ar = mean_terms("ar", 1.0, tables)
     measured_ar = sum(line["seconds"] for line in by_method["ar"]) / len(by_method["ar"])
-    o_draw = (measured_ar - f_ar - p_ar) / d_ar
+    o_unit = (measured_ar - f_ar - p_ar) / u_ar
 
     out = []
     for method in by_method:
-        forwards, draws, phases = mean_terms(method, scale, projected_tables)
-        projected = forwards + o_draw * draws + phases
+        forwards, units, phases = mean_terms(method, scale, projected_tables)
+        projected = forwards + o_unit * units + phases
         measured = sum(line["seconds"] for line in by_method[method]) / len(by_method[method])
         out.append({"method": method, "requests": len(by_method[method]),
-                    "forward_s": forwards, "host_s": o_draw * draws, "phases_s": phases,
+                    "forward_s": forwards, "host_s": o_unit * units, "phases_s": phases,
                     "projected_s": projected, "measured_s": measured})
     ar_projected = out[0]["projected_s"] if out[0]["method"] == "ar" else \
         next(r["projected_s"] for r in out if r["method"] == "ar")
     tokens = args.scale_tokens or traced_tokens
     print(f"{len(lines)} traced requests, {traced_tokens} tokens each"
           + (f", stretched to {tokens}" if scale != 1 else "")
-          + f"; host work per draw (from ar) {o_draw * 1e6:.1f} us\n")
+          + f"; host work per {args.host} (from ar) {o_unit * 1e6:.1f} us\n")
     header = "| method | forwards s | host s | other phases s | projected s / image | " \
              "projected speedup |"
     rule = "|---|---:|---:|---:|---:|---:|"
@@ -199,7 +211,8 @@ def main():
         print(line)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"o_draw_s": o_draw, "tokens": tokens, "methods": out}, f, indent=1)
+            json.dump({"host": args.host, "host_s_per_unit": o_unit, "tokens": tokens,
+                       "methods": out}, f, indent=1)
     return 0
 
 

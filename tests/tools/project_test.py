@@ -1,0 +1,67 @@
+"""tools/gpu/project.py on a trace and cost table small enough to price by hand."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TOOL = os.path.join(ROOT, "tools", "gpu", "project.py")
+
+# One model, cls 1, 4 image tokens: a forward of 1 new token costs 2 ms, of 4 costs 5 ms.
+TABLE = {"cls_token_num": 1, "image_tokens": 4,
+         "cost": [{"context": c, "new_tokens": n, "eager_ms": ms}
+                  for c in (0, 4) for n, ms in ((1, 2.0), (4, 5.0))]}
+# ar: the prefill (condition position), 3 one-token steps, 1 ms of image decode, and 0.5 ms
+# of host work per step: 2 + 6 + 1 + 1.5 = 10.5 ms. "x": the prefill and one 4-token step.
+AR = {"method": "ar", "tokens": 4, "seconds": 0.0105, "phases": {"image_decode": 0.001},
+      "forwards": [["target", 2, 1, 0, False]] + [["target", 2, 1, c, False] for c in (1, 2, 3)]}
+X = {"method": "x", "tokens": 4, "seconds": 0.009, "phases": {"image_decode": 0.001},
+     "forwards": [["target", 2, 1, 0, False], ["target", 2, 4, 1, False]]}
+
+
+def project(tmp, host, trace=(AR, X), extra=()):
+    table, trace_path, out = (os.path.join(tmp, f) for f in ("t.json", "trace.jsonl", "o.json"))
+    with open(table, "w") as f:
+        json.dump(TABLE, f)
+    with open(trace_path, "w") as f:
+        f.writelines(json.dumps(line) + "\n" for line in trace)
+    subprocess.run([sys.executable, TOOL, "--trace", trace_path, "--cost", f"target={table}",
+                    "--host", host, "--json", out, *extra], check=True, capture_output=True)
+    with open(out) as f:
+        return {m["method"]: m for m in json.load(f)["methods"]}, json.load(open(out))
+
+
+class ProjectTest(unittest.TestCase):
+    def test_host_work_per_step(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            methods, doc = project(tmp, "step")
+        self.assertAlmostEqual(doc["host_s_per_unit"], 0.0005)  # (10.5 - 2 - 6 - 1) / 3 steps
+        self.assertAlmostEqual(methods["ar"]["projected_s"], 0.0105)
+        # x: prefill 2 + one 4-token step 5 + one step of host work 0.5 + decode 1 = 8.5 ms.
+        self.assertAlmostEqual(methods["x"]["forward_s"], 0.007)
+        self.assertAlmostEqual(methods["x"]["projected_s"], 0.0085)
+        self.assertAlmostEqual(methods["x"]["error"], 0.0085 / 0.009 - 1)
+
+    def test_host_work_per_draw(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            methods, doc = project(tmp, "draw")
+        # ar's 4 draws (the first token + 3 steps) share 1.5 ms; x has 1 + 4 draws.
+        self.assertAlmostEqual(doc["host_s_per_unit"], 0.0015 / 4)
+        self.assertAlmostEqual(methods["x"]["projected_s"], 0.007 + 5 * 0.0015 / 4 + 0.001)
+
+    def test_stretching_repeats_steps(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            methods, _ = project(tmp, "step", extra=("--scale_tokens", "8"))
+        # Twice the tokens: the step and its host work twice, the prefill once, decode twice.
+        self.assertAlmostEqual(methods["x"]["projected_s"], 0.002 + 2 * 0.005 + 2 * 0.0005 + 0.002)
+
+    def test_needs_ar_to_calibrate(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with self.assertRaises(subprocess.CalledProcessError):
+                project(tmp, "step", trace=(X,))
+
+
+if __name__ == "__main__":
+    unittest.main()
