@@ -123,7 +123,7 @@ struct Row {
   double seconds = 0, target_forwards = 0, draft_forwards = 0, drafted = 0, accepted = 0,
          tokens = 0, resampled = 0, relaxed = 0, expansion = 0, prefix_own = 0,
          prefix_down = 0, verify_steps = 0, pooled_drafts = 0, pooled_neighbors = 0,
-         tree_depth = 0, tree_width = 0;
+         tree_depth = 0, tree_width = 0, host_syncs = 0;
   std::vector<double> accepted_per_position;  // summed over samples
   std::array<double, engine::kNumPhases> phase_seconds{};
   std::vector<int> passes;         // per sample, in run order (paired with ar's)
@@ -560,6 +560,7 @@ int Run() {
         row.pooled_neighbors += s.pooled_neighbors;
         row.tree_depth += s.drafted_tree_depth;
         row.tree_width += s.drafted_tree_width;
+        row.host_syncs += s.host_syncs;
         if (row.accepted_per_position.size() < s.accepted_per_position.size()) {
           row.accepted_per_position.resize(s.accepted_per_position.size(), 0.0);
         }
@@ -716,6 +717,20 @@ int Run() {
   }
   md << phases;
   std::fputs(phases.c_str(), stdout);
+  // Device -> host reads (host synchronisations on a GPU, counted on every device): a decoding
+  // step is a verify step (parallel step), or a sampled token for methods without them (ar).
+  std::string syncs =
+      "\nhost syncs (device -> host reads; prefill and decoding, not the image decode)\n\n"
+      "| method | host syncs / image | decode steps / image | host syncs / step |\n"
+      "|---|---:|---:|---:|\n";
+  for (const Row& row : rows) {
+    const double steps = row.verify_steps > 0 ? row.verify_steps : row.tokens;
+    absl::StrAppend(&syncs, absl::StrFormat("| %s | %.1f | %.1f | %.2f |\n", row.config.name,
+                                            row.host_syncs / row.n, steps / row.n,
+                                            steps > 0 ? row.host_syncs / steps : 0.0));
+  }
+  md << syncs;
+  std::fputs(syncs.c_str(), stdout);
   // Tree and chain methods: how long the accepted paths are and, for the relaxed rules, how
   // much of it the relaxation bought and how large the pooled sets were.
   std::string paths =

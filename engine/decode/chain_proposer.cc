@@ -1,5 +1,6 @@
 #include "engine/decode/chain_proposer.h"
 
+#include "engine/core/host_read.h"
 #include "engine/sampling/sampler.h"
 
 namespace mulo::engine {
@@ -14,7 +15,7 @@ StatusOr<DraftBatch> ChainProposer::Propose(DecodeSession& session, int64_t coun
   for (int64_t j = 0; j < count; ++j) {
     q.push_back(session.Probabilities(draft_->next_logits()));
     const int64_t x = session.greedy()
-                          ? q.back().argmax().item<int64_t>()
+                          ? ItemOf<int64_t>(q.back().argmax())
                           : SampleFromProbabilities(q.back(), session.rng(RngStream::kDrafter));
     drafts.tokens.push_back(x);
     seq.push_back(x);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/core/host_read.h"
 #include "engine/sampling/without_replacement.h"
 
 namespace mulo::engine {
@@ -83,7 +84,7 @@ torch::Tensor EagleProposer::Probabilities(DecodeSession& session,
   const auto logits = torch::linear(features, target_.output_weight()).to(torch::kFloat32);
   // Greedy verification only compares argmaxes, so a greedy tree is ranked by the head's
   // guided, untempered distribution and keeps its alternatives.
-  return session.RankingProbabilities(logits).to(torch::kCPU);
+  return HostRead(session.RankingProbabilities(logits));
 }
 
 StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t max_depth) {

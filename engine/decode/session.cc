@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "engine/core/host_read.h"
 #include "engine/core/torch_guard.h"
 #include "engine/sampling/guidance.h"
 #include "engine/sampling/logits_processor.h"
@@ -199,11 +200,15 @@ StatusOr<DecodeResult> SteppedMethod::Decode(const DecodeRequest& request,
                         DecodeSession::Start(name(), request, models, progress, cancel));
   return GuardTorch(name(), [&]() -> StatusOr<DecodeResult> {
     torch::NoGradGuard no_grad;
+    // The request runs on this thread from Begin to Finish, so the thread's read count over
+    // that span is the request's own.
+    const int64_t reads_before = HostReadCount();
     MULO_ASSIGN_OR_RETURN(std::unique_ptr<State> state, Begin(*session));
     while (!session->done()) {
       MULO_RETURN_IF_ERROR(session->CheckCancelled());
       MULO_RETURN_IF_ERROR(state->Step(*session));
     }
+    session->stats().host_syncs = HostReadCount() - reads_before;
     return session->Finish();
   });
 }

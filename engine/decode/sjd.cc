@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/core/host_read.h"
 #include "engine/sampling/exact_verifier.h"
 #include "engine/sampling/sampler.h"
 
@@ -71,7 +72,7 @@ class JacobiState : public SteppedMethod::State {
   // A token from distribution `probs` [V] with the drafter's stream (its argmax when greedy:
   // there p is one-hot).
   static int64_t Draw(DecodeSession& session, const torch::Tensor& probs) {
-    if (session.greedy()) return probs.argmax().item<int64_t>();
+    if (session.greedy()) return ItemOf<int64_t>(probs.argmax());
     return SampleFromProbabilities(probs, session.rng(RngStream::kDrafter));
   }
 

@@ -31,7 +31,8 @@ std::string Stats::ToString() const {
       << " expansion_resampled=" << expansion_resampled_tokens
       << " pooled_drafts=" << pooled_drafts << " pooled_neighbors=" << pooled_neighbors
       << " prefix_own=" << prefix_own_tokens << " prefix_downsampled=" << prefix_downsampled_tokens
-      << " step_compression=" << StepCompression() << " total=" << total_seconds << "s";
+      << " host_syncs=" << host_syncs << " step_compression=" << StepCompression()
+      << " total=" << total_seconds << "s";
   for (int i = 0; i < kNumPhases; ++i) {
     if (phase_seconds[i] > 0) {
       out << " " << PhaseName(static_cast<Phase>(i)) << "=" << phase_seconds[i] << "s";

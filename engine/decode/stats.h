@@ -55,6 +55,9 @@ struct Stats {
   // tree), summed over verify steps (PEANUT adapts both).
   int64_t drafted_tree_depth = 0;
   int64_t drafted_tree_width = 0;
+  // Device -> host reads the decoding made (engine/core/host_read.h): host synchronisations
+  // on a GPU, counted on every device. Prefill and steps; not the image decode.
+  int64_t host_syncs = 0;
   std::array<double, kNumPhases> phase_seconds{};
   double total_seconds = 0.0;
 

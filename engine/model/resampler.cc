@@ -1,5 +1,6 @@
 #include "engine/model/resampler.h"
 
+#include "engine/core/host_read.h"
 #include "engine/core/torch_guard.h"
 #include "engine/model/json_fields.h"
 
@@ -107,7 +108,7 @@ StatusOr<std::vector<int64_t>> Resampler::Apply(const std::vector<int64_t>& ids,
                                                 int64_t w) const {
   MULO_ASSIGN_OR_RETURN(torch::Tensor out, Apply(torch::tensor(ids, torch::kInt64).unsqueeze(0),
                                                  h, w));
-  auto flat = out.flatten().to(torch::kCPU).contiguous();
+  auto flat = HostRead(out.flatten()).contiguous();
   return std::vector<int64_t>(flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel());
 }
 

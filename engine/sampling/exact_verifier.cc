@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "engine/core/host_read.h"
 #include "engine/core/torch_guard.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/speculative_acceptance.h"
@@ -30,8 +31,8 @@ StatusOr<Verdict> ExactVerifier::Verify(const VerifyInput& input,
   }
   return GuardTorch("ExactVerifier", [&]() -> StatusOr<Verdict> {
     // Everything the rule reads, on the host in one transfer per tensor.
-    const auto p = input.p.to(torch::kCPU, torch::kFloat32).contiguous();
-    const auto q = drafts.q.to(torch::kCPU, torch::kFloat32).contiguous();
+    const auto p = HostRead(input.p, torch::kFloat32).contiguous();
+    const auto q = HostRead(drafts.q, torch::kFloat32).contiguous();
     Verdict verdict;
     for (int64_t i = 0; i < length; ++i) {
       const Judgement judgement = Judge(p[i], q[i], drafts.tokens[i], *rngs.accept);
@@ -50,7 +51,7 @@ StatusOr<Verdict> ExactVerifier::Verify(const VerifyInput& input,
     }
     if (input.p.size(0) > length) {  // the bonus position after a fully kept chain
       const auto bonus = input.p[length];
-      verdict.next_token = input.greedy ? bonus.argmax().item<int64_t>()
+      verdict.next_token = input.greedy ? ItemOf<int64_t>(bonus.argmax())
                                         : SampleFromProbabilities(bonus, *rngs.draw);
     }
     return verdict;

@@ -1,5 +1,6 @@
 #include "engine/sampling/pooled_threshold_verifier.h"
 
+#include "engine/core/host_read.h"
 #include "engine/core/torch_guard.h"
 
 namespace mulo::engine {
@@ -14,8 +15,8 @@ StatusOr<Verdict> PooledThresholdVerifier::Verify(const VerifyInput& input,
     auto tokens = torch::tensor(input.drafts.tokens, torch::kInt64);
     PooledProbabilities probabilities =
         Pool(input.p.narrow(0, 0, length), tokens, neighbors_, pooling_);
-    auto pooled = probabilities.pooled.to(torch::kCPU);
-    auto own = probabilities.own.to(torch::kCPU);
+    auto pooled = HostRead(probabilities.pooled);
+    auto own = HostRead(probabilities.own);
     auto pooled_at = pooled.accessor<float, 1>();
     auto own_at = own.accessor<float, 1>();
     Verdict verdict;

@@ -1,5 +1,6 @@
 #include "engine/sampling/sampler.h"
 
+#include "engine/core/host_read.h"
 #include "engine/sampling/logits_processor.h"
 
 namespace mulo::engine {
@@ -15,16 +16,20 @@ int64_t SampleOnDevice(const torch::Tensor& probs, Rng& rng) {
   auto cumulative = probs.to(torch::kFloat64).flatten().cumsum(0);
   auto target = (cumulative.narrow(0, cumulative.size(0) - 1, 1) * u);
   const int64_t index =
-      torch::searchsorted(cumulative, target, /*out_int32=*/false, /*right=*/true).item<int64_t>();
+      ItemOf<int64_t>(torch::searchsorted(cumulative, target, /*out_int32=*/false, /*right=*/true));
   if (index < cumulative.size(0)) return index;
   // Rounding at the very top of the CDF: the last entry with mass, as on the host.
-  return torch::nonzero(probs.flatten() > 0).max().item<int64_t>();
+  return ItemOf<int64_t>(torch::nonzero(probs.flatten() > 0).max());
 }
 
 }  // namespace
 
 int64_t SampleFromProbabilities(const torch::Tensor& probs, Rng& rng) {
   if (probs.is_cuda()) return SampleOnDevice(probs, rng);
+  return SampleFromHostProbabilities(HostRead(probs, torch::kFloat32), rng);
+}
+
+int64_t SampleFromHostProbabilities(const torch::Tensor& probs, Rng& rng) {
   auto p = probs.to(torch::kCPU, torch::kFloat32).contiguous();
   const float* data = p.data_ptr<float>();
   const int64_t n = p.numel();
@@ -44,7 +49,7 @@ int64_t SampleFromProbabilities(const torch::Tensor& probs, Rng& rng) {
 
 int64_t SampleToken(const torch::Tensor& logits, const SamplingParams& params, Rng& rng) {
   torch::NoGradGuard no_grad;
-  if (params.temperature == 0.0) return logits.argmax(-1).item<int64_t>();
+  if (params.temperature == 0.0) return ItemOf<int64_t>(logits.argmax(-1));
   return SampleFromProbabilities(ToProbabilities(logits, params), rng);
 }
 

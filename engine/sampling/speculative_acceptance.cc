@@ -1,5 +1,7 @@
 #include "engine/sampling/speculative_acceptance.h"
 
+#include "engine/core/host_read.h"
+
 namespace mulo::engine {
 
 bool AcceptDraft(double p_x, double q_x, Rng& rng) {
@@ -13,7 +15,7 @@ bool AcceptDraft(double p_x, double q_x, Rng& rng) {
 torch::Tensor ResidualDistribution(const torch::Tensor& p, const torch::Tensor& q) {
   torch::NoGradGuard no_grad;
   auto residual = (p.to(torch::kFloat64) - q.to(torch::kFloat64)).clamp_min(0.0);
-  const double total = residual.sum().item<double>();
+  const double total = ItemOf<double>(residual.sum());
   if (total <= 0.0) return p.to(torch::kFloat32);
   return (residual / total).to(torch::kFloat32);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "engine/core/host_read.h"
 #include "engine/core/torch_guard.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/speculative_acceptance.h"
@@ -50,7 +51,7 @@ double TreeVerifier::Borrowed(const torch::Tensor& target, int64_t x, Verdict* v
 torch::Tensor TreeVerifier::RejectedNeighbourhood(int64_t x) const {
   const LatentNeighbors& n = *relaxation_.neighbors;
   const int64_t count = std::min(relaxation_.rule.k + 1, n.max_neighbors());
-  return n.table()[x].narrow(0, 0, count).to(torch::kCPU);
+  return HostRead(n.table()[x].narrow(0, 0, count));
 }
 
 StatusOr<Verdict> TreeVerifier::Verify(const VerifyInput& input, const VerifierRngs& rngs) const {
@@ -76,10 +77,10 @@ StatusOr<Verdict> TreeVerifier::Verify(const VerifyInput& input, const VerifierR
         "TreeVerifier: a relaxation needs the latent neighbour table of the p's vocabulary");
   }
   return GuardTorch("TreeVerifier", [&]() -> StatusOr<Verdict> {
-    const auto p = input.p.to(torch::kCPU, torch::kFloat64);
+    const auto p = HostRead(input.p, torch::kFloat64);
     const auto children = ChildrenByRow(drafts.parents);
     if (input.greedy) return Greedy(p, drafts, children);
-    const auto q = drafts.q.defined() ? drafts.q.to(torch::kCPU, torch::kFloat64) : torch::Tensor();
+    const auto q = drafts.q.defined() ? HostRead(drafts.q, torch::kFloat64) : torch::Tensor();
     return Sampled(p, q, drafts, children, rngs);
   });
 }
@@ -169,7 +170,7 @@ Verdict TreeVerifier::Sampled(const torch::Tensor& p, const torch::Tensor& q,
       }
     }
     if (kept < 0) {
-      verdict.next_token = SampleFromProbabilities(target, *rngs.draw);
+      verdict.next_token = SampleFromHostProbabilities(target, *rngs.draw);
       return verdict;
     }
     verdict.accepted.push_back(kept);

@@ -15,7 +15,7 @@ SiblingDraws DrawWithoutReplacement(const torch::Tensor& q, int64_t count, Rng& 
     if (!(mass > 0)) break;
     remaining /= mass;
     const int64_t token = greedy ? remaining.argmax().item<int64_t>()
-                                 : SampleFromProbabilities(remaining, rng);
+                                 : SampleFromHostProbabilities(remaining, rng);
     rows.push_back(greedy ? torch::one_hot(torch::tensor(token), remaining.size(0))
                                 .to(torch::kFloat32)
                           : remaining.clone());

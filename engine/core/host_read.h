@@ -1,0 +1,41 @@
+// Device -> host reads on the decode path, counted. On a CUDA device each such read waits for
+// every kernel queued before it (a host synchronisation), so the engine routes the reads a
+// decision needs (the sampled token, a verifier's p and q, a resampler's ids) through these
+// helpers and a request reports how many it paid (Stats::host_syncs).
+//
+// Call sites are those whose tensor lives on the model's device in a GPU run; they count on
+// every device, so a CPU run reports the synchronisations the same request would pay on a GPU.
+// Reads of tensors already copied to the host are plain torch calls and are not counted.
+//
+// Why a thread_local counter instead of per-request state: the reads sit in sampling and
+// verification functions (sampler, verifiers, resampler) that take no request, and threading
+// a counter through all of them would change a dozen signatures for bookkeeping. A request
+// decodes on one thread from Begin to Finish (SteppedMethod::Decode), which reads the counter
+// before and after and stores the difference in the request's Stats; the counter only grows.
+#ifndef MULO_ENGINE_CORE_HOST_READ_H_
+#define MULO_ENGINE_CORE_HOST_READ_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+namespace mulo::engine {
+
+// Device -> host reads made so far on this thread (never reset; take differences).
+int64_t HostReadCount();
+void CountHostRead();
+
+// tensor.to(torch::kCPU[, dtype]), counted as one read.
+torch::Tensor HostRead(const torch::Tensor& tensor);
+torch::Tensor HostRead(const torch::Tensor& tensor, torch::ScalarType dtype);
+
+// tensor.item<T>(), counted as one read.
+template <typename T>
+T ItemOf(const torch::Tensor& tensor) {
+  CountHostRead();
+  return tensor.item<T>();
+}
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_CORE_HOST_READ_H_

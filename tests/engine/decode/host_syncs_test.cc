@@ -1,0 +1,76 @@
+// Stats::host_syncs counts the decode path's device -> host reads (engine/core/host_read.h),
+// the host synchronisations of a GPU run: AR pays exactly one per token (the sampled token),
+// speculative decoding a known handful per verify step. An added or a missed read fails here.
+#include <gtest/gtest.h>
+
+#include "engine/core/host_read.h"
+#include "engine/decode/ar.h"
+#include "engine/decode/speculative.h"
+#include "tests/engine/decode/sd_fixture.h"
+#include "tests/engine/test_util.h"
+
+namespace mulo::engine {
+namespace {
+
+using testing::LoadSd;
+using testing::RunMethod;
+using testing::Sampling;
+using testing::SdFixture;
+
+TEST(HostReadTest, EveryHelperCountsOneRead) {
+  const torch::Tensor t = torch::arange(4, torch::kInt64);
+  const int64_t before = HostReadCount();
+  EXPECT_EQ(ItemOf<int64_t>(t.max()), 3);
+  EXPECT_TRUE(HostRead(t).equal(t));
+  EXPECT_EQ(HostRead(t, torch::kFloat64).scalar_type(), torch::kFloat64);
+  EXPECT_EQ(HostReadCount() - before, 3);
+}
+
+// The prefill reads nothing (its inputs are built on the host); each step reads its draw.
+TEST(HostSyncsTest, ArReadsOncePerSampledToken) {
+  SdFixture f = LoadSd();
+  for (const SamplingParams& s : {Sampling(1.0, 1.0, 7), Sampling(1.0, 2.0, 8),
+                                  Sampling(0.0, 2.0, 9)}) {
+    auto ar = RunMethod(ArDecoder(), f, s);
+    ASSERT_OK(ar);
+    EXPECT_EQ(ar->stats.host_syncs, ar->stats.tokens)
+        << "temperature " << s.temperature << " cfg " << s.cfg_scale;
+  }
+}
+
+// Token 0 is drawn from the prefill's logits before the first step (1 read). Then, per verify
+// step: one read per drafted token (its draw), the target's p and the draft's q
+// (one transfer each), then either a rejection (the residual's mass and the replacement's
+// draw: 2) or, after a fully kept chain, the bonus draw (1; none on the last step when the
+// chain reaches the image's end). So, with R rejecting steps and V steps,
+//   1 + drafted + 2V + 2R + (V - R) - 1 <= host_syncs <= 1 + drafted + 2V + 2R + (V - R),
+// and no step pays more than gamma + 4.
+TEST(HostSyncsTest, SpeculativeReadsAHandfulPerVerifyStep) {
+  SdFixture f = LoadSd();
+  for (int64_t gamma : {1, 3, 5}) {
+    for (const SamplingParams& s : {Sampling(1.0, 2.0, 11), Sampling(0.0, 2.0, 12)}) {
+      auto sd = RunMethod(SpeculativeDecoder({gamma}), f, s);
+      ASSERT_OK(sd);
+      const Stats& st = sd->stats;
+      ASSERT_GT(st.verify_steps, 0);
+      const int64_t upper = 1 + st.drafted_tokens + 3 * st.verify_steps + st.resampled_tokens;
+      EXPECT_LE(st.host_syncs, upper) << "gamma " << gamma << " " << st.ToString();
+      EXPECT_GE(st.host_syncs, upper - 1) << "gamma " << gamma << " " << st.ToString();
+      EXPECT_LE(st.host_syncs, 1 + (gamma + 4) * st.verify_steps) << "gamma " << gamma;
+    }
+  }
+}
+
+// A chain drafted by the target itself is always kept: 15 tokens after the first in 3 steps of
+// 4 drafts + 1 bonus, each step reading 4 draws, p, q and the bonus draw.
+TEST(HostSyncsTest, SelfDraftedChainReadsItsBonus) {
+  SdFixture f = LoadSd();
+  f.models.chain = f.models.target;
+  auto sd = RunMethod(SpeculativeDecoder({4}), f, Sampling(1.0, 1.0, 3));
+  ASSERT_OK(sd);
+  ASSERT_EQ(sd->stats.verify_steps, 3);
+  EXPECT_EQ(sd->stats.host_syncs, 1 + 3 * (4 + 2 + 1));
+}
+
+}  // namespace
+}  // namespace mulo::engine
