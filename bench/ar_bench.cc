@@ -47,6 +47,7 @@ struct Flags {
   std::string device = "cpu";
   std::string dtype = "float32";
   std::string new_tokens = "1,4,16,64,256";
+  std::string requests = "";  // e.g. 1,2,4,8,16: the stacked-requests table
   std::string contexts = "";  // default: 0, N/4, N/2, 3N/4 image tokens
   std::string graphs = "both";
   double bandwidth = 0.0;
@@ -100,6 +101,60 @@ struct Variant {
 int Fail(const Status& status) {
   std::fprintf(stderr, "error: %s\n", status.ToString().c_str());
   return 1;
+}
+
+// Several requests' AR steps stacked along the batch axis of one forward, each with its CFG
+// pair and the same context (N/2 image tokens): the most that batching across requests
+// (continuous batching) can gain on this device, since real requests differ in context and
+// method. Eager forwards; the median over --repeats.
+int StackedRequestsTable(const Flags& flags, const Transformer& model,
+                         const torch::Tensor& embedded, int64_t batch, const torch::Device& device,
+                         nlohmann::json* report) {
+  std::vector<int64_t> requests;
+  if (!ParseList(flags.requests, &requests) ||
+      std::find(requests.begin(), requests.end(), 0) != requests.end()) {
+    std::fprintf(stderr, "error: --requests: expected a comma list of positive counts\n");
+    return 2;
+  }
+  const TransformerConfig& c = model.config();
+  const int64_t ctx = c.num_image_tokens() / 2;
+  std::printf("\nStacked requests (one AR step each, context %ld image tokens, eager):\n\n"
+              "| requests | batch rows | ms / forward | ms / request step | throughput vs the first |\n"
+              "|---:|---:|---:|---:|---:|\n",
+              ctx);
+  (*report)["stacked"] = nlohmann::json::array();
+  double single_ms = 0.0;  // ms per request step at requests[0]
+  for (int64_t r : requests) {
+    const int64_t rows = r * batch;
+    KvCache cache = model.NewCache(rows, c.cls_token_num + ctx + 1);
+    auto prefill = model.Prefill(cache, embedded.repeat({r, 1, 1}), LogitsMode::kNone);
+    if (!prefill.ok()) return Fail(prefill.status());
+    auto ids = torch::randint(c.vocab_size, {rows, ctx}, torch::kInt64);
+    auto fed = model.ForwardTokens(cache, ids, torch::arange(model.TokenPosition(0),
+                                                             model.TokenPosition(ctx)),
+                                   LogitsMode::kNone);
+    if (!fed.ok()) return Fail(fed.status());
+    const int64_t warm = cache.length();
+    auto step = torch::randint(c.vocab_size, {rows, 1}, torch::kInt64);
+    auto position = torch::full({1}, model.TokenPosition(ctx), torch::kInt64);
+    std::vector<double> times;
+    for (int i = 0; i < std::max(1, flags.repeats) + 1; ++i) {  // the first warms up
+      Sync(device);
+      const auto start = Clock::now();
+      auto out = model.ForwardTokens(cache, step, position, LogitsMode::kAll);
+      Sync(device);
+      const double t = Seconds(start);
+      if (!out.ok()) return Fail(out.status());
+      if (!cache.Truncate(warm).ok()) return 1;
+      if (i > 0) times.push_back(t);
+    }
+    const double ms = 1e3 * Median(times);
+    if (single_ms == 0.0) single_ms = ms / r;  // per-request step time of the first count
+    std::printf("| %ld | %ld | %.3f | %.3f | %.2fx |\n", r, rows, ms, ms / r,
+                single_ms / (ms / r));
+    (*report)["stacked"].push_back({{"requests", r}, {"ms", ms}});
+  }
+  return 0;
 }
 
 int Run(const Flags& flags) {
@@ -257,6 +312,11 @@ int Run(const Flags& flags) {
     }
   }
 
+  if (!flags.requests.empty()) {
+    const int status = StackedRequestsTable(flags, model, *embedded, batch, device, &report);
+    if (status != 0) return status;
+  }
+
   if (bandwidth > 0) {
     const double floor_ms = 1e3 * weight_bytes->load() / bandwidth;
     const int64_t kv_row = report["kv_bytes_per_row"].get<int64_t>();
@@ -334,6 +394,8 @@ int main(int argc, char** argv) {
   parser.Add("cfg_scale", &flags.cfg_scale, "CFG scale (1 = one stream, otherwise batch 2)");
   parser.Add("device", &flags.device, "cpu or cuda");
   parser.Add("dtype", &flags.dtype, "compute dtype of the weights: float32, bfloat16, float16");
+  parser.Add("requests", &flags.requests,
+             "comma list: also time one AR step of this many requests stacked in one forward");
   parser.Add("new_tokens", &flags.new_tokens, "comma list: tokens appended per timed forward");
   parser.Add("contexts", &flags.contexts,
              "comma list: image tokens already cached (default 0, N/4, N/2, 3N/4)");
