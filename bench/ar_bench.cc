@@ -27,10 +27,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/bench_flags.h"
 #include "engine/core/cpu_threads.h"
+#include "engine/core/status.h"
 #include "engine/decode/ar.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/transformer.h"
@@ -103,6 +105,38 @@ int Fail(const Status& status) {
   return 1;
 }
 
+// A cache for the condition rows `embedded` [rows, cls, dim] followed by `context` image
+// tokens (the same random ids in every row; a forward's cost does not depend on them).
+StatusOr<KvCache> WarmCache(const Transformer& model, const torch::Tensor& embedded,
+                            int64_t context, int64_t capacity) {
+  const int64_t rows = embedded.size(0);
+  KvCache cache = model.NewCache(rows, capacity);
+  MULO_RETURN_IF_ERROR(model.Prefill(cache, embedded, LogitsMode::kNone).status());
+  if (context > 0) {
+    auto ids = torch::randint(model.config().vocab_size, {1, context}, torch::kInt64)
+                   .expand({rows, context})
+                   .contiguous();
+    auto positions = torch::arange(model.TokenPosition(0), model.TokenPosition(context));
+    MULO_RETURN_IF_ERROR(model.ForwardTokens(cache, ids, positions, LogitsMode::kNone).status());
+  }
+  return cache;
+}
+
+// Seconds of one causal append of `ids` at `positions` (all logits, as verification reads
+// them); the cache is cut back to `warm` rows afterwards.
+StatusOr<double> TimeAppend(const Transformer& model, KvCache& cache, const torch::Tensor& ids,
+                            const torch::Tensor& positions, int64_t warm,
+                            const torch::Device& device) {
+  Sync(device);
+  const auto start = Clock::now();
+  auto out = model.ForwardTokens(cache, ids, positions, LogitsMode::kAll);
+  Sync(device);
+  const double seconds = Seconds(start);
+  MULO_RETURN_IF_ERROR(out.status());
+  MULO_RETURN_IF_ERROR(cache.Truncate(warm));
+  return seconds;
+}
+
 // Several requests' AR steps stacked along the batch axis of one forward, each with its CFG
 // pair and the same context (N/2 image tokens): the most that batching across requests
 // (continuous batching) can gain on this device, since real requests differ in context and
@@ -126,27 +160,16 @@ int StackedRequestsTable(const Flags& flags, const Transformer& model,
   double single_ms = 0.0;  // ms per request step at requests[0]
   for (int64_t r : requests) {
     const int64_t rows = r * batch;
-    KvCache cache = model.NewCache(rows, c.cls_token_num + ctx + 1);
-    auto prefill = model.Prefill(cache, embedded.repeat({r, 1, 1}), LogitsMode::kNone);
-    if (!prefill.ok()) return Fail(prefill.status());
-    auto ids = torch::randint(c.vocab_size, {rows, ctx}, torch::kInt64);
-    auto fed = model.ForwardTokens(cache, ids, torch::arange(model.TokenPosition(0),
-                                                             model.TokenPosition(ctx)),
-                                   LogitsMode::kNone);
-    if (!fed.ok()) return Fail(fed.status());
-    const int64_t warm = cache.length();
+    auto cache = WarmCache(model, embedded.repeat({r, 1, 1}), ctx, c.cls_token_num + ctx + 1);
+    if (!cache.ok()) return Fail(cache.status());
+    const int64_t warm = cache->length();
     auto step = torch::randint(c.vocab_size, {rows, 1}, torch::kInt64);
     auto position = torch::full({1}, model.TokenPosition(ctx), torch::kInt64);
     std::vector<double> times;
     for (int i = 0; i < std::max(1, flags.repeats) + 1; ++i) {  // the first warms up
-      Sync(device);
-      const auto start = Clock::now();
-      auto out = model.ForwardTokens(cache, step, position, LogitsMode::kAll);
-      Sync(device);
-      const double t = Seconds(start);
-      if (!out.ok()) return Fail(out.status());
-      if (!cache.Truncate(warm).ok()) return 1;
-      if (i > 0) times.push_back(t);
+      auto t = TimeAppend(model, *cache, step, position, warm, device);
+      if (!t.ok()) return Fail(t.status());
+      if (i > 0) times.push_back(*t);
     }
     const double ms = 1e3 * Median(times);
     if (single_ms == 0.0) single_ms = ms / r;  // per-request step time of the first count
@@ -268,15 +291,9 @@ int Run(const Flags& flags) {
   for (int64_t ctx : contexts) {
     std::vector<KvCache> caches;
     for (const Variant& v : variants) {
-      caches.push_back(v.model->NewCache(batch, capacity));
-      auto prefill = v.model->Prefill(caches.back(), *embedded, LogitsMode::kNone);
-      if (!prefill.ok()) return Fail(prefill.status());
-      if (ctx > 0) {
-        auto ids = torch::randint(c.vocab_size, {1, ctx}, torch::kInt64).expand({batch, ctx});
-        auto pos = torch::arange(model.TokenPosition(0), model.TokenPosition(ctx));
-        auto fed = v.model->ForwardTokens(caches.back(), ids.contiguous(), pos, LogitsMode::kNone);
-        if (!fed.ok()) return Fail(fed.status());
-      }
+      auto cache = WarmCache(*v.model, *embedded, ctx, capacity);
+      if (!cache.ok()) return Fail(cache.status());
+      caches.push_back(std::move(*cache));
     }
     const int64_t warm = caches[0].length();
     const int64_t free_positions = n_image - 1 - ctx;
@@ -286,15 +303,10 @@ int Run(const Flags& flags) {
       std::vector<std::vector<double>> times(variants.size());
       for (int r = 0; r < repeats + warmups; ++r) {
         for (size_t v = 0; v < variants.size(); ++v) {
-          Sync(device);
-          const auto start = Clock::now();
-          auto out = variants[v].model->ForwardTokens(caches[v], ids.contiguous(), positions,
-                                                      LogitsMode::kAll);
-          Sync(device);
-          const double t = Seconds(start);
-          if (!out.ok()) return Fail(out.status());
-          if (!caches[v].Truncate(warm).ok()) return 1;
-          if (r >= warmups) times[v].push_back(t);
+          auto t = TimeAppend(*variants[v].model, caches[v], ids.contiguous(), positions, warm,
+                              device);
+          if (!t.ok()) return Fail(t.status());
+          if (r >= warmups) times[v].push_back(*t);
         }
       }
       std::printf("| %ld | %ld |", ctx, k);

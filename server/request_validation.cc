@@ -131,7 +131,7 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
   out.model_name = request.model();
   const auto& target = out.models->target->config();
 
-  // What to condition on: a prompt, precomputed features or TA-Tok ids.
+  // What to condition on: a prompt, precomputed features, TA-Tok ids or a class label.
   if (request.condition_size() > 0 && request.condition_tokens_size() > 0) {
     return Invalid("condition_tokens", "send either condition features or condition_tokens");
   }
@@ -168,9 +168,6 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
     }
   } else if (request.condition_size() > 0) {
     const int64_t want = target.cls_token_num * target.cond_dim;
-    if (target.condition_mode == engine::ConditionMode::kClassLabel) {
-      return Invalid("condition", "this model takes class labels, not features");
-    }
     if (request.condition_size() != want) {
       return Invalid("condition", absl::StrCat(request.condition_size(), " floats, expected ",
                                                target.cls_token_num, " x ", target.cond_dim,

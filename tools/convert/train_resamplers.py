@@ -32,7 +32,6 @@ drafter, a VQ file without its encoder) name the file and exit with status 2.
 """
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -45,10 +44,12 @@ from PIL import Image
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
+sys.path.append(os.path.join(HERE, "..", "synth"))  # after ours: trainer only
 import component  # noqa: E402
 import family  # noqa: E402
 import resampler as rs  # noqa: E402
 import safetensors_io  # noqa: E402
+import trainer  # noqa: E402  (tools/synth/trainer.py: the learning-rate schedule)
 import upstream  # noqa: E402
 import vq_decoder as vq  # noqa: E402
 
@@ -248,11 +249,7 @@ def majority_agreement(train_ids, ids):
 
 def lr_at(step, steps, peak):
     """Linear warm-up over the first tenth (at most 100 steps), then cosine down to 5%."""
-    warmup = max(1, min(100, steps // 10))
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    t = (step - warmup) / max(1, steps - warmup)
-    return peak * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * t)))
+    return trainer.cosine_lr(step, steps, peak, warmup=max(1, min(100, steps // 10)), floor=0.05)
 
 
 def train(pair, low, high, pixels, vq_model, args, device):

@@ -44,6 +44,7 @@ import transformer as tr  # noqa: E402
 import upstream_layouts  # noqa: E402
 import vq16  # noqa: E402
 import vq_decoder as vq  # noqa: E402
+from random_init import upstream_init  # noqa: E402
 
 VOCAB = 16384
 TA_TOK_ROWS = 729  # Tar's <S0> scale: 27 x 27 TA-Tok ids per image
@@ -51,20 +52,6 @@ TA_TOK = dict(codebook_size=65536, bottleneck_dim=1536, l2_normalized=True, in_d
               hidden=1152, n_layer=3, n_head=12, intermediate=4304, num_patches=729,
               layer_norm_eps=1e-6)
 C2I_IMAGE_SIZE = 384
-
-
-def replica_init(model, gen):
-    """Upstream's initialisation in spirit: N(0, 0.02) matrices and embeddings, unit norm
-    weights, zero biases. Fast (one randn per tensor) and keeps activations finite."""
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.dim() == 1:
-                p.fill_(1.0 if "norm" in name else 0.0)
-            else:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
-        for name, b in model.named_buffers():
-            if name.endswith("uncond_embedding"):
-                b.copy_(torch.randn(b.shape, generator=gen) * 0.02)
 
 
 def log(message, start):
@@ -77,7 +64,7 @@ def tar_ar_file(path, grid, gen, start):
                position_mode="abs_pe", condition_mode="clip_cond", cls_token_num=TA_TOK_ROWS,
                cond_dim=TA_TOK["hidden"], multiple_of=256, norm_eps=1e-5)
     model = tr.Transformer(cfg).eval()
-    replica_init(model, gen)
+    upstream_init(model, gen)
     count = sum(p.numel() for p in model.parameters())
     upstream_layouts.tar_ar(path, model, "llama-abs-LP", grid * grid, TA_TOK_ROWS,
                             dtype=torch.bfloat16)
@@ -92,7 +79,7 @@ def write_tar(out, gen, start):
     tar_ar_file(files["target"], 32, gen, start)
     tar_ar_file(files["drafter"], 16, gen, start)
     dequantizer = ta_tok_reference.TaTokDequantizer(TA_TOK).eval()
-    replica_init(dequantizer, gen)
+    upstream_init(dequantizer, gen)
     upstream_layouts.ta_tok(files["ta_tok"], dequantizer, gen, TA_TOK_ROWS)
     del dequantizer
     log(f"{files['ta_tok']}: TA-Tok de-quantiser", start)
@@ -105,7 +92,7 @@ def write_tar(out, gen, start):
 
 def write_vq(path, gen, start):
     model = vq.VQModel(vq16.vq_config("VQ-16", VOCAB, 8)).eval()
-    replica_init(model, gen)
+    upstream_init(model, gen)
     upstream_layouts.llamagen_vq(path, model)
     log(f"{path}: VQ-16, {sum(p.numel() for p in model.parameters()) / 1e6:.0f} M "
         f"parameters", start)
@@ -120,7 +107,7 @@ def write_llamagen_c2i(out, gen, start):
                condition_mode="class_label", cls_token_num=1, num_classes=1000,
                multiple_of=256, norm_eps=1e-5)
     model = tr.Transformer(cfg).eval()
-    replica_init(model, gen)
+    upstream_init(model, gen)
     count = sum(p.numel() for p in model.parameters())
     upstream_layouts.llamagen_gpt(gpt, model, gen, dtype=torch.bfloat16)
     del model

@@ -1,4 +1,5 @@
-"""Random weights for test models (fixtures, tiny upstream-layout files)."""
+"""Random weights for test models (fixtures, tiny upstream-layout files) and for the
+full-size replicas (tools/convert/write_replicas.py)."""
 import torch
 
 
@@ -16,3 +17,17 @@ def spread_init(model, gen):
     for name, b in model.named_buffers():
         if name.endswith("uncond_embedding"):
             b.data = torch.randn(b.shape, generator=gen)
+
+
+def upstream_init(model, gen):
+    """Upstream's initialisation in spirit: N(0, 0.02) matrices and embeddings, unit norm
+    weights, zero biases. Fast (one randn per tensor) and keeps activations finite."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.fill_(1.0 if "norm" in name else 0.0)
+            else:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
+        for name, b in model.named_buffers():
+            if name.endswith("uncond_embedding"):
+                b.copy_(torch.randn(b.shape, generator=gen) * 0.02)

@@ -72,11 +72,12 @@ def autocast():
     return torch.autocast(device().type, dtype=torch.bfloat16)
 
 
-def cosine_lr(step, total, peak, warmup):
+def cosine_lr(step, total, peak, warmup, floor=0.1):
+    """Linear warm-up to `peak`, then a cosine down to floor x peak at `total`."""
     if step < warmup:
         return peak * (step + 1) / warmup
     t = (step - warmup) / max(1, total - warmup)
-    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
+    return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * t)))
 
 
 def wsd_lr(step, total, peak, warmup, decay_fraction=0.2):
