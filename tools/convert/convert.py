@@ -63,6 +63,15 @@ def add_gpt_flags(p):
     p.add_argument("--codebook-size", type=int, help="the VQ codebook = the vocabulary (16384)")
 
 
+def add_family_flags(p):
+    """The VQ file and what every family command shares."""
+    p.add_argument("--vq", required=True)
+    p.add_argument("--vq-model", choices=sorted(vq16.REGISTRY), default="VQ-16")
+    p.add_argument("--resamplers", help="a directory with upsampler/ and downsampler/")
+    p.add_argument("--name")
+    add_common(p)
+
+
 def gpt_kwargs(a):
     return dict(gpt_model=a.gpt_model, gpt_type=a.gpt_type, image_size=a.image_size,
                 downsample_size=a.downsample_size, cls_token_num=a.cls_token_num,
@@ -140,19 +149,11 @@ def main(argv=None):
     p.add_argument("--drafter")
     p.add_argument("--ta-tok", required=True)
     add_ta_tok_heads(p)
-    p.add_argument("--vq", required=True)
-    p.add_argument("--vq-model", choices=sorted(vq16.REGISTRY), default="VQ-16")
-    p.add_argument("--resamplers", help="a directory with upsampler/ and downsampler/")
-    p.add_argument("--name")
-    add_common(p)
+    add_family_flags(p)
     p = sub.add_parser("llamagen-family", help="a LlamaGen family directory")
     p.add_argument("--gpt", required=True)
     add_gpt_flags(p)
-    p.add_argument("--vq", required=True)
-    p.add_argument("--vq-model", choices=sorted(vq16.REGISTRY), default="VQ-16")
-    p.add_argument("--resamplers", help="a directory with upsampler/ and downsampler/")
-    p.add_argument("--name")
-    add_common(p)
+    add_family_flags(p)
     a = ap.parse_args(argv)
     try:
         if a.command == "tar-ar":
