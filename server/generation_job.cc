@@ -117,7 +117,7 @@ void GenerationJob::Skip(const absl::Status& why) {
   Post(std::move(event));
 }
 
-void GenerationJob::Run() {
+void GenerationJob::Run(engine::ForwardBatcher* batcher) {
   const auto started = JobRecord::Clock::now();
   double queue_seconds;
   {
@@ -129,8 +129,10 @@ void GenerationJob::Run() {
   const ValidatedRequest& r = request_;
   auto result =
       r.prompt.empty()
-          ? engine::GenerateImage(*r.decoder, *r.models, r.condition, r.sampling, rows, cancel_)
-          : engine::GenerateImage(*r.decoder, *r.models, r.prompt, r.sampling, rows, cancel_);
+          ? engine::GenerateImage(*r.decoder, *r.models, r.condition, r.sampling, rows, cancel_,
+                                  /*trace=*/nullptr, batcher)
+          : engine::GenerateImage(*r.decoder, *r.models, r.prompt, r.sampling, rows, cancel_,
+                                  /*trace=*/nullptr, batcher);
   JobEvent event;
   event.done = true;
   if (!result.ok()) {

@@ -40,7 +40,7 @@ class GenerationJob : public Job {
   GenerationJob(ValidatedRequest request, engine::CancelToken::Clock::time_point deadline,
                 bool has_deadline);
 
-  void Run() override;
+  void Run(engine::ForwardBatcher* batcher) override;
   void Skip(const absl::Status& why) override;
   const engine::CancelToken& cancel() const override { return cancel_; }
 

@@ -25,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "engine/core/cpu_threads.h"
 #include "server/image_generation_service.h"
@@ -41,6 +42,17 @@ ABSL_FLAG(std::string, host, "0.0.0.0", "address the gRPC and metrics ports bind
 ABSL_FLAG(int, port, 8001, "gRPC port (0 = pick a free one and print it)");
 ABSL_FLAG(int, metrics_port, 8002, "HTTP port for /metrics, /healthz, /readyz (0 = free one)");
 ABSL_FLAG(int, workers, 1, "requests decoded in parallel");
+ABSL_FLAG(int, max_batch, 4,
+          "requests each worker decodes together, their transformer forwards batched "
+          "(continuous batching; tokens stay exactly those of a lone request); 1 turns it off");
+ABSL_FLAG(int, max_batch_tokens, 256,
+          "token rows (guidance streams x new positions) per batched forward; a larger single "
+          "forward still runs, alone");
+ABSL_FLAG(absl::Duration, batch_wait, absl::Milliseconds(5),
+          "how long a queued forward waits for batch members busy elsewhere before it runs");
+ABSL_FLAG(std::string, batch_gemms, "per_sequence",
+          "per_sequence: exact (a request's tokens never depend on its batch); shared: one GEMM "
+          "for the whole batch, faster, equal up to float rounding");
 ABSL_FLAG(int, max_queue, 16, "requests waiting beyond the running ones; more get UNAVAILABLE");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "on SIGTERM, how long queued and running requests may take to finish");
@@ -57,6 +69,36 @@ ABSL_FLAG(int, max_message_mb, 64, "largest gRPC message accepted or sent, MiB")
 
 namespace mulo::server {
 namespace {
+
+// Batched forwards reach the metrics through this relay: the scheduler (whose worker threads
+// report them) outlives the metrics, so the metrics attach for their lifetime and a report
+// in flight finishes before they detach.
+class BatchMetricsRelay {
+ public:
+  class Attachment {
+   public:
+    Attachment(BatchMetricsRelay* relay, ServerMetrics* metrics) : relay_(relay) {
+      absl::MutexLock lock(&relay_->mu_);
+      relay_->metrics_ = metrics;
+    }
+    ~Attachment() {
+      absl::MutexLock lock(&relay_->mu_);
+      relay_->metrics_ = nullptr;
+    }
+
+   private:
+    BatchMetricsRelay* relay_;
+  };
+
+  void Record(const engine::ForwardBatcher::BatchEvent& event) {
+    absl::MutexLock lock(&mu_);
+    if (metrics_ != nullptr) metrics_->RecordBatch(event.calls, event.rows);
+  }
+
+ private:
+  absl::Mutex mu_;
+  ServerMetrics* metrics_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -117,12 +159,39 @@ int Run() {
   // (their HTTP server reads the scheduler at scrape time), then the scheduler.
   Scheduler::Options scheduler_options;
   scheduler_options.workers = absl::GetFlag(FLAGS_workers);
+  scheduler_options.max_batch = absl::GetFlag(FLAGS_max_batch);
+  scheduler_options.batching.max_rows = absl::GetFlag(FLAGS_max_batch_tokens);
+  scheduler_options.batching.max_wait =
+      absl::ToChronoMicroseconds(absl::GetFlag(FLAGS_batch_wait));
+  if (const std::string gemms = absl::GetFlag(FLAGS_batch_gemms); gemms == "shared") {
+    scheduler_options.batching.gemms = engine::PackedGemms::kShared;
+  } else if (gemms != "per_sequence") {
+    Log(absl::StrCat("--batch_gemms: expected per_sequence or shared, got \"", gemms, "\""));
+    return 2;
+  }
+  if (scheduler_options.max_batch < 1 || scheduler_options.max_batch > 64) {
+    Log(absl::StrCat("--max_batch: expected 1..64, got ", scheduler_options.max_batch));
+    return 2;
+  }
+  if (scheduler_options.batching.max_rows < 1) {
+    Log("--max_batch_tokens: must be >= 1");
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_batch_wait) < absl::ZeroDuration()) {
+    Log("--batch_wait: must not be negative");
+    return 2;
+  }
+  BatchMetricsRelay batch_metrics;
+  scheduler_options.on_batch = [&batch_metrics](const engine::ForwardBatcher::BatchEvent& e) {
+    batch_metrics.Record(e);
+  };
   scheduler_options.max_queue = absl::GetFlag(FLAGS_max_queue);
   // Per worker: the OpenMP thread count is per thread, and a new thread gets OpenMP's default
   // (every core), not --torch_threads.
   scheduler_options.on_worker_start = [torch_threads] { engine::SetCpuThreads(torch_threads); };
   Scheduler scheduler(scheduler_options);
   ServerMetrics metrics;
+  BatchMetricsRelay::Attachment batch_metrics_attached(&batch_metrics, &metrics);
   metrics.WatchQueue(
       [&scheduler] { return std::make_pair(scheduler.queue_depth(), scheduler.running()); });
   ImageGenerationService service(scheduler, metrics);

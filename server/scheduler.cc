@@ -7,8 +7,17 @@
 namespace mulo::server {
 
 Scheduler::Scheduler(Options options) : options_(options) {
+  const int batch = std::max(1, options_.max_batch);
   for (int i = 0; i < std::max(1, options_.workers); ++i) {
-    workers_.emplace_back([this] { WorkerLoop(); });
+    engine::ForwardBatcher* batcher = nullptr;
+    if (batch > 1) {
+      batchers_.push_back(
+          std::make_unique<engine::ForwardBatcher>(options_.batching, options_.on_batch));
+      batcher = batchers_.back().get();
+    }
+    for (int slot = 0; slot < batch; ++slot) {
+      workers_.emplace_back([this, batcher] { WorkerLoop(batcher); });
+    }
   }
 }
 
@@ -62,7 +71,7 @@ int Scheduler::running() const {
   return running_;
 }
 
-void Scheduler::WorkerLoop() {
+void Scheduler::WorkerLoop(engine::ForwardBatcher* batcher) {
   if (options_.on_worker_start) options_.on_worker_start();
   while (true) {
     std::shared_ptr<Job> job;
@@ -80,7 +89,7 @@ void Scheduler::WorkerLoop() {
                     ? absl::DeadlineExceededError("deadline exceeded while queued")
                     : absl::CancelledError("cancelled while queued"));
     } else {
-      job->Run();
+      job->Run(batcher);
     }
     job.reset();  // release the request's memory before reporting idle
     {

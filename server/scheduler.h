@@ -1,4 +1,7 @@
 // Bounded FIFO queue in front of a fixed pool of worker threads. Every request becomes a Job;
+// with continuous batching (max_batch > 1) each worker is max_batch decoding threads sharing
+// one engine::ForwardBatcher, so up to max_batch requests advance in the same forwards and a
+// finished one's thread takes the next queued job at once;
 // a full queue or a draining server refuses it at once with UNAVAILABLE (retryable), the
 // fast rejection users ask of Triton and TGI instead of unbounded waiting. A job whose
 // deadline passes, or that is cancelled, while it waits is skipped without running.
@@ -16,14 +19,16 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "engine/decode/cancel_token.h"
+#include "engine/decode/forward_batcher.h"
 
 namespace mulo::server {
 
 class Job {
  public:
   virtual ~Job() = default;
-  // Runs on a worker thread; must honour cancel() every decoding step.
-  virtual void Run() = 0;
+  // Runs on a worker thread; must honour cancel() every decoding step. `batcher` (null when
+  // batching is off) is the worker's: the job's transformer forwards go through it.
+  virtual void Run(engine::ForwardBatcher* batcher) = 0;
   // The job will never run: cancelled or out of time while queued, or the server stopped.
   virtual void Skip(const absl::Status& why) = 0;
   virtual const engine::CancelToken& cancel() const = 0;
@@ -37,6 +42,11 @@ class Scheduler {
     // Runs first on every worker thread. Per-thread runtime settings belong here: LibTorch's
     // intra-op thread count (OpenMP) is a per-thread setting that new threads do not inherit.
     std::function<void()> on_worker_start;
+    // Requests each worker decodes together (continuous batching); 1 turns batching off.
+    int max_batch = 1;
+    engine::ForwardBatcher::Options batching;
+    // Called after every batched forward (metrics), on the thread that ran it.
+    engine::ForwardBatcher::Observer on_batch;
   };
 
   explicit Scheduler(Options options);
@@ -58,7 +68,7 @@ class Scheduler {
   int running() const;
 
  private:
-  void WorkerLoop();
+  void WorkerLoop(engine::ForwardBatcher* batcher);
 
   const Options options_;
   mutable std::mutex mu_;
@@ -68,6 +78,7 @@ class Scheduler {
   int running_ = 0;
   bool accepting_ = true;
   bool shutdown_ = false;
+  std::vector<std::unique_ptr<engine::ForwardBatcher>> batchers_;  // one per worker
   std::vector<std::thread> workers_;
 };
 

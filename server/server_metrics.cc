@@ -116,6 +116,13 @@ ServerMetrics::ServerMetrics() {
       "mulo_phase_duration_seconds",
       "Time per request spent in each decoding phase (draft, verify, resample, ...).",
       {"model", "method", "phase"}, {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60}));
+  batch_size_ = OrDie(registry_.AddHistogram(
+      "mulo_batch_size", "Requests whose transformer forwards one batched forward carried.", {},
+      {1, 2, 3, 4, 6, 8, 12, 16, 24, 32}));
+  batch_rows_ = OrDie(registry_.AddHistogram(
+      "mulo_batch_tokens",
+      "Token rows (guidance streams x new positions) per batched transformer forward.", {},
+      {2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}));
   model_loaded_ = OrDie(registry_.AddGauge(
       "mulo_model_loaded", "1 when the model family is loaded and served.", {"model"}));
   model_weight_bytes_ = OrDie(registry_.AddGauge(
@@ -142,6 +149,11 @@ absl::StatusOr<int> ServerMetrics::StartHttp(const std::string& host, int port,
   http_ = std::make_unique<metrics::MetricsHttpServer>(&registry_, std::move(is_ready));
   if (absl::Status st = http_->Start(absl::StrCat(host, ":", port)); !st.ok()) return st;
   return http_->port();
+}
+
+void ServerMetrics::RecordBatch(int64_t requests, int64_t rows) {
+  batch_size_->WithLabels({}).Observe(static_cast<double>(requests));
+  batch_rows_->WithLabels({}).Observe(static_cast<double>(rows));
 }
 
 void ServerMetrics::SetModelLoaded(const std::string& model, bool loaded) {

@@ -35,6 +35,9 @@ class ServerMetrics {
   // from a closed set, whatever names clients send.
   void RecordRequest(const RequestLogLine& line);
   void SetModelLoaded(const std::string& model, bool loaded);
+  // One batched transformer forward (continuous batching): how many requests' calls it
+  // carried and how many rows (guidance streams x new positions).
+  void RecordBatch(int64_t requests, int64_t rows);
   // Memory the family's resident weights take on `device` (engine::ModelSet::weight_bytes).
   void SetModelWeightBytes(const std::string& model, const std::string& device, int64_t bytes);
 
@@ -67,6 +70,8 @@ class ServerMetrics {
   metrics::HistogramFamily* queue_duration_;
   metrics::HistogramFamily* first_row_;
   metrics::HistogramFamily* phase_duration_;
+  metrics::HistogramFamily* batch_size_;
+  metrics::HistogramFamily* batch_rows_;
   metrics::GaugeFamily* model_loaded_;
   metrics::GaugeFamily* model_weight_bytes_;
   std::unique_ptr<metrics::MetricsHttpServer> http_;

@@ -17,11 +17,16 @@
 
 namespace mulo::engine {
 
+class ForwardBatcher;  // forward_batcher.h
+
 struct DecodeRequest {
   Condition condition;
   SamplingParams sampling;
   // Optional: every transformer forward of the request is appended here (benchmarks).
   ForwardTrace* trace = nullptr;
+  // Optional: the request's transformer forwards join batches with other requests' (continuous
+  // batching); its tokens are the same as without (forward_batcher.h).
+  ForwardBatcher* batcher = nullptr;
 };
 
 struct DecodeResult {

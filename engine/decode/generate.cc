@@ -17,9 +17,9 @@ StatusOr<Condition> ConditionFromPrompt(const ModelSet& models, const std::strin
 StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
                                        const std::string& prompt, const SamplingParams& sampling,
                                        ProgressSink& progress, const CancelToken& cancel,
-                                       ForwardTrace* trace) {
+                                       ForwardTrace* trace, ForwardBatcher* batcher) {
   MULO_ASSIGN_OR_RETURN(Condition condition, ConditionFromPrompt(models, prompt));
-  return GenerateImage(method, models, condition, sampling, progress, cancel, trace);
+  return GenerateImage(method, models, condition, sampling, progress, cancel, trace, batcher);
 }
 
 Status CheckConditionTokens(const ModelSet& models, const std::vector<int64_t>& ids) {
@@ -48,7 +48,8 @@ StatusOr<Condition> ResolveCondition(const ModelSet& models, const Condition& co
 StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
                                        const Condition& condition,
                                        const SamplingParams& sampling, ProgressSink& progress,
-                                       const CancelToken& cancel, ForwardTrace* trace) {
+                                       const CancelToken& cancel, ForwardTrace* trace,
+                                       ForwardBatcher* batcher) {
   const auto start = std::chrono::steady_clock::now();
   DecodeRequest request;
   Stats condition_stats;  // the de-quantiser's time, added to the prefill phase below
@@ -58,6 +59,7 @@ StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const Model
   }
   request.sampling = sampling;
   request.trace = trace;
+  request.batcher = batcher;
   MULO_ASSIGN_OR_RETURN(DecodeResult decoded, method.Decode(request, models, progress, cancel));
   MULO_RETURN_IF_ERROR(cancel.Check());
   GenerateResult result;

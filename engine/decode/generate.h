@@ -20,11 +20,13 @@ struct GenerateResult {
 // Condition features for a prompt (INVALID_ARGUMENT naming "prompt" on a bad prompt).
 StatusOr<Condition> ConditionFromPrompt(const ModelSet& models, const std::string& prompt);
 
-// `trace`, when set, receives every transformer forward (DecodeRequest::trace).
+// `trace`, when set, receives every transformer forward (DecodeRequest::trace); with a
+// `batcher`, the forwards join batches with other requests' (DecodeRequest::batcher).
 StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
                                        const std::string& prompt, const SamplingParams& sampling,
                                        ProgressSink& progress, const CancelToken& cancel,
-                                       ForwardTrace* trace = nullptr);
+                                       ForwardTrace* trace = nullptr,
+                                       ForwardBatcher* batcher = nullptr);
 
 // TA-Tok ids the family can turn into its target's condition: it has a de-quantiser, and
 // the ids are the target's cls_token_num, each one the de-quantiser takes. INVALID_ARGUMENT
@@ -40,7 +42,8 @@ StatusOr<Condition> ResolveCondition(const ModelSet& models, const Condition& co
 StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
                                        const Condition& condition,
                                        const SamplingParams& sampling, ProgressSink& progress,
-                                       const CancelToken& cancel, ForwardTrace* trace = nullptr);
+                                       const CancelToken& cancel, ForwardTrace* trace = nullptr,
+                                       ForwardBatcher* batcher = nullptr);
 
 }  // namespace mulo::engine
 

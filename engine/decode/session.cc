@@ -1,5 +1,6 @@
 #include "engine/decode/session.h"
 
+#include <optional>
 #include <utility>
 
 #include "engine/core/host_read.h"
@@ -11,8 +12,13 @@
 namespace mulo::engine {
 
 ModelStream::ModelStream(const Transformer& model, int64_t batch, int64_t capacity,
-                         StreamRole role, Stats* stats, ForwardTrace* trace)
-    : model_(model), cache_(model.NewCache(batch, capacity)), role_(role), stats_(stats) {
+                         StreamRole role, Stats* stats, ForwardTrace* trace,
+                         ForwardBatcher* batcher)
+    : model_(model),
+      batcher_(batcher),
+      cache_(model.NewCache(batch, capacity)),
+      role_(role),
+      stats_(stats) {
   cache_.set_trace(trace);
 }
 
@@ -21,9 +27,19 @@ void ModelStream::CountForward() {
                                   : stats_->draft_forward_passes);
 }
 
+StatusOr<ForwardOutput> ModelStream::RunForward(const torch::Tensor& embeddings,
+                                                const torch::Tensor& positions,
+                                                const torch::Tensor& mask, LogitsMode mode) {
+  if (batcher_ != nullptr) return batcher_->Run(model_, {&cache_, embeddings, positions, mask, mode});
+  return model_.Forward(cache_, embeddings, positions, mask, mode);
+}
+
 Status ModelStream::Prefill(const torch::Tensor& condition_embeddings) {
-  MULO_ASSIGN_OR_RETURN(ForwardOutput out,
-                        model_.Prefill(cache_, condition_embeddings, LogitsMode::kLast));
+  MULO_RETURN_IF_ERROR(model_.CheckPrefill(cache_, condition_embeddings));
+  MULO_ASSIGN_OR_RETURN(
+      ForwardOutput out,
+      RunForward(condition_embeddings, model_.ConditionPositions(condition_embeddings.size(1)),
+                 torch::Tensor(), LogitsMode::kLast));
   next_logits_ = out.logits.select(1, 0);
   next_hidden_ = out.hidden.select(1, out.hidden.size(1) - 1);
   condition_rows_ = condition_embeddings.size(1);
@@ -43,8 +59,14 @@ StatusOr<torch::Tensor> ModelStream::Feed(const std::vector<int64_t>& tokens, in
   auto input = torch::tensor(ids, torch::kInt64).unsqueeze(0).expand({cache_.batch(), -1});
   auto positions = torch::arange(model_.TokenPosition(from), model_.TokenPosition(to),
                                  torch::kInt64);
-  MULO_ASSIGN_OR_RETURN(ForwardOutput out,
-                        model_.ForwardTokens(cache_, input.contiguous(), positions, mode));
+  ForwardOutput out;
+  if (batcher_ != nullptr) {
+    MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings, model_.EmbedTokens(input.contiguous()));
+    MULO_ASSIGN_OR_RETURN(out, RunForward(embeddings, positions, torch::Tensor(), mode));
+  } else {
+    // Alone, a GPU model may replay a captured graph (Transformer::ForwardTokens).
+    MULO_ASSIGN_OR_RETURN(out, model_.ForwardTokens(cache_, input.contiguous(), positions, mode));
+  }
   next_logits_ = out.logits.select(1, out.logits.size(1) - 1);
   next_hidden_ = out.hidden.select(1, out.hidden.size(1) - 1);
   fed_.insert(fed_.end(), ids.begin(), ids.end());
@@ -65,8 +87,7 @@ StatusOr<ForwardOutput> ModelStream::FeedSet(const std::vector<int64_t>& ids,
   MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings, model_.EmbedTokens(input.contiguous()));
   MULO_ASSIGN_OR_RETURN(
       ForwardOutput out,
-      model_.Forward(cache_, embeddings, torch::tensor(sequence_positions, torch::kInt64), mask,
-                     mode));
+      RunForward(embeddings, torch::tensor(sequence_positions, torch::kInt64), mask, mode));
   CountForward();
   return out;
 }
@@ -124,7 +145,8 @@ StatusOr<ModelStream*> DecodeSession::Open(const Transformer& model, StreamRole 
   MULO_ASSIGN_OR_RETURN(torch::Tensor condition,
                         model.EmbedCondition(request_.condition, batch == 2));
   streams_.push_back(std::make_unique<ModelStream>(model, batch, model.config().max_positions(),
-                                                   role, &stats_, request_.trace));
+                                                   role, &stats_, request_.trace,
+                                                   request_.batcher));
   MULO_RETURN_IF_ERROR(streams_.back()->Prefill(condition));
   return streams_.back().get();
 }
@@ -203,6 +225,9 @@ StatusOr<DecodeResult> SteppedMethod::Decode(const DecodeRequest& request,
     // The request runs on this thread from Begin to Finish, so the thread's read count over
     // that span is the request's own.
     const int64_t reads_before = HostReadCount();
+    // Seated from the first forward (Begin's prefills) to the last: batches wait for it.
+    std::optional<ForwardBatcher::Seat> seat;
+    if (request.batcher != nullptr) seat.emplace(request.batcher);
     MULO_ASSIGN_OR_RETURN(std::unique_ptr<State> state, Begin(*session));
     while (!session->done()) {
       MULO_RETURN_IF_ERROR(session->CheckCancelled());

@@ -21,6 +21,7 @@
 
 #include "engine/core/status.h"
 #include "engine/decode/decoding_method.h"
+#include "engine/decode/forward_batcher.h"
 #include "engine/model/transformer.h"
 #include "engine/sampling/rng.h"
 
@@ -35,8 +36,9 @@ enum class StreamRole { kTarget, kDraft };
 // after them waiting for Keep.
 class ModelStream {
  public:
+  // With a `batcher`, every forward of the stream runs inside its batches.
   ModelStream(const Transformer& model, int64_t batch, int64_t capacity, StreamRole role,
-              Stats* stats, ForwardTrace* trace);
+              Stats* stats, ForwardTrace* trace, ForwardBatcher* batcher = nullptr);
 
   const Transformer& model() const { return model_; }
   KvCache& cache() { return cache_; }
@@ -76,8 +78,13 @@ class ModelStream {
 
  private:
   void CountForward();
+  // Forward through the cache, inside the batcher's next batch when there is one.
+  StatusOr<ForwardOutput> RunForward(const torch::Tensor& embeddings,
+                                     const torch::Tensor& positions, const torch::Tensor& mask,
+                                     LogitsMode mode);
 
   const Transformer& model_;
+  ForwardBatcher* batcher_;
   KvCache cache_;
   StreamRole role_;
   Stats* stats_;

@@ -61,13 +61,12 @@ torch::Tensor Block::PrepareMask(const torch::Tensor& mask, const torch::Tensor&
       .to(x.scalar_type());
 }
 
-torch::Tensor Block::Attention(const torch::Tensor& x, const torch::Tensor& rope,
-                               const torch::Tensor& mask, KvCache* cache, int64_t layer,
-                               const torch::Tensor& rows, int64_t span) const {
+torch::Tensor Block::Attend(const torch::Tensor& qkv, const torch::Tensor& rope,
+                            const torch::Tensor& mask, KvCache* cache, int64_t layer,
+                            const torch::Tensor& rows, int64_t span) const {
   const auto& s = shape_;
-  const int64_t b = x.size(0), n = x.size(1), hd = s.head_dim();
-  auto parts = torch::linear(x, wqkv_).split_with_sizes(
-      {s.n_head * hd, s.n_kv_head * hd, s.n_kv_head * hd}, -1);
+  const int64_t b = qkv.size(0), n = qkv.size(1), hd = s.head_dim();
+  auto parts = qkv.split_with_sizes({s.n_head * hd, s.n_kv_head * hd, s.n_kv_head * hd}, -1);
   auto q = parts[0].view({b, n, s.n_head, hd});
   auto k = parts[1].view({b, n, s.n_kv_head, hd});
   auto v = parts[2].view({b, n, s.n_kv_head, hd});
@@ -91,29 +90,70 @@ torch::Tensor Block::Attention(const torch::Tensor& x, const torch::Tensor& rope
     // One fused kernel over the additive mask.
     auto attended = at::scaled_dot_product_attention(
         q, keys, values, mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt);
-    return torch::linear(attended.transpose(1, 2).reshape({b, n, s.dim}), wo_);
+    return attended.transpose(1, 2).reshape({b, n, s.dim});
   }
 #endif
   auto scores = torch::matmul(q, keys.transpose(-1, -2)) / std::sqrt(static_cast<double>(hd));
   if (mask.defined()) scores = scores + mask;
   auto probs = torch::softmax(scores.to(torch::kFloat32), -1).to(q.scalar_type());
-  auto out = torch::matmul(probs, values).transpose(1, 2).reshape({b, n, s.dim});
-  return torch::linear(out, wo_);
+  return torch::matmul(probs, values).transpose(1, 2).reshape({b, n, s.dim});
+}
+
+torch::Tensor Block::FeedForward(torch::Tensor h, const RowLinear& linear) const {
+  auto f = RmsNorm(h, ffn_norm_, shape_.norm_eps);
+  if (w13_.defined()) {  // CUDA: fused FFN inputs, residual added by the GEMM (beta = 1)
+    auto gate_up = linear(f, w13_).chunk(2, -1);
+    auto g = torch::silu(gate_up[0]) * gate_up[1];
+    h.view({-1, shape_.dim}).addmm_(g.view({-1, g.size(-1)}), w2_.t());
+    return h;
+  }
+  return h + linear(torch::silu(linear(f, w1_)) * linear(f, w3_), w2_);
 }
 
 torch::Tensor Block::Forward(const torch::Tensor& x, const torch::Tensor& rope,
                              const torch::Tensor& mask, KvCache* cache, int64_t layer,
                              const torch::Tensor& rows, int64_t span) const {
-  auto h = x + Attention(RmsNorm(x, attention_norm_, shape_.norm_eps), rope, mask, cache, layer,
-                         rows, span);
-  auto f = RmsNorm(h, ffn_norm_, shape_.norm_eps);
-  if (w13_.defined()) {  // CUDA: fused FFN inputs, residual added by the GEMM (beta = 1)
-    auto gate_up = torch::linear(f, w13_).chunk(2, -1);
-    auto g = torch::silu(gate_up[0]) * gate_up[1];
-    h.view({-1, shape_.dim}).addmm_(g.view({-1, g.size(-1)}), w2_.t());
-    return h;
+  auto qkv = torch::linear(RmsNorm(x, attention_norm_, shape_.norm_eps), wqkv_);
+  auto h = x + torch::linear(Attend(qkv, rope, mask, cache, layer, rows, span), wo_);
+  return FeedForward(std::move(h), [](const torch::Tensor& in, const torch::Tensor& weight) {
+    return torch::linear(in, weight);
+  });
+}
+
+torch::Tensor Block::ForwardPacked(const torch::Tensor& x,
+                                   const std::vector<PackedSequence>& sequences, int64_t layer,
+                                   PackedGemms gemms) const {
+  // Norms and activations treat rows independently, so they run once over every sequence's
+  // rows; attention reads each sequence's own cache, so it runs per sequence, on exactly the
+  // tensors a lone Forward would build. GEMMs run over all rows at once (kShared) or over each
+  // sequence's rows (kPerSequence): a BLAS picks its kernel by the row count (OpenBLAS computes
+  // 1-6 rows with other kernels than many rows), so only a GEMM of the sequence's own rows
+  // gives a lone forward's bits.
+  const RowLinear linear = [&](const torch::Tensor& in, const torch::Tensor& weight) {
+    if (gemms == PackedGemms::kShared) return torch::linear(in, weight);
+    std::vector<torch::Tensor> parts;
+    parts.reserve(sequences.size());
+    int64_t offset = 0;
+    for (const PackedSequence& seq : sequences) {
+      const int64_t count = seq.batch * seq.length;
+      parts.push_back(torch::linear(in.narrow(0, offset, count), weight));
+      offset += count;
+    }
+    return torch::cat(parts);
+  };
+  auto qkv = linear(RmsNorm(x, attention_norm_, shape_.norm_eps), wqkv_);
+  std::vector<torch::Tensor> attended;
+  attended.reserve(sequences.size());
+  int64_t offset = 0;
+  for (const PackedSequence& seq : sequences) {
+    const int64_t count = seq.batch * seq.length;
+    auto own = qkv.narrow(0, offset, count).view({seq.batch, seq.length, qkv.size(-1)});
+    attended.push_back(Attend(own, seq.rope, seq.mask, seq.cache, layer, torch::Tensor(), 0)
+                           .view({count, shape_.dim}));
+    offset += count;
   }
-  return h + torch::linear(torch::silu(torch::linear(f, w1_)) * torch::linear(f, w3_), w2_);
+  auto h = x + linear(torch::cat(attended), wo_);
+  return FeedForward(std::move(h), linear);
 }
 
 }  // namespace mulo::engine

@@ -7,7 +7,9 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "engine/core/status.h"
 #include "engine/model/checkpoint.h"
@@ -24,6 +26,22 @@ struct BlockShape {
 
   int64_t head_dim() const { return dim / n_head; }
 };
+
+// One sequence's rows inside a packed forward (Block::ForwardPacked): `batch` guidance
+// streams of `length` new positions, stored in `cache`, with their own RoPE rows and
+// attention mask (in the prepared form, see Block::PrepareMask).
+struct PackedSequence {
+  KvCache* cache = nullptr;
+  int64_t batch = 0;
+  int64_t length = 0;
+  torch::Tensor rope;
+  torch::Tensor mask;
+};
+
+// How Block::ForwardPacked runs its GEMMs: one over every sequence's rows (fewer, larger
+// GEMMs; a row's bits may then differ from a lone forward's in the last places), or one per
+// sequence (a lone forward's bits exactly).
+enum class PackedGemms { kShared, kPerSequence };
 
 class Block {
  public:
@@ -44,15 +62,27 @@ class Block {
                         const torch::Tensor& mask, KvCache* cache, int64_t layer,
                         const torch::Tensor& rows = torch::Tensor(), int64_t span = 0) const;
 
+  // Several sequences' forwards at once: x [sum of batch * length, dim] holds each sequence's
+  // rows ([batch, length] flattened) one after another. With kPerSequence each sequence's rows
+  // come out bit for bit as its own Forward returns them on a CPU in float32.
+  torch::Tensor ForwardPacked(const torch::Tensor& x, const std::vector<PackedSequence>& sequences,
+                              int64_t layer, PackedGemms gemms) const;
+
   // The form of a boolean attention mask [n, keys] that Forward takes: an additive mask in
   // x's dtype (0 where attending, -inf elsewhere), built once per forward rather than in
   // every layer; undefined stays undefined.
   static torch::Tensor PrepareMask(const torch::Tensor& mask, const torch::Tensor& x);
 
  private:
-  torch::Tensor Attention(const torch::Tensor& x, const torch::Tensor& rope,
-                          const torch::Tensor& mask, KvCache* cache, int64_t layer,
-                          const torch::Tensor& rows, int64_t span) const;
+  // Attention of one sequence from its fused projections qkv [B, n, (H + 2 KV) hd] to the
+  // attended values [B, n, dim], before the output projection.
+  torch::Tensor Attend(const torch::Tensor& qkv, const torch::Tensor& rope,
+                       const torch::Tensor& mask, KvCache* cache, int64_t layer,
+                       const torch::Tensor& rows, int64_t span) const;
+  // in [rows, in] x weight [out, in]^T, however the caller groups the rows.
+  using RowLinear = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>;
+  // h + SwiGLU(RMSNorm(h)), the block's second half.
+  torch::Tensor FeedForward(torch::Tensor h, const RowLinear& linear) const;
 
   BlockShape shape_;
   torch::Tensor wqkv_, wo_, w1_, w2_, w3_, attention_norm_, ffn_norm_;

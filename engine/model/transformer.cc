@@ -197,10 +197,9 @@ StatusOr<torch::Tensor> Transformer::EmbedTokens(const torch::Tensor& tokens) co
   });
 }
 
-StatusOr<ForwardOutput> Transformer::Forward(KvCache& cache, const torch::Tensor& embeddings,
-                                             const torch::Tensor& positions,
-                                             const torch::Tensor& mask,
-                                             LogitsMode logits_mode) const {
+Status Transformer::CheckForward(const KvCache& cache, const torch::Tensor& embeddings,
+                                 const torch::Tensor& positions,
+                                 const torch::Tensor& mask) const {
   const auto& c = config_;
   if (!embeddings.defined() || embeddings.dim() != 3 || embeddings.size(2) != c.dim ||
       embeddings.size(0) != cache.batch() || embeddings.size(1) < 1) {
@@ -217,26 +216,33 @@ StatusOr<ForwardOutput> Transformer::Forward(KvCache& cache, const torch::Tensor
                                 std::to_string(cache.length() + n) + "], found " +
                                 TensorShape(mask));
   }
+  return OkStatus();
+}
+
+StatusOr<ForwardOutput> Transformer::Forward(KvCache& cache, const torch::Tensor& embeddings,
+                                             const torch::Tensor& positions,
+                                             const torch::Tensor& mask,
+                                             LogitsMode logits_mode) const {
+  MULO_RETURN_IF_ERROR(CheckForward(cache, embeddings, positions, mask));
   return GuardTorch("Transformer::Forward", [&]() -> StatusOr<ForwardOutput> {
     return ForwardImpl(cache, embeddings, positions, mask, logits_mode);
   });
 }
 
-StatusOr<ForwardOutput> Transformer::ForwardImpl(KvCache& cache, const torch::Tensor& embeddings,
-                                                 const torch::Tensor& positions,
-                                                 const torch::Tensor& mask,
-                                                 LogitsMode logits_mode) const {
-  torch::NoGradGuard no_grad;
+Transformer::PreparedInput Transformer::Prepare(const KvCache& cache,
+                                                const torch::Tensor& embeddings,
+                                                const torch::Tensor& positions,
+                                                const torch::Tensor& mask) const {
   const auto& c = config_;
   const int64_t n = embeddings.size(1);
   const auto device = tok_embeddings_.device();
   const auto pos = positions.to(device);
-  auto x = embeddings.to(options());
-  torch::Tensor rope;
+  PreparedInput in;
+  in.x = embeddings.to(options());
   if (c.position_mode == PositionMode::kAbsPe) {
-    x = x + abs_pe_.index_select(0, pos).unsqueeze(0);
+    in.x = in.x + abs_pe_.index_select(0, pos).unsqueeze(0);
   } else {
-    rope = rope_.index_select(0, pos);
+    in.rope = rope_.index_select(0, pos);
   }
   torch::Tensor attn_mask = mask.defined() ? mask.to(device) : torch::Tensor();
   if (!attn_mask.defined() && n > 1) {
@@ -245,12 +251,120 @@ StatusOr<ForwardOutput> Transformer::ForwardImpl(KvCache& cache, const torch::Te
     attn_mask.narrow(1, cache.length(), n).copy_(
         torch::ones({n, n}, torch::dtype(torch::kBool).device(device)).tril());
   }
-  ForwardOutput out = RunLayers(cache, x, rope, attn_mask, torch::Tensor(), 0, logits_mode);
+  in.mask = Block::PrepareMask(attn_mask, in.x);
+  return in;
+}
+
+StatusOr<ForwardOutput> Transformer::ForwardImpl(KvCache& cache, const torch::Tensor& embeddings,
+                                                 const torch::Tensor& positions,
+                                                 const torch::Tensor& mask,
+                                                 LogitsMode logits_mode) const {
+  torch::NoGradGuard no_grad;
+  const int64_t n = embeddings.size(1);
+  PreparedInput in = Prepare(cache, embeddings, positions, mask);
+  ForwardOutput out = RunLayers(cache, in.x, in.rope, in.mask, torch::Tensor(), 0, logits_mode);
   if (cache.trace() != nullptr) {
     cache.trace()->push_back({this, cache.batch(), n, cache.length(), /*graph=*/false});
   }
   cache.Advance(n);
   return out;
+}
+
+StatusOr<std::vector<ForwardOutput>> Transformer::ForwardBatch(
+    const std::vector<ForwardCall>& calls, PackedGemms gemms) const {
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const ForwardCall& call = calls[i];
+    if (call.cache == nullptr) {
+      return InvalidArgumentError("ForwardBatch: call " + std::to_string(i) + " has no cache");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (calls[j].cache == call.cache) {
+        return InvalidArgumentError("ForwardBatch: calls " + std::to_string(j) + " and " +
+                                    std::to_string(i) + " share a cache");
+      }
+    }
+    MULO_RETURN_IF_ERROR(
+        CheckForward(*call.cache, call.embeddings, call.positions, call.mask));
+  }
+  return GuardTorch("Transformer::ForwardBatch", [&]() -> StatusOr<std::vector<ForwardOutput>> {
+    return ForwardBatchImpl(calls, gemms);
+  });
+}
+
+std::vector<ForwardOutput> Transformer::ForwardBatchImpl(const std::vector<ForwardCall>& calls,
+                                                         PackedGemms gemms) const {
+  torch::NoGradGuard no_grad;
+  std::vector<PackedSequence> sequences;
+  std::vector<torch::Tensor> rows;
+  for (const ForwardCall& call : calls) {
+    PreparedInput in = Prepare(*call.cache, call.embeddings, call.positions, call.mask);
+    sequences.push_back({call.cache, in.x.size(0), in.x.size(1), in.rope, in.mask});
+    rows.push_back(in.x.reshape({-1, config_.dim}));
+  }
+  torch::Tensor x = torch::cat(rows);
+  for (int64_t i = 0; i < config_.n_layer; ++i) {
+    x = layers_[i].ForwardPacked(x, sequences, i, gemms);
+  }
+  std::vector<ForwardOutput> outputs(calls.size());
+  if (gemms == PackedGemms::kPerSequence) {
+    // The head of each call on its own rows: a lone forward's GEMM shapes.
+    int64_t offset = 0;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const PackedSequence& seq = sequences[i];
+      outputs[i] = Head(x.narrow(0, offset, seq.batch * seq.length)
+                            .view({seq.batch, seq.length, config_.dim}),
+                        calls[i].logits_mode);
+      offset += seq.batch * seq.length;
+    }
+  } else {
+    torch::Tensor hidden = RmsNorm(x, norm_, config_.norm_eps);
+    // One output-head GEMM over the rows any call wants logits of.
+    std::vector<int64_t> logit_rows;
+    int64_t offset = 0;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const PackedSequence& seq = sequences[i];
+      for (int64_t b = 0; b < seq.batch; ++b) {
+        const int64_t first = offset + b * seq.length;
+        if (calls[i].logits_mode == LogitsMode::kAll) {
+          for (int64_t j = 0; j < seq.length; ++j) logit_rows.push_back(first + j);
+        } else if (calls[i].logits_mode == LogitsMode::kLast) {
+          logit_rows.push_back(first + seq.length - 1);
+        }
+      }
+      offset += seq.batch * seq.length;
+    }
+    torch::Tensor logits;
+    if (!logit_rows.empty()) {
+      auto index = torch::tensor(logit_rows, torch::kInt64).to(hidden.device());
+      logits = torch::linear(hidden.index_select(0, index), output_).to(torch::kFloat32);
+    }
+    offset = 0;
+    int64_t logit_offset = 0;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const PackedSequence& seq = sequences[i];
+      outputs[i].hidden =
+          hidden.narrow(0, offset, seq.batch * seq.length).view({seq.batch, seq.length, -1});
+      const LogitsMode mode = calls[i].logits_mode;
+      const int64_t per_stream = mode == LogitsMode::kAll    ? seq.length
+                                 : mode == LogitsMode::kLast ? 1
+                                                             : 0;
+      if (per_stream > 0) {
+        outputs[i].logits = logits.narrow(0, logit_offset, seq.batch * per_stream)
+                                .view({seq.batch, per_stream, -1});
+        logit_offset += seq.batch * per_stream;
+      }
+      offset += seq.batch * seq.length;
+    }
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    KvCache& cache = *calls[i].cache;
+    if (cache.trace() != nullptr) {
+      cache.trace()->push_back(
+          {this, sequences[i].batch, sequences[i].length, cache.length(), /*graph=*/false});
+    }
+    cache.Advance(sequences[i].length);
+  }
+  return outputs;
 }
 
 ForwardOutput Transformer::ForwardStatic(KvCache& cache, const torch::Tensor& tokens,
@@ -272,20 +386,22 @@ ForwardOutput Transformer::ForwardStatic(KvCache& cache, const torch::Tensor& to
   // Row i sees cache rows [0, rows[i]]: the cached prefix, earlier new rows and itself; the
   // stale rows past the live length in the span are hidden.
   auto mask = torch::arange(span, long_options).unsqueeze(0) <= rows.unsqueeze(1);
-  return RunLayers(cache, x, rope, mask, rows, span, logits_mode);
+  return RunLayers(cache, x, rope, Block::PrepareMask(mask, x), rows, span, logits_mode);
 }
 
 ForwardOutput Transformer::RunLayers(KvCache& cache, torch::Tensor x, const torch::Tensor& rope,
                                      const torch::Tensor& mask, const torch::Tensor& rows,
                                      int64_t span, LogitsMode logits_mode) const {
-  const auto& c = config_;
-  const int64_t n = x.size(1);
-  const torch::Tensor layer_mask = Block::PrepareMask(mask, x);
-  for (int64_t i = 0; i < c.n_layer; ++i) {
-    x = layers_[i].Forward(x, rope, layer_mask, &cache, i, rows, span);
+  for (int64_t i = 0; i < config_.n_layer; ++i) {
+    x = layers_[i].Forward(x, rope, mask, &cache, i, rows, span);
   }
+  return Head(x, logits_mode);
+}
+
+ForwardOutput Transformer::Head(const torch::Tensor& x, LogitsMode logits_mode) const {
+  const int64_t n = x.size(1);
   ForwardOutput out;
-  out.hidden = RmsNorm(x, norm_, c.norm_eps);
+  out.hidden = RmsNorm(x, norm_, config_.norm_eps);
   if (logits_mode == LogitsMode::kAll) {
     out.logits = torch::linear(out.hidden, output_).to(torch::kFloat32);
   } else if (logits_mode == LogitsMode::kLast) {
@@ -342,9 +458,8 @@ StatusOr<ForwardOutput> Transformer::ForwardTokens(KvCache& cache, const torch::
   });
 }
 
-StatusOr<ForwardOutput> Transformer::Prefill(KvCache& cache,
-                                             const torch::Tensor& condition_embeddings,
-                                             LogitsMode logits_mode) const {
+Status Transformer::CheckPrefill(const KvCache& cache,
+                                 const torch::Tensor& condition_embeddings) const {
   if (cache.length() != 0) {
     return FailedPreconditionError("Prefill: the cache must be empty, has " +
                                    std::to_string(cache.length()) + " rows");
@@ -355,10 +470,20 @@ StatusOr<ForwardOutput> Transformer::Prefill(KvCache& cache,
                                 std::to_string(config_.cls_token_num) + ", dim] condition "
                                 "embeddings, found " + TensorShape(condition_embeddings));
   }
+  return OkStatus();
+}
+
+StatusOr<ForwardOutput> Transformer::Prefill(KvCache& cache,
+                                             const torch::Tensor& condition_embeddings,
+                                             LogitsMode logits_mode) const {
+  MULO_RETURN_IF_ERROR(CheckPrefill(cache, condition_embeddings));
+  return Forward(cache, condition_embeddings, ConditionPositions(condition_embeddings.size(1)),
+                 torch::Tensor(), logits_mode);
+}
+
+torch::Tensor Transformer::ConditionPositions(int64_t rows) const {
   // The last `rows` condition positions (all of them unless a caption was left-padded).
-  auto positions = torch::arange(config_.cls_token_num - rows, config_.cls_token_num,
-                                 torch::kInt64);
-  return Forward(cache, condition_embeddings, positions, torch::Tensor(), logits_mode);
+  return torch::arange(config_.cls_token_num - rows, config_.cls_token_num, torch::kInt64);
 }
 
 }  // namespace mulo::engine

@@ -36,6 +36,15 @@ struct ForwardOutput {
   torch::Tensor hidden;  // [batch, n, dim]: final-norm output, the input of `output`
 };
 
+// One cache's forward inside Transformer::ForwardBatch: the arguments of Forward.
+struct ForwardCall {
+  KvCache* cache = nullptr;
+  torch::Tensor embeddings;  // [cache batch, n, dim]
+  torch::Tensor positions;   // [n] int64
+  torch::Tensor mask;        // optional [n, cache length + n] bool (undefined: causal)
+  LogitsMode logits_mode = LogitsMode::kAll;
+};
+
 class Transformer {
  public:
   // Reads `config` weights from a safetensors file, validating every key and shape.
@@ -69,6 +78,20 @@ class Transformer {
                                   const torch::Tensor& positions, const torch::Tensor& mask,
                                   LogitsMode logits_mode) const;
 
+  // Forward's checks alone (INVALID_ARGUMENT / OUT_OF_RANGE naming the argument), for callers
+  // that queue a forward to run later (ForwardBatcher) and must refuse a bad one at once.
+  Status CheckForward(const KvCache& cache, const torch::Tensor& embeddings,
+                      const torch::Tensor& positions, const torch::Tensor& mask) const;
+
+  // Several caches' forwards in one pass (continuous batching): the rows of every call go
+  // through the norms and activations together, attention runs per call over its own cache,
+  // and the GEMMs run as `gemms` says. With PackedGemms::kPerSequence, outputs[i] is what
+  // Forward(calls[i]...) returns, bit for bit on a CPU in float32; with kShared (one GEMM per
+  // weight for all calls) the last bits may differ (the README's tolerance policy). Every
+  // call is checked first; one bad call fails the whole batch before any cache moves.
+  StatusOr<std::vector<ForwardOutput>> ForwardBatch(const std::vector<ForwardCall>& calls,
+                                                    PackedGemms gemms) const;
+
   // Convenience: EmbedTokens + Forward with causal attention. When the cache has CUDA graphs
   // (NewCache on a GPU with LoadOptions::cuda_graphs), repeated shapes replay a captured
   // graph instead of launching every kernel (forward_graphs.h); the results are the same
@@ -89,6 +112,13 @@ class Transformer {
 
   // Whether NewCache attaches CUDA graphs (a CUDA model loaded with cuda_graphs on).
   bool uses_cuda_graphs() const { return cuda_graphs_; }
+
+  // Prefill's checks alone: an empty cache, 1..cls_token_num condition rows.
+  Status CheckPrefill(const KvCache& cache, const torch::Tensor& condition_embeddings) const;
+
+  // The sequence positions Prefill feeds `rows` condition rows at (the last `rows` of
+  // [0, cls_token_num)).
+  torch::Tensor ConditionPositions(int64_t rows) const;
 
   // Condition positions into an empty cache: embeddings [batch, n, dim] fill the last n of
   // [0, cls_token_num) (n = cls_token_num unless a caption was shortened), so the cache holds
@@ -111,7 +141,19 @@ class Transformer {
   StatusOr<ForwardOutput> ForwardImpl(KvCache& cache, const torch::Tensor& embeddings,
                                       const torch::Tensor& positions, const torch::Tensor& mask,
                                       LogitsMode logits_mode) const;
-  // The layers, final norm and output head over x [batch, n, dim] (positions applied).
+  // One call's inputs with positions applied: x [batch, n, dim] in the model's dtype, the RoPE
+  // rows (rope_2d) and the prepared attention mask (causal when `mask` is undefined).
+  struct PreparedInput {
+    torch::Tensor x, rope, mask;
+  };
+  PreparedInput Prepare(const KvCache& cache, const torch::Tensor& embeddings,
+                        const torch::Tensor& positions, const torch::Tensor& mask) const;
+  // Final norm and output head over the last layer's x [batch, n, dim].
+  ForwardOutput Head(const torch::Tensor& x, LogitsMode logits_mode) const;
+  std::vector<ForwardOutput> ForwardBatchImpl(const std::vector<ForwardCall>& calls,
+                                              PackedGemms gemms) const;
+  // The layers, final norm and output head over x [batch, n, dim] (positions applied; `mask`
+  // in the prepared form of Block::PrepareMask).
   ForwardOutput RunLayers(KvCache& cache, torch::Tensor x, const torch::Tensor& rope,
                           const torch::Tensor& mask, const torch::Tensor& rows, int64_t span,
                           LogitsMode logits_mode) const;

@@ -29,7 +29,8 @@ class RecordingJob : public Job {
         gate_(gate),
         cancel_(deadline ? engine::CancelToken(*deadline) : engine::CancelToken()) {}
 
-  void Run() override {
+  void Run(engine::ForwardBatcher* batcher) override {
+    batcher_ = batcher;
     started_ = true;
     while (gate_ != nullptr && !gate_->load()) std::this_thread::yield();
     std::lock_guard<std::mutex> lock(*mu_);
@@ -43,6 +44,7 @@ class RecordingJob : public Job {
   engine::CancelToken& mutable_cancel() { return cancel_; }
 
   bool started() const { return started_; }
+  engine::ForwardBatcher* batcher() const { return batcher_; }
   absl::Status skipped() const {
     std::lock_guard<std::mutex> lock(*mu_);
     return skipped_;
@@ -53,6 +55,7 @@ class RecordingJob : public Job {
   std::vector<int>* ran_;
   std::mutex* mu_;
   const std::atomic<bool>* gate_;
+  std::atomic<engine::ForwardBatcher*> batcher_{nullptr};
   std::atomic<bool> started_{false};
   engine::CancelToken cancel_;
   absl::Status skipped_ = absl::OkStatus();
@@ -118,6 +121,31 @@ TEST_F(SchedulerTest, OneWorkerRunsJobsInArrivalOrder) {
   OpenGateAndWait(scheduler);
   EXPECT_EQ(ran(), (std::vector<int>{0, 1, 2, 3, 4, 5}));
   EXPECT_EQ(scheduler.running(), 0);
+}
+
+// With max_batch = 3 one worker runs three jobs at once, all handed that worker's batcher;
+// the fourth waits for a slot. Without batching the batcher is null.
+TEST_F(SchedulerTest, ABatchingWorkerRunsMaxBatchJobsSharingOneBatcher) {
+  Scheduler::Options options{1, 16, nullptr};
+  options.max_batch = 3;
+  Scheduler scheduler(options);
+  std::vector<std::shared_ptr<RecordingJob>> gated;
+  for (int id = 0; id < 3; ++id) gated.push_back(StartGatedJob(scheduler, id));
+  ASSERT_TRUE(scheduler.Submit(Job(3)).ok());
+  EXPECT_EQ(scheduler.running(), 3);
+  EXPECT_EQ(scheduler.queue_depth(), 1);
+  ASSERT_NE(gated[0]->batcher(), nullptr);
+  EXPECT_EQ(gated[1]->batcher(), gated[0]->batcher());
+  EXPECT_EQ(gated[2]->batcher(), gated[0]->batcher());
+  OpenGateAndWait(scheduler);
+  EXPECT_EQ(ran().size(), 4u);
+
+  Scheduler plain({1, 16, nullptr});
+  auto job = Job(9);
+  ASSERT_TRUE(plain.Submit(job).ok());
+  ASSERT_TRUE(plain.WaitIdle(absl::Seconds(5)));
+  EXPECT_TRUE(job->started());
+  EXPECT_EQ(job->batcher(), nullptr);
 }
 
 TEST_F(SchedulerTest, FullQueueAndDrainingRefuseWithUnavailable) {

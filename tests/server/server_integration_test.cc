@@ -397,6 +397,65 @@ TEST(ServerIntegrationTest, Bfloat16WeightsServeInHalfTheBytesAndBadDtypesAreRef
       << refused.status();
 }
 
+// Continuous batching: requests of three methods decoded together in one worker's batches
+// return the tokens the same requests get from a server that decodes them one at a time,
+// and the batch histograms show that forwards carried several requests.
+TEST(ServerIntegrationTest, BatchedRequestsGetTheirLoneTokensAndTheBatchesAreCounted) {
+  std::vector<v1::GenerateRequest> requests;
+  for (int i = 0; i < 6; ++i) {
+    v1::GenerateRequest r = ValidRequest(20 + i);
+    if (i % 3 == 1) r.mutable_speculative()->set_gamma(3);
+    if (i % 3 == 2) r.mutable_mulo();
+    requests.push_back(r);
+  }
+  std::vector<std::string> lone_flags = kRepository;
+  lone_flags.push_back("--max_batch=1");
+  auto lone = ServerProcess::Start(lone_flags);
+  ASSERT_TRUE(lone.ok()) << lone.status();
+  std::vector<std::vector<uint32_t>> expected;
+  auto lone_stub = (*lone)->NewStub();
+  for (const auto& r : requests) {
+    StreamResult result = RunStream(*lone_stub, r);
+    ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+    expected.push_back(ImageTokens(result));
+  }
+  EXPECT_LE((*lone)->MetricSum("mulo_batch_size_count", {}), 0);  // -1: no batch was ever run
+
+  std::vector<std::string> batch_flags = kRepository;
+  batch_flags.push_back("--max_batch=6");
+  batch_flags.push_back("--batch_wait=200ms");
+  auto batched = ServerProcess::Start(batch_flags);
+  ASSERT_TRUE(batched.ok()) << batched.status();
+  std::vector<StreamResult> results(requests.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto stub = (*batched)->NewStub();
+      results[i] = RunStream(*stub, requests[i]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ASSERT_TRUE(results[i].status.ok()) << i << ": " << results[i].status.error_message();
+    EXPECT_EQ(ImageTokens(results[i]), expected[i]) << "request " << i;
+  }
+  const double forwards = (*batched)->MetricSum("mulo_batch_size_count", {});
+  const double carried = (*batched)->MetricSum("mulo_batch_size_sum", {});
+  EXPECT_GT(forwards, 0);
+  EXPECT_GT(carried, 1.5 * forwards) << carried << " requests in " << forwards << " forwards";
+  EXPECT_GE((*batched)->MetricSum("mulo_batch_tokens_sum", {}), 2 * carried);
+
+  for (const char* bad : {"--max_batch=0", "--batch_gemms=padded", "--max_batch_tokens=0"}) {
+    std::vector<std::string> flags = kRepository;
+    flags.push_back(bad);
+    auto refused = ServerProcess::Start(flags);
+    ASSERT_FALSE(refused.ok()) << bad;
+    const std::string flag(bad, std::string(bad).find('='));
+    EXPECT_NE(std::string(refused.status().message()).find(flag + ":"), std::string::npos)
+        << refused.status();
+  }
+}
+
 TEST(ServerIntegrationTest, QueueOverflowIsUnavailableAndTheRestComplete) {
   auto server = ServerProcess::Start(
       {"--model_repository=tests/data/repository", "--workers=1", "--max_queue=1"});

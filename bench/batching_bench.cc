@@ -1,0 +1,201 @@
+// The engine's continuous batching, without the server: `requests` requests of one method
+// decoded one after another on one thread (batching off) against the same requests on
+// `concurrency` threads sharing a ForwardBatcher (on), for each GEMM grouping, the variants
+// taking turns round after round so that the machine's drift falls on all alike. Prints a
+// markdown table of images/s and mean request latency; run it pinned to one core
+// (taskset -c 0) so that the threads of the batched runs share the single core the sequential
+// run has. A benchmark, not a test.
+//
+//   batching_bench --models=models/synth --method=ar --concurrency=1,4,8,16 --requests=16
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/bench_flags.h"
+#include "bench/family_inputs.h"
+#include "engine/decode/forward_batcher.h"
+#include "engine/decode/generate.h"
+#include "engine/decode/method_registry.h"
+
+namespace mulo::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Flags {
+  std::string models = "models/synth";
+  std::string prompts = "models/synth/heldout_prompts.jsonl";
+  std::string method = "ar";
+  std::string concurrency = "1,4,8,16";
+  std::string gemms = "per_sequence,shared";
+  int requests = 16;
+  int rounds = 3;
+  int max_wait_us = 5000;
+};
+
+struct Measure {
+  double seconds = 0;       // wall time of all requests
+  double mean_latency = 0;  // per request, start to finish
+  double calls_per_forward = 0;
+};
+
+std::vector<int> ParseList(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoi(item));
+  return out;
+}
+
+// Decodes requests [0, n) on `threads` threads (batcher may be null: plain decoding).
+Measure Decode(const engine::ModelSet& family, const engine::DecodingMethod& method,
+               const std::vector<engine::Condition>& conditions, int n, int threads,
+               engine::ForwardBatcher* batcher) {
+  std::atomic<int> next{0};
+  std::vector<double> latencies(n);
+  const auto start = Clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      engine::SetCpuThreads(1);
+      for (int i = next++; i < n; i = next++) {
+        engine::DecodeRequest request;
+        request.condition = conditions[i % conditions.size()];
+        request.sampling.cfg_scale = family.default_cfg_scale;
+        request.sampling.seed = 1 + i;
+        request.batcher = batcher;
+        engine::NullProgressSink sink;
+        engine::CancelToken cancel;
+        const auto begin = Clock::now();
+        auto result = method.Decode(request, family, sink, cancel);
+        if (!result.ok()) {
+          std::fprintf(stderr, "error: %s\n", result.status().ToString().c_str());
+          std::exit(1);
+        }
+        latencies[i] = std::chrono::duration<double>(Clock::now() - begin).count();
+      }
+    });
+  }
+  for (auto& thread : pool) thread.join();
+  Measure m;
+  m.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  for (double l : latencies) m.mean_latency += l / n;
+  return m;
+}
+
+int Run(const Flags& flags) {
+  auto inputs = LoadFamilyInputs(flags.models, flags.prompts, flags.requests, 1);
+  if (!inputs) return 1;
+  const engine::ModelSet& family = inputs->family;
+  auto config = engine::DefaultMethodConfig(flags.method, family);
+  if (!config.ok()) {
+    std::fprintf(stderr, "error: %s\n", config.status().ToString().c_str());
+    return 2;
+  }
+  auto method = engine::MakeMethod(*config, family);
+  if (!method.ok()) {
+    std::fprintf(stderr, "error: %s\n", method.status().ToString().c_str());
+    return 2;
+  }
+  std::vector<engine::Condition> conditions;
+  for (const auto& entry : inputs->prompts) {
+    auto condition = engine::ConditionFromPrompt(family, entry.prompt);
+    if (!condition.ok()) {
+      std::fprintf(stderr, "error: %s\n", condition.status().ToString().c_str());
+      return 1;
+    }
+    conditions.push_back(*condition);
+  }
+  std::map<std::string, engine::PackedGemms> kinds = {
+      {"per_sequence", engine::PackedGemms::kPerSequence},
+      {"shared", engine::PackedGemms::kShared}};
+  std::vector<std::string> variants;
+  {
+    std::stringstream in(flags.gemms);
+    for (std::string item; std::getline(in, item, ',');) {
+      if (!kinds.count(item)) {
+        std::fprintf(stderr, "error: --gemms: '%s' is not per_sequence or shared\n", item.c_str());
+        return 2;
+      }
+      variants.push_back(item);
+    }
+  }
+  const std::vector<int> levels = ParseList(flags.concurrency);
+  // Warm-up: one request of each kind.
+  Decode(family, **method, conditions, 1, 1, nullptr);
+
+  // seconds[level][variant] over rounds ("off" = sequential, unbatched).
+  std::map<int, std::map<std::string, std::vector<Measure>>> runs;
+  for (int round = 1; round <= flags.rounds; ++round) {
+    for (int level : levels) {
+      runs[level]["off"].push_back(
+          Decode(family, **method, conditions, flags.requests, 1, nullptr));
+      for (const std::string& variant : variants) {
+        engine::ForwardBatcher batcher(
+            {/*max_rows=*/1 << 20, std::chrono::microseconds(flags.max_wait_us), kinds[variant]});
+        Measure m = Decode(family, **method, conditions, flags.requests, level, &batcher);
+        const auto c = batcher.counters();
+        m.calls_per_forward = static_cast<double>(c.calls) / std::max<int64_t>(1, c.forwards);
+        runs[level][variant].push_back(m);
+      }
+      std::fprintf(stderr, "round %d, concurrency %d done\n", round, level);
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::printf("method %s, %d requests per run, median of %d rounds, one core\n\n",
+              flags.method.c_str(), flags.requests, flags.rounds);
+  std::printf("| concurrency | off images/s | off latency s |");
+  for (const auto& v : variants) std::printf(" %s images/s | x off | latency s | calls/forward |", v.c_str());
+  std::printf("\n|---:|---:|---:|");
+  for (size_t i = 0; i < variants.size(); ++i) std::printf("---:|---:|---:|---:|");
+  std::printf("\n");
+  for (int level : levels) {
+    std::vector<double> off_rate, off_latency;
+    for (const Measure& m : runs[level]["off"]) {
+      off_rate.push_back(flags.requests / m.seconds);
+      off_latency.push_back(m.mean_latency);
+    }
+    std::printf("| %d | %.2f | %.3f |", level, median(off_rate), median(off_latency));
+    for (const auto& v : variants) {
+      std::vector<double> rate, ratio, latency, calls;
+      const auto& ms = runs[level][v];
+      for (size_t r = 0; r < ms.size(); ++r) {
+        rate.push_back(flags.requests / ms[r].seconds);
+        ratio.push_back(runs[level]["off"][r].seconds / ms[r].seconds);  // paired per round
+        latency.push_back(ms[r].mean_latency);
+        calls.push_back(ms[r].calls_per_forward);
+      }
+      std::printf(" %.2f | %.2f | %.3f | %.1f |", median(rate), median(ratio), median(latency),
+                  median(calls));
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace mulo::bench
+
+int main(int argc, char** argv) {
+  mulo::bench::Flags flags;
+  mulo::bench::FlagParser parser(
+      "batching_bench: images/s of one method with continuous batching off and on");
+  parser.Add("models", &flags.models, "model family directory");
+  parser.Add("prompts", &flags.prompts, "held-out prompts (jsonl)");
+  parser.Add("method", &flags.method, "decoding method");
+  parser.Add("concurrency", &flags.concurrency, "comma list of concurrent requests (batched)");
+  parser.Add("gemms", &flags.gemms, "comma list of GEMM groupings: per_sequence, shared");
+  parser.Add("requests", &flags.requests, "requests per run");
+  parser.Add("rounds", &flags.rounds, "paired rounds (median reported)");
+  parser.Add("max_wait_us", &flags.max_wait_us, "ForwardBatcher max_wait in microseconds");
+  if (!parser.Parse(argc, argv)) return 2;
+  return mulo::bench::Run(flags);
+}
