@@ -207,18 +207,24 @@ std::vector<StatusOr<DecodeResult>> DecodeTogether(const std::vector<Job>& jobs,
   return results;
 }
 
-TEST(ForwardBatcherTest, EveryMethodDecodesItsLoneTokensInsideMixedBatches) {
-  const std::vector<Job> jobs = EveryMethodTwice();
-  ASSERT_GE(AvailableMethods(Family()).size(), 10u);
-  std::vector<std::vector<int32_t>> alone;
+// Each job's tokens decoded alone, without a batcher.
+void DecodeAlone(const std::vector<Job>& jobs, std::vector<std::vector<int32_t>>* tokens) {
   for (const Job& job : jobs) {
     NullProgressSink sink;
     CancelToken cancel;
     auto result = DecodeJob(job, nullptr, cancel, sink);
     ASSERT_OK(result);
-    alone.push_back(result->tokens);
+    tokens->push_back(result->tokens);
   }
-  ForwardBatcher batcher({/*max_rows=*/256, std::chrono::milliseconds(50), PackedGemms::kPerSequence});
+}
+
+TEST(ForwardBatcherTest, EveryMethodDecodesItsLoneTokensInsideMixedBatches) {
+  const std::vector<Job> jobs = EveryMethodTwice();
+  ASSERT_GE(AvailableMethods(Family()).size(), 10u);
+  std::vector<std::vector<int32_t>> alone;
+  ASSERT_NO_FATAL_FAILURE(DecodeAlone(jobs, &alone));
+  ForwardBatcher batcher(
+      {/*max_rows=*/256, std::chrono::milliseconds(50), PackedGemms::kPerSequence});
   auto together = DecodeTogether(jobs, 6, batcher);
   for (size_t i = 0; i < jobs.size(); ++i) {
     ASSERT_OK(together[i]);
@@ -248,13 +254,7 @@ class CancelAfterRows : public ProgressSink {
 TEST(ForwardBatcherTest, ACancelledRequestLeavesAndTheOthersFinishExactly) {
   const std::vector<Job> jobs = {{"ar", 0, 1.0}, {"mulo", 1, 1.0}, {"ar", 2, 0.0}};
   std::vector<std::vector<int32_t>> alone;
-  for (const Job& job : jobs) {
-    NullProgressSink sink;
-    CancelToken cancel;
-    auto result = DecodeJob(job, nullptr, cancel, sink);
-    ASSERT_OK(result);
-    alone.push_back(result->tokens);
-  }
+  ASSERT_NO_FATAL_FAILURE(DecodeAlone(jobs, &alone));
   // A short max_wait would hide a seat that is never given back; 10 s would time the test out.
   ForwardBatcher batcher({256, std::chrono::seconds(10), PackedGemms::kPerSequence});
   std::vector<StatusOr<DecodeResult>> results(jobs.size() + 1, InternalError("not run"));
