@@ -7,6 +7,7 @@
 // run has. A benchmark, not a test.
 //
 //   batching_bench --models=models/synth --method=ar --concurrency=1,4,8,16 --requests=16
+//   batching_bench --gemm_requests=8   (only the GEMM cost table)
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -37,6 +38,7 @@ struct Flags {
   int requests = 16;
   int rounds = 3;
   int max_wait_us = 5000;
+  int gemm_requests = 0;  // > 0: also the GEMM table for batches of this many requests
 };
 
 struct Measure {
@@ -88,10 +90,58 @@ Measure Decode(const engine::ModelSet& family, const engine::DecodingMethod& met
   return m;
 }
 
+// Why batching gains so little on this CPU, measured: each of the target's weight GEMMs for
+// one request's CFG pair (2 rows) against one GEMM carrying `requests` such pairs. If the
+// big GEMM costs about `requests` small ones, batching saves none of the GEMM time and
+// only the rest of the forward (dispatch, norms, activations) can shrink.
+void PrintGemmTable(const engine::TransformerConfig& c, int requests) {
+  struct Weight {
+    const char* name;
+    int64_t in, out;
+  };
+  const int64_t qkv = (c.n_head + 2 * c.n_kv_head) * c.head_dim();
+  const std::vector<Weight> weights = {{"wqkv", c.dim, qkv},
+                                       {"wo", c.dim, c.dim},
+                                       {"w1, w3", c.dim, c.ffn_hidden_dim},
+                                       {"w2", c.ffn_hidden_dim, c.dim},
+                                       {"output head", c.dim, c.vocab_size}};
+  constexpr int kRepeats = 400;
+  const auto time_us = [](const torch::Tensor& x, const torch::Tensor& w) {
+    std::vector<double> us;
+    for (int r = 0; r < kRepeats; ++r) {
+      const auto begin = Clock::now();
+      auto y = torch::linear(x, w);
+      us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - begin).count());
+    }
+    std::sort(us.begin(), us.end());
+    return us[us.size() / 2];
+  };
+  std::printf("\nTarget GEMMs, one thread, median of %d: one request's CFG pair (2 rows) "
+              "against %d requests' pairs in one GEMM (%d rows)\n\n",
+              kRepeats, requests, 2 * requests);
+  std::printf("| weight | in x out | 2 rows us | %d rows us | %d x 2 rows us | batched / "
+              "separate |\n|---|---|---:|---:|---:|---:|\n",
+              2 * requests, requests);
+  torch::NoGradGuard no_grad;
+  for (const Weight& w : weights) {
+    auto weight = torch::randn({w.out, w.in}) * 0.02;
+    const double small = time_us(torch::randn({2, w.in}), weight);
+    const double big = time_us(torch::randn({2 * requests, w.in}), weight);
+    std::printf("| %s | %ld x %ld | %.1f | %.1f | %.1f | %.2f |\n", w.name,
+                static_cast<long>(w.in), static_cast<long>(w.out), small, big, requests * small,
+                big / (requests * small));
+  }
+}
+
 int Run(const Flags& flags) {
   auto inputs = LoadFamilyInputs(flags.models, flags.prompts, flags.requests, 1);
   if (!inputs) return 1;
   const engine::ModelSet& family = inputs->family;
+  if (flags.gemm_requests > 0) {
+    engine::SetCpuThreads(1);
+    PrintGemmTable(family.target->config(), flags.gemm_requests);
+    return 0;
+  }
   auto config = engine::DefaultMethodConfig(flags.method, family);
   if (!config.ok()) {
     std::fprintf(stderr, "error: %s\n", config.status().ToString().c_str());
@@ -196,6 +246,8 @@ int main(int argc, char** argv) {
   parser.Add("requests", &flags.requests, "requests per run");
   parser.Add("rounds", &flags.rounds, "paired rounds (median reported)");
   parser.Add("max_wait_us", &flags.max_wait_us, "ForwardBatcher max_wait in microseconds");
+  parser.Add("gemm_requests", &flags.gemm_requests,
+             "> 0: print only the target's GEMM costs, 2 rows against this many requests' rows");
   if (!parser.Parse(argc, argv)) return 2;
   return mulo::bench::Run(flags);
 }

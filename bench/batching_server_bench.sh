@@ -8,6 +8,8 @@
 #
 #   bench/batching_server_bench.sh [--methods=ar,speculative,mulo] [--concurrency=1,4,8,16]
 #                                  [--requests=16] [--rounds=2] [--core=0] [--max_batch=16]
+#                                  [--on_flags="--batch_methods=ar,mulo ..."]
+# --on_flags: more server flags for the "on" server (e.g. the shipped method policy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 methods=ar,speculative,mulo
@@ -16,6 +18,7 @@ requests=16
 rounds=2
 core=0
 max_batch=16
+on_flags=""
 repository=models
 model=synth
 for arg in "$@"; do
@@ -26,6 +29,7 @@ for arg in "$@"; do
     --rounds=*) rounds="${arg#*=}" ;;
     --core=*) core="${arg#*=}" ;;
     --max_batch=*) max_batch="${arg#*=}" ;;
+    --on_flags=*) on_flags="${arg#*=}" ;;
     --model_repository=*) repository="${arg#*=}" ;;
     --model=*) model="${arg#*=}" ;;
     *) echo "batching_server_bench: unknown argument $arg" >&2; exit 2 ;;
@@ -52,7 +56,8 @@ start() {  # start NAME FLAGS...
   port[$name]=$(sed -n 's/.*listening on port \([0-9]*\) (metrics.*/\1/p' "$ports")
 }
 start off --max_batch=1
-start on --max_batch="$max_batch"
+# shellcheck disable=SC2086  # on_flags is a list of flags
+start on --max_batch="$max_batch" $on_flags
 
 col() { echo "$1" | awk -F'|' -v i="$2" '{gsub(/ /, "", $i); print $i}'; }
 declare -A rate p50 p95
@@ -74,7 +79,7 @@ for round in $(seq 1 "$rounds"); do
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 {
-  echo "Batching off (--max_batch=1) vs on (--max_batch=$max_batch), one worker, one core," \
+  echo "Batching off (--max_batch=1) vs on (--max_batch=$max_batch${on_flags:+ $on_flags}), one worker, one core," \
     "$requests requests per run, median of $rounds paired rounds"
   echo
   echo "| method | concurrency | off images/s | on images/s | on / off | off p50 s | on p50 s | off p95 s | on p95 s |"

@@ -80,8 +80,10 @@ class GenerationJob::RowStream : public engine::ProgressSink {
 };
 
 GenerationJob::GenerationJob(ValidatedRequest request,
-                             engine::CancelToken::Clock::time_point deadline, bool has_deadline)
+                             engine::CancelToken::Clock::time_point deadline, bool has_deadline,
+                             bool joins_batches)
     : request_(std::move(request)),
+      joins_batches_(joins_batches),
       cancel_(has_deadline ? engine::CancelToken(deadline) : engine::CancelToken()) {
   record_.enqueued = JobRecord::Clock::now();
 }

@@ -37,12 +37,15 @@ struct JobRecord {
 
 class GenerationJob : public Job {
  public:
+  // `joins_batches`: whether the job joins its worker's batch (--batch_methods); when false
+  // the scheduler gives it the worker alone.
   GenerationJob(ValidatedRequest request, engine::CancelToken::Clock::time_point deadline,
-                bool has_deadline);
+                bool has_deadline, bool joins_batches = true);
 
   void Run(engine::ForwardBatcher* batcher) override;
   void Skip(const absl::Status& why) override;
   const engine::CancelToken& cancel() const override { return cancel_; }
+  bool joins_batches() const override { return joins_batches_; }
 
   // Client went away or the server gives up: stop within one decoding step.
   void Cancel() { cancel_.Cancel(); }
@@ -60,6 +63,7 @@ class GenerationJob : public Job {
   void Post(JobEvent event);
 
   const ValidatedRequest request_;
+  const bool joins_batches_;
   engine::CancelToken cancel_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

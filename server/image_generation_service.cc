@@ -47,9 +47,9 @@ grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
-ImageGenerationService::ImageGenerationService(Scheduler& scheduler, ServerMetrics& metrics)
-    : scheduler_(scheduler), metrics_(metrics) {
-}
+ImageGenerationService::ImageGenerationService(Scheduler& scheduler, ServerMetrics& metrics,
+                                               BatchPolicy batching)
+    : scheduler_(scheduler), metrics_(metrics), batching_(std::move(batching)) {}
 
 grpc::Status ImageGenerationService::Generate(grpc::ServerContext* context,
                                               const v1::GenerateRequest* request,
@@ -95,7 +95,9 @@ grpc::Status ImageGenerationService::Generate(grpc::ServerContext* context,
     deadline += std::chrono::duration_cast<Clock::duration>(system_deadline -
                                                             std::chrono::system_clock::now());
   }
-  auto job = std::make_shared<GenerationJob>(*std::move(validated), deadline, has_deadline);
+  const bool joins_batches = batching_.Batches(validated->method);
+  auto job = std::make_shared<GenerationJob>(*std::move(validated), deadline, has_deadline,
+                                             joins_batches);
   if (absl::Status queued = scheduler_.Submit(job); !queued.ok()) {
     return finish(queued, nullptr);
   }

@@ -13,6 +13,7 @@
 
 #include "engine/decode/decoding_method.h"
 #include "mulo/v1/image_generation.grpc.pb.h"
+#include "server/batch_policy.h"
 #include "server/generation_job.h"
 #include "server/model_repository.h"
 #include "server/scheduler.h"
@@ -23,7 +24,9 @@ namespace mulo::server {
 class ImageGenerationService final : public v1::ImageGeneration::Service {
  public:
   // Requests are refused with UNAVAILABLE until SetRepository is called (models loading).
-  ImageGenerationService(Scheduler& scheduler, ServerMetrics& metrics);
+  // `batching` picks the methods whose requests join their worker's batches.
+  ImageGenerationService(Scheduler& scheduler, ServerMetrics& metrics,
+                         BatchPolicy batching = BatchPolicy::All());
 
   // The loaded models; must outlive the service.
   void SetRepository(const ModelRepository* repository) { repository_ = repository; }
@@ -45,6 +48,7 @@ class ImageGenerationService final : public v1::ImageGeneration::Service {
   std::atomic<const ModelRepository*> repository_{nullptr};
   Scheduler& scheduler_;
   ServerMetrics& metrics_;
+  const BatchPolicy batching_;
   std::atomic<bool> accepting_{true};
   std::atomic<bool> shut_down_{false};  // CancelAll ran
   std::mutex jobs_mu_;

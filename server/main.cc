@@ -28,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "engine/core/cpu_threads.h"
+#include "server/batch_policy.h"
 #include "server/image_generation_service.h"
 #include "server/model_repository.h"
 #include "server/reflection_v1.h"
@@ -50,6 +51,11 @@ ABSL_FLAG(int, max_batch_tokens, 256,
           "forward still runs, alone");
 ABSL_FLAG(absl::Duration, batch_wait, absl::Milliseconds(5),
           "how long a queued forward waits for batch members busy elsewhere before it runs");
+// The methods measured to gain from batching on CPU (README, "Continuous batching"); the
+// others lost 3-16% there (bench/batching_server_bench.sh).
+ABSL_FLAG(std::string, batch_methods, "ar,mulo",
+          "methods whose requests join the batch (all, none or a comma list such as ar,mulo); "
+          "a request of another method has its worker to itself");
 ABSL_FLAG(std::string, batch_gemms, "per_sequence",
           "per_sequence: exact (a request's tokens never depend on its batch); shared: one GEMM "
           "for the whole batch, faster, equal up to float rounding");
@@ -181,6 +187,15 @@ int Run() {
     Log("--batch_wait: must not be negative");
     return 2;
   }
+  auto batch_policy = BatchPolicy::Parse(absl::GetFlag(FLAGS_batch_methods));
+  if (!batch_policy.ok()) {
+    Log(std::string(batch_policy.status().message()));
+    return 2;
+  }
+  Log(scheduler_options.max_batch == 1
+          ? std::string("batching: off (--max_batch=1)")
+          : absl::StrCat("batching: up to ", scheduler_options.max_batch,
+                         " requests per worker, methods ", batch_policy->ToString()));
   BatchMetricsRelay batch_metrics;
   scheduler_options.on_batch = [&batch_metrics](const engine::ForwardBatcher::BatchEvent& e) {
     batch_metrics.Record(e);
@@ -194,7 +209,7 @@ int Run() {
   BatchMetricsRelay::Attachment batch_metrics_attached(&batch_metrics, &metrics);
   metrics.WatchQueue(
       [&scheduler] { return std::make_pair(scheduler.queue_depth(), scheduler.running()); });
-  ImageGenerationService service(scheduler, metrics);
+  ImageGenerationService service(scheduler, metrics, *std::move(batch_policy));
   std::atomic<bool> ready{false};
 
   auto http = metrics.StartHttp(absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_metrics_port),

@@ -15,8 +15,10 @@ Scheduler::Scheduler(Options options) : options_(options) {
           std::make_unique<engine::ForwardBatcher>(options_.batching, options_.on_batch));
       batcher = batchers_.back().get();
     }
+    worker_states_.push_back(std::make_unique<WorkerState>());
+    WorkerState* state = worker_states_.back().get();
     for (int slot = 0; slot < batch; ++slot) {
-      workers_.emplace_back([this, batcher] { WorkerLoop(batcher); });
+      workers_.emplace_back([this, state, batcher] { WorkerLoop(state, batcher); });
     }
   }
 }
@@ -46,7 +48,8 @@ absl::Status Scheduler::Submit(std::shared_ptr<Job> job) {
     }
     queue_.push_back(std::move(job));
   }
-  work_cv_.notify_one();
+  // Not notify_one: the thread it wakes may belong to a worker that cannot take the job.
+  work_cv_.notify_all();
   return absl::OkStatus();
 }
 
@@ -71,17 +74,27 @@ int Scheduler::running() const {
   return running_;
 }
 
-void Scheduler::WorkerLoop(engine::ForwardBatcher* batcher) {
+bool Scheduler::FrontCanStartLocked(const WorkerState& worker, bool batching) const {
+  if (queue_.empty() || worker.alone) return false;
+  return worker.running == 0 || (batching && queue_.front()->joins_batches());
+}
+
+void Scheduler::WorkerLoop(WorkerState* worker, engine::ForwardBatcher* batcher) {
   if (options_.on_worker_start) options_.on_worker_start();
+  const bool batching = batcher != nullptr;
   while (true) {
     std::shared_ptr<Job> job;
+    bool alone = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [this] { return shutdown_ || !queue_.empty(); });
+      work_cv_.wait(lock, [&] { return shutdown_ || FrontCanStartLocked(*worker, batching); });
       if (queue_.empty()) return;  // shutdown with nothing left
       job = std::move(queue_.front());
       queue_.pop_front();
       ++running_;
+      ++worker->running;
+      alone = batching && !job->joins_batches();
+      worker->alone = alone;
     }
     const engine::Status ready = job->cancel().Check();
     if (!ready.ok()) {
@@ -89,14 +102,17 @@ void Scheduler::WorkerLoop(engine::ForwardBatcher* batcher) {
                     ? absl::DeadlineExceededError("deadline exceeded while queued")
                     : absl::CancelledError("cancelled while queued"));
     } else {
-      job->Run(batcher);
+      job->Run(alone ? nullptr : batcher);
     }
     job.reset();  // release the request's memory before reporting idle
     {
       std::lock_guard<std::mutex> lock(mu_);
       --running_;
+      --worker->running;
+      if (alone) worker->alone = false;
     }
     idle_cv_.notify_all();
+    work_cv_.notify_all();  // this worker may now take a job that must run alone, or any
   }
 }
 

@@ -41,7 +41,9 @@ class RecordingJob : public Job {
     skipped_ = why;
   }
   const engine::CancelToken& cancel() const override { return cancel_; }
+  bool joins_batches() const override { return joins_batches_; }
   engine::CancelToken& mutable_cancel() { return cancel_; }
+  void set_joins_batches(bool joins) { joins_batches_ = joins; }
 
   bool started() const { return started_; }
   engine::ForwardBatcher* batcher() const { return batcher_; }
@@ -58,6 +60,7 @@ class RecordingJob : public Job {
   std::atomic<engine::ForwardBatcher*> batcher_{nullptr};
   std::atomic<bool> started_{false};
   engine::CancelToken cancel_;
+  bool joins_batches_ = true;
   absl::Status skipped_ = absl::OkStatus();
 };
 
@@ -72,6 +75,10 @@ class SchedulerTest : public ::testing::Test {
     EXPECT_TRUE(scheduler.Submit(job).ok());
     while (!job->started()) std::this_thread::yield();
     return job;
+  }
+  // Blocks its worker until `gate` opens (not started here).
+  std::shared_ptr<RecordingJob> JobGatedBy(int id, const std::atomic<bool>* gate) {
+    return std::make_shared<RecordingJob>(id, &ran_, &mu_, gate, std::nullopt);
   }
   std::shared_ptr<RecordingJob> JobWithDeadline(int id, std::chrono::milliseconds from_now) {
     return std::make_shared<RecordingJob>(id, &ran_, &mu_, nullptr,
@@ -146,6 +153,42 @@ TEST_F(SchedulerTest, ABatchingWorkerRunsMaxBatchJobsSharingOneBatcher) {
   ASSERT_TRUE(plain.WaitIdle(absl::Seconds(5)));
   EXPECT_TRUE(job->started());
   EXPECT_EQ(job->batcher(), nullptr);
+}
+
+// A job that does not join batches waits for its worker's batch to finish, runs with no
+// batcher and nothing beside it, and the jobs queued behind it wait for it (queue order).
+TEST_F(SchedulerTest, AJobThatDoesNotBatchGetsItsWorkerAlone) {
+  Scheduler::Options options{1, 16, nullptr};
+  options.max_batch = 3;
+  Scheduler scheduler(options);
+  std::atomic<bool> batch_gate{false}, alone_gate{false};
+  auto batched = JobGatedBy(0, &batch_gate);
+  auto alone = JobGatedBy(1, &alone_gate);
+  alone->set_joins_batches(false);
+  auto behind = Job(2);
+  ASSERT_TRUE(scheduler.Submit(batched).ok());
+  while (!batched->started()) std::this_thread::yield();
+  ASSERT_TRUE(scheduler.Submit(alone).ok());
+  ASSERT_TRUE(scheduler.Submit(behind).ok());
+  // Two of the worker's three threads are free, yet neither job may start beside the batch.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(alone->started());
+  EXPECT_FALSE(behind->started());
+  EXPECT_EQ(scheduler.running(), 1);
+  EXPECT_EQ(scheduler.queue_depth(), 2);
+
+  batch_gate = true;
+  while (!alone->started()) std::this_thread::yield();
+  EXPECT_EQ(alone->batcher(), nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(behind->started()) << "a job started beside one that runs alone";
+  EXPECT_EQ(scheduler.running(), 1);
+
+  alone_gate = true;
+  ASSERT_TRUE(scheduler.WaitIdle(absl::Seconds(5)));
+  EXPECT_EQ(ran(), (std::vector<int>{0, 1, 2}));
+  EXPECT_NE(behind->batcher(), nullptr);
+  EXPECT_EQ(behind->batcher(), batched->batcher());
 }
 
 TEST_F(SchedulerTest, FullQueueAndDrainingRefuseWithUnavailable) {

@@ -424,6 +424,7 @@ TEST(ServerIntegrationTest, BatchedRequestsGetTheirLoneTokensAndTheBatchesAreCou
   std::vector<std::string> batch_flags = kRepository;
   batch_flags.push_back("--max_batch=6");
   batch_flags.push_back("--batch_wait=200ms");
+  batch_flags.push_back("--batch_methods=all");  // the default leaves speculative out
   auto batched = ServerProcess::Start(batch_flags);
   ASSERT_TRUE(batched.ok()) << batched.status();
   std::vector<StreamResult> results(requests.size());
@@ -445,7 +446,8 @@ TEST(ServerIntegrationTest, BatchedRequestsGetTheirLoneTokensAndTheBatchesAreCou
   EXPECT_GT(carried, 1.5 * forwards) << carried << " requests in " << forwards << " forwards";
   EXPECT_GE((*batched)->MetricSum("mulo_batch_tokens_sum", {}), 2 * carried);
 
-  for (const char* bad : {"--max_batch=0", "--batch_gemms=padded", "--max_batch_tokens=0"}) {
+  for (const char* bad : {"--max_batch=0", "--batch_gemms=padded", "--max_batch_tokens=0",
+                          "--batch_methods=ar,warp"}) {
     std::vector<std::string> flags = kRepository;
     flags.push_back(bad);
     auto refused = ServerProcess::Start(flags);
@@ -454,6 +456,37 @@ TEST(ServerIntegrationTest, BatchedRequestsGetTheirLoneTokensAndTheBatchesAreCou
     EXPECT_NE(std::string(refused.status().message()).find(flag + ":"), std::string::npos)
         << refused.status();
   }
+}
+
+// --batch_methods: requests of a method left out decode alone, one at a time per worker (no
+// batched forward carries them), those of a listed method batch.
+TEST(ServerIntegrationTest, OnlyTheListedMethodsJoinTheBatch) {
+  std::vector<std::string> flags = kRepository;
+  for (const char* flag : {"--max_batch=4", "--batch_wait=200ms", "--batch_methods=ar"}) {
+    flags.push_back(flag);
+  }
+  auto server = ServerProcess::Start(flags);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const auto run_together = [&](bool speculative) {
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 3; ++i) {
+      threads.emplace_back([&, i] {
+        v1::GenerateRequest r = ValidRequest(40 + i);
+        if (speculative) r.mutable_speculative()->set_gamma(3);
+        auto stub = (*server)->NewStub();
+        StreamResult result = RunStream(*stub, r);
+        EXPECT_TRUE(result.status.ok()) << result.status.error_message();
+      });
+    }
+    for (auto& t : threads) t.join();
+  };
+  run_together(/*speculative=*/true);
+  EXPECT_LE((*server)->MetricSum("mulo_batch_size_count", {}), 0)
+      << "a speculative request joined a batch";
+  run_together(/*speculative=*/false);
+  const double forwards = (*server)->MetricSum("mulo_batch_size_count", {});
+  EXPECT_GT(forwards, 0);
+  EXPECT_GT((*server)->MetricSum("mulo_batch_size_sum", {}), 1.5 * forwards);
 }
 
 TEST(ServerIntegrationTest, QueueOverflowIsUnavailableAndTheRestComplete) {
