@@ -5,6 +5,11 @@
 #include "absl/strings/str_cat.h"
 
 namespace mulo::server {
+namespace {
+
+constexpr std::chrono::milliseconds kQueueRecheck(50);
+
+}  // namespace
 
 Scheduler::Scheduler(Options options) : options_(options) {
   const int batch = std::max(1, options_.max_batch);
@@ -75,8 +80,13 @@ int Scheduler::running() const {
 }
 
 bool Scheduler::FrontCanStartLocked(const WorkerState& worker, bool batching) const {
-  if (queue_.empty() || worker.alone) return false;
-  return worker.running == 0 || (batching && queue_.front()->joins_batches());
+  if (queue_.empty()) return false;
+  const Job& front = *queue_.front();
+  // Out of time or cancelled: it is only skipped, so any thread takes it at once rather than
+  // letting it wait (and hold back the queue) until a worker is free for it.
+  if (!front.cancel().Check().ok()) return true;
+  if (worker.alone) return false;
+  return worker.running == 0 || (batching && front.joins_batches());
 }
 
 void Scheduler::WorkerLoop(WorkerState* worker, engine::ForwardBatcher* batcher) {
@@ -87,13 +97,21 @@ void Scheduler::WorkerLoop(WorkerState* worker, engine::ForwardBatcher* batcher)
     bool alone = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return shutdown_ || FrontCanStartLocked(*worker, batching); });
+      while (!shutdown_ && !FrontCanStartLocked(*worker, batching)) {
+        if (queue_.empty()) {
+          work_cv_.wait(lock);
+        } else {
+          // A queued job's deadline passes, or its client cancels, without a notification:
+          // look again now and then so that it is skipped promptly.
+          work_cv_.wait_for(lock, kQueueRecheck);
+        }
+      }
       if (queue_.empty()) return;  // shutdown with nothing left
       job = std::move(queue_.front());
       queue_.pop_front();
       ++running_;
       ++worker->running;
-      alone = batching && !job->joins_batches();
+      alone = batching && !job->joins_batches() && job->cancel().Check().ok();
       worker->alone = alone;
     }
     const engine::Status ready = job->cancel().Check();

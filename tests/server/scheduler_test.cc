@@ -191,6 +191,27 @@ TEST_F(SchedulerTest, AJobThatDoesNotBatchGetsItsWorkerAlone) {
   EXPECT_EQ(behind->batcher(), batched->batcher());
 }
 
+// A job that would have to wait for its worker's batch is still skipped as soon as its
+// deadline passes, not when the batch ends (its caller must not outlive the deadline).
+TEST_F(SchedulerTest, AQueuedJobOutOfTimeIsSkippedWhileTheBatchStillRuns) {
+  Scheduler::Options options{1, 16, nullptr};
+  options.max_batch = 3;
+  Scheduler scheduler(options);
+  auto batched = StartGatedJob(scheduler, 0);
+  auto late = JobWithDeadline(1, std::chrono::milliseconds(30));
+  late->set_joins_batches(false);
+  ASSERT_TRUE(scheduler.Submit(late).ok());
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (late->skipped().ok() && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(late->skipped().code(), absl::StatusCode::kDeadlineExceeded) << late->skipped();
+  EXPECT_FALSE(late->started());
+  EXPECT_EQ(scheduler.running(), 1);  // the batch still runs
+  OpenGateAndWait(scheduler);
+  EXPECT_EQ(ran(), (std::vector<int>{0}));
+}
+
 TEST_F(SchedulerTest, FullQueueAndDrainingRefuseWithUnavailable) {
   Scheduler scheduler({1, 2, nullptr});
   StartGatedJob(scheduler, 0);
