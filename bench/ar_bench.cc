@@ -25,7 +25,6 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,18 +80,6 @@ int WriteJson(const Flags& flags, const nlohmann::json& report) {
   return 0;
 }
 
-bool ParseList(const std::string& text, std::vector<int64_t>* out) {
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    char* end = nullptr;
-    const long long value = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || value < 0) return false;
-    out->push_back(value);
-  }
-  return !out->empty();
-}
-
 // One way of running the model: eager launches or CUDA graphs, each with its own loaded copy
 // (graphs are a property of the caches a model hands out).
 struct Variant {
@@ -145,7 +132,7 @@ int StackedRequestsTable(const Flags& flags, const Transformer& model,
                          const torch::Tensor& embedded, int64_t batch, const torch::Device& device,
                          nlohmann::json* report) {
   std::vector<int64_t> requests;
-  if (!ParseList(flags.requests, &requests) ||
+  if (!bench::ParseList(flags.requests, &requests) ||
       std::find(requests.begin(), requests.end(), 0) != requests.end()) {
     std::fprintf(stderr, "error: --requests: expected a comma list of positive counts\n");
     return 2;
@@ -219,13 +206,13 @@ int Run(const Flags& flags) {
   const int repeats = std::max(1, flags.repeats);
   const int64_t n_image = c.num_image_tokens();
   std::vector<int64_t> new_tokens, contexts;
-  if (!ParseList(flags.new_tokens, &new_tokens)) {
+  if (!bench::ParseList(flags.new_tokens, &new_tokens)) {
     std::fprintf(stderr, "error: --new_tokens: expected a comma list of counts\n");
     return 2;
   }
   if (flags.contexts.empty()) {
     contexts = {0, n_image / 4, n_image / 2, 3 * n_image / 4};
-  } else if (!ParseList(flags.contexts, &contexts)) {
+  } else if (!bench::ParseList(flags.contexts, &contexts)) {
     std::fprintf(stderr, "error: --contexts: expected a comma list of image-token counts\n");
     return 2;
   }

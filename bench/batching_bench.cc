@@ -47,13 +47,6 @@ struct Measure {
   double calls_per_forward = 0;
 };
 
-std::vector<int> ParseList(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoi(item));
-  return out;
-}
-
 // Decodes requests [0, n) on `threads` threads (batcher may be null: plain decoding).
 Measure Decode(const engine::ModelSet& family, const engine::DecodingMethod& method,
                const std::vector<engine::Condition>& conditions, int n, int threads,
@@ -175,7 +168,13 @@ int Run(const Flags& flags) {
       variants.push_back(item);
     }
   }
-  const std::vector<int> levels = ParseList(flags.concurrency);
+  std::vector<int64_t> counts;
+  if (!ParseList(flags.concurrency, &counts) ||
+      std::find(counts.begin(), counts.end(), 0) != counts.end()) {
+    std::fprintf(stderr, "error: --concurrency: expected a comma list of positive counts\n");
+    return 2;
+  }
+  const std::vector<int> levels(counts.begin(), counts.end());
   // Warm-up: one request of each kind.
   Decode(family, **method, conditions, 1, 1, nullptr);
 

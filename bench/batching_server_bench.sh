@@ -12,6 +12,8 @@
 # --on_flags: more server flags for the "on" server (e.g. the shipped method policy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/server_lib.sh
+source bench/server_lib.sh
 methods=ar,speculative,mulo
 levels=1,4,8,16
 requests=16
@@ -37,29 +39,18 @@ for arg in "$@"; do
 done
 bazel build //server:mulo_server //client:mulo_client >&2
 mkdir -p out/bench
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 declare -A port
 start() {  # start NAME FLAGS...
   local name=$1; shift
-  local log=out/bench/batching_$name.log ports=out/bench/batching_$name.ports
-  rm -f "$log" "$ports"
-  taskset -c "$core" bazel-bin/server/mulo_server --model_repository="$repository" \
-    --host=127.0.0.1 --port=0 --metrics_port=0 --workers=1 --max_queue=64 "$@" \
-    >"$ports" 2>"$log" &
-  pids+=($!)
-  for _ in $(seq 1 600); do
-    grep -q "serving" "$log" 2>/dev/null && break
-    kill -0 "${pids[-1]}" 2>/dev/null || { cat "$log" >&2; exit 1; }
-    sleep 0.1
-  done
-  port[$name]=$(sed -n 's/.*listening on port \([0-9]*\) (metrics.*/\1/p' "$ports")
+  start_server "out/bench/batching_$name.log" "out/bench/batching_$name.ports" \
+    taskset -c "$core" bazel-bin/server/mulo_server --model_repository="$repository" \
+    --host=127.0.0.1 --port=0 --metrics_port=0 --workers=1 --max_queue=64 "$@"
+  port[$name]=$server_port
 }
 start off --max_batch=1
 # shellcheck disable=SC2086  # on_flags is a list of flags
 start on --max_batch="$max_batch" $on_flags
 
-col() { echo "$1" | awk -F'|' -v i="$2" '{gsub(/ /, "", $i); print $i}'; }
 declare -A rate p50 p95
 for round in $(seq 1 "$rounds"); do
   for method in ${methods//,/ }; do
@@ -69,9 +60,9 @@ for round in $(seq 1 "$rounds"); do
           --method="$method" --prompts_file="$repository/$model/heldout_prompts.jsonl" \
           bench --requests="$requests" --concurrency="$c" | tail -1)
         key="$method,$c,$name"
-        rate[$key]+="$(col "$row" 10) "
-        p50[$key]+="$(col "$row" 7) "
-        p95[$key]+="$(col "$row" 8) "
+        rate[$key]+="$(column "$row" 10) "
+        p50[$key]+="$(column "$row" 7) "
+        p95[$key]+="$(column "$row" 8) "
       done
       echo "round $round: $method at concurrency $c done" >&2
     done

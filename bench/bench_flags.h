@@ -3,11 +3,14 @@
 #ifndef MULO_BENCH_BENCH_FLAGS_H_
 #define MULO_BENCH_BENCH_FLAGS_H_
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace mulo::bench {
 
@@ -85,6 +88,20 @@ class FlagParser {
   std::string usage_;
   std::map<std::string, Flag> flags_;
 };
+
+// A list flag such as --concurrency=1,4,8: appends the non-negative counts to `out`; false on
+// an empty list or an item that is not a count.
+inline bool ParseList(const std::string& text, std::vector<int64_t>* out) {
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    char* end = nullptr;
+    const long long value = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || value < 0) return false;
+    out->push_back(value);
+  }
+  return !out->empty();
+}
 
 }  // namespace mulo::bench
 

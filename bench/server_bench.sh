@@ -12,6 +12,8 @@
 #                         [--workers=1] [--rss_requests=200] [--rounds=5] [--method=ar]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/server_lib.sh
+source bench/server_lib.sh
 repository=models
 model=synth
 requests=32
@@ -40,18 +42,11 @@ report=out/bench/server.md
 : >"$report"
 say() { echo "$@" | tee -a "$report"; }
 
-log=out/bench/server_bench_server.log
-bazel-bin/server/mulo_server --model_repository="$repository" --host=127.0.0.1 --port=0 \
-  --metrics_port=0 --workers="$workers" --max_queue=64 >out/bench/server_bench.ports 2>"$log" &
-pid=$!
-trap 'kill $pid 2>/dev/null || true' EXIT
-for _ in $(seq 1 600); do
-  grep -q "serving" "$log" 2>/dev/null && break
-  kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; exit 1; }
-  sleep 0.1
-done
-port=$(sed -n 's/.*listening on port \([0-9]*\) (metrics.*/\1/p' out/bench/server_bench.ports)
-metrics_port=$(sed -n 's/.*(metrics on port \([0-9]*\)).*/\1/p' out/bench/server_bench.ports)
+start_server out/bench/server_bench_server.log out/bench/server_bench.ports \
+  bazel-bin/server/mulo_server --model_repository="$repository" --host=127.0.0.1 --port=0 \
+  --metrics_port=0 --workers="$workers" --max_queue=64
+port=$server_port
+metrics_port=$server_metrics_port
 client=(bazel-bin/client/mulo_client --server="127.0.0.1:$port" --model="$model"
         --method="$method" --prompts_file="$prompts")
 rss_mib() {
@@ -59,7 +54,6 @@ rss_mib() {
     awk '/^process_resident_memory_bytes / {printf "%.1f", $2 / 1048576}'
 }
 
-column() { echo "$1" | awk -F'|' -v i="$2" '{gsub(/ /, "", $i); print $i}'; }
 # The engine alone and the server take turns on the same prompts and seeds, round after
 # round: a shared or throttled CPU drifts by tens of percent over minutes, and pairing in
 # time keeps that drift out of the comparison. The overhead is the median of the rounds.

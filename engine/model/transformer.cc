@@ -263,11 +263,15 @@ StatusOr<ForwardOutput> Transformer::ForwardImpl(KvCache& cache, const torch::Te
   const int64_t n = embeddings.size(1);
   PreparedInput in = Prepare(cache, embeddings, positions, mask);
   ForwardOutput out = RunLayers(cache, in.x, in.rope, in.mask, torch::Tensor(), 0, logits_mode);
+  CommitEager(cache, n);
+  return out;
+}
+
+void Transformer::CommitEager(KvCache& cache, int64_t n) const {
   if (cache.trace() != nullptr) {
     cache.trace()->push_back({this, cache.batch(), n, cache.length(), /*graph=*/false});
   }
   cache.Advance(n);
-  return out;
 }
 
 StatusOr<std::vector<ForwardOutput>> Transformer::ForwardBatch(
@@ -356,14 +360,7 @@ std::vector<ForwardOutput> Transformer::ForwardBatchImpl(const std::vector<Forwa
       offset += seq.batch * seq.length;
     }
   }
-  for (size_t i = 0; i < calls.size(); ++i) {
-    KvCache& cache = *calls[i].cache;
-    if (cache.trace() != nullptr) {
-      cache.trace()->push_back(
-          {this, sequences[i].batch, sequences[i].length, cache.length(), /*graph=*/false});
-    }
-    cache.Advance(sequences[i].length);
-  }
+  for (size_t i = 0; i < calls.size(); ++i) CommitEager(*calls[i].cache, sequences[i].length);
   return outputs;
 }
 

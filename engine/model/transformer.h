@@ -150,6 +150,8 @@ class Transformer {
                         const torch::Tensor& positions, const torch::Tensor& mask) const;
   // Final norm and output head over the last layer's x [batch, n, dim].
   ForwardOutput Head(const torch::Tensor& x, LogitsMode logits_mode) const;
+  // After an eager forward stored `n` new rows: the trace entry, then the cache's length.
+  void CommitEager(KvCache& cache, int64_t n) const;
   std::vector<ForwardOutput> ForwardBatchImpl(const std::vector<ForwardCall>& calls,
                                               PackedGemms gemms) const;
   // The layers, final norm and output head over x [batch, n, dim] (positions applied; `mask`
