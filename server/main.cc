@@ -98,7 +98,9 @@ class BatchMetricsRelay {
 
   void Record(const engine::ForwardBatcher::BatchEvent& event) {
     absl::MutexLock lock(&mu_);
-    if (metrics_ != nullptr) metrics_->RecordBatch(event.calls, event.rows);
+    if (metrics_ != nullptr)
+      metrics_->RecordBatch(engine::ForwardBatcher::ComponentName(event.component), event.calls,
+                            event.rows);
   }
 
  private:

@@ -117,12 +117,15 @@ ServerMetrics::ServerMetrics() {
       "Time per request spent in each decoding phase (draft, verify, resample, ...).",
       {"model", "method", "phase"}, {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60}));
   batch_size_ = OrDie(registry_.AddHistogram(
-      "mulo_batch_size", "Requests whose transformer forwards one batched forward carried.", {},
-      {1, 2, 3, 4, 6, 8, 12, 16, 24, 32}));
+      "mulo_batch_size",
+      "Requests whose calls one batched forward carried, by component (transformer, "
+      "eagle_head, resampler).",
+      {"component"}, {1, 2, 3, 4, 6, 8, 12, 16, 24, 32}));
   batch_rows_ = OrDie(registry_.AddHistogram(
       "mulo_batch_tokens",
-      "Token rows (guidance streams x new positions) per batched transformer forward.", {},
-      {2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}));
+      "Token rows (guidance streams x new positions; a resampler's output grid positions) per "
+      "batched forward, by component.",
+      {"component"}, {2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}));
   model_loaded_ = OrDie(registry_.AddGauge(
       "mulo_model_loaded", "1 when the model family is loaded and served.", {"model"}));
   model_weight_bytes_ = OrDie(registry_.AddGauge(
@@ -151,9 +154,9 @@ absl::StatusOr<int> ServerMetrics::StartHttp(const std::string& host, int port,
   return http_->port();
 }
 
-void ServerMetrics::RecordBatch(int64_t requests, int64_t rows) {
-  batch_size_->WithLabels({}).Observe(static_cast<double>(requests));
-  batch_rows_->WithLabels({}).Observe(static_cast<double>(rows));
+void ServerMetrics::RecordBatch(const std::string& component, int64_t requests, int64_t rows) {
+  batch_size_->WithLabels({component}).Observe(static_cast<double>(requests));
+  batch_rows_->WithLabels({component}).Observe(static_cast<double>(rows));
 }
 
 void ServerMetrics::SetModelLoaded(const std::string& model, bool loaded) {

@@ -35,9 +35,10 @@ class ServerMetrics {
   // from a closed set, whatever names clients send.
   void RecordRequest(const RequestLogLine& line);
   void SetModelLoaded(const std::string& model, bool loaded);
-  // One batched transformer forward (continuous batching): how many requests' calls it
-  // carried and how many rows (guidance streams x new positions).
-  void RecordBatch(int64_t requests, int64_t rows);
+  // One batched forward (continuous batching) of `component` (transformer, eagle_head,
+  // resampler: a closed set, engine::ForwardBatcher::ComponentName): how many requests' calls
+  // it carried and how many rows.
+  void RecordBatch(const std::string& component, int64_t requests, int64_t rows);
   // Memory the family's resident weights take on `device` (engine::ModelSet::weight_bytes).
   void SetModelWeightBytes(const std::string& model, const std::string& device, int64_t bytes);
 

@@ -25,4 +25,9 @@ torch::Tensor HostRead(const torch::Tensor& tensor, torch::ScalarType dtype) {
   return tensor.to(torch::kCPU, dtype);
 }
 
+std::vector<int64_t> HostReadIds(const torch::Tensor& tensor) {
+  const torch::Tensor flat = HostRead(tensor.flatten(), torch::kInt64).contiguous();
+  return std::vector<int64_t>(flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel());
+}
+
 }  // namespace mulo::engine

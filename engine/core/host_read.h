@@ -18,6 +18,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace mulo::engine {
 
@@ -28,6 +29,9 @@ void CountHostRead();
 // tensor.to(torch::kCPU[, dtype]), counted as one read.
 torch::Tensor HostRead(const torch::Tensor& tensor);
 torch::Tensor HostRead(const torch::Tensor& tensor, torch::ScalarType dtype);
+
+// The values of an int64 tensor (token ids) in flat order, counted as one read.
+std::vector<int64_t> HostReadIds(const torch::Tensor& tensor);
 
 // tensor.item<T>(), counted as one read.
 template <typename T>

@@ -34,9 +34,10 @@ StatusOr<torch::Tensor> EagleProposer::CatchUp(DecodeSession& session) {
   const int64_t m = static_cast<int64_t>(queued_tokens_.size());
   MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings,
                         target_.EmbedTokens(Ids(queued_tokens_, cache_.batch())));
-  MULO_ASSIGN_OR_RETURN(torch::Tensor predicted,
-                        head_.Forward(cache_, embeddings, torch::stack(queued_features_, 1),
-                                      torch::Tensor()));
+  MULO_ASSIGN_OR_RETURN(
+      torch::Tensor predicted,
+      session.RunHead(head_,
+                      {&cache_, embeddings, torch::stack(queued_features_, 1), torch::Tensor()}));
   ++session.stats().draft_forward_passes;
   committed_rows_ += m;
   queued_tokens_.clear();
@@ -68,8 +69,8 @@ StatusOr<torch::Tensor> EagleProposer::FeedTreeNodes(DecodeSession& session,
   MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings,
                         target_.EmbedTokens(Ids(node_tokens, cache_.batch())));
   MULO_ASSIGN_OR_RETURN(torch::Tensor predicted,
-                        head_.Forward(cache_, embeddings, torch::stack(inputs, 1),
-                                      mask.to(embeddings.device())));
+                        session.RunHead(head_, {&cache_, embeddings, torch::stack(inputs, 1),
+                                                mask.to(embeddings.device())}));
   ++session.stats().draft_forward_passes;
   for (int64_t i = 0; i < m; ++i) {
     fed->head_row[nodes[i]] = rows + i;

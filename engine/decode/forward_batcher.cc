@@ -7,22 +7,99 @@
 #include <vector>
 
 namespace mulo::engine {
+namespace {
+
+// How each kind of model runs one call alone and several as one batched forward.
+StatusOr<ForwardOutput> RunAlone(const Transformer& model, const ForwardCall& c) {
+  return model.Forward(*c.cache, c.embeddings, c.positions, c.mask, c.logits_mode);
+}
+StatusOr<std::vector<ForwardOutput>> RunTogether(const Transformer& model,
+                                                 const std::vector<ForwardCall>& calls,
+                                                 PackedGemms gemms) {
+  return model.ForwardBatch(calls, gemms);
+}
+
+StatusOr<torch::Tensor> RunAlone(const EagleHead& head, const HeadCall& c) {
+  return head.Forward(*c.cache, c.token_embeddings, c.features, c.mask);
+}
+StatusOr<std::vector<torch::Tensor>> RunTogether(const EagleHead& head,
+                                                 const std::vector<HeadCall>& calls,
+                                                 PackedGemms gemms) {
+  return head.ForwardBatch(calls, gemms);
+}
+
+StatusOr<torch::Tensor> RunAlone(const Resampler& resampler, const ResampleCall& c) {
+  return resampler.Apply(c.ids, c.h, c.w);
+}
+StatusOr<std::vector<torch::Tensor>> RunTogether(const Resampler& resampler,
+                                                 const std::vector<ResampleCall>& calls,
+                                                 PackedGemms gemms) {
+  return resampler.ApplyBatch(calls, gemms);
+}
+
+}  // namespace
 
 struct ForwardBatcher::Pending {
-  const Transformer* model = nullptr;
-  ForwardCall call;
-  int64_t rows = 0;
+  virtual ~Pending() = default;
+  // Runs `group` (calls of this call's model, so of its kind) as one forward and stores each
+  // call's result.
+  virtual void RunGroup(const std::vector<Pending*>& group, PackedGemms gemms) = 0;
+
+  const void* model = nullptr;  // calls of one model batch together
+  Component component = Component::kTransformer;
+  int64_t rows = 0;         // reported rows
+  int64_t budget_rows = 0;  // rows counted against max_rows
   std::chrono::steady_clock::time_point arrived;
   bool done = false;
-  StatusOr<ForwardOutput> result = InternalError("ForwardBatcher: the forward never ran");
   // Each waiter sleeps on its own variable, woken only when its result is posted or when it
   // is first in the queue and may have to lead: with one shared variable every arrival would
   // wake every waiter (quadratic wake-ups per step on a loaded core).
   std::condition_variable cv;
 };
 
+template <typename Model, typename Call, typename Result>
+struct ForwardBatcher::Queued : ForwardBatcher::Pending {
+  Queued(const Model& m, const Call& c) : target(m), call(c) { model = &m; }
+
+  void RunGroup(const std::vector<Pending*>& group, PackedGemms gemms) override {
+    if (group.size() == 1) {
+      // Alone: exactly the forward a request without a batcher runs.
+      result = RunAlone(target, call);
+      return;
+    }
+    std::vector<Call> calls;
+    calls.reserve(group.size());
+    for (Pending* p : group) calls.push_back(static_cast<Queued*>(p)->call);
+    StatusOr<std::vector<Result>> outputs = RunTogether(target, calls, gemms);
+    for (size_t i = 0; i < group.size(); ++i) {
+      auto* queued = static_cast<Queued*>(group[i]);
+      if (outputs.ok()) {
+        queued->result = std::move((*outputs)[i]);
+      } else {
+        queued->result = outputs.status();
+      }
+    }
+  }
+
+  const Model& target;
+  Call call;
+  StatusOr<Result> result = InternalError("ForwardBatcher: the forward never ran");
+};
+
 ForwardBatcher::ForwardBatcher(Options options, Observer observer)
     : options_(options), observer_(std::move(observer)) {}
+
+const char* ForwardBatcher::ComponentName(Component component) {
+  switch (component) {
+    case Component::kTransformer:
+      return "transformer";
+    case Component::kEagleHead:
+      return "eagle_head";
+    case Component::kResampler:
+      return "resampler";
+  }
+  return "unknown";
+}
 
 ForwardBatcher::Seat::Seat(ForwardBatcher* batcher) : batcher_(batcher) {
   std::lock_guard<std::mutex> lock(batcher_->mu_);
@@ -51,39 +128,60 @@ bool ForwardBatcher::ReadyLocked(std::chrono::steady_clock::time_point now) cons
   if (static_cast<int64_t>(queue_.size()) >= seated_) return true;
   if (now >= queue_.front()->arrived + options_.max_wait) return true;
   int64_t rows = 0;
-  for (const Pending* p : queue_) rows += p->rows;
+  for (const Pending* p : queue_) rows += p->budget_rows;
   return rows >= options_.max_rows;
 }
 
 StatusOr<ForwardOutput> ForwardBatcher::Run(const Transformer& model, const ForwardCall& call) {
   if (call.cache == nullptr) return InvalidArgumentError("ForwardBatcher::Run: no cache");
-  MULO_RETURN_IF_ERROR(
-      model.CheckForward(*call.cache, call.embeddings, call.positions, call.mask));
-  Pending self;
-  self.model = &model;
-  self.call = call;
-  self.rows = call.embeddings.size(0) * call.embeddings.size(1);
-  self.arrived = std::chrono::steady_clock::now();
+  MULO_RETURN_IF_ERROR(model.CheckForward(*call.cache, call.embeddings, call.positions, call.mask));
+  Queued<Transformer, ForwardCall, ForwardOutput> self(model, call);
+  self.component = Component::kTransformer;
+  self.rows = self.budget_rows = call.embeddings.size(0) * call.embeddings.size(1);
+  Enqueue(&self);
+  return std::move(self.result);
+}
 
+StatusOr<torch::Tensor> ForwardBatcher::Run(const EagleHead& head, const HeadCall& call) {
+  MULO_RETURN_IF_ERROR(head.CheckForward(call));
+  Queued<EagleHead, HeadCall, torch::Tensor> self(head, call);
+  self.component = Component::kEagleHead;
+  self.rows = self.budget_rows = call.features.size(0) * call.features.size(1);
+  Enqueue(&self);
+  return std::move(self.result);
+}
+
+StatusOr<torch::Tensor> ForwardBatcher::Run(const Resampler& resampler, const ResampleCall& call) {
+  MULO_RETURN_IF_ERROR(resampler.CheckIds(call.ids, call.h, call.w));
+  Queued<Resampler, ResampleCall, torch::Tensor> self(resampler, call);
+  self.component = Component::kResampler;
+  self.rows = call.ids.size(0) * resampler.OutputRows(call.h) * resampler.OutputCols(call.w);
+  self.budget_rows = 0;
+  Enqueue(&self);
+  return std::move(self.result);
+}
+
+void ForwardBatcher::Enqueue(Pending* self) {
+  self->arrived = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
-  queue_.push_back(&self);
-  while (!self.done) {
+  queue_.push_back(self);
+  while (!self->done) {
     if (ReadyLocked(std::chrono::steady_clock::now())) {
       // Lead: take the whole queue, one forward per model in order of first arrival, each
       // split at max_rows.
       std::vector<std::vector<Pending*>> batches;
-      std::map<const Transformer*, size_t> open_batch;  // model -> its batch being filled
+      std::map<const void*, size_t> open_batch;  // model -> its batch being filled
       std::vector<int64_t> batch_rows;
       for (Pending* p : queue_) {
         auto it = open_batch.find(p->model);
-        if (it == open_batch.end() || batch_rows[it->second] + p->rows > options_.max_rows) {
+        if (it == open_batch.end() || batch_rows[it->second] + p->budget_rows > options_.max_rows) {
           open_batch[p->model] = batches.size();
           batches.emplace_back();
           batch_rows.push_back(0);
           it = open_batch.find(p->model);
         }
         batches[it->second].push_back(p);
-        batch_rows[it->second] += p->rows;
+        batch_rows[it->second] += p->budget_rows;
       }
       queue_.clear();
       running_ = true;
@@ -94,37 +192,21 @@ StatusOr<ForwardOutput> ForwardBatcher::Run(const Transformer& model, const Forw
       WakeFrontLocked();  // forwards queued meanwhile
       continue;
     }
-    if (!running_ && queue_.front() == &self) {
-      self.cv.wait_until(lock, self.arrived + options_.max_wait);
+    if (!running_ && queue_.front() == self) {
+      self->cv.wait_until(lock, self->arrived + options_.max_wait);
     } else {
-      self.cv.wait(lock);
+      self->cv.wait(lock);
     }
   }
-  return std::move(self.result);
 }
 
 void ForwardBatcher::Execute(const std::vector<Pending*>& batch) {
   int64_t rows = 0;
   for (const Pending* p : batch) rows += p->rows;
-  if (batch.size() == 1) {
-    // Alone: exactly the forward a request without a batcher runs.
-    const ForwardCall& c = batch[0]->call;
-    batch[0]->result =
-        batch[0]->model->Forward(*c.cache, c.embeddings, c.positions, c.mask, c.logits_mode);
-  } else {
-    std::vector<ForwardCall> calls;
-    calls.reserve(batch.size());
-    for (const Pending* p : batch) calls.push_back(p->call);
-    StatusOr<std::vector<ForwardOutput>> outputs = batch[0]->model->ForwardBatch(calls, options_.gemms);
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (outputs.ok()) {
-        batch[i]->result = std::move((*outputs)[i]);
-      } else {
-        batch[i]->result = outputs.status();
-      }
-    }
+  batch[0]->RunGroup(batch, options_.gemms);
+  if (observer_) {
+    observer_({batch[0]->component, static_cast<int64_t>(batch.size()), rows});
   }
-  if (observer_) observer_({static_cast<int64_t>(batch.size()), rows});
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++counters_.forwards;

@@ -1,13 +1,15 @@
-// Continuous batching of transformer forwards across requests.
+// Continuous batching of model forwards across requests.
 //
-// Every request decodes on its own thread, its method's loop unchanged; each transformer
-// forward it makes (ModelStream: prefill, feed, tree / window sets) is handed to the batcher
+// Every request decodes on its own thread, its method's loop unchanged; each forward it makes
+// of a transformer (ModelStream: prefill, feed, tree / window sets), of the EAGLE head
+// (EagleProposer) or of a MuLo-SD resampler (DecodeSession::Resample) is handed to the batcher
 // instead of running at once. When every seated request is waiting for a forward (or the
 // oldest has waited max_wait, or a model's rows reach max_rows), one waiting thread becomes
-// the leader and runs everything queued: one Transformer::ForwardBatch per model (target and
-// drafter forwards of different requests and methods side by side), split where a model's
-// rows exceed max_rows. Requests join (Seat) and leave between any two forwards, so a
-// finished request never holds the others back and a new one starts at the next forward.
+// the leader and runs everything queued: one batched forward per model (Transformer::
+// ForwardBatch, EagleHead::ForwardBatch, Resampler::ApplyBatch; target and drafter forwards
+// of different requests and methods side by side), split where a model's rows exceed
+// max_rows. Requests join (Seat) and leave between any two forwards, so a finished request
+// never holds the others back and a new one starts at the next forward.
 //
 // Why threads with a rendezvous rather than rewriting each method as a state machine that
 // yields its forwards: a method's file keeps reading like its paper's algorithm box, the
@@ -23,6 +25,8 @@
 #include <mutex>
 
 #include "engine/core/status.h"
+#include "engine/model/eagle_head.h"
+#include "engine/model/resampler.h"
 #include "engine/model/transformer.h"
 
 namespace mulo::engine {
@@ -30,8 +34,8 @@ namespace mulo::engine {
 class ForwardBatcher {
  public:
   struct Options {
-    // Rows (guidance streams x new positions) per batched forward; a single call above it
-    // still runs, alone.
+    // Rows (guidance streams x new positions) per batched transformer or head forward; a
+    // single call above it still runs, alone. Resampler calls are not counted against it.
     int64_t max_rows = 256;
     // How long the oldest queued forward waits for seated requests that are busy elsewhere
     // (sampling, a resampler, streaming) before the batch runs without them.
@@ -40,8 +44,15 @@ class ForwardBatcher {
     // kShared: fewer, larger GEMMs, equal up to the last bits (forward_batch's comment).
     PackedGemms gemms = PackedGemms::kPerSequence;
   };
-  // One executed forward: how many requests' calls it carried and how many rows.
+  // What a batched forward ran: a transformer (target or drafter), the EAGLE head, or a
+  // resampler (U_r or D_r).
+  enum class Component { kTransformer, kEagleHead, kResampler };
+  static const char* ComponentName(Component component);
+
+  // One executed forward: of what, how many requests' calls it carried and how many rows
+  // (token rows; for a resampler, the output grid positions).
   struct BatchEvent {
+    Component component = Component::kTransformer;
     int64_t calls = 0;
     int64_t rows = 0;
   };
@@ -68,6 +79,10 @@ class ForwardBatcher {
   // (the errors Forward returns) so a bad call never reaches a batch; blocks until its batch
   // has run. The caller's cache must not be touched by anyone else meanwhile.
   StatusOr<ForwardOutput> Run(const Transformer& model, const ForwardCall& call);
+  // EagleHead::Forward(call), the same way.
+  StatusOr<torch::Tensor> Run(const EagleHead& head, const HeadCall& call);
+  // Resampler::Apply(call.ids, call.h, call.w), the same way.
+  StatusOr<torch::Tensor> Run(const Resampler& resampler, const ResampleCall& call);
 
   // Totals since construction (tests and benchmarks).
   struct Counters {
@@ -78,8 +93,15 @@ class ForwardBatcher {
   Counters counters() const;
 
  private:
+  // A queued call: what every model's calls share (queue order, rows, the waiter's wake-up).
   struct Pending;
+  // A queued call of one kind of model, holding its call and result (forward_batcher.cc).
+  template <typename Model, typename Call, typename Result>
+  struct Queued;
 
+  // Queues `self` and returns when its batch has run, leading the batch if the queue is ready
+  // while it waits.
+  void Enqueue(Pending* self);
   // Whether the queue should run now (mu_ held).
   bool ReadyLocked(std::chrono::steady_clock::time_point now) const;
   // Runs `batch` (all of one model) and posts each call's result.

@@ -56,7 +56,7 @@ StatusOr<DraftBatch> MuloProposer::Propose(DecodeSession& session) {
   // (2) U_r: r target rows per drafted row (the prefix rows are its row-causal context).
   auto timer = session.Time(Phase::kUpsample);
   MULO_ASSIGN_OR_RETURN(std::vector<int64_t> up,
-                        models_.upsampler->Apply(y, first_row_ + rows_, small_));
+                        session.Resample(*models_.upsampler, y, first_row_ + rows_, small_));
   y_ = std::move(y);
   drafts_.assign(up.begin() + n, up.end());
   DraftBatch drafts;
@@ -110,7 +110,8 @@ Status MuloProposer::Committed(DecodeSession& session, const std::vector<int64_t
       if (down.empty()) {
         auto timer = session.Time(Phase::kDownsample);
         // D_r is row-causal: the committed rows so far determine these low-resolution rows.
-        MULO_ASSIGN_OR_RETURN(down, models_.downsampler->Apply(committed, rows_end * r_, grid_));
+        MULO_ASSIGN_OR_RETURN(
+            down, session.Resample(*models_.downsampler, committed, rows_end * r_, grid_));
       }
       prefix_.push_back(down[i]);
       ++stats.prefix_downsampled_tokens;

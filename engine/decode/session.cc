@@ -151,6 +151,21 @@ StatusOr<ModelStream*> DecodeSession::Open(const Transformer& model, StreamRole 
   return streams_.back().get();
 }
 
+StatusOr<torch::Tensor> DecodeSession::RunHead(const EagleHead& head, const HeadCall& call) {
+  if (request_.batcher != nullptr) return request_.batcher->Run(head, call);
+  return head.Forward(*call.cache, call.token_embeddings, call.features, call.mask);
+}
+
+StatusOr<std::vector<int64_t>> DecodeSession::Resample(const Resampler& resampler,
+                                                       const std::vector<int64_t>& ids, int64_t h,
+                                                       int64_t w) {
+  if (request_.batcher == nullptr) return resampler.Apply(ids, h, w);
+  MULO_ASSIGN_OR_RETURN(
+      torch::Tensor out,
+      request_.batcher->Run(resampler, {torch::tensor(ids, torch::kInt64).unsqueeze(0), h, w}));
+  return HostReadIds(out);
+}
+
 torch::Tensor DecodeSession::Probabilities(const torch::Tensor& logits) const {
   return Probabilities(logits, request_.sampling);
 }

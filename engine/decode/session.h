@@ -118,6 +118,13 @@ class DecodeSession {
   StatusOr<ModelStream*> Open(const Transformer& model, StreamRole role,
                               const SamplingParams* sampling = nullptr);
 
+  // The EAGLE head's forward (EagleHead::Forward) and a resampler's (Resampler::Apply, h x w
+  // ids on the host in, the output grid's ids out): inside the batcher's next batch when the
+  // request has one, at once otherwise. Same results either way (forward_batcher.h).
+  StatusOr<torch::Tensor> RunHead(const EagleHead& head, const HeadCall& call);
+  StatusOr<std::vector<int64_t>> Resample(const Resampler& resampler,
+                                          const std::vector<int64_t>& ids, int64_t h, int64_t w);
+
   Rng& rng(RngStream stream) { return rngs_[static_cast<int>(stream)]; }
   // Probabilities [..., V] of logits [batch, ..., V]: guidance, then temperature / top-k /
   // top-p, exactly as every draw sees them (the request's, or `sampling`).

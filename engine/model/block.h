@@ -14,6 +14,7 @@
 #include "engine/core/status.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/kv_cache.h"
+#include "engine/model/packed_gemms.h"
 
 namespace mulo::engine {
 
@@ -37,11 +38,6 @@ struct PackedSequence {
   torch::Tensor rope;
   torch::Tensor mask;
 };
-
-// How Block::ForwardPacked runs its GEMMs: one over every sequence's rows (fewer, larger
-// GEMMs; a row's bits may then differ from a lone forward's in the last places), or one per
-// sequence (a lone forward's bits exactly).
-enum class PackedGemms { kShared, kPerSequence };
 
 class Block {
  public:

@@ -38,28 +38,93 @@ KvCache EagleHead::NewCache(int64_t batch, int64_t capacity) const {
   return KvCache(1, batch, shape_.n_kv_head, shape_.head_dim(), capacity, fc_weight_.options());
 }
 
+Status EagleHead::CheckForward(const HeadCall& call) const {
+  const torch::Tensor &tokens = call.token_embeddings, &features = call.features;
+  if (call.cache == nullptr) return InvalidArgumentError("EagleHead::Forward: no cache");
+  if (!tokens.defined() || !features.defined() || tokens.dim() != 3 ||
+      tokens.sizes() != features.sizes() || features.size(2) != shape_.dim ||
+      features.size(0) != call.cache->batch() || features.size(1) < 1) {
+    return InvalidArgumentError("EagleHead::Forward: expected two [batch, n, dim] inputs");
+  }
+  const int64_t n = features.size(1);
+  if (call.mask.defined() &&
+      (call.mask.dim() != 2 || call.mask.size(0) != n ||
+       call.mask.size(1) != call.cache->length() + n || call.mask.scalar_type() != torch::kBool)) {
+    return InvalidArgumentError("EagleHead::Forward: mask: expected bool [" + std::to_string(n) +
+                                ", " + std::to_string(call.cache->length() + n) + "]");
+  }
+  return OkStatus();
+}
+
+torch::Tensor EagleHead::AttentionMask(const KvCache& cache, int64_t n,
+                                       const torch::Tensor& mask) const {
+  if (mask.defined() || n == 1) return mask;
+  auto causal = torch::ones({n, cache.length() + n}, torch::dtype(torch::kBool));
+  causal.narrow(1, cache.length(), n).copy_(torch::ones({n, n}, torch::kBool).tril());
+  return causal.to(fc_weight_.device());
+}
+
+torch::Tensor EagleHead::Fuse(const HeadCall& call) const {
+  return torch::linear(
+      torch::cat({call.token_embeddings, call.features}, -1).to(fc_weight_.options()), fc_weight_,
+      fc_bias_);
+}
+
 StatusOr<torch::Tensor> EagleHead::Forward(KvCache& cache, const torch::Tensor& token_embeddings,
                                            const torch::Tensor& features,
                                            const torch::Tensor& mask) const {
-  if (!token_embeddings.defined() || !features.defined() || token_embeddings.dim() != 3 ||
-      token_embeddings.sizes() != features.sizes() || features.size(2) != shape_.dim ||
-      features.size(0) != cache.batch()) {
-    return InvalidArgumentError("EagleHead::Forward: expected two [batch, n, dim] inputs");
-  }
+  const HeadCall call{&cache, token_embeddings, features, mask};
+  MULO_RETURN_IF_ERROR(CheckForward(call));
   return GuardTorch("EagleHead::Forward", [&]() -> StatusOr<torch::Tensor> {
     torch::NoGradGuard no_grad;
     const int64_t n = features.size(1);
-    torch::Tensor attn_mask = mask;
-    if (!attn_mask.defined() && n > 1) {
-      attn_mask = torch::ones({n, cache.length() + n}, torch::dtype(torch::kBool));
-      attn_mask.narrow(1, cache.length(), n).copy_(torch::ones({n, n}, torch::kBool).tril());
-      attn_mask = attn_mask.to(fc_weight_.device());
-    }
-    auto h = torch::linear(torch::cat({token_embeddings, features}, -1).to(fc_weight_.options()),
-                           fc_weight_, fc_bias_);
-    auto out = block_.Forward(h, torch::Tensor(), Block::PrepareMask(attn_mask, h), &cache, 0);
+    auto h = Fuse(call);
+    auto out = block_.Forward(h, torch::Tensor(),
+                              Block::PrepareMask(AttentionMask(cache, n, mask), h), &cache, 0);
     cache.Advance(n);
     return out;
+  });
+}
+
+StatusOr<std::vector<torch::Tensor>> EagleHead::ForwardBatch(const std::vector<HeadCall>& calls,
+                                                             PackedGemms gemms) const {
+  for (size_t i = 0; i < calls.size(); ++i) {
+    MULO_RETURN_IF_ERROR(CheckForward(calls[i]));
+    for (size_t j = 0; j < i; ++j) {
+      if (calls[j].cache == calls[i].cache) {
+        return InvalidArgumentError("EagleHead::ForwardBatch: calls " + std::to_string(j) +
+                                    " and " + std::to_string(i) + " share a cache");
+      }
+    }
+  }
+  return GuardTorch("EagleHead::ForwardBatch", [&]() -> StatusOr<std::vector<torch::Tensor>> {
+    torch::NoGradGuard no_grad;
+    std::vector<PackedSequence> sequences;
+    std::vector<torch::Tensor> rows;
+    for (const HeadCall& call : calls) {
+      const int64_t batch = call.features.size(0), n = call.features.size(1);
+      sequences.push_back(
+          {call.cache, batch, n, torch::Tensor(),
+           Block::PrepareMask(AttentionMask(*call.cache, n, call.mask), fc_weight_)});
+      // fc is a GEMM too: a lone forward's (per call) or one over every call's rows.
+      rows.push_back(gemms == PackedGemms::kPerSequence
+                         ? Fuse(call).reshape({batch * n, shape_.dim})
+                         : torch::cat({call.token_embeddings, call.features}, -1)
+                               .to(fc_weight_.options())
+                               .reshape({batch * n, 2 * shape_.dim}));
+    }
+    torch::Tensor x = torch::cat(rows);
+    if (gemms == PackedGemms::kShared) x = torch::linear(x, fc_weight_, fc_bias_);
+    x = block_.ForwardPacked(x, sequences, 0, gemms);
+    std::vector<torch::Tensor> outputs;
+    int64_t offset = 0;
+    for (const PackedSequence& seq : sequences) {
+      outputs.push_back(
+          x.narrow(0, offset, seq.batch * seq.length).view({seq.batch, seq.length, shape_.dim}));
+      offset += seq.batch * seq.length;
+      seq.cache->Advance(seq.length);
+    }
+    return outputs;
   });
 }
 

@@ -8,14 +8,24 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/core/status.h"
 #include "engine/model/block.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/kv_cache.h"
+#include "engine/model/packed_gemms.h"
 #include "engine/model/transformer.h"
 
 namespace mulo::engine {
+
+// One cache's head forward inside EagleHead::ForwardBatch: the arguments of Forward.
+struct HeadCall {
+  KvCache* cache = nullptr;
+  torch::Tensor token_embeddings;  // [cache batch, n, dim]
+  torch::Tensor features;          // [cache batch, n, dim]
+  torch::Tensor mask;              // optional [n, cache length + n] bool (undefined: causal)
+};
 
 class EagleHead {
  public:
@@ -31,8 +41,22 @@ class EagleHead {
   StatusOr<torch::Tensor> Forward(KvCache& cache, const torch::Tensor& token_embeddings,
                                   const torch::Tensor& features, const torch::Tensor& mask) const;
 
+  // The errors Forward returns, without running it (ForwardBatcher refuses a bad call before
+  // it reaches a batch).
+  Status CheckForward(const HeadCall& call) const;
+
+  // Several caches' forwards at once (Block::ForwardPacked: shared norms and activations,
+  // attention per cache, GEMMs as `gemms` says). With PackedGemms::kPerSequence outputs[i] is
+  // Forward(calls[i]...) bit for bit on a CPU in float32. Every call is checked first.
+  StatusOr<std::vector<torch::Tensor>> ForwardBatch(const std::vector<HeadCall>& calls,
+                                                    PackedGemms gemms) const;
+
  private:
   EagleHead() = default;
+  // `mask`, or the causal mask over the cache and n new rows when undefined and n > 1.
+  torch::Tensor AttentionMask(const KvCache& cache, int64_t n, const torch::Tensor& mask) const;
+  // fc(concat(token embeddings, features)) [B, n, dim].
+  torch::Tensor Fuse(const HeadCall& call) const;
 
   BlockShape shape_;
   torch::Tensor fc_weight_, fc_bias_;

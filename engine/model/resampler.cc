@@ -1,5 +1,7 @@
 #include "engine/model/resampler.h"
 
+#include <algorithm>
+
 #include "engine/core/host_read.h"
 #include "engine/core/torch_guard.h"
 #include "engine/model/json_fields.h"
@@ -68,8 +70,9 @@ torch::Tensor Resampler::RowCausal(const torch::Tensor& x, const Conv& conv) con
   return torch::conv2d(torch::constant_pad_nd(x, {1, 1, 2, 0}), conv.weight, conv.bias);
 }
 
-StatusOr<torch::Tensor> Resampler::Logits(const torch::Tensor& ids, int64_t h, int64_t w) const {
+Status Resampler::CheckIds(const torch::Tensor& ids, int64_t h, int64_t w) const {
   const auto& c = config_;
+  if (h < 1 || w < 1) return InvalidArgumentError("ids: the grid must be at least 1 x 1");
   if (!ids.defined() || ids.dim() != 2 || ids.size(1) != h * w ||
       ids.scalar_type() != torch::kInt64) {
     return InvalidArgumentError("ids: expected int64 [batch, " + std::to_string(h * w) + "]");
@@ -77,12 +80,20 @@ StatusOr<torch::Tensor> Resampler::Logits(const torch::Tensor& ids, int64_t h, i
   if (!c.up && (h % c.factor != 0 || w % c.factor != 0)) {
     return InvalidArgumentError("ids: grid must be divisible by the down-sampling factor");
   }
-  return GuardTorch("Resampler::Logits", [&]() -> StatusOr<torch::Tensor> {
-    torch::NoGradGuard no_grad;
+  return GuardTorch("Resampler::CheckIds", [&]() -> Status {
     if (ids.numel() > 0 &&
         (ids.min().item<int64_t>() < 0 || ids.max().item<int64_t>() >= c.codebook_size)) {
       return InvalidArgumentError("ids: must be in [0, " + std::to_string(c.codebook_size) + ")");
     }
+    return OkStatus();
+  });
+}
+
+StatusOr<torch::Tensor> Resampler::Logits(const torch::Tensor& ids, int64_t h, int64_t w) const {
+  const auto& c = config_;
+  MULO_RETURN_IF_ERROR(CheckIds(ids, h, w));
+  return GuardTorch("Resampler::Logits", [&]() -> StatusOr<torch::Tensor> {
+    torch::NoGradGuard no_grad;
     auto x = codebook_.index_select(0, ids.to(codebook_.device()).flatten())
                  .view({ids.size(0), h, w, c.codebook_embed_dim})
                  .permute({0, 3, 1, 2});
@@ -106,10 +117,41 @@ StatusOr<torch::Tensor> Resampler::Apply(const torch::Tensor& ids, int64_t h, in
 
 StatusOr<std::vector<int64_t>> Resampler::Apply(const std::vector<int64_t>& ids, int64_t h,
                                                 int64_t w) const {
-  MULO_ASSIGN_OR_RETURN(torch::Tensor out, Apply(torch::tensor(ids, torch::kInt64).unsqueeze(0),
-                                                 h, w));
-  auto flat = HostRead(out.flatten()).contiguous();
-  return std::vector<int64_t>(flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel());
+  MULO_ASSIGN_OR_RETURN(torch::Tensor out,
+                        Apply(torch::tensor(ids, torch::kInt64).unsqueeze(0), h, w));
+  return HostReadIds(out);
+}
+
+StatusOr<std::vector<torch::Tensor>> Resampler::ApplyBatch(const std::vector<ResampleCall>& calls,
+                                                           PackedGemms gemms) const {
+  bool stackable = gemms == PackedGemms::kShared;
+  int64_t tallest = 0;
+  for (const ResampleCall& call : calls) {
+    MULO_RETURN_IF_ERROR(CheckIds(call.ids, call.h, call.w));
+    if (call.ids.size(0) != 1 || call.w != calls.front().w) stackable = false;
+    tallest = std::max(tallest, call.h);
+  }
+  std::vector<torch::Tensor> outputs;
+  if (!stackable) {
+    for (const ResampleCall& call : calls) {
+      MULO_ASSIGN_OR_RETURN(torch::Tensor out, Apply(call.ids, call.h, call.w));
+      outputs.push_back(std::move(out));
+    }
+    return outputs;
+  }
+  const int64_t w = calls.front().w;
+  std::vector<torch::Tensor> padded;
+  for (const ResampleCall& call : calls) {
+    // Id 0 below the image: any code will do, no real row reads it.
+    padded.push_back(torch::constant_pad_nd(call.ids.view({call.h, w}), {0, 0, 0, tallest - call.h})
+                         .view({1, tallest * w}));
+  }
+  MULO_ASSIGN_OR_RETURN(torch::Tensor stacked, Apply(torch::cat(padded), tallest, w));
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const int64_t rows = OutputRows(calls[i].h) * OutputCols(w);
+    outputs.push_back(stacked.narrow(0, static_cast<int64_t>(i), 1).narrow(1, 0, rows));
+  }
+  return outputs;
 }
 
 }  // namespace mulo::engine

@@ -15,6 +15,7 @@
 
 #include "engine/core/status.h"
 #include "engine/model/checkpoint.h"
+#include "engine/model/packed_gemms.h"
 
 namespace mulo::engine {
 
@@ -27,12 +28,25 @@ struct ResamplerConfig {
   int64_t codebook_embed_dim = 0;
 };
 
+// One image's Apply inside Resampler::ApplyBatch.
+struct ResampleCall {
+  torch::Tensor ids;  // [1, h * w] int64 on the input grid
+  int64_t h = 0, w = 0;
+};
+
 class Resampler {
  public:
   static StatusOr<std::shared_ptr<const Resampler>> LoadDirectory(const std::string& dir,
                                                                   const LoadOptions& options);
 
   const ResamplerConfig& config() const { return config_; }
+  // The output grid of an h x w input grid.
+  int64_t OutputRows(int64_t h) const {
+    return config_.up ? h * config_.factor : h / config_.factor;
+  }
+  int64_t OutputCols(int64_t w) const {
+    return config_.up ? w * config_.factor : w / config_.factor;
+  }
   // The L2-normalised codebook the logits are computed against [V, e].
   const torch::Tensor& codebook() const { return codebook_; }
 
@@ -42,8 +56,20 @@ class Resampler {
   StatusOr<torch::Tensor> Apply(const torch::Tensor& ids, int64_t h, int64_t w) const;
   // Apply for one image held on the host, the form MuLo-SD's loop and the benchmarks keep
   // token ids in: h * w ids in, H * W ids out.
-  StatusOr<std::vector<int64_t>> Apply(const std::vector<int64_t>& ids, int64_t h,
-                                       int64_t w) const;
+  StatusOr<std::vector<int64_t>> Apply(const std::vector<int64_t>& ids, int64_t h, int64_t w) const;
+
+  // The errors Logits returns for these arguments (ForwardBatcher refuses a bad call before
+  // it reaches a batch, where it would fail the others' calls too).
+  Status CheckIds(const torch::Tensor& ids, int64_t h, int64_t w) const;
+
+  // Several images' Apply at once. kShared stacks images of one width into one batch, each
+  // padded at the bottom to the tallest: every convolution is row-causal, so padding rows
+  // never reach the real ones, and one convolution per layer serves every image (LibTorch then
+  // takes its oneDNN kernels, whose last bits differ from a lone image's, so an argmax may
+  // differ where two codes tie to the last bits). kPerSequence (and images of different
+  // widths) applies each image alone: on a CPU a lone image's bits need its own convolutions.
+  StatusOr<std::vector<torch::Tensor>> ApplyBatch(const std::vector<ResampleCall>& calls,
+                                                  PackedGemms gemms) const;
 
  private:
   struct Conv {

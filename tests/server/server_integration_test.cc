@@ -440,11 +440,15 @@ TEST(ServerIntegrationTest, BatchedRequestsGetTheirLoneTokensAndTheBatchesAreCou
     ASSERT_TRUE(results[i].status.ok()) << i << ": " << results[i].status.error_message();
     EXPECT_EQ(ImageTokens(results[i]), expected[i]) << "request " << i;
   }
-  const double forwards = (*batched)->MetricSum("mulo_batch_size_count", {});
-  const double carried = (*batched)->MetricSum("mulo_batch_size_sum", {});
+  const std::vector<std::string> transformer = {"component=\"transformer\""};
+  const double forwards = (*batched)->MetricSum("mulo_batch_size_count", transformer);
+  const double carried = (*batched)->MetricSum("mulo_batch_size_sum", transformer);
   EXPECT_GT(forwards, 0);
   EXPECT_GT(carried, 1.5 * forwards) << carried << " requests in " << forwards << " forwards";
-  EXPECT_GE((*batched)->MetricSum("mulo_batch_tokens_sum", {}), 2 * carried);
+  EXPECT_GE((*batched)->MetricSum("mulo_batch_tokens_sum", transformer), 2 * carried);
+  // The MuLo-SD requests' U_r and D_r calls run in the batches too, under their own label.
+  EXPECT_GT((*batched)->MetricSum("mulo_batch_size_count", {"component=\"resampler\""}), 0);
+  EXPECT_LE((*batched)->MetricSum("mulo_batch_size_count", {"component=\"eagle_head\""}), 0);
 
   for (const char* bad : {"--max_batch=0", "--batch_gemms=padded", "--max_batch_tokens=0",
                           "--batch_methods=ar,warp"}) {

@@ -6,7 +6,9 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -64,8 +66,7 @@ struct CallSpec {
   bool tree_mask;  // a custom mask (every new row sees the cache and itself only)
 };
 
-ForwardCall MakeCall(const Transformer& model, KvCache& cache, const CallSpec& spec,
-                     int64_t seed) {
+ForwardCall MakeCall(const Transformer& model, KvCache& cache, const CallSpec& spec, int64_t seed) {
   torch::manual_seed(seed);
   ForwardCall call;
   call.cache = &cache;
@@ -95,7 +96,8 @@ TEST(ForwardBatchTest, EachCallEqualsItsLoneForwardBitForBit) {
     alone.push_back(FilledCache(model, specs[i].batch, specs[i].cached_tokens, 100 + i));
     batched.push_back(FilledCache(model, specs[i].batch, specs[i].cached_tokens, 100 + i));
   }
-  for (size_t i = 0; i < specs.size(); ++i) calls.push_back(MakeCall(model, batched[i], specs[i], i));
+  for (size_t i = 0; i < specs.size(); ++i)
+    calls.push_back(MakeCall(model, batched[i], specs[i], i));
   auto outputs = model.ForwardBatch(calls, PackedGemms::kPerSequence);
   ASSERT_OK(outputs);
   std::vector<KvCache> shared;
@@ -119,9 +121,8 @@ TEST(ForwardBatchTest, EachCallEqualsItsLoneForwardBitForBit) {
     ASSERT_EQ(got.logits.defined(), expected->logits.defined()) << "call " << i;
     if (expected->logits.defined()) {
       EXPECT_EQ(got.logits.sizes(), expected->logits.sizes()) << "call " << i;
-      EXPECT_TRUE(got.logits.equal(expected->logits)) << "call " << i << " differs by "
-                                                      << testing::MaxAbsDiff(got.logits,
-                                                                             expected->logits);
+      EXPECT_TRUE(got.logits.equal(expected->logits))
+          << "call " << i << " differs by " << testing::MaxAbsDiff(got.logits, expected->logits);
     }
     EXPECT_EQ(batched[i].length(), alone[i].length()) << "call " << i;
     // Shared GEMMs: the same forward up to the last bits of float32.
@@ -155,14 +156,160 @@ TEST(ForwardBatchTest, ABadCallFailsTheBatchBeforeAnyCacheMoves) {
   EXPECT_NE(shared.status().message().find("share a cache"), std::string::npos);
 }
 
+// A head cache holding `committed` pairs of `seed`'s random inputs.
+KvCache FilledHeadCache(const EagleHead& head, int64_t batch, int64_t committed, int64_t seed) {
+  torch::manual_seed(seed);
+  KvCache cache = head.NewCache(batch, 4);  // small: the forwards below make it grow
+  if (committed > 0) {
+    const int64_t dim = Family().target->config().dim;
+    EXPECT_TRUE(head.Forward(cache, torch::randn({batch, committed, dim}),
+                             torch::randn({batch, committed, dim}), torch::Tensor())
+                    .ok());
+  }
+  return cache;
+}
+
+struct HeadSpec {
+  int64_t batch, committed, new_rows;
+  bool tree_mask;  // every new row sees the committed rows and itself only
+};
+
+HeadCall MakeHeadCall(KvCache& cache, const HeadSpec& spec, int64_t seed) {
+  torch::manual_seed(seed);
+  const int64_t dim = Family().target->config().dim, n = spec.new_rows;
+  HeadCall call{&cache, torch::randn({spec.batch, n, dim}), torch::randn({spec.batch, n, dim}),
+                torch::Tensor()};
+  if (spec.tree_mask) {
+    call.mask = torch::ones({n, cache.length() + n}, torch::kBool);
+    call.mask.narrow(1, cache.length(), n).copy_(torch::eye(n, torch::kBool));
+  }
+  return call;
+}
+
+TEST(ForwardBatchTest, EachHeadCallEqualsItsLoneForwardBitForBit) {
+  const EagleHead& head = *Family().eagle;
+  const std::vector<HeadSpec> specs = {
+      {2, 1, 1, false}, {2, 5, 3, true}, {1, 9, 1, false}, {2, 12, 6, false}, {2, 3, 4, true},
+  };
+  for (PackedGemms gemms : {PackedGemms::kPerSequence, PackedGemms::kShared}) {
+    std::vector<KvCache> alone, batched;
+    std::vector<HeadCall> calls;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      alone.push_back(FilledHeadCache(head, specs[i].batch, specs[i].committed, 200 + i));
+      batched.push_back(FilledHeadCache(head, specs[i].batch, specs[i].committed, 200 + i));
+    }
+    for (size_t i = 0; i < specs.size(); ++i) {
+      calls.push_back(MakeHeadCall(batched[i], specs[i], i));
+    }
+    auto outputs = head.ForwardBatch(calls, gemms);
+    ASSERT_OK(outputs);
+    ASSERT_EQ(outputs->size(), specs.size());
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const HeadCall call = MakeHeadCall(alone[i], specs[i], i);
+      auto expected = head.Forward(alone[i], call.token_embeddings, call.features, call.mask);
+      ASSERT_OK(expected);
+      const torch::Tensor& got = (*outputs)[i];
+      ASSERT_EQ(got.sizes(), expected->sizes()) << "call " << i;
+      EXPECT_EQ(batched[i].length(), alone[i].length()) << "call " << i;
+      if (gemms == PackedGemms::kPerSequence) {
+        EXPECT_TRUE(got.equal(*expected))
+            << "call " << i << " differs by " << testing::MaxAbsDiff(got, *expected);
+        EXPECT_TRUE(batched[i].Keys(0).equal(alone[i].Keys(0))) << "call " << i;
+        EXPECT_TRUE(batched[i].Values(0).equal(alone[i].Values(0))) << "call " << i;
+      } else {
+        // Shared GEMMs: the same forward up to the last bits of float32.
+        EXPECT_LT(testing::MaxAbsDiff(got, *expected), 1e-4) << "call " << i;
+      }
+    }
+  }
+}
+
+TEST(ForwardBatchTest, ABadHeadCallFailsTheBatchBeforeAnyCacheMoves) {
+  const EagleHead& head = *Family().eagle;
+  KvCache a = FilledHeadCache(head, 2, 3, 1), b = FilledHeadCache(head, 2, 4, 2);
+  HeadCall good = MakeHeadCall(a, {2, 3, 2, false}, 3);
+  HeadCall bad = MakeHeadCall(b, {2, 4, 2, true}, 4);
+  bad.mask = bad.mask.narrow(1, 0, 3);  // too few key columns
+  auto outputs = head.ForwardBatch({good, bad}, PackedGemms::kPerSequence);
+  ASSERT_FALSE(outputs.ok());
+  EXPECT_EQ(outputs.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(outputs.status().message().find("mask"), std::string::npos)
+      << outputs.status().ToString();
+  EXPECT_EQ(a.length(), 3);
+  EXPECT_EQ(b.length(), 4);
+  auto shared = head.ForwardBatch({good, good}, PackedGemms::kPerSequence);
+  ASSERT_FALSE(shared.ok());
+  EXPECT_NE(shared.status().message().find("share a cache"), std::string::npos);
+  // The batcher refuses the bad call at once, without queueing it.
+  ForwardBatcher batcher({256, std::chrono::seconds(10), PackedGemms::kPerSequence});
+  auto refused = batcher.Run(head, bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(batcher.counters().forwards, 0);
+}
+
+// Random ids on an h x w grid of `resampler`'s input codebook.
+torch::Tensor RandomIds(const Resampler& resampler, int64_t h, int64_t w, int64_t seed) {
+  torch::manual_seed(seed);
+  return torch::randint(resampler.config().codebook_size, {1, h * w}, torch::kInt64);
+}
+
+TEST(ForwardBatchTest, ResampledImagesEqualTheirLoneResamplingInsideABatch) {
+  const ModelSet& family = Family();
+  const int64_t small = family.drafter->config().grid_size,
+                grid = family.target->config().grid_size;
+  const int64_t r = family.upsampler->config().factor;
+  struct Case {
+    const Resampler* resampler;
+    std::vector<int64_t> heights;  // ragged: the batch pads them to the tallest
+    int64_t w;
+  };
+  const std::vector<Case> cases = {
+      {family.upsampler.get(), {1, small, 3, small / 2, 2}, small},
+      {family.downsampler.get(), {r, grid, 3 * r, grid / 2}, grid},
+  };
+  for (const Case& c : cases) {
+    std::vector<ResampleCall> calls;
+    for (size_t i = 0; i < c.heights.size(); ++i) {
+      calls.push_back({RandomIds(*c.resampler, c.heights[i], c.w, 300 + i), c.heights[i], c.w});
+    }
+    auto per_sequence = c.resampler->ApplyBatch(calls, PackedGemms::kPerSequence);
+    auto shared = c.resampler->ApplyBatch(calls, PackedGemms::kShared);
+    ASSERT_OK(per_sequence);
+    ASSERT_OK(shared);
+    for (size_t i = 0; i < calls.size(); ++i) {
+      auto expected = c.resampler->Apply(calls[i].ids, calls[i].h, calls[i].w);
+      ASSERT_OK(expected);
+      const int64_t out = c.resampler->OutputRows(calls[i].h) * c.resampler->OutputCols(c.w);
+      ASSERT_EQ(expected->sizes(), (std::vector<int64_t>{1, out}));
+      EXPECT_TRUE((*per_sequence)[i].equal(*expected)) << "image " << i;
+      // One padded batch: row causality keeps the padding out of the real rows, and the
+      // argmax survives the last-bit differences of the batched convolutions.
+      ASSERT_EQ((*shared)[i].sizes(), expected->sizes()) << "image " << i;
+      EXPECT_TRUE((*shared)[i].equal(*expected))
+          << "image " << i << ": " << (*shared)[i].ne(*expected).sum().item<int64_t>() << " of "
+          << out << " ids differ";
+    }
+  }
+  // Control: padding at the top instead would shift every real row; the ids then differ.
+  const Resampler& up = *family.upsampler;
+  const torch::Tensor ids = RandomIds(up, 2, small, 7);
+  auto lone = up.Apply(ids, 2, small);
+  auto top_padded =
+      up.Apply(torch::cat({torch::zeros({1, small}, torch::kInt64), ids}, 1), 3, small);
+  ASSERT_OK(lone);
+  ASSERT_OK(top_padded);
+  EXPECT_FALSE(top_padded->narrow(1, r * r * small, 2 * r * r * small).equal(*lone));
+}
+
 struct Job {
   std::string method;
   int prompt;
   double temperature;
 };
 
-StatusOr<DecodeResult> DecodeJob(const Job& job, ForwardBatcher* batcher,
-                                 const CancelToken& cancel, ProgressSink& sink) {
+StatusOr<DecodeResult> DecodeJob(const Job& job, ForwardBatcher* batcher, const CancelToken& cancel,
+                                 ProgressSink& sink) {
   const ModelSet& family = Family();
   static const std::vector<std::string> prompts = Prompts(8);
   MULO_ASSIGN_OR_RETURN(MethodConfig config, DefaultMethodConfig(job.method, family));
@@ -188,8 +335,8 @@ std::vector<Job> EveryMethodTwice() {
 
 // The jobs run `concurrency` at a time on their own threads, sharing one batcher: a finished
 // job's thread takes the next, so requests join and leave running batches.
-std::vector<StatusOr<DecodeResult>> DecodeTogether(const std::vector<Job>& jobs,
-                                                   int concurrency, ForwardBatcher& batcher) {
+std::vector<StatusOr<DecodeResult>> DecodeTogether(const std::vector<Job>& jobs, int concurrency,
+                                                   ForwardBatcher& batcher) {
   std::vector<StatusOr<DecodeResult>> results(jobs.size(), InternalError("not run"));
   std::atomic<size_t> next{0};
   std::vector<std::thread> threads;
@@ -234,8 +381,40 @@ TEST(ForwardBatcherTest, EveryMethodDecodesItsLoneTokensInsideMixedBatches) {
   // The batches really mixed requests: most forwards carried several.
   const ForwardBatcher::Counters counters = batcher.counters();
   EXPECT_GE(counters.max_calls, 4);
-  EXPECT_GT(counters.calls, 2 * counters.forwards) << counters.calls << " calls in "
-                                                   << counters.forwards << " forwards";
+  EXPECT_GT(counters.calls, 2 * counters.forwards)
+      << counters.calls << " calls in " << counters.forwards << " forwards";
+}
+
+TEST(ForwardBatcherTest, TheHeadAndTheResamplersBatchAcrossRequestsExactly) {
+  // Three MuLo-SD and three EAGLE-head requests decode together: their U_r / D_r calls and
+  // head forwards run as batched forwards of several requests, and every request decodes
+  // exactly its lone tokens.
+  const std::vector<Job> jobs = {{"mulo", 0, 0.0},  {"mulo", 1, 1.0},  {"mulo", 2, 1.0},
+                                 {"eagle", 3, 0.0}, {"eagle", 4, 1.0}, {"lantern", 5, 1.0}};
+  std::vector<std::vector<int32_t>> alone;
+  ASSERT_NO_FATAL_FAILURE(DecodeAlone(jobs, &alone));
+  std::mutex mu;
+  std::map<ForwardBatcher::Component, int64_t> most_calls, batched_calls;
+  ForwardBatcher batcher({256, std::chrono::milliseconds(50), PackedGemms::kPerSequence},
+                         [&](const ForwardBatcher::BatchEvent& event) {
+                           std::lock_guard<std::mutex> lock(mu);
+                           most_calls[event.component] =
+                               std::max(most_calls[event.component], event.calls);
+                           if (event.calls > 1) batched_calls[event.component] += event.calls;
+                         });
+  auto together = DecodeTogether(jobs, static_cast<int>(jobs.size()), batcher);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_OK(together[i]);
+    EXPECT_EQ(together[i]->tokens, alone[i])
+        << jobs[i].method << " at temperature " << jobs[i].temperature;
+  }
+  using C = ForwardBatcher::Component;
+  for (C component : {C::kTransformer, C::kEagleHead, C::kResampler}) {
+    EXPECT_GE(most_calls[component], 2) << ForwardBatcher::ComponentName(component);
+    EXPECT_GT(batched_calls[component], 0) << ForwardBatcher::ComponentName(component);
+  }
+  EXPECT_LE(most_calls[C::kEagleHead], 3);  // only the three tree requests have a head
+  EXPECT_LE(most_calls[C::kResampler], 3);  // only the three MuLo-SD requests resample
 }
 
 // A sink that cancels its request once `rows` rows have streamed.
