@@ -59,18 +59,18 @@ struct ForwardBatcher::Pending {
 
 template <typename Model, typename Call, typename Result>
 struct ForwardBatcher::Queued : ForwardBatcher::Pending {
-  Queued(const Model& m, const Call& c) : target(m), call(c) { model = &m; }
+  Queued(const Model& m, const Call& c) : callee(m), call(c) { model = &m; }
 
   void RunGroup(const std::vector<Pending*>& group, PackedGemms gemms) override {
     if (group.size() == 1) {
       // Alone: exactly the forward a request without a batcher runs.
-      result = RunAlone(target, call);
+      result = RunAlone(callee, call);
       return;
     }
     std::vector<Call> calls;
     calls.reserve(group.size());
     for (Pending* p : group) calls.push_back(static_cast<Queued*>(p)->call);
-    StatusOr<std::vector<Result>> outputs = RunTogether(target, calls, gemms);
+    StatusOr<std::vector<Result>> outputs = RunTogether(callee, calls, gemms);
     for (size_t i = 0; i < group.size(); ++i) {
       auto* queued = static_cast<Queued*>(group[i]);
       if (outputs.ok()) {
@@ -81,7 +81,7 @@ struct ForwardBatcher::Queued : ForwardBatcher::Pending {
     }
   }
 
-  const Model& target;
+  const Model& callee;  // the model whose calls these are
   Call call;
   StatusOr<Result> result = InternalError("ForwardBatcher: the forward never ran");
 };

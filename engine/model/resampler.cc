@@ -143,8 +143,9 @@ StatusOr<std::vector<torch::Tensor>> Resampler::ApplyBatch(const std::vector<Res
   std::vector<torch::Tensor> padded;
   for (const ResampleCall& call : calls) {
     // Id 0 below the image: any code will do, no real row reads it.
-    padded.push_back(torch::constant_pad_nd(call.ids.view({call.h, w}), {0, 0, 0, tallest - call.h})
-                         .view({1, tallest * w}));
+    padded.push_back(
+        torch::constant_pad_nd(call.ids.reshape({call.h, w}), {0, 0, 0, tallest - call.h})
+            .view({1, tallest * w}));
   }
   MULO_ASSIGN_OR_RETURN(torch::Tensor stacked, Apply(torch::cat(padded), tallest, w));
   for (size_t i = 0; i < calls.size(); ++i) {
