@@ -3,6 +3,9 @@
 #include <torch/version.h>
 
 #include <cmath>
+#include <string>
+
+#include "engine/model/safetensors.h"
 
 // LibTorch 2 has fused RMSNorm and scaled-dot-product attention kernels; LibTorch 1.13
 // (Debian's, the CPU build) has neither, and the CPU path keeps the reference arithmetic.
@@ -50,6 +53,28 @@ StatusOr<Block> Block::Load(Checkpoint& ckpt, const std::string& p, const BlockS
     b.w3_ = torch::Tensor();
   }
   return b;
+}
+
+Status CheckDistinctCaches(const std::vector<const KvCache*>& caches, const std::string& caller) {
+  for (size_t i = 0; i < caches.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (caches[j] == caches[i]) {
+        return InvalidArgumentError(caller + ": calls " + std::to_string(j) + " and " +
+                                    std::to_string(i) + " share a cache");
+      }
+    }
+  }
+  return OkStatus();
+}
+
+Status Block::CheckMask(const torch::Tensor& mask, int64_t n, int64_t keys) {
+  if (mask.defined() && (mask.dim() != 2 || mask.size(0) != n || mask.size(1) != keys ||
+                         mask.scalar_type() != torch::kBool)) {
+    return InvalidArgumentError("mask: expected bool [" + std::to_string(n) + ", " +
+                                std::to_string(keys) + "], found " +
+                                ShapeToString(mask.sizes().vec()));
+  }
+  return OkStatus();
 }
 
 torch::Tensor Block::PrepareMask(const torch::Tensor& mask, const torch::Tensor& x) {

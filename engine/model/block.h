@@ -39,6 +39,10 @@ struct PackedSequence {
   torch::Tensor mask;
 };
 
+// The checks every batched forward over caches makes (Transformer::ForwardBatch,
+// EagleHead::ForwardBatch): no two calls may share a cache; `caller` names the error.
+Status CheckDistinctCaches(const std::vector<const KvCache*>& caches, const std::string& caller);
+
 class Block {
  public:
   // Reads the block's weights stored under `prefix` (e.g. "layers.3.").
@@ -68,6 +72,8 @@ class Block {
   // x's dtype (0 where attending, -inf elsewhere), built once per forward rather than in
   // every layer; undefined stays undefined.
   static torch::Tensor PrepareMask(const torch::Tensor& mask, const torch::Tensor& x);
+  // INVALID_ARGUMENT naming `mask` unless it is undefined or bool [n, keys].
+  static Status CheckMask(const torch::Tensor& mask, int64_t n, int64_t keys);
 
  private:
   // Attention of one sequence from its fused projections qkv [B, n, (H + 2 KV) hd] to the

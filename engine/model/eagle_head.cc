@@ -47,13 +47,7 @@ Status EagleHead::CheckForward(const HeadCall& call) const {
     return InvalidArgumentError("EagleHead::Forward: expected two [batch, n, dim] inputs");
   }
   const int64_t n = features.size(1);
-  if (call.mask.defined() &&
-      (call.mask.dim() != 2 || call.mask.size(0) != n ||
-       call.mask.size(1) != call.cache->length() + n || call.mask.scalar_type() != torch::kBool)) {
-    return InvalidArgumentError("EagleHead::Forward: mask: expected bool [" + std::to_string(n) +
-                                ", " + std::to_string(call.cache->length() + n) + "]");
-  }
-  return OkStatus();
+  return Block::CheckMask(call.mask, n, call.cache->length() + n);
 }
 
 torch::Tensor EagleHead::AttentionMask(const KvCache& cache, int64_t n,
@@ -64,10 +58,12 @@ torch::Tensor EagleHead::AttentionMask(const KvCache& cache, int64_t n,
   return causal.to(fc_weight_.device());
 }
 
+torch::Tensor EagleHead::FcInput(const HeadCall& call) const {
+  return torch::cat({call.token_embeddings, call.features}, -1).to(fc_weight_.options());
+}
+
 torch::Tensor EagleHead::Fuse(const HeadCall& call) const {
-  return torch::linear(
-      torch::cat({call.token_embeddings, call.features}, -1).to(fc_weight_.options()), fc_weight_,
-      fc_bias_);
+  return torch::linear(FcInput(call), fc_weight_, fc_bias_);
 }
 
 StatusOr<torch::Tensor> EagleHead::Forward(KvCache& cache, const torch::Tensor& token_embeddings,
@@ -88,15 +84,12 @@ StatusOr<torch::Tensor> EagleHead::Forward(KvCache& cache, const torch::Tensor& 
 
 StatusOr<std::vector<torch::Tensor>> EagleHead::ForwardBatch(const std::vector<HeadCall>& calls,
                                                              PackedGemms gemms) const {
-  for (size_t i = 0; i < calls.size(); ++i) {
-    MULO_RETURN_IF_ERROR(CheckForward(calls[i]));
-    for (size_t j = 0; j < i; ++j) {
-      if (calls[j].cache == calls[i].cache) {
-        return InvalidArgumentError("EagleHead::ForwardBatch: calls " + std::to_string(j) +
-                                    " and " + std::to_string(i) + " share a cache");
-      }
-    }
+  std::vector<const KvCache*> caches;
+  for (const HeadCall& call : calls) {
+    MULO_RETURN_IF_ERROR(CheckForward(call));
+    caches.push_back(call.cache);
   }
+  MULO_RETURN_IF_ERROR(CheckDistinctCaches(caches, "EagleHead::ForwardBatch"));
   return GuardTorch("EagleHead::ForwardBatch", [&]() -> StatusOr<std::vector<torch::Tensor>> {
     torch::NoGradGuard no_grad;
     std::vector<PackedSequence> sequences;
@@ -109,9 +102,7 @@ StatusOr<std::vector<torch::Tensor>> EagleHead::ForwardBatch(const std::vector<H
       // fc is a GEMM too: a lone forward's (per call) or one over every call's rows.
       rows.push_back(gemms == PackedGemms::kPerSequence
                          ? Fuse(call).reshape({batch * n, shape_.dim})
-                         : torch::cat({call.token_embeddings, call.features}, -1)
-                               .to(fc_weight_.options())
-                               .reshape({batch * n, 2 * shape_.dim}));
+                         : FcInput(call).reshape({batch * n, 2 * shape_.dim}));
     }
     torch::Tensor x = torch::cat(rows);
     if (gemms == PackedGemms::kShared) x = torch::linear(x, fc_weight_, fc_bias_);

@@ -55,7 +55,9 @@ class EagleHead {
   EagleHead() = default;
   // `mask`, or the causal mask over the cache and n new rows when undefined and n > 1.
   torch::Tensor AttentionMask(const KvCache& cache, int64_t n, const torch::Tensor& mask) const;
-  // fc(concat(token embeddings, features)) [B, n, dim].
+  // concat(token embeddings, features) [B, n, 2 dim] in the head's dtype, and fc of it
+  // [B, n, dim].
+  torch::Tensor FcInput(const HeadCall& call) const;
   torch::Tensor Fuse(const HeadCall& call) const;
 
   BlockShape shape_;

@@ -90,24 +90,28 @@ Status Resampler::CheckIds(const torch::Tensor& ids, int64_t h, int64_t w) const
 }
 
 StatusOr<torch::Tensor> Resampler::Logits(const torch::Tensor& ids, int64_t h, int64_t w) const {
-  const auto& c = config_;
   MULO_RETURN_IF_ERROR(CheckIds(ids, h, w));
   return GuardTorch("Resampler::Logits", [&]() -> StatusOr<torch::Tensor> {
     torch::NoGradGuard no_grad;
-    auto x = codebook_.index_select(0, ids.to(codebook_.device()).flatten())
-                 .view({ids.size(0), h, w, c.codebook_embed_dim})
-                 .permute({0, 3, 1, 2});
-    if (!c.up) x = torch::pixel_unshuffle(x, c.factor);
-    x = RowCausal(x, conv_in_);
-    for (const ResBlock& b : blocks_) {
-      auto y = RowCausal(torch::silu(PixelRmsNorm(x, b.norm1)), b.conv1);
-      x = x + RowCausal(torch::silu(PixelRmsNorm(y, b.norm2)), b.conv2);
-    }
-    x = torch::conv2d(torch::silu(PixelRmsNorm(x, norm_out_)), conv_out_.weight, conv_out_.bias);
-    if (c.up) x = torch::pixel_shuffle(x, c.factor);
-    x = x / x.norm(2, 1, /*keepdim=*/true).clamp_min(1e-12);
-    return logit_scale_ * torch::einsum("behw,ve->bvhw", {x, codebook_});
+    return CheckedLogits(ids, h, w);
   });
+}
+
+torch::Tensor Resampler::CheckedLogits(const torch::Tensor& ids, int64_t h, int64_t w) const {
+  const auto& c = config_;
+  auto x = codebook_.index_select(0, ids.to(codebook_.device()).flatten())
+               .view({ids.size(0), h, w, c.codebook_embed_dim})
+               .permute({0, 3, 1, 2});
+  if (!c.up) x = torch::pixel_unshuffle(x, c.factor);
+  x = RowCausal(x, conv_in_);
+  for (const ResBlock& b : blocks_) {
+    auto y = RowCausal(torch::silu(PixelRmsNorm(x, b.norm1)), b.conv1);
+    x = x + RowCausal(torch::silu(PixelRmsNorm(y, b.norm2)), b.conv2);
+  }
+  x = torch::conv2d(torch::silu(PixelRmsNorm(x, norm_out_)), conv_out_.weight, conv_out_.bias);
+  if (c.up) x = torch::pixel_shuffle(x, c.factor);
+  x = x / x.norm(2, 1, /*keepdim=*/true).clamp_min(1e-12);
+  return logit_scale_ * torch::einsum("behw,ve->bvhw", {x, codebook_});
 }
 
 StatusOr<torch::Tensor> Resampler::Apply(const torch::Tensor& ids, int64_t h, int64_t w) const {
@@ -131,28 +135,31 @@ StatusOr<std::vector<torch::Tensor>> Resampler::ApplyBatch(const std::vector<Res
     if (call.ids.size(0) != 1 || call.w != calls.front().w) stackable = false;
     tallest = std::max(tallest, call.h);
   }
-  std::vector<torch::Tensor> outputs;
-  if (!stackable) {
+  return GuardTorch("Resampler::ApplyBatch", [&]() -> StatusOr<std::vector<torch::Tensor>> {
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> outputs;
+    if (!stackable) {
+      for (const ResampleCall& call : calls) {
+        outputs.push_back(CheckedLogits(call.ids, call.h, call.w).argmax(1).flatten(1));
+      }
+      return outputs;
+    }
+    const int64_t w = calls.front().w;
+    std::vector<torch::Tensor> padded;
     for (const ResampleCall& call : calls) {
-      MULO_ASSIGN_OR_RETURN(torch::Tensor out, Apply(call.ids, call.h, call.w));
-      outputs.push_back(std::move(out));
+      // Id 0 below the image: any code will do, no real row reads it.
+      padded.push_back(
+          torch::constant_pad_nd(call.ids.reshape({call.h, w}), {0, 0, 0, tallest - call.h})
+              .view({1, tallest * w}));
+    }
+    const torch::Tensor stacked =
+        CheckedLogits(torch::cat(padded), tallest, w).argmax(1).flatten(1);
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const int64_t rows = OutputRows(calls[i].h) * OutputCols(w);
+      outputs.push_back(stacked.narrow(0, static_cast<int64_t>(i), 1).narrow(1, 0, rows));
     }
     return outputs;
-  }
-  const int64_t w = calls.front().w;
-  std::vector<torch::Tensor> padded;
-  for (const ResampleCall& call : calls) {
-    // Id 0 below the image: any code will do, no real row reads it.
-    padded.push_back(
-        torch::constant_pad_nd(call.ids.reshape({call.h, w}), {0, 0, 0, tallest - call.h})
-            .view({1, tallest * w}));
-  }
-  MULO_ASSIGN_OR_RETURN(torch::Tensor stacked, Apply(torch::cat(padded), tallest, w));
-  for (size_t i = 0; i < calls.size(); ++i) {
-    const int64_t rows = OutputRows(calls[i].h) * OutputCols(w);
-    outputs.push_back(stacked.narrow(0, static_cast<int64_t>(i), 1).narrow(1, 0, rows));
-  }
-  return outputs;
+  });
 }
 
 }  // namespace mulo::engine

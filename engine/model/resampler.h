@@ -81,6 +81,8 @@ class Resampler {
   };
 
   Resampler() = default;
+  // Logits of ids that CheckIds accepted (no checks; the caller guards torch errors).
+  torch::Tensor CheckedLogits(const torch::Tensor& ids, int64_t h, int64_t w) const;
   torch::Tensor RowCausal(const torch::Tensor& x, const Conv& conv) const;
 
   ResamplerConfig config_;

@@ -209,14 +209,7 @@ Status Transformer::CheckForward(const KvCache& cache, const torch::Tensor& embe
   }
   const int64_t n = embeddings.size(1);
   MULO_RETURN_IF_ERROR(CheckPositions(positions, n));
-  if (mask.defined() && (mask.dim() != 2 || mask.size(0) != n ||
-                         mask.size(1) != cache.length() + n ||
-                         mask.scalar_type() != torch::kBool)) {
-    return InvalidArgumentError("mask: expected bool [" + std::to_string(n) + ", " +
-                                std::to_string(cache.length() + n) + "], found " +
-                                TensorShape(mask));
-  }
-  return OkStatus();
+  return Block::CheckMask(mask, n, cache.length() + n);
 }
 
 StatusOr<ForwardOutput> Transformer::Forward(KvCache& cache, const torch::Tensor& embeddings,
@@ -276,20 +269,17 @@ void Transformer::CommitEager(KvCache& cache, int64_t n) const {
 
 StatusOr<std::vector<ForwardOutput>> Transformer::ForwardBatch(
     const std::vector<ForwardCall>& calls, PackedGemms gemms) const {
+  std::vector<const KvCache*> caches;
   for (size_t i = 0; i < calls.size(); ++i) {
     const ForwardCall& call = calls[i];
     if (call.cache == nullptr) {
       return InvalidArgumentError("ForwardBatch: call " + std::to_string(i) + " has no cache");
     }
-    for (size_t j = 0; j < i; ++j) {
-      if (calls[j].cache == call.cache) {
-        return InvalidArgumentError("ForwardBatch: calls " + std::to_string(j) + " and " +
-                                    std::to_string(i) + " share a cache");
-      }
-    }
     MULO_RETURN_IF_ERROR(
         CheckForward(*call.cache, call.embeddings, call.positions, call.mask));
+    caches.push_back(call.cache);
   }
+  MULO_RETURN_IF_ERROR(CheckDistinctCaches(caches, "ForwardBatch"));
   return GuardTorch("Transformer::ForwardBatch", [&]() -> StatusOr<std::vector<ForwardOutput>> {
     return ForwardBatchImpl(calls, gemms);
   });
