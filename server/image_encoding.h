@@ -1,4 +1,4 @@
-// RGB images to the wire formats of ImageEvent (PNG, JPEG, raw RGB), via OpenCV.
+// RGB images to the wire formats of ImageEvent (PNG, JPEG, raw RGB), via libpng and libjpeg.
 #ifndef MULO_SERVER_IMAGE_ENCODING_H_
 #define MULO_SERVER_IMAGE_ENCODING_H_
 

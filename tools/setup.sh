@@ -11,7 +11,8 @@ PACKAGES=(
   libtorch-dev libopenblas0-pthread
   # server, client, metrics
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libabsl-dev
-  libmicrohttpd-dev nlohmann-json3-dev
+  libmicrohttpd-dev nlohmann-json3-dev libpng-dev libjpeg62-turbo-dev
+  # SynthEval, benchmarks and tests (the server encodes with libpng / libjpeg only)
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   # tests
   libgtest-dev libgmock-dev prometheus openssl nginx-light clang-14 libfuzzer-14-dev
