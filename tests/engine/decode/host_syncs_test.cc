@@ -1,10 +1,12 @@
 // Stats::host_syncs counts the decode path's device -> host reads (engine/core/host_read.h),
 // the host synchronisations of a GPU run: AR pays exactly one per token (the sampled token),
-// speculative decoding a known handful per verify step. An added or a missed read fails here.
+// speculative decoding and MuLo-SD a known handful per verify step. An added or a missed read
+// fails here.
 #include <gtest/gtest.h>
 
 #include "engine/core/host_read.h"
 #include "engine/decode/ar.h"
+#include "engine/decode/mulo.h"
 #include "engine/decode/speculative.h"
 #include "tests/engine/decode/sd_fixture.h"
 #include "tests/engine/test_util.h"
@@ -12,6 +14,7 @@
 namespace mulo::engine {
 namespace {
 
+using testing::LoadMuloTiny;
 using testing::LoadSd;
 using testing::RunMethod;
 using testing::Sampling;
@@ -70,6 +73,35 @@ TEST(HostSyncsTest, SelfDraftedChainReadsItsBonus) {
   ASSERT_OK(sd);
   ASSERT_EQ(sd->stats.verify_steps, 3);
   EXPECT_EQ(sd->stats.host_syncs, 1 + 3 * (4 + 2 + 1));
+}
+
+// MuLo-SD on mulo_tiny (a 4x4 drafter, an 8x8 target): the drafter draws each of its 16 tokens
+// once (one read each: every step drafts the rows after the committed ones); then, per verify
+// step, U_2's ids (1), the verifier's pooled and own probabilities (2), one draw per re-sampled
+// token, and D_2's ids (1) in the steps whose committed rows need a down-sampled prefix (never
+// with the drafter's own tokens as the prefix; with the down-sampled prefix, every step,
+// the last one included).
+TEST(HostSyncsTest, MuloReadsTheDrafterOnceAndAFewPerVerifyStep) {
+  SdFixture f = LoadMuloTiny();
+  constexpr int64_t kDrafterTokens = 16;
+  for (const DraftPrefix prefix : {DraftPrefix::kOwn, DraftPrefix::kDownsampled}) {
+    for (const double tau : {0.0, 1e-3, 1.5}) {
+      for (const SamplingParams& s : {Sampling(1.0, 2.0, 21), Sampling(0.0, 2.0, 22)}) {
+        MuloOptions o;
+        o.tau = tau;
+        o.prefix = prefix;
+        auto mulo = RunMethod(MuloDecoder(o), f, s);
+        ASSERT_OK(mulo);
+        const Stats& st = mulo->stats;
+        ASSERT_GT(st.verify_steps, 0);
+        const int64_t down_reads = prefix == DraftPrefix::kOwn ? 0 : st.verify_steps;
+        EXPECT_EQ(st.host_syncs,
+                  kDrafterTokens + 3 * st.verify_steps + st.resampled_tokens + down_reads)
+            << DraftPrefixName(prefix) << " tau " << tau << " temperature " << s.temperature
+            << " " << st.ToString();
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -9,36 +9,15 @@
 #include "engine/decode/ar.h"
 #include "engine/decode/local_expansion.h"
 #include "engine/decode/mulo.h"
+#include "tests/engine/decode/sd_fixture.h"
 #include "tests/engine/test_util.h"
 
 namespace mulo::engine {
 namespace {
 
-using testing::FixtureDir;
-using testing::ReadAll;
+using MuloFixture = testing::SdFixture;
 
-struct MuloFixture {
-  ModelSet models;
-  Condition condition;
-};
-
-MuloFixture LoadMulo() {
-  MuloFixture f;
-  const std::string dir = FixtureDir("mulo_tiny");
-  auto target = Transformer::LoadDirectory(dir + "/target", LoadOptions());
-  auto drafter = Transformer::LoadDirectory(dir + "/drafter", LoadOptions());
-  auto up = Resampler::LoadDirectory(dir + "/upsampler", LoadOptions());
-  auto down = Resampler::LoadDirectory(dir + "/downsampler", LoadOptions());
-  EXPECT_TRUE(target.ok() && drafter.ok() && up.ok() && down.ok());
-  f.models.target = *target;
-  f.models.drafter = *drafter;
-  f.models.upsampler = *up;
-  f.models.downsampler = *down;
-  f.models.neighbors = std::make_shared<const LatentNeighbors>(
-      LatentNeighbors::Build((*up)->codebook(), 1000));
-  f.condition.features = ReadAll(dir + "/condition.safetensors").at("cond");
-  return f;
-}
+MuloFixture LoadMulo() { return testing::LoadMuloTiny(); }
 
 StatusOr<DecodeResult> Generate(const DecodingMethod& method, const ModelSet& models,
                                 const Condition& condition, const SamplingParams& sampling) {

@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <string>
 
 #include "engine/model/eagle_head.h"
+#include "engine/model/resampler.h"
 #include "engine/model/transformer.h"
 #include "engine/sampling/guidance.h"
 #include "engine/sampling/logits_processor.h"
@@ -24,6 +27,24 @@ SdFixture LoadSd() {
   EXPECT_TRUE(eagle.ok());
   f.models.eagle = *eagle;
   f.condition.features = ReadAll(FixtureDir("sd_tiny/condition.safetensors")).at("cond");
+  return f;
+}
+
+SdFixture LoadMuloTiny() {
+  SdFixture f;
+  const std::string dir = FixtureDir("mulo_tiny");
+  auto target = Transformer::LoadDirectory(dir + "/target", LoadOptions());
+  auto drafter = Transformer::LoadDirectory(dir + "/drafter", LoadOptions());
+  auto up = Resampler::LoadDirectory(dir + "/upsampler", LoadOptions());
+  auto down = Resampler::LoadDirectory(dir + "/downsampler", LoadOptions());
+  EXPECT_TRUE(target.ok() && drafter.ok() && up.ok() && down.ok());
+  f.models.target = *target;
+  f.models.drafter = *drafter;
+  f.models.upsampler = *up;
+  f.models.downsampler = *down;
+  f.models.neighbors = std::make_shared<const LatentNeighbors>(
+      LatentNeighbors::Build((*up)->codebook(), 1000));
+  f.condition.features = ReadAll(dir + "/condition.safetensors").at("cond");
   return f;
 }
 

@@ -20,6 +20,9 @@ struct SdFixture {
 
 SdFixture LoadSd();
 
+// The mulo_tiny family: an 8x8-token target, a 4x4 drafter, U_2 / D_2 and latent neighbours.
+SdFixture LoadMuloTiny();
+
 // Sampling at `temperature` with guidance `cfg` and `seed` (the rest at the defaults).
 inline SamplingParams Sampling(double temperature, double cfg, uint64_t seed) {
   SamplingParams s;
