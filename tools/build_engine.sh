@@ -8,11 +8,13 @@
 #                                  of `python3`, else Debian's libtorch-dev)
 #     NLOHMANN_INCLUDE=/path       directory holding nlohmann/json.hpp (default /usr/include,
 #                                  else .gpu/include from tools/gpu/fetch_deps.sh)
-#     DEPS_DEBS=/path              Debian packages of Abseil and OpenCV to unpack when the
-#                                  system has none (default .gpu/debs, tools/gpu/fetch_deps.sh)
+#     DEPS=auto|system|debs        where Abseil, OpenCV, gRPC... come from (see below)
+#     DEPS_DEBS=/path              Debian packages to unpack when the system lacks them
+#                                  (default .gpu/debs, tools/gpu/fetch_deps.sh)
 #     CXX=g++  JOBS=$(nproc)  CXXSTD=c++17
 # Always builds OUT_DIR/libmulo_engine.a and OUT_DIR/ar_bench (default OUT_DIR: out/engine);
-# with GoogleTest also OUT_DIR/gpu_engine_test; with Abseil and OpenCV also OUT_DIR/methods_bench.
+# with GoogleTest also OUT_DIR/gpu_engine_test; with Abseil and OpenCV also OUT_DIR/methods_bench;
+# with gRPC, protobuf, libmicrohttpd, libpng and libjpeg also OUT_DIR/mulo_server and mulo_client.
 # With a CUDA LibTorch, MULO_WITH_CUDA is defined (CUDA graphs). Objects are rebuilt only when
 # a source or a header it includes changed.
 set -euo pipefail
@@ -132,39 +134,100 @@ else
   echo "build_engine: no GoogleTest (sources or library): skipping gpu_engine_test"
 fi
 
-# methods_bench needs Abseil and OpenCV (SynthEval): the system's, or Debian's packages unpacked.
-deps_libs=()
-if [[ -d /usr/include/absl && -d /usr/include/opencv4 ]]; then
-  flags+=(-isystem /usr/include/opencv4)
-  deps_libs=(-lopencv_core -lopencv_imgproc)
-  deps_libdir=/usr/lib/$(gcc -print-multiarch)
-else
-  debs=${DEPS_DEBS:-.gpu/debs}
-  if compgen -G "$debs/*.deb" >/dev/null; then
-    prefix=$PWD/$out/deps
-    if [[ ! -d "$prefix/usr/include/absl" ]]; then
-      for deb in "$debs"/*.deb; do dpkg-deb -x "$deb" "$prefix"; done
-    fi
-    deps_libdir=$prefix/usr/lib/x86_64-linux-gnu
-    flags+=(-isystem "$prefix/usr/include" -isystem "$prefix/usr/include/opencv4")
-    # DT_RPATH (not RUNPATH): OpenCV's own dependencies are found there too.
-    deps_libs=(-L"$deps_libdir" -Wl,--disable-new-dtags -Wl,-rpath,"$deps_libdir" -Wl,-rpath-link,"$deps_libdir"
-               -lopencv_core -lopencv_imgproc)
-  fi
+# The programs beyond the engine need Debian's libraries: methods_bench Abseil and OpenCV (core,
+# imgproc: SynthEval); mulo_server and mulo_client gRPC, protobuf, libmicrohttpd, libpng and
+# libjpeg besides. DEPS=system takes the system's, DEPS=debs unpacks the packages in DEPS_DEBS
+# under OUT_DIR/deps and links them by DT_RPATH (not RUNPATH, so that their own dependencies are
+# found there too); DEPS=auto (the default) takes the system's when it has every header.
+deps=${DEPS:-auto}
+debs=${DEPS_DEBS:-.gpu/debs}
+if [[ $deps == auto ]]; then
+  deps=system
+  for header in absl opencv4 grpcpp google/protobuf microhttpd.h png.h jpeglib.h; do
+    [[ -e /usr/include/$header ]] || deps=debs
+  done
+  compgen -G "$debs/*.deb" >/dev/null || deps=system
 fi
-if ((${#deps_libs[@]})); then
-  absl=()
-  for lib in "$deps_libdir"/libabsl_*.so; do absl+=("-l$(basename "${lib%.so}" | sed 's/^lib//')"); done
-  mapfile -t synth_sources < <(find synth -name '*.cc' ! -name 'synth_eval_main.cc' | sort)
-  if compile bench/methods_bench.cc "${synth_sources[@]}" &&
-     "$cxx" "${flags[@]}" $(objects bench/methods_bench.cc "${synth_sources[@]}") \
-       "$out/libmulo_engine.a" "${deps_libs[@]}" -Wl,--as-needed "${absl[@]}" "${libs[@]}" \
-       -o "$out/methods_bench"; then
-    built+=(methods_bench)
+if [[ $deps == debs ]]; then
+  prefix=$PWD/$out/deps
+  mkdir -p "$prefix/.unpacked"
+  for deb in "$debs"/*.deb; do  # each package once, so that added packages are unpacked too
+    stamp=$prefix/.unpacked/$(basename "$deb")
+    [[ -f "$stamp" ]] || { dpkg-deb -x "$deb" "$prefix" && touch "$stamp"; }
+  done
+  deps_root=$prefix/usr
+  deps_libdir=$deps_root/lib/x86_64-linux-gnu
+  flags+=(-isystem "$deps_root/include" -isystem "$deps_root/include/opencv4")
+  deps_link=(-L"$deps_libdir" -Wl,--disable-new-dtags "-Wl,-rpath,$deps_libdir"
+             "-Wl,-rpath-link,$deps_libdir")
+else
+  deps_root=/usr
+  deps_libdir=/usr/lib/$(gcc -print-multiarch)
+  flags+=(-isystem /usr/include/opencv4)
+  deps_link=()
+fi
+has_headers() { for header in "$@"; do [[ -e "$deps_root/include/$header" ]] || return 1; done; }
+absl=()
+for lib in "$deps_libdir"/libabsl_*.so; do
+  [[ -e "$lib" ]] && absl+=("-l$(basename "${lib%.so}" | sed 's/^lib//')")
+done
+
+# link OUTPUT OBJECT... -- LIB...: the program, or a message; the engine and ar_bench stand.
+link() {
+  local output=$1 objs=()
+  shift
+  while [[ $1 != -- ]]; do objs+=("$1"); shift; done
+  shift
+  if "$cxx" "${flags[@]}" "${objs[@]}" "$out/libmulo_engine.a" "${deps_link[@]}" \
+       -Wl,--as-needed "$@" "${absl[@]}" "${libs[@]}" -o "$out/$output"; then
+    built+=("$output")
   else
-    echo "build_engine: methods_bench FAILED to build" >&2
+    echo "build_engine: $output FAILED to link" >&2
+  fi
+}
+
+if has_headers absl opencv4/opencv2/imgproc.hpp; then
+  mapfile -t synth_sources < <(find synth -name '*.cc' ! -name 'synth_eval_main.cc' | sort)
+  if compile bench/methods_bench.cc "${synth_sources[@]}"; then
+    mapfile -t objs < <(objects bench/methods_bench.cc "${synth_sources[@]}")
+    link methods_bench "${objs[@]}" -- -lopencv_core -lopencv_imgproc
+  else
+    echo "build_engine: methods_bench FAILED to compile" >&2
   fi
 else
-  echo "build_engine: no Abseil/OpenCV (system or DEPS_DEBS): skipping methods_bench"
+  echo "build_engine: no Abseil/OpenCV ($deps): skipping methods_bench"
+fi
+
+# The wire contract's C++ code: generated here when protoc and the gRPC plugin are installed,
+# else taken from .gpu/gen (tools/gpu/fetch_deps.sh generates it with Debian's protoc, whose
+# protobuf 3.21 is the one DEPS_DEBS carries).
+proto=proto/mulo/v1/image_generation.proto
+gen=$out/gen
+if command -v protoc >/dev/null && command -v grpc_cpp_plugin >/dev/null; then
+  mkdir -p "$gen"
+  [[ "$gen/mulo/v1/image_generation.pb.cc" -nt "$proto" ]] ||
+    protoc --proto_path=proto --cpp_out="$gen" --grpc_out="$gen" \
+      --plugin=protoc-gen-grpc="$(command -v grpc_cpp_plugin)" "$proto"
+elif [[ -f .gpu/gen/mulo/v1/image_generation.pb.cc ]]; then
+  gen=.gpu/gen
+fi
+if has_headers absl grpcpp google/protobuf microhttpd.h png.h jpeglib.h &&
+   [[ -f "$gen/mulo/v1/image_generation.pb.cc" ]]; then
+  flags+=(-I"$gen" -Iproto)
+  proto_sources=("$gen/mulo/v1/image_generation.pb.cc" "$gen/mulo/v1/image_generation.grpc.pb.cc")
+  mapfile -t server_sources < <(find server -name '*.cc' | sort)
+  mapfile -t client_sources < <(find client -name '*.cc' | sort)
+  grpc_libs=(-lgrpc++_reflection -lgrpc++ -lgrpc -lgpr -lprotobuf)
+  if compile "${proto_sources[@]}" "${server_sources[@]}" "${client_sources[@]}"; then
+    mapfile -t objs < <(objects "${proto_sources[@]}" "${server_sources[@]}")
+    link mulo_server "${objs[@]}" -- "${grpc_libs[@]}" -lmicrohttpd -lpng16 -ljpeg
+    mapfile -t objs < <(objects "${proto_sources[@]}" "${client_sources[@]}")
+    link mulo_client "${objs[@]}" -- "${grpc_libs[@]}"
+  else
+    echo "build_engine: mulo_server / mulo_client FAILED to compile" >&2
+  fi
+else
+  echo "build_engine: no gRPC, protobuf, libmicrohttpd, libpng, libjpeg or generated proto" \
+    "code ($deps): skipping mulo_server and mulo_client"
 fi
 echo "build_engine: built $out/libmulo_engine.a and ${built[*]} in $out"

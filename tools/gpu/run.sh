@@ -9,13 +9,18 @@
 #     methods   methods_bench on the bundled family: CUDA with graphs, CUDA eager, and the CPU
 #               of the same machine, each with per-request forward traces
 #     costs     ar_bench cost tables of the bundled family's transformers on CUDA
-#     replicas  full-size random replicas (Tar AR-DTok LP 512 px, LlamaGen-XL t2i 512 px) in
-#               bf16: cost table, AR step vs the bandwidth floor, seconds per image
+#     replicas  full-size random replicas in the upstream layouts, converted by tools/convert
+#               (write_replicas.py: Tar AR-DTok LP 512 px with its 256 px drafter, LlamaGen GPT-XL
+#               c2i 384 px) in bf16: cost table, AR step vs the bandwidth floor, s per image
+#     serve     mulo_server on CUDA: the bundled family through mulo_client bench (ar,
+#               speculative, mulo at concurrency 1; ar at concurrency 8 with and without
+#               batching), then one request on the converted Tar replica (s per 512 px image)
 #
 # Results go to RESULTS (default out/gpu/results): one log / JSON per step, summary.md with
 # every table, and, when OUT is set (the device tool), OUT/results.tar.gz and OUT/summary.md
 # after every step, so a run cut short still returns what it measured.
-#   LIMIT=32 EAGER_LIMIT=16 CPU_LIMIT=16 IMAGES=1 (methods / replicas sizes)
+#   LIMIT=32 EAGER_LIMIT=16 CPU_LIMIT=16 IMAGES=1 REQUESTS=16 (methods / replicas / serve sizes)
+#   REPLICAS=/tmp/replicas (written once, ~10 GB)  SERVE_DEVICE=cuda (cpu: try serve anywhere)
 # Needs: the machine's python3 with a CUDA PyTorch; .gpu/ from tools/gpu/fetch_deps.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,7 +28,8 @@ results=${RESULTS:-out/gpu/results}
 mkdir -p "$results"
 summary=$results/summary.md
 steps=("$@")
-((${#steps[@]})) || steps=(info ceilings build test methods costs replicas)
+((${#steps[@]})) || steps=(info ceilings build test methods costs replicas serve)
+replicas=${REPLICAS:-/tmp/replicas}
 export PYTHONUNBUFFERED=1
 
 publish() {
@@ -52,7 +58,7 @@ step_ceilings() {
 step_build() {
   section "build"
   local start=$SECONDS
-  rm -f out/gpu/methods_bench
+  rm -f out/gpu/methods_bench out/gpu/mulo_server out/gpu/mulo_client
   tools/build_engine.sh out/gpu > "$results/build.log" 2>&1
   local rc=$?
   tail -3 "$results/build.log" | tee -a "$summary"
@@ -103,21 +109,85 @@ step_costs() {
   done
 }
 
+write_replicas() {
+  [[ -f $replicas/repository/tar/family.json && -f $replicas/repository/llamagen-c2i/family.json ]] &&
+    return 0
+  python3 tools/convert/write_replicas.py --out "$replicas" > "$results/write_replicas.log" 2>&1
+  local rc=$?
+  tail -2 "$results/write_replicas.log" | tee -a "$summary"
+  return $rc
+}
+
 step_replicas() {
   section "full-size replicas (bf16, CFG batch 2)"
-  mkdir -p /tmp/replicas
-  for name in tar_lp_512 llamagen_xl_t2i_512; do
-    [[ -f /tmp/replicas/$name/model.safetensors ]] ||
-      python3 tools/reference/random_checkpoint.py --config "tools/gpu/replicas/$name.json" \
-        --out "/tmp/replicas/$name" --dtype BF16 2>&1 | tee -a "$summary"
+  write_replicas || return 1
+  local entry name
+  for entry in tar_lp_512:tar/target tar_lp_256:tar/drafter llamagen_xl_c2i_384:llamagen-c2i/target; do
+    name=${entry%%:*}
     echo "### $name" | tee -a "$summary"
-    out/gpu/ar_bench --model_dir="/tmp/replicas/$name" --device=cuda --dtype=bfloat16 \
-      --repeats=10 --images="${IMAGES:-1}" --ceilings="$results/ceilings.json" \
+    out/gpu/ar_bench --model_dir="$replicas/repository/${entry#*:}" --device=cuda \
+      --dtype=bfloat16 --repeats=10 --images="${IMAGES:-1}" --ceilings="$results/ceilings.json" \
       --json_out="$results/cost_$name.json" > "$results/cost_$name.log" 2>&1
     echo "rc $?" >> "$results/cost_$name.log"
     grep -E '^\||^Full|^AR step|^model|^rc|error' "$results/cost_$name.log" | tee -a "$summary"
     publish
   done
+}
+
+# serve_bench NAME RUNS SERVER_FLAGS CLIENT_ARGS: one server, the client RUNS times against it.
+serve_bench() {
+  local name=$1 runs=$2 server_flags=$3 client_args=$4
+  echo "### $name" | tee -a "$summary"
+  # shellcheck disable=SC2086  # the flag lists split on purpose
+  out/gpu/mulo_server --port=0 --metrics_port=0 --device="${SERVE_DEVICE:-cuda}" $server_flags \
+    > "$results/serve_$name.ports" 2> "$results/serve_$name.server.log" &
+  local pid=$! port="" run
+  for _ in $(seq 1 1200); do
+    grep -q serving "$results/serve_$name.server.log" 2>/dev/null && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.1
+  done
+  port=$(sed -n 's/.*listening on port \([0-9]*\) (metrics.*/\1/p' "$results/serve_$name.ports")
+  if [[ -z $port ]]; then
+    tail -5 "$results/serve_$name.server.log" | tee -a "$summary"
+    kill $pid 2>/dev/null
+    return 1
+  fi
+  for run in $(seq 1 "$runs"); do
+    # shellcheck disable=SC2086
+    out/gpu/mulo_client $client_args --server="localhost:$port" >> "$results/serve_$name.log" 2>&1
+    echo "rc $? (run $run)" >> "$results/serve_$name.log"
+  done
+  grep -E '^\||^latency|^rc|rror' "$results/serve_$name.log" | tee -a "$summary"
+  kill -INT $pid 2>/dev/null
+  wait $pid 2>/dev/null
+  publish
+}
+
+step_serve() {
+  section "mulo_server on CUDA"
+  [[ -x out/gpu/mulo_server && -x out/gpu/mulo_client ]] || {
+    echo "mulo_server / mulo_client were not built (see build.log)" | tee -a "$summary"
+    return 1
+  }
+  local n=${REQUESTS:-16} method
+  local bench="bench --model=synth --prompts_file=models/synth/heldout_prompts.jsonl"
+  for method in ar speculative mulo; do
+    serve_bench "synth_${method}_c1" 1 --model_repository=models \
+      "$bench --method=$method --requests=$n --concurrency=1"
+  done
+  serve_bench synth_ar_c8_unbatched 1 "--model_repository=models --workers=8 --max_batch=1" \
+    "$bench --method=ar --requests=$((2 * n)) --concurrency=8"
+  serve_bench synth_ar_c8_batched 1 "--model_repository=models --workers=8 --max_batch=8" \
+    "$bench --method=ar --requests=$((2 * n)) --concurrency=8"
+  # The Tar replica: 729 random TA-Tok ids as the condition; the second request is the warm one.
+  write_replicas || return 1
+  local tar=$replicas/repository/tar ids=$results/tar_condition_ids.txt name
+  python3 -c "import random; random.seed(1); print(''.join('<I%d>' % random.randrange(65536) for _ in range(729)))" \
+    > "$ids"
+  name=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['name'])" "$tar/family.json")
+  serve_bench tar_replica_ar 2 "--model_repository=$replicas/repository --dtype=bfloat16" \
+    "generate --model=$name --method=ar --condition_tokens=@$ids --timeout=600 --out=$results/tar.png"
 }
 
 for step in "${steps[@]}"; do
