@@ -213,7 +213,12 @@ elif [[ -f .gpu/gen/mulo/v1/image_generation.pb.cc ]]; then
 fi
 if has_headers absl grpcpp google/protobuf microhttpd.h png.h jpeglib.h &&
    [[ -f "$gen/mulo/v1/image_generation.pb.cc" ]]; then
-  flags+=(-I"$gen" -Iproto)
+  # A PyTorch wheel's include/ holds protobuf 3.13 headers of its own; the generated code needs
+  # the headers of the protobuf it links (3.21), so they come first, through a directory of
+  # their own (adding /usr/include itself to the path would break #include_next).
+  mkdir -p "$out/include_first"
+  ln -sfn "$deps_root/include/google" "$out/include_first/google"
+  flags=(-isystem "$out/include_first" "${flags[@]}" -I"$gen" -Iproto)
   proto_sources=("$gen/mulo/v1/image_generation.pb.cc" "$gen/mulo/v1/image_generation.grpc.pb.cc")
   mapfile -t server_sources < <(find server -name '*.cc' | sort)
   mapfile -t client_sources < <(find client -name '*.cc' | sort)
