@@ -13,8 +13,9 @@
 #               (write_replicas.py: Tar AR-DTok LP 512 px with its 256 px drafter, LlamaGen GPT-XL
 #               c2i 384 px) in bf16: cost table, AR step vs the bandwidth floor, s per image
 #     serve     mulo_server on CUDA: the bundled family through mulo_client bench (ar,
-#               speculative, mulo at concurrency 1; ar at concurrency 8 with and without
-#               batching), then one request on the converted Tar replica (s per 512 px image)
+#               speculative, mulo at concurrency 1; ar at concurrency 8 on eight workers or
+#               batched on one), then two requests on the converted Tar replica (s per 512 px
+#               image, the second warm)
 #
 # Results go to RESULTS (default out/gpu/results): one log / JSON per step, summary.md with
 # every table, and, when OUT is set (the device tool), OUT/results.tar.gz and OUT/summary.md
@@ -176,10 +177,15 @@ step_serve() {
     serve_bench "synth_${method}_c1" 1 --model_repository=models \
       "$bench --method=$method --requests=$n --concurrency=1"
   done
-  serve_bench synth_ar_c8_unbatched 1 "--model_repository=models --workers=8 --max_batch=1" \
-    "$bench --method=ar --requests=$((2 * n)) --concurrency=8"
-  serve_bench synth_ar_c8_batched 1 "--model_repository=models --workers=8 --max_batch=8" \
-    "$bench --method=ar --requests=$((2 * n)) --concurrency=8"
+  # Concurrency 8: eight workers with a request each, against one worker batching all eight
+  # (batching is per worker), with exact per-request GEMMs and with shared ones (the GPU's case:
+  # the weights are read once for the whole batch).
+  local config
+  for config in "w8_unbatched:--workers=8 --max_batch=1" "w1_batched:--workers=1 --max_batch=8" \
+      "w1_batched_shared:--workers=1 --max_batch=8 --batch_gemms=shared"; do
+    serve_bench "synth_ar_c8_${config%%:*}" 1 "--model_repository=models ${config#*:}" \
+      "$bench --method=ar --requests=$((2 * n)) --concurrency=8"
+  done
   # The Tar replica: 729 random TA-Tok ids as the condition; the second request is the warm one.
   write_replicas || return 1
   local tar=$replicas/repository/tar ids=$results/tar_condition_ids.txt name
