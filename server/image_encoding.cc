@@ -23,15 +23,13 @@ absl::StatusOr<std::string> EncodePng(const engine::RgbImage& image) {
   png.width = static_cast<png_uint_32>(image.width);
   png.height = static_cast<png_uint_32>(image.height);
   png.format = PNG_FORMAT_RGB;
-  // The simplified API reports failures in png.message instead of longjmp-ing through us.
-  png_alloc_size_t size = 0;
-  if (!png_image_write_to_memory(&png, nullptr, &size, /*convert_to_8_bit=*/0,
-                                 image.pixels.data(), /*row_stride=*/0, nullptr)) {
-    return absl::InternalError(absl::StrCat("PNG encoding failed: ", png.message));
-  }
+  // One compression into libpng's upper bound on the stream's size (asking for the exact size
+  // first would compress twice). The simplified API reports failures in png.message instead of
+  // longjmp-ing through us.
+  png_alloc_size_t size = PNG_IMAGE_PNG_SIZE_MAX(png);
   std::string bytes(size, '\0');
-  if (!png_image_write_to_memory(&png, bytes.data(), &size, 0, image.pixels.data(), 0,
-                                 nullptr)) {
+  if (!png_image_write_to_memory(&png, bytes.data(), &size, /*convert_to_8_bit=*/0,
+                                 image.pixels.data(), /*row_stride=*/0, /*colormap=*/nullptr)) {
     return absl::InternalError(absl::StrCat("PNG encoding failed: ", png.message));
   }
   bytes.resize(size);
