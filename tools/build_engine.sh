@@ -141,11 +141,11 @@ fi
 # found there too); DEPS=auto (the default) takes the system's when it has every header.
 deps=${DEPS:-auto}
 debs=${DEPS_DEBS:-.gpu/debs}
+deps_root=/usr
+has_headers() { for header in "$@"; do [[ -e "$deps_root/include/$header" ]] || return 1; done; }
 if [[ $deps == auto ]]; then
   deps=system
-  for header in absl opencv4 grpcpp google/protobuf microhttpd.h png.h jpeglib.h; do
-    [[ -e /usr/include/$header ]] || deps=debs
-  done
+  has_headers absl opencv4 grpcpp google/protobuf microhttpd.h png.h jpeglib.h || deps=debs
   compgen -G "$debs/*.deb" >/dev/null || deps=system
 fi
 if [[ $deps == debs ]]; then
@@ -161,12 +161,10 @@ if [[ $deps == debs ]]; then
   deps_link=(-L"$deps_libdir" -Wl,--disable-new-dtags "-Wl,-rpath,$deps_libdir"
              "-Wl,-rpath-link,$deps_libdir")
 else
-  deps_root=/usr
   deps_libdir=/usr/lib/$(gcc -print-multiarch)
   flags+=(-isystem /usr/include/opencv4)
   deps_link=()
 fi
-has_headers() { for header in "$@"; do [[ -e "$deps_root/include/$header" ]] || return 1; done; }
 absl=()
 for lib in "$deps_libdir"/libabsl_*.so; do
   [[ -e "$lib" ]] && absl+=("-l$(basename "${lib%.so}" | sed 's/^lib//')")
