@@ -32,6 +32,8 @@ steps=("$@")
 ((${#steps[@]})) || steps=(info ceilings build test methods costs replicas serve)
 replicas=${REPLICAS:-/tmp/replicas}
 export PYTHONUNBUFFERED=1
+# shellcheck source=bench/server_lib.sh
+source bench/server_lib.sh  # start_server, for the serve step
 
 publish() {
   if [[ -n "${OUT:-}" ]]; then
@@ -137,31 +139,26 @@ step_replicas() {
 
 # serve_bench NAME RUNS SERVER_FLAGS CLIENT_ARGS: one server, the client RUNS times against it.
 serve_bench() {
-  local name=$1 runs=$2 server_flags=$3 client_args=$4
+  local name=$1 runs=$2 server_flags=$3 client_args=$4 run
+  local log=$results/serve_$name.server.log server_start_timeout_s=300  # a replica loads slowly
   echo "### $name" | tee -a "$summary"
   # shellcheck disable=SC2086  # the flag lists split on purpose
-  out/gpu/mulo_server --port=0 --metrics_port=0 --device="${SERVE_DEVICE:-cuda}" $server_flags \
-    > "$results/serve_$name.ports" 2> "$results/serve_$name.server.log" &
-  local pid=$! port="" run
-  for _ in $(seq 1 1200); do
-    grep -q serving "$results/serve_$name.server.log" 2>/dev/null && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.1
-  done
-  port=$(sed -n 's/.*listening on port \([0-9]*\) (metrics.*/\1/p' "$results/serve_$name.ports")
-  if [[ -z $port ]]; then
-    tail -5 "$results/serve_$name.server.log" | tee -a "$summary"
-    kill $pid 2>/dev/null
+  start_server "$log" "$results/serve_$name.ports" out/gpu/mulo_server --port=0 \
+    --metrics_port=0 --device="${SERVE_DEVICE:-cuda}" $server_flags 2>/dev/null
+  if [[ -z $server_port ]]; then  # it died or never said where it listens
+    tail -5 "$log" | tee -a "$summary"
+    kill "$server_pid" 2>/dev/null
     return 1
   fi
   for run in $(seq 1 "$runs"); do
     # shellcheck disable=SC2086
-    out/gpu/mulo_client $client_args --server="localhost:$port" >> "$results/serve_$name.log" 2>&1
+    out/gpu/mulo_client $client_args --server="localhost:$server_port" \
+      >> "$results/serve_$name.log" 2>&1
     echo "rc $? (run $run)" >> "$results/serve_$name.log"
   done
   grep -E '^\||^latency|^rc|rror' "$results/serve_$name.log" | tee -a "$summary"
-  kill -INT $pid 2>/dev/null
-  wait $pid 2>/dev/null
+  kill -INT "$server_pid" 2>/dev/null
+  wait "$server_pid" 2>/dev/null
   publish
 }
 
