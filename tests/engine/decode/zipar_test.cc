@@ -19,24 +19,9 @@
 namespace mulo::engine {
 namespace {
 
-using testing::FixtureDir;
-using testing::ReadAll;
+using testing::LoadMuloTiny;
 using testing::Sampling;
-
-struct Fixture {
-  ModelSet models;
-  Condition condition;
-};
-
-// mulo_tiny's target: an 8 x 8 grid (sd_tiny's 4 x 4 leaves few ZipAR windows).
-Fixture LoadGrid8() {
-  Fixture f;
-  auto target = Transformer::LoadDirectory(FixtureDir("mulo_tiny/target"), LoadOptions());
-  EXPECT_TRUE(target.ok()) << target.status().ToString();
-  f.models.target = *target;
-  f.condition.features = ReadAll(FixtureDir("mulo_tiny/condition.safetensors")).at("cond");
-  return f;
-}
+using testing::SdFixture;
 
 class RecordingSink : public ProgressSink {
  public:
@@ -49,8 +34,9 @@ class RecordingSink : public ProgressSink {
   std::vector<int32_t> streamed;
 };
 
-StatusOr<DecodeResult> Decode8(const DecodingMethod& method, const Fixture& f,
-                           const SamplingParams& s, ProgressSink* sink = nullptr) {
+// The tests decode mulo_tiny's target: an 8 x 8 grid (sd_tiny's 4 x 4 leaves few ZipAR windows).
+StatusOr<DecodeResult> Decode8(const DecodingMethod& method, const SdFixture& f,
+                               const SamplingParams& s, ProgressSink* sink = nullptr) {
   NullProgressSink null_sink;
   CancelToken cancel;
   return method.Decode(DecodeRequest{f.condition, s}, f.models,
@@ -58,7 +44,7 @@ StatusOr<DecodeResult> Decode8(const DecodingMethod& method, const Fixture& f,
 }
 
 TEST(ZipArTest, WindowOfTheGridWidthIsAr) {
-  Fixture f = LoadGrid8();
+  SdFixture f = LoadMuloTiny();
   for (double temperature : {0.0, 1.0}) {
     for (double cfg : {1.0, 2.0}) {
       for (uint64_t seed = 0; seed < 6; ++seed) {
@@ -75,7 +61,7 @@ TEST(ZipArTest, WindowOfTheGridWidthIsAr) {
 }
 
 TEST(ZipArTest, RunsThePapersForwardCountAndStreamsRowsInOrder) {
-  Fixture f = LoadGrid8();
+  SdFixture f = LoadMuloTiny();
   const int64_t n = 8;
   for (int64_t window = 1; window <= n; ++window) {
     RecordingSink sink;
@@ -168,7 +154,7 @@ TEST(ZipArRowsTest, EveryTokenAttendsToExactlyWhatTheMethodSays) {
 }
 
 TEST(ZipArTest, WindowIsValidatedByName) {
-  Fixture f = LoadGrid8();
+  SdFixture f = LoadMuloTiny();
   for (int64_t window : {0, 9}) {
     auto r = Decode8(ZipArDecoder({window}), f, SamplingParams());
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
