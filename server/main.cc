@@ -1,14 +1,13 @@
 // mulo_server: keeps a model repository resident and serves mulo.v1.ImageGeneration over gRPC,
 // with grpc.health.v1 (for "" and the service's name), server reflection (v1alpha, and v1
-// through ReflectionV1Relay), and Prometheus metrics on a separate HTTP port.
+// answered by ReflectionV1Service) through GrpcFrontEnd, and Prometheus metrics on a separate
+// HTTP port.
 //
 // Lifecycle: the ports open first with health NOT_SERVING and /readyz 503 while the models
 // load; then SERVING. On SIGTERM or SIGINT: NOT_SERVING, new requests get UNAVAILABLE, queued
 // and running requests finish within --drain_timeout (what is still running then ends
 // UNAVAILABLE, retryable), then the process exits 0.
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <torch/torch.h>
 
 #include <csignal>
@@ -29,13 +28,12 @@
 #include "absl/time/clock.h"
 #include "engine/core/cpu_threads.h"
 #include "server/batch_policy.h"
+#include "server/grpc_front_end.h"
 #include "server/image_generation_service.h"
 #include "server/model_repository.h"
-#include "server/reflection_v1.h"
 #include "server/request_log.h"
 #include "server/scheduler.h"
 #include "server/server_metrics.h"
-#include "server/unparsable_request_interceptor.h"
 
 ABSL_FLAG(std::string, model_repository, "models",
           "directory whose subdirectories with a family.json are loaded and served");
@@ -226,44 +224,25 @@ int Run() {
     Log(credentials.status().ToString());
     return 2;
   }
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port)),
-                           *credentials, &port);
-  const int max_bytes = absl::GetFlag(FLAGS_max_message_mb) * 1024 * 1024;
-  builder.SetMaxReceiveMessageSize(max_bytes);
-  builder.SetMaxSendMessageSize(max_bytes);
-  builder.RegisterService(&service);
-  ReflectionV1Relay reflection_v1;
-  builder.RegisterCallbackGenericService(&reflection_v1);
+  GrpcFrontEndOptions grpc_options;
+  grpc_options.address = absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
+  grpc_options.credentials = *credentials;
+  grpc_options.max_message_bytes = absl::GetFlag(FLAGS_max_message_mb) * 1024 * 1024;
   // Requests whose bytes do not parse end INVALID_ARGUMENT with a message, and are counted.
-  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(std::make_unique<UnparsableRequestInterceptorFactory>(
-      "/mulo.v1.", [&metrics](const std::string& method, const grpc::Status& status) {
-        RequestLogLine line;
-        line.request_id = "-";
-        line.status = absl::InvalidArgumentError(status.error_message());
-        WriteRequestLog(line);
-        if (absl::EndsWith(method, "/Generate")) metrics.RecordRequest(line);
-      }));
-  builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    Log(absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_host), ":",
-                     absl::GetFlag(FLAGS_port)));
+  grpc_options.on_unparsable = [&metrics](const std::string& method, const grpc::Status& status) {
+    RequestLogLine line;
+    line.request_id = "-";
+    line.status = absl::InvalidArgumentError(status.error_message());
+    WriteRequestLog(line);
+    if (absl::EndsWith(method, "/Generate")) metrics.RecordRequest(line);
+  };
+  auto grpc_front_end = GrpcFrontEnd::Start(grpc_options, &service);
+  if (!grpc_front_end.ok()) {
+    Log(std::string(grpc_front_end.status().message()));
     return 1;
   }
-  reflection_v1.SetChannel(server->InProcessChannel(grpc::ChannelArguments()));
-  // Health answers for the whole server ("") and for the service by name, as balancers and
-  // grpc-health-probe ask either way.
-  auto* health = server->GetHealthCheckService();
-  const auto set_serving = [health](bool serving) {
-    health->SetServingStatus(serving);
-    health->SetServingStatus(v1::ImageGeneration::service_full_name(), serving);
-  };
-  set_serving(false);
+  GrpcFrontEnd& front_end = **grpc_front_end;
+  const int port = front_end.port();
   // The exact line tests and scripts wait for.
   std::printf("mulo_server listening on port %d (metrics on port %d)\n", port, *http);
   std::fflush(stdout);
@@ -273,7 +252,6 @@ int Run() {
   auto repository = ModelRepository::Load(absl::GetFlag(FLAGS_model_repository), load_options);
   if (!repository.ok()) {
     Log(absl::StrCat("cannot load models: ", repository.status().ToString()));
-    server->Shutdown();
     return 1;
   }
   for (const auto& name : (*repository)->Names()) {
@@ -282,7 +260,7 @@ int Run() {
                                 (*repository)->Find(name)->weight_bytes);
   }
   service.SetRepository(repository->get());
-  set_serving(true);
+  front_end.SetServing(true);
   ready = true;
   Log(absl::StrCat("serving ", absl::StrJoin((*repository)->Names(), ", "), " (loaded in ",
                    absl::FormatDuration(absl::Now() - load_start), ")"));
@@ -291,7 +269,7 @@ int Run() {
   sigwait(&signals, &signal);
   Log(absl::StrCat("received ", signal == SIGTERM ? "SIGTERM" : "SIGINT", ", draining"));
   ready = false;
-  set_serving(false);
+  front_end.StopServing();
   service.StopAccepting();
   scheduler.StopAccepting();
   const bool drained = scheduler.WaitIdle(absl::GetFlag(FLAGS_drain_timeout));
@@ -301,7 +279,7 @@ int Run() {
     scheduler.WaitIdle(absl::Seconds(5));
   }
   // Handlers of finished jobs return promptly; give in-flight RPCs a moment to flush.
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(drained ? 5 : 1));
+  front_end.Shutdown(absl::Seconds(drained ? 5 : 1));
   Log("stopped");
   return 0;
 }
