@@ -11,7 +11,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-15}
-targets=(safetensors_fuzzer config_fuzzer request_fuzzer caption_fuzzer)
+targets=(safetensors_fuzzer config_fuzzer request_fuzzer caption_fuzzer grpc_surface_fuzzer)
 # One output base per checkout (an output base belongs to one workspace); the shared disk cache
 # of .bazelrc still makes a fresh clone's fuzz build cheap.
 bazel_fuzz=(bazel --output_base="$HOME/.cache/mulo-bazel-fuzz/$(pwd | md5sum | cut -c1-12)")

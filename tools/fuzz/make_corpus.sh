@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=tests/fuzz/corpus
-rm -rf "$out"/{safetensors,config,request,caption}_fuzzer
-mkdir -p "$out"/{safetensors,config,request,caption}_fuzzer
+mkdir -p "$out"/{safetensors,config,request,caption,grpc_surface}_fuzzer
+# The seeds are rewritten; committed crash reproducers (crash-*) stay.
+find "$out"/{safetensors,config,request,caption,grpc_surface}_fuzzer -type f ! -name 'crash-*' -delete
 
 /usr/bin/python3 - "$out/safetensors_fuzzer" <<'PY'
 import json, struct, sys
@@ -49,5 +50,43 @@ for i, line in enumerate(open("models/synth/heldout_prompts.jsonl")):
     if i >= 8:
         break
     open(f"{out}/prompt_{i}", "w").write(json.loads(line)["prompt"])
+PY
+# grpc_surface_fuzzer's programs (the format is in tests/fuzz/grpc_surface_fuzzer.cc): each
+# reaches one part of the surface, and the issue-38 sequences are among them.
+/usr/bin/python3 - "$out/grpc_surface_fuzzer" <<'PY'
+import sys
+out = sys.argv[1]
+GENERATE, LIST, GET, CHECK, WATCH, REFLECT_V1, REFLECT_V1ALPHA, NO_METHOD, NO_SERVICE = range(9)
+NONE, MS30, MS150, S1 = range(4)
+def open_(slot, method, deadline=NONE): return [0, slot, method, deadline]
+def template(slot, index, how=0, where=0): return [1, slot, index, how, where]
+def raw(slot, data): return [2, slot, len(data)] + list(data)
+def half_close(slot): return [3, slot]
+def cancel(slot): return [4, slot]
+def read(slot, ms=19): return [5, slot, ms]
+def await_end(slot): return [6, slot]
+seeds = {
+    # Issue 38: a truncated field, alone and after a valid request, on both reflection versions.
+    "reflection_v1_truncated": open_(0, REFLECT_V1) + raw(0, b"\x0a") + read(0) + await_end(0),
+    "reflection_v1_valid_then_truncated": open_(0, REFLECT_V1) + template(0, 0) + raw(0, b"\x0a") + read(0) + read(0) + await_end(0),
+    "reflection_v1alpha_valid_then_truncated": open_(0, REFLECT_V1ALPHA) + template(0, 0) + raw(0, b"\x0a") + read(0) + half_close(0) + await_end(0),
+    "reflection_v1_every_request": open_(0, REFLECT_V1) + sum((template(0, i) for i in range(6)), []) + half_close(0) + sum((read(0) for _ in range(6)), []) + await_end(0),
+    "reflection_v1_cancel_between": open_(0, REFLECT_V1) + template(0, 1) + read(0) + cancel(0) + template(0, 2) + await_end(0),
+    "reflection_v1_deadline": open_(0, REFLECT_V1, MS30) + template(0, 2) + read(0) + read(0) + await_end(0),
+    "generate_ar_deadline": open_(0, GENERATE, MS150) + template(0, 0) + half_close(0) + read(0) + read(0) + await_end(0),
+    "generate_preview_cancel": open_(0, GENERATE) + template(0, 1) + half_close(0) + read(0) + read(0) + cancel(0) + await_end(0),
+    "generate_methods": sum((open_(i % 4, GENERATE, MS150) + template(i % 4, i) + half_close(i % 4) for i in range(2, 7)), []) + read(0) + await_end(1),
+    "generate_refusals": open_(0, GENERATE) + template(0, 7) + half_close(0) + await_end(0) + open_(0, GENERATE) + template(0, 8) + half_close(0) + await_end(0),
+    "generate_cut_and_flipped": open_(0, GENERATE) + template(0, 0, 150, 9) + half_close(0) + await_end(0) + open_(1, GENERATE) + template(1, 0, 250, 4) + half_close(1) + await_end(1),
+    "generate_two_messages": open_(0, GENERATE, S1) + template(0, 0) + template(0, 0) + half_close(0) + await_end(0),
+    "generate_no_message": open_(0, GENERATE) + half_close(0) + await_end(0),
+    "models": open_(0, LIST) + template(0, 0) + half_close(0) + await_end(0) + open_(1, GET) + template(1, 0) + half_close(1) + await_end(1) + open_(2, GET) + raw(2, b"\x0a\x05ti") + half_close(2) + await_end(2),
+    "health_check_and_watch": open_(0, CHECK) + template(0, 1) + half_close(0) + await_end(0) + open_(1, WATCH) + template(1, 0) + half_close(1) + read(1) + cancel(1) + await_end(1),
+    "health_watch_unknown": open_(0, WATCH, MS150) + template(0, 2) + half_close(0) + read(0) + await_end(0),
+    "unknown_methods": open_(0, NO_METHOD) + raw(0, b"abc") + await_end(0) + open_(1, NO_SERVICE) + half_close(1) + await_end(1),
+    "four_at_once": open_(0, REFLECT_V1) + open_(1, GENERATE, S1) + open_(2, WATCH) + open_(3, GET) + template(0, 0) + template(1, 3) + template(2, 0) + template(3, 0) + half_close(1) + half_close(3) + read(0) + raw(0, bytes(range(7))) + read(2) + await_end(3),
+}
+for name, program in seeds.items():
+    open(f"{out}/{name}", "wb").write(bytes(program))
 PY
 echo "fuzz corpus: $(find "$out" -type f | wc -l) files in $out"
