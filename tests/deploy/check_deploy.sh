@@ -6,6 +6,30 @@
 set -euo pipefail
 [[ -x /usr/bin/promtool ]] || { echo "promtool missing: run tools/setup.sh" >&2; exit 1; }
 /usr/bin/promtool check rules deploy/prometheus/alerts.yml
+# The alerts' unit tests, on series measured from each method (bench/acceptance_series.sh)...
+/usr/bin/promtool test rules tests/deploy/alerts_test.yml
+# ...and the control: the rule they replaced (accepted / drafted < 0.05, which fires for healthy
+# tree methods) must fail them.
+control=${TEST_TMPDIR:-/tmp}/control
+mkdir -p "$control/deploy/prometheus" "$control/tests/deploy"
+cp tests/deploy/alerts_test.yml "$control/tests/deploy/"
+/usr/bin/python3 - deploy/prometheus/alerts.yml "$control/deploy/prometheus/alerts.yml" <<'PY'
+import sys, yaml
+rules = yaml.safe_load(open(sys.argv[1]))
+for rule in rules["groups"][0]["rules"]:
+    if rule.get("alert") == "MuloAcceptanceCollapsed":
+        rule["expr"] = ("sum by (model, method) (rate(mulo_spec_accepted_tokens_total[15m]))"
+                        " / sum by (model, method) (rate(mulo_spec_drafted_tokens_total[15m])) < 0.05")
+yaml.safe_dump(rules, open(sys.argv[2], "w"))
+PY
+if /usr/bin/promtool test rules "$control/tests/deploy/alerts_test.yml" >"$control/promtool.log" 2>&1; then
+  echo "control failed: the old MuloAcceptanceCollapsed rule passes tests/deploy/alerts_test.yml" >&2
+  exit 1
+fi
+# ...for the reason the rule was replaced: it fires for the healthy eagle series.
+grep -q 'method="eagle", model="synth",' "$control/promtool.log" ||
+  { cat "$control/promtool.log" >&2; exit 1; }
+echo "alert tests pass; the old acceptance rule fails them, as it must"
 tmp=${TEST_TMPDIR:-/tmp}/dashboard_rules.yml
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys
