@@ -1,5 +1,6 @@
 #include "server/generation_job.h"
 
+#include "absl/strings/str_cat.h"
 #include "server/image_encoding.h"
 
 namespace mulo::server {
@@ -81,9 +82,11 @@ class GenerationJob::RowStream : public engine::ProgressSink {
 
 GenerationJob::GenerationJob(ValidatedRequest request,
                              engine::CancelToken::Clock::time_point deadline, bool has_deadline,
-                             bool joins_batches)
+                             bool joins_batches, absl::Duration max_decode_time)
     : request_(std::move(request)),
       joins_batches_(joins_batches),
+      max_decode_time_(max_decode_time),
+      deadline_(has_deadline ? std::make_optional(deadline) : std::nullopt),
       cancel_(has_deadline ? engine::CancelToken(deadline) : engine::CancelToken()) {
   record_.enqueued = JobRecord::Clock::now();
 }
@@ -127,6 +130,11 @@ void GenerationJob::Run(engine::ForwardBatcher* batcher) {
     record_.started = started;
     queue_seconds = std::chrono::duration<double>(started - record_.enqueued).count();
   }
+  if (max_decode_time_ != absl::InfiniteDuration()) {
+    // Only a limit that comes before the client's deadline can end the request.
+    const auto limit = started + absl::ToChronoNanoseconds(max_decode_time_);
+    if (!deadline_ || limit < *deadline_) cancel_.LimitWorkUntil(limit);
+  }
   RowStream rows(this);
   const ValidatedRequest& r = request_;
   auto result =
@@ -139,6 +147,13 @@ void GenerationJob::Run(engine::ForwardBatcher* batcher) {
   event.done = true;
   if (!result.ok()) {
     event.status = ToAbsl(result.status());
+    if (absl::IsDeadlineExceeded(event.status) && cancel_.WorkLimitPassed()) {
+      event.status = absl::DeadlineExceededError(absl::StrCat(
+          "request: decoding ran past this server's limit of ",
+          absl::FormatDuration(max_decode_time_),
+          " per request (--max_decode_time); ask for less work (a smaller draft tree or "
+          "window) or run a server with a higher limit"));
+    }
     Post(std::move(event));
     return;
   }

@@ -38,9 +38,12 @@ struct JobRecord {
 class GenerationJob : public Job {
  public:
   // `joins_batches`: whether the job joins its worker's batch (--batch_methods); when false
-  // the scheduler gives it the worker alone.
+  // the scheduler gives it the worker alone. `max_decode_time`: the server's bound on the
+  // job's decoding (--max_decode_time), counted from when a worker starts it; past it the job
+  // ends DEADLINE_EXCEEDED with a message that names the limit.
   GenerationJob(ValidatedRequest request, engine::CancelToken::Clock::time_point deadline,
-                bool has_deadline, bool joins_batches = true);
+                bool has_deadline, bool joins_batches = true,
+                absl::Duration max_decode_time = absl::InfiniteDuration());
 
   void Run(engine::ForwardBatcher* batcher) override;
   void Skip(const absl::Status& why) override;
@@ -64,6 +67,9 @@ class GenerationJob : public Job {
 
   const ValidatedRequest request_;
   const bool joins_batches_;
+  const absl::Duration max_decode_time_;
+  // The client's deadline, if it set one.
+  const std::optional<engine::CancelToken::Clock::time_point> deadline_;
   engine::CancelToken cancel_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

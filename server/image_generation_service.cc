@@ -48,8 +48,11 @@ grpc::Status ToGrpc(const absl::Status& status) {
 }
 
 ImageGenerationService::ImageGenerationService(Scheduler& scheduler, ServerMetrics& metrics,
-                                               BatchPolicy batching)
-    : scheduler_(scheduler), metrics_(metrics), batching_(std::move(batching)) {}
+                                               BatchPolicy batching, RequestLimits limits)
+    : scheduler_(scheduler),
+      metrics_(metrics),
+      batching_(std::move(batching)),
+      limits_(limits) {}
 
 grpc::Status ImageGenerationService::Generate(grpc::ServerContext* context,
                                               const v1::GenerateRequest* request,
@@ -84,6 +87,9 @@ grpc::Status ImageGenerationService::Generate(grpc::ServerContext* context,
   }
   auto validated = ValidateRequest(*request, *repository);
   if (!validated.ok()) return finish(validated.status(), nullptr);
+  if (absl::Status bounded = CheckRequestLimits(*validated, limits_); !bounded.ok()) {
+    return finish(bounded, nullptr);
+  }
   validated->request_id = log.request_id;
   log.method = validated->method;
 
@@ -97,7 +103,7 @@ grpc::Status ImageGenerationService::Generate(grpc::ServerContext* context,
   }
   const bool joins_batches = batching_.Batches(validated->method);
   auto job = std::make_shared<GenerationJob>(*std::move(validated), deadline, has_deadline,
-                                             joins_batches);
+                                             joins_batches, limits_.max_decode_time);
   if (absl::Status queued = scheduler_.Submit(job); !queued.ok()) {
     return finish(queued, nullptr);
   }

@@ -16,6 +16,7 @@
 #include "server/batch_policy.h"
 #include "server/generation_job.h"
 #include "server/model_repository.h"
+#include "server/request_limits.h"
 #include "server/scheduler.h"
 #include "server/server_metrics.h"
 
@@ -26,7 +27,7 @@ class ImageGenerationService final : public v1::ImageGeneration::Service {
   // Requests are refused with UNAVAILABLE until SetRepository is called (models loading).
   // `batching` picks the methods whose requests join their worker's batches.
   ImageGenerationService(Scheduler& scheduler, ServerMetrics& metrics,
-                         BatchPolicy batching = BatchPolicy::All());
+                         BatchPolicy batching = BatchPolicy::All(), RequestLimits limits = {});
 
   // The loaded models; must outlive the service.
   void SetRepository(const ModelRepository* repository) { repository_ = repository; }
@@ -49,6 +50,7 @@ class ImageGenerationService final : public v1::ImageGeneration::Service {
   Scheduler& scheduler_;
   ServerMetrics& metrics_;
   const BatchPolicy batching_;
+  const RequestLimits limits_;
   std::atomic<bool> accepting_{true};
   std::atomic<bool> shut_down_{false};  // CancelAll ran
   std::mutex jobs_mu_;

@@ -30,6 +30,7 @@
 #include "server/batch_policy.h"
 #include "server/grpc_front_end.h"
 #include "server/image_generation_service.h"
+#include "server/request_limits.h"
 #include "server/model_repository.h"
 #include "server/request_log.h"
 #include "server/scheduler.h"
@@ -70,6 +71,12 @@ ABSL_FLAG(std::string, dtype, "float32",
           "on CPUs with bf16 instructions about 2x faster at full size, results differ from "
           "float32 by rounding)");
 ABSL_FLAG(int, max_message_mb, 64, "largest gRPC message accepted or sent, MiB");
+ABSL_FLAG(int, max_tree_nodes, mulo::server::kDefaultMaxTreeNodes,
+          "most draft-tree nodes a tree method (eagle, lantern, peanut) may expand (depth x "
+          "top_k) or verify (total_tokens) per step; larger trees are refused (0 = no bound)");
+ABSL_FLAG(absl::Duration, max_decode_time, mulo::server::kDefaultMaxDecodeTime,
+          "longest a request may decode, from when a worker starts it, whatever its deadline; "
+          "longer ones end DEADLINE_EXCEEDED saying so (0 = no limit)");
 
 namespace mulo::server {
 namespace {
@@ -209,7 +216,21 @@ int Run() {
   BatchMetricsRelay::Attachment batch_metrics_attached(&batch_metrics, &metrics);
   metrics.WatchQueue(
       [&scheduler] { return std::make_pair(scheduler.queue_depth(), scheduler.running()); });
-  ImageGenerationService service(scheduler, metrics, *std::move(batch_policy));
+  RequestLimits limits;
+  if (const absl::Duration max_decode = absl::GetFlag(FLAGS_max_decode_time);
+      max_decode < absl::ZeroDuration() || max_decode > absl::Hours(24 * 7)) {
+    Log("--max_decode_time: expected 0 (no limit) up to 168h");
+    return 2;
+  } else {
+    limits.max_decode_time = max_decode == absl::ZeroDuration() ? absl::InfiniteDuration()
+                                                                 : max_decode;
+  }
+  limits.max_tree_nodes = absl::GetFlag(FLAGS_max_tree_nodes);  // 0 = no bound
+  if (limits.max_tree_nodes < 0) {
+    Log("--max_tree_nodes: must be >= 0 (0 = no bound)");
+    return 2;
+  }
+  ImageGenerationService service(scheduler, metrics, *std::move(batch_policy), limits);
   std::atomic<bool> ready{false};
 
   auto http = metrics.StartHttp(absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_metrics_port),

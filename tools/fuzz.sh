@@ -6,12 +6,20 @@
 # leaves its input in out/fuzz/<target>/ and fails. New coverage-increasing inputs collect in
 # out/fuzz/<target>/corpus (not committed; copy a reproducer into tests/fuzz/corpus/<target>/
 # to keep it as a regression test).
-#   tools/fuzz.sh            CI: 4 targets x 15 s
-#   tools/fuzz.sh 600        longer runs
+#   tools/fuzz.sh                        CI: every target x 15 s
+#   tools/fuzz.sh 600                    longer runs
+#   tools/fuzz.sh 600 grpc_surface_fuzzer   only the named targets
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-15}
 targets=(safetensors_fuzzer config_fuzzer request_fuzzer caption_fuzzer grpc_surface_fuzzer)
+if (($# > 1)); then
+  for target in "${@:2}"; do
+    [[ " ${targets[*]} " == *" $target "* ]] ||
+      { echo "fuzz: no target $target (targets: ${targets[*]})" >&2; exit 2; }
+  done
+  targets=("${@:2}")
+fi
 # One output base per checkout (an output base belongs to one workspace); the shared disk cache
 # of .bazelrc still makes a fresh clone's fuzz build cheap.
 bazel_fuzz=(bazel --output_base="$HOME/.cache/mulo-bazel-fuzz/$(pwd | md5sum | cut -c1-12)")

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <limits>
 
 #include "engine/core/status.h"
 
@@ -20,6 +21,17 @@ class CancelToken {
 
   void Cancel() { cancelled_.store(true, std::memory_order_relaxed); }
 
+  // The server's own bound on a request's work (from when its decoding starts), on top of the
+  // client's deadline.
+  void LimitWorkUntil(Clock::time_point limit) {
+    work_limit_.store(limit.time_since_epoch().count(), std::memory_order_relaxed);
+  }
+  // Whether the work limit (rather than the client's deadline) has passed.
+  bool WorkLimitPassed() const {
+    return Clock::now().time_since_epoch().count() >=
+           work_limit_.load(std::memory_order_relaxed);
+  }
+
   // OK, CANCELLED or DEADLINE_EXCEEDED.
   Status Check() const {
     if (cancelled_.load(std::memory_order_relaxed)) {
@@ -28,6 +40,7 @@ class CancelToken {
     if (has_deadline_ && Clock::now() >= deadline_) {
       return DeadlineExceededError("request deadline exceeded");
     }
+    if (WorkLimitPassed()) return DeadlineExceededError("request work limit exceeded");
     return OkStatus();
   }
 
@@ -35,6 +48,8 @@ class CancelToken {
   std::atomic<bool> cancelled_{false};
   Clock::time_point deadline_{};
   bool has_deadline_ = false;
+  // Clock ticks; the largest value means no limit.
+  std::atomic<Clock::rep> work_limit_{std::numeric_limits<Clock::rep>::max()};
 };
 
 }  // namespace mulo::engine

@@ -15,7 +15,8 @@
 //   0 open     method = byte % methods, deadline = {none, 30 ms, 150 ms, 1 s}[byte % 4]
 //   1 write    a valid message of the call's method: template = byte, cut / flip = 2 bytes
 //   2 write    raw bytes: length = byte, then that many bytes
-//   3 half-close;  4 cancel;  5 read, waiting byte % 20 ms;  6 await the end for 100 ms
+//   3 half-close;  4 cancel;  5 read, waiting byte % 20 ms
+//   6 await the end for 100 ms x (1 + byte % 20): up to 2 s, long enough for a tiny image
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -214,8 +215,18 @@ bool HealthServing() {
          response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
 }
 
+// What one input may spend waiting on its operations, all together: well inside libFuzzer's
+// per-input timeout (tools/fuzz.sh: 10 s), so only the server can make an input slow.
+constexpr Wait kWaitBudget{4000};
+
 void Run(Program& program) {
   Call calls[kSlots];
+  Wait budget = kWaitBudget;
+  auto spend = [&budget](Wait want) {
+    const Wait granted = std::min(want, budget);
+    budget -= granted;
+    return granted;
+  };
   for (int op = 0; op < kMaxOps && !program.done(); ++op) {
     const uint8_t code = program.Byte();
     Call& call = calls[program.Byte() % kSlots];
@@ -234,23 +245,23 @@ void Run(Program& program) {
         const auto& templates = harness->templates[call.method];
         const std::string& message = templates[program.Byte() % templates.size()];
         const uint8_t how = program.Byte();
-        stream.Write(Mutated(message, how, program.Byte()), Wait(50));
+        stream.Write(Mutated(message, how, program.Byte()), spend(Wait(50)));
         break;
       }
       case 2:
-        stream.Write(program.Bytes(program.Byte()), Wait(50));
+        stream.Write(program.Bytes(program.Byte()), spend(Wait(50)));
         break;
       case 3:
-        stream.WritesDone(Wait(50));
+        stream.WritesDone(spend(Wait(50)));
         break;
       case 4:
         stream.Cancel();
         break;
       case 5:
-        stream.Read(Wait(program.Byte() % 20));
+        stream.Read(spend(Wait(program.Byte() % 20)));
         break;
       case 6:
-        stream.Finish(Wait(100));
+        stream.Finish(spend(Wait(100 * (1 + program.Byte() % 20))));
         break;
     }
   }

@@ -185,10 +185,104 @@ TEST(HostileRequestsTest, ClientChosenNamesNeverBecomeLabelsAndAreQuotedBounded)
   EXPECT_EQ(log.find(std::string(1, '\0')), std::string::npos);
 }
 
+// The server's own bounds on a request's work (issue 38: one valid request held the only
+// worker for 44 s): trees larger than --max_tree_nodes are refused at once naming the field,
+// and decoding past --max_decode_time ends DEADLINE_EXCEEDED naming the flag, freeing the
+// worker.
+TEST(HostileRequestsTest, TreesBeyondTheServerBoundAreRefusedNamingTheField) {
+  auto server = ServerProcess::Start({kRepository[0], "--max_tree_nodes=100"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = (*server)->NewStub();
+  auto tree = [](v1::EagleParams* e, uint32_t total, uint32_t depth, uint32_t top_k) {
+    e->set_total_tokens(total);
+    e->set_depth(depth);
+    e->set_top_k(top_k);
+  };
+  const std::vector<BadRequest> too_large = {
+      {"eagle.total_tokens", [&](auto* r) { tree(r->mutable_eagle(), 101, 2, 2); }},
+      {"eagle.top_k", [&](auto* r) { tree(r->mutable_eagle(), 60, 11, 10); }},
+      {"eagle.total_tokens", [&](auto* r) { tree(r->mutable_eagle(), 256, 32, 64); }},
+      {"lantern.tree.top_k", [&](auto* r) { tree(r->mutable_lantern()->mutable_tree(), 60, 8, 13); }},
+      {"peanut.tree.total_tokens",
+       [&](auto* r) { tree(r->mutable_peanut()->mutable_tree(), 120, 4, 4); }},
+      {"peanut.max_top_k", [](auto* r) {
+         r->mutable_peanut()->set_max_depth(10);
+         r->mutable_peanut()->set_max_top_k(40);  // the paper's LlamaGen range: 9 x 39 = 351
+       }},
+  };
+  const auto sent = Clock::now();
+  ExpectEachRefusedNamingItsField(*stub, too_large);
+  EXPECT_LT(SecondsSince(sent), 5.0);  // refused, not decoded
+  v1::GenerateRequest over = ValidRequest();
+  tree(over.mutable_eagle(), 60, 32, 64);
+  const grpc::Status refused = RunStream(*stub, over).status;
+  EXPECT_NE(refused.error_message().find("32 x top_k 64 = 2048 nodes per step"), std::string::npos)
+      << refused.error_message();
+  EXPECT_NE(refused.error_message().find("at most 100 (--max_tree_nodes)"), std::string::npos);
+  // Within the bound: EAGLE-2's tree (7 x 10 = 70 expanded, 60 verified), EAGLE-1's static
+  // tree and PEANUT's default range (9 x 13 = 117 would not be; 5 x 13 = 65 is). Admitted is
+  // what matters: each may run into its short deadline.
+  for (const auto& fits : std::vector<std::function<void(v1::GenerateRequest*)>>{
+           [&](auto* r) { tree(r->mutable_eagle(), 60, 7, 10); },
+           [](auto* r) { r->mutable_eagle()->set_static_tree(true); },
+           [](auto* r) { r->mutable_peanut()->set_max_depth(6); },
+       }) {
+    v1::GenerateRequest request = ValidRequest(11);
+    fits(&request);
+    const grpc::Status status = RunStream(*stub, request, /*timeout_seconds=*/1).status;
+    EXPECT_TRUE(status.ok() || status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+        << status.error_code() << " " << status.error_message();
+  }
+}
+
+TEST(HostileRequestsTest, TreeBoundDefaultRefusesTheLargestTree) {
+  auto server = ServerProcess::Start(kRepository);  // --max_tree_nodes=512
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = (*server)->NewStub();
+  v1::GenerateRequest largest = ValidRequest();
+  largest.mutable_eagle()->set_total_tokens(256);
+  largest.mutable_eagle()->set_depth(32);
+  largest.mutable_eagle()->set_top_k(64);
+  const grpc::Status status = RunStream(*stub, largest).status;
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(status.error_message().rfind("eagle.top_k:", 0), 0u) << status.error_message();
+  largest.mutable_eagle()->set_depth(8);  // 8 x 64 = 512: admitted (and slow: cut at 1 s)
+  const grpc::Status admitted = RunStream(*stub, largest, /*timeout_seconds=*/1).status;
+  EXPECT_TRUE(admitted.ok() || admitted.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+      << admitted.error_code() << " " << admitted.error_message();
+}
+
+TEST(HostileRequestsTest, DecodeTimeLimitEndsTheRequestNamingTheFlagAndFreesTheWorker) {
+  auto server = ServerProcess::Start(
+      {kRepository[0], "--workers=1", "--max_decode_time=400ms", "--max_tree_nodes=0"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = (*server)->NewStub();
+  v1::GenerateRequest slow = ValidRequest(12);  // several seconds on the tiny family
+  slow.mutable_eagle()->set_total_tokens(256);
+  slow.mutable_eagle()->set_depth(32);
+  slow.mutable_eagle()->set_top_k(64);
+  const auto sent = Clock::now();
+  const StreamResult cut = RunStream(*stub, slow, /*timeout_seconds=*/60);
+  EXPECT_EQ(cut.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(cut.status.error_message().rfind(
+                "request: decoding ran past this server's limit of 400ms per request "
+                "(--max_decode_time)", 0),
+            0u)
+      << cut.status.error_message();
+  EXPECT_FALSE(cut.image.has_value());
+  EXPECT_LT(SecondsSince(sent), 0.4 + 1.5);  // the limit and at most one (large) step
+  EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"DEADLINE_EXCEEDED\""}), 1);
+  // A request within the limit completes, on the worker the cut one let go of.
+  const StreamResult quick = RunStream(*stub, ValidRequest(13), 60);
+  EXPECT_TRUE(quick.status.ok()) << quick.status.error_message();
+  EXPECT_TRUE(quick.image.has_value());
+}
+
 // When the drain timeout runs out, what is still running ends UNAVAILABLE (retryable), not
 // CANCELLED, and the process still exits 0.
 TEST(HostileRequestsTest, DrainTimeoutEndsStreamsUnavailable) {
-  auto server = ServerProcess::Start({kRepository[0], "--drain_timeout=1ms"});
+  // No tree bound: EAGLE's largest tree is this test's long request.
+  auto server = ServerProcess::Start({kRepository[0], "--drain_timeout=1ms", "--max_tree_nodes=0"});
   ASSERT_TRUE(server.ok()) << server.status();
   // A long request: EAGLE's largest tree on the tiny family.
   v1::GenerateRequest slow = ValidRequest(9);

@@ -64,7 +64,7 @@ def raw(slot, data): return [2, slot, len(data)] + list(data)
 def half_close(slot): return [3, slot]
 def cancel(slot): return [4, slot]
 def read(slot, ms=19): return [5, slot, ms]
-def await_end(slot): return [6, slot]
+def await_end(slot, tenths=1): return [6, slot, tenths - 1]
 seeds = {
     # Issue 38: a truncated field, alone and after a valid request, on both reflection versions.
     "reflection_v1_truncated": open_(0, REFLECT_V1) + raw(0, b"\x0a") + read(0) + await_end(0),
@@ -73,6 +73,7 @@ seeds = {
     "reflection_v1_every_request": open_(0, REFLECT_V1) + sum((template(0, i) for i in range(6)), []) + half_close(0) + sum((read(0) for _ in range(6)), []) + await_end(0),
     "reflection_v1_cancel_between": open_(0, REFLECT_V1) + template(0, 1) + read(0) + cancel(0) + template(0, 2) + await_end(0),
     "reflection_v1_deadline": open_(0, REFLECT_V1, MS30) + template(0, 2) + read(0) + read(0) + await_end(0),
+    "generate_to_completion": open_(0, GENERATE) + template(0, 0) + half_close(0) + await_end(0, 20) + open_(1, GENERATE) + template(1, 1) + half_close(1) + await_end(1, 20),
     "generate_ar_deadline": open_(0, GENERATE, MS150) + template(0, 0) + half_close(0) + read(0) + read(0) + await_end(0),
     "generate_preview_cancel": open_(0, GENERATE) + template(0, 1) + half_close(0) + read(0) + read(0) + cancel(0) + await_end(0),
     "generate_methods": sum((open_(i % 4, GENERATE, MS150) + template(i % 4, i) + half_close(i % 4) for i in range(2, 7)), []) + read(0) + await_end(1),

@@ -189,7 +189,7 @@ step_serve() {
   python3 -c "import random; random.seed(1); print(''.join('<I%d>' % random.randrange(65536) for _ in range(729)))" \
     > "$ids"
   name=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['name'])" "$tar/family.json")
-  serve_bench tar_replica_ar 2 "--model_repository=$replicas/repository --dtype=bfloat16" \
+  serve_bench tar_replica_ar 2 "--model_repository=$replicas/repository --dtype=bfloat16 --max_decode_time=0" \
     "generate --model=$name --method=ar --condition_tokens=@$ids --timeout=600 --out=$results/tar.png"
 }
 
