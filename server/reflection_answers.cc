@@ -76,8 +76,9 @@ ServerReflectionResponse AnswerReflectionRequest(const ServerReflectionRequest& 
     case ServerReflectionRequest::kFileContainingExtension: {
       const auto& extension = request.file_containing_extension();
       const auto* type = pool.FindMessageTypeByName(extension.containing_type());
-      const auto* field =
-          type == nullptr ? nullptr : pool.FindExtensionByNumber(type, extension.extension_number());
+      const auto* field = type == nullptr
+                              ? nullptr
+                              : pool.FindExtensionByNumber(type, extension.extension_number());
       if (type == nullptr) {
         SetError(grpc::StatusCode::NOT_FOUND,
                  absl::StrCat("file_containing_extension.containing_type: no message type ",

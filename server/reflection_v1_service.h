@@ -36,7 +36,8 @@ class ReflectionV1Service : public grpc::CallbackGenericService {
   // Every stream has ended (gRPC's Server::Shutdown waits for that) before this runs.
   ~ReflectionV1Service() override = default;
 
-  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* context) override;
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext* context) override;
 
   // v1 streams open now (tests and the fuzzer check that none outlives its call).
   int open_streams() const { return open_streams_.load(); }

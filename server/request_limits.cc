@@ -19,8 +19,8 @@ absl::Status TooLarge(const std::string& field, const std::string& what, int64_t
 absl::Status CheckTree(const engine::DynamicTreeOptions& tree, const std::string& prefix,
                        int64_t bound) {
   if (tree.total_tokens > bound) {
-    return TooLarge(prefix + ".total_tokens", "a tree verifying total_tokens",
-                    tree.total_tokens, bound);
+    return TooLarge(prefix + ".total_tokens", "a tree verifying total_tokens", tree.total_tokens,
+                    bound);
   }
   if (tree.depth * tree.top_k > bound) {
     return TooLarge(prefix + ".top_k",
@@ -51,8 +51,8 @@ absl::Status CheckRequestLimits(const ValidatedRequest& request, const RequestLi
     const int64_t widest = (shape.max_depth - 1) * (shape.max_top_k - 1);
     if (widest > bound) {
       return TooLarge("peanut.max_top_k",
-                      absl::StrCat("adapted trees up to depth ", shape.max_depth - 1,
-                                   " x top_k ", shape.max_top_k - 1),
+                      absl::StrCat("adapted trees up to depth ", shape.max_depth - 1, " x top_k ",
+                                   shape.max_top_k - 1),
                       widest, bound);
     }
   }

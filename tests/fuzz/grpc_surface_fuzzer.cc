@@ -138,8 +138,8 @@ Harness* harness = nullptr;
 void StartHarness() {
   auto* h = new Harness();
   mulo::engine::SetCpuThreads(1);
-  auto repository = mulo::server::ModelRepository::Load("tests/data/repository",
-                                                       mulo::engine::LoadOptions());
+  auto repository =
+      mulo::server::ModelRepository::Load("tests/data/repository", mulo::engine::LoadOptions());
   if (!repository.ok()) Finding("cannot load tests/data/repository (run from the repository root)");
   h->repository = *std::move(repository);
   mulo::server::Scheduler::Options options;
@@ -149,8 +149,8 @@ void StartHarness() {
   h->scheduler = std::make_unique<mulo::server::Scheduler>(options);
   h->metrics = std::make_unique<mulo::server::ServerMetrics>();
   auto batching = mulo::server::BatchPolicy::Parse("ar,mulo");
-  h->service = std::make_unique<mulo::server::ImageGenerationService>(
-      *h->scheduler, *h->metrics, *std::move(batching));
+  h->service = std::make_unique<mulo::server::ImageGenerationService>(*h->scheduler, *h->metrics,
+                                                                      *std::move(batching));
   mulo::server::GrpcFrontEndOptions grpc_options;
   grpc_options.address = "127.0.0.1:0";
   auto front_end = mulo::server::GrpcFrontEnd::Start(grpc_options, h->service.get());
@@ -189,7 +189,7 @@ struct Call {
 std::string Mutated(std::string message, uint8_t how, uint8_t where) {
   if (message.empty() || how < 128) return message;
   const size_t at = where % message.size();
-  if (how < 192) return message.substr(0, at);  // cut
+  if (how < 192) return message.substr(0, at);                        // cut
   message[at] = static_cast<char>(message[at] ^ (1 + (how & 0x3f)));  // flip
   return message;
 }

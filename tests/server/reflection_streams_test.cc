@@ -6,7 +6,6 @@
 // "assertion failed: call_ == nullptr").
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-
 #include <signal.h>
 
 #include <chrono>
@@ -92,7 +91,8 @@ class ReflectionStreamsTest : public ::testing::Test {
   void ExpectServing() {
     grpc::StatusCode code = grpc::StatusCode::UNKNOWN;
     EXPECT_EQ(Health(*server_, "", &code), grpc::health::v1::HealthCheckResponse::SERVING)
-        << "health: " << code << "\n" << server_->Log();
+        << "health: " << code << "\n"
+        << server_->Log();
     auto stub = server_->NewStub();
     const StreamResult generated = RunStream(*stub, ValidRequest(38), 60);
     EXPECT_TRUE(generated.status.ok()) << generated.status.error_message();
