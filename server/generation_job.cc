@@ -86,7 +86,6 @@ GenerationJob::GenerationJob(ValidatedRequest request,
     : request_(std::move(request)),
       joins_batches_(joins_batches),
       max_decode_time_(max_decode_time),
-      deadline_(has_deadline ? std::make_optional(deadline) : std::nullopt),
       cancel_(has_deadline ? engine::CancelToken(deadline) : engine::CancelToken()) {
   record_.enqueued = JobRecord::Clock::now();
 }
@@ -131,9 +130,7 @@ void GenerationJob::Run(engine::ForwardBatcher* batcher) {
     queue_seconds = std::chrono::duration<double>(started - record_.enqueued).count();
   }
   if (max_decode_time_ != absl::InfiniteDuration()) {
-    // Only a limit that comes before the client's deadline can end the request.
-    const auto limit = started + absl::ToChronoNanoseconds(max_decode_time_);
-    if (!deadline_ || limit < *deadline_) cancel_.LimitWorkUntil(limit);
+    cancel_.LimitWorkUntil(started + absl::ToChronoNanoseconds(max_decode_time_));
   }
   RowStream rows(this);
   const ValidatedRequest& r = request_;

@@ -68,8 +68,6 @@ class GenerationJob : public Job {
   const ValidatedRequest request_;
   const bool joins_batches_;
   const absl::Duration max_decode_time_;
-  // The client's deadline, if it set one.
-  const std::optional<engine::CancelToken::Clock::time_point> deadline_;
   engine::CancelToken cancel_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -6,6 +6,7 @@
 
 #include "grpc/reflection/v1/reflection.pb.h"
 #include "server/reflection_answers.h"
+#include "server/unparsable_request_interceptor.h"
 
 namespace mulo::server {
 namespace {
@@ -50,9 +51,7 @@ class ReflectionV1Service::Stream : public grpc::ServerGenericBidiReactor {
     grpc::reflection::v1::ServerReflectionRequest request;
     if (!request.ParseFromString(BufferBytes(request_))) {
       Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "request: the bytes are not a valid "
-                          "grpc.reflection.v1.ServerReflectionRequest (truncated or mistyped "
-                          "fields, or invalid UTF-8 in a string field)"));
+                          UnparsableMessageText(request.GetDescriptor()->full_name())));
       return;
     }
     request_.Clear();

@@ -64,7 +64,11 @@ std::string UnparsableRequestMessage(const std::string& method) {
   const std::string message =
       slash == std::string::npos ? "request" : absl::StrCat(package, method.substr(slash + 1),
                                                             "Request");
-  return absl::StrCat("request: the bytes are not a valid ", message,
+  return UnparsableMessageText(message);
+}
+
+std::string UnparsableMessageText(const std::string& message_type) {
+  return absl::StrCat("request: the bytes are not a valid ", message_type,
                       " (truncated or mistyped fields, or invalid UTF-8 in a string field)");
 }
 

@@ -33,8 +33,11 @@ class UnparsableRequestInterceptorFactory
   const Report on_unparsable_;
 };
 
-// "request: not a valid mulo.v1.GenerateRequest ..." for "/mulo.v1.ImageGeneration/Generate".
+// "request: the bytes are not a valid mulo.v1.GenerateRequest ..." for
+// "/mulo.v1.ImageGeneration/Generate".
 std::string UnparsableRequestMessage(const std::string& method);
+// The same for a message type by its full name ("grpc.reflection.v1.ServerReflectionRequest").
+std::string UnparsableMessageText(const std::string& message_type);
 
 }  // namespace mulo::server
 

@@ -22,14 +22,17 @@ class CancelToken {
   void Cancel() { cancelled_.store(true, std::memory_order_relaxed); }
 
   // The server's own bound on a request's work (from when its decoding starts), on top of the
-  // client's deadline.
+  // client's deadline. A limit at or after the deadline is ignored: the deadline ends the
+  // request first, with its own error.
   void LimitWorkUntil(Clock::time_point limit) {
+    if (has_deadline_ && limit >= deadline_) return;
     work_limit_.store(limit.time_since_epoch().count(), std::memory_order_relaxed);
   }
   // Whether the work limit (rather than the client's deadline) has passed.
   bool WorkLimitPassed() const {
-    return Clock::now().time_since_epoch().count() >=
-           work_limit_.load(std::memory_order_relaxed);
+    const Clock::rep limit = work_limit_.load(std::memory_order_relaxed);
+    // No clock read per decoding step when there is no limit.
+    return limit != kNoLimit && Clock::now().time_since_epoch().count() >= limit;
   }
 
   // OK, CANCELLED or DEADLINE_EXCEEDED.
@@ -48,8 +51,8 @@ class CancelToken {
   std::atomic<bool> cancelled_{false};
   Clock::time_point deadline_{};
   bool has_deadline_ = false;
-  // Clock ticks; the largest value means no limit.
-  std::atomic<Clock::rep> work_limit_{std::numeric_limits<Clock::rep>::max()};
+  static constexpr Clock::rep kNoLimit = std::numeric_limits<Clock::rep>::max();
+  std::atomic<Clock::rep> work_limit_{kNoLimit};  // clock ticks
 };
 
 }  // namespace mulo::engine

@@ -4,7 +4,6 @@
 // milliseconds), client-chosen names that must not become metric labels or unbounded error
 // text, bytes that do not parse, health by service name, reflection v1 and v1alpha, and the
 // drain timeout. Whatever arrives, the server keeps serving.
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -15,8 +14,8 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <future>
 #include <limits>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -25,6 +24,7 @@
 #include "grpc/reflection/v1/reflection.pb.h"
 #include "tests/server/grpc_calls.h"
 #include "tests/server/metrics/http_client.h"
+#include "tests/server/raw_stream.h"
 #include "tests/server/server_process.h"
 
 namespace mulo::testing {
@@ -304,27 +304,20 @@ TEST(HostileRequestsTest, DrainTimeoutEndsStreamsUnavailable) {
   EXPECT_NE((*server)->Log().find("status=UNAVAILABLE"), std::string::npos) << (*server)->Log();
 }
 
-// One call of `method` with `bytes` as its (single) request message, as a generic unary call:
-// on the wire the same as any single-request call, whatever the method's streaming shape.
-// The reply's bytes go to `reply` when it is not null.
+// One call of `method` with `bytes` as its single request message, then a half-close: on the
+// wire the same as any single-request call, whatever the method's streaming shape. The first
+// reply's bytes go to `reply` when it is not null and the call ended OK.
 grpc::Status RawCall(const ServerProcess& server, const std::string& method,
                      const std::string& bytes, std::string* reply = nullptr) {
-  grpc::GenericStub stub(grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-  grpc::Slice slice(bytes);
-  grpc::ByteBuffer request(&slice, 1), response;
-  std::promise<grpc::Status> done;
-  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
-                 [&done](grpc::Status status) { done.set_value(std::move(status)); });
-  grpc::Status status = done.get_future().get();
-  if (status.ok() && reply != nullptr) {
-    std::vector<grpc::Slice> slices;
-    response.Dump(&slices).IgnoreError();
-    reply->clear();
-    for (const grpc::Slice& s : slices) reply->append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  return status;
+  constexpr RawStream::Wait kWait(20 * 1000);
+  RawStream call(LoopbackChannel(server.port()), method, kWait);
+  call.Write(bytes, kWait);
+  call.WritesDone(kWait);
+  const std::optional<std::string> first = call.Read(kWait);
+  const std::optional<grpc::Status> status = call.Finish(kWait);
+  if (!status) return grpc::Status(grpc::StatusCode::UNKNOWN, "the call did not end");
+  if (status->ok() && reply != nullptr) *reply = first.value_or("");
+  return *status;
 }
 
 // Bytes no parser accepts, each for a different reason.

@@ -40,7 +40,6 @@ bool RawStream::TakeOne(SystemClock::time_point until) {
     case grpc::CompletionQueue::GOT_EVENT: {
       const auto op = static_cast<Op>(reinterpret_cast<intptr_t>(tag));
       in_flight_[op] = false;
-      op_ok_[op] = ok;
       if (op == kStart) started_ok_ = ok;
       if (op == kRead && !ok) read_ended_ = true;
       if (op == kWrite && !ok) write_failed_ = true;

@@ -63,7 +63,6 @@ class RawStream {
   grpc::CompletionQueue queue_;
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
   bool in_flight_[kOps] = {};
-  bool op_ok_[kOps] = {};
   bool started_ok_ = false;
   bool writes_done_ = false;   // no more writes may be started
   bool write_failed_ = false;  // a write failed: the call ended
