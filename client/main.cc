@@ -28,6 +28,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -650,6 +652,13 @@ int Models() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --help lists this program's own flags (defined under client/), not every library's.
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "client/");
+  };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(absl::StrCat(
       "mulo_client generate --prompt=... [--method=ar --seed=N --out=image.png] | models | "
       "bench\n  methods of the API: ",

@@ -21,6 +21,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -309,6 +310,13 @@ int Run() {
 }  // namespace mulo::server
 
 int main(int argc, char** argv) {
+  // --help lists this program's own flags (defined under server/), not every library's.
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "server/");
+  };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(
       "mulo_server --model_repository=models --port=8001 --metrics_port=8002");
   absl::ParseCommandLine(argc, argv);

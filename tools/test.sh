@@ -9,10 +9,18 @@ tools/setup.sh || exit 1
 # counted below.
 find -L bazel-testlogs/ -name test.xml -delete 2>/dev/null || true
 # --nocache_test_results: tests always run, even when the shared disk cache holds a result.
-bazel test //... --nocache_test_results "$@"
+# The build event file says, per target, its status (a timeout or a crash included), its size
+# and how long it ran.
+mkdir -p out/test
+events=out/test/build_events.json
+rm -f "$events"
+bazel test //... --nocache_test_results --build_event_json_file="$events" "$@"
 status=$?
 
-# Bazel counts test targets; add up the test cases from each target's JUnit XML.
+# Targets first: a target that timed out or crashed has no failed case of its own.
+/usr/bin/python3 tools/test_summary.py "$events" || status=1
+
+# Then the test cases, from each target's JUnit XML.
 passed=0
 failed=0
 skipped=0
@@ -30,7 +38,7 @@ done < <(find -L bazel-testlogs/ -name test.xml 2>/dev/null)
 # Skipped cases are the GPU suite on a machine without a CUDA device.
 echo "test cases: ${passed} passed, ${failed} failed, ${skipped} skipped"
 
-# The parsers under libFuzzer for a bounded time (4 targets x 15 s; tools/fuzz.sh 600 for
-# longer runs). The seed corpora already ran above as the tests/fuzz replay tests.
+# The parsers and the gRPC surface under libFuzzer for a bounded time (5 targets x 15 s;
+# tools/fuzz.sh 600 for longer runs). The seed corpora already ran above as the tests/fuzz replay tests.
 tools/fuzz.sh 15 || status=1
 exit $status

@@ -124,6 +124,25 @@ TEST_F(ClientTest, ModelsListsTheFamilyAndItsMethods) {
       << run.output;
 }
 
+TEST_F(ClientTest, HelpListsTheProgramsOwnFlags) {
+  // `--help` of both binaries lists their own flags (not "No flags matched") and no library's.
+  ClientRun client = Client(*server_, {"--help"});
+  EXPECT_NE(client.output.find("--method"), std::string::npos) << client.output;
+  EXPECT_NE(client.output.find("--tau"), std::string::npos) << client.output;
+  EXPECT_EQ(client.output.find("No flags matched"), std::string::npos) << client.output;
+  FILE* pipe = popen("server/mulo_server --help 2>&1", "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string server_help;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) server_help.append(buffer, n);
+  pclose(pipe);
+  for (const char* flag : {"--model_repository", "--max_batch", "--max_decode_time",
+                           "--max_tree_nodes", "--drain_timeout"}) {
+    EXPECT_NE(server_help.find(flag), std::string::npos) << flag << " in " << server_help;
+  }
+  EXPECT_EQ(server_help.find("--flagfile"), std::string::npos) << "library flags stay out";
+}
+
 TEST_F(ClientTest, ServerErrorsPrintCodeAndMessageAndExitNonZero) {
   ClientRun unknown =
       Client(*server_, {"generate", "--model=nope", "--prompt=x", "--out=/dev/null"});

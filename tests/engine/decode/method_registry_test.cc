@@ -4,8 +4,6 @@
 // family can run follows from its components.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "engine/decode/method_registry.h"
@@ -90,27 +88,6 @@ TEST(MethodRegistryTest, RefusesUnknownUnimplementedUnavailableAndInvalid) {
   EXPECT_EQ(unavailable.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(unavailable.status().message().rfind("method: 'speculative' needs", 0), 0u);
   EXPECT_EQ(AvailableMethods(family), std::vector<std::string>({"ar", "mulo", "sjd", "gsd", "zipar"}));  // no head
-}
-
-TEST(MethodRegistryTest, TheReadmesMethodTableIsTheRegistry) {
-  std::ifstream readme("README.md");
-  ASSERT_TRUE(readme.good());
-  std::string line;
-  while (std::getline(readme, line) && line != "## Methods") {
-  }
-  std::vector<std::string> rows;
-  while (std::getline(readme, line)) {
-    if (line.rfind("| ", 0) == 0 && line.rfind("| method", 0) != 0) rows.push_back(line);
-    if (!rows.empty() && line.empty()) break;
-  }
-  std::vector<std::string> expected;
-  for (const MethodEntry& entry : Methods()) {
-    std::string needs;
-    for (Component c : entry.needs) needs += std::string(needs.empty() ? "" : ", ") + ComponentName(c);
-    expected.push_back("| " + entry.name + " | " + (entry.implemented ? "yes" : "no") + " | " +
-                       (needs.empty() ? "-" : needs) + " |");
-  }
-  EXPECT_EQ(rows, expected);
 }
 
 }  // namespace
