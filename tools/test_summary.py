@@ -64,6 +64,9 @@ def main(argv):
     for label, secs in over:
         print(f"  over half its timeout: {label} {secs:.1f} s "
               f"({size[label].lower()}, {TIMEOUT_BY_SIZE[size[label]]} s)")
+    if not status:
+        print("  no test target reported: the run did not start or did not build")
+        return 1
     return 1 if failed else 0
 
 
