@@ -1,0 +1,28 @@
+// Draws tokens for many rows at once on the rows' device, with no host read: the tokens stay
+// where the logits are and can be fed to the next forward as they are. The uniforms come from
+// the counter-based generator (philox.h), so the draws do not depend on the device or on the
+// order in which rows are drawn.
+#ifndef MULO_ENGINE_SAMPLING_ROW_SAMPLER_H_
+#define MULO_ENGINE_SAMPLING_ROW_SAMPLER_H_
+
+#include <torch/torch.h>
+
+#include "engine/sampling/sampling_params.h"
+
+namespace mulo::engine {
+
+// Inverse-CDF draw of one token per row: probs [rows, vocab] (need not be normalised) at
+// uniforms [rows] (float64 in [0, 1)) -> int64 [rows]. The row's cumulative sum runs in double;
+// the chosen token is the first whose cumulative mass exceeds u * total, so an entry without
+// mass is never chosen, and rounding past the top gives the row's last entry with mass: the
+// same decisions as SampleFromHostProbabilities given the same uniform.
+torch::Tensor DrawRows(const torch::Tensor& probs, const torch::Tensor& uniforms);
+
+// Tokens of CFG-mixed logits [rows, vocab]: the argmax of each row at temperature 0 (the
+// uniforms are not read), otherwise DrawRows(ToProbabilities(logits, params), uniforms).
+torch::Tensor SampleRows(const torch::Tensor& logits, const SamplingParams& params,
+                         const torch::Tensor& uniforms);
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_SAMPLING_ROW_SAMPLER_H_
