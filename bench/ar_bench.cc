@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -31,6 +32,7 @@
 
 #include "bench/bench_flags.h"
 #include "engine/core/cpu_threads.h"
+#include "engine/core/op_count.h"
 #include "engine/core/status.h"
 #include "engine/decode/ar.h"
 #include "engine/model/forward_graphs.h"
@@ -263,6 +265,48 @@ int Run(const Flags& flags) {
   report["kv_bytes_per_row"] = 2 * c.n_layer * batch * c.n_kv_head * c.head_dim() *
                                static_cast<int64_t>(c10::elementSize(options.dtype));
   report["cost"] = nlohmann::json::array();
+
+  // What one decode step is made of: the operators of a 1-token append to a warm cache (the
+  // first variant, after its warm-up), counted by engine/core/op_count.h. On a GPU each kernel
+  // is a launch, so this count bounds how close a step can come to the bandwidth floor.
+  {
+    auto cache = WarmCache(*variants[0].model, *embedded, 0, c.cls_token_num + 8);
+    if (!cache.ok()) return Fail(cache.status());
+    auto ids = torch::randint(c.vocab_size, {1, 1}, torch::kInt64).expand({batch, 1}).contiguous();
+    auto positions = model.TokenPosition(0) + torch::arange(1);
+    const int64_t warm = cache->length();
+    for (int i = 0; i < 2; ++i) {  // warm-up: allocator, library handles
+      auto t = TimeAppend(*variants[0].model, *cache, ids, positions, warm, device);
+      if (!t.ok()) return Fail(t.status());
+    }
+    std::vector<std::string> kernels;
+    const OpCounts before = ThreadOpCounts();
+    {
+      OpCounting counting(&kernels);
+      auto t = TimeAppend(*variants[0].model, *cache, ids, positions, warm, device);
+      if (!t.ok()) return Fail(t.status());
+    }
+    const OpCounts after = ThreadOpCounts();
+    const int64_t dispatched = after.dispatched - before.dispatched;
+    std::map<std::string, int64_t> by_name;
+    for (const std::string& k : kernels) ++by_name[k];
+    std::printf("operators of one 1-token forward (%s, context 0, batch %ld, %ld layers): "
+                "%ld dispatched, %zu kernels = %.1f per layer\n",
+                variants[0].name.c_str(), batch, c.n_layer, dispatched, kernels.size(),
+                static_cast<double>(kernels.size()) / c.n_layer);
+    std::vector<std::pair<int64_t, std::string>> ranked;
+    for (const auto& [name, count] : by_name) ranked.push_back({count, name});
+    std::sort(ranked.rbegin(), ranked.rend());
+    std::string listing;
+    for (const auto& [count, name] : ranked) {
+      listing += (listing.empty() ? "" : ", ") + name + " " + std::to_string(count);
+    }
+    std::printf("  kernels by operator: %s\n\n", listing.c_str());
+    report["ops_one_token"] = {{"dispatched", dispatched},
+                               {"kernels", static_cast<int64_t>(kernels.size())},
+                               {"layers", c.n_layer},
+                               {"by_operator", by_name}};
+  }
 
   // The cost table. Free positions after the context wrap for long appends, as tree drafts
   // reuse positions (a node's position is its depth), which costs the same.

@@ -30,6 +30,7 @@
 #define MULO_HAVE_IMGCODECS 1
 #endif
 #include <set>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,7 @@
 #include "bench/family_inputs.h"
 #include "bench/rgb_mat.h"
 #include "engine/decode/ar.h"
+#include "engine/core/op_count.h"
 #include "engine/decode/generate.h"
 #include "engine/decode/method_registry.h"
 #include "engine/decode/mulo.h"
@@ -101,6 +103,10 @@ ABSL_FLAG(std::string, grid_out, "",
           "also write a PNG grid of the first --grid_prompts prompts (first seed): one column "
           "per method row");
 ABSL_FLAG(int, grid_prompts, 8, "rows of --grid_out");
+ABSL_FLAG(bool, count_ops, false,
+          "also count the ATen operators each request dispatches (engine/core/op_count.h: all, "
+          "and the kernels among them) and print them per decode step; the observer slows "
+          "every operator, so timings of such a run are not comparable with others");
 ABSL_FLAG(std::string, trace_out, "",
           "also write every request's transformer forwards (model, batch, new tokens, context, "
           "graph) and phase times as JSON lines here, for tools/gpu/project.py");
@@ -123,7 +129,8 @@ struct Row {
   double seconds = 0, target_forwards = 0, draft_forwards = 0, drafted = 0, accepted = 0,
          tokens = 0, resampled = 0, relaxed = 0, expansion = 0, prefix_own = 0,
          prefix_down = 0, verify_steps = 0, pooled_drafts = 0, pooled_neighbors = 0,
-         tree_depth = 0, tree_width = 0, host_syncs = 0;
+         tree_depth = 0, tree_width = 0, host_syncs = 0, dispatched_ops = 0,
+         kernel_ops = 0;
   std::vector<double> accepted_per_position;  // summed over samples
   std::array<double, engine::kNumPhases> phase_seconds{};
   std::vector<int> passes;         // per sample, in run order (paired with ar's)
@@ -529,6 +536,8 @@ int Run() {
       for (size_t r = 0; r < rows.size(); ++r) {
         Row& row = rows[r];
         engine::ForwardTrace trace;
+        std::optional<engine::OpCounting> counting;
+        if (absl::GetFlag(FLAGS_count_ops)) counting.emplace();
         auto result = engine::GenerateImage(*row.config.method, *family, entry.prompt, sampling,
                                             sink, cancel,
                                             trace_file.is_open() ? &trace : nullptr);
@@ -561,6 +570,8 @@ int Run() {
         row.tree_depth += s.drafted_tree_depth;
         row.tree_width += s.drafted_tree_width;
         row.host_syncs += s.host_syncs;
+        row.dispatched_ops += s.dispatched_ops;
+        row.kernel_ops += s.kernel_ops;
         if (row.accepted_per_position.size() < s.accepted_per_position.size()) {
           row.accepted_per_position.resize(s.accepted_per_position.size(), 0.0);
         }
@@ -721,13 +732,19 @@ int Run() {
   // step is a verify step (parallel step), or a sampled token for methods without them (ar).
   std::string syncs =
       "\nhost syncs (device -> host reads; prefill and decoding, not the image decode)\n\n"
-      "| method | host syncs / image | decode steps / image | host syncs / step |\n"
-      "|---|---:|---:|---:|\n";
+      "| method | host syncs / image | decode steps / image | host syncs / step |"
+      " dispatched ops / step | kernels / step |\n"
+      "|---|---:|---:|---:|---:|---:|\n";
+  const bool counted_ops = absl::GetFlag(FLAGS_count_ops);
   for (const Row& row : rows) {
     const double steps = row.verify_steps > 0 ? row.verify_steps : row.tokens;
-    absl::StrAppend(&syncs, absl::StrFormat("| %s | %.1f | %.1f | %.2f |\n", row.config.name,
-                                            row.host_syncs / row.n, steps / row.n,
-                                            steps > 0 ? row.host_syncs / steps : 0.0));
+    auto per_step = [&](double total) { return steps > 0 ? total / steps : 0.0; };
+    absl::StrAppend(
+        &syncs,
+        absl::StrFormat("| %s | %.1f | %.1f | %.2f | %s | %s |\n", row.config.name,
+                        row.host_syncs / row.n, steps / row.n, per_step(row.host_syncs),
+                        counted_ops ? absl::StrFormat("%.0f", per_step(row.dispatched_ops)) : "-",
+                        counted_ops ? absl::StrFormat("%.0f", per_step(row.kernel_ops)) : "-"));
   }
   md << syncs;
   std::fputs(syncs.c_str(), stdout);

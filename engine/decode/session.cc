@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "engine/core/host_read.h"
+#include "engine/core/op_count.h"
 #include "engine/core/torch_guard.h"
 #include "engine/sampling/guidance.h"
 #include "engine/sampling/logits_processor.h"
@@ -240,6 +241,7 @@ StatusOr<DecodeResult> SteppedMethod::Decode(const DecodeRequest& request,
     // The request runs on this thread from Begin to Finish, so the thread's read count over
     // that span is the request's own.
     const int64_t reads_before = HostReadCount();
+    const OpCounts ops_before = ThreadOpCounts();
     // Seated from the first forward (Begin's prefills) to the last: batches wait for it.
     std::optional<ForwardBatcher::Seat> seat;
     if (request.batcher != nullptr) seat.emplace(request.batcher);
@@ -249,6 +251,9 @@ StatusOr<DecodeResult> SteppedMethod::Decode(const DecodeRequest& request,
       MULO_RETURN_IF_ERROR(state->Step(*session));
     }
     session->stats().host_syncs = HostReadCount() - reads_before;
+    const OpCounts ops_after = ThreadOpCounts();
+    session->stats().dispatched_ops = ops_after.dispatched - ops_before.dispatched;
+    session->stats().kernel_ops = ops_after.kernels - ops_before.kernels;
     return session->Finish();
   });
 }

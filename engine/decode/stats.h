@@ -58,6 +58,11 @@ struct Stats {
   // Device -> host reads the decoding made (engine/core/host_read.h): host synchronisations
   // on a GPU, counted on every device. Prefill and steps; not the image decode.
   int64_t host_syncs = 0;
+  // Operators dispatched over the same span (engine/core/op_count.h): all of them, and those
+  // that are about one kernel launch each on a GPU. Zero unless the caller counts operators
+  // (an OpCounting scope on the decoding thread, as methods_bench --count_ops makes).
+  int64_t dispatched_ops = 0;
+  int64_t kernel_ops = 0;
   std::array<double, kNumPhases> phase_seconds{};
   double total_seconds = 0.0;
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/core/host_read.h"
+#include "engine/core/op_count.h"
 #include "engine/decode/ar.h"
 #include "engine/decode/mulo.h"
 #include "engine/decode/speculative.h"
@@ -27,6 +28,22 @@ TEST(HostReadTest, EveryHelperCountsOneRead) {
   EXPECT_TRUE(HostRead(t).equal(t));
   EXPECT_EQ(HostRead(t, torch::kFloat64).scalar_type(), torch::kFloat64);
   EXPECT_EQ(HostReadCount() - before, 3);
+}
+
+// Stats::dispatched_ops and kernel_ops stay 0 unless the caller counts operators; counted,
+// every AR step dispatches operators, and kernels are a part of them.
+TEST(HostSyncsTest, OperatorsAreCountedOnlyWhenAsked) {
+  SdFixture f = LoadSd();
+  auto quiet = RunMethod(ArDecoder(), f, Sampling(1.0, 2.0, 7));
+  ASSERT_OK(quiet);
+  EXPECT_EQ(quiet->stats.dispatched_ops, 0);
+  EXPECT_EQ(quiet->stats.kernel_ops, 0);
+  OpCounting counting;
+  auto counted = RunMethod(ArDecoder(), f, Sampling(1.0, 2.0, 7));
+  ASSERT_OK(counted);
+  EXPECT_EQ(counted->tokens, quiet->tokens) << "counting changes nothing";
+  EXPECT_GE(counted->stats.kernel_ops, 10 * counted->stats.tokens);
+  EXPECT_GT(counted->stats.dispatched_ops, counted->stats.kernel_ops);
 }
 
 // The prefill reads nothing (its inputs are built on the host); each step reads its draw.

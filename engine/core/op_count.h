@@ -1,0 +1,55 @@
+// Dispatched ATen operators, counted: the CPU-side measure of what each would cost on a GPU
+// (a kernel launch, a few microseconds even when the kernel has nothing to do). Together with
+// host reads (host_read.h) it makes a decode step's GPU cost visible on a machine without one.
+//
+// Counting runs only while an OpCounting scope is alive on the thread (a RecordFunction
+// observer costs every operator some time, so a server never pays it). Like the host-read
+// counter the counts are per thread and only grow: a request decodes on one thread from Begin
+// to Finish, and its Stats take the difference.
+//
+// Two numbers per operator:
+// - dispatched: every ATen operator call, including those a composite operator makes (linear
+//   calls matmul, matmul calls mm);
+// - kernels: the calls of operators that have a kernel of their own (not only a decomposition
+//   into other operators), are not metadata-only (views, reshapes, empty allocations) and do
+//   not run inside another kernel: about one kernel launch each on a GPU.
+#ifndef MULO_ENGINE_CORE_OP_COUNT_H_
+#define MULO_ENGINE_CORE_OP_COUNT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mulo::engine {
+
+struct OpCounts {
+  int64_t dispatched = 0;
+  int64_t kernels = 0;
+};
+
+// What has been counted on this thread so far (never reset; take differences).
+OpCounts ThreadOpCounts();
+
+// While alive, counts the operators dispatched on the thread that made it. Scopes nest (the
+// observer is registered once per thread).
+class OpCounting {
+ public:
+  OpCounting();
+  // Also appends the name of every kernel counted while this scope is the innermost one that
+  // asked for names (to see what a forward is made of).
+  explicit OpCounting(std::vector<std::string>* kernel_names);
+  ~OpCounting();
+  OpCounting(const OpCounting&) = delete;
+  OpCounting& operator=(const OpCounting&) = delete;
+
+ private:
+  std::vector<std::string>* previous_names_ = nullptr;
+};
+
+// True for operators that only make a view or an uninitialised allocation (no kernel on a
+// GPU), by name ("aten::view").
+bool IsMetadataOnlyOp(const char* name);
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_CORE_OP_COUNT_H_
