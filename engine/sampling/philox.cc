@@ -1,7 +1,16 @@
 #include "engine/sampling/philox.h"
 
+#include "engine/sampling/rng.h"
+
 namespace mulo::engine {
 namespace {
+
+// A host stream's n-th number is the device draw at position n of the same role (rng.h).
+static_assert(static_cast<int64_t>(DrawRole::kTarget) == static_cast<int64_t>(RngStream::kTarget));
+static_assert(static_cast<int64_t>(DrawRole::kDrafter) ==
+              static_cast<int64_t>(RngStream::kDrafter));
+static_assert(static_cast<int64_t>(DrawRole::kAcceptance) ==
+              static_cast<int64_t>(RngStream::kAcceptance));
 
 constexpr int64_t kWordMask = 0xFFFFFFFFLL;
 constexpr int64_t kHalfMask = 0xFFFFLL;

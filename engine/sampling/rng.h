@@ -1,9 +1,12 @@
-// Seeded random numbers for sampling: xoshiro256** seeded through SplitMix64.
+// Seeded random numbers for sampling, one stream per role of a request.
 //
-// Our own generator (rather than torch's) makes a request's draws depend only on (seed,
-// stream), identical on CPU and GPU builds and across LibTorch versions. Independent streams
-// of one seed (e.g. the target's and a drafter's) never share draws, so changing how many
-// numbers one consumes leaves the other's sequence untouched.
+// A stream is counter-based: its n-th number is Philox4x32-10 of the counter (n, draw 0,
+// role) under the key of the seed (philox_block.h), a pure function of (seed, role, n). So the
+// n-th uniform of a stream equals CounterUniforms(seed, role, position n) computed with tensor
+// ops on any device (philox.h): a method that draws its target token for position i as the
+// stream's i-th number (as ar does) can draw it on the device instead and get the same token.
+// Independent streams of one seed (the target's, a drafter's) never share numbers, so how many
+// one consumes leaves the others untouched; neither depends on LibTorch's generators.
 #ifndef MULO_ENGINE_SAMPLING_RNG_H_
 #define MULO_ENGINE_SAMPLING_RNG_H_
 
@@ -11,7 +14,7 @@
 
 namespace mulo::engine {
 
-// Well-known stream ids of one request.
+// Well-known stream ids of one request (the same numbers as philox.h's DrawRole).
 enum class RngStream : uint64_t {
   kTarget = 0,
   kDrafter = 1,
@@ -22,12 +25,17 @@ class Rng {
  public:
   explicit Rng(uint64_t seed, RngStream stream = RngStream::kTarget);
 
+  // 64 random bits (words 0 and 1 of the next block).
   uint64_t Next();
-  // Uniform double in [0, 1) with 53 random bits.
+  // Uniform double in [0, 1) with 53 random bits (from the next block).
   double Uniform();
+  // Numbers drawn so far: the index of the next one.
+  uint64_t index() const { return index_; }
 
  private:
-  uint64_t s_[4];
+  uint32_t key0_, key1_;
+  uint32_t role_;
+  uint64_t index_ = 0;
 };
 
 }  // namespace mulo::engine

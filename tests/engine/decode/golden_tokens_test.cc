@@ -3,8 +3,10 @@
 // thread) give exactly the tokens in tests/data/golden_tokens.jsonl, recorded before the
 // decoding-skeleton refactor at commit 2c3140c; the 76 pooled MuLo-SD sequences at temperature 1
 // were re-recorded when the latent neighbour order moved to the raw codebook weights (LANTERN's;
-// with the normalised order every sequence still matched). Refactors of the decoding code must
-// leave them unchanged. To re-record (only for a deliberate change of behaviour, said in the commit):
+// with the normalised order every sequence still matched); all 192 sequences at temperature 1
+// were re-recorded when the request's random streams became counter-based (Philox4x32-10,
+// engine/sampling/rng.h, issue 40), and the 192 greedy ones were unchanged by it. Refactors
+// of the decoding code must leave them unchanged. To re-record (only for a deliberate change of behaviour, said in the commit):
 //   MULO_RECORD_GOLDEN=$PWD/tests/data/golden_tokens.jsonl bazel run //tests/engine/decode:golden_tokens_test
 #include <gtest/gtest.h>
 

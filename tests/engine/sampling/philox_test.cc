@@ -3,7 +3,8 @@
 // position, draw) keys, including positions past 2^32 and the largest seed; every number a
 // pure function of its key (any order, any batch shape); and a statistical test (uniformity,
 // serial correlation along positions, independence of draws, roles and seeds) that a broken
-// generator with too few rounds fails.
+// generator with too few rounds fails. The host form (philox_block.h) gives the same words, and
+// a host stream's n-th number is the tensor draw at position n.
 #include "engine/sampling/philox.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "engine/sampling/philox_block.h"
+#include "engine/sampling/rng.h"
 
 namespace mulo::engine {
 namespace {
@@ -88,6 +92,38 @@ TEST(PhiloxTest, ANumberDependsOnlyOnItsKey) {
   EXPECT_FALSE(torch::equal(all, CounterUniforms(9, DrawRole::kDrafter, positions + (int64_t{1} << 32), 2)));
   const torch::Tensor u = CounterUniforms(uint64_t{0xFFFFFFFFFFFFFFFF}, DrawRole::kHead, positions);
   EXPECT_TRUE((u >= 0).all().item<bool>() && (u < 1).all().item<bool>());
+}
+
+TEST(PhiloxTest, TheHostBlockEqualsTheTensorForm) {
+  torch::manual_seed(5);
+  const torch::Tensor counters = torch::randint(0, int64_t{1} << 32, {500, 4}, torch::kInt64);
+  const torch::Tensor keys = torch::randint(0, int64_t{1} << 32, {500, 2}, torch::kInt64);
+  const torch::Tensor words = Philox4x32(counters, keys);
+  for (int64_t i = 0; i < 500; ++i) {
+    PhiloxWords counter;
+    for (int w = 0; w < 4; ++w) counter[w] = static_cast<uint32_t>(counters[i][w].item<int64_t>());
+    const PhiloxWords block = PhiloxBlock(counter, static_cast<uint32_t>(keys[i][0].item<int64_t>()),
+                                          static_cast<uint32_t>(keys[i][1].item<int64_t>()));
+    for (int w = 0; w < 4; ++w) ASSERT_EQ(block[w], words[i][w].item<int64_t>()) << i;
+  }
+  EXPECT_EQ(PhiloxBlock({0, 0, 0, 0}, 0, 0), (PhiloxWords{0x6627E8D5, 0xE169C58D, 0xBC57AC4C,
+                                                          0x9B00DBD8}));
+}
+
+// A host stream's n-th uniform is the device draw at position n of its role: a method that
+// draws position i's token as the stream's i-th number can move that draw to the device.
+TEST(PhiloxTest, AHostStreamIsTheCounterDrawAtEachIndex) {
+  for (uint64_t seed : {uint64_t{0}, uint64_t{42}, uint64_t{0xFFFFFFFFFFFFFFFF}}) {
+    for (RngStream stream : {RngStream::kTarget, RngStream::kDrafter, RngStream::kAcceptance}) {
+      Rng rng(seed, stream);
+      const torch::Tensor device_draws = CounterUniforms(
+          seed, static_cast<DrawRole>(static_cast<int64_t>(stream)), torch::arange(1000));
+      for (int64_t n = 0; n < 1000; ++n) {
+        ASSERT_EQ(rng.index(), static_cast<uint64_t>(n));
+        ASSERT_EQ(rng.Uniform(), device_draws[n].item<double>()) << "seed " << seed << " n " << n;
+      }
+    }
+  }
 }
 
 // Pearson's chi-square of `u` over `bins` equal bins.
