@@ -1,26 +1,50 @@
 #include "engine/decode/ar.h"
 
+#include <utility>
+#include <vector>
+
+#include "engine/core/host_read.h"
+
 namespace mulo::engine {
 namespace {
 
+// Tokens are drawn on the target's device and fed back from there; the host reads them once
+// per row of the grid, when the row is committed and streamed (one host synchronisation per
+// row on a GPU instead of one per token). Position i's token uses the target stream's i-th
+// number, so the tokens are those of a host draw (DecodeSession::DrawOnDevice); the numbers
+// of every position are made at once, in one batch of tensor ops.
 class ArState : public SteppedMethod::State {
  public:
-  explicit ArState(ModelStream* target) : target_(target) {}
+  ArState(ModelStream* target, torch::Tensor uniforms)
+      : target_(target), uniforms_(std::move(uniforms)) {}
 
   // x_i ~ p(. | x_<i); feed x_i (the last token is never fed back).
   Status Step(DecodeSession& session) override {
+    const int64_t i = drawn_++;
+    torch::Tensor token;
     {
       auto timer = session.Time(Phase::kSampling);
-      session.Append(session.Draw(target_->next_logits(), RngStream::kTarget));
+      token = session.DrawOnDevice(target_->next_logits(),
+                                   uniforms_.defined() ? uniforms_.narrow(0, i, 1) : uniforms_);
+      row_.push_back(token);
+      const bool last = drawn_ == session.num_tokens();
+      if (last || drawn_ % session.grid() == 0) {
+        const std::vector<int64_t> ids = HostReadIds(torch::cat(row_));
+        target_->ResolveDrawn(drawn_ - static_cast<int64_t>(ids.size()), ids);
+        for (int64_t id : ids) session.Append(id);
+        row_.clear();
+      }
     }
     if (session.done()) return OkStatus();
     auto timer = session.Time(Phase::kTargetForward);
-    const int64_t i = static_cast<int64_t>(session.committed().size()) - 1;
-    return target_->Feed(session.committed(), i, i + 1).status();
+    return target_->FeedDrawn(token);
   }
 
  private:
   ModelStream* target_;
+  torch::Tensor uniforms_;          // [tokens] on the device; undefined when greedy
+  int64_t drawn_ = 0;               // tokens drawn so far (the next one's raster position)
+  std::vector<torch::Tensor> row_;  // this row's tokens, still on the device
 };
 
 }  // namespace
@@ -33,7 +57,8 @@ Status ArDecoder::Validate(const ModelSet& models) const {
 StatusOr<std::unique_ptr<SteppedMethod::State>> ArDecoder::Begin(DecodeSession& session) const {
   MULO_ASSIGN_OR_RETURN(ModelStream * target,
                         session.Open(*session.models().target, StreamRole::kTarget));
-  return std::unique_ptr<State>(std::make_unique<ArState>(target));
+  return std::unique_ptr<State>(std::make_unique<ArState>(
+      target, session.DeviceUniforms(RngStream::kTarget, 0, session.num_tokens())));
 }
 
 }  // namespace mulo::engine

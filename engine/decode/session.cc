@@ -8,6 +8,8 @@
 #include "engine/core/torch_guard.h"
 #include "engine/sampling/guidance.h"
 #include "engine/sampling/logits_processor.h"
+#include "engine/sampling/philox.h"
+#include "engine/sampling/row_sampler.h"
 #include "engine/sampling/sampler.h"
 
 namespace mulo::engine {
@@ -73,6 +75,32 @@ StatusOr<torch::Tensor> ModelStream::Feed(const std::vector<int64_t>& tokens, in
   fed_.insert(fed_.end(), ids.begin(), ids.end());
   CountForward();
   return out.logits;
+}
+
+Status ModelStream::FeedDrawn(const torch::Tensor& token, LogitsMode mode) {
+  const int64_t at = static_cast<int64_t>(fed_.size());
+  auto input = token.reshape({1, 1}).expand({cache_.batch(), 1}).contiguous();
+  auto positions = torch::arange(model_.TokenPosition(at), model_.TokenPosition(at + 1),
+                                 torch::kInt64);
+  ForwardOutput out;
+  if (batcher_ != nullptr) {
+    MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings, model_.EmbedDrawnTokens(input));
+    MULO_ASSIGN_OR_RETURN(out, RunForward(embeddings, positions, torch::Tensor(), mode));
+  } else {
+    MULO_ASSIGN_OR_RETURN(out, model_.ForwardDrawnTokens(cache_, input, positions, mode));
+  }
+  next_logits_ = out.logits.select(1, out.logits.size(1) - 1);
+  next_hidden_ = out.hidden.select(1, out.hidden.size(1) - 1);
+  fed_.push_back(-1);
+  CountForward();
+  return OkStatus();
+}
+
+void ModelStream::ResolveDrawn(int64_t from, const std::vector<int64_t>& ids) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int64_t at = from + static_cast<int64_t>(i);
+    if (at < static_cast<int64_t>(fed_.size())) fed_[at] = ids[i];
+  }
 }
 
 StatusOr<ForwardOutput> ModelStream::FeedSet(const std::vector<int64_t>& ids,
@@ -193,6 +221,21 @@ int64_t DecodeSession::Draw(const torch::Tensor& logits, RngStream stream,
                             const SamplingParams& sampling) {
   return SampleToken(GuidedLogits(logits, sampling.cfg_scale), sampling,
                      rng(stream));
+}
+
+torch::Tensor DecodeSession::DeviceUniforms(RngStream stream, int64_t from,
+                                            int64_t count) const {
+  if (greedy()) return torch::Tensor();
+  return CounterUniforms(request_.sampling.seed,
+                         static_cast<DrawRole>(static_cast<int64_t>(stream)),
+                         torch::arange(from, from + count,
+                                       torch::TensorOptions().dtype(torch::kInt64).device(device())));
+}
+
+torch::Tensor DecodeSession::DrawOnDevice(const torch::Tensor& logits,
+                                          const torch::Tensor& uniform) const {
+  const SamplingParams& sampling = request_.sampling;
+  return SampleRows(GuidedLogits(logits, sampling.cfg_scale).reshape({1, -1}), sampling, uniform);
 }
 
 void DecodeSession::Commit(std::vector<int64_t> tokens) {

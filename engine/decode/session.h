@@ -70,6 +70,13 @@ class ModelStream {
   // committed prefix first, then e.g. an accepted tree path) and records `tokens` as fed.
   Status Keep(const std::vector<int64_t>& rows, std::vector<int64_t> tokens);
 
+  // Appends one token the engine drew on the device (int64 [1] there, from
+  // DecodeSession::DrawOnDevice) at raster position fed().size(), without reading it back:
+  // fed() holds -1 for it until ResolveDrawn records the value its caller read with the row.
+  Status FeedDrawn(const torch::Tensor& token, LogitsMode mode = LogitsMode::kLast);
+  // Records `ids` as the values of the drawn tokens at raster positions [from, from + n).
+  void ResolveDrawn(int64_t from, const std::vector<int64_t>& ids);
+
   // Rolls back to the first n raster tokens (their next_logits are stale until the next Feed).
   Status Truncate(int64_t n);
 
@@ -139,6 +146,16 @@ class DecodeSession {
   // guided and tempered as the request asks, or as `sampling` when a stream has its own.
   int64_t Draw(const torch::Tensor& logits, RngStream stream);
   int64_t Draw(const torch::Tensor& logits, RngStream stream, const SamplingParams& sampling);
+
+  // The stream's numbers at indices [from, from + count) as float64 [count] on the target's
+  // device, made in one batch of tensor ops (rng.h: a stream's n-th number is the counter
+  // draw at n); undefined at temperature 0, where draws take the argmax and read no number.
+  torch::Tensor DeviceUniforms(RngStream stream, int64_t from, int64_t count) const;
+  // A token drawn where the logits are, with no host read: int64 [1] on the logits' device.
+  // With `uniform` (float64 [1], the stream's n-th number from DeviceUniforms) it is the token
+  // Draw(logits, stream) gives as the stream's n-th draw, so a method that draws each position
+  // once, in order, from one stream (ar) may use either.
+  torch::Tensor DrawOnDevice(const torch::Tensor& logits, const torch::Tensor& uniform) const;
 
   // Times a scope as `phase` (synchronising a GPU at both ends).
   PhaseTimer Time(Phase phase) { return PhaseTimer(&stats_, phase, device()); }

@@ -422,6 +422,35 @@ StatusOr<ForwardOutput> Transformer::ForwardTokens(KvCache& cache, const torch::
                                                    LogitsMode logits_mode) const {
   // Checked once here, for the graph and the eager path alike.
   MULO_RETURN_IF_ERROR(CheckTokens(tokens));
+  return ForwardRangeCheckedTokens(cache, tokens, positions, logits_mode);
+}
+
+StatusOr<ForwardOutput> Transformer::ForwardDrawnTokens(KvCache& cache,
+                                                        const torch::Tensor& tokens,
+                                                        const torch::Tensor& positions,
+                                                        LogitsMode logits_mode) const {
+  if (!tokens.defined() || tokens.dim() != 2 || tokens.scalar_type() != torch::kInt64) {
+    return InvalidArgumentError("tokens: expected int64 [batch, n], found " +
+                                TensorShape(tokens));
+  }
+  return ForwardRangeCheckedTokens(cache, tokens, positions, logits_mode);
+}
+
+StatusOr<torch::Tensor> Transformer::EmbedDrawnTokens(const torch::Tensor& tokens) const {
+  if (!tokens.defined() || tokens.dim() != 2 || tokens.scalar_type() != torch::kInt64) {
+    return InvalidArgumentError("tokens: expected int64 [batch, n], found " +
+                                TensorShape(tokens));
+  }
+  return GuardTorch("EmbedDrawnTokens", [&]() -> StatusOr<torch::Tensor> {
+    torch::NoGradGuard no_grad;
+    return EmbedCheckedTokens(tokens);
+  });
+}
+
+StatusOr<ForwardOutput> Transformer::ForwardRangeCheckedTokens(KvCache& cache,
+                                                               const torch::Tensor& tokens,
+                                                               const torch::Tensor& positions,
+                                                               LogitsMode logits_mode) const {
   if (tokens.size(0) != cache.batch() || tokens.size(1) < 1) {
     return InvalidArgumentError("tokens: expected [" + std::to_string(cache.batch()) +
                                 ", n >= 1] (the cache's batch), found " + TensorShape(tokens));

@@ -100,6 +100,15 @@ class Transformer {
                                         const torch::Tensor& positions,
                                         LogitsMode logits_mode) const;
 
+  // ForwardTokens and EmbedTokens for ids the engine drew itself on the model's device
+  // (engine/sampling/row_sampler.h: an argmax or an inverse-CDF index, always in [0, vocab)).
+  // Their range is not checked: reading ids back to check them would cost a host
+  // synchronisation per forward on a GPU, the very read that keeping them on the device saves.
+  StatusOr<ForwardOutput> ForwardDrawnTokens(KvCache& cache, const torch::Tensor& tokens,
+                                             const torch::Tensor& positions,
+                                             LogitsMode logits_mode) const;
+  StatusOr<torch::Tensor> EmbedDrawnTokens(const torch::Tensor& tokens) const;
+
   // The graph-capturable causal append: fixed shapes, no host synchronisation, no checks.
   // tokens [batch, n] and positions [n] (int64, on the model's device); the new keys and
   // values go to cache rows first_row + [0, n) (first_row: [1] int64 on the device) and new
@@ -163,6 +172,10 @@ class Transformer {
   Status CheckTokens(const torch::Tensor& tokens) const;
   // Embeddings [batch, n, dim] of checked ids (no host synchronisation: graph-capturable).
   torch::Tensor EmbedCheckedTokens(const torch::Tensor& tokens) const;
+  // ForwardTokens after the ids' range check (or without it, for drawn ids).
+  StatusOr<ForwardOutput> ForwardRangeCheckedTokens(KvCache& cache, const torch::Tensor& tokens,
+                                                    const torch::Tensor& positions,
+                                                    LogitsMode logits_mode) const;
   // positions: int64 [n], every entry inside the position table.
   Status CheckPositions(const torch::Tensor& positions, int64_t n) const;
 
