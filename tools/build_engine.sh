@@ -73,64 +73,22 @@ libs+=(-ltorch -ltorch_cpu -lc10 -lpthread)
 mkdir -p "$out/obj"
 flags=(-std="${CXXSTD:-c++17}" -O2 -fPIC -I. "${includes[@]}" "${defines[@]}")
 
-# compile SRC...: objects under $out/obj, rebuilt when the source or an included file changed.
-compile() {
-  printf '%s\n' "$@" | xargs -P "$jobs" -I{} bash -c '
-    src={}; o="$0/obj/$(echo "$src" | tr / _).o"; d="${o%.o}.d"
-    if [[ -f "$o" && -f "$d" ]]; then
-      stale=0
-      for dep in $(sed -e "s/^[^:]*://" -e "s/\\\\$//" "$d"); do
-        [[ "$dep" -nt "$o" ]] && { stale=1; break; }
-      done
-      ((stale)) || exit 0
-    fi
-    "$CXX_BIN" "$@" -MMD -MF "$d" -c "$src" -o "$o"' "$out" "${flags[@]}"
-}
-export CXX_BIN=$cxx
-objects() { for src in "$@"; do echo "$out/obj/$(echo "$src" | tr / _).o"; done; }
+# Everything is decided first and compiled in one pool of JOBS: on a GPU machine the build is
+# the long pole of a run measured in minutes, and separate pools per program wait for each
+# one's slowest file. The include paths are the union of all programs' (each is harmless to
+# the others).
 
-mapfile -t sources < <(find engine -name '*.cc' | sort)
-echo "build_engine: ${#sources[@]} engine sources, LibTorch at ${LIBTORCH:-Debian}, ABI $abi," \
-  "CUDA $([[ " ${defines[*]} " == *MULO_WITH_CUDA* ]] && echo on || echo off)"
-compile "${sources[@]}"
-mapfile -t engine_objects < <(objects "${sources[@]}")
-rm -f "$out/libmulo_engine.a"
-ar rcs "$out/libmulo_engine.a" "${engine_objects[@]}"
-compile bench/ar_bench.cc
-"$cxx" "${flags[@]}" $(objects bench/ar_bench.cc) "$out/libmulo_engine.a" "${libs[@]}" \
-  -o "$out/ar_bench"
-built=(ar_bench)
-
-# The GPU test: GoogleTest from its sources (Debian and Ubuntu ship them) or a built library.
+# GoogleTest, for the GPU test: from its sources (Debian and Ubuntu ship them) or a library.
 gtest_src=/usr/src/googletest/googletest
+gtest_sources=()
 if [[ -f "$gtest_src/src/gtest-all.cc" ]]; then
-  mkdir -p "$out/gtest"
-  for part in gtest-all gtest_main; do
-    [[ -f "$out/gtest/$part.o" ]] ||
-      "$cxx" -std=c++17 -O2 -I"$gtest_src/include" -I"$gtest_src" \
-        -D_GLIBCXX_USE_CXX11_ABI="$abi" -c "$gtest_src/src/$part.cc" -o "$out/gtest/$part.o"
-  done
-  gtest=("$out/gtest/gtest-all.o" "$out/gtest/gtest_main.o")
-  gtest_include=(-isystem "$gtest_src/include")
+  gtest_sources=("$gtest_src/src/gtest-all.cc" "$gtest_src/src/gtest_main.cc")
+  flags+=(-isystem "$gtest_src/include" -I"$gtest_src")
+  gtest=()
 elif [[ -f /usr/include/gtest/gtest.h ]] && ldconfig -p 2>/dev/null | grep -q libgtest_main; then
   gtest=(-lgtest_main -lgtest)
-  gtest_include=()
 else
-  gtest=()
-fi
-# The optional programs do not stop the build when they fail: the engine and ar_bench stand.
-if ((${#gtest[@]})); then
-  flags_before=("${flags[@]}")
-  flags+=("${gtest_include[@]}")
-  if compile tests/gpu/gpu_engine_test.cc &&
-     "$cxx" "${flags[@]}" $(objects tests/gpu/gpu_engine_test.cc) "$out/libmulo_engine.a" \
-       "${gtest[@]}" "${libs[@]}" -o "$out/gpu_engine_test"; then
-    built+=(gpu_engine_test)
-  else
-    echo "build_engine: gpu_engine_test FAILED to build" >&2
-  fi
-  flags=("${flags_before[@]}")
-else
+  gtest=(none)
   echo "build_engine: no GoogleTest (sources or library): skipping gpu_engine_test"
 fi
 
@@ -170,28 +128,10 @@ for lib in "$deps_libdir"/libabsl_*.so; do
   [[ -e "$lib" ]] && absl+=("-l$(basename "${lib%.so}" | sed 's/^lib//')")
 done
 
-# link OUTPUT OBJECT... -- LIB...: the program, or a message; the engine and ar_bench stand.
-link() {
-  local output=$1 objs=()
-  shift
-  while [[ $1 != -- ]]; do objs+=("$1"); shift; done
-  shift
-  if "$cxx" "${flags[@]}" "${objs[@]}" "$out/libmulo_engine.a" "${deps_link[@]}" \
-       -Wl,--as-needed "$@" "${absl[@]}" "${libs[@]}" -o "$out/$output"; then
-    built+=("$output")
-  else
-    echo "build_engine: $output FAILED to link" >&2
-  fi
-}
-
+bench_sources=()
 if has_headers absl opencv4/opencv2/imgproc.hpp; then
   mapfile -t synth_sources < <(find synth -name '*.cc' ! -name 'synth_eval_main.cc' | sort)
-  if compile bench/methods_bench.cc "${synth_sources[@]}"; then
-    mapfile -t objs < <(objects bench/methods_bench.cc "${synth_sources[@]}")
-    link methods_bench "${objs[@]}" -- -lopencv_core -lopencv_imgproc
-  else
-    echo "build_engine: methods_bench FAILED to compile" >&2
-  fi
+  bench_sources=(bench/methods_bench.cc "${synth_sources[@]}")
 else
   echo "build_engine: no Abseil/OpenCV ($deps): skipping methods_bench"
 fi
@@ -199,38 +139,105 @@ fi
 # The wire contract's C++ code: generated here when protoc and the gRPC plugin are installed,
 # else taken from .gpu/gen (tools/gpu/fetch_deps.sh generates it with Debian's protoc, whose
 # protobuf 3.21 is the one DEPS_DEBS carries).
-proto=proto/mulo/v1/image_generation.proto
+protos=(mulo/v1/image_generation grpc/reflection/v1/reflection)
 gen=$out/gen
 if command -v protoc >/dev/null && command -v grpc_cpp_plugin >/dev/null; then
   mkdir -p "$gen"
-  [[ "$gen/mulo/v1/image_generation.pb.cc" -nt "$proto" ]] ||
-    protoc --proto_path=proto --cpp_out="$gen" --grpc_out="$gen" \
-      --plugin=protoc-gen-grpc="$(command -v grpc_cpp_plugin)" "$proto"
-elif [[ -f .gpu/gen/mulo/v1/image_generation.pb.cc ]]; then
+  for proto in "${protos[@]}"; do
+    [[ "$gen/$proto.pb.cc" -nt "proto/$proto.proto" ]] ||
+      protoc --proto_path=proto --cpp_out="$gen" --grpc_out="$gen" \
+        --plugin=protoc-gen-grpc="$(command -v grpc_cpp_plugin)" "proto/$proto.proto"
+  done
+elif [[ -f .gpu/gen/${protos[0]}.pb.cc ]]; then
   gen=.gpu/gen
 fi
+proto_sources=() server_sources=() client_sources=()
 if has_headers absl grpcpp google/protobuf microhttpd.h png.h jpeglib.h &&
-   [[ -f "$gen/mulo/v1/image_generation.pb.cc" ]]; then
+   [[ -f "$gen/${protos[0]}.pb.cc" && -f "$gen/${protos[1]}.pb.cc" ]]; then
   # A PyTorch wheel's include/ holds protobuf 3.13 headers of its own; the generated code needs
   # the headers of the protobuf it links (3.21), so they come first, through a directory of
   # their own (adding /usr/include itself to the path would break #include_next).
   mkdir -p "$out/include_first"
   ln -sfn "$deps_root/include/google" "$out/include_first/google"
   flags=(-isystem "$out/include_first" "${flags[@]}" -I"$gen" -Iproto)
-  proto_sources=("$gen/mulo/v1/image_generation.pb.cc" "$gen/mulo/v1/image_generation.grpc.pb.cc")
+  proto_sources=()
+  for proto in "${protos[@]}"; do proto_sources+=("$gen/$proto.pb.cc" "$gen/$proto.grpc.pb.cc"); done
   mapfile -t server_sources < <(find server -name '*.cc' | sort)
   mapfile -t client_sources < <(find client -name '*.cc' | sort)
-  grpc_libs=(-lgrpc++_reflection -lgrpc++ -lgrpc -lgpr -lprotobuf)
-  if compile "${proto_sources[@]}" "${server_sources[@]}" "${client_sources[@]}"; then
-    mapfile -t objs < <(objects "${proto_sources[@]}" "${server_sources[@]}")
-    link mulo_server "${objs[@]}" -- "${grpc_libs[@]}" -lmicrohttpd -lpng16 -ljpeg
-    mapfile -t objs < <(objects "${proto_sources[@]}" "${client_sources[@]}")
-    link mulo_client "${objs[@]}" -- "${grpc_libs[@]}"
-  else
-    echo "build_engine: mulo_server / mulo_client FAILED to compile" >&2
-  fi
 else
   echo "build_engine: no gRPC, protobuf, libmicrohttpd, libpng, libjpeg or generated proto" \
     "code ($deps): skipping mulo_server and mulo_client"
 fi
+
+# compile SRC...: objects under $out/obj, rebuilt when the source or an included file changed.
+# A failed compile leaves no object (a stale one is removed first), so each program below links
+# only when all of its objects were built; the others still build.
+compile() {
+  printf '%s\n' "$@" | xargs -P "$jobs" -I{} bash -c '
+    src={}; o="$0/obj/$(echo "$src" | tr / _).o"; d="${o%.o}.d"
+    if [[ -f "$o" && -f "$d" ]]; then
+      stale=0
+      for dep in $(sed -e "s/^[^:]*://" -e "s/\\\\$//" "$d"); do
+        [[ "$dep" -nt "$o" ]] && { stale=1; break; }
+      done
+      ((stale)) || exit 0
+    fi
+    rm -f "$o"
+    "$CXX_BIN" "$@" -MMD -MF "$d" -c "$src" -o "$o" || { echo "build_engine: FAILED $src" >&2; exit 1; }' \
+    "$out" "${flags[@]}"
+}
+export CXX_BIN=$cxx
+objects() { for src in "$@"; do echo "$out/obj/$(echo "$src" | tr / _).o"; done; }
+all_built() { for o in $(objects "$@"); do [[ -f "$o" ]] || return 1; done; }
+
+mapfile -t sources < <(find engine -name '*.cc' | sort)
+echo "build_engine: ${#sources[@]} engine sources, LibTorch at ${LIBTORCH:-Debian}, ABI $abi," \
+  "CUDA $([[ " ${defines[*]} " == *MULO_WITH_CUDA* ]] && echo on || echo off), $jobs jobs"
+programs=(bench/ar_bench.cc)
+[[ ${gtest[*]} == none ]] || programs+=("${gtest_sources[@]}" tests/gpu/gpu_engine_test.cc)
+programs+=("${bench_sources[@]}" "${proto_sources[@]}" "${server_sources[@]}"
+           "${client_sources[@]}")
+# The largest files first, so that the pool does not end waiting on one of them.
+mapfile -t pool < <(for src in "${sources[@]}" "${programs[@]}"; do
+  echo "$(stat -c %s "$src") $src"; done | sort -rn | cut -d' ' -f2)
+compile "${pool[@]}" || true
+all_built "${sources[@]}" || { echo "build_engine: the engine FAILED to compile" >&2; exit 1; }
+mapfile -t engine_objects < <(objects "${sources[@]}")
+rm -f "$out/libmulo_engine.a"
+ar rcs "$out/libmulo_engine.a" "${engine_objects[@]}"
+
+# link OUTPUT SRC... -- LIB...: the program when all its objects were built, else a message;
+# the engine and the other programs stand.
+built=()
+link() {
+  local output=$1 srcs=()
+  shift
+  while [[ $1 != -- ]]; do srcs+=("$1"); shift; done
+  shift
+  rm -f "$out/$output"
+  if all_built "${srcs[@]}" &&
+     "$cxx" "${flags[@]}" $(objects "${srcs[@]}") "$out/libmulo_engine.a" "${deps_link[@]}" \
+       -Wl,--as-needed "$@" "${absl[@]}" "${libs[@]}" -o "$out/$output"; then
+    built+=("$output")
+  else
+    echo "build_engine: $output FAILED to build" >&2
+  fi
+}
+
+link ar_bench bench/ar_bench.cc -- &
+[[ ${gtest[*]} == none ]] ||
+  link gpu_engine_test tests/gpu/gpu_engine_test.cc "${gtest_sources[@]}" -- "${gtest[@]}" &
+((${#bench_sources[@]} == 0)) ||
+  link methods_bench "${bench_sources[@]}" -- -lopencv_core -lopencv_imgproc &
+if ((${#server_sources[@]})); then
+  grpc_libs=(-lgrpc++_reflection -lgrpc++ -lgrpc -lgpr -lprotobuf)
+  link mulo_server "${proto_sources[@]}" "${server_sources[@]}" -- "${grpc_libs[@]}" \
+    -lmicrohttpd -lpng16 -ljpeg &
+  link mulo_client "${proto_sources[@]}" "${client_sources[@]}" -- "${grpc_libs[@]}" &
+fi
+wait
+built=()
+for program in ar_bench gpu_engine_test methods_bench mulo_server mulo_client; do
+  [[ -x "$out/$program" ]] && built+=("$program")
+done
 echo "build_engine: built $out/libmulo_engine.a and ${built[*]} in $out"

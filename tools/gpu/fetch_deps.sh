@@ -6,7 +6,7 @@
 #   .gpu/debs     Debian's Abseil, OpenCV (core, imgproc), gRPC, protobuf, libmicrohttpd, libpng
 #                 and libjpeg packages with the runtime libraries they need beyond glibc (OpenSSL,
 #                 GnuTLS...), which tools/build_engine.sh unpacks there;
-#   .gpu/gen      the wire contract's C++ code from Debian's protoc and gRPC plugin (the machine
+#   .gpu/gen      the wire contract's and server reflection's C++ code from Debian's protoc and gRPC plugin (the machine
 #                 has neither; it must match the protobuf 3.21 carried).
 # Idempotent.
 set -euo pipefail
@@ -24,10 +24,12 @@ packages=(libabsl-dev libabsl20220623 libopencv-core-dev libopencv-core406 libop
 missing=()
 for p in "${packages[@]}"; do compgen -G ".gpu/debs/${p}_*.deb" >/dev/null || missing+=("$p"); done
 if ((${#missing[@]})); then (cd .gpu/debs && apt-get download "${missing[@]}"); fi
-proto=proto/mulo/v1/image_generation.proto
-if [[ ! .gpu/gen/mulo/v1/image_generation.pb.cc -nt $proto ]]; then
-  mkdir -p .gpu/gen
-  protoc --proto_path=proto --cpp_out=.gpu/gen --grpc_out=.gpu/gen \
-    --plugin=protoc-gen-grpc="$(command -v grpc_cpp_plugin)" "$proto"
-fi
+# The wire contract and server reflection v1 (answered by mulo_server itself).
+for proto in mulo/v1/image_generation grpc/reflection/v1/reflection; do
+  if [[ ! .gpu/gen/$proto.pb.cc -nt proto/$proto.proto ]]; then
+    mkdir -p .gpu/gen
+    protoc --proto_path=proto --cpp_out=.gpu/gen --grpc_out=.gpu/gen \
+      --plugin=protoc-gen-grpc="$(command -v grpc_cpp_plugin)" "proto/$proto.proto"
+  fi
+done
 echo "fetch_deps: .gpu holds $(ls .gpu/debs | wc -l) packages, $(du -sh .gpu | cut -f1)"

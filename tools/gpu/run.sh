@@ -4,24 +4,35 @@
 #   tools/gpu/run.sh [STEP...]     (default: every step, in this order)
 #     info      the GPU, driver, PyTorch
 #     ceilings  copy bandwidth and matrix rates (tools/gpu/ceilings.py)
-#     build     tools/build_engine.sh out/gpu (engine, ar_bench, gpu_engine_test, methods_bench)
+#     build     tools/build_engine.sh out/gpu (engine, ar_bench, gpu_engine_test, methods_bench,
+#               mulo_server, mulo_client; one compile pool of JOBS)
 #     test      out/gpu/gpu_engine_test: CUDA vs CPU parity, greedy equality on the GPU
-#     methods   methods_bench on the bundled family: CUDA with graphs, CUDA eager, and the CPU
-#               of the same machine, each with per-request forward traces
+#     methods   methods_bench on the bundled family, every method, CUDA with graphs (with
+#               per-request forward traces): LIMIT prompts, the tree methods TREE_LIMIT; CUDA
+#               eager and the machine's CPU when EAGER_LIMIT / CPU_LIMIT are set
+#     ops       methods_bench --count_ops: operators and host reads per decode step, one prompt
 #     costs     ar_bench cost tables of the bundled family's transformers on CUDA
 #     replicas  full-size random replicas in the upstream layouts, converted by tools/convert
 #               (write_replicas.py: Tar AR-DTok LP 512 px with its 256 px drafter, LlamaGen GPT-XL
 #               c2i 384 px) in bf16: cost table, AR step vs the bandwidth floor, s per image
-#     serve     mulo_server on CUDA: the bundled family through mulo_client bench (ar,
-#               speculative, mulo at concurrency 1; ar at concurrency 8 on eight workers or
-#               batched on one), then two requests on the converted Tar replica (s per 512 px
-#               image, the second warm)
+#     serve     mulo_server on CUDA: the bundled family through mulo_client bench (ar, mulo,
+#               eagle, zipar at concurrency 1; ar and mulo at concurrency 8 on eight workers or
+#               batched on one)
+#     serve_replica  two requests on the converted Tar replica (s per 512 px image, the second
+#               warm)
 #
 # Results go to RESULTS (default out/gpu/results): one log / JSON per step, summary.md with
 # every table, and, when OUT is set (the device tool), OUT/results.tar.gz and OUT/summary.md
 # after every step, so a run cut short still returns what it measured.
-#   LIMIT=32 EAGER_LIMIT=16 CPU_LIMIT=16 IMAGES=1 REQUESTS=16 (methods / replicas / serve sizes)
-#   REPLICAS=/tmp/replicas (written once, ~10 GB)  SERVE_DEVICE=cuda (cpu: try serve anywhere)
+#   LIMIT=16 TREE_LIMIT=4 EAGER_LIMIT=0 CPU_LIMIT=0 OPS_LIMIT=1 IMAGES=1 REQUESTS=8 (methods /
+#   replicas / serve sizes; a limit of 0 skips that run)  METHODS / TREE_METHODS (the lists)
+#   REPLICAS=/tmp/replicas (written once, ~10 GB)  ONLY_REPLICA=tar|llamagen-c2i (default both)
+#   SERVE_DEVICE=cuda METHODS_DEVICE=cuda (cpu: a dry run of serve / methods anywhere)
+#   SERVE_METHODS="ar mulo eagle zipar" (concurrency 1)
+#   BUDGET_S=0: with N > 0, the whole run ends within N seconds: a step starts only when what
+#   is left covers its least useful time (NEED), and each program runs under `timeout` with
+#   what is left less a margin for publishing, so a lease of minutes returns every table it
+#   could measure and says which steps it skipped.
 # Needs: the machine's python3 with a CUDA PyTorch; .gpu/ from tools/gpu/fetch_deps.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,11 +40,31 @@ results=${RESULTS:-out/gpu/results}
 mkdir -p "$results"
 summary=$results/summary.md
 steps=("$@")
-((${#steps[@]})) || steps=(info ceilings build test methods costs replicas serve)
+((${#steps[@]})) || steps=(info ceilings build test methods ops costs replicas serve serve_replica)
 replicas=${REPLICAS:-/tmp/replicas}
 export PYTHONUNBUFFERED=1
 # shellcheck source=bench/server_lib.sh
 source bench/server_lib.sh  # start_server, for the serve step
+budget=${BUDGET_S:-0}
+began=$SECONDS
+fast_methods=ar,speculative,mulo,sjd,gsd,zipar
+tree_methods=ar,eagle,lantern,lantern++,peanut
+all_methods=$fast_methods,${tree_methods#ar,}
+# The least time, in seconds, in which a step measures something worth returning.
+declare -A need=([info]=5 [ceilings]=25 [build]=150 [test]=40 [methods]=60 [ops]=40 [costs]=60
+                 [replicas]=240 [serve]=60 [serve_replica]=200)
+
+left() { if ((budget)); then echo $((budget - (SECONDS - began))); else echo 1000000; fi; }
+
+# bounded CMD...: CMD under a timeout of what is left of the budget, less 15 s for publishing.
+bounded() {
+  local seconds=$(($(left) - 15))
+  if ((seconds < 5)); then
+    echo "run.sh: out of time, not run: $*"
+    return 124
+  fi
+  timeout --kill-after=5 "$seconds" "$@"
+}
 
 publish() {
   if [[ -n "${OUT:-}" ]]; then
@@ -55,23 +86,24 @@ step_info() {
 
 step_ceilings() {
   section "ceilings"
-  python3 tools/gpu/ceilings.py --json "$results/ceilings.json" 2>&1 | tee -a "$summary"
+  bounded python3 tools/gpu/ceilings.py --json "$results/ceilings.json" 2>&1 | tee -a "$summary"
 }
 
 step_build() {
   section "build"
   local start=$SECONDS
   rm -f out/gpu/methods_bench out/gpu/mulo_server out/gpu/mulo_client
-  tools/build_engine.sh out/gpu > "$results/build.log" 2>&1
+  bounded tools/build_engine.sh out/gpu > "$results/build.log" 2>&1
   local rc=$?
-  tail -3 "$results/build.log" | tee -a "$summary"
+  grep -m 20 -E 'FAILED|error' "$results/build.log" | tee -a "$summary"
+  tail -2 "$results/build.log" | tee -a "$summary"
   echo "build rc $rc in $((SECONDS - start)) s" | tee -a "$summary"
   return $rc
 }
 
 step_test() {
   section "gpu_engine_test"
-  out/gpu/gpu_engine_test > "$results/gpu_engine_test.log" 2>&1
+  bounded out/gpu/gpu_engine_test > "$results/gpu_engine_test.log" 2>&1
   local rc=$?
   grep -E '^\[(gpu|  PASSED|  FAILED|  SKIPPED|==========)|gpu parity|Failure|error' \
     "$results/gpu_engine_test.log" | tee -a "$summary"
@@ -80,31 +112,49 @@ step_test() {
 
 methods_run() {  # name device graphs limit
   local name=$1 device=$2 graphs=$3 limit=$4
+  shift 4  # the rest: more methods_bench flags
+  ((limit > 0)) || return 0
+  mkdir -p "$results/methods_$name"
   echo "### $name" | tee -a "$summary"
-  out/gpu/methods_bench --models=models/synth --prompts=models/synth/heldout_prompts.jsonl \
+  bounded out/gpu/methods_bench --models=models/synth \
+    --prompts=models/synth/heldout_prompts.jsonl --methods="${METHODS:-$all_methods}" \
     --limit="$limit" --device="$device" --cuda_graphs="$graphs" \
-    --out_dir="$results/methods_$name" --trace_out="$results/methods_$name/trace.jsonl" \
+    --out_dir="$results/methods_$name" --trace_out="$results/methods_$name/trace.jsonl" "$@" \
     > "$results/methods_$name.log" 2>&1
   echo "rc $?" >> "$results/methods_$name.log"
-  sed -n '/^| method/,/^$/p;/held-out prompts/p;/^rc/p;/error/p' "$results/methods_$name.log" |
+  # The progress bar's carriage returns put its last line before the first table's header.
+  tr '\r' '\n' < "$results/methods_$name.log" |
+    sed -n '/^| method/,/^$/p;/held-out prompts/p;/^rc/p;/error/p' |
     tee -a "$summary"
 }
 
 step_methods() {
   section "methods on the bundled family"
-  mkdir -p "$results"/methods_{cuda_graphs,cuda_eager,cpu}
-  methods_run cuda_graphs cuda true "${LIMIT:-32}"
+  local device=${METHODS_DEVICE:-cuda}  # cpu: a dry run anywhere
+  # The tree methods dispatch 7,000-27,000 operators per step (docs/gpu.md), so on a lease of
+  # minutes they get fewer prompts than the others; each run has its own ar baseline.
+  METHODS=${METHODS:-$fast_methods} methods_run cuda_graphs "$device" true "${LIMIT:-16}"
   publish
-  methods_run cuda_eager cuda false "${EAGER_LIMIT:-16}"
+  METHODS=${TREE_METHODS:-$tree_methods} methods_run cuda_graphs_trees "$device" true \
+    "${TREE_LIMIT:-4}"
   publish
-  methods_run cpu cpu false "${CPU_LIMIT:-16}"
+  methods_run cuda_eager "$device" false "${EAGER_LIMIT:-0}"
+  publish
+  methods_run cpu cpu false "${CPU_LIMIT:-0}"
+}
+
+# Operators and host reads per decode step, every method on one prompt (the observer slows
+# every operator: no timings).
+step_ops() {
+  section "operators per decode step"
+  methods_run cuda_ops "${METHODS_DEVICE:-cuda}" true "${OPS_LIMIT:-1}" --count_ops
 }
 
 step_costs() {
   section "cost tables of the bundled family (CUDA, fp32)"
   for model in target drafter chain; do
     echo "### $model" | tee -a "$summary"
-    out/gpu/ar_bench --model_dir="models/synth/$model" --device=cuda --cfg_scale=1.25 \
+    bounded out/gpu/ar_bench --model_dir="models/synth/$model" --device=cuda --cfg_scale=1.25 \
       --repeats=20 --images=3 --ceilings="$results/ceilings.json" \
       --json_out="$results/cost_synth_$model.json" > "$results/cost_synth_$model.log" 2>&1
     echo "rc $?" >> "$results/cost_synth_$model.log"
@@ -113,9 +163,10 @@ step_costs() {
 }
 
 write_replicas() {
-  [[ -f $replicas/repository/tar/family.json && -f $replicas/repository/llamagen-c2i/family.json ]] &&
-    return 0
-  python3 tools/convert/write_replicas.py --out "$replicas" > "$results/write_replicas.log" 2>&1
+  local want=${ONLY_REPLICA:-tar llamagen-c2i} family missing=0
+  for family in $want; do [[ -f $replicas/repository/$family/family.json ]] || missing=1; done
+  ((missing)) || return 0
+  bounded python3 tools/convert/write_replicas.py --out "$replicas" ${ONLY_REPLICA:+--only "$ONLY_REPLICA"} > "$results/write_replicas.log" 2>&1
   local rc=$?
   tail -2 "$results/write_replicas.log" | tee -a "$summary"
   return $rc
@@ -127,8 +178,9 @@ step_replicas() {
   local entry name
   for entry in tar_lp_512:tar/target tar_lp_256:tar/drafter llamagen_xl_c2i_384:llamagen-c2i/target; do
     name=${entry%%:*}
+    [[ -f $replicas/repository/${entry#*:}/config.json ]] || continue
     echo "### $name" | tee -a "$summary"
-    out/gpu/ar_bench --model_dir="$replicas/repository/${entry#*:}" --device=cuda \
+    bounded out/gpu/ar_bench --model_dir="$replicas/repository/${entry#*:}" --device=cuda \
       --dtype=bfloat16 --repeats=10 --images="${IMAGES:-1}" --ceilings="$results/ceilings.json" \
       --json_out="$results/cost_$name.json" > "$results/cost_$name.log" 2>&1
     echo "rc $?" >> "$results/cost_$name.log"
@@ -140,7 +192,8 @@ step_replicas() {
 # serve_bench NAME RUNS SERVER_FLAGS CLIENT_ARGS: one server, the client RUNS times against it.
 serve_bench() {
   local name=$1 runs=$2 server_flags=$3 client_args=$4 run
-  local log=$results/serve_$name.server.log server_start_timeout_s=300  # a replica loads slowly
+  local log=$results/serve_$name.server.log
+  local server_start_timeout_s=$(($(left) > 330 ? 300 : $(left) - 30))  # a replica loads slowly
   echo "### $name" | tee -a "$summary"
   # shellcheck disable=SC2086  # the flag lists split on purpose
   start_server "$log" "$results/serve_$name.ports" out/gpu/mulo_server --port=0 \
@@ -152,12 +205,15 @@ serve_bench() {
   fi
   for run in $(seq 1 "$runs"); do
     # shellcheck disable=SC2086
-    out/gpu/mulo_client $client_args --server="localhost:$server_port" \
+    bounded out/gpu/mulo_client $client_args --server="localhost:$server_port" \
       >> "$results/serve_$name.log" 2>&1
     echo "rc $? (run $run)" >> "$results/serve_$name.log"
   done
   grep -E '^\||^latency|^rc|rror' "$results/serve_$name.log" | tee -a "$summary"
   kill -INT "$server_pid" 2>/dev/null
+  # A drain that outlasts 10 s is cut: the lease's seconds go to measuring.
+  for _ in $(seq 1 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$server_pid" 2>/dev/null
   wait "$server_pid" 2>/dev/null
   publish
 }
@@ -168,21 +224,29 @@ step_serve() {
     echo "mulo_server / mulo_client were not built (see build.log)" | tee -a "$summary"
     return 1
   }
-  local n=${REQUESTS:-16} method
+  local n=${REQUESTS:-8} method config
   local bench="bench --model=synth --prompts_file=models/synth/heldout_prompts.jsonl"
-  for method in ar speculative mulo; do
+  # Concurrency 1: ar, MuLo-SD, a tree method (EAGLE-2) and the parallel decoder.
+  for method in ${SERVE_METHODS:-ar mulo eagle zipar}; do
+    (($(left) > 45)) || { echo "serve: out of time before $method" | tee -a "$summary"; return 1; }
     serve_bench "synth_${method}_c1" 1 --model_repository=models \
       "$bench --method=$method --requests=$n --concurrency=1"
   done
   # Concurrency 8: eight workers with a request each, against one worker batching all eight
-  # (batching is per worker), with exact per-request GEMMs and with shared ones (the GPU's case:
-  # the weights are read once for the whole batch).
-  local config
-  for config in "w8_unbatched:--workers=8 --max_batch=1" "w1_batched:--workers=1 --max_batch=8" \
-      "w1_batched_shared:--workers=1 --max_batch=8 --batch_gemms=shared"; do
-    serve_bench "synth_ar_c8_${config%%:*}" 1 "--model_repository=models ${config#*:}" \
-      "$bench --method=ar --requests=$((2 * n)) --concurrency=8"
+  # (batching is per worker) with shared GEMMs (the GPU's case: the weights are read once for
+  # the whole batch).
+  for method in ar mulo; do
+    for config in "w8_unbatched:--workers=8 --max_batch=1" \
+        "w1_batched_shared:--workers=1 --max_batch=8 --batch_gemms=shared"; do
+      (($(left) > 45)) || { echo "serve: out of time before $method ${config%%:*}" | tee -a "$summary"; return 1; }
+      serve_bench "synth_${method}_c8_${config%%:*}" 1 "--model_repository=models ${config#*:}" \
+        "$bench --method=$method --requests=$((2 * n)) --concurrency=8"
+    done
   done
+}
+
+step_serve_replica() {
+  section "mulo_server on CUDA: the Tar replica"
   # The Tar replica: 729 random TA-Tok ids as the condition; the second request is the warm one.
   write_replicas || return 1
   local tar=$replicas/repository/tar ids=$results/tar_condition_ids.txt name
@@ -198,7 +262,11 @@ for step in "${steps[@]}"; do
     echo "run.sh: unknown step '$step'" >&2
     exit 2
   fi
-  echo "=== $step ($(date +%T))"
+  if (($(left) < ${need[$step]:-0})); then
+    echo "run.sh: step $step skipped: $(left) s left, it needs ${need[$step]} s" | tee -a "$summary"
+    continue
+  fi
+  echo "=== $step ($(date +%T), $(left) s left)"
   "step_$step" || { echo "run.sh: step $step failed"; publish; [[ $step == build ]] && exit 1; }
   publish
 done
