@@ -12,6 +12,8 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -67,6 +69,9 @@ ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
 ABSL_FLAG(int, torch_threads, 1,
           "LibTorch intra-op threads per worker (1 is fastest for single-image decoding on CPU)");
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda[:N]");
+ABSL_FLAG(bool, cuda_graphs, true,
+          "on a CUDA device, replay a request's repeated transformer forward shapes as CUDA "
+          "graphs (docs/gpu.md); off: every forward eager");
 ABSL_FLAG(std::string, dtype, "float32",
           "compute dtype of the models' floating weights: float32, or bfloat16 (half the memory; "
           "on CPUs with bf16 instructions about 2x faster at full size, results differ from "
@@ -162,6 +167,7 @@ int Run() {
     Log(absl::StrCat("--device: ", absl::GetFlag(FLAGS_device), " is not a device"));
     return 2;
   }
+  load_options.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   if (const std::string dtype = absl::GetFlag(FLAGS_dtype); dtype == "bfloat16") {
     load_options.dtype = torch::kBFloat16;
   } else if (dtype != "float32") {
@@ -309,7 +315,28 @@ int Run() {
 }  // namespace
 }  // namespace mulo::server
 
+namespace {
+
+// An exception that escapes a thread ends the process; this says which one before it does, so
+// the log of a crashed server names the cause (the default handler may print nothing when two
+// threads die at once).
+[[noreturn]] void LogUncaughtException() {
+  if (std::exception_ptr current = std::current_exception()) {
+    try {
+      std::rethrow_exception(current);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "mulo_server: terminating on an uncaught exception: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "mulo_server: terminating on an uncaught exception of unknown type\n");
+    }
+  }
+  std::abort();
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  std::set_terminate(&LogUncaughtException);
   // --help lists this program's own flags (defined under server/), not every library's.
   absl::FlagsUsageConfig usage_config;
   usage_config.contains_help_flags = [](absl::string_view file) {

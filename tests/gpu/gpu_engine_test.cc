@@ -30,8 +30,10 @@ namespace {
 
 constexpr double kFp32Tolerance = 1e-4;
 // bf16 keeps 8 bits of mantissa: weights and activations rounded at every layer land between
-// 1e-3 and 1e-2 of relative error; 3e-2 leaves room for the 6-to-30-layer stacks here.
-constexpr double kBf16Tolerance = 3e-2;
+// 1e-3 and 1e-2 of relative error, and the GPU's kernels differ by machine (llamagen_t2i_tiny:
+// 0.022 on an H100, 0.032 on an H200); 5e-2 leaves room for that, while a wrong kernel is off
+// by order 1.
+constexpr double kBf16Tolerance = 5e-2;
 
 #define ASSERT_OK(expr)                                          \
   do {                                                           \

@@ -18,8 +18,9 @@
 #     serve     mulo_server on CUDA: the bundled family through mulo_client bench (ar, mulo,
 #               eagle, zipar at concurrency 1; ar and mulo at concurrency 8 on eight workers or
 #               batched on one)
-#     serve_replica  two requests on the converted Tar replica (s per 512 px image, the second
-#               warm)
+#     serve_workers  ar and mulo at concurrency 8 on eight workers, CUDA graphs on and off
+#     serve_replica  the converted Tar replica through the server (s per 512 px image, the
+#               second warm), batched and alone, with and without graphs
 #
 # Results go to RESULTS (default out/gpu/results): one log / JSON per step, summary.md with
 # every table, and, when OUT is set (the device tool), OUT/results.tar.gz and OUT/summary.md
@@ -40,7 +41,7 @@ results=${RESULTS:-out/gpu/results}
 mkdir -p "$results"
 summary=$results/summary.md
 steps=("$@")
-((${#steps[@]})) || steps=(info ceilings build test methods ops costs replicas serve serve_replica)
+((${#steps[@]})) || steps=(info ceilings build test methods ops costs replicas serve serve_workers serve_replica)
 replicas=${REPLICAS:-/tmp/replicas}
 export PYTHONUNBUFFERED=1
 # shellcheck source=bench/server_lib.sh
@@ -52,7 +53,7 @@ tree_methods=ar,eagle,lantern,lantern++,peanut
 all_methods=$fast_methods,${tree_methods#ar,}
 # The least time, in seconds, in which a step measures something worth returning.
 declare -A need=([info]=5 [ceilings]=25 [build]=150 [test]=40 [methods]=60 [ops]=40 [costs]=60
-                 [replicas]=240 [serve]=60 [serve_replica]=200)
+                 [replicas]=240 [serve]=60 [serve_workers]=60 [serve_replica]=120)
 
 left() { if ((budget)); then echo $((budget - (SECONDS - began))); else echo 1000000; fi; }
 
@@ -245,16 +246,53 @@ step_serve() {
   done
 }
 
+# Concurrency 8 on eight workers (no batching), CUDA graphs on and off: each worker captures
+# its own requests' graphs while the others run.
+step_serve_workers() {
+  section "mulo_server on CUDA: eight workers"
+  local n=${REQUESTS:-8} method graphs
+  local bench="bench --model=synth --prompts_file=models/synth/heldout_prompts.jsonl"
+  for method in ar mulo; do
+    for graphs in true false; do
+      (($(left) > 45)) || { echo "serve_workers: out of time" | tee -a "$summary"; return 1; }
+      serve_bench "synth_${method}_c8_w8_graphs_$graphs" 1 \
+        "--model_repository=models --workers=8 --max_batch=1 --cuda_graphs=$graphs" \
+        "$bench --method=$method --requests=$((2 * n)) --concurrency=8"
+      grep -m 3 -E 'terminat|rror' "$results/serve_synth_${method}_c8_w8_graphs_$graphs.server.log" |
+        tee -a "$summary"
+    done
+  done
+  return 0
+}
+
+# The Tar replica through the server: requests of 1024 tokens at 512 px, with the server's
+# forward paths side by side (REPLICA_PATHS): batched (the default: a worker's forwards go
+# through its batcher), alone (--max_batch=1: the graphs of Transformer::ForwardTokens) and
+# alone_eager (--max_batch=1 --cuda_graphs=false). REPLICA_REQUESTS each (the second is warm);
+# a request cut by REPLICA_TIMEOUT still logs its first row's time (32 tokens).
 step_serve_replica() {
   section "mulo_server on CUDA: the Tar replica"
-  # The Tar replica: 729 random TA-Tok ids as the condition; the second request is the warm one.
   write_replicas || return 1
-  local tar=$replicas/repository/tar ids=$results/tar_condition_ids.txt name
+  local tar=$replicas/repository/tar ids=$results/tar_condition_ids.txt name path flags
+  # 729 random TA-Tok ids as the condition.
   python3 -c "import random; random.seed(1); print(''.join('<I%d>' % random.randrange(65536) for _ in range(729)))" \
     > "$ids"
   name=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['name'])" "$tar/family.json")
-  serve_bench tar_replica_ar 2 "--model_repository=$replicas/repository --dtype=bfloat16 --max_decode_time=0" \
-    "generate --model=$name --method=ar --condition_tokens=@$ids --timeout=600 --out=$results/tar.png"
+  for path in ${REPLICA_PATHS:-batched alone alone_eager}; do
+    case $path in
+      batched) flags="" ;;
+      alone) flags="--max_batch=1" ;;
+      alone_eager) flags="--max_batch=1 --cuda_graphs=false" ;;
+      *) echo "serve_replica: unknown path $path" | tee -a "$summary"; return 1 ;;
+    esac
+    (($(left) > 60)) || { echo "serve_replica: out of time before $path" | tee -a "$summary"; return 1; }
+    serve_bench "tar_replica_ar_$path" "${REPLICA_REQUESTS:-2}" \
+      "--model_repository=$replicas/repository --dtype=bfloat16 --max_decode_time=0 $flags" \
+      "generate --model=$name --method=ar --condition_tokens=@$ids --timeout=${REPLICA_TIMEOUT:-600} --out=$results/tar_$path.png"
+    grep -E 'request id=' "$results/serve_tar_replica_ar_$path.server.log" | cut -c1-220 |
+      tee -a "$summary"
+  done
+  return 0
 }
 
 for step in "${steps[@]}"; do
