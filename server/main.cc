@@ -31,6 +31,7 @@
 #include "absl/time/clock.h"
 #include "engine/core/cpu_threads.h"
 #include "server/batch_policy.h"
+#include "server/cuda_graph_policy.h"
 #include "server/grpc_front_end.h"
 #include "server/image_generation_service.h"
 #include "server/request_limits.h"
@@ -69,9 +70,10 @@ ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
 ABSL_FLAG(int, torch_threads, 1,
           "LibTorch intra-op threads per worker (1 is fastest for single-image decoding on CPU)");
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda[:N]");
-ABSL_FLAG(bool, cuda_graphs, true,
+ABSL_FLAG(std::string, cuda_graphs, "auto",
           "on a CUDA device, replay a request's repeated transformer forward shapes as CUDA "
-          "graphs (docs/gpu.md); off: every forward eager");
+          "graphs (docs/gpu.md): auto (with one worker), on (with any workers), off (every "
+          "forward eager)");
 ABSL_FLAG(std::string, dtype, "float32",
           "compute dtype of the models' floating weights: float32, or bfloat16 (half the memory; "
           "on CPUs with bf16 instructions about 2x faster at full size, results differ from "
@@ -167,7 +169,15 @@ int Run() {
     Log(absl::StrCat("--device: ", absl::GetFlag(FLAGS_device), " is not a device"));
     return 2;
   }
-  load_options.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
+  const absl::StatusOr<CudaGraphChoice> graphs =
+      ChooseCudaGraphs(absl::GetFlag(FLAGS_cuda_graphs), load_options.device.is_cuda(),
+                       absl::GetFlag(FLAGS_workers));
+  if (!graphs.ok()) {
+    Log(std::string(graphs.status().message()));
+    return 2;
+  }
+  load_options.cuda_graphs = graphs->enabled;
+  if (!graphs->note.empty()) Log(graphs->note);
   if (const std::string dtype = absl::GetFlag(FLAGS_dtype); dtype == "bfloat16") {
     load_options.dtype = torch::kBFloat16;
   } else if (dtype != "float32") {

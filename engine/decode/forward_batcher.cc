@@ -117,6 +117,11 @@ void ForwardBatcher::WakeFrontLocked() {
   if (!queue_.empty()) queue_.front()->cv.notify_one();
 }
 
+bool ForwardBatcher::Alone() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return seated_ <= 1;
+}
+
 ForwardBatcher::Counters ForwardBatcher::counters() const {
   std::lock_guard<std::mutex> lock(mu_);
   return counters_;

@@ -14,7 +14,8 @@
 // Why threads with a rendezvous rather than rewriting each method as a state machine that
 // yields its forwards: a method's file keeps reading like its paper's algorithm box, the
 // per-thread host-read count stays the request's own, and a lone request runs exactly the
-// code it ran before (a batch of one is a plain Transformer::Forward).
+// code it ran before: its causal appends skip the batcher (Alone), its other forwards are a
+// batch of one, a plain Transformer::Forward.
 #ifndef MULO_ENGINE_DECODE_FORWARD_BATCHER_H_
 #define MULO_ENGINE_DECODE_FORWARD_BATCHER_H_
 
@@ -83,6 +84,12 @@ class ForwardBatcher {
   StatusOr<torch::Tensor> Run(const EagleHead& head, const HeadCall& call);
   // Resampler::Apply(call.ids, call.h, call.w), the same way.
   StatusOr<torch::Tensor> Run(const Resampler& resampler, const ResampleCall& call);
+
+  // Whether at most one request is seated: its forwards would run alone, so it may run its
+  // causal appends directly (Transformer::ForwardTokens, which a GPU model replays from CUDA
+  // graphs; a batch of one never could). A request seated meanwhile waits at most max_wait
+  // for such a forward.
+  bool Alone() const;
 
   // Totals since construction (tests and benchmarks).
   struct Counters {

@@ -50,6 +50,27 @@ Status ModelStream::Prefill(const torch::Tensor& condition_embeddings) {
   return OkStatus();
 }
 
+StatusOr<ForwardOutput> ModelStream::Append(const torch::Tensor& input, int64_t at, bool drawn,
+                                            LogitsMode mode) {
+  const int64_t n = input.size(1);
+  auto positions = torch::arange(model_.TokenPosition(at), model_.TokenPosition(at + n),
+                                 torch::kInt64);
+  ForwardOutput out;
+  if (batcher_ != nullptr && !batcher_->Alone()) {
+    MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings,
+                          drawn ? model_.EmbedDrawnTokens(input) : model_.EmbedTokens(input));
+    MULO_ASSIGN_OR_RETURN(out, RunForward(embeddings, positions, torch::Tensor(), mode));
+  } else if (drawn) {
+    MULO_ASSIGN_OR_RETURN(out, model_.ForwardDrawnTokens(cache_, input, positions, mode));
+  } else {
+    MULO_ASSIGN_OR_RETURN(out, model_.ForwardTokens(cache_, input, positions, mode));
+  }
+  next_logits_ = out.logits.select(1, out.logits.size(1) - 1);
+  next_hidden_ = out.hidden.select(1, out.hidden.size(1) - 1);
+  CountForward();
+  return out;
+}
+
 StatusOr<torch::Tensor> ModelStream::Feed(const std::vector<int64_t>& tokens, int64_t from,
                                           int64_t to, LogitsMode mode) {
   if (from != static_cast<int64_t>(fed_.size()) || to <= from ||
@@ -60,39 +81,16 @@ StatusOr<torch::Tensor> ModelStream::Feed(const std::vector<int64_t>& tokens, in
   }
   std::vector<int64_t> ids(tokens.begin() + from, tokens.begin() + to);
   auto input = torch::tensor(ids, torch::kInt64).unsqueeze(0).expand({cache_.batch(), -1});
-  auto positions = torch::arange(model_.TokenPosition(from), model_.TokenPosition(to),
-                                 torch::kInt64);
-  ForwardOutput out;
-  if (batcher_ != nullptr) {
-    MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings, model_.EmbedTokens(input.contiguous()));
-    MULO_ASSIGN_OR_RETURN(out, RunForward(embeddings, positions, torch::Tensor(), mode));
-  } else {
-    // Alone, a GPU model may replay a captured graph (Transformer::ForwardTokens).
-    MULO_ASSIGN_OR_RETURN(out, model_.ForwardTokens(cache_, input.contiguous(), positions, mode));
-  }
-  next_logits_ = out.logits.select(1, out.logits.size(1) - 1);
-  next_hidden_ = out.hidden.select(1, out.hidden.size(1) - 1);
+  MULO_ASSIGN_OR_RETURN(ForwardOutput out, Append(input.contiguous(), from, /*drawn=*/false, mode));
   fed_.insert(fed_.end(), ids.begin(), ids.end());
-  CountForward();
   return out.logits;
 }
 
 Status ModelStream::FeedDrawn(const torch::Tensor& token, LogitsMode mode) {
-  const int64_t at = static_cast<int64_t>(fed_.size());
   auto input = token.reshape({1, 1}).expand({cache_.batch(), 1}).contiguous();
-  auto positions = torch::arange(model_.TokenPosition(at), model_.TokenPosition(at + 1),
-                                 torch::kInt64);
-  ForwardOutput out;
-  if (batcher_ != nullptr) {
-    MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings, model_.EmbedDrawnTokens(input));
-    MULO_ASSIGN_OR_RETURN(out, RunForward(embeddings, positions, torch::Tensor(), mode));
-  } else {
-    MULO_ASSIGN_OR_RETURN(out, model_.ForwardDrawnTokens(cache_, input, positions, mode));
-  }
-  next_logits_ = out.logits.select(1, out.logits.size(1) - 1);
-  next_hidden_ = out.hidden.select(1, out.hidden.size(1) - 1);
+  MULO_RETURN_IF_ERROR(
+      Append(input, static_cast<int64_t>(fed_.size()), /*drawn=*/true, mode).status());
   fed_.push_back(-1);
-  CountForward();
   return OkStatus();
 }
 

@@ -85,6 +85,12 @@ class ModelStream {
 
  private:
   void CountForward();
+  // The causal append of `input` [batch, n] at raster positions [at, at + n): inside the
+  // batcher's next batch when other requests are seated, else directly (where a GPU model may
+  // replay a captured graph). `drawn`: ids drawn on the device, whose range check would read
+  // them back. Moves next_logits() / next_hidden() to the last row; fed() is the caller's.
+  StatusOr<ForwardOutput> Append(const torch::Tensor& input, int64_t at, bool drawn,
+                                 LogitsMode mode);
   // Forward through the cache, inside the batcher's next batch when there is one.
   StatusOr<ForwardOutput> RunForward(const torch::Tensor& embeddings,
                                      const torch::Tensor& positions, const torch::Tensor& mask,

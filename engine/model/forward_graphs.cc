@@ -39,11 +39,15 @@ StatusOr<std::unique_ptr<Graph>> Capture(const torch::Device& device,
                                          const std::function<void()>& body,
                                          c10::MempoolId_t* pool) {
   auto graph = std::make_unique<Graph>();
-  torch::cuda::synchronize(device.index());  // the side stream must see all earlier work
+  const c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(device.index());
   c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device.index());
   c10::cuda::CUDAStreamGuard on_side(side);
   bool capturing = false;
   try {
+    // The side stream must see this thread's earlier work. Only this thread's stream is waited
+    // on: a device-wide synchronisation fails while another worker is capturing (an H200 run
+    // with eight workers died of it, docs/gpu.md).
+    caller.synchronize();
     body();
     side.synchronize();
     // Thread-local mode: other workers' allocations and synchronisations are unaffected.

@@ -167,11 +167,16 @@ StatusOr<torch::Tensor> Transformer::EmbedCondition(const Condition& condition,
   });
 }
 
-Status Transformer::CheckTokens(const torch::Tensor& tokens) const {
+Status Transformer::CheckTokenShape(const torch::Tensor& tokens) {
   if (!tokens.defined() || tokens.dim() != 2 || tokens.scalar_type() != torch::kInt64) {
     return InvalidArgumentError("tokens: expected int64 [batch, n], found " +
                                 TensorShape(tokens));
   }
+  return OkStatus();
+}
+
+Status Transformer::CheckTokens(const torch::Tensor& tokens) const {
+  MULO_RETURN_IF_ERROR(CheckTokenShape(tokens));
   return GuardTorch("tokens", [&]() -> Status {
     if (tokens.numel() > 0 &&
         (tokens.min().item<int64_t>() < 0 ||
@@ -429,18 +434,12 @@ StatusOr<ForwardOutput> Transformer::ForwardDrawnTokens(KvCache& cache,
                                                         const torch::Tensor& tokens,
                                                         const torch::Tensor& positions,
                                                         LogitsMode logits_mode) const {
-  if (!tokens.defined() || tokens.dim() != 2 || tokens.scalar_type() != torch::kInt64) {
-    return InvalidArgumentError("tokens: expected int64 [batch, n], found " +
-                                TensorShape(tokens));
-  }
+  MULO_RETURN_IF_ERROR(CheckTokenShape(tokens));
   return ForwardRangeCheckedTokens(cache, tokens, positions, logits_mode);
 }
 
 StatusOr<torch::Tensor> Transformer::EmbedDrawnTokens(const torch::Tensor& tokens) const {
-  if (!tokens.defined() || tokens.dim() != 2 || tokens.scalar_type() != torch::kInt64) {
-    return InvalidArgumentError("tokens: expected int64 [batch, n], found " +
-                                TensorShape(tokens));
-  }
+  MULO_RETURN_IF_ERROR(CheckTokenShape(tokens));
   return GuardTorch("EmbedDrawnTokens", [&]() -> StatusOr<torch::Tensor> {
     torch::NoGradGuard no_grad;
     return EmbedCheckedTokens(tokens);

@@ -168,7 +168,9 @@ class Transformer {
   ForwardOutput RunLayers(KvCache& cache, torch::Tensor x, const torch::Tensor& rope,
                           const torch::Tensor& mask, const torch::Tensor& rows, int64_t span,
                           LogitsMode logits_mode) const;
-  // tokens: int64 [batch, n], every id inside the vocabulary.
+  // tokens: int64 [batch, n] (no read of the ids: drawn ids stay on the device unread).
+  static Status CheckTokenShape(const torch::Tensor& tokens);
+  // CheckTokenShape, and every id inside the vocabulary.
   Status CheckTokens(const torch::Tensor& tokens) const;
   // Embeddings [batch, n, dim] of checked ids (no host synchronisation: graph-capturable).
   torch::Tensor EmbedCheckedTokens(const torch::Tensor& tokens) const;

@@ -253,7 +253,7 @@ step_serve_workers() {
   local n=${REQUESTS:-8} method graphs
   local bench="bench --model=synth --prompts_file=models/synth/heldout_prompts.jsonl"
   for method in ar mulo; do
-    for graphs in true false; do
+    for graphs in on off; do
       (($(left) > 45)) || { echo "serve_workers: out of time" | tee -a "$summary"; return 1; }
       serve_bench "synth_${method}_c8_w8_graphs_$graphs" 1 \
         "--model_repository=models --workers=8 --max_batch=1 --cuda_graphs=$graphs" \
@@ -268,7 +268,7 @@ step_serve_workers() {
 # The Tar replica through the server: requests of 1024 tokens at 512 px, with the server's
 # forward paths side by side (REPLICA_PATHS): batched (the default: a worker's forwards go
 # through its batcher), alone (--max_batch=1: the graphs of Transformer::ForwardTokens) and
-# alone_eager (--max_batch=1 --cuda_graphs=false). REPLICA_REQUESTS each (the second is warm);
+# alone_eager (--max_batch=1 --cuda_graphs=off). REPLICA_REQUESTS each (the second is warm);
 # a request cut by REPLICA_TIMEOUT still logs its first row's time (32 tokens).
 step_serve_replica() {
   section "mulo_server on CUDA: the Tar replica"
@@ -282,7 +282,7 @@ step_serve_replica() {
     case $path in
       batched) flags="" ;;
       alone) flags="--max_batch=1" ;;
-      alone_eager) flags="--max_batch=1 --cuda_graphs=false" ;;
+      alone_eager) flags="--max_batch=1 --cuda_graphs=off" ;;
       *) echo "serve_replica: unknown path $path" | tee -a "$summary"; return 1 ;;
     esac
     (($(left) > 60)) || { echo "serve_replica: out of time before $path" | tee -a "$summary"; return 1; }

@@ -385,6 +385,21 @@ TEST(ForwardBatcherTest, EveryMethodDecodesItsLoneTokensInsideMixedBatches) {
       << counters.calls << " calls in " << counters.forwards << " forwards";
 }
 
+TEST(ForwardBatcherTest, ALoneRequestsAppendsSkipTheBatcher) {
+  // One request seated alone: its 255 causal appends run directly (ForwardTokens, where a GPU
+  // replays graphs; a batch of one never could), only its prefill goes through the batcher,
+  // and its tokens are its tokens without a batcher.
+  const std::vector<Job> jobs = {{"ar", 3, 1.0}};
+  std::vector<std::vector<int32_t>> alone;
+  ASSERT_NO_FATAL_FAILURE(DecodeAlone(jobs, &alone));
+  ForwardBatcher batcher({256, std::chrono::milliseconds(50), PackedGemms::kPerSequence});
+  auto result = DecodeTogether(jobs, 1, batcher);
+  ASSERT_OK(result[0]);
+  EXPECT_EQ(result[0]->tokens, alone[0]);
+  EXPECT_EQ(batcher.counters().calls, 1) << "the prefill only";
+  EXPECT_EQ(result[0]->stats.target_forward_passes, 256);
+}
+
 TEST(ForwardBatcherTest, TheHeadAndTheResamplersBatchAcrossRequestsExactly) {
   // Three MuLo-SD and three EAGLE-head requests decode together: their U_r / D_r calls and
   // head forwards run as batched forwards of several requests, and every request decodes

@@ -1,0 +1,56 @@
+#include "server/cuda_graph_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+
+namespace mulo::server {
+namespace {
+
+TEST(CudaGraphPolicyTest, AutoReplaysGraphsOnOneCudaWorker) {
+  const auto choice = ChooseCudaGraphs("auto", true, 1);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_TRUE(choice->enabled);
+  EXPECT_EQ(choice->note, "");
+}
+
+TEST(CudaGraphPolicyTest, AutoKeepsSeveralCudaWorkersEagerAndSaysWhy) {
+  const auto choice = ChooseCudaGraphs("auto", true, 8);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_FALSE(choice->enabled);
+  EXPECT_NE(choice->note.find("--workers=8"), std::string::npos) << choice->note;
+  EXPECT_NE(choice->note.find("--max_batch"), std::string::npos) << choice->note;
+}
+
+TEST(CudaGraphPolicyTest, OnAsksForGraphsWithSeveralWorkersAndWarns) {
+  const auto choice = ChooseCudaGraphs("on", true, 8);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_TRUE(choice->enabled);
+  EXPECT_NE(choice->note.find("not yet proven"), std::string::npos) << choice->note;
+  const auto alone = ChooseCudaGraphs("on", true, 1);
+  ASSERT_TRUE(alone.ok());
+  EXPECT_TRUE(alone->enabled);
+  EXPECT_EQ(alone->note, "");
+}
+
+TEST(CudaGraphPolicyTest, OffOrNotCudaMeansEagerWithNothingToSay) {
+  for (const auto& [mode, cuda, workers] :
+       {std::tuple{"off", true, 1}, std::tuple{"off", true, 8}, std::tuple{"auto", false, 1},
+        std::tuple{"on", false, 8}}) {
+    const auto choice = ChooseCudaGraphs(mode, cuda, workers);
+    ASSERT_TRUE(choice.ok()) << choice.status();
+    EXPECT_FALSE(choice->enabled) << mode << cuda << workers;
+    EXPECT_EQ(choice->note, "") << mode << cuda << workers;
+  }
+}
+
+TEST(CudaGraphPolicyTest, AnUnknownModeNamesTheFlag) {
+  const auto choice = ChooseCudaGraphs("true", true, 1);
+  ASSERT_FALSE(choice.ok());
+  EXPECT_EQ(choice.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(choice.status().message().find("--cuda_graphs"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mulo::server
