@@ -6,7 +6,8 @@
 
 #include "engine/core/host_read.h"
 #include "engine/sampling/exact_verifier.h"
-#include "engine/sampling/sampler.h"
+#include "engine/sampling/philox.h"
+#include "engine/sampling/row_sampler.h"
 
 namespace mulo::engine {
 namespace {
@@ -56,12 +57,10 @@ class JacobiState : public SteppedMethod::State {
     if (verdict.next_token >= 0) x.push_back(verdict.next_token);
     {  // 4. Jacobi update: the positions past the new prefix are re-drawn from this p.
       auto timer = session.Time(Phase::kSampling);
-      window_.clear();
+      const int64_t first = static_cast<int64_t>(x.size()) - n;
+      window_ = Redraw(session, p, first);
       q_.clear();
-      for (int64_t i = static_cast<int64_t>(x.size()) - n; i < p.size(0); ++i) {
-        window_.push_back(Draw(session, p[i]));
-        q_.push_back(p[i]);
-      }
+      for (int64_t i = first; i < p.size(0); ++i) q_.push_back(p[i]);
     }
     MULO_RETURN_IF_ERROR(target_->Truncate(static_cast<int64_t>(x.size()) - 1));
     session.Commit(std::move(x));
@@ -69,11 +68,24 @@ class JacobiState : public SteppedMethod::State {
   }
 
  private:
-  // A token from distribution `probs` [V] with the drafter's stream (its argmax when greedy:
-  // there p is one-hot).
-  static int64_t Draw(DecodeSession& session, const torch::Tensor& probs) {
-    if (session.greedy()) return ItemOf<int64_t>(probs.argmax());
-    return SampleFromProbabilities(probs, session.rng(RngStream::kDrafter));
+  // Tokens for rows [first, end) of p, drawn on p's device in one batch and read back once:
+  // row i with the drafter stream's (i - first)-th next number (its argmax when greedy: there
+  // p is one-hot), the numbers a row-by-row host draw would take.
+  static std::vector<int64_t> Redraw(DecodeSession& session, const torch::Tensor& p,
+                                     int64_t first) {
+    const int64_t rows = p.size(0) - first;
+    if (rows <= 0) return {};
+    const torch::Tensor tail = p.narrow(0, first, rows);
+    torch::Tensor drawn;
+    if (session.greedy()) {
+      drawn = tail.argmax(1);
+    } else {
+      Rng& rng = session.rng(RngStream::kDrafter);
+      drawn = DrawRows(tail, StreamUniforms(rng, rows, p.device()));
+      rng.Skip(static_cast<uint64_t>(rows));
+    }
+    const torch::Tensor ids = HostRead(drawn, torch::kInt64).contiguous();
+    return std::vector<int64_t>(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + rows);
   }
 
   void FillWindow(DecodeSession& session, const std::vector<int64_t>& x, int64_t length) {

@@ -17,7 +17,8 @@ torch::Tensor VerifyChain(const torch::Tensor& p, const torch::Tensor& q,
     // The rule in double, on the float32 values the host verifier reads.
     const torch::Tensor drafts = q.to(torch::kFloat32);
     const torch::Tensor ids = tokens.to(long_options).view({length, 1});
-    const torch::Tensor p_x = probs.narrow(0, 0, length).gather(1, ids).squeeze(1).to(torch::kFloat64);
+    const torch::Tensor p_x =
+        probs.narrow(0, 0, length).gather(1, ids).squeeze(1).to(torch::kFloat64);
     const torch::Tensor q_x = drafts.gather(1, ids).squeeze(1).to(torch::kFloat64);
     const torch::Tensor keep = p_x.ge(q_x).logical_or(accept_uniforms.mul(q_x).lt(p_x));
     accepted = keep.to(torch::kInt64).cumprod(0).sum();

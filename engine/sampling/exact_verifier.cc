@@ -1,9 +1,12 @@
 #include "engine/sampling/exact_verifier.h"
 
+#include <algorithm>
 #include <string>
 
 #include "engine/core/host_read.h"
 #include "engine/core/torch_guard.h"
+#include "engine/sampling/chain_rejection.h"
+#include "engine/sampling/philox.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/speculative_acceptance.h"
 
@@ -17,8 +20,9 @@ ExactVerifier::Judgement ExactVerifier::Judge(const torch::Tensor& p, const torc
   return judgement;
 }
 
-StatusOr<Verdict> ExactVerifier::Verify(const VerifyInput& input,
-                                        const VerifierRngs& rngs) const {
+namespace {
+
+Status CheckChain(const VerifyInput& input) {
   const DraftBatch& drafts = input.drafts;
   const int64_t length = drafts.size();
   for (int64_t i = 0; i < length; ++i) {
@@ -29,6 +33,42 @@ StatusOr<Verdict> ExactVerifier::Verify(const VerifyInput& input,
   if (!drafts.q.defined() || drafts.q.size(0) != length || input.p.size(0) < length) {
     return InvalidArgumentError("ExactVerifier: needs q for every draft and p at every draft");
   }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<Verdict> ExactVerifier::Verify(const VerifyInput& input,
+                                        const VerifierRngs& rngs) const {
+  if (!JudgesOnDevice()) return VerifyOnHost(input, rngs);
+  MULO_RETURN_IF_ERROR(CheckChain(input));
+  return GuardTorch("ExactVerifier", [&]() -> StatusOr<Verdict> {
+    const DraftBatch& drafts = input.drafts;
+    const int64_t length = drafts.size();
+    const torch::Device device = input.p.device();
+    const torch::Tensor decision = HostRead(
+        VerifyChain(input.p, drafts.q, torch::tensor(drafts.tokens, torch::kInt64).to(device),
+                    StreamUniforms(*rngs.accept, length, device),
+                    StreamUniforms(*rngs.draw, 1, device), input.greedy),
+        torch::kInt64);
+    const int64_t kept = decision[0].item<int64_t>();
+    Verdict verdict;
+    for (int64_t i = 0; i < kept; ++i) verdict.accepted.push_back(i);
+    verdict.next_token = decision[1].item<int64_t>();
+    // The numbers the host loop would have drawn: one per judged draft, one for a residual or
+    // a sampled bonus.
+    rngs.accept->Skip(static_cast<uint64_t>(std::min(kept + 1, length)));
+    const bool drew = kept < length || (input.p.size(0) > length && !input.greedy);
+    if (drew) rngs.draw->Skip(1);
+    return verdict;
+  });
+}
+
+StatusOr<Verdict> ExactVerifier::VerifyOnHost(const VerifyInput& input,
+                                              const VerifierRngs& rngs) const {
+  MULO_RETURN_IF_ERROR(CheckChain(input));
+  const DraftBatch& drafts = input.drafts;
+  const int64_t length = drafts.size();
   return GuardTorch("ExactVerifier", [&]() -> StatusOr<Verdict> {
     // Everything the rule reads, on the host in one transfer per tensor.
     const auto p = HostRead(input.p, torch::kFloat32).contiguous();

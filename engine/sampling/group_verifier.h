@@ -38,6 +38,7 @@ class GroupVerifier : public ExactVerifier {
  protected:
   Judgement Judge(const torch::Tensor& p, const torch::Tensor& q, int64_t x,
                   Rng& accept) const override;
+  bool JudgesOnDevice() const override { return false; }
 
  private:
   GroupRule rule_;

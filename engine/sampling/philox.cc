@@ -88,4 +88,11 @@ torch::Tensor CounterUniforms(uint64_t seed, DrawRole role, const torch::Tensor&
       Philox4x32(DrawCounters(positions, draw, role), SeedKey(seed, positions.device())));
 }
 
+torch::Tensor StreamUniforms(const Rng& rng, int64_t count, const torch::Device& device) {
+  const auto first = static_cast<int64_t>(rng.index());
+  return CounterUniforms(rng.seed(), static_cast<DrawRole>(static_cast<int64_t>(rng.stream())),
+                         torch::arange(first, first + count,
+                                       torch::TensorOptions().dtype(torch::kInt64).device(device)));
+}
+
 }  // namespace mulo::engine

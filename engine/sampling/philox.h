@@ -16,6 +16,8 @@
 
 #include <torch/torch.h>
 
+#include "engine/sampling/rng.h"
+
 #include <cstdint>
 
 namespace mulo::engine {
@@ -52,6 +54,10 @@ torch::Tensor UniformFromWords(const torch::Tensor& words);
 // request seeded `seed`: float64, the shape and device of `positions`.
 torch::Tensor CounterUniforms(uint64_t seed, DrawRole role, const torch::Tensor& positions,
                               int64_t draw = 0);
+
+// The next `count` numbers of `rng`, as `count` calls of its Uniform() would return them:
+// float64 [count] on `device`. `rng` does not move: the caller Skips what it consumed.
+torch::Tensor StreamUniforms(const Rng& rng, int64_t count, const torch::Device& device);
 
 }  // namespace mulo::engine
 

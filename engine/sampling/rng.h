@@ -31,6 +31,11 @@ class Rng {
   double Uniform();
   // Numbers drawn so far: the index of the next one.
   uint64_t index() const { return index_; }
+  // The seed and the stream this generator draws for (its numbers' key and role).
+  uint64_t seed() const { return (uint64_t{key1_} << 32) | key0_; }
+  RngStream stream() const { return static_cast<RngStream>(role_); }
+  // Moves past `n` numbers drawn elsewhere (on the device, philox.h's StreamUniforms).
+  void Skip(uint64_t n) { index_ += n; }
 
  private:
   uint32_t key0_, key1_;

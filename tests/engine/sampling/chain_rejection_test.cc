@@ -41,9 +41,9 @@ Case RandomCase(int64_t length, bool bonus, bool greedy, double closeness, int64
     c.p = OneHotRows(c.p.argmax(1));
     if (length > 0) c.q = OneHotRows(c.q.argmax(1));
   }
-  const torch::Tensor ids =
-      length == 0 ? torch::zeros({0}, torch::kInt64)
-                  : (greedy ? c.q.argmax(1) : torch::multinomial(c.q, 1).squeeze(1));
+  const torch::Tensor ids = length == 0
+                                ? torch::zeros({0}, torch::kInt64)
+                                : (greedy ? c.q.argmax(1) : torch::multinomial(c.q, 1).squeeze(1));
   c.tokens.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + length);
   return c;
 }
