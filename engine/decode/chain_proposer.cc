@@ -1,7 +1,8 @@
 #include "engine/decode/chain_proposer.h"
 
 #include "engine/core/host_read.h"
-#include "engine/sampling/sampler.h"
+#include "engine/sampling/philox.h"
+#include "engine/sampling/row_sampler.h"
 
 namespace mulo::engine {
 
@@ -10,19 +11,28 @@ StatusOr<DraftBatch> ChainProposer::Propose(DecodeSession& session, int64_t coun
   const int64_t n = static_cast<int64_t>(seq.size());
   MULO_RETURN_IF_ERROR(
       draft_->Feed(seq, static_cast<int64_t>(draft_->fed().size()), n).status());
-  DraftBatch drafts;
-  std::vector<torch::Tensor> q;
+  // Each draft is drawn where q is and fed back from there; the host reads all of them once,
+  // at the end. Draft j takes the drafter stream's next number, as a draw on the host would.
+  std::vector<torch::Tensor> q, drawn;
+  Rng& rng = session.rng(RngStream::kDrafter);
   for (int64_t j = 0; j < count; ++j) {
     q.push_back(session.Probabilities(draft_->next_logits()));
-    const int64_t x = session.greedy()
-                          ? ItemOf<int64_t>(q.back().argmax())
-                          : SampleFromProbabilities(q.back(), session.rng(RngStream::kDrafter));
-    drafts.tokens.push_back(x);
-    seq.push_back(x);
-    if (j + 1 < count) MULO_RETURN_IF_ERROR(draft_->Feed(seq, n + j, n + j + 1).status());
+    if (session.greedy()) {
+      drawn.push_back(q.back().argmax().view({1}));
+    } else {
+      drawn.push_back(DrawRows(q.back().unsqueeze(0), StreamUniforms(rng, 1, q.back().device())));
+      rng.Skip(1);
+    }
+    if (j + 1 < count) MULO_RETURN_IF_ERROR(draft_->FeedDrawn(drawn.back()));
+  }
+  DraftBatch drafts;
+  if (count > 0) {
+    const torch::Tensor ids = HostRead(torch::cat(drawn), torch::kInt64).contiguous();
+    drafts.tokens.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + count);
+    draft_->ResolveDrawn(n, drafts.tokens);
   }
   drafts.parents = DraftBatch::ChainParents(count);
-  drafts.q = torch::stack(q);
+  drafts.q = count > 0 ? torch::stack(q) : torch::Tensor();
   return drafts;
 }
 

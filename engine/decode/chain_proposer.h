@@ -13,7 +13,8 @@ class ChainProposer {
   explicit ChainProposer(ModelStream* draft) : draft_(draft) {}
 
   // Feeds the committed tokens the draft model has not seen, then drafts `count` tokens (each
-  // fed back but the last), drawing with the drafter's random stream.
+  // fed back but the last), drawing with the drafter's random stream on the model's device and
+  // reading the drafts back once (one host read per proposal).
   StatusOr<DraftBatch> Propose(DecodeSession& session, int64_t count);
 
   // After verification the draft model keeps the first `n` committed tokens it was fed.
