@@ -1,7 +1,6 @@
 #include "engine/decode/chain_proposer.h"
 
 #include "engine/core/host_read.h"
-#include "engine/sampling/philox.h"
 #include "engine/sampling/row_sampler.h"
 
 namespace mulo::engine {
@@ -20,7 +19,7 @@ StatusOr<DraftBatch> ChainProposer::Propose(DecodeSession& session, int64_t coun
     if (session.greedy()) {
       drawn.push_back(q.back().argmax().view({1}));
     } else {
-      drawn.push_back(DrawRows(q.back().unsqueeze(0), StreamUniforms(rng, 1, q.back().device())));
+      drawn.push_back(DrawRows(q.back().unsqueeze(0), session.uniforms(RngStream::kDrafter).Peek(1)));
       rng.Skip(1);
     }
     if (j + 1 < count) MULO_RETURN_IF_ERROR(draft_->FeedDrawn(drawn.back()));

@@ -221,6 +221,17 @@ int64_t DecodeSession::Draw(const torch::Tensor& logits, RngStream stream,
                      rng(stream));
 }
 
+UniformCache& DecodeSession::uniforms(RngStream stream) {
+  std::unique_ptr<UniformCache>& cache = uniform_caches_[static_cast<int>(stream)];
+  if (cache == nullptr) cache = std::make_unique<UniformCache>(&rng(stream), device());
+  return *cache;
+}
+
+VerifierRngs DecodeSession::verifier_rngs() {
+  return {&rng(RngStream::kAcceptance), &rng(RngStream::kTarget),
+          &uniforms(RngStream::kAcceptance), &uniforms(RngStream::kTarget)};
+}
+
 torch::Tensor DecodeSession::DeviceUniforms(RngStream stream, int64_t from,
                                             int64_t count) const {
   if (greedy()) return torch::Tensor();

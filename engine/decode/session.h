@@ -24,6 +24,8 @@
 #include "engine/decode/forward_batcher.h"
 #include "engine/model/transformer.h"
 #include "engine/sampling/rng.h"
+#include "engine/sampling/uniform_cache.h"
+#include "engine/sampling/verifier.h"
 
 namespace mulo::engine {
 
@@ -139,6 +141,10 @@ class DecodeSession {
                                           const std::vector<int64_t>& ids, int64_t h, int64_t w);
 
   Rng& rng(RngStream stream) { return rngs_[static_cast<int>(stream)]; }
+  // The stream's numbers on the session's device, made a block at a time (uniform_cache.h).
+  UniformCache& uniforms(RngStream stream);
+  // The acceptance and target streams for a verifier, with their device numbers.
+  VerifierRngs verifier_rngs();
   // Probabilities [..., V] of logits [batch, ..., V]: guidance, then temperature / top-k /
   // top-p, exactly as every draw sees them (the request's, or `sampling`).
   torch::Tensor Probabilities(const torch::Tensor& logits) const;
@@ -191,6 +197,7 @@ class DecodeSession {
   RowEmitter rows_;
   Stats stats_;
   std::array<Rng, 3> rngs_;
+  std::array<std::unique_ptr<UniformCache>, 3> uniform_caches_;  // made on first use
   std::vector<std::unique_ptr<ModelStream>> streams_;
   std::vector<int64_t> committed_;
   std::chrono::steady_clock::time_point start_;

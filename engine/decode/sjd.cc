@@ -6,7 +6,6 @@
 
 #include "engine/core/host_read.h"
 #include "engine/sampling/exact_verifier.h"
-#include "engine/sampling/philox.h"
 #include "engine/sampling/row_sampler.h"
 
 namespace mulo::engine {
@@ -43,9 +42,7 @@ class JacobiState : public SteppedMethod::State {
       ++stats.verify_steps;
       p = session.Probabilities(logits);  // row i: position n + i
       MULO_ASSIGN_OR_RETURN(
-          verdict, verifier_->Verify({drafts, p, session.greedy()},
-                                     {&session.rng(RngStream::kAcceptance),
-                                      &session.rng(RngStream::kTarget)}));
+          verdict, verifier_->Verify({drafts, p, session.greedy()}, session.verifier_rngs()));
     }
     const int64_t accepted = static_cast<int64_t>(verdict.accepted.size());
     stats.CountAcceptedPath(accepted);
@@ -81,7 +78,7 @@ class JacobiState : public SteppedMethod::State {
       drawn = tail.argmax(1);
     } else {
       Rng& rng = session.rng(RngStream::kDrafter);
-      drawn = DrawRows(tail, StreamUniforms(rng, rows, p.device()));
+      drawn = DrawRows(tail, session.uniforms(RngStream::kDrafter).Peek(rows));
       rng.Skip(static_cast<uint64_t>(rows));
     }
     const torch::Tensor ids = HostRead(drawn, torch::kInt64).contiguous();

@@ -37,8 +37,7 @@ class SpeculativeState : public SteppedMethod::State {
       // 3. Keep with min(1, p/q); replace the first rejection from norm(max(p - q, 0)).
       MULO_ASSIGN_OR_RETURN(
           verdict, verifier_.Verify({drafts, session.Probabilities(logits), session.greedy()},
-                                    {&session.rng(RngStream::kAcceptance),
-                                     &session.rng(RngStream::kTarget)}));
+                                    session.verifier_rngs()));
     }
     const int64_t accepted = static_cast<int64_t>(verdict.accepted.size());
     stats.CountAcceptedPath(accepted);

@@ -46,10 +46,13 @@ StatusOr<Verdict> ExactVerifier::Verify(const VerifyInput& input,
     const DraftBatch& drafts = input.drafts;
     const int64_t length = drafts.size();
     const torch::Device device = input.p.device();
+    auto numbers = [&](const Rng& rng, UniformCache* cache, int64_t count) {
+      return cache != nullptr ? cache->Peek(count) : StreamUniforms(rng, count, device);
+    };
     const torch::Tensor decision = HostRead(
         VerifyChain(input.p, drafts.q, torch::tensor(drafts.tokens, torch::kInt64).to(device),
-                    StreamUniforms(*rngs.accept, length, device),
-                    StreamUniforms(*rngs.draw, 1, device), input.greedy),
+                    numbers(*rngs.accept, rngs.accept_numbers, length),
+                    numbers(*rngs.draw, rngs.draw_numbers, 1), input.greedy),
         torch::kInt64);
     const int64_t kept = decision[0].item<int64_t>();
     Verdict verdict;

@@ -32,6 +32,7 @@
 
 #include "engine/core/status.h"
 #include "engine/sampling/rng.h"
+#include "engine/sampling/uniform_cache.h"
 
 namespace mulo::engine {
 
@@ -78,6 +79,10 @@ struct Verdict {
 struct VerifierRngs {
   Rng* accept = nullptr;
   Rng* draw = nullptr;
+  // The same streams' numbers on the device, for verifiers that judge there (optional: without
+  // them such a verifier makes the numbers it needs per call, about 200 operators each time).
+  UniformCache* accept_numbers = nullptr;
+  UniformCache* draw_numbers = nullptr;
 };
 
 class Verifier {
