@@ -43,11 +43,14 @@ double OneTokenChiSquare(const Verifier& verifier, int n) {
   const auto p = torch::tensor({0.05f, 0.4f, 0.1f, 0.3f, 0.15f});
   const auto q = torch::tensor({0.3f, 0.1f, 0.3f, 0.1f, 0.2f});
   Rng draft(1), accept(2), draw(3);
+  // The streams' numbers for the device path, a block at a time, as a request passes them.
+  UniformCache accept_numbers(&accept, torch::kCPU), draw_numbers(&draw, torch::kCPU);
   std::vector<int> counts(5, 0);
   for (int i = 0; i < n; ++i) {
     const int64_t x = SampleFromProbabilities(q, draft);
     DraftBatch drafts = Chain({x}, q.unsqueeze(0));
-    auto verdict = verifier.Verify({drafts, p.unsqueeze(0), false}, {&accept, &draw});
+    auto verdict = verifier.Verify({drafts, p.unsqueeze(0), false},
+                                   {&accept, &draw, &accept_numbers, &draw_numbers});
     EXPECT_TRUE(verdict.ok());
     counts[verdict->accepted.empty() ? verdict->next_token : x]++;
   }
