@@ -268,7 +268,8 @@ step_serve_workers() {
 # The Tar replica through the server: requests of 1024 tokens at 512 px, with the server's
 # forward paths side by side (REPLICA_PATHS): batched (the default: a worker's forwards go
 # through its batcher), alone (--max_batch=1: the graphs of Transformer::ForwardTokens) and
-# alone_eager (--max_batch=1 --cuda_graphs=off). REPLICA_REQUESTS each (the second is warm);
+# alone_eager (--max_batch=1 --cuda_graphs=off), alone_eager_t16 (the same with 16 intra-op
+# threads, as ar_bench runs). REPLICA_REQUESTS each (the second is warm);
 # a request cut by REPLICA_TIMEOUT still logs its first row's time (32 tokens).
 step_serve_replica() {
   section "mulo_server on CUDA: the Tar replica"
@@ -278,11 +279,13 @@ step_serve_replica() {
   python3 -c "import random; random.seed(1); print(''.join('<I%d>' % random.randrange(65536) for _ in range(729)))" \
     > "$ids"
   name=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['name'])" "$tar/family.json")
-  for path in ${REPLICA_PATHS:-batched alone alone_eager}; do
+  for path in ${REPLICA_PATHS:-batched alone alone_eager alone_eager_t16}; do
     case $path in
       batched) flags="" ;;
       alone) flags="--max_batch=1" ;;
       alone_eager) flags="--max_batch=1 --cuda_graphs=off" ;;
+      # The server's eager step was about 7x ar_bench's on the H200; ar_bench ran 16 threads.
+      alone_eager_t16) flags="--max_batch=1 --cuda_graphs=off --torch_threads=16" ;;
       *) echo "serve_replica: unknown path $path" | tee -a "$summary"; return 1 ;;
     esac
     (($(left) > 60)) || { echo "serve_replica: out of time before $path" | tee -a "$summary"; return 1; }
