@@ -57,8 +57,12 @@ Status ArDecoder::Validate(const ModelSet& models) const {
 StatusOr<std::unique_ptr<SteppedMethod::State>> ArDecoder::Begin(DecodeSession& session) const {
   MULO_ASSIGN_OR_RETURN(ModelStream * target,
                         session.Open(*session.models().target, StreamRole::kTarget));
-  return std::unique_ptr<State>(std::make_unique<ArState>(
-      target, session.DeviceUniforms(RngStream::kTarget, 0, session.num_tokens())));
+  // Position i's number is the target stream's i-th: all of them at once (none when greedy).
+  torch::Tensor uniforms;
+  if (!session.greedy()) {
+    uniforms = session.uniforms(RngStream::kTarget).Take(session.num_tokens());
+  }
+  return std::unique_ptr<State>(std::make_unique<ArState>(target, std::move(uniforms)));
 }
 
 }  // namespace mulo::engine

@@ -13,21 +13,18 @@ StatusOr<DraftBatch> ChainProposer::Propose(DecodeSession& session, int64_t coun
   // Each draft is drawn where q is and fed back from there; the host reads all of them once,
   // at the end. Draft j takes the drafter stream's next number, as a draw on the host would.
   std::vector<torch::Tensor> q, drawn;
-  Rng& rng = session.rng(RngStream::kDrafter);
   for (int64_t j = 0; j < count; ++j) {
     q.push_back(session.Probabilities(draft_->next_logits()));
     if (session.greedy()) {
       drawn.push_back(q.back().argmax().view({1}));
     } else {
-      drawn.push_back(DrawRows(q.back().unsqueeze(0), session.uniforms(RngStream::kDrafter).Peek(1)));
-      rng.Skip(1);
+      drawn.push_back(DrawRows(q.back().unsqueeze(0), session.uniforms(RngStream::kDrafter).Take(1)));
     }
     if (j + 1 < count) MULO_RETURN_IF_ERROR(draft_->FeedDrawn(drawn.back()));
   }
   DraftBatch drafts;
   if (count > 0) {
-    const torch::Tensor ids = HostRead(torch::cat(drawn), torch::kInt64).contiguous();
-    drafts.tokens.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + count);
+    drafts.tokens = HostReadIds(torch::cat(drawn));
     draft_->ResolveDrawn(n, drafts.tokens);
   }
   drafts.parents = DraftBatch::ChainParents(count);

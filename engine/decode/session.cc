@@ -8,7 +8,6 @@
 #include "engine/core/torch_guard.h"
 #include "engine/sampling/guidance.h"
 #include "engine/sampling/logits_processor.h"
-#include "engine/sampling/philox.h"
 #include "engine/sampling/row_sampler.h"
 #include "engine/sampling/sampler.h"
 
@@ -230,15 +229,6 @@ UniformCache& DecodeSession::uniforms(RngStream stream) {
 VerifierRngs DecodeSession::verifier_rngs() {
   return {&rng(RngStream::kAcceptance), &rng(RngStream::kTarget),
           &uniforms(RngStream::kAcceptance), &uniforms(RngStream::kTarget)};
-}
-
-torch::Tensor DecodeSession::DeviceUniforms(RngStream stream, int64_t from,
-                                            int64_t count) const {
-  if (greedy()) return torch::Tensor();
-  return CounterUniforms(request_.sampling.seed,
-                         static_cast<DrawRole>(static_cast<int64_t>(stream)),
-                         torch::arange(from, from + count,
-                                       torch::TensorOptions().dtype(torch::kInt64).device(device())));
 }
 
 torch::Tensor DecodeSession::DrawOnDevice(const torch::Tensor& logits,

@@ -159,12 +159,8 @@ class DecodeSession {
   int64_t Draw(const torch::Tensor& logits, RngStream stream);
   int64_t Draw(const torch::Tensor& logits, RngStream stream, const SamplingParams& sampling);
 
-  // The stream's numbers at indices [from, from + count) as float64 [count] on the target's
-  // device, made in one batch of tensor ops (rng.h: a stream's n-th number is the counter
-  // draw at n); undefined at temperature 0, where draws take the argmax and read no number.
-  torch::Tensor DeviceUniforms(RngStream stream, int64_t from, int64_t count) const;
   // A token drawn where the logits are, with no host read: int64 [1] on the logits' device.
-  // With `uniform` (float64 [1], the stream's n-th number from DeviceUniforms) it is the token
+  // With `uniform` (float64 [1], the stream's n-th number, from uniforms(stream)) it is the token
   // Draw(logits, stream) gives as the stream's n-th draw, so a method that draws each position
   // once, in order, from one stream (ar) may use either.
   torch::Tensor DrawOnDevice(const torch::Tensor& logits, const torch::Tensor& uniform) const;

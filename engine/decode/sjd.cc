@@ -73,16 +73,9 @@ class JacobiState : public SteppedMethod::State {
     const int64_t rows = p.size(0) - first;
     if (rows <= 0) return {};
     const torch::Tensor tail = p.narrow(0, first, rows);
-    torch::Tensor drawn;
-    if (session.greedy()) {
-      drawn = tail.argmax(1);
-    } else {
-      Rng& rng = session.rng(RngStream::kDrafter);
-      drawn = DrawRows(tail, session.uniforms(RngStream::kDrafter).Peek(rows));
-      rng.Skip(static_cast<uint64_t>(rows));
-    }
-    const torch::Tensor ids = HostRead(drawn, torch::kInt64).contiguous();
-    return std::vector<int64_t>(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + rows);
+    return HostReadIds(session.greedy()
+                           ? tail.argmax(1)
+                           : DrawRows(tail, session.uniforms(RngStream::kDrafter).Take(rows)));
   }
 
   void FillWindow(DecodeSession& session, const std::vector<int64_t>& x, int64_t length) {

@@ -17,4 +17,10 @@ torch::Tensor UniformCache::Peek(int64_t count) {
   return block_.narrow(0, static_cast<int64_t>(from - first_), count);
 }
 
+torch::Tensor UniformCache::Take(int64_t count) {
+  torch::Tensor numbers = Peek(count);
+  rng_->Skip(static_cast<uint64_t>(count));
+  return numbers;
+}
+
 }  // namespace mulo::engine

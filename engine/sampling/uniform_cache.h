@@ -17,15 +17,18 @@ class UniformCache {
  public:
   static constexpr int64_t kBlock = 1024;
 
-  // `rng` must outlive the cache; the cache reads its position and never moves it.
-  UniformCache(const Rng* rng, torch::Device device) : rng_(rng), device_(device) {}
+  // `rng` must outlive the cache; only Take moves it.
+  UniformCache(Rng* rng, torch::Device device) : rng_(rng), device_(device) {}
 
   // The stream's next `count` numbers, as `count` calls of its Uniform() would return them:
-  // float64 [count] on the device. The caller Skips the stream by what it consumed.
+  // float64 [count] on the device. The stream does not move: for a caller that knows only
+  // afterwards how many it consumed, and Skips the stream by that.
   torch::Tensor Peek(int64_t count);
+  // Peek, and move the stream past the `count` numbers.
+  torch::Tensor Take(int64_t count);
 
  private:
-  const Rng* rng_;
+  Rng* rng_;
   torch::Device device_;
   torch::Tensor block_;  // the stream's numbers [first_, first_ + block_.size(0))
   uint64_t first_ = 0;
