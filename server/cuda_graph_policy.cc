@@ -1,5 +1,7 @@
 #include "server/cuda_graph_policy.h"
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -13,18 +15,16 @@ absl::StatusOr<CudaGraphChoice> ChooseCudaGraphs(absl::string_view mode, bool cu
   }
   CudaGraphChoice choice;
   if (mode == "off" || !cuda_device) return choice;
-  if (workers > 1 && mode == "auto") {
-    choice.note = absl::StrCat(
-        "--cuda_graphs=auto: off with --workers=", workers,
-        " on CUDA (concurrent graph captures crashed a server, docs/gpu.md); batch requests "
-        "on one worker (--max_batch) to keep graphs, or --cuda_graphs=on to try them");
+  if (workers > kMaxCudaGraphWorkers) {
+    const std::string why = absl::StrCat(
+        " with --workers=", workers, ": more than ", kMaxCudaGraphWorkers,
+        " workers share CUDA streams, and a capture on a shared stream would take in another "
+        "worker's work; batch requests on fewer workers (--max_batch) to keep graphs");
+    if (mode == "on") return absl::InvalidArgumentError(absl::StrCat("--cuda_graphs=on", why));
+    choice.note = absl::StrCat("--cuda_graphs=auto: off", why);
     return choice;
   }
   choice.enabled = true;
-  if (workers > 1) {
-    choice.note = absl::StrCat("--cuda_graphs=on with --workers=", workers,
-                               ": concurrent captures are not yet proven on a GPU");
-  }
   return choice;
 }
 

@@ -1,11 +1,11 @@
 // Whether the server's models replay CUDA graphs (--cuda_graphs, --workers, --device).
 //
 // Why a policy and not a plain switch: graphs are captured per request, on the request's own
-// worker thread. With several workers on one GPU, one worker's capture and another's work
-// collided on an H200 ("operation not permitted when stream is capturing") and the server
-// died (docs/gpu.md, run of 2026-11-26). The capture now waits on its own stream only, which
-// should cure it; until a GPU run proves that, `auto` (the default) keeps several workers
-// eager and says so, and `on` asks for graphs anyway (to measure it).
+// worker thread and stream (engine/core/device_stream.h). Streams come from LibTorch's pool of
+// 32 per device; more workers than that share streams, and a capture on a shared stream would
+// take in the other worker's launches. H200 runs (docs/gpu.md, 2026-11-26) first saw eight
+// workers crash, then, with their own streams and no device-wide waits, serve every request
+// with graphs; so graphs are on up to 32 workers and impossible beyond.
 #ifndef MULO_SERVER_CUDA_GRAPH_POLICY_H_
 #define MULO_SERVER_CUDA_GRAPH_POLICY_H_
 
@@ -21,8 +21,12 @@ struct CudaGraphChoice {
   std::string note;  // what the start-up log should say about it; empty when nothing
 };
 
-// `mode`: "auto" (on CUDA with one worker), "on" (on CUDA whatever the workers) or "off";
-// anything else is INVALID_ARGUMENT naming --cuda_graphs. Graphs exist on CUDA devices only.
+// Workers that can each have a stream of their own (LibTorch's pool size).
+inline constexpr int kMaxCudaGraphWorkers = 32;
+
+// `mode`: "auto" (on CUDA with up to kMaxCudaGraphWorkers workers, off with a note beyond),
+// "on" (the same, INVALID_ARGUMENT naming --cuda_graphs beyond) or "off"; anything else is
+// INVALID_ARGUMENT naming --cuda_graphs. Graphs exist on CUDA devices only.
 absl::StatusOr<CudaGraphChoice> ChooseCudaGraphs(absl::string_view mode, bool cuda_device,
                                                  int workers);
 

@@ -134,12 +134,14 @@ void GenerationJob::Run(engine::ForwardBatcher* batcher) {
   }
   RowStream rows(this);
   const ValidatedRequest& r = request_;
+  engine::GenerateOptions options;
+  options.batcher = batcher;
   auto result =
       r.prompt.empty()
           ? engine::GenerateImage(*r.decoder, *r.models, r.condition, r.sampling, rows, cancel_,
-                                  /*trace=*/nullptr, batcher)
+                                  options)
           : engine::GenerateImage(*r.decoder, *r.models, r.prompt, r.sampling, rows, cancel_,
-                                  /*trace=*/nullptr, batcher);
+                                  options);
   JobEvent event;
   event.done = true;
   if (!result.ok()) {

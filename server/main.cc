@@ -30,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "engine/core/cpu_threads.h"
+#include "engine/core/device_stream.h"
 #include "server/batch_policy.h"
 #include "server/cuda_graph_policy.h"
 #include "server/grpc_front_end.h"
@@ -72,8 +73,8 @@ ABSL_FLAG(int, torch_threads, 1,
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda[:N]");
 ABSL_FLAG(std::string, cuda_graphs, "auto",
           "on a CUDA device, replay a request's repeated transformer forward shapes as CUDA "
-          "graphs (docs/gpu.md): auto (with one worker), on (with any workers), off (every "
-          "forward eager)");
+          "graphs (docs/gpu.md): auto (with up to 32 workers, each on a CUDA stream of its own), "
+          "on (the same, refused beyond 32 workers), off (every forward eager)");
 ABSL_FLAG(std::string, dtype, "float32",
           "compute dtype of the models' floating weights: float32, or bfloat16 (half the memory; "
           "on CPUs with bf16 instructions about 2x faster at full size, results differ from "
@@ -226,8 +227,12 @@ int Run() {
   };
   scheduler_options.max_queue = absl::GetFlag(FLAGS_max_queue);
   // Per worker: the OpenMP thread count is per thread, and a new thread gets OpenMP's default
-  // (every core), not --torch_threads.
-  scheduler_options.on_worker_start = [torch_threads] { engine::SetCpuThreads(torch_threads); };
+  // (every core), not --torch_threads. On a GPU each worker launches on a stream of its own
+  // (engine/core/device_stream.h).
+  scheduler_options.on_worker_start = [torch_threads, device = load_options.device] {
+    engine::SetCpuThreads(torch_threads);
+    engine::UseOwnDeviceStream(device);
+  };
   Scheduler scheduler(scheduler_options);
   ServerMetrics metrics;
   BatchMetricsRelay::Attachment batch_metrics_attached(&batch_metrics, &metrics);

@@ -27,6 +27,10 @@ struct DecodeRequest {
   // Optional: the request's transformer forwards join batches with other requests' (continuous
   // batching); its tokens are the same as without (forward_batcher.h).
   ForwardBatcher* batcher = nullptr;
+  // Phase timers wait for the GPU, so each phase is charged its kernels (benchmarks' phase
+  // tables). Off (servers): no waits beyond the method's own reads, the phases' seconds are the
+  // host's, and the device runs ahead of it.
+  bool synchronize_phases = false;
 };
 
 struct DecodeResult {

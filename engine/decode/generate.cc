@@ -17,9 +17,9 @@ StatusOr<Condition> ConditionFromPrompt(const ModelSet& models, const std::strin
 StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
                                        const std::string& prompt, const SamplingParams& sampling,
                                        ProgressSink& progress, const CancelToken& cancel,
-                                       ForwardTrace* trace, ForwardBatcher* batcher) {
+                                       const GenerateOptions& options) {
   MULO_ASSIGN_OR_RETURN(Condition condition, ConditionFromPrompt(models, prompt));
-  return GenerateImage(method, models, condition, sampling, progress, cancel, trace, batcher);
+  return GenerateImage(method, models, condition, sampling, progress, cancel, options);
 }
 
 Status CheckConditionTokens(const ModelSet& models, const std::vector<int64_t>& ids) {
@@ -48,18 +48,20 @@ StatusOr<Condition> ResolveCondition(const ModelSet& models, const Condition& co
 StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
                                        const Condition& condition,
                                        const SamplingParams& sampling, ProgressSink& progress,
-                                       const CancelToken& cancel, ForwardTrace* trace,
-                                       ForwardBatcher* batcher) {
+                                       const CancelToken& cancel,
+                                       const GenerateOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   DecodeRequest request;
   Stats condition_stats;  // the de-quantiser's time, added to the prefill phase below
   {
-    PhaseTimer timer(&condition_stats, Phase::kPrefill, models.target->options().device());
+    PhaseTimer timer(&condition_stats, Phase::kPrefill, models.target->options().device(),
+                     options.synchronize_phases);
     MULO_ASSIGN_OR_RETURN(request.condition, ResolveCondition(models, condition));
   }
   request.sampling = sampling;
-  request.trace = trace;
-  request.batcher = batcher;
+  request.trace = options.trace;
+  request.batcher = options.batcher;
+  request.synchronize_phases = options.synchronize_phases;
   MULO_ASSIGN_OR_RETURN(DecodeResult decoded, method.Decode(request, models, progress, cancel));
   MULO_RETURN_IF_ERROR(cancel.Check());
   GenerateResult result;
@@ -69,7 +71,8 @@ StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const Model
       condition_stats.PhaseSeconds(Phase::kPrefill);
   const int64_t grid = models.target->config().grid_size;
   {
-    PhaseTimer timer(&result.stats, Phase::kImageDecode, models.target->options().device());
+    PhaseTimer timer(&result.stats, Phase::kImageDecode, models.target->options().device(),
+                     options.synchronize_phases);
     MULO_ASSIGN_OR_RETURN(result.image, models.vq->DecodeToRgb(result.tokens, grid, grid,
                                                                    models.pixel_rounding));
   }

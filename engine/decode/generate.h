@@ -11,6 +11,13 @@
 
 namespace mulo::engine {
 
+// How a request runs, besides what it asks for (DecodeRequest's fields of the same names).
+struct GenerateOptions {
+  ForwardTrace* trace = nullptr;      // receives every transformer forward (benchmarks)
+  ForwardBatcher* batcher = nullptr;  // the forwards join batches with other requests'
+  bool synchronize_phases = false;    // phase timers wait for the GPU (benchmarks)
+};
+
 struct GenerateResult {
   std::vector<int32_t> tokens;  // raster order, grid_size^2 ids
   RgbImage image;
@@ -20,13 +27,10 @@ struct GenerateResult {
 // Condition features for a prompt (INVALID_ARGUMENT naming "prompt" on a bad prompt).
 StatusOr<Condition> ConditionFromPrompt(const ModelSet& models, const std::string& prompt);
 
-// `trace`, when set, receives every transformer forward (DecodeRequest::trace); with a
-// `batcher`, the forwards join batches with other requests' (DecodeRequest::batcher).
 StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
                                        const std::string& prompt, const SamplingParams& sampling,
                                        ProgressSink& progress, const CancelToken& cancel,
-                                       ForwardTrace* trace = nullptr,
-                                       ForwardBatcher* batcher = nullptr);
+                                       const GenerateOptions& options = {});
 
 // TA-Tok ids the family can turn into its target's condition: it has a de-quantiser, and
 // the ids are the target's cls_token_num, each one the de-quantiser takes. INVALID_ARGUMENT
@@ -42,8 +46,8 @@ StatusOr<Condition> ResolveCondition(const ModelSet& models, const Condition& co
 StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
                                        const Condition& condition,
                                        const SamplingParams& sampling, ProgressSink& progress,
-                                       const CancelToken& cancel, ForwardTrace* trace = nullptr,
-                                       ForwardBatcher* batcher = nullptr);
+                                       const CancelToken& cancel,
+                                       const GenerateOptions& options = {});
 
 }  // namespace mulo::engine
 

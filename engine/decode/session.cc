@@ -233,8 +233,20 @@ VerifierRngs DecodeSession::verifier_rngs() {
 
 torch::Tensor DecodeSession::DrawOnDevice(const torch::Tensor& logits,
                                           const torch::Tensor& uniform) const {
-  const SamplingParams& sampling = request_.sampling;
+  return DrawOnDevice(logits, uniform, request_.sampling);
+}
+
+torch::Tensor DecodeSession::DrawOnDevice(const torch::Tensor& logits,
+                                          const torch::Tensor& uniform,
+                                          const SamplingParams& sampling) const {
   return SampleRows(GuidedLogits(logits, sampling.cfg_scale).reshape({1, -1}), sampling, uniform);
+}
+
+torch::Tensor DecodeSession::DrawRowsOnDevice(const torch::Tensor& logits, RngStream stream) {
+  const SamplingParams& sampling = request_.sampling;
+  const int64_t k = logits.size(1);
+  const torch::Tensor numbers = greedy() ? torch::Tensor() : uniforms(stream).Take(k);
+  return SampleRows(GuidedLogits(logits, sampling.cfg_scale).reshape({k, -1}), sampling, numbers);
 }
 
 void DecodeSession::Commit(std::vector<int64_t> tokens) {

@@ -164,9 +164,19 @@ class DecodeSession {
   // Draw(logits, stream) gives as the stream's n-th draw, so a method that draws each position
   // once, in order, from one stream (ar) may use either.
   torch::Tensor DrawOnDevice(const torch::Tensor& logits, const torch::Tensor& uniform) const;
+  // The same with `sampling` (a stream with its own, as Draw's overload).
+  torch::Tensor DrawOnDevice(const torch::Tensor& logits, const torch::Tensor& uniform,
+                             const SamplingParams& sampling) const;
+  // Tokens for k positions at once, with no host read: logits [batch, k, V] in, int64 [k] on
+  // their device out. Position j takes `stream`'s next number in order (none when greedy), so
+  // they are the tokens k calls of Draw(logits[:, j], stream) would give.
+  torch::Tensor DrawRowsOnDevice(const torch::Tensor& logits, RngStream stream);
 
-  // Times a scope as `phase` (synchronising a GPU at both ends).
-  PhaseTimer Time(Phase phase) { return PhaseTimer(&stats_, phase, device()); }
+  // Times a scope as `phase` (waiting for the GPU at its end when the request asks for
+  // synchronize_phases).
+  PhaseTimer Time(Phase phase) {
+    return PhaseTimer(&stats_, phase, device(), request_.synchronize_phases);
+  }
   Status CheckCancelled() const { return cancel_.Check(); }
 
   // The committed raster prefix; newly completed rows are streamed in order.

@@ -1,8 +1,9 @@
 #include "engine/decode/stats.h"
 
-#include <torch/cuda.h>
-
+#include <exception>
 #include <sstream>
+
+#include "engine/core/device_stream.h"
 
 namespace mulo::engine {
 
@@ -41,11 +42,22 @@ std::string Stats::ToString() const {
   return out.str();
 }
 
-PhaseTimer::PhaseTimer(Stats* stats, Phase phase, const torch::Device& device)
-    : stats_(stats), phase_(phase), device_(device), start_(std::chrono::steady_clock::now()) {}
+PhaseTimer::PhaseTimer(Stats* stats, Phase phase, const torch::Device& device,
+                       bool synchronize)
+    : stats_(stats),
+      phase_(phase),
+      device_(device),
+      synchronize_(synchronize),
+      start_(std::chrono::steady_clock::now()) {}
 
 PhaseTimer::~PhaseTimer() {
-  if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
+  if (synchronize_) {
+    try {
+      WaitForThisThread(device_);
+    } catch (const std::exception&) {
+      // A destructor must not throw; the device's error resurfaces at the next operation.
+    }
+  }
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start_;
   stats_->phase_seconds[static_cast<int>(phase_)] += elapsed.count();
 }

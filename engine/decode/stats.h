@@ -100,11 +100,14 @@ struct Stats {
   std::string ToString() const;
 };
 
-// Adds the wall time of a scope to stats->phase_seconds[phase]. On a CUDA device it
-// synchronises first, so asynchronous kernels are charged to the phase that launched them.
+// Adds the wall time of a scope to stats->phase_seconds[phase]. With `synchronize` on a CUDA
+// device it first waits for this thread's stream, so that asynchronous kernels are charged to
+// the phase that launched them (benchmarks' phase tables); without, a phase's time is the
+// host's time in it and the device runs ahead, as a server wants. Never a device-wide
+// synchronisation: that fails while another worker captures a CUDA graph (docs/gpu.md).
 class PhaseTimer {
  public:
-  PhaseTimer(Stats* stats, Phase phase, const torch::Device& device);
+  PhaseTimer(Stats* stats, Phase phase, const torch::Device& device, bool synchronize);
   ~PhaseTimer();
   PhaseTimer(const PhaseTimer&) = delete;
   PhaseTimer& operator=(const PhaseTimer&) = delete;
@@ -113,6 +116,7 @@ class PhaseTimer {
   Stats* stats_;
   Phase phase_;
   torch::Device device_;
+  bool synchronize_;
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -40,16 +40,22 @@ StatusOr<std::unique_ptr<Graph>> Capture(const torch::Device& device,
                                          c10::MempoolId_t* pool) {
   auto graph = std::make_unique<Graph>();
   const c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(device.index());
-  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device.index());
-  c10::cuda::CUDAStreamGuard on_side(side);
+  // A worker captures on its own stream (device_stream.h), which no other thread launches on.
+  // The legacy default stream cannot be captured: a thread still on it (a tool, a test) captures
+  // on a side stream from the high-priority pool, which workers' streams never come from (an
+  // H200 run saw a worker's launches land in another's capture on a shared pool stream).
+  const bool on_default = caller == c10::cuda::getDefaultCUDAStream(device.index());
+  const c10::cuda::CUDAStream capture_stream =
+      on_default ? c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device.index()) : caller;
+  c10::cuda::CUDAStreamGuard on_capture_stream(capture_stream);
   bool capturing = false;
   try {
-    // The side stream must see this thread's earlier work. Only this thread's stream is waited
-    // on: a device-wide synchronisation fails while another worker is capturing (an H200 run
-    // with eight workers died of it, docs/gpu.md).
+    // The capture stream must see this thread's earlier work. Only this thread's stream is
+    // waited on: a device-wide synchronisation fails while another worker is capturing (an H200
+    // run with eight workers died of it, docs/gpu.md).
     caller.synchronize();
     body();
-    side.synchronize();
+    capture_stream.synchronize();
     // Thread-local mode: other workers' allocations and synchronisations are unaffected.
     graph->capture_begin(*pool, cudaStreamCaptureModeThreadLocal);
     capturing = true;

@@ -1,5 +1,6 @@
 #include "engine/model/model_set.h"
 
+#include "engine/core/device_stream.h"
 #include "engine/model/json_fields.h"
 
 namespace mulo::engine {
@@ -114,6 +115,9 @@ StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& calle
   }
   set.weight_bytes = *options.loaded_bytes + static_cast<int64_t>(set.neighbors->table().nbytes());
   if (caller_options.loaded_bytes) *caller_options.loaded_bytes += set.weight_bytes;
+  // The weights' copies and casts ran on this thread's stream; workers read them from streams
+  // of their own, which do not wait for it.
+  WaitForThisThread(options.device);
   return set;
 }
 

@@ -15,23 +15,28 @@ TEST(CudaGraphPolicyTest, AutoReplaysGraphsOnOneCudaWorker) {
   EXPECT_EQ(choice->note, "");
 }
 
-TEST(CudaGraphPolicyTest, AutoKeepsSeveralCudaWorkersEagerAndSaysWhy) {
-  const auto choice = ChooseCudaGraphs("auto", true, 8);
-  ASSERT_TRUE(choice.ok()) << choice.status();
-  EXPECT_FALSE(choice->enabled);
-  EXPECT_NE(choice->note.find("--workers=8"), std::string::npos) << choice->note;
-  EXPECT_NE(choice->note.find("--max_batch"), std::string::npos) << choice->note;
+TEST(CudaGraphPolicyTest, AutoAndOnReplayGraphsOnUpToThirtyTwoCudaWorkers) {
+  for (const char* mode : {"auto", "on"}) {
+    for (int workers : {2, 8, kMaxCudaGraphWorkers}) {
+      const auto choice = ChooseCudaGraphs(mode, true, workers);
+      ASSERT_TRUE(choice.ok()) << choice.status();
+      EXPECT_TRUE(choice->enabled) << mode << " " << workers;
+      EXPECT_EQ(choice->note, "") << mode << " " << workers;
+    }
+  }
 }
 
-TEST(CudaGraphPolicyTest, OnAsksForGraphsWithSeveralWorkersAndWarns) {
-  const auto choice = ChooseCudaGraphs("on", true, 8);
+TEST(CudaGraphPolicyTest, BeyondThePoolAutoIsEagerAndSaysWhyAndOnIsRefused) {
+  const auto choice = ChooseCudaGraphs("auto", true, kMaxCudaGraphWorkers + 1);
   ASSERT_TRUE(choice.ok()) << choice.status();
-  EXPECT_TRUE(choice->enabled);
-  EXPECT_NE(choice->note.find("not yet proven"), std::string::npos) << choice->note;
-  const auto alone = ChooseCudaGraphs("on", true, 1);
-  ASSERT_TRUE(alone.ok());
-  EXPECT_TRUE(alone->enabled);
-  EXPECT_EQ(alone->note, "");
+  EXPECT_FALSE(choice->enabled);
+  EXPECT_NE(choice->note.find("--workers=33"), std::string::npos) << choice->note;
+  EXPECT_NE(choice->note.find("--max_batch"), std::string::npos) << choice->note;
+  const auto on = ChooseCudaGraphs("on", true, kMaxCudaGraphWorkers + 1);
+  ASSERT_FALSE(on.ok());
+  EXPECT_EQ(on.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(on.status().message().find("--cuda_graphs=on"), std::string::npos);
+  EXPECT_NE(on.status().message().find("--workers=33"), std::string::npos);
 }
 
 TEST(CudaGraphPolicyTest, OffOrNotCudaMeansEagerWithNothingToSay) {
