@@ -4,6 +4,7 @@
 #include <iterator>
 #include <cstdlib>
 
+#include "engine/core/host_read.h"
 #include "engine/decode/mulo_proposer.h"
 #include "engine/sampling/pooled_threshold_verifier.h"
 
@@ -88,21 +89,41 @@ class MuloState : public SteppedMethod::State {
     if (options_.resample == ResampleOrder::kWavefront) {
       return ResampleInWaves(session, resample, verify_logits, n, seq);
     }
-    std::vector<int64_t> drawn;
+    // Which positions come from the verify forward depends only on the positions before them,
+    // so consecutive ones are drawn together: one device draw and one host read per run
+    // (with the family default, every position of the step in one run).
+    std::vector<int64_t> drawn, run;
     for (int64_t u : resample) {
       MULO_RETURN_IF_ERROR(session.CheckCancelled());
-      torch::Tensor logits;
       if (FromVerifyPass(u, drawn, session.grid())) {
-        logits = verify_logits.select(1, u - n);
+        run.push_back(u);
       } else {
+        DrawFromVerifyPass(session, run, verify_logits, n, seq);
+        run.clear();
         const int64_t fed = static_cast<int64_t>(target_->fed().size());
         MULO_RETURN_IF_ERROR(target_->Feed(*seq, fed, u).status());
-        logits = target_->next_logits();
+        (*seq)[u] = session.Draw(target_->next_logits(), RngStream::kTarget);
       }
-      (*seq)[u] = session.Draw(logits, RngStream::kTarget);
       drawn.push_back(u);
     }
+    DrawFromVerifyPass(session, run, verify_logits, n, seq);
     return OkStatus();
+  }
+
+  // Draws `positions` (ascending) from one forward's logits (position p at index p - n), the
+  // verify forward's or a wave's, in one batch on the device, the target stream's numbers in
+  // order, and reads them once.
+  static void DrawFromVerifyPass(DecodeSession& session, const std::vector<int64_t>& positions,
+                                 const torch::Tensor& verify_logits, int64_t n,
+                                 std::vector<int64_t>* seq) {
+    if (positions.empty()) return;
+    std::vector<int64_t> index;
+    for (int64_t u : positions) index.push_back(u - n);
+    const torch::Tensor rows = verify_logits.index_select(
+        1, torch::tensor(index, torch::kInt64).to(verify_logits.device()));
+    const std::vector<int64_t> ids =
+        HostReadIds(session.DrawRowsOnDevice(rows, RngStream::kTarget));
+    for (size_t j = 0; j < positions.size(); ++j) (*seq)[positions[j]] = ids[j];
   }
 
   // ResampleOrder::kWavefront: the first wave from the verify forward (nothing is re-drawn
@@ -137,8 +158,7 @@ class MuloState : public SteppedMethod::State {
         MULO_ASSIGN_OR_RETURN(logits, target_->Feed(*seq, offset - 1, wave.back(),
                                                     LogitsMode::kAll));
       }
-      for (int64_t u : wave) (*seq)[u] = session.Draw(logits.select(1, u - offset),
-                                                      RngStream::kTarget);
+      DrawFromVerifyPass(session, wave, logits, offset, seq);
       if (!first) MULO_RETURN_IF_ERROR(target_->Truncate(wave.front()));
       first = false;
       std::vector<int64_t> rest;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/core/host_read.h"
+
 namespace mulo::engine {
 
 MuloProposer::MuloProposer(ModelStream* drafter, const MuloOptions& options,
@@ -30,12 +32,25 @@ Status MuloProposer::DraftRows(DecodeSession& session, std::vector<int64_t>* y) 
     MULO_RETURN_IF_ERROR(drafter_->Truncate(same));
   }
   if (y->size() > same) MULO_RETURN_IF_ERROR(drafter_->Feed(*y, same, y->size()).status());
-  // The drafter samples `rows_` whole low-resolution rows.
+  // The drafter samples `rows_` whole low-resolution rows, each token drawn where its logits
+  // are and fed back from there; the host reads them once, at the end. Token j takes the
+  // drafter stream's next number, as a draw on the host would.
+  const int64_t start = static_cast<int64_t>(y->size());
   const int64_t end = (first_row_ + rows_) * small_;
-  for (int64_t j = static_cast<int64_t>(y->size()); j < end; ++j) {
-    y->push_back(session.Draw(drafter_->next_logits(), RngStream::kDrafter, draft_sampling_));
-    if (j + 1 < small_ * small_) MULO_RETURN_IF_ERROR(drafter_->Feed(*y, j, j + 1).status());
+  if (end <= start) return OkStatus();
+  const bool greedy = draft_sampling_.temperature == 0.0;
+  const torch::Tensor numbers =
+      greedy ? torch::Tensor() : session.uniforms(RngStream::kDrafter).Take(end - start);
+  std::vector<torch::Tensor> drawn;
+  for (int64_t j = start; j < end; ++j) {
+    drawn.push_back(session.DrawOnDevice(
+        drafter_->next_logits(), greedy ? numbers : numbers.narrow(0, j - start, 1),
+        draft_sampling_));
+    if (j + 1 < small_ * small_) MULO_RETURN_IF_ERROR(drafter_->FeedDrawn(drawn.back()));
   }
+  const std::vector<int64_t> ids = HostReadIds(torch::cat(drawn));
+  drafter_->ResolveDrawn(start, ids);
+  y->insert(y->end(), ids.begin(), ids.end());
   return OkStatus();
 }
 

@@ -15,10 +15,13 @@ StatusOr<Verdict> PooledThresholdVerifier::Verify(const VerifyInput& input,
     auto tokens = torch::tensor(input.drafts.tokens, torch::kInt64);
     PooledProbabilities probabilities =
         Pool(input.p.narrow(0, 0, length), tokens, neighbors_, pooling_);
-    auto pooled = HostRead(probabilities.pooled);
-    auto own = HostRead(probabilities.own);
-    auto pooled_at = pooled.accessor<float, 1>();
-    auto own_at = own.accessor<float, 1>();
+    // Both rows in one read: [2, length], the pooled mass then the own probability.
+    const torch::Tensor both =
+        HostRead(torch::stack({probabilities.pooled, probabilities.own}), torch::kFloat32)
+            .contiguous();
+    auto both_at = both.accessor<float, 2>();
+    auto pooled_at = both_at[0];
+    auto own_at = both_at[1];
     Verdict verdict;
     for (int64_t i = 0; i < length; ++i) {
       // NaN never passes.
