@@ -24,6 +24,21 @@ torch::Tensor VerifyChain(const torch::Tensor& p, const torch::Tensor& q,
                           const torch::Tensor& tokens, const torch::Tensor& accept_uniforms,
                           const torch::Tensor& draw_uniform, bool greedy);
 
+// What a relaxed chain rule judges draft i by instead of x_i's own masses (GSD's groups).
+struct PooledMasses {
+  torch::Tensor p, q;       // float64 [L]: the masses compared with u_i
+  torch::Tensor neighbors;  // int64 [L]: the tokens pooled with x_i besides itself
+};
+
+// VerifyChain, judging draft i by pooled.p[i] and pooled.q[i] (the residual and the bonus as
+// before). Returns int64 [4]: the kept length, the next token, the kept drafts that x_i's own
+// masses would have rejected with the same u_i, and the neighbours pooled for the judged
+// drafts (the kept ones and the first rejected).
+torch::Tensor VerifyPooledChain(const torch::Tensor& p, const torch::Tensor& q,
+                                const torch::Tensor& tokens, const torch::Tensor& accept_uniforms,
+                                const torch::Tensor& draw_uniform, bool greedy,
+                                const PooledMasses& pooled);
+
 }  // namespace mulo::engine
 
 #endif  // MULO_ENGINE_SAMPLING_CHAIN_REJECTION_H_

@@ -49,15 +49,27 @@ StatusOr<Verdict> ExactVerifier::Verify(const VerifyInput& input,
     auto numbers = [&](const Rng& rng, UniformCache* cache, int64_t count) {
       return cache != nullptr ? cache->Peek(count) : StreamUniforms(rng, count, device);
     };
+    const torch::Tensor tokens = torch::tensor(drafts.tokens, torch::kInt64).to(device);
+    const torch::Tensor accept_numbers = numbers(*rngs.accept, rngs.accept_numbers, length);
+    const torch::Tensor draw_number = numbers(*rngs.draw, rngs.draw_numbers, 1);
+    const std::optional<PooledMasses> pooled =
+        length > 0 ? PooledMassesOnDevice(input.p.narrow(0, 0, length), drafts.q, tokens)
+                   : std::nullopt;
     const torch::Tensor decision = HostRead(
-        VerifyChain(input.p, drafts.q, torch::tensor(drafts.tokens, torch::kInt64).to(device),
-                    numbers(*rngs.accept, rngs.accept_numbers, length),
-                    numbers(*rngs.draw, rngs.draw_numbers, 1), input.greedy),
+        pooled ? VerifyPooledChain(input.p, drafts.q, tokens, accept_numbers, draw_number,
+                                   input.greedy, *pooled)
+               : VerifyChain(input.p, drafts.q, tokens, accept_numbers, draw_number,
+                             input.greedy),
         torch::kInt64);
     const int64_t kept = decision[0].item<int64_t>();
     Verdict verdict;
     for (int64_t i = 0; i < kept; ++i) verdict.accepted.push_back(i);
     verdict.next_token = decision[1].item<int64_t>();
+    if (pooled) {  // as the host loop counts them: every judged draft pools
+      verdict.relaxed_accepts = decision[2].item<int64_t>();
+      verdict.pooled_drafts = std::min(kept + 1, length);
+      verdict.pooled_neighbors = decision[3].item<int64_t>();
+    }
     // The numbers the host loop would have drawn: one per judged draft, one for a residual or
     // a sampled bonus.
     rngs.accept->Skip(static_cast<uint64_t>(std::min(kept + 1, length)));

@@ -10,8 +10,10 @@
 #ifndef MULO_ENGINE_SAMPLING_EXACT_VERIFIER_H_
 #define MULO_ENGINE_SAMPLING_EXACT_VERIFIER_H_
 
+#include <optional>
 #include <utility>
 
+#include "engine/sampling/chain_rejection.h"
 #include "engine/sampling/verifier.h"
 
 namespace mulo::engine {
@@ -32,6 +34,14 @@ class ExactVerifier : public Verifier {
   // Whether Verify may judge on the device: only the default judgement and residual are
   // written as tensor ops (chain_rejection.h); a subclass that judges otherwise says false.
   virtual bool JudgesOnDevice() const { return !rule_ && !residual_; }
+  // For a relaxed rule that judges each draft by pooled masses (GroupVerifier), those masses
+  // as tensor ops on p [L, V] and q [L, V] for tokens int64 [L], all on p's device; none for
+  // the exact rule, which judges x_i's own.
+  virtual std::optional<PooledMasses> PooledMassesOnDevice(const torch::Tensor& /*p*/,
+                                                           const torch::Tensor& /*q*/,
+                                                           const torch::Tensor& /*tokens*/) const {
+    return std::nullopt;
+  }
 
   struct Judgement {
     bool keep = false;

@@ -38,11 +38,19 @@ class GroupVerifier : public ExactVerifier {
  protected:
   Judgement Judge(const torch::Tensor& p, const torch::Tensor& q, int64_t x,
                   Rng& accept) const override;
-  bool JudgesOnDevice() const override { return false; }
+  // The exact verifier's condition, and a vocabulary the device path's keys can hold.
+  bool JudgesOnDevice() const override;
+  // The groups' masses of every draft at once, as tensor ops where p is: the same groups as
+  // Group (the descending order with ties by id, the rank window, the gap and the distance,
+  // the distances in double from the float32 rows), so the device path keeps what the host
+  // keeps.
+  std::optional<PooledMasses> PooledMassesOnDevice(const torch::Tensor& p, const torch::Tensor& q,
+                                                   const torch::Tensor& tokens) const override;
 
  private:
   GroupRule rule_;
-  torch::Tensor embeddings_;
+  torch::Tensor embeddings_;         // [V, dim] float32 on the host (Group)
+  torch::Tensor device_embeddings_;  // the same where the model is (PooledMassesOnDevice)
 };
 
 }  // namespace mulo::engine

@@ -19,6 +19,9 @@ bool AcceptDraft(double p_x, double q_x, Rng& rng);
 // norm(max(p - q, 0)) for p, q [V]. When p <= q everywhere (only possible if p == q, in which
 // case rejection has probability 0) it falls back to p.
 torch::Tensor ResidualDistribution(const torch::Tensor& p, const torch::Tensor& q);
+// The same for p and q already read to the host (a verifier's loop over its copies): no
+// host read is counted, as none happens on a GPU.
+torch::Tensor HostResidualDistribution(const torch::Tensor& p, const torch::Tensor& q);
 
 }  // namespace mulo::engine
 

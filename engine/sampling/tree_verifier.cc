@@ -77,11 +77,17 @@ StatusOr<Verdict> TreeVerifier::Verify(const VerifyInput& input, const VerifierR
         "TreeVerifier: a relaxation needs the latent neighbour table of the p's vocabulary");
   }
   return GuardTorch("TreeVerifier", [&]() -> StatusOr<Verdict> {
-    const auto p = HostRead(input.p, torch::kFloat64);
     const auto children = ChildrenByRow(drafts.parents);
-    if (input.greedy) return Greedy(p, drafts, children);
-    const auto q = drafts.q.defined() ? HostRead(drafts.q, torch::kFloat64) : torch::Tensor();
-    return Sampled(p, q, drafts, children, rngs);
+    if (input.greedy) return Greedy(HostRead(input.p, torch::kFloat64), drafts, children);
+    if (!drafts.q.defined()) {
+      return Sampled(HostRead(input.p, torch::kFloat64), torch::Tensor(), drafts, children, rngs);
+    }
+    // p and q in one read: the rows of p, then q's.
+    const torch::Tensor both = HostRead(
+        torch::cat({input.p.to(torch::kFloat64), drafts.q.to(torch::kFloat64)}), torch::kFloat64);
+    const int64_t p_rows = input.p.size(0);
+    return Sampled(both.narrow(0, 0, p_rows), both.narrow(0, p_rows, length), drafts, children,
+                   rngs);
   });
 }
 
@@ -162,7 +168,7 @@ Verdict TreeVerifier::Sampled(const torch::Tensor& p, const torch::Tensor& q,
       if (q.defined()) {  // p' <- norm(max(p' - q_x, 0)), q_x without the neighbourhood
         torch::Tensor taken = q[child];
         if (borrowed > 0.0) taken = taken.index_fill(0, RejectedNeighbourhood(x), 0.0);
-        target = ResidualDistribution(target, taken).to(torch::kFloat64);
+        target = HostResidualDistribution(target, taken).to(torch::kFloat64);
       } else {  // max(p' - onehot(x), 0), and the neighbourhood, renormalised
         target[x] = 0.0;
         if (borrowed > 0.0) target.index_fill_(0, RejectedNeighbourhood(x), 0.0);

@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
+#include "engine/sampling/uniform_cache.h"
 #include "tests/engine/test_util.h"
 
 namespace mulo::engine {
@@ -58,11 +60,14 @@ TEST(GroupVerifierTest, KeepsWithTheGroupsMassRatio) {
   ExactVerifier exact;
   Rng accept_g(1, RngStream::kAcceptance), draw_g(1);
   Rng accept_e(1, RngStream::kAcceptance), draw_e(1);
+  // The streams' numbers a block at a time, as a session hands them to its verifiers.
+  UniformCache numbers_ag(&accept_g, torch::kCPU), numbers_dg(&draw_g, torch::kCPU);
+  UniformCache numbers_ae(&accept_e, torch::kCPU), numbers_de(&draw_e, torch::kCPU);
   int kept_g = 0, kept_e = 0, relaxed = 0;
   const int n = 20000;
   for (int i = 0; i < n; ++i) {
-    auto g = grouped.Verify({drafts, p, false}, {&accept_g, &draw_g});
-    auto e = exact.Verify({drafts, p, false}, {&accept_e, &draw_e});
+    auto g = grouped.Verify({drafts, p, false}, {&accept_g, &draw_g, &numbers_ag, &numbers_dg});
+    auto e = exact.Verify({drafts, p, false}, {&accept_e, &draw_e, &numbers_ae, &numbers_de});
     ASSERT_OK(g);
     ASSERT_OK(e);
     kept_g += !g->accepted.empty();
@@ -92,6 +97,62 @@ TEST(GroupVerifierTest, SizeOneIsTheExactRuleDrawForDraw) {
     EXPECT_EQ(g->accepted, e->accepted);
     EXPECT_EQ(g->next_token, e->next_token);
   }
+}
+
+// The device path (Verify: the groups' masses as tensor ops, VerifyPooledChain) makes the
+// host loop's decisions (VerifyOnHost, the oracle) and counts, and leaves the random streams
+// where the host loop leaves them, over random chains whose groups pool 0 to several tokens.
+TEST(GroupVerifierTest, TheDevicePathMakesTheHostLoopsDecisions) {
+  constexpr int64_t kVocab = 24;
+  int64_t pooled_neighbors = 0, relaxed = 0, rejections = 0, whole_chains = 0;
+  for (const int64_t size : {1, 3, 14, 40}) {
+    for (const double gap : {0.05, 0.15, 1.0}) {
+      torch::manual_seed(size * 100 + static_cast<int64_t>(gap * 100));
+      // Embeddings on a line with small steps: the distance bound keeps neighbours in id.
+      const torch::Tensor embeddings = torch::randn({kVocab, 3}) * 0.4;
+      const GroupVerifier verifier({size, gap, 0.5}, embeddings);
+      for (int64_t seed = 0; seed < 12; ++seed) {
+        const int64_t length = 1 + seed % 6;
+        const bool bonus = seed % 2 == 0;
+        const torch::Tensor q = torch::softmax(torch::randn({length, kVocab}) * 1.5, 1);
+        torch::Tensor p = torch::softmax(torch::randn({length + (bonus ? 1 : 0), kVocab}) * 1.5, 1);
+        p.narrow(0, 0, length).mul_(0.5).add_(q * 0.5);  // long kept stretches too
+        if (seed % 3 == 0) {  // a top-k-filtered target: many exact ties at 0, broken by id
+          p.masked_fill_(p.lt(std::get<0>(p.kthvalue(kVocab - 6, 1, true))), 0.0);
+          p.div_(p.sum(1, true));
+        }
+        const torch::Tensor ids = torch::multinomial(q, 1).squeeze(1);
+        const DraftBatch drafts{std::vector<int64_t>(ids.data_ptr<int64_t>(),
+                                                     ids.data_ptr<int64_t>() + length),
+                                DraftBatch::ChainParents(length), q};
+        const VerifyInput input{drafts, p, false};
+        Rng host_accept(seed, RngStream::kAcceptance), host_draw(seed, RngStream::kTarget);
+        Rng device_accept(seed, RngStream::kAcceptance), device_draw(seed, RngStream::kTarget);
+        auto host = verifier.VerifyOnHost(input, {&host_accept, &host_draw});
+        auto device = verifier.Verify(input, {&device_accept, &device_draw});
+        ASSERT_OK(host);
+        ASSERT_OK(device);
+        const std::string where = "size " + std::to_string(size) + " gap " +
+                                  std::to_string(gap) + " seed " + std::to_string(seed);
+        EXPECT_EQ(device->accepted, host->accepted) << where;
+        EXPECT_EQ(device->next_token, host->next_token) << where;
+        EXPECT_EQ(device->relaxed_accepts, host->relaxed_accepts) << where;
+        EXPECT_EQ(device->pooled_drafts, host->pooled_drafts) << where;
+        EXPECT_EQ(device->pooled_neighbors, host->pooled_neighbors) << where;
+        EXPECT_EQ(device_accept.index(), host_accept.index()) << where;
+        EXPECT_EQ(device_draw.index(), host_draw.index()) << where;
+        pooled_neighbors += host->pooled_neighbors;
+        relaxed += host->relaxed_accepts;
+        rejections += static_cast<int64_t>(host->accepted.size()) < length;
+        whole_chains += static_cast<int64_t>(host->accepted.size()) == length;
+      }
+    }
+  }
+  // The trials met groups, relaxed keeps, rejections and whole chains.
+  EXPECT_GE(pooled_neighbors, 50);
+  EXPECT_GE(relaxed, 5);
+  EXPECT_GE(rejections, 20);
+  EXPECT_GE(whole_chains, 10);
 }
 
 }  // namespace

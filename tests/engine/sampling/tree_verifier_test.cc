@@ -10,6 +10,7 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/core/host_read.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/speculative_acceptance.h"
 #include "tests/engine/test_util.h"
@@ -120,6 +121,33 @@ TEST(TreeVerifierTest, GreedyKeepsThePathOfArgmaxes) {
   ASSERT_OK(v);
   EXPECT_EQ(v->accepted, (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(v->next_token, 4);
+}
+
+// A sampled tree's p and q come to the host in one read (greedy: p alone), and the same tree
+// is verified the same way whatever the read's layout.
+TEST(TreeVerifierTest, ASampledTreeReadsPAndQOnce) {
+  DraftBatch d;
+  d.tokens = {1, 2, 0};
+  d.parents = {-1, -1, 0};
+  d.q = torch::stack({kQ, kQ, kQ});
+  const auto p = torch::stack({kP, kP, kP, kP});
+  Rng accept(3), draw(4);
+  const int64_t before = HostReadCount();
+  auto v = TreeVerifier().Verify({d, p, false}, {&accept, &draw});
+  ASSERT_OK(v);
+  EXPECT_EQ(HostReadCount() - before, 1);
+  // The oracle: p and q read separately, as the verifier did before.
+  Rng accept2(3), draw2(4);
+  const auto host_p = p.to(torch::kFloat64), host_q = d.q.to(torch::kFloat64);
+  DraftBatch d2 = d;
+  d2.q = host_q;
+  auto w = TreeVerifier().Verify({d2, host_p, false}, {&accept2, &draw2});
+  ASSERT_OK(w);
+  EXPECT_EQ(v->accepted, w->accepted);
+  EXPECT_EQ(v->next_token, w->next_token);
+  const int64_t greedy_before = HostReadCount();
+  ASSERT_OK(TreeVerifier().Verify({d, p, true}, {&accept, &draw}));
+  EXPECT_EQ(HostReadCount() - greedy_before, 1);
 }
 
 TEST(TreeVerifierTest, RefusesMalformedInput) {
