@@ -75,7 +75,9 @@ TEST(GroupVerifierTest, KeepsWithTheGroupsMassRatio) {
     relaxed += g->relaxed_accepts;
     EXPECT_EQ(g->pooled_drafts, 1);
     EXPECT_EQ(g->pooled_neighbors, 2);
-    if (g->accepted.empty()) EXPECT_NE(g->next_token, 6);  // the residual excludes x
+    if (g->accepted.empty()) {
+      EXPECT_NE(g->next_token, 6);  // the residual excludes x
+    }
   }
   EXPECT_NEAR(kept_g / static_cast<double>(n), 0.13, 0.01);
   EXPECT_NEAR(kept_e / static_cast<double>(n), 0.04, 0.006);
