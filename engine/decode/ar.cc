@@ -58,11 +58,8 @@ StatusOr<std::unique_ptr<SteppedMethod::State>> ArDecoder::Begin(DecodeSession& 
   MULO_ASSIGN_OR_RETURN(ModelStream * target,
                         session.Open(*session.models().target, StreamRole::kTarget));
   // Position i's number is the target stream's i-th: all of them at once (none when greedy).
-  torch::Tensor uniforms;
-  if (!session.greedy()) {
-    uniforms = session.uniforms(RngStream::kTarget).Take(session.num_tokens());
-  }
-  return std::unique_ptr<State>(std::make_unique<ArState>(target, std::move(uniforms)));
+  return std::unique_ptr<State>(std::make_unique<ArState>(
+      target, session.DrawNumbers(RngStream::kTarget, session.num_tokens())));
 }
 
 }  // namespace mulo::engine

@@ -98,7 +98,7 @@ class MuloState : public SteppedMethod::State {
       if (FromVerifyPass(u, drawn, session.grid())) {
         run.push_back(u);
       } else {
-        DrawFromVerifyPass(session, run, verify_logits, n, seq);
+        DrawFromOneForward(session, run, verify_logits, n, seq);
         run.clear();
         const int64_t fed = static_cast<int64_t>(target_->fed().size());
         MULO_RETURN_IF_ERROR(target_->Feed(*seq, fed, u).status());
@@ -106,21 +106,21 @@ class MuloState : public SteppedMethod::State {
       }
       drawn.push_back(u);
     }
-    DrawFromVerifyPass(session, run, verify_logits, n, seq);
+    DrawFromOneForward(session, run, verify_logits, n, seq);
     return OkStatus();
   }
 
   // Draws `positions` (ascending) from one forward's logits (position p at index p - n), the
   // verify forward's or a wave's, in one batch on the device, the target stream's numbers in
   // order, and reads them once.
-  static void DrawFromVerifyPass(DecodeSession& session, const std::vector<int64_t>& positions,
-                                 const torch::Tensor& verify_logits, int64_t n,
+  static void DrawFromOneForward(DecodeSession& session, const std::vector<int64_t>& positions,
+                                 const torch::Tensor& logits, int64_t n,
                                  std::vector<int64_t>* seq) {
     if (positions.empty()) return;
     std::vector<int64_t> index;
     for (int64_t u : positions) index.push_back(u - n);
-    const torch::Tensor rows = verify_logits.index_select(
-        1, torch::tensor(index, torch::kInt64).to(verify_logits.device()));
+    const torch::Tensor rows = logits.index_select(
+        1, torch::tensor(index, torch::kInt64).to(logits.device()));
     const std::vector<int64_t> ids =
         HostReadIds(session.DrawRowsOnDevice(rows, RngStream::kTarget));
     for (size_t j = 0; j < positions.size(); ++j) (*seq)[positions[j]] = ids[j];
@@ -158,7 +158,7 @@ class MuloState : public SteppedMethod::State {
         MULO_ASSIGN_OR_RETURN(logits, target_->Feed(*seq, offset - 1, wave.back(),
                                                     LogitsMode::kAll));
       }
-      DrawFromVerifyPass(session, wave, logits, offset, seq);
+      DrawFromOneForward(session, wave, logits, offset, seq);
       if (!first) MULO_RETURN_IF_ERROR(target_->Truncate(wave.front()));
       first = false;
       std::vector<int64_t> rest;

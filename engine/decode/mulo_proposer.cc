@@ -38,14 +38,13 @@ Status MuloProposer::DraftRows(DecodeSession& session, std::vector<int64_t>* y) 
   const int64_t start = static_cast<int64_t>(y->size());
   const int64_t end = (first_row_ + rows_) * small_;
   if (end <= start) return OkStatus();
-  const bool greedy = draft_sampling_.temperature == 0.0;
   const torch::Tensor numbers =
-      greedy ? torch::Tensor() : session.uniforms(RngStream::kDrafter).Take(end - start);
+      session.DrawNumbers(RngStream::kDrafter, end - start, &draft_sampling_);
   std::vector<torch::Tensor> drawn;
   for (int64_t j = start; j < end; ++j) {
     drawn.push_back(session.DrawOnDevice(
-        drafter_->next_logits(), greedy ? numbers : numbers.narrow(0, j - start, 1),
-        draft_sampling_));
+        drafter_->next_logits(),
+        numbers.defined() ? numbers.narrow(0, j - start, 1) : numbers, draft_sampling_));
     if (j + 1 < small_ * small_) MULO_RETURN_IF_ERROR(drafter_->FeedDrawn(drawn.back()));
   }
   const std::vector<int64_t> ids = HostReadIds(torch::cat(drawn));

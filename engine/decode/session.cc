@@ -226,6 +226,12 @@ UniformCache& DecodeSession::uniforms(RngStream stream) {
   return *cache;
 }
 
+torch::Tensor DecodeSession::DrawNumbers(RngStream stream, int64_t count,
+                                         const SamplingParams* sampling) {
+  const SamplingParams& draws = sampling != nullptr ? *sampling : request_.sampling;
+  return draws.temperature == 0.0 ? torch::Tensor() : uniforms(stream).Take(count);
+}
+
 VerifierRngs DecodeSession::verifier_rngs() {
   return {&rng(RngStream::kAcceptance), &rng(RngStream::kTarget),
           &uniforms(RngStream::kAcceptance), &uniforms(RngStream::kTarget)};
@@ -245,8 +251,8 @@ torch::Tensor DecodeSession::DrawOnDevice(const torch::Tensor& logits,
 torch::Tensor DecodeSession::DrawRowsOnDevice(const torch::Tensor& logits, RngStream stream) {
   const SamplingParams& sampling = request_.sampling;
   const int64_t k = logits.size(1);
-  const torch::Tensor numbers = greedy() ? torch::Tensor() : uniforms(stream).Take(k);
-  return SampleRows(GuidedLogits(logits, sampling.cfg_scale).reshape({k, -1}), sampling, numbers);
+  return SampleRows(GuidedLogits(logits, sampling.cfg_scale).reshape({k, -1}), sampling,
+                    DrawNumbers(stream, k));
 }
 
 void DecodeSession::Commit(std::vector<int64_t> tokens) {

@@ -143,6 +143,10 @@ class DecodeSession {
   Rng& rng(RngStream stream) { return rngs_[static_cast<int>(stream)]; }
   // The stream's numbers on the session's device, made a block at a time (uniform_cache.h).
   UniformCache& uniforms(RngStream stream);
+  // The stream's next `count` numbers for draws under `sampling` (the request's when null), on
+  // the device; none (undefined) when it is greedy, whose draws take the argmax and read none.
+  torch::Tensor DrawNumbers(RngStream stream, int64_t count,
+                            const SamplingParams* sampling = nullptr);
   // The acceptance and target streams for a verifier, with their device numbers.
   VerifierRngs verifier_rngs();
   // Probabilities [..., V] of logits [batch, ..., V]: guidance, then temperature / top-k /

@@ -62,17 +62,18 @@ StatusOr<Verdict> ExactVerifier::Verify(const VerifyInput& input,
                              input.greedy),
         torch::kInt64);
     const int64_t kept = decision[0].item<int64_t>();
+    const int64_t judged = std::min(kept + 1, length);  // the kept drafts and the first rejected
     Verdict verdict;
     for (int64_t i = 0; i < kept; ++i) verdict.accepted.push_back(i);
     verdict.next_token = decision[1].item<int64_t>();
     if (pooled) {  // as the host loop counts them: every judged draft pools
       verdict.relaxed_accepts = decision[2].item<int64_t>();
-      verdict.pooled_drafts = std::min(kept + 1, length);
+      verdict.pooled_drafts = judged;
       verdict.pooled_neighbors = decision[3].item<int64_t>();
     }
     // The numbers the host loop would have drawn: one per judged draft, one for a residual or
     // a sampled bonus.
-    rngs.accept->Skip(static_cast<uint64_t>(std::min(kept + 1, length)));
+    rngs.accept->Skip(static_cast<uint64_t>(judged));
     const bool drew = kept < length || (input.p.size(0) > length && !input.greedy);
     if (drew) rngs.draw->Skip(1);
     return verdict;
