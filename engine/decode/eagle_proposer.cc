@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/core/host_read.h"
+#include "engine/decode/device_dynamic_tree.h"
 #include "engine/sampling/without_replacement.h"
 
 namespace mulo::engine {
@@ -46,36 +47,33 @@ StatusOr<torch::Tensor> EagleProposer::CatchUp(DecodeSession& session) {
 }
 
 StatusOr<torch::Tensor> EagleProposer::FeedTreeNodes(DecodeSession& session,
-                                                     const std::vector<int64_t>& nodes,
-                                                     const std::vector<int64_t>& tokens,
-                                                     const std::vector<int64_t>& parents,
-                                                     const torch::Tensor& root_feature,
-                                                     FedNodes* fed) {
-  const int64_t m = static_cast<int64_t>(nodes.size()), rows = cache_.length();
-  fed->head_row.resize(tokens.size(), -1);
-  fed->predicted.resize(tokens.size());
-  auto mask = torch::zeros({m, rows + m}, torch::kBool);
-  mask.narrow(1, 0, committed_rows_).fill_(true);
-  auto access = mask.accessor<bool, 2>();
-  std::vector<int64_t> node_tokens;
-  std::vector<torch::Tensor> inputs;
-  for (int64_t i = 0; i < m; ++i) {
-    const int64_t parent = parents[nodes[i]];
-    node_tokens.push_back(tokens[nodes[i]]);
-    inputs.push_back(parent < 0 ? root_feature : fed->predicted[parent]);
-    for (int64_t a = parent; a >= 0; a = parents[a]) access[i][fed->head_row[a]] = true;
-    access[i][rows + i] = true;
+                                                     const torch::Tensor& tokens,
+                                                     const torch::Tensor& parent_slot,
+                                                     const torch::Tensor& attends,
+                                                     const torch::Tensor& root_feature) {
+  const int64_t m = tokens.size(0), slots = attends.size(1);
+  if (cache_.length() != committed_rows_ + slots) {
+    return InternalError("EagleProposer: the head's cache has " +
+                         std::to_string(cache_.length()) + " rows, expected " +
+                         std::to_string(committed_rows_ + slots));
   }
-  MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings,
-                        target_.EmbedTokens(Ids(node_tokens, cache_.batch())));
+  const torch::Device device = root_feature.device();
+  const auto flags = torch::TensorOptions().dtype(torch::kBool).device(device);
+  // Each node attends the committed pairs, its ancestors' slots and itself.
+  const torch::Tensor mask = torch::cat(
+      {torch::ones({m, committed_rows_}, flags), attends.to(device), torch::eye(m, flags)}, 1);
+  // Input features: the root's prediction (index 0), then every fed slot's.
+  torch::Tensor features = root_feature.unsqueeze(1);
+  if (tree_features_.defined()) features = torch::cat({features, tree_features_}, 1);
+  const torch::Tensor inputs = features.index_select(1, parent_slot.to(device) + 1);
+  MULO_ASSIGN_OR_RETURN(
+      torch::Tensor embeddings,
+      target_.EmbedDrawnTokens(tokens.unsqueeze(0).expand({cache_.batch(), m}).contiguous()));
   MULO_ASSIGN_OR_RETURN(torch::Tensor predicted,
-                        session.RunHead(head_, {&cache_, embeddings, torch::stack(inputs, 1),
-                                                mask.to(embeddings.device())}));
+                        session.RunHead(head_, {&cache_, embeddings, inputs, mask}));
   ++session.stats().draft_forward_passes;
-  for (int64_t i = 0; i < m; ++i) {
-    fed->head_row[nodes[i]] = rows + i;
-    fed->predicted[nodes[i]] = predicted.select(1, i);
-  }
+  tree_features_ =
+      tree_features_.defined() ? torch::cat({tree_features_, predicted}, 1) : predicted;
   return predicted;
 }
 
@@ -85,11 +83,12 @@ torch::Tensor EagleProposer::Probabilities(DecodeSession& session,
   const auto logits = torch::linear(features, target_.output_weight()).to(torch::kFloat32);
   // Greedy verification only compares argmaxes, so a greedy tree is ranked by the head's
   // guided, untempered distribution and keeps its alternatives.
-  return HostRead(session.RankingProbabilities(logits));
+  return session.RankingProbabilities(logits);
 }
 
 StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t max_depth) {
   MULO_ASSIGN_OR_RETURN(torch::Tensor root_feature, CatchUp(session));
+  tree_features_ = torch::Tensor();
   // The reference shape, cut where the image ends.
   const TreeShape full = StaticTree57();
   std::vector<int64_t> cut_parents, index(full.size(), -1);
@@ -100,56 +99,92 @@ StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t
   }
   MULO_ASSIGN_OR_RETURN(TreeShape shape, TreeFromParents(cut_parents));
   const int64_t length = shape.size();
-  std::vector<int64_t> tokens(length, -1);
-  std::vector<torch::Tensor> q(length), after(length);
-  FedNodes fed;
-  const torch::Tensor root_q = Probabilities(session, root_feature.unsqueeze(1))[0];
-  // Depth by depth: the nodes one level up whose children are drawn (the root first).
+  const torch::Device device = root_feature.device();
+  const auto ints = torch::TensorOptions().dtype(torch::kInt64).device(device);
+  // Every node's token, the distribution it was drawn from and whether its parent's
+  // distribution had mass left for it, on the device until the tree is read.
+  torch::Tensor tokens = torch::zeros({length}, ints);
+  torch::Tensor valid = torch::zeros({length}, ints.dtype(torch::kBool));
+  torch::Tensor q;
+  std::vector<int64_t> slot(length, -1);
+  int64_t slots = 0;
+  // Depth by depth: the nodes one level up whose children are drawn (the root first) and the
+  // head's distributions after them, one row each.
   std::vector<int64_t> expanding = {-1};
+  torch::Tensor after = Probabilities(session, root_feature.unsqueeze(1));
   for (int64_t depth = 1;; ++depth) {
-    // Each expanding node's children, without replacement from the head's distribution.
+    // Each expanding node's children without replacement, all parents at once. The numbers
+    // are the drafter stream's next ones, parent by parent, child by child.
+    const int64_t parents = static_cast<int64_t>(expanding.size());
+    int64_t widest = 0, drawn = 0;
     for (int64_t parent : expanding) {
-      const std::vector<int64_t> children = shape.Children(parent);
-      const SiblingDraws draws =
-          DrawWithoutReplacement(parent < 0 ? root_q : after[parent],
-                                 static_cast<int64_t>(children.size()),
-                                 session.rng(RngStream::kDrafter), session.greedy());
-      for (size_t r = 0; r < draws.tokens.size(); ++r) {
-        tokens[children[r]] = draws.tokens[r];
-        q[children[r]] = draws.q[r];
+      widest = std::max<int64_t>(widest, shape.Children(parent).size());
+    }
+    std::vector<int64_t> number_of(parents * widest, 0), from, to;
+    for (int64_t p = 0; p < parents; ++p) {
+      const std::vector<int64_t> children = shape.Children(expanding[p]);
+      for (size_t r = 0; r < children.size(); ++r) {
+        number_of[p * widest + static_cast<int64_t>(r)] = drawn++;
+        from.push_back(p * widest + static_cast<int64_t>(r));
+        to.push_back(children[r]);
       }
     }
-    // The head's distribution after every drawn node of this depth that has children.
+    const torch::Tensor numbers = session.DrawNumbers(RngStream::kDrafter, drawn);
+    const torch::Tensor uniforms =
+        numbers.defined()
+            ? numbers.index_select(0, torch::tensor(number_of, ints)).view({parents, widest})
+            : torch::Tensor();
+    const SiblingDrawsOnDevice draws =
+        DrawSiblingsOnDevice(after, widest, uniforms, session.greedy());
+    const torch::Tensor from_rows = torch::tensor(from, ints), to_nodes = torch::tensor(to, ints);
+    if (!q.defined()) q = torch::zeros({length, after.size(1)}, after.options());
+    tokens.index_copy_(0, to_nodes, draws.tokens.flatten().index_select(0, from_rows));
+    valid.index_copy_(0, to_nodes, draws.valid.flatten().index_select(0, from_rows));
+    q.index_copy_(0, to_nodes,
+                  draws.q.flatten(0, 1).index_select(0, from_rows).to(q.scalar_type()));
+    // The head's distribution after every node of this depth that has children. A node whose
+    // draw found no mass is fed too (its subtree is dropped below): the host never waits.
     expanding.clear();
     for (int64_t i = 0; i < length; ++i) {
-      if (shape.depths[i] == depth && tokens[i] >= 0 && !shape.Children(i).empty()) {
-        expanding.push_back(i);
-      }
+      if (shape.depths[i] == depth && !shape.Children(i).empty()) expanding.push_back(i);
     }
     if (expanding.empty()) break;
-    MULO_ASSIGN_OR_RETURN(torch::Tensor out, FeedTreeNodes(session, expanding, tokens,
-                                                           shape.parents, root_feature, &fed));
-    const torch::Tensor probs = Probabilities(session, out);
-    for (size_t j = 0; j < expanding.size(); ++j) {
-      after[expanding[j]] = probs[static_cast<int64_t>(j)];
+    const int64_t m = static_cast<int64_t>(expanding.size());
+    std::vector<int64_t> parent_slot;
+    auto attends = torch::zeros({m, slots}, torch::kBool);
+    auto attend = attends.accessor<bool, 2>();
+    for (int64_t j = 0; j < m; ++j) {
+      const int64_t parent = shape.parents[expanding[j]];
+      parent_slot.push_back(parent < 0 ? -1 : slot[parent]);
+      for (int64_t a = parent; a >= 0; a = shape.parents[a]) attend[j][slot[a]] = true;
     }
+    MULO_ASSIGN_OR_RETURN(
+        torch::Tensor out,
+        FeedTreeNodes(session, tokens.index_select(0, torch::tensor(expanding, ints)),
+                      torch::tensor(parent_slot, torch::kInt64), attends, root_feature));
+    for (int64_t j = 0; j < m; ++j) slot[expanding[j]] = slots + j;
+    slots += m;
+    after = Probabilities(session, out);
   }
   MULO_RETURN_IF_ERROR(cache_.Truncate(committed_rows_));
-  // Nodes left undrawn (a distribution with fewer tokens than children, e.g. under top-k)
-  // are dropped with their subtrees.
+  tree_features_ = torch::Tensor();
+  // The tree's one read: tokens, then whether each was drawn. Nodes left undrawn (a
+  // distribution with fewer tokens than children, e.g. under top-k) are dropped with their
+  // subtrees.
+  const std::vector<int64_t> host = HostReadIds(torch::cat({tokens, valid.to(torch::kInt64)}));
   TreeDraft draft;
-  std::vector<int64_t> kept_index(length, -1), kept_parents;
-  std::vector<torch::Tensor> kept_q;
+  std::vector<int64_t> kept_index(length, -1), kept_parents, kept_nodes;
   for (int64_t i = 0; i < length; ++i) {
-    if (tokens[i] < 0) continue;
+    const int64_t parent = shape.parents[i];
+    if (host[length + i] == 0 || (parent >= 0 && kept_index[parent] < 0)) continue;
     kept_index[i] = static_cast<int64_t>(kept_parents.size());
-    kept_parents.push_back(shape.parents[i] < 0 ? -1 : kept_index[shape.parents[i]]);
-    draft.drafts.tokens.push_back(tokens[i]);
-    kept_q.push_back(q[i]);
+    kept_parents.push_back(parent < 0 ? -1 : kept_index[parent]);
+    kept_nodes.push_back(i);
+    draft.drafts.tokens.push_back(host[i]);
   }
   MULO_ASSIGN_OR_RETURN(draft.shape, TreeFromParents(kept_parents));
   draft.drafts.parents = kept_parents;
-  draft.drafts.q = torch::stack(kept_q);
+  draft.drafts.q = q.index_select(0, torch::tensor(kept_nodes, ints));
   return draft;
 }
 
@@ -157,19 +192,21 @@ StatusOr<TreeDraft> EagleProposer::ProposeDynamic(DecodeSession& session,
                                                   const DynamicTreeOptions& options,
                                                   int64_t max_depth) {
   MULO_ASSIGN_OR_RETURN(torch::Tensor root_feature, CatchUp(session));
+  tree_features_ = torch::Tensor();
   DynamicTreeOptions cut = options;
   cut.depth = std::min(options.depth, max_depth - 1);
-  DynamicTreeBuilder builder(cut);
-  builder.Start(Probabilities(session, root_feature.unsqueeze(1))[0].log());
-  FedNodes fed;
-  while (builder.expansions_left() > 0) {
-    MULO_ASSIGN_OR_RETURN(torch::Tensor out,
-                          FeedTreeNodes(session, builder.frontier(), builder.tokens(),
-                                        builder.parents(), root_feature, &fed));
-    builder.Expand(Probabilities(session, out).log());
+  DeviceDynamicTree tree(cut);
+  tree.Start(Probabilities(session, root_feature.unsqueeze(1))[0].log());
+  while (tree.expansions_left() > 0) {
+    const DeviceDynamicTree::Feed feed = tree.NextFeed();
+    MULO_ASSIGN_OR_RETURN(torch::Tensor out, FeedTreeNodes(session, feed.tokens,
+                                                           feed.parent_slot, feed.attends,
+                                                           root_feature));
+    tree.Expand(Probabilities(session, out).log());
   }
   MULO_RETURN_IF_ERROR(cache_.Truncate(committed_rows_));
-  DynamicTreeBuilder::Chosen chosen = builder.Finish();
+  tree_features_ = torch::Tensor();
+  MULO_ASSIGN_OR_RETURN(DynamicTreeBuilder::Chosen chosen, tree.Finish());
   TreeDraft draft;
   draft.drafts.tokens = chosen.tokens;
   draft.drafts.parents = chosen.shape.parents;

@@ -11,8 +11,11 @@
 //   Static tree (EAGLE-1, LANTERN++): the shape of StaticTree57 cut at the rows left; each
 //     node's children are drawn without replacement from the head's distribution after it,
 //     and each draft carries the q it was drawn from. One head forward per depth.
-//   Dynamic tree (EAGLE-2): DynamicTreeBuilder over the head's log-probabilities, one head
+//   Dynamic tree (EAGLE-2): DeviceDynamicTree over the head's log-probabilities, one head
 //     forward per expansion; drafts are deterministic (no q).
+// Either tree grows on the device: tokens, distributions and the dynamic tree's scores stay
+// where the head runs, and the finished tree is read once (a GPU drains its pipeline at every
+// read; the host versions read once per depth).
 #ifndef MULO_ENGINE_DECODE_EAGLE_PROPOSER_H_
 #define MULO_ENGINE_DECODE_EAGLE_PROPOSER_H_
 
@@ -52,22 +55,17 @@ class EagleProposer {
  private:
   // Feeds the queued pairs; returns the predicted feature after the last one [batch, dim].
   StatusOr<torch::Tensor> CatchUp(DecodeSession& session);
-  // The head rows and predicted features [batch, dim] of the tree nodes fed so far, indexed
-  // like the caller's node arrays.
-  struct FedNodes {
-    std::vector<int64_t> head_row;
-    std::vector<torch::Tensor> predicted;
-  };
-  // One head forward over `nodes` (indices into tokens / parents; their parents are fed
-  // already, or are the root): each node's input feature is its parent's predicted one
-  // (`root_feature` for the root's children), and it attends the committed pairs, its
-  // ancestors' head rows and itself. Records the nodes in `fed`; returns their predicted
-  // features [batch, nodes, dim].
-  StatusOr<torch::Tensor> FeedTreeNodes(DecodeSession& session, const std::vector<int64_t>& nodes,
-                                        const std::vector<int64_t>& tokens,
-                                        const std::vector<int64_t>& parents,
-                                        const torch::Tensor& root_feature, FedNodes* fed);
-  // The drafter's probabilities [m, V] from predicted features [batch, m, dim].
+  // One head forward over m tree nodes, on the device: `tokens` int64 [m]; `parent_slot`
+  // int64 [m], the slot of each node's parent (its predicted feature is the node's input;
+  // -1 = the root, whose is `root_feature`); `attends` bool [m, tree_slots], the slots of its
+  // ancestors. Each node attends the committed pairs, its ancestors and itself, and takes the
+  // next slot (head cache row committed_rows_ + slot). Returns the predicted features
+  // [batch, m, dim].
+  StatusOr<torch::Tensor> FeedTreeNodes(DecodeSession& session, const torch::Tensor& tokens,
+                                        const torch::Tensor& parent_slot,
+                                        const torch::Tensor& attends,
+                                        const torch::Tensor& root_feature);
+  // The drafter's probabilities [m, V] from predicted features [batch, m, dim], on the device.
   torch::Tensor Probabilities(DecodeSession& session, const torch::Tensor& features) const;
 
   const EagleHead& head_;
@@ -76,6 +74,7 @@ class EagleProposer {
   int64_t committed_rows_ = 0;  // head cache rows holding committed pairs
   std::vector<int64_t> queued_tokens_;
   std::vector<torch::Tensor> queued_features_;
+  torch::Tensor tree_features_;  // [batch, tree slots, dim]: the fed nodes' predictions
 };
 
 }  // namespace mulo::engine

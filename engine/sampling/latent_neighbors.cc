@@ -49,7 +49,8 @@ LatentNeighbors LatentNeighbors::Build(const torch::Tensor& codebook, int64_t ma
     blocks.push_back(NearestInOrder(distances, m).to(torch::kInt64));
   }
   LatentNeighbors n;
-  n.table_ = torch::cat(blocks).to(codebook.device()).contiguous();
+  n.host_table_ = torch::cat(blocks).contiguous();
+  n.table_ = n.host_table_.to(codebook.device());
   return n;
 }
 

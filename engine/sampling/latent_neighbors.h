@@ -22,9 +22,16 @@ class LatentNeighbors {
   int64_t max_neighbors() const { return table_.size(1); }
   // [V, max_neighbors] int64 on the codebook's device.
   const torch::Tensor& table() const { return table_; }
+  // The same table on the host (the same tensor for a CPU codebook): a verifier working on
+  // host copies of its distributions looks neighbours up there instead of reading the device.
+  const torch::Tensor& host_table() const { return host_table_; }
+  // The table on `device` (the host's or the codebook's).
+  const torch::Tensor& TableOn(const torch::Device& device) const {
+    return device.is_cpu() ? host_table_ : table_;
+  }
 
  private:
-  torch::Tensor table_;
+  torch::Tensor table_, host_table_;
 };
 
 }  // namespace mulo::engine

@@ -28,9 +28,9 @@ Prefix PrefixWithinBound(const torch::Tensor& probs, const torch::Tensor& tokens
     out.within = out.cumulative.to(torch::kBool);
     return out;
   }
-  auto ids = neighbors.table().index_select(0, tokens.to(neighbors.table().device()))
-                 .narrow(1, 0, m)
-                 .to(p.device());
+  // The table where p is: a host copy of a verifier's rows reads nothing from the device.
+  const torch::Tensor& table = neighbors.TableOn(p.device());
+  auto ids = table.index_select(0, tokens.to(p.device())).narrow(1, 0, m);
   // Summed in float64 so that long prefixes of tiny probabilities do not drift.
   out.cumulative = p.gather(1, ids).to(torch::kFloat64).cumsum(1);
   auto bound = rule.kind == Pooling::kAdditive

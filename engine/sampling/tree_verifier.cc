@@ -51,7 +51,7 @@ double TreeVerifier::Borrowed(const torch::Tensor& target, int64_t x, Verdict* v
 torch::Tensor TreeVerifier::RejectedNeighbourhood(int64_t x) const {
   const LatentNeighbors& n = *relaxation_.neighbors;
   const int64_t count = std::min(relaxation_.rule.k + 1, n.max_neighbors());
-  return HostRead(n.table()[x].narrow(0, 0, count));
+  return n.host_table()[x].narrow(0, 0, count);
 }
 
 StatusOr<Verdict> TreeVerifier::Verify(const VerifyInput& input, const VerifierRngs& rngs) const {

@@ -1,5 +1,6 @@
 #include "engine/sampling/without_replacement.h"
 
+#include "engine/sampling/row_sampler.h"
 #include "engine/sampling/sampler.h"
 
 namespace mulo::engine {
@@ -24,6 +25,37 @@ SiblingDraws DrawWithoutReplacement(const torch::Tensor& q, int64_t count, Rng& 
   }
   out.q = rows.empty() ? torch::zeros({0, q.size(0)}) : torch::stack(rows);
   return out;
+}
+
+SiblingDrawsOnDevice DrawSiblingsOnDevice(const torch::Tensor& q, int64_t count,
+                                          const torch::Tensor& uniforms, bool greedy) {
+  torch::NoGradGuard no_grad;
+  TORCH_CHECK(q.dim() == 2, "DrawSiblingsOnDevice: q must be [parents, V]");
+  TORCH_CHECK(greedy || (uniforms.dim() == 2 && uniforms.size(0) == q.size(0) &&
+                         uniforms.size(1) == count),
+              "DrawSiblingsOnDevice: uniforms must be [parents, count]");
+  torch::Tensor remaining = q.to(torch::kFloat32);
+  std::vector<torch::Tensor> tokens, rows, valid;
+  for (int64_t r = 0; r < count; ++r) {
+    // The host loop's steps, row-wise: the remaining mass in float32, the row renormalised
+    // by it, the draw, then the drawn token's mass removed.
+    const torch::Tensor mass = remaining.sum(1, /*keepdim=*/true);
+    const torch::Tensor has_mass = mass > 0;
+    remaining = remaining / torch::where(has_mass, mass, torch::ones_like(mass));
+    const torch::Tensor token =
+        greedy ? remaining.argmax(1) : DrawRows(remaining, uniforms.select(1, r));
+    rows.push_back(greedy ? torch::zeros_like(remaining).scatter_(1, token.unsqueeze(1), 1.0f)
+                          : remaining);
+    tokens.push_back(token);
+    valid.push_back(has_mass.squeeze(1));
+    remaining = remaining.scatter(1, token.unsqueeze(1), 0.0f);
+  }
+  if (count == 0) {
+    const auto ints = q.options().dtype(torch::kInt64);
+    return {torch::zeros({q.size(0), 0}, ints), torch::zeros({q.size(0), 0, q.size(1)}, q.options()),
+            torch::zeros({q.size(0), 0}, ints.dtype(torch::kBool))};
+  }
+  return {torch::stack(tokens, 1), torch::stack(rows, 1), torch::stack(valid, 1)};
 }
 
 }  // namespace mulo::engine

@@ -57,6 +57,28 @@ class ProjectTest(unittest.TestCase):
         # Twice the tokens: the step and its host work twice, the prefill once, decode twice.
         self.assertAlmostEqual(methods["x"]["projected_s"], 0.002 + 2 * 0.005 + 2 * 0.0005 + 0.002)
 
+    def test_host_work_from_counts(self):
+        # Traced with --count_ops: ar reads once and dispatches 100 operators, 90 of them in
+        # its forwards (6th field); x reads 3 times and dispatches 60, 20 in its forwards.
+        ar = dict(AR, host_syncs=1, dispatched_ops=100,
+                  forwards=[f + [20] if f[3] else f + [30] for f in AR["forwards"]])
+        x = dict(X, host_syncs=3, dispatched_ops=60,
+                 forwards=[f + [20] if f[3] else f + [0] for f in X["forwards"]])
+        with tempfile.TemporaryDirectory() as tmp:
+            methods, doc = project(tmp, "counts", trace=(ar, x),
+                                   extra=("--read_us", "100", "--op_us", "10"))
+        # ar: 1 read (0.1 ms) + 10 operators outside (0.1 ms); forwards 8 ms, decode 1 ms.
+        self.assertAlmostEqual(methods["ar"]["host_s"], 0.0002)
+        self.assertAlmostEqual(methods["ar"]["projected_s"], 0.0092)
+        # x: 3 reads (0.3 ms) + 40 operators outside (0.4 ms) + forwards 7 ms + decode 1 ms.
+        self.assertAlmostEqual(methods["x"]["projected_s"], 0.0087)
+        self.assertEqual(doc["read_us"], 100)
+
+    def test_counts_need_a_counted_trace(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with self.assertRaises(subprocess.CalledProcessError):
+                project(tmp, "counts")
+
     def test_needs_ar_to_calibrate(self):
         with tempfile.TemporaryDirectory() as tmp:
             with self.assertRaises(subprocess.CalledProcessError):

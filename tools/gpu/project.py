@@ -25,6 +25,14 @@ by 13%; the README's GPU section has the table).
       --project_cost target=cost_tar_lp_512.json --project_cost drafter=cost_tar_lp_512.json \\
       --scale_tokens 1024
 
+With --host=counts (a trace written with methods_bench --count_ops) host work is priced from
+what the decode loop asks of the device instead of calibrated per step:
+    reads * --read_us + (dispatched operators outside the traced forwards) * --op_us
+so a method that reads the host less or dispatches fewer sampling and verification operators
+is projected faster, which the per-step model cannot see. Both constants are inputs (the
+defaults are assumptions stated in docs/gpu.md, not fits), so the tool prints the table for
+them; ar is not used to calibrate.
+
 With --scale_tokens N the trace is stretched to N image tokens per image: every forward is
 repeated N / n_bundled times at proportionally mapped contexts, i.e. the method keeps the step
 compression and tokens per forward it showed on the bundled family (the projection's main
@@ -98,6 +106,16 @@ class CostTable:
 NON_TRANSFORMER_PHASES = ("upsample", "downsample", "image_decode")
 
 
+def request_counts(line):
+    """(host reads, dispatched operators outside the traced forwards) of one request traced
+    with --count_ops."""
+    if "host_syncs" not in line or "dispatched_ops" not in line:
+        raise KeyError("--host=counts needs a trace written with methods_bench --count_ops "
+                       f"(method '{line.get('method')}' has no host_syncs / dispatched_ops)")
+    inside = sum(f[5] for f in line["forwards"] if len(f) > 5)
+    return line["host_syncs"], line["dispatched_ops"] - inside
+
+
 def request_terms(line, tables, traced_cls, scale, host="step"):
     """(forward seconds, host units (steps or draws), non-transformer phase seconds) of one
     traced request.
@@ -108,7 +126,7 @@ def request_terms(line, tables, traced_cls, scale, host="step"):
     forward_ms = 0.0
     draws = 1
     steps = 0
-    for model, batch, n, context, graph in line["forwards"]:
+    for model, batch, n, context, graph, *_ in line["forwards"]:
         table = tables.get(model)
         if table is None:
             raise KeyError(f"no cost table for model '{model}' (give --cost {model}=...)")
@@ -135,8 +153,14 @@ def main():
                     help="cost the traced model with this table instead (a full-size replica)")
     ap.add_argument("--scale_tokens", type=int, default=0,
                     help="project to this many image tokens per image (0 = as traced)")
-    ap.add_argument("--host", choices=["step", "draw"], default="step",
-                    help="host work per non-prefill forward (step) or per fed position (draw)")
+    ap.add_argument("--host", choices=["step", "draw", "counts"], default="step",
+                    help="host work per non-prefill forward (step), per fed position (draw), "
+                    "or from the trace's host reads and dispatched operators (counts)")
+    ap.add_argument("--read_us", type=float, default=20.0,
+                    help="--host=counts: microseconds per host read (a pipeline drain)")
+    ap.add_argument("--op_us", type=float, default=3.7,
+                    help="--host=counts: microseconds per dispatched operator outside the "
+                    "forwards (host dispatch and launch)")
     ap.add_argument("--json", help="also write the table as JSON here")
     args = ap.parse_args()
 
@@ -169,14 +193,24 @@ def main():
     def mean_terms(method, s, costs):
         rows = [request_terms(line, costs, traced_cls, s, args.host)
                 for line in by_method[method]]
+        if args.host == "counts":  # host seconds per request, priced directly
+            try:
+                counts = [request_counts(line) for line in by_method[method]]
+            except KeyError as e:
+                ap.error(f"--trace: {e.args[0]}")
+            rows = [(f, (reads * args.read_us + ops * args.op_us) * 1e-6 * s, p)
+                    for (f, _, p), (reads, ops) in zip(rows, counts)]
         k = len(rows)
         return tuple(sum(r[i] for r in rows) / k for i in range(3))
 
-    # Host work per step (or draw), from ar as traced (scale 1): measured minus modelled
-    # forwards and phases.
-    f_ar, u_ar, p_ar = mean_terms("ar", 1.0, tables)
-    measured_ar = sum(line["seconds"] for line in by_method["ar"]) / len(by_method["ar"])
-    o_unit = (measured_ar - f_ar - p_ar) / u_ar
+    if args.host == "counts":
+        o_unit = 1.0  # host terms are already seconds
+    else:
+        # Host work per step (or draw), from ar as traced (scale 1): measured minus modelled
+        # forwards and phases.
+        f_ar, u_ar, p_ar = mean_terms("ar", 1.0, tables)
+        measured_ar = sum(line["seconds"] for line in by_method["ar"]) / len(by_method["ar"])
+        o_unit = (measured_ar - f_ar - p_ar) / u_ar
 
     out = []
     for method in by_method:
@@ -191,11 +225,13 @@ def main():
     tokens = args.scale_tokens or traced_tokens
     print(f"{len(lines)} traced requests, {traced_tokens} tokens each"
           + (f", stretched to {tokens}" if scale != 1 else "")
-          + f"; host work per {args.host} (from ar) {o_unit * 1e6:.1f} us\n")
+          + (f"; host work {args.read_us:g} us per read, {args.op_us:g} us per operator "
+             "outside the forwards\n" if args.host == "counts"
+             else f"; host work per {args.host} (from ar) {o_unit * 1e6:.1f} us\n"))
     header = "| method | forwards s | host s | other phases s | projected s / image | " \
              "projected speedup |"
     rule = "|---|---:|---:|---:|---:|---:|"
-    validating = scale == 1 and not args.project_cost
+    validating = scale == 1 and not args.project_cost and args.host != "counts"
     if validating:
         header += " measured s / image | error |"
         rule += "---:|---:|"
@@ -212,6 +248,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"host": args.host, "host_s_per_unit": o_unit, "tokens": tokens,
+                       "read_us": args.read_us, "op_us": args.op_us,
                        "methods": out}, f, indent=1)
     return 0
 

@@ -3,10 +3,13 @@
 // nodes, parents first.
 #include "engine/decode/dynamic_tree.h"
 
+#include "engine/decode/device_dynamic_tree.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 namespace mulo::engine {
@@ -64,6 +67,77 @@ TEST(DynamicTreeTest, ChosenTreesAreConnectedWhateverTheScores) {
       }
     }
   }
+}
+
+// The device tree is the host builder's: the same frontiers (as the fed nodes' tokens), the
+// same parents' slots and ancestors for the head's mask, and the same chosen tree. The rows are
+// permutations of one small set of probabilities, so cumulative scores tie across parents and
+// the selection's tie-break (creation order) decides; a control breaking ties the other way
+// gives other frontiers.
+TEST(DynamicTreeTest, TheDeviceTreeIsTheHostBuilders) {
+  torch::manual_seed(11);
+  const std::vector<double> values = {0.3, 0.2, 0.15, 0.1, 0.08, 0.07, 0.05, 0.03, 0.02};
+  const auto row = [&]() {
+    return torch::tensor(values, torch::kFloat64).index_select(0, torch::randperm(9)).log();
+  };
+  int ties_decided = 0;
+  for (int trial = 0; trial < 30; ++trial) {
+    const DynamicTreeOptions options{/*total_tokens=*/9 + trial % 7, /*depth=*/3 + trial % 3,
+                                     /*top_k=*/2 + trial % 3};
+    DynamicTreeBuilder host(options);
+    DeviceDynamicTree device(options);
+    const torch::Tensor root = row().to(torch::kFloat32);
+    host.Start(root);
+    device.Start(root);
+    // Host slots of fed nodes, to check the device's feed against.
+    std::vector<int64_t> slot_of(4096, -1);
+    int64_t slots = 0;
+    while (host.expansions_left() > 0) {
+      ASSERT_EQ(device.expansions_left(), host.expansions_left());
+      const auto& frontier = host.frontier();
+      const int64_t f = static_cast<int64_t>(frontier.size());
+      ASSERT_EQ(device.frontier_size(), f);
+      const DeviceDynamicTree::Feed feed = device.NextFeed();
+      ASSERT_EQ(feed.attends.sizes(), (std::vector<int64_t>{f, slots}));
+      for (int64_t i = 0; i < f; ++i) {
+        const int64_t node = frontier[i], parent = host.parents()[node];
+        EXPECT_EQ(feed.tokens[i].item<int64_t>(), host.tokens()[node]);
+        EXPECT_EQ(feed.parent_slot[i].item<int64_t>(), parent < 0 ? -1 : slot_of[parent]);
+        std::vector<bool> ancestor(slots, false);
+        for (int64_t a = parent; a >= 0; a = host.parents()[a]) ancestor[slot_of[a]] = true;
+        for (int64_t s = 0; s < slots; ++s) {
+          EXPECT_EQ(feed.attends[i][s].item<bool>(), ancestor[s]) << "node " << node;
+        }
+      }
+      for (int64_t i = 0; i < f; ++i) slot_of[frontier[i]] = slots + i;
+      slots += f;
+      std::vector<torch::Tensor> rows;
+      for (int64_t i = 0; i < f; ++i) rows.push_back(row());
+      const torch::Tensor log_probs = torch::stack(rows).to(torch::kFloat32);
+      host.Expand(log_probs);
+      device.Expand(log_probs);
+      // Control: the frontier with ties broken against creation order. It differs from the
+      // host's in some expansions, so equal frontiers above are the tie-break's doing.
+      const int64_t k = std::min<int64_t>(options.top_k, 9);
+      const int64_t first = static_cast<int64_t>(host.scores().size()) - f * k;
+      std::vector<int64_t> reversed(f * k);
+      std::iota(reversed.begin(), reversed.end(), first);
+      std::stable_sort(reversed.begin(), reversed.end(), [&](int64_t a, int64_t b) {
+        const double sa = host.scores()[a], sb = host.scores()[b];
+        return sa > sb || (sa == sb && a > b);
+      });
+      reversed.resize(std::min<int64_t>(options.top_k, f * k));
+      std::sort(reversed.begin(), reversed.end());
+      ties_decided += reversed != host.frontier();
+    }
+    const auto expected = host.Finish();
+    const auto chosen = device.Finish();
+    ASSERT_TRUE(chosen.ok()) << chosen.status().ToString();
+    EXPECT_EQ(chosen->nodes, expected.nodes) << "trial " << trial;
+    EXPECT_EQ(chosen->tokens, expected.tokens) << "trial " << trial;
+    EXPECT_EQ(chosen->shape.parents, expected.shape.parents) << "trial " << trial;
+  }
+  EXPECT_GT(ties_decided, 5);
 }
 
 }  // namespace

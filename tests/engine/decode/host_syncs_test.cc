@@ -7,9 +7,13 @@
 #include "engine/core/host_read.h"
 #include "engine/core/op_count.h"
 #include "engine/decode/ar.h"
+#include "engine/decode/eagle.h"
+#include "engine/decode/lantern.h"
+#include "engine/decode/peanut.h"
 #include "engine/decode/mulo.h"
 #include "engine/decode/sjd.h"
 #include "engine/decode/speculative.h"
+#include "engine/sampling/latent_neighbors.h"
 #include "tests/engine/decode/sd_fixture.h"
 #include "tests/engine/test_util.h"
 
@@ -147,6 +151,45 @@ TEST(HostSyncsTest, MuloReadsAFewTimesPerVerifyStep) {
         if (tau > 1.0) {
           EXPECT_EQ(pt.host_syncs, fixed + pt.verify_steps) << pt.ToString();
         }
+      }
+    }
+  }
+}
+
+// The tree methods (EAGLE-1 / EAGLE-2, LANTERN, LANTERN++, PEANUT): token 0 (1 read), then per
+// verify step the finished tree, grown on the device, read once, and the verdict (p and q
+// together) once; the last step, with no room for a tree, reads only its verdict. Before:
+// one read of the head's distribution per tree depth, and a relaxed verifier read the
+// neighbour table at every pooled rejection (EAGLE-2 8.9, LANTERN 15.5 reads per step).
+TEST(HostSyncsTest, TreeMethodsReadTheirTreeAndVerdictOnce) {
+  SdFixture f = LoadSd();
+  // sd_tiny's 16 codes on a line, as lantern_test gives them.
+  f.models.neighbors = std::make_shared<LatentNeighbors>(
+      LatentNeighbors::Build(torch::arange(16, torch::kFloat32).view({16, 1}), 15));
+  EagleOptions eagle1;
+  eagle1.static_tree = true;
+  LanternOptions lantern;
+  lantern.k = 8;
+  lantern.delta = 0.2;
+  LanternPlusPlusOptions lantern_plus_plus;
+  lantern_plus_plus.k = 4;
+  lantern_plus_plus.lambda = 3;
+  std::vector<std::unique_ptr<DecodingMethod>> methods;
+  methods.push_back(std::make_unique<EagleDecoder>(eagle1));
+  methods.push_back(std::make_unique<EagleDecoder>(EagleOptions()));
+  methods.push_back(std::make_unique<LanternDecoder>(lantern));
+  methods.push_back(std::make_unique<LanternPlusPlusDecoder>(lantern_plus_plus));
+  methods.push_back(std::make_unique<PeanutDecoder>(PeanutMethodOptions()));
+  for (const auto& method : methods) {
+    for (const SamplingParams& s : {Sampling(1.0, 2.0, 41), Sampling(0.0, 2.0, 42)}) {
+      auto run = RunMethod(*method, f, s);
+      ASSERT_OK(run);
+      const Stats& st = run->stats;
+      ASSERT_GT(st.verify_steps, 1);
+      EXPECT_LE(st.host_syncs, 1 + 2 * st.verify_steps) << method->name() << " " << st.ToString();
+      EXPECT_GE(st.host_syncs, 2 * st.verify_steps) << method->name() << " " << st.ToString();
+      if (method->name() == "lantern" && s.temperature > 0) {
+        EXPECT_GT(st.pooled_drafts, 0) << "the relaxation ran";
       }
     }
   }

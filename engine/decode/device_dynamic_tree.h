@@ -1,0 +1,71 @@
+// EAGLE-2's dynamic draft tree grown where the drafter's distributions are, with no host read
+// until the tree is chosen: the same rules as DynamicTreeBuilder (dynamic_tree.h), which stays
+// as its test oracle, as tensor ops.
+//
+// Why: the host builder reads the drafter's distribution back at every expansion, a full
+// pipeline drain per tree depth on a GPU (EAGLE-2 read 8.9 times per decode step). Here the
+// scores, the frontier's selection (a stable sort, so ties keep creation order as the host's
+// stable_sort does) and the chosen tree stay on the device; Finish reads the chosen tokens and
+// parents once.
+//
+// The head feeds each frontier in one masked forward; the frontier's nodes take the next
+// `frontier_size()` tree slots (the head's cache rows after the committed pairs), and NextFeed
+// says, for each, its parent's slot (whose predicted feature is its input) and the slots it
+// attends (its ancestors').
+#ifndef MULO_ENGINE_DECODE_DEVICE_DYNAMIC_TREE_H_
+#define MULO_ENGINE_DECODE_DEVICE_DYNAMIC_TREE_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+#include "engine/core/status.h"
+#include "engine/decode/dynamic_tree.h"
+
+namespace mulo::engine {
+
+class DeviceDynamicTree {
+ public:
+  explicit DeviceDynamicTree(DynamicTreeOptions options) : options_(options) {}
+
+  // log_probs: [V], the drafter's log-distribution after the committed prefix.
+  void Start(const torch::Tensor& log_probs);
+
+  // What the head needs to feed the frontier, on the tree's device.
+  struct Feed {
+    torch::Tensor tokens;       // int64 [F]
+    torch::Tensor parent_slot;  // int64 [F]: the parent's slot, -1 for the root's children
+    torch::Tensor attends;      // bool [F, slots_fed()]: the ancestors' slots
+  };
+  Feed NextFeed() const;
+  // After the frontier was fed (its nodes took slots slots_fed() ..): log_probs [F, V], row i
+  // after frontier node i.
+  void Expand(const torch::Tensor& log_probs);
+
+  int64_t frontier_size() const { return frontier_size_; }
+  int64_t slots_fed() const { return slots_fed_; }
+  int64_t expansions_left() const { return options_.depth - expansions_; }
+
+  // The chosen tree, as DynamicTreeBuilder::Finish gives it (nodes: recorded ids); reads it
+  // from the device once.
+  StatusOr<DynamicTreeBuilder::Chosen> Finish() const;
+
+ private:
+  // Records the top-k children of every row of `log_probs` [R, V] under the parents `parent`
+  // (int64 [R], -1 = root) with base scores `base` (float64 [R]), row by row in rank order as
+  // the host builder does; returns how many each row got.
+  int64_t Record(const torch::Tensor& log_probs, const torch::Tensor& parent,
+                 const torch::Tensor& base);
+
+  DynamicTreeOptions options_;
+  int64_t expansions_ = 0, frontier_size_ = 0, slots_fed_ = 0, max_slots_ = 0;
+  // Every recorded node (creation order): token, parent (-1 = root), cumulative log-prob, and
+  // its slot once fed (-1 before).
+  torch::Tensor tokens_, parents_, scores_, slot_;
+  torch::Tensor frontier_;            // int64 [F] node ids, creation order
+  torch::Tensor frontier_ancestors_;  // bool [F, max_slots]: the slots of each one's ancestors
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_DECODE_DEVICE_DYNAMIC_TREE_H_
