@@ -114,7 +114,9 @@ ABSL_FLAG(bool, sync_phases, false,
           "two are the same)");
 ABSL_FLAG(std::string, trace_out, "",
           "also write every request's transformer forwards (model, batch, new tokens, context, "
-          "graph) and phase times as JSON lines here, for tools/gpu/project.py");
+          "graph, operators dispatched inside it with --count_ops), phase times and host reads "
+          "(with --count_ops also dispatched operators and kernels) as JSON lines here, for "
+          "tools/gpu/project.py");
 
 namespace mulo {
 namespace {
@@ -593,14 +595,20 @@ int Run() {
                                  {"prompt", entry.id},
                                  {"seed", sampling.seed},
                                  {"seconds", s.total_seconds},
-                                 {"tokens", s.tokens}};
+                                 {"tokens", s.tokens},
+                                 {"host_syncs", s.host_syncs}};
+          if (absl::GetFlag(FLAGS_count_ops)) {
+            line["dispatched_ops"] = s.dispatched_ops;
+            line["kernel_ops"] = s.kernel_ops;
+          }
           for (int p = 0; p < engine::kNumPhases; ++p) {
             line["phases"][engine::PhaseName(static_cast<engine::Phase>(p))] = s.phase_seconds[p];
           }
           line["forwards"] = nlohmann::json::array();
           for (const engine::ForwardEvent& e : trace) {
             line["forwards"].push_back(
-                {ModelName(*family, e.model), e.batch, e.new_tokens, e.context, e.graph});
+                {ModelName(*family, e.model), e.batch, e.new_tokens, e.context, e.graph,
+                 e.dispatched_ops});
           }
           trace_file << line.dump() << "\n";
         }

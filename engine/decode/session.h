@@ -5,8 +5,9 @@
 //
 // Methods are step functions over a session (SteppedMethod): Begin opens the streams a method
 // needs, each Step advances the image by one draft-and-verify round (or one token), and the
-// session finishes the result. A scheduler can therefore interleave the steps of many sessions
-// and, later, run one batched forward for all of them (the README's design notes).
+// session finishes the result, so a method's file holds only its algorithm. Each request
+// decodes on its own thread; concurrent requests meet in batched forwards (forward_batcher.h),
+// not in a loop that steps every session (docs/design.md says why).
 #ifndef MULO_ENGINE_DECODE_SESSION_H_
 #define MULO_ENGINE_DECODE_SESSION_H_
 

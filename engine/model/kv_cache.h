@@ -27,6 +27,10 @@ struct ForwardEvent {
   int64_t new_tokens = 0;
   int64_t context = 0;  // cached rows before the forward (condition positions included)
   bool graph = false;
+  // ATen operators dispatched by an eager forward alone (0 unless an OpCounting scope counts,
+  // and for replayed graphs and batched forwards): what a method dispatches outside its
+  // forwards is the request's count minus these.
+  int64_t dispatched_ops = 0;
 };
 using ForwardTrace = std::vector<ForwardEvent>;
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "engine/core/op_count.h"
 #include "engine/core/torch_guard.h"
 #include "engine/model/forward_graphs.h"
 
@@ -259,15 +260,17 @@ StatusOr<ForwardOutput> Transformer::ForwardImpl(KvCache& cache, const torch::Te
                                                  LogitsMode logits_mode) const {
   torch::NoGradGuard no_grad;
   const int64_t n = embeddings.size(1);
+  const int64_t ops_before = ThreadOpCounts().dispatched;
   PreparedInput in = Prepare(cache, embeddings, positions, mask);
   ForwardOutput out = RunLayers(cache, in.x, in.rope, in.mask, torch::Tensor(), 0, logits_mode);
-  CommitEager(cache, n);
+  CommitEager(cache, n, ThreadOpCounts().dispatched - ops_before);
   return out;
 }
 
-void Transformer::CommitEager(KvCache& cache, int64_t n) const {
+void Transformer::CommitEager(KvCache& cache, int64_t n, int64_t dispatched_ops) const {
   if (cache.trace() != nullptr) {
-    cache.trace()->push_back({this, cache.batch(), n, cache.length(), /*graph=*/false});
+    cache.trace()->push_back(
+        {this, cache.batch(), n, cache.length(), /*graph=*/false, dispatched_ops});
   }
   cache.Advance(n);
 }

@@ -160,7 +160,7 @@ class Transformer {
   // Final norm and output head over the last layer's x [batch, n, dim].
   ForwardOutput Head(const torch::Tensor& x, LogitsMode logits_mode) const;
   // After an eager forward stored `n` new rows: the trace entry, then the cache's length.
-  void CommitEager(KvCache& cache, int64_t n) const;
+  void CommitEager(KvCache& cache, int64_t n, int64_t dispatched_ops = 0) const;
   std::vector<ForwardOutput> ForwardBatchImpl(const std::vector<ForwardCall>& calls,
                                               PackedGemms gemms) const;
   // The layers, final norm and output head over x [batch, n, dim] (positions applied; `mask`

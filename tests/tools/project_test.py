@@ -8,6 +8,7 @@ import unittest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOOL = os.path.join(ROOT, "tools", "gpu", "project.py")
+FIT = os.path.join(ROOT, "tools", "gpu", "fit_host_costs.py")
 
 # One model, cls 1, 4 image tokens: a forward of 1 new token costs 2 ms, of 4 costs 5 ms.
 TABLE = {"cls_token_num": 1, "image_tokens": 4,
@@ -30,7 +31,8 @@ def project(tmp, host, trace=(AR, X), extra=()):
     subprocess.run([sys.executable, TOOL, "--trace", trace_path, "--cost", f"target={table}",
                     "--host", host, "--json", out, *extra], check=True, capture_output=True)
     with open(out) as f:
-        return {m["method"]: m for m in json.load(f)["methods"]}, json.load(open(out))
+        doc = json.load(f)
+    return {m["method"]: m for m in doc["methods"]}, doc
 
 
 class ProjectTest(unittest.TestCase):
@@ -67,12 +69,27 @@ class ProjectTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             methods, doc = project(tmp, "counts", trace=(ar, x),
                                    extra=("--read_us", "100", "--op_us", "10"))
-        # ar: 1 read (0.1 ms) + 10 operators outside (0.1 ms); forwards 8 ms, decode 1 ms.
+        # ar: 1 read (0.1 ms) + 10 operators outside (0.1 ms) + forwards 8 ms; the image
+        # decode (the same for every method) is left out.
         self.assertAlmostEqual(methods["ar"]["host_s"], 0.0002)
-        self.assertAlmostEqual(methods["ar"]["projected_s"], 0.0092)
-        # x: 3 reads (0.3 ms) + 40 operators outside (0.4 ms) + forwards 7 ms + decode 1 ms.
-        self.assertAlmostEqual(methods["x"]["projected_s"], 0.0087)
+        self.assertAlmostEqual(methods["ar"]["projected_s"], 0.0082)
+        # x: 3 reads (0.3 ms) + 40 operators outside (0.4 ms) + forwards 7 ms.
+        self.assertAlmostEqual(methods["x"]["projected_s"], 0.0077)
+        self.assertAlmostEqual(methods["x"]["projected_speedup"], 0.0082 / 0.0077)
         self.assertEqual(doc["read_us"], 100)
+
+    def test_graphs_all_prices_every_forward_as_a_replay(self):
+        global TABLE
+        eager = TABLE
+        TABLE = {**eager, "cost": [dict(r, graphs_ms=r["eager_ms"] / 2) for r in eager["cost"]]}
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                traced, _ = project(tmp, "step")
+                replayed, _ = project(tmp, "step", extra=("--graphs", "all"))
+        finally:
+            TABLE = eager
+        self.assertAlmostEqual(traced["x"]["forward_s"], 0.007)
+        self.assertAlmostEqual(replayed["x"]["forward_s"], 0.0035)
 
     def test_counts_need_a_counted_trace(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -83,6 +100,35 @@ class ProjectTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             with self.assertRaises(subprocess.CalledProcessError):
                 project(tmp, "step", trace=(X,))
+
+
+class FitHostCostsTest(unittest.TestCase):
+    def test_recovers_the_constants_a_run_was_made_with(self):
+        # Three methods priced at 300 us per replayed forward, 2 us per operator, 100 us per
+        # read, plus 1 ms of image decode (left out of the fit).
+        methods = {"ar": (20, 10, 50, 2), "a": (5, 4, 400, 9), "b": (8, 6, 120, 12)}
+        trace, table, ops = [], ["| method | host syncs / image | decode steps / image | "
+                                 "host syncs / step | dispatched ops / step | kernels / step |"], \
+            ["| method | host syncs / image | decode steps / image | host syncs / step | "
+             "dispatched ops / step | kernels / step |"]
+        for name, (graphs, steps, ops_per_step, reads) in methods.items():
+            seconds = 300e-6 * graphs + 2e-6 * steps * ops_per_step + 100e-6 * reads + 0.001
+            trace.append({"method": name, "seconds": seconds, "phases": {"image_decode": 0.001},
+                          "forwards": [["target", 2, 24, 0, False]] +
+                                      [["target", 2, 1, 24 + i, True] for i in range(graphs)]})
+            table.append(f"| {name} | {reads} | {steps} | 0 | - | - |")
+            ops.append(f"| {name} | {reads} | {steps} | 0 | {ops_per_step} | 1 |")
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = [os.path.join(tmp, f) for f in ("t.jsonl", "run.md", "ops.md")]
+            for path, text in zip(paths, ["\n".join(json.dumps(t) for t in trace),
+                                          "\n".join(table), "\n".join(ops)]):
+                with open(path, "w") as f:
+                    f.write(text + "\n")
+            out = subprocess.run([sys.executable, FIT, "--trace", paths[0], "--table", paths[1],
+                                  "--ops_table", paths[2]], check=True, capture_output=True,
+                                 text=True).stdout
+        self.assertIn("graph forward 300.0 us, operator 2.00 us, read 100.0 us", out)
+        self.assertIn("+0.0%", out)
 
 
 if __name__ == "__main__":

@@ -29,9 +29,11 @@ With --host=counts (a trace written with methods_bench --count_ops) host work is
 what the decode loop asks of the device instead of calibrated per step:
     reads * --read_us + (dispatched operators outside the traced forwards) * --op_us
 so a method that reads the host less or dispatches fewer sampling and verification operators
-is projected faster, which the per-step model cannot see. Both constants are inputs (the
-defaults are assumptions stated in docs/gpu.md, not fits), so the tool prints the table for
-them; ar is not used to calibrate.
+is projected faster, which the per-step model cannot see. Both constants are inputs; the
+defaults are a least-squares fit on the H200 (docs/gpu.md: run 4's seconds of six methods
+with their operators and reads per step counted on that GPU), and ar is not used to calibrate. The resamplers' work is among the counted operators (their
+measured phase times are not added) and the VQ image decode, the same for every method, is
+left out, so a CPU trace can be priced for a GPU.
 
 With --scale_tokens N the trace is stretched to N image tokens per image: every forward is
 repeated N / n_bundled times at proportionally mapped contexts, i.e. the method keeps the step
@@ -116,7 +118,7 @@ def request_counts(line):
     return line["host_syncs"], line["dispatched_ops"] - inside
 
 
-def request_terms(line, tables, traced_cls, scale, host="step"):
+def request_terms(line, tables, traced_cls, scale, host="step", graphs="traced"):
     """(forward seconds, host units (steps or draws), non-transformer phase seconds) of one
     traced request.
 
@@ -127,6 +129,8 @@ def request_terms(line, tables, traced_cls, scale, host="step"):
     draws = 1
     steps = 0
     for model, batch, n, context, graph, *_ in line["forwards"]:
+        if graphs != "traced":  # price as if every forward were (or none were) replayed
+            graph = graphs == "all"
         table = tables.get(model)
         if table is None:
             raise KeyError(f"no cost table for model '{model}' (give --cost {model}=...)")
@@ -156,9 +160,12 @@ def main():
     ap.add_argument("--host", choices=["step", "draw", "counts"], default="step",
                     help="host work per non-prefill forward (step), per fed position (draw), "
                     "or from the trace's host reads and dispatched operators (counts)")
-    ap.add_argument("--read_us", type=float, default=20.0,
+    ap.add_argument("--graphs", choices=["traced", "all", "none"], default="traced",
+                    help="which forwards to price as CUDA graph replays: as traced, all (where "
+                    "the table has graphs_ms), none")
+    ap.add_argument("--read_us", type=float, default=112.0,
                     help="--host=counts: microseconds per host read (a pipeline drain)")
-    ap.add_argument("--op_us", type=float, default=3.7,
+    ap.add_argument("--op_us", type=float, default=1.3,
                     help="--host=counts: microseconds per dispatched operator outside the "
                     "forwards (host dispatch and launch)")
     ap.add_argument("--json", help="also write the table as JSON here")
@@ -191,15 +198,18 @@ def main():
         ap.error("the trace has no ar requests to calibrate host work per draw")
 
     def mean_terms(method, s, costs):
-        rows = [request_terms(line, costs, traced_cls, s, args.host)
+        rows = [request_terms(line, costs, traced_cls, s, args.host, args.graphs)
                 for line in by_method[method]]
         if args.host == "counts":  # host seconds per request, priced directly
             try:
                 counts = [request_counts(line) for line in by_method[method]]
             except KeyError as e:
                 ap.error(f"--trace: {e.args[0]}")
-            rows = [(f, (reads * args.read_us + ops * args.op_us) * 1e-6 * s, p)
-                    for (f, _, p), (reads, ops) in zip(rows, counts)]
+            # The resamplers' operators are among those counted outside the forwards, so
+            # their measured phases (the trace's device, often a CPU) are not added; the VQ
+            # image decode, the same for every method, is left out.
+            rows = [(f, (reads * args.read_us + ops * args.op_us) * 1e-6 * s, 0.0)
+                    for (f, _, _), (reads, ops) in zip(rows, counts)]
         k = len(rows)
         return tuple(sum(r[i] for r in rows) / k for i in range(3))
 
