@@ -29,7 +29,7 @@ StatusOr<std::vector<torch::Tensor>> RunTogether(const EagleHead& head,
 }
 
 StatusOr<torch::Tensor> RunAlone(const Resampler& resampler, const ResampleCall& c) {
-  return resampler.Apply(c.ids, c.h, c.w);
+  return c.drawn ? resampler.ApplyDrawn(c.ids, c.h, c.w) : resampler.Apply(c.ids, c.h, c.w);
 }
 StatusOr<std::vector<torch::Tensor>> RunTogether(const Resampler& resampler,
                                                  const std::vector<ResampleCall>& calls,
@@ -157,7 +157,7 @@ StatusOr<torch::Tensor> ForwardBatcher::Run(const EagleHead& head, const HeadCal
 }
 
 StatusOr<torch::Tensor> ForwardBatcher::Run(const Resampler& resampler, const ResampleCall& call) {
-  MULO_RETURN_IF_ERROR(resampler.CheckIds(call.ids, call.h, call.w));
+  MULO_RETURN_IF_ERROR(resampler.CheckIds(call.ids, call.h, call.w, !call.drawn));
   Queued<Resampler, ResampleCall, torch::Tensor> self(resampler, call);
   self.component = Component::kResampler;
   self.rows = call.ids.size(0) * resampler.OutputRows(call.h) * resampler.OutputCols(call.w);

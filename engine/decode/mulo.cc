@@ -24,11 +24,11 @@ class MuloState : public SteppedMethod::State {
     Stats& stats = session.stats();
     const int64_t n = static_cast<int64_t>(session.committed().size());
     const int64_t grid = session.grid(), n_total = session.num_tokens();
-    // (1), (2): drafter rows after its prefix, U_r: L target drafts after the committed rows.
-    MULO_ASSIGN_OR_RETURN(DraftBatch drafts, proposer_.Propose(session));
-    const int64_t length = drafts.size(), end = n + length;
+    // (1), (2): drafter rows after its prefix, U_r: L target drafts after the committed rows,
+    // all on the device until the step's one read below.
+    MULO_ASSIGN_OR_RETURN(MuloProposer::Proposal proposal, proposer_.Propose(session));
+    const int64_t length = proposal.length, end = n + length;
     std::vector<int64_t> seq = session.committed();
-    seq.insert(seq.end(), drafts.tokens.begin(), drafts.tokens.end());
     std::vector<int64_t> resample;
     torch::Tensor verify_logits;  // [batch, L, V]: position n + i at index i
     {
@@ -42,20 +42,37 @@ class MuloState : public SteppedMethod::State {
         verify_logits = target_->next_logits().unsqueeze(1);
         if (feed_to > n) {
           MULO_ASSIGN_OR_RETURN(torch::Tensor rest,
-                                target_->Feed(seq, n, feed_to, LogitsMode::kAll));
+                                target_->FeedWithDrawn(seq, n, n, proposal.drafts, feed_to,
+                                                       LogitsMode::kAll));
           verify_logits = torch::cat({verify_logits, rest}, 1).narrow(1, 0, length);
         }
       } else {
         // Row j of the forward predicts position fed + 1 + j; position n is row n - 1 - fed.
         MULO_ASSIGN_OR_RETURN(torch::Tensor all,
-                              target_->Feed(seq, fed, feed_to, LogitsMode::kAll));
+                              target_->FeedWithDrawn(seq, fed, n, proposal.drafts, feed_to,
+                                                     LogitsMode::kAll));
         verify_logits = all.narrow(1, n - 1 - fed, length);
       }
       ++stats.verify_steps;
-      // (4) Pooled acceptance p(A_{k,delta}(x_i)) >= tau; (5) local (or raster) expansion.
-      MULO_ASSIGN_OR_RETURN(
-          Verdict verdict,
-          verifier_.Verify({drafts, session.Probabilities(verify_logits), session.greedy()}, {}));
+      // (4) Pooled acceptance p(A_{k,delta}(x_i)) >= tau. The step's one read brings the
+      // drafter's new tokens, U_r's drafts and their pooled and own probabilities together.
+      const int64_t drawn = proposal.drafter_ids.numel();
+      const torch::Tensor judged =
+          verifier_.PooledAndOwn(session.Probabilities(verify_logits), proposal.drafts);
+      const torch::Tensor host =
+          HostRead(torch::cat({proposal.drafter_ids.to(torch::kFloat64),
+                               proposal.drafts.to(torch::kFloat64),
+                               judged.flatten().to(torch::kFloat64)}),
+                   torch::kFloat64);
+      const torch::Tensor ids = host.narrow(0, 0, drawn + length).to(torch::kInt64);
+      const int64_t* id = ids.data_ptr<int64_t>();
+      std::vector<int64_t> drafter_ids(id, id + drawn), drafts(id + drawn, id + drawn + length);
+      proposer_.Resolve(drafter_ids, drafts);
+      target_->ResolveDrawn(n, drafts);
+      seq.insert(seq.end(), drafts.begin(), drafts.end());
+      const Verdict verdict = verifier_.Judge(host.narrow(0, drawn + length, 2 * length)
+                                                  .view({2, length}));
+      // (5) Local (or raster) expansion of the rejections.
       std::vector<int64_t> rejected;
       for (int64_t i : verdict.rejected) rejected.push_back(n + i);
       resample = ExpandRejections(rejected, n, end, grid, options_.radius, options_.rejection);

@@ -21,25 +21,26 @@ MuloProposer::MuloProposer(ModelStream* drafter, const MuloOptions& options,
   }
 }
 
-Status MuloProposer::DraftRows(DecodeSession& session, std::vector<int64_t>* y) {
+StatusOr<torch::Tensor> MuloProposer::DraftRows(DecodeSession& session,
+                                                const std::vector<int64_t>& y) {
   // The drafter keeps its cache up to the first prefix token that changed; re-feeding at
   // least the prefix's last token recomputes the next distribution too.
   const std::vector<int64_t>& fed = drafter_->fed();
   size_t same = 0;
-  while (same < y->size() && same < fed.size() && (*y)[same] == fed[same]) ++same;
+  while (same < y.size() && same < fed.size() && y[same] == fed[same]) ++same;
   if (same < fed.size()) {
-    if (same == y->size() && same > 0) --same;
+    if (same == y.size() && same > 0) --same;
     MULO_RETURN_IF_ERROR(drafter_->Truncate(same));
   }
-  if (y->size() > same) MULO_RETURN_IF_ERROR(drafter_->Feed(*y, same, y->size()).status());
+  if (y.size() > same) MULO_RETURN_IF_ERROR(drafter_->Feed(y, same, y.size()).status());
   // The drafter samples `rows_` whole low-resolution rows, each token drawn where its logits
-  // are and fed back from there; the host reads them once, at the end. Token j takes the
-  // drafter stream's next number, as a draw on the host would.
-  const int64_t start = static_cast<int64_t>(y->size());
+  // are and fed back from there; its caller reads them with the step's other values. Token j
+  // takes the drafter stream's next number, as a draw on the host would.
+  const int64_t start = static_cast<int64_t>(y.size());
   const int64_t end = (first_row_ + rows_) * small_;
-  if (end <= start) return OkStatus();
   const torch::Tensor numbers =
-      session.DrawNumbers(RngStream::kDrafter, end - start, &draft_sampling_);
+      end > start ? session.DrawNumbers(RngStream::kDrafter, end - start, &draft_sampling_)
+                  : torch::Tensor();
   std::vector<torch::Tensor> drawn;
   for (int64_t j = start; j < end; ++j) {
     drawn.push_back(session.DrawOnDevice(
@@ -47,36 +48,48 @@ Status MuloProposer::DraftRows(DecodeSession& session, std::vector<int64_t>* y) 
         numbers.defined() ? numbers.narrow(0, j - start, 1) : numbers, draft_sampling_));
     if (j + 1 < small_ * small_) MULO_RETURN_IF_ERROR(drafter_->FeedDrawn(drawn.back()));
   }
-  const std::vector<int64_t> ids = HostReadIds(torch::cat(drawn));
-  drafter_->ResolveDrawn(start, ids);
-  y->insert(y->end(), ids.begin(), ids.end());
-  return OkStatus();
+  if (drawn.empty()) {
+    return torch::zeros({0}, torch::TensorOptions().dtype(torch::kInt64).device(session.device()));
+  }
+  return torch::cat(drawn);
 }
 
-StatusOr<DraftBatch> MuloProposer::Propose(DecodeSession& session) {
+StatusOr<MuloProposer::Proposal> MuloProposer::Propose(DecodeSession& session) {
   const int64_t n = static_cast<int64_t>(session.committed().size());
   first_row_ = n / grid_ / r_;  // every step commits whole drafted rows
   rows_ = std::min(options_.draft_rows, small_ - first_row_);
   std::vector<int64_t> y = prefix_;  // (7): derived in Committed
+  Proposal proposal;
   {
     // (1) The drafter's next `rows_` rows: one token per forward, or as ZipAR's wavefront.
     auto timer = session.Time(Phase::kDraft);
     if (zipar_ != nullptr) {
       MULO_ASSIGN_OR_RETURN(y, zipar_->DraftThrough(session, prefix_, first_row_ + rows_));
+      proposal.drafter_ids =
+          torch::zeros({0}, torch::TensorOptions().dtype(torch::kInt64).device(session.device()));
     } else {
-      MULO_RETURN_IF_ERROR(DraftRows(session, &y));
+      MULO_ASSIGN_OR_RETURN(proposal.drafter_ids, DraftRows(session, y));
     }
   }
-  // (2) U_r: r target rows per drafted row (the prefix rows are its row-causal context).
+  // (2) U_r: r target rows per drafted row (the prefix rows are its row-causal context), on the
+  // drafter's tokens where they were drawn.
   auto timer = session.Time(Phase::kUpsample);
-  MULO_ASSIGN_OR_RETURN(std::vector<int64_t> up,
-                        session.Resample(*models_.upsampler, y, first_row_ + rows_, small_));
+  const torch::Tensor low = torch::cat(
+      {torch::tensor(y, torch::kInt64).to(proposal.drafter_ids.device()), proposal.drafter_ids});
+  MULO_ASSIGN_OR_RETURN(torch::Tensor up,
+                        session.ResampleDrawn(*models_.upsampler, low, first_row_ + rows_, small_));
+  drawn_from_ = static_cast<int64_t>(y.size());
   y_ = std::move(y);
-  drafts_.assign(up.begin() + n, up.end());
-  DraftBatch drafts;
-  drafts.tokens = drafts_;
-  drafts.parents.assign(drafts_.size(), -1);
-  return drafts;
+  proposal.length = up.size(0) - n;
+  proposal.drafts = up.narrow(0, n, proposal.length);
+  return proposal;
+}
+
+void MuloProposer::Resolve(const std::vector<int64_t>& drafter_ids,
+                           const std::vector<int64_t>& drafts) {
+  drafter_->ResolveDrawn(drawn_from_, drafter_ids);
+  y_.insert(y_.end(), drafter_ids.begin(), drafter_ids.end());
+  drafts_ = drafts;
 }
 
 bool MuloProposer::BlockAsDrafted(const std::vector<int64_t>& committed, int64_t row,

@@ -28,8 +28,17 @@ class MuloProposer {
   MuloProposer(ModelStream* drafter, const MuloOptions& options,
                const SamplingParams& draft_sampling, const ModelSet& models);
 
-  // The drafts for the target rows after the committed ones.
-  StatusOr<DraftBatch> Propose(DecodeSession& session);
+  // The drafts for the target rows after the committed ones, left on the device: the
+  // drafter's new tokens and U_r's drafts (int64, possibly empty). The caller reads them with
+  // whatever else it needs (one host read per step) and hands them back to Resolve.
+  struct Proposal {
+    torch::Tensor drafter_ids;  // the drafter's newly drawn tokens, in raster order
+    torch::Tensor drafts;       // U_r's tokens after the committed prefix [length]
+    int64_t length = 0;
+  };
+  StatusOr<Proposal> Propose(DecodeSession& session);
+  // The host values of the last Proposal's two tensors.
+  void Resolve(const std::vector<int64_t>& drafter_ids, const std::vector<int64_t>& drafts);
 
   // Takes what was committed for the rows last drafted (`committed` holds the whole prefix) and
   // derives the drafter's prefix for them; counts its sources in the session's Stats.
@@ -41,8 +50,9 @@ class MuloProposer {
   bool BlockAsDrafted(const std::vector<int64_t>& committed, int64_t row, int64_t col) const;
   bool RowAsDrafted(const std::vector<int64_t>& committed, int64_t row) const;
 
-  // The drafter's rows one token per forward after the prefix (zipar_window 0).
-  Status DraftRows(DecodeSession& session, std::vector<int64_t>* y);
+  // The drafter's rows one token per forward after the prefix `y` (zipar_window 0), drawn and
+  // fed back on the device: int64 [new tokens] there, not read.
+  StatusOr<torch::Tensor> DraftRows(DecodeSession& session, const std::vector<int64_t>& y);
 
   ModelStream* drafter_;
   std::unique_ptr<ZipArDrafter> zipar_;  // the wavefront, when options_.zipar_window > 0
@@ -55,6 +65,7 @@ class MuloProposer {
   // The last proposal: the drafter's tokens (prefix + drafted rows), its first drafted
   // low-resolution row and row count, and U_r's target tokens after the committed prefix.
   std::vector<int64_t> y_;
+  int64_t drawn_from_ = 0;  // y_'s position of the first token DraftRows drew (until Resolve)
   int64_t first_row_ = 0, rows_ = 0;
   std::vector<int64_t> drafts_;
   bool diverged_ = false;  // kKeepDrafted: a row changed, so D_r from then on

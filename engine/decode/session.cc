@@ -93,6 +93,29 @@ Status ModelStream::FeedDrawn(const torch::Tensor& token, LogitsMode mode) {
   return OkStatus();
 }
 
+StatusOr<torch::Tensor> ModelStream::FeedWithDrawn(const std::vector<int64_t>& tokens,
+                                                   int64_t from, int64_t drawn_from,
+                                                   const torch::Tensor& drawn, int64_t to,
+                                                   LogitsMode mode) {
+  if (from != static_cast<int64_t>(fed_.size()) || to <= from || drawn_from < from ||
+      drawn_from > to || drawn_from > static_cast<int64_t>(tokens.size()) ||
+      to - drawn_from > drawn.numel()) {
+    return FailedPreconditionError("ModelStream::FeedWithDrawn: tokens [" +
+                                   std::to_string(from) + ", " + std::to_string(to) +
+                                   ") do not continue the " + std::to_string(fed_.size()) +
+                                   " fed");
+  }
+  std::vector<int64_t> host(tokens.begin() + from, tokens.begin() + drawn_from);
+  const torch::Tensor tail = drawn.flatten().narrow(0, 0, to - drawn_from);
+  const torch::Tensor ids =
+      torch::cat({torch::tensor(host, torch::kInt64).to(tail.device()), tail});
+  auto input = ids.unsqueeze(0).expand({cache_.batch(), -1}).contiguous();
+  MULO_ASSIGN_OR_RETURN(ForwardOutput out, Append(input, from, /*drawn=*/true, mode));
+  fed_.insert(fed_.end(), host.begin(), host.end());
+  fed_.resize(static_cast<size_t>(to), -1);
+  return out.logits;
+}
+
 void ModelStream::ResolveDrawn(int64_t from, const std::vector<int64_t>& ids) {
   for (size_t i = 0; i < ids.size(); ++i) {
     const int64_t at = from + static_cast<int64_t>(i);
@@ -190,6 +213,17 @@ StatusOr<std::vector<int64_t>> DecodeSession::Resample(const Resampler& resample
       torch::Tensor out,
       request_.batcher->Run(resampler, {torch::tensor(ids, torch::kInt64).unsqueeze(0), h, w}));
   return HostReadIds(out);
+}
+
+StatusOr<torch::Tensor> DecodeSession::ResampleDrawn(const Resampler& resampler,
+                                                     const torch::Tensor& ids, int64_t h,
+                                                     int64_t w) {
+  const torch::Tensor image = ids.reshape({1, -1});
+  MULO_ASSIGN_OR_RETURN(torch::Tensor out,
+                        request_.batcher != nullptr
+                            ? request_.batcher->Run(resampler, {image, h, w, /*drawn=*/true})
+                            : resampler.ApplyDrawn(image, h, w));
+  return out.flatten();
 }
 
 torch::Tensor DecodeSession::Probabilities(const torch::Tensor& logits) const {

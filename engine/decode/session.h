@@ -77,6 +77,12 @@ class ModelStream {
   // DecodeSession::DrawOnDevice) at raster position fed().size(), without reading it back:
   // fed() holds -1 for it until ResolveDrawn records the value its caller read with the row.
   Status FeedDrawn(const torch::Tensor& token, LogitsMode mode = LogitsMode::kLast);
+  // Feed for a run whose tail the engine drew on the device: tokens[from, drawn_from) from the
+  // host, then drawn[0, to - drawn_from) (int64, on the device, not range-checked) at positions
+  // drawn_from .. to - 1; fed() holds -1 for the drawn ones until ResolveDrawn.
+  StatusOr<torch::Tensor> FeedWithDrawn(const std::vector<int64_t>& tokens, int64_t from,
+                                        int64_t drawn_from, const torch::Tensor& drawn, int64_t to,
+                                        LogitsMode mode = LogitsMode::kLast);
   // Records `ids` as the values of the drawn tokens at raster positions [from, from + n).
   void ResolveDrawn(int64_t from, const std::vector<int64_t>& ids);
 
@@ -140,6 +146,10 @@ class DecodeSession {
   StatusOr<torch::Tensor> RunHead(const EagleHead& head, const HeadCall& call);
   StatusOr<std::vector<int64_t>> Resample(const Resampler& resampler,
                                           const std::vector<int64_t>& ids, int64_t h, int64_t w);
+  // The same for ids drawn on the device (int64 [h * w], not range-checked): U_r's ids out
+  // [H * W], left on the device, no host read.
+  StatusOr<torch::Tensor> ResampleDrawn(const Resampler& resampler, const torch::Tensor& ids,
+                                        int64_t h, int64_t w);
 
   Rng& rng(RngStream stream) { return rngs_[static_cast<int>(stream)]; }
   // The stream's numbers on the session's device, made a block at a time (uniform_cache.h).

@@ -70,7 +70,7 @@ torch::Tensor Resampler::RowCausal(const torch::Tensor& x, const Conv& conv) con
   return torch::conv2d(torch::constant_pad_nd(x, {1, 1, 2, 0}), conv.weight, conv.bias);
 }
 
-Status Resampler::CheckIds(const torch::Tensor& ids, int64_t h, int64_t w) const {
+Status Resampler::CheckIds(const torch::Tensor& ids, int64_t h, int64_t w, bool values) const {
   const auto& c = config_;
   if (h < 1 || w < 1) return InvalidArgumentError("ids: the grid must be at least 1 x 1");
   if (!ids.defined() || ids.dim() != 2 || ids.size(1) != h * w ||
@@ -80,6 +80,7 @@ Status Resampler::CheckIds(const torch::Tensor& ids, int64_t h, int64_t w) const
   if (!c.up && (h % c.factor != 0 || w % c.factor != 0)) {
     return InvalidArgumentError("ids: grid must be divisible by the down-sampling factor");
   }
+  if (!values) return OkStatus();
   return GuardTorch("Resampler::CheckIds", [&]() -> Status {
     if (ids.numel() > 0 &&
         (ids.min().item<int64_t>() < 0 || ids.max().item<int64_t>() >= c.codebook_size)) {
@@ -119,6 +120,15 @@ StatusOr<torch::Tensor> Resampler::Apply(const torch::Tensor& ids, int64_t h, in
   return logits.argmax(1).flatten(1);
 }
 
+StatusOr<torch::Tensor> Resampler::ApplyDrawn(const torch::Tensor& ids, int64_t h,
+                                              int64_t w) const {
+  MULO_RETURN_IF_ERROR(CheckIds(ids, h, w, /*values=*/false));
+  return GuardTorch("Resampler::ApplyDrawn", [&]() -> StatusOr<torch::Tensor> {
+    torch::NoGradGuard no_grad;
+    return CheckedLogits(ids, h, w).argmax(1).flatten(1);
+  });
+}
+
 StatusOr<std::vector<int64_t>> Resampler::Apply(const std::vector<int64_t>& ids, int64_t h,
                                                 int64_t w) const {
   MULO_ASSIGN_OR_RETURN(torch::Tensor out,
@@ -131,7 +141,7 @@ StatusOr<std::vector<torch::Tensor>> Resampler::ApplyBatch(const std::vector<Res
   bool stackable = gemms == PackedGemms::kShared;
   int64_t tallest = 0;
   for (const ResampleCall& call : calls) {
-    MULO_RETURN_IF_ERROR(CheckIds(call.ids, call.h, call.w));
+    MULO_RETURN_IF_ERROR(CheckIds(call.ids, call.h, call.w, !call.drawn));
     if (call.ids.size(0) != 1 || call.w != calls.front().w) stackable = false;
     tallest = std::max(tallest, call.h);
   }

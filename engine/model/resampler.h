@@ -32,6 +32,9 @@ struct ResamplerConfig {
 struct ResampleCall {
   torch::Tensor ids;  // [1, h * w] int64 on the input grid
   int64_t h = 0, w = 0;
+  // Ids the engine drew itself, possibly still on the device: their range is not checked,
+  // since reading them back for it would be a host synchronisation on a GPU.
+  bool drawn = false;
 };
 
 class Resampler {
@@ -58,9 +61,14 @@ class Resampler {
   // token ids in: h * w ids in, H * W ids out.
   StatusOr<std::vector<int64_t>> Apply(const std::vector<int64_t>& ids, int64_t h, int64_t w) const;
 
+  // Apply for ids the engine drew (ResampleCall::drawn): shapes checked, values trusted, no
+  // host read; the ids out stay where the model is.
+  StatusOr<torch::Tensor> ApplyDrawn(const torch::Tensor& ids, int64_t h, int64_t w) const;
+
   // The errors Logits returns for these arguments (ForwardBatcher refuses a bad call before
-  // it reaches a batch, where it would fail the others' calls too).
-  Status CheckIds(const torch::Tensor& ids, int64_t h, int64_t w) const;
+  // it reaches a batch, where it would fail the others' calls too); with `values` false only
+  // the shapes (drawn ids).
+  Status CheckIds(const torch::Tensor& ids, int64_t h, int64_t w, bool values = true) const;
 
   // Several images' Apply at once. kShared stacks images of one width into one batch, each
   // padded at the bottom to the tallest: every convolution is row-causal, so padding rows

@@ -12,25 +12,32 @@ StatusOr<Verdict> PooledThresholdVerifier::Verify(const VerifyInput& input,
     return InvalidArgumentError("PooledThresholdVerifier: needs p at every draft");
   }
   return GuardTorch("PooledThresholdVerifier", [&]() -> StatusOr<Verdict> {
-    auto tokens = torch::tensor(input.drafts.tokens, torch::kInt64);
-    PooledProbabilities probabilities =
-        Pool(input.p.narrow(0, 0, length), tokens, neighbors_, pooling_);
     // Both rows in one read: [2, length], the pooled mass then the own probability.
-    const torch::Tensor both =
-        HostRead(torch::stack({probabilities.pooled, probabilities.own}), torch::kFloat32)
-            .contiguous();
-    auto both_at = both.accessor<float, 2>();
-    auto pooled_at = both_at[0];
-    auto own_at = both_at[1];
-    Verdict verdict;
-    for (int64_t i = 0; i < length; ++i) {
-      // NaN never passes.
-      const bool keep = pooled_at[i] >= tau_;
-      (keep ? verdict.accepted : verdict.rejected).push_back(i);
-      if (keep && !(own_at[i] >= tau_)) ++verdict.relaxed_accepts;
-    }
-    return verdict;
+    return Judge(HostRead(PooledAndOwn(input.p, torch::tensor(input.drafts.tokens, torch::kInt64)),
+                          torch::kFloat32));
   });
+}
+
+torch::Tensor PooledThresholdVerifier::PooledAndOwn(const torch::Tensor& p,
+                                                    const torch::Tensor& tokens) const {
+  const PooledProbabilities probabilities =
+      Pool(p.narrow(0, 0, tokens.size(0)), tokens, neighbors_, pooling_);
+  return torch::stack({probabilities.pooled, probabilities.own});
+}
+
+Verdict PooledThresholdVerifier::Judge(const torch::Tensor& pooled_and_own) const {
+  const torch::Tensor both = pooled_and_own.to(torch::kFloat32).contiguous();
+  auto both_at = both.accessor<float, 2>();
+  auto pooled_at = both_at[0];
+  auto own_at = both_at[1];
+  Verdict verdict;
+  for (int64_t i = 0; i < both.size(1); ++i) {
+    // NaN never passes.
+    const bool keep = pooled_at[i] >= tau_;
+    (keep ? verdict.accepted : verdict.rejected).push_back(i);
+    if (keep && !(own_at[i] >= tau_)) ++verdict.relaxed_accepts;
+  }
+  return verdict;
 }
 
 }  // namespace mulo::engine

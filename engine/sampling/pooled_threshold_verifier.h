@@ -19,6 +19,12 @@ class PooledThresholdVerifier : public Verifier {
   // Verdict::relaxed_accepts counts the drafts kept only thanks to pooling (p(x) < tau).
   StatusOr<Verdict> Verify(const VerifyInput& input, const VerifierRngs& rngs) const override;
 
+  // Verify in two halves, for a caller that reads more with the same host read: the pooled and
+  // own probabilities [2, L] of draft tokens `tokens` (int64 [L], on p's device) under p
+  // [>= L, V], left where p is; then the verdict from their host copy.
+  torch::Tensor PooledAndOwn(const torch::Tensor& p, const torch::Tensor& tokens) const;
+  Verdict Judge(const torch::Tensor& pooled_and_own) const;
+
  private:
   double tau_;
   PoolingRule pooling_;
