@@ -88,7 +88,7 @@ class Block {
 
   BlockShape shape_;
   torch::Tensor wqkv_, wo_, w1_, w2_, w3_, attention_norm_, ffn_norm_;
-  torch::Tensor w13_;  // [w1; w3] stacked (one GEMM); w1_ and w3_ are empty after Load
+  torch::Tensor w13_;  // CUDA: [w1; w3] stacked (one GEMM), w1_ and w3_ then empty
 };
 
 // RMSNorm in float32, cast back to x's dtype, then scaled (as upstream). On a CUDA device with
