@@ -56,7 +56,9 @@ TEST(EagleTest, GreedyEqualsArGreedyForEveryTreeShape) {
       EXPECT_EQ(s.target_forward_passes, 1 + s.verify_steps);
       // Greedy trees keep their width (ranked by the head's untempered distribution): more
       // than a depth-5 chain per step.
-      if (o.static_tree) EXPECT_GT(s.drafted_tokens, 5 * s.verify_steps);
+      if (o.static_tree) {
+        EXPECT_GT(s.drafted_tokens, 5 * s.verify_steps);
+      }
       accepted += s.accepted_tokens;
     }
   }
