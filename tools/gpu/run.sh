@@ -159,7 +159,8 @@ step_costs() {
       --repeats=20 --images=3 --ceilings="$results/ceilings.json" \
       --json_out="$results/cost_synth_$model.json" > "$results/cost_synth_$model.log" 2>&1
     echo "rc $?" >> "$results/cost_synth_$model.log"
-    grep -E '^\||^Full|^AR step|^rc|error' "$results/cost_synth_$model.log" | tee -a "$summary"
+    # ar_bench's "operators of one 1-token forward" line: kernels per layer on the device.
+    grep -E '^\||^Full|^AR step|^operators|^rc|error' "$results/cost_synth_$model.log" | tee -a "$summary"
   done
 }
 
