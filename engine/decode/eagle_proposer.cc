@@ -86,6 +86,43 @@ torch::Tensor EagleProposer::Probabilities(DecodeSession& session,
   return session.RankingProbabilities(logits);
 }
 
+void EagleProposer::DrawChildren(DecodeSession& session, const TreeShape& shape,
+                                 const std::vector<int64_t>& expanding,
+                                 const torch::Tensor& after, StaticTreeNodes* nodes) const {
+  const auto ints = nodes->tokens.options();
+  // All parents at once; the numbers are the drafter stream's next ones, parent by parent,
+  // child by child (the host loop's order).
+  const int64_t parents = static_cast<int64_t>(expanding.size());
+  int64_t widest = 0, drawn = 0;
+  for (int64_t parent : expanding) {
+    widest = std::max<int64_t>(widest, shape.Children(parent).size());
+  }
+  std::vector<int64_t> number_of(parents * widest, 0), from, to;
+  for (int64_t p = 0; p < parents; ++p) {
+    const std::vector<int64_t> children = shape.Children(expanding[p]);
+    for (size_t r = 0; r < children.size(); ++r) {
+      number_of[p * widest + static_cast<int64_t>(r)] = drawn++;
+      from.push_back(p * widest + static_cast<int64_t>(r));
+      to.push_back(children[r]);
+    }
+  }
+  const torch::Tensor numbers = session.DrawNumbers(RngStream::kDrafter, drawn);
+  const torch::Tensor uniforms =
+      numbers.defined()
+          ? numbers.index_select(0, torch::tensor(number_of, ints)).view({parents, widest})
+          : torch::Tensor();
+  const SiblingDrawsOnDevice draws =
+      DrawSiblingsOnDevice(after, widest, uniforms, session.greedy());
+  const torch::Tensor from_rows = torch::tensor(from, ints), to_nodes = torch::tensor(to, ints);
+  if (!nodes->q.defined()) {
+    nodes->q = torch::zeros({nodes->tokens.size(0), after.size(1)}, after.options());
+  }
+  nodes->tokens.index_copy_(0, to_nodes, draws.tokens.flatten().index_select(0, from_rows));
+  nodes->valid.index_copy_(0, to_nodes, draws.valid.flatten().index_select(0, from_rows));
+  nodes->q.index_copy_(
+      0, to_nodes, draws.q.flatten(0, 1).index_select(0, from_rows).to(nodes->q.scalar_type()));
+}
+
 StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t max_depth) {
   MULO_ASSIGN_OR_RETURN(torch::Tensor root_feature, CatchUp(session));
   tree_features_ = torch::Tensor();
@@ -101,11 +138,8 @@ StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t
   const int64_t length = shape.size();
   const torch::Device device = root_feature.device();
   const auto ints = torch::TensorOptions().dtype(torch::kInt64).device(device);
-  // Every node's token, the distribution it was drawn from and whether its parent's
-  // distribution had mass left for it, on the device until the tree is read.
-  torch::Tensor tokens = torch::zeros({length}, ints);
-  torch::Tensor valid = torch::zeros({length}, ints.dtype(torch::kBool));
-  torch::Tensor q;
+  StaticTreeNodes nodes{torch::zeros({length}, ints),
+                        torch::zeros({length}, ints.dtype(torch::kBool)), torch::Tensor()};
   std::vector<int64_t> slot(length, -1);
   int64_t slots = 0;
   // Depth by depth: the nodes one level up whose children are drawn (the root first) and the
@@ -113,35 +147,7 @@ StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t
   std::vector<int64_t> expanding = {-1};
   torch::Tensor after = Probabilities(session, root_feature.unsqueeze(1));
   for (int64_t depth = 1;; ++depth) {
-    // Each expanding node's children without replacement, all parents at once. The numbers
-    // are the drafter stream's next ones, parent by parent, child by child.
-    const int64_t parents = static_cast<int64_t>(expanding.size());
-    int64_t widest = 0, drawn = 0;
-    for (int64_t parent : expanding) {
-      widest = std::max<int64_t>(widest, shape.Children(parent).size());
-    }
-    std::vector<int64_t> number_of(parents * widest, 0), from, to;
-    for (int64_t p = 0; p < parents; ++p) {
-      const std::vector<int64_t> children = shape.Children(expanding[p]);
-      for (size_t r = 0; r < children.size(); ++r) {
-        number_of[p * widest + static_cast<int64_t>(r)] = drawn++;
-        from.push_back(p * widest + static_cast<int64_t>(r));
-        to.push_back(children[r]);
-      }
-    }
-    const torch::Tensor numbers = session.DrawNumbers(RngStream::kDrafter, drawn);
-    const torch::Tensor uniforms =
-        numbers.defined()
-            ? numbers.index_select(0, torch::tensor(number_of, ints)).view({parents, widest})
-            : torch::Tensor();
-    const SiblingDrawsOnDevice draws =
-        DrawSiblingsOnDevice(after, widest, uniforms, session.greedy());
-    const torch::Tensor from_rows = torch::tensor(from, ints), to_nodes = torch::tensor(to, ints);
-    if (!q.defined()) q = torch::zeros({length, after.size(1)}, after.options());
-    tokens.index_copy_(0, to_nodes, draws.tokens.flatten().index_select(0, from_rows));
-    valid.index_copy_(0, to_nodes, draws.valid.flatten().index_select(0, from_rows));
-    q.index_copy_(0, to_nodes,
-                  draws.q.flatten(0, 1).index_select(0, from_rows).to(q.scalar_type()));
+    DrawChildren(session, shape, expanding, after, &nodes);
     // The head's distribution after every node of this depth that has children. A node whose
     // draw found no mass is fed too (its subtree is dropped below): the host never waits.
     expanding.clear();
@@ -160,7 +166,7 @@ StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t
     }
     MULO_ASSIGN_OR_RETURN(
         torch::Tensor out,
-        FeedTreeNodes(session, tokens.index_select(0, torch::tensor(expanding, ints)),
+        FeedTreeNodes(session, nodes.tokens.index_select(0, torch::tensor(expanding, ints)),
                       torch::tensor(parent_slot, torch::kInt64), attends, root_feature));
     for (int64_t j = 0; j < m; ++j) slot[expanding[j]] = slots + j;
     slots += m;
@@ -171,7 +177,8 @@ StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t
   // The tree's one read: tokens, then whether each was drawn. Nodes left undrawn (a
   // distribution with fewer tokens than children, e.g. under top-k) are dropped with their
   // subtrees.
-  const std::vector<int64_t> host = HostReadIds(torch::cat({tokens, valid.to(torch::kInt64)}));
+  const std::vector<int64_t> host =
+      HostReadIds(torch::cat({nodes.tokens, nodes.valid.to(torch::kInt64)}));
   TreeDraft draft;
   std::vector<int64_t> kept_index(length, -1), kept_parents, kept_nodes;
   for (int64_t i = 0; i < length; ++i) {
@@ -184,7 +191,7 @@ StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t
   }
   MULO_ASSIGN_OR_RETURN(draft.shape, TreeFromParents(kept_parents));
   draft.drafts.parents = kept_parents;
-  draft.drafts.q = q.index_select(0, torch::tensor(kept_nodes, ints));
+  draft.drafts.q = nodes.q.index_select(0, torch::tensor(kept_nodes, ints));
   return draft;
 }
 

@@ -65,6 +65,17 @@ class EagleProposer {
                                         const torch::Tensor& parent_slot,
                                         const torch::Tensor& attends,
                                         const torch::Tensor& root_feature);
+  // A static tree's nodes while it grows, on the device until the tree is read: each one's
+  // token, whether its parent's distribution had mass left for it, the distribution it was
+  // drawn from ([nodes, V], made at the first draw).
+  struct StaticTreeNodes {
+    torch::Tensor tokens, valid, q;
+  };
+  // Draws the children of every node of `expanding` (-1 = the root) without replacement from
+  // its row of `after` [expanding, V] into `nodes`.
+  void DrawChildren(DecodeSession& session, const TreeShape& shape,
+                    const std::vector<int64_t>& expanding, const torch::Tensor& after,
+                    StaticTreeNodes* nodes) const;
   // The drafter's probabilities [m, V] from predicted features [batch, m, dim], on the device.
   torch::Tensor Probabilities(DecodeSession& session, const torch::Tensor& features) const;
 
