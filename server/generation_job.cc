@@ -2,47 +2,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/image_encoding.h"
+#include "server/preview_schedule.h"
 
 namespace mulo::server {
-namespace {
 
-void FillStats(const engine::Stats& s, double queue_seconds, v1::Stats* out) {
-  out->set_tokens(static_cast<uint32_t>(s.tokens));
-  out->set_target_forward_passes(static_cast<uint32_t>(s.target_forward_passes));
-  out->set_draft_forward_passes(static_cast<uint32_t>(s.draft_forward_passes));
-  out->set_drafted_tokens(static_cast<uint32_t>(s.drafted_tokens));
-  out->set_accepted_tokens(static_cast<uint32_t>(s.accepted_tokens));
-  out->set_resampled_tokens(static_cast<uint32_t>(s.resampled_tokens));
-  out->set_relaxed_accepted_tokens(static_cast<uint32_t>(s.relaxed_accepted_tokens));
-  out->set_expansion_resampled_tokens(static_cast<uint32_t>(s.expansion_resampled_tokens));
-  out->set_prefix_own_tokens(static_cast<uint32_t>(s.prefix_own_tokens));
-  out->set_prefix_downsampled_tokens(static_cast<uint32_t>(s.prefix_downsampled_tokens));
-  out->set_pooled_drafts(static_cast<uint32_t>(s.pooled_drafts));
-  out->set_mean_pooled_neighbors(s.MeanPooledNeighbors());
-  out->set_step_compression(s.StepCompression());
-  out->set_acceptance_rate(s.AcceptanceRate());
-  for (int64_t n : s.accepted_per_position) out->add_accepted_per_position(static_cast<uint32_t>(n));
-  out->set_mean_accepted_length(s.MeanAcceptedLength());
-  out->set_iterations(static_cast<uint32_t>(s.verify_steps));
-  out->set_mean_tree_depth(s.MeanDraftedTreeDepth());
-  out->set_mean_tree_width(s.MeanDraftedTreeWidth());
-  for (int i = 0; i < engine::kNumPhases; ++i) {
-    if (s.phase_seconds[i] > 0) {
-      (*out->mutable_phase_seconds())[engine::PhaseName(static_cast<engine::Phase>(i))] =
-          s.phase_seconds[i];
-    }
-  }
-  out->set_queue_seconds(queue_seconds);
-  out->set_total_seconds(s.total_seconds);
-}
-
-}  // namespace
-
-// Streams committed rows to the mailbox (and, when asked, a decoded preview of the rows so
-// far), noting when the first one arrived.
+// Hands committed rows to the listener (with a decoded preview when one is due), noting when
+// the first one arrived.
 class GenerationJob::RowStream : public engine::ProgressSink {
  public:
-  explicit RowStream(GenerationJob* job) : job_(job) {}
+  explicit RowStream(GenerationJob* job)
+      : job_(job),
+        width_(job->request_.models->target->config().grid_size),
+        previews_(width_, job->request_.preview_every_rows, job->request_.partial_images) {}
 
   void OnRows(int64_t first_row, int64_t num_rows, const std::vector<int32_t>& tokens) override {
     const auto now = JobRecord::Clock::now();
@@ -52,24 +23,25 @@ class GenerationJob::RowStream : public engine::ProgressSink {
     }
     committed_.insert(committed_.end(), tokens.begin(), tokens.end());
     const ValidatedRequest& r = job_->request_;
-    if (!r.stream_rows) return;
-    const int64_t width = r.models->target->config().grid_size;
-    JobEvent event;
-    event.response.emplace();
-    event.response->set_request_id(r.request_id);
-    auto* rows = event.response->mutable_rows();
-    rows->set_first_row(static_cast<uint32_t>(first_row));
-    rows->set_width(static_cast<uint32_t>(width));
-    for (int32_t t : tokens) rows->add_tokens(static_cast<uint32_t>(t));
     const int64_t done_rows = first_row + num_rows;
-    if (r.preview_every_rows > 0 && done_rows / r.preview_every_rows >
-                                        (first_row) / r.preview_every_rows) {
+    const bool preview_due = previews_.Due(first_row, done_rows);
+    if (!r.stream_rows && !preview_due) return;
+    GenerationEvent event;
+    event.kind = GenerationEvent::Kind::kRows;
+    event.first_row = first_row;
+    event.num_rows = num_rows;
+    event.width = width_;
+    event.tokens = tokens;
+    if (preview_due) {
       // The VQ decoder is convolutional, so the committed rows decode on their own.
-      auto preview = r.models->vq->DecodeToRgb(committed_, done_rows, width,
-                                                   r.models->pixel_rounding);
+      auto preview = r.models->vq->DecodeToRgb(committed_, done_rows, width_,
+                                               r.models->pixel_rounding);
       if (preview.ok()) {
         auto bytes = EncodeImage(*preview, r.image_format);
-        if (bytes.ok()) rows->set_preview(*std::move(bytes));
+        if (bytes.ok()) {
+          event.preview = *std::move(bytes);
+          event.preview_index = previews_sent_++;
+        }
       }
     }
     job_->Post(std::move(event));
@@ -77,36 +49,30 @@ class GenerationJob::RowStream : public engine::ProgressSink {
 
  private:
   GenerationJob* job_;
+  const int64_t width_;  // the grid is square: rows of `width_` tokens, `width_` rows
+  PreviewSchedule previews_;
+  int previews_sent_ = 0;
   std::vector<int32_t> committed_;
 };
 
 GenerationJob::GenerationJob(ValidatedRequest request,
                              engine::CancelToken::Clock::time_point deadline, bool has_deadline,
-                             bool joins_batches, absl::Duration max_decode_time)
+                             bool joins_batches, absl::Duration max_decode_time,
+                             GenerationListener listener)
     : request_(std::move(request)),
       joins_batches_(joins_batches),
       max_decode_time_(max_decode_time),
+      listener_(std::move(listener)),
       cancel_(has_deadline ? engine::CancelToken(deadline) : engine::CancelToken()) {
   record_.enqueued = JobRecord::Clock::now();
 }
 
-void GenerationJob::Post(JobEvent event) {
-  {
+void GenerationJob::Post(GenerationEvent event) {
+  if (event.kind == GenerationEvent::Kind::kDone) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (event.done) record_.finished = JobRecord::Clock::now();
-    events_.push_back(std::move(event));
+    record_.finished = JobRecord::Clock::now();
   }
-  cv_.notify_all();
-}
-
-std::optional<JobEvent> GenerationJob::NextEvent(absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [this] { return !events_.empty(); })) {
-    return std::nullopt;
-  }
-  JobEvent event = std::move(events_.front());
-  events_.pop_front();
-  return event;
+  listener_(std::move(event));
 }
 
 JobRecord GenerationJob::record() const {
@@ -115,8 +81,7 @@ JobRecord GenerationJob::record() const {
 }
 
 void GenerationJob::Skip(const absl::Status& why) {
-  JobEvent event;
-  event.done = true;
+  GenerationEvent event;
   event.status = why;
   Post(std::move(event));
 }
@@ -142,8 +107,7 @@ void GenerationJob::Run(engine::ForwardBatcher* batcher) {
                                   options)
           : engine::GenerateImage(*r.decoder, *r.models, r.prompt, r.sampling, rows, cancel_,
                                   options);
-  JobEvent event;
-  event.done = true;
+  GenerationEvent event;  // kDone unless the image follows
   if (!result.ok()) {
     event.status = ToAbsl(result.status());
     if (absl::IsDeadlineExceeded(event.status) && cancel_.WorkLimitPassed()) {
@@ -167,15 +131,16 @@ void GenerationJob::Run(engine::ForwardBatcher* batcher) {
     record_.stats = result->stats;
     record_.tokens = static_cast<int64_t>(result->tokens.size());
   }
-  event.response.emplace();
-  event.response->set_request_id(r.request_id);
-  auto* image = event.response->mutable_image();
-  image->set_data(*std::move(bytes));
-  image->set_format(r.image_format);
-  image->set_width(static_cast<uint32_t>(result->image.width));
-  image->set_height(static_cast<uint32_t>(result->image.height));
-  for (int32_t t : result->tokens) image->add_tokens(static_cast<uint32_t>(t));
-  FillStats(result->stats, queue_seconds, image->mutable_stats());
+  GenerationEvent image;
+  image.kind = GenerationEvent::Kind::kImage;
+  image.image = *std::move(bytes);
+  image.format = r.image_format;
+  image.image_width = result->image.width;
+  image.image_height = result->image.height;
+  image.tokens = result->tokens;
+  image.stats = result->stats;
+  image.queue_seconds = queue_seconds;
+  Post(std::move(image));
   Post(std::move(event));
 }
 

@@ -34,6 +34,7 @@
 #include "server/batch_policy.h"
 #include "server/cuda_graph_policy.h"
 #include "server/grpc_front_end.h"
+#include "server/generation_service.h"
 #include "server/image_generation_service.h"
 #include "server/request_limits.h"
 #include "server/model_repository.h"
@@ -252,7 +253,8 @@ int Run() {
     Log("--max_tree_nodes: must be >= 0 (0 = no bound)");
     return 2;
   }
-  ImageGenerationService service(scheduler, metrics, *std::move(batch_policy), limits);
+  GenerationService generation(scheduler, metrics, *std::move(batch_policy), limits);
+  ImageGenerationService service(generation);
   std::atomic<bool> ready{false};
 
   auto http = metrics.StartHttp(absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_metrics_port),
@@ -275,6 +277,7 @@ int Run() {
   grpc_options.on_unparsable = [&metrics](const std::string& method, const grpc::Status& status) {
     RequestLogLine line;
     line.request_id = "-";
+    line.protocol = "grpc";
     line.status = absl::InvalidArgumentError(status.error_message());
     WriteRequestLog(line);
     if (absl::EndsWith(method, "/Generate")) metrics.RecordRequest(line);
@@ -302,7 +305,7 @@ int Run() {
     metrics.SetModelWeightBytes(name, load_options.device.str(),
                                 (*repository)->Find(name)->weight_bytes);
   }
-  service.SetRepository(repository->get());
+  generation.SetRepository(repository->get());
   front_end.SetServing(true);
   ready = true;
   Log(absl::StrCat("serving ", absl::StrJoin((*repository)->Names(), ", "), " (loaded in ",
@@ -313,12 +316,12 @@ int Run() {
   Log(absl::StrCat("received ", signal == SIGTERM ? "SIGTERM" : "SIGINT", ", draining"));
   ready = false;
   front_end.StopServing();
-  service.StopAccepting();
+  generation.StopAccepting();
   scheduler.StopAccepting();
   const bool drained = scheduler.WaitIdle(absl::GetFlag(FLAGS_drain_timeout));
   if (!drained) {
     Log("drain timeout: cancelling what is still running");
-    service.CancelAll();
+    generation.CancelAll();
     scheduler.WaitIdle(absl::Seconds(5));
   }
   // Handlers of finished jobs return promptly; give in-flight RPCs a moment to flush.

@@ -18,6 +18,8 @@ std::string FormatRequestLog(const RequestLogLine& l) {
   if (l.first_row_seconds >= 0) absl::StrAppendFormat(&out, " first_row=%.3fs", l.first_row_seconds);
   absl::StrAppendFormat(&out, " total=%.3fs forwards=%d step_compression=%.2f", l.total_seconds,
                         l.stats.target_forward_passes, l.stats.StepCompression());
+  absl::StrAppend(&out, " protocol=", l.protocol);
+  if (!l.user.empty()) absl::StrAppend(&out, " user=", Printable(l.user));
   if (!l.status.ok()) absl::StrAppend(&out, " error=\"", l.status.message(), "\"");
   return out;
 }

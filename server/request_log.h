@@ -13,6 +13,8 @@ struct RequestLogLine {
   std::string request_id;
   std::string model;
   std::string method;
+  std::string protocol = "grpc";  // the front end it came through: grpc or http
+  std::string user;               // the OpenAI API's `user`, as sent (HTTP only)
   absl::Status status;
   int64_t tokens = 0;
   double queue_seconds = 0.0;
@@ -22,7 +24,7 @@ struct RequestLogLine {
 };
 
 // "request id=req-7 model=synth method=ar status=OK tokens=256 queue=0.000s first_row=0.012s
-//  total=1.204s forwards=256 step_compression=1.00"
+//  total=1.204s forwards=256 step_compression=1.00 protocol=grpc"
 std::string FormatRequestLog(const RequestLogLine& line);
 void WriteRequestLog(const RequestLogLine& line);
 

@@ -315,6 +315,12 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
                    absl::StrCat("at most the grid height (", target.grid_size, ")"));
   }
   out.preview_every_rows = static_cast<int>(request.stream().preview_every_rows());
+  if (request.stream().partial_images() > kMaxPartialImages) {
+    return Invalid("stream.partial_images", absl::StrCat("must be in [0, ", kMaxPartialImages,
+                                                         "], got ",
+                                                         request.stream().partial_images()));
+  }
+  out.partial_images = static_cast<int>(request.stream().partial_images());
   return out;
 }
 

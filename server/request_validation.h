@@ -20,6 +20,9 @@ namespace mulo::server {
 
 // Longest prompt accepted, in bytes.
 inline constexpr size_t kMaxPromptBytes = 1024;
+// Most evenly spaced previews a request may ask for (StreamOptions.partial_images; OpenAI's
+// Images API allows 0-3).
+inline constexpr uint32_t kMaxPartialImages = 3;
 
 struct ValidatedRequest {
   std::string request_id;
@@ -35,6 +38,7 @@ struct ValidatedRequest {
   v1::ImageFormat image_format = v1::PNG;
   bool stream_rows = true;
   int preview_every_rows = 0;
+  int partial_images = 0;  // previews spaced evenly over the rows
 };
 
 absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& request,

@@ -22,7 +22,8 @@ class UnparsableRequestInterceptor : public grpc::experimental::Interceptor {
       parsed_ = methods->GetRecvMessage() != nullptr;
     }
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
-        !parsed_ && methods->GetSendStatus().error_code() == grpc::StatusCode::INTERNAL) {
+        !parsed_ && (methods->GetSendStatus().error_code() == grpc::StatusCode::INTERNAL ||
+                     methods->GetSendStatus().error_code() == grpc::StatusCode::UNIMPLEMENTED)) {
       const grpc::Status status(grpc::StatusCode::INVALID_ARGUMENT,
                                 UnparsableRequestMessage(method_));
       methods->ModifySendStatus(status);

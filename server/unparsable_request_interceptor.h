@@ -1,7 +1,7 @@
 // Requests whose bytes do not parse as their message (random bytes, a truncated varint, invalid
 // UTF-8 in `prompt`, a packed `condition` whose length is not a multiple of 4) never reach
-// the service: gRPC's synchronous handlers fail them while deserializing, with INTERNAL and an
-// empty message, and nothing is counted. This interceptor sees that the handler got no
+// the service: gRPC fails them while deserializing, with an empty message and nothing counted
+// (INTERNAL from synchronous handlers, UNIMPLEMENTED from callback ones). This interceptor sees that the handler got no
 // request message and turns the status into INVALID_ARGUMENT with a message, and reports the
 // call so it is counted like every other refused request.
 #ifndef MULO_SERVER_UNPARSABLE_REQUEST_INTERCEPTOR_H_

@@ -126,6 +126,7 @@ struct Harness {
   std::unique_ptr<mulo::server::ModelRepository> repository;
   std::unique_ptr<mulo::server::Scheduler> scheduler;
   std::unique_ptr<mulo::server::ServerMetrics> metrics;
+  std::unique_ptr<mulo::server::GenerationService> generation;
   std::unique_ptr<mulo::server::ImageGenerationService> service;
   std::unique_ptr<mulo::server::GrpcFrontEnd> front_end;
   std::shared_ptr<grpc::Channel> channel;
@@ -149,14 +150,15 @@ void StartHarness() {
   h->scheduler = std::make_unique<mulo::server::Scheduler>(options);
   h->metrics = std::make_unique<mulo::server::ServerMetrics>();
   auto batching = mulo::server::BatchPolicy::Parse("ar,mulo");
-  h->service = std::make_unique<mulo::server::ImageGenerationService>(*h->scheduler, *h->metrics,
-                                                                      *std::move(batching));
+  h->generation = std::make_unique<mulo::server::GenerationService>(*h->scheduler, *h->metrics,
+                                                                    *std::move(batching));
+  h->service = std::make_unique<mulo::server::ImageGenerationService>(*h->generation);
   mulo::server::GrpcFrontEndOptions grpc_options;
   grpc_options.address = "127.0.0.1:0";
   auto front_end = mulo::server::GrpcFrontEnd::Start(grpc_options, h->service.get());
   if (!front_end.ok()) Finding("cannot start the gRPC front end");
   h->front_end = *std::move(front_end);
-  h->service->SetRepository(h->repository.get());
+  h->generation->SetRepository(h->repository.get());
   h->front_end->SetServing(true);
   h->channel = mulo::testing::LoopbackChannel(h->front_end->port());
   h->templates = Templates();

@@ -1,0 +1,202 @@
+#include "server/generation_service.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/decode/method_registry.h"
+#include "server/client_text.h"
+#include "server/request_log.h"
+
+namespace mulo::server {
+namespace {
+
+using Clock = GenerationService::Clock;
+
+double SecondsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+ModelSummary Summarize(const std::string& name, const engine::ModelSet& models) {
+  ModelSummary out;
+  const auto& target = models.target->config();
+  out.name = name;
+  out.image_width = models.ImageSize();
+  out.image_height = models.ImageSize();
+  out.grid_size = target.grid_size;
+  out.vocab_size = target.vocab_size;
+  out.methods = engine::AvailableMethods(models);
+  out.default_cfg_scale = models.default_cfg_scale;
+  if (models.conditioner != nullptr) out.conditions.push_back("prompt");
+  if (target.condition_mode != engine::ConditionMode::kClassLabel) {
+    out.conditions.push_back("condition");
+    out.condition_width = target.cond_dim;
+  } else {
+    out.conditions.push_back("class_label");
+    out.num_classes = target.num_classes;
+  }
+  if (models.ta_tok != nullptr) out.conditions.push_back("condition_tokens");
+  out.condition_rows = target.cls_token_num;
+  return out;
+}
+
+}  // namespace
+
+void GenerationService::Call::ClientGone() {
+  client_gone_ = true;
+  job_->Cancel();
+}
+
+GenerationService::GenerationService(Scheduler& scheduler, ServerMetrics& metrics,
+                                     BatchPolicy batching, RequestLimits limits)
+    : scheduler_(scheduler),
+      metrics_(metrics),
+      batching_(std::move(batching)),
+      limits_(limits) {}
+
+void GenerationService::Finish(const Call& call, const absl::Status& status,
+                               const JobRecord* record, const std::string& method) {
+  RequestLogLine log;
+  log.request_id = call.request_id_;
+  log.model = call.model_;
+  log.method = method;
+  log.protocol = call.options_.protocol;
+  log.user = call.options_.user;
+  log.status = status;
+  log.total_seconds = SecondsBetween(call.options_.arrived, Clock::now());
+  if (record != nullptr) {
+    log.tokens = record->tokens;
+    if (record->started) log.queue_seconds = SecondsBetween(record->enqueued, *record->started);
+    if (record->first_row) {
+      log.first_row_seconds = SecondsBetween(call.options_.arrived, *record->first_row);
+    }
+    log.stats = record->stats;
+  }
+  metrics_.RecordRequest(log);
+  WriteRequestLog(log);
+}
+
+void GenerationService::RecordRefused(const std::string& request_id, const std::string& model,
+                                      const CallOptions& options, const absl::Status& status) {
+  Call call;
+  call.request_id_ =
+      request_id.empty() ? absl::StrCat("req-", next_id_.fetch_add(1)) : request_id;
+  call.model_ = model;
+  call.options_ = options;
+  Finish(call, status, nullptr, "");
+}
+
+absl::StatusOr<std::shared_ptr<GenerationService::Call>> GenerationService::Start(
+    const v1::GenerateRequest& request, CallOptions options, GenerationListener listener) {
+  auto call = std::make_shared<Call>();
+  // Client text as sent: the log line bounds and escapes it, metrics label loaded names only.
+  call->request_id_ = request.request_id().empty()
+                          ? absl::StrCat("req-", next_id_.fetch_add(1))
+                          : request.request_id();
+  call->model_ = request.model();
+  call->options_ = std::move(options);
+  call->listener_ = std::move(listener);
+  auto refuse = [&](const absl::Status& status, const std::string& method) {
+    Finish(*call, status, nullptr, method);
+    return status;
+  };
+
+  if (!accepting_) {
+    return refuse(absl::UnavailableError("server is draining; retry on another replica"), "");
+  }
+  const ModelRepository* repository = repository_;
+  if (repository == nullptr) {
+    return refuse(absl::UnavailableError("models are still loading; retry shortly"), "");
+  }
+  auto validated = ValidateRequest(request, *repository);
+  if (!validated.ok()) return refuse(validated.status(), "");
+  if (absl::Status bounded = CheckRequestLimits(*validated, limits_); !bounded.ok()) {
+    return refuse(bounded, "");
+  }
+  validated->request_id = call->request_id_;
+  const std::string method = validated->method;
+
+  // The call's deadline bounds queueing and decoding alike.
+  const bool has_deadline = call->options_.deadline.has_value();
+  const auto deadline = call->options_.deadline.value_or(Clock::now());
+  const bool joins_batches = batching_.Batches(method);
+  // The job reaches its call through a weak pointer: the call owns the job, and the service
+  // owns the call until the done event.
+  std::weak_ptr<Call> weak_call = call;
+  call->job_ = std::make_shared<GenerationJob>(
+      *std::move(validated), deadline, has_deadline, joins_batches, limits_.max_decode_time,
+      [this, weak_call](GenerationEvent event) {
+        if (auto c = weak_call.lock()) OnJobEvent(c, std::move(event));
+      });
+  {
+    // In the set before the job can run, so that its done event finds it.
+    std::lock_guard<std::mutex> lock(calls_mu_);
+    calls_.insert(call);
+  }
+  if (absl::Status queued = scheduler_.Submit(call->job_); !queued.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(calls_mu_);
+      calls_.erase(call);
+    }
+    return refuse(queued, method);
+  }
+  return call;
+}
+
+void GenerationService::OnJobEvent(const std::shared_ptr<Call>& call, GenerationEvent event) {
+  event.request_id = call->request_id_;
+  if (event.kind != GenerationEvent::Kind::kDone) {
+    call->listener_(std::move(event));
+    return;
+  }
+  absl::Status outcome = event.status;
+  const bool client_gone = call->client_gone_;
+  if (client_gone && outcome.ok()) outcome = absl::CancelledError("client went away");
+  // A transport may cancel the call when the client's deadline passes, before the decoder's
+  // own deadline check does: report such a cancellation as what it is.
+  if (absl::IsCancelled(outcome) && call->options_.deadline &&
+      Clock::now() >= *call->options_.deadline) {
+    outcome = absl::DeadlineExceededError("deadline exceeded");
+  }
+  // Stopped by the drain timeout, not by the client: a retryable code, so a balancer or the
+  // client's retry policy sends it to another replica instead of reporting a failure.
+  if (absl::IsCancelled(outcome) && shut_down_ && !client_gone) {
+    outcome = absl::UnavailableError(
+        "server shut down (drain timeout) before the request finished; retry on another replica");
+  }
+  const JobRecord record = call->job_->record();
+  Finish(*call, outcome, &record, call->job_->request().method);
+  {
+    std::lock_guard<std::mutex> lock(calls_mu_);
+    calls_.erase(call);
+  }
+  event.status = outcome;
+  call->listener_(std::move(event));
+}
+
+void GenerationService::CancelAll() {
+  shut_down_ = true;
+  std::lock_guard<std::mutex> lock(calls_mu_);
+  for (const auto& call : calls_) call->job_->Cancel();
+}
+
+absl::StatusOr<std::vector<ModelSummary>> GenerationService::ListModels() const {
+  const ModelRepository* repository = repository_;
+  if (repository == nullptr) return absl::UnavailableError("models are still loading");
+  std::vector<ModelSummary> out;
+  for (const auto& name : repository->Names()) out.push_back(Summarize(name, *repository->Find(name)));
+  return out;
+}
+
+absl::StatusOr<ModelSummary> GenerationService::GetModel(const std::string& name,
+                                                         const std::string& field) const {
+  const ModelRepository* repository = repository_;
+  if (repository == nullptr) return absl::UnavailableError("models are still loading");
+  const engine::ModelSet* models = repository->Find(name);
+  if (models == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat(field, ": model ", Quoted(name), " is not loaded"));
+  }
+  return Summarize(name, *models);
+}
+
+}  // namespace mulo::server
