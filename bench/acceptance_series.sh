@@ -54,7 +54,7 @@ for family in bundled mismatched; do
   fi
   start_server "out/bench/acceptance_$family.log" "out/bench/acceptance_$family.ports" \
     bazel-bin/server/mulo_server --model_repository="$repository" --host=127.0.0.1 --port=0 \
-    --metrics_port=0 --max_batch=1
+    --metrics_port=0 --http_port=0 --max_batch=1
   counter() {  # counter NAME METHOD: the counter's value for this method
     curl -s "http://127.0.0.1:$server_metrics_port/metrics" |
       awk -v n="$1" -v m="method=\"$2\"" '$1 ~ "^"n"\\{" && index($1, m) {s += $2} END {printf "%d", s}'

@@ -44,7 +44,7 @@ start() {  # start NAME FLAGS...
   local name=$1; shift
   start_server "out/bench/batching_$name.log" "out/bench/batching_$name.ports" \
     taskset -c "$core" bazel-bin/server/mulo_server --model_repository="$repository" \
-    --host=127.0.0.1 --port=0 --metrics_port=0 --workers=1 --max_queue=64 "$@"
+    --host=127.0.0.1 --port=0 --metrics_port=0 --http_port=0 --workers=1 --max_queue=64 "$@"
   port[$name]=$server_port
 }
 start off --max_batch=1

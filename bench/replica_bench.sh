@@ -63,7 +63,7 @@ for family in "${family_list[@]}"; do
     log="out/bench/replica_server_$family.log"
     start=$(date +%s.%N)
     taskset -c 0 bazel-bin/server/mulo_server --model_repository="$repo" --host=127.0.0.1 \
-      --port=0 --metrics_port=0 --dtype="$dtype" --max_decode_time=0 >"$log.ports" 2>"$log" &
+      --port=0 --metrics_port=0 --http_port=0 --dtype="$dtype" --max_decode_time=0 >"$log.ports" 2>"$log" &
     pid=$!
     until grep -q "serving" "$log" 2>/dev/null; do
       kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; exit 1; }

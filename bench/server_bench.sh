@@ -44,7 +44,7 @@ say() { echo "$@" | tee -a "$report"; }
 
 start_server out/bench/server_bench_server.log out/bench/server_bench.ports \
   bazel-bin/server/mulo_server --model_repository="$repository" --host=127.0.0.1 --port=0 \
-  --metrics_port=0 --workers="$workers" --max_queue=64
+  --metrics_port=0 --http_port=0 --workers="$workers" --max_queue=64
 port=$server_port
 metrics_port=$server_metrics_port
 client=(bazel-bin/client/mulo_client --server="127.0.0.1:$port" --model="$model"

@@ -63,14 +63,16 @@ class Server {
       const std::string workers = absl::StrCat("--workers=", absl::GetFlag(FLAGS_workers));
       const std::string binary = absl::GetFlag(FLAGS_server_binary);
       execl(binary.c_str(), binary.c_str(), repository.c_str(), workers.c_str(),
-            "--host=127.0.0.1", "--port=0", "--metrics_port=0", "--max_queue=64", nullptr);
+            "--host=127.0.0.1", "--port=0", "--metrics_port=0", "--http_port=0", "--max_queue=64", nullptr);
       _exit(127);
     }
     close(out[1]);
     FILE* text = fdopen(out[0], "r");
     char line[256];
-    const bool ok = fgets(line, sizeof(line), text) != nullptr &&
-                    sscanf(line, "mulo_server listening on port %d", &port_) == 1;
+    bool ok = false;  // the HTTP API's line comes first
+    while (!ok && fgets(line, sizeof(line), text) != nullptr) {
+      ok = sscanf(line, "mulo_server listening on port %d", &port_) == 1;
+    }
     fclose(text);
     return ok;
   }

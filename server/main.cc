@@ -35,6 +35,7 @@
 #include "server/cuda_graph_policy.h"
 #include "server/grpc_front_end.h"
 #include "server/generation_service.h"
+#include "server/http/http_front_end.h"
 #include "server/image_generation_service.h"
 #include "server/request_limits.h"
 #include "server/model_repository.h"
@@ -46,6 +47,12 @@ ABSL_FLAG(std::string, model_repository, "models",
           "directory whose subdirectories with a family.json are loaded and served");
 ABSL_FLAG(std::string, host, "0.0.0.0", "address the gRPC and metrics ports bind to");
 ABSL_FLAG(int, port, 8001, "gRPC port (0 = pick a free one and print it)");
+ABSL_FLAG(int, http_port, 8000,
+          "HTTP port of the OpenAI-compatible Images API (/v1/images/generations, /v1/models); "
+          "0 = pick a free one and print it, -1 = no HTTP API");
+ABSL_FLAG(int, http_max_connections, 256,
+          "HTTP connections open at once (each holds a thread while open); more wait in the "
+          "listen backlog");
 ABSL_FLAG(int, metrics_port, 8002, "HTTP port for /metrics, /healthz, /readyz (0 = free one)");
 ABSL_FLAG(int, workers, 1, "requests decoded in parallel");
 ABSL_FLAG(int, max_batch, 4,
@@ -289,6 +296,21 @@ int Run() {
   }
   GrpcFrontEnd& front_end = **grpc_front_end;
   const int port = front_end.port();
+  std::unique_ptr<http::HttpFrontEnd> http_front_end;
+  if (const int http_port = absl::GetFlag(FLAGS_http_port); http_port >= 0) {
+    http::HttpFrontEndOptions http_options;
+    http_options.address = absl::StrCat(absl::GetFlag(FLAGS_host), ":", http_port);
+    http_options.max_connections =
+        static_cast<unsigned>(std::max(1, absl::GetFlag(FLAGS_http_max_connections)));
+    auto started = http::HttpFrontEnd::Start(http_options, &generation);
+    if (!started.ok()) {
+      Log(std::string(started.status().message()));
+      return 1;
+    }
+    http_front_end = *std::move(started);
+    // Before the line below, which tests and scripts wait for.
+    std::printf("mulo_server HTTP API on port %d\n", http_front_end->port());
+  }
   // The exact line tests and scripts wait for.
   std::printf("mulo_server listening on port %d (metrics on port %d)\n", port, *http);
   std::fflush(stdout);
@@ -326,6 +348,7 @@ int Run() {
   }
   // Handlers of finished jobs return promptly; give in-flight RPCs a moment to flush.
   front_end.Shutdown(absl::Seconds(drained ? 5 : 1));
+  if (http_front_end != nullptr) http_front_end->Shutdown();
   Log("stopped");
   return 0;
 }

@@ -55,9 +55,10 @@ class QueueCollector : public metrics::Collector {
 
 ServerMetrics::ServerMetrics() {
   const std::vector<std::string> mm = {"model", "method"};
-  requests_ = OrDie(registry_.AddCounter("mulo_requests_total",
-                                         "Generate requests by final gRPC status code.",
-                                         {"model", "method", "code"}));
+  requests_ = OrDie(registry_.AddCounter(
+      "mulo_requests_total",
+      "Generate requests by final status code (gRPC's names, for HTTP too) and front end.",
+      {"model", "method", "code", "protocol"}));
   generated_tokens_ =
       OrDie(registry_.AddCounter("mulo_generated_tokens_total", "Image tokens generated.", mm));
   target_forwards_ = OrDie(registry_.AddCounter("mulo_target_forward_passes_total",
@@ -180,7 +181,10 @@ std::string ServerMetrics::ModelLabel(const std::string& model) const {
 void ServerMetrics::RecordRequest(const RequestLogLine& line) {
   const std::string model = ModelLabel(line.model);
   const std::string method = line.method.empty() ? "unknown" : line.method;
-  requests_->WithLabels({model, method, absl::StatusCodeToString(line.status.code())}).Inc();
+  // A closed set of label values: the two front ends.
+  const std::string protocol = line.protocol == "http" ? "http" : "grpc";
+  requests_->WithLabels({model, method, absl::StatusCodeToString(line.status.code()), protocol})
+      .Inc();
   request_duration_->WithLabels({model, method}).Observe(line.total_seconds);
   if (line.method.empty()) return;  // refused before it was queued
   const engine::Stats& s = line.stats;

@@ -30,7 +30,7 @@ fi
 mkdir -p out
 log=out/mulo_server.log
 bazel-bin/server/mulo_server --model_repository="$repository" --host=127.0.0.1 --port=0 \
-  --metrics_port=0 >out/mulo_server.ports 2>"$log" &
+  --metrics_port=0 --http_port=0 >out/mulo_server.ports 2>"$log" &
 pid=$!
 for _ in $(seq 1 600); do
   if grep -q "listening on port" out/mulo_server.ports 2>/dev/null && grep -q "serving" "$log"; then

@@ -15,41 +15,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/listen_address.h"
 #include "server/metrics/exposition.h"
 
 namespace mulo::server::metrics {
 namespace {
 
 constexpr char kPlainText[] = "text/plain; charset=utf-8";
-
-// Parses "PORT" or "IPV4:PORT" with PORT in 0..65535. Lists, host names and IPv6 are refused
-// so that port() always names the one socket listened on.
-absl::StatusOr<sockaddr_in> ParseAddress(absl::string_view address) {
-  const auto invalid = [&] {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metrics HTTP address \"", address, "\": expected PORT or IPV4:PORT with PORT in "
-        "0..65535, e.g. 0.0.0.0:9090"));
-  };
-  const size_t colon = address.rfind(':');
-  const absl::string_view port =
-      colon == absl::string_view::npos ? address : address.substr(colon + 1);
-  int value = 0;
-  if (port.empty() || port.size() > 5 ||
-      !std::all_of(port.begin(), port.end(),
-                   [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); }) ||
-      !absl::SimpleAtoi(port, &value) || value > 65535) {
-    return invalid();
-  }
-  sockaddr_in socket_address{};
-  socket_address.sin_family = AF_INET;
-  socket_address.sin_port = htons(static_cast<uint16_t>(value));
-  socket_address.sin_addr.s_addr = htonl(INADDR_ANY);
-  if (colon != absl::string_view::npos) {
-    const std::string host(address.substr(0, colon));
-    if (inet_pton(AF_INET, host.c_str(), &socket_address.sin_addr) != 1) return invalid();
-  }
-  return socket_address;
-}
 
 bool SendResponse(MHD_Connection* connection, unsigned status, const char* content_type,
                   const std::string& body) {
@@ -101,7 +73,7 @@ absl::Status MetricsHttpServer::Start(absl::string_view address) {
     return absl::FailedPreconditionError(
         absl::StrCat("metrics HTTP server already listening on port ", port_));
   }
-  absl::StatusOr<sockaddr_in> socket_address = ParseAddress(address);
+  absl::StatusOr<sockaddr_in> socket_address = ParseListenAddress(address, "metrics HTTP address");
   if (!socket_address.ok()) return socket_address.status();
   {
     absl::MutexLock lock(&log_mu_);

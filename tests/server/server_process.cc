@@ -53,7 +53,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   int out_pipe[2];
   if (pipe(out_pipe) != 0) return absl::InternalError("pipe failed");
   std::vector<std::string> args = {"server/mulo_server", "--host=127.0.0.1", "--port=0",
-                                   "--metrics_port=0"};
+                                   "--metrics_port=0", "--http_port=0"};
   args.insert(args.end(), flags.begin(), flags.end());
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
@@ -71,9 +71,14 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   process->pid_ = pid;
   close(out_pipe[1]);
   FILE* out = fdopen(out_pipe[0], "r");
-  char line[256];
-  if (fgets(line, sizeof(line), out) == nullptr ||
-      sscanf(line, "mulo_server listening on port %d (metrics on port %d)", &process->port_,
+  char line[256] = "";
+  // "mulo_server HTTP API on port N" comes first unless a flag turned the HTTP API off.
+  if (fgets(line, sizeof(line), out) != nullptr &&
+      sscanf(line, "mulo_server HTTP API on port %d", &process->http_port_) == 1 &&
+      fgets(line, sizeof(line), out) == nullptr) {
+    line[0] = '\0';
+  }
+  if (sscanf(line, "mulo_server listening on port %d (metrics on port %d)", &process->port_,
              &process->metrics_port_) != 2) {
     fclose(out);
     return absl::InternalError(absl::StrCat("server did not start: ", process->Log()));

@@ -23,13 +23,15 @@ std::string ReadTextFile(const std::string& path);
 class ServerProcess {
  public:
   // Starts server/mulo_server (from the test's runfiles) with `flags` plus
-  // --host=127.0.0.1 --port=0 --metrics_port=0, and waits until it prints its ports and
-  // /readyz answers 200 (models loaded).
+  // --host=127.0.0.1 --port=0 --metrics_port=0 --http_port=0, and waits until it prints its
+  // ports and /readyz answers 200 (models loaded).
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(const std::vector<std::string>& flags);
   ~ServerProcess();  // SIGKILL if still running
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
+  // The OpenAI-compatible HTTP API's port (0 when a flag turned it off).
+  int http_port() const { return http_port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   std::unique_ptr<v1::ImageGeneration::Stub> NewStub() const;
 
@@ -48,6 +50,7 @@ class ServerProcess {
   pid_t pid_ = -1;
   int port_ = 0;
   int metrics_port_ = 0;
+  int http_port_ = 0;
   std::string log_path_;
 };
 

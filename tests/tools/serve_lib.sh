@@ -8,7 +8,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 start_server() {
   local repository=$1 work=$2
   server/mulo_server --model_repository="$repository" --host=127.0.0.1 --port=0 \
-    --metrics_port=0 >"$work/ports" 2>"$work/server.log" &
+    --metrics_port=0 --http_port=0 >"$work/ports" 2>"$work/server.log" &
   pid=$!
   trap 'kill $pid 2>/dev/null || true' EXIT
   for _ in $(seq 1 300); do

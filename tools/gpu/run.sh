@@ -199,7 +199,7 @@ serve_bench() {
   echo "### $name" | tee -a "$summary"
   # shellcheck disable=SC2086  # the flag lists split on purpose
   start_server "$log" "$results/serve_$name.ports" out/gpu/mulo_server --port=0 \
-    --metrics_port=0 --device="${SERVE_DEVICE:-cuda}" $server_flags 2>/dev/null
+    --metrics_port=0 --http_port=0 --device="${SERVE_DEVICE:-cuda}" $server_flags 2>/dev/null
   if [[ -z $server_port ]]; then  # it died or never said where it listens
     tail -5 "$log" | tee -a "$summary"
     kill "$server_pid" 2>/dev/null

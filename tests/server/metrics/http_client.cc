@@ -66,9 +66,14 @@ absl::StatusOr<HttpResponse> Parse(const std::string& raw) {
 
 absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method,
                                          const std::string& path) {
+  return HttpRequest(port, method, path, HttpOptions());
+}
+
+absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method,
+                                         const std::string& path, const HttpOptions& options) {
   Socket socket;
   if (socket.fd() < 0) return Errno("socket");
-  timeval timeout{5, 0};
+  timeval timeout{options.timeout_seconds, 0};
   setsockopt(socket.fd(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   setsockopt(socket.fd(), SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
   sockaddr_in address{};
@@ -78,8 +83,15 @@ absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method,
   if (connect(socket.fd(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
     return Errno(absl::StrCat("connect to 127.0.0.1:", port));
   }
-  const std::string request = absl::StrCat(method, " ", path, " HTTP/1.1\r\nHost: 127.0.0.1:",
-                                            port, "\r\nConnection: close\r\n\r\n");
+  std::string request = absl::StrCat(method, " ", path,
+                                     options.http10 ? " HTTP/1.0" : " HTTP/1.1",
+                                     "\r\nHost: 127.0.0.1:", port, "\r\nConnection: close\r\n");
+  for (const auto& header : options.headers) absl::StrAppend(&request, header, "\r\n");
+  if (!options.body.empty() || method == "POST") {
+    absl::StrAppend(&request, "Content-Type: application/json\r\nContent-Length: ",
+                    options.body.size(), "\r\n");
+  }
+  absl::StrAppend(&request, "\r\n", options.body);
   for (size_t sent = 0; sent < request.size();) {
     const ssize_t n = send(socket.fd(), request.data() + sent, request.size() - sent, 0);
     if (n <= 0) return Errno("send");

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -16,10 +17,20 @@ struct HttpResponse {
   std::string body;
 };
 
+struct HttpOptions {
+  std::string body;                  // sent with Content-Type: application/json
+  std::vector<std::string> headers;  // extra "Name: value" lines
+  bool http10 = false;               // HTTP/1.0: an unknown-length body comes unchunked
+  long timeout_seconds = 5;          // every socket operation
+};
+
 // Sends `method path` to 127.0.0.1:port with "Connection: close" and reads the response
 // until the server closes the connection (5 s timeout on every socket operation).
 absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method,
                                          const std::string& path);
+
+absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method,
+                                         const std::string& path, const HttpOptions& options);
 
 inline absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path) {
   return HttpRequest(port, "GET", path);

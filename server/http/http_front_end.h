@@ -1,0 +1,74 @@
+// The HTTP front end: OpenAI's Images API over the generation service (GNU libmicrohttpd).
+//   POST /v1/images/generations   JSON in; JSON out, or server-sent events with `stream`
+//   GET  /v1/models               the loaded families in OpenAI's list format
+//   GET  /v1/models/{id}          one family
+// Like the gRPC service it knows nothing of models beyond ModelSummary: JSON conversion lives
+// in openai_images.h, and refusals, deadlines, logging and metrics in the generation service.
+// Each connection has its own thread (bounded by max_connections): a request waits for its
+// generation's events there, woken by each event; a HangupWatcher cancels the generation of
+// a client that disconnects.
+#ifndef MULO_SERVER_HTTP_HTTP_FRONT_END_H_
+#define MULO_SERVER_HTTP_HTTP_FRONT_END_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/generation_service.h"
+#include "server/http/hangup_watcher.h"
+
+struct MHD_Connection;
+struct MHD_Daemon;
+
+namespace mulo::server::http {
+
+struct HttpFrontEndOptions {
+  std::string address = "0.0.0.0:8000";  // "PORT" or "IPV4:PORT"; port 0 picks a free one
+  size_t max_body_bytes = 1 << 20;        // larger bodies get 413
+  unsigned idle_timeout_seconds = 30;     // an idle connection is closed after this
+  unsigned max_connections = 256;         // each is a thread while open
+};
+
+class HttpFrontEnd {
+ public:
+  // Listens and serves `service` (which must outlive the front end).
+  static absl::StatusOr<std::unique_ptr<HttpFrontEnd>> Start(const HttpFrontEndOptions& options,
+                                                             GenerationService* service);
+  ~HttpFrontEnd();
+  HttpFrontEnd(const HttpFrontEnd&) = delete;
+  HttpFrontEnd& operator=(const HttpFrontEnd&) = delete;
+
+  int port() const { return port_; }
+  // Closes the listening socket and every connection, after their requests end (drain the
+  // generation service first); idempotent.
+  void Shutdown();
+
+ private:
+  friend class HttpCallbacks;
+  struct RequestState;
+
+  HttpFrontEnd(const HttpFrontEndOptions& options, GenerationService* service);
+  // libmicrohttpd's access handler and completion callback (http_front_end.cc).
+  bool OnRequest(MHD_Connection* connection, const std::string& url, const std::string& method,
+                 const char* upload_data, size_t* upload_data_size, RequestState** state);
+  void OnCompleted(RequestState* state);
+  bool HandleGenerations(MHD_Connection* connection, RequestState* state);
+  bool HandleModels(MHD_Connection* connection, const std::string& url);
+  // 413, logged and counted when the path is the generations endpoint.
+  bool RefuseTooLarge(MHD_Connection* connection, const std::string& url,
+                      const std::string& message);
+
+  const HttpFrontEndOptions options_;
+  GenerationService* const service_;
+  const int64_t created_;  // the models' `created`: when this server started
+  HangupWatcher hangups_;
+  MHD_Daemon* daemon_ = nullptr;
+  int port_ = 0;
+};
+
+}  // namespace mulo::server::http
+
+#endif  // MULO_SERVER_HTTP_HTTP_FRONT_END_H_

@@ -1,0 +1,129 @@
+#include "server/http/openai_images.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace mulo::server::http {
+namespace {
+
+using Json = nlohmann::json;
+
+// The param an invalid body is refused with ("" when accepted).
+std::string RefusedParam(const std::string& body) {
+  auto parsed = ParseImagesRequest(body);
+  if (parsed.ok()) return "";
+  EXPECT_TRUE(absl::IsInvalidArgument(parsed.status())) << parsed.status();
+  return ParamOf(parsed.status().message());
+}
+
+TEST(OpenAiImagesTest, OpenAisFieldsAndOurExtensionsMapToTheRequest) {
+  auto parsed = ParseImagesRequest(R"({
+    "model": "synth", "prompt": "a red circle", "n": 3, "size": "64x64",
+    "response_format": "b64_json", "output_format": "jpeg", "partial_images": 2, "user": "u1",
+    "quality": "auto", "method": "mulo", "mulo": {"tau": 0.0001, "preset": "PAPER"},
+    "seed": 18446744073709551615, "cfg_scale": 2.5, "temperature": 0.5, "top_k": 7,
+    "top_p": 0.9, "timeout": 2.5})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const v1::GenerateRequest& r = parsed->request;
+  EXPECT_EQ(r.model(), "synth");
+  EXPECT_EQ(r.prompt(), "a red circle");
+  EXPECT_EQ(parsed->n, 3);
+  EXPECT_EQ(parsed->size, "64x64");
+  EXPECT_EQ(r.image_format(), v1::JPEG);
+  EXPECT_EQ(parsed->output_format, "jpeg");
+  EXPECT_EQ(r.stream().partial_images(), 2u);
+  EXPECT_EQ(parsed->user, "u1");
+  ASSERT_TRUE(r.has_mulo());
+  EXPECT_DOUBLE_EQ(r.mulo().tau(), 1e-4);
+  EXPECT_EQ(r.mulo().preset(), v1::MuloParams::PAPER);
+  EXPECT_EQ(r.sampling().seed(), 18446744073709551615ull);
+  EXPECT_DOUBLE_EQ(r.sampling().cfg_scale(), 2.5);
+  EXPECT_DOUBLE_EQ(r.sampling().temperature(), 0.5);
+  EXPECT_EQ(r.sampling().top_k(), 7u);
+  EXPECT_DOUBLE_EQ(r.sampling().top_p(), 0.9);
+  EXPECT_DOUBLE_EQ(*parsed->timeout_seconds, 2.5);
+}
+
+TEST(OpenAiImagesTest, AMethodNameOrItsOptionsObjectPicksTheMethod) {
+  auto named = ParseImagesRequest(R"({"model": "m", "method": "lantern++"})");
+  ASSERT_TRUE(named.ok());
+  EXPECT_TRUE(named->request.has_lantern_plus_plus());
+  auto by_options = ParseImagesRequest(R"({"model": "m", "sjd": {"window": 8}})");
+  ASSERT_TRUE(by_options.ok());
+  EXPECT_EQ(by_options->request.sjd().window(), 8u);
+  auto none = ParseImagesRequest(R"({"model": "m"})");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->request.method_case(), v1::GenerateRequest::METHOD_NOT_SET);
+}
+
+TEST(OpenAiImagesTest, BadBodiesAreRefusedNamingTheField) {
+  EXPECT_EQ(RefusedParam(R"({"model": 3})"), "model");
+  EXPECT_EQ(RefusedParam(R"({"n": 0})"), "n");
+  EXPECT_EQ(RefusedParam(R"({"n": 2.5})"), "n");
+  EXPECT_EQ(RefusedParam(R"({"n": "2"})"), "n");
+  EXPECT_EQ(RefusedParam(R"({"seed": -1})"), "seed");
+  EXPECT_EQ(RefusedParam(R"({"top_k": 4294967296})"), "top_k");
+  EXPECT_EQ(RefusedParam(R"({"temperature": 1e400})"), "body");  // overflows: not JSON we read
+  EXPECT_EQ(RefusedParam(R"({"response_format": "url"})"), "response_format");
+  EXPECT_EQ(RefusedParam(R"({"output_format": "webp"})"), "output_format");
+  EXPECT_EQ(RefusedParam(R"({"quality": "hd"})"), "quality");
+  EXPECT_EQ(RefusedParam(R"({"method": "warp"})"), "method");
+  EXPECT_EQ(RefusedParam(R"({"mulo": 1})"), "mulo");
+  EXPECT_EQ(RefusedParam(R"({"mulo": {"tau": "x"}})"), "mulo");
+  EXPECT_EQ(RefusedParam(R"({"method": "sjd", "mulo": {}})"), "mulo");
+  EXPECT_EQ(RefusedParam(R"({"mulo": {}, "gsd": {}})"), "mulo");  // keys read in sorted order
+  EXPECT_EQ(RefusedParam(R"({"stream": true, "n": 2})"), "n");
+  EXPECT_EQ(RefusedParam(R"({"stream": "yes"})"), "stream");
+  EXPECT_EQ(RefusedParam(R"({"timeout": 0})"), "timeout");
+  EXPECT_EQ(RefusedParam(R"({"condition_tokens": [1, -2]})"), "condition_tokens");
+  EXPECT_EQ(RefusedParam(R"({"extra": null})"), "extra");
+  EXPECT_EQ(RefusedParam(R"({"user": ")" + std::string(300, 'u') + R"("})"), "user");
+  // Not a JSON object, invalid UTF-8, NaN, too deep.
+  EXPECT_EQ(RefusedParam("[1]"), "body");
+  EXPECT_EQ(RefusedParam("{\"prompt\": \"\xff\"}"), "body");
+  EXPECT_EQ(RefusedParam(R"({"temperature": NaN})"), "body");
+  EXPECT_EQ(RefusedParam(std::string(17, '[') + std::string(17, ']')), "body");
+  EXPECT_EQ(RefusedParam(std::string(16, '[') + std::string(16, ']')), "body");  // not an object
+  EXPECT_EQ(RefusedParam(R"({"prompt": "[[[[[[[[[[[[[[[[[[[[[[["})"), "");  // brackets in text
+}
+
+TEST(OpenAiImagesTest, ValidationMessagesNameTheHttpField) {
+  EXPECT_EQ(ParamOf("sampling.temperature: must be in [0, 100]"), "temperature");
+  EXPECT_EQ(ParamOf("stream.partial_images: must be in [0, 3], got 5"), "partial_images");
+  EXPECT_EQ(ParamOf("image_format: 7 is not a known format"), "output_format");
+  EXPECT_EQ(ParamOf("mulo.tau: must be >= 0"), "mulo.tau");
+  EXPECT_EQ(ParamOf("request deadline exceeded"), "");
+}
+
+TEST(OpenAiImagesTest, StatusesBecomeOpenAisHttpCodesAndErrorObjects) {
+  EXPECT_EQ(HttpStatusOf(absl::InvalidArgumentError("x: y"), false), 400);
+  EXPECT_EQ(HttpStatusOf(absl::NotFoundError("model: m"), false), 404);
+  EXPECT_EQ(HttpStatusOf(absl::UnavailableError("queue is full"), true), 429);
+  EXPECT_EQ(HttpStatusOf(absl::UnavailableError("draining"), false), 503);
+  EXPECT_EQ(HttpStatusOf(absl::DeadlineExceededError("late"), false), 504);
+  EXPECT_EQ(HttpStatusOf(absl::InternalError("bug"), false), 500);
+  const Json error =
+      Json::parse(ErrorJson(absl::InvalidArgumentError("sampling.top_p: must be in (0, 1]"), 400));
+  EXPECT_EQ(error["error"]["message"], "sampling.top_p: must be in (0, 1]");
+  EXPECT_EQ(error["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(error["error"]["param"], "top_p");
+  EXPECT_EQ(Json::parse(ErrorJson(absl::DeadlineExceededError("late"), 504))["error"]["param"],
+            nullptr);
+  // Client bytes in a message never break the JSON.
+  EXPECT_FALSE(Json::parse(ErrorJson(absl::InvalidArgumentError("model: \xff"), 400)).is_discarded());
+}
+
+TEST(OpenAiImagesTest, SizeMustBeTheFamilysOrAuto) {
+  ModelSummary model;
+  model.name = "synth";
+  model.image_width = 64;
+  model.image_height = 64;
+  EXPECT_TRUE(CheckSize("auto", model).ok());
+  EXPECT_TRUE(CheckSize("64x64", model).ok());
+  EXPECT_EQ(ParamOf(CheckSize("1024x1024", model).message()), "size");
+}
+
+}  // namespace
+}  // namespace mulo::server::http
