@@ -27,9 +27,39 @@ for pkg in "${PACKAGES[@]}"; do
   [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
 done
 
+# The tests' real peers from npm (tests/peers/package-lock.json): the official openai SDK.
+# `npm ci` installs exactly the lockfile; it runs again only when the lockfile changed.
+install_peers() {
+  local peers=tests/peers
+  [[ -f "$peers/package-lock.json" ]] || return 0
+  if [[ -f "$peers/node_modules/.package-lock.json" &&
+        ! "$peers/package-lock.json" -nt "$peers/node_modules/.package-lock.json" ]]; then
+    return 0
+  fi
+  if ! command -v npm >/dev/null; then
+    # Debian's Node (18) runs the pinned SDK; a newer Node already installed is used as is.
+    echo "setup: installing nodejs and npm for the tests' npm peers"
+    local sudo=()
+    [[ $(id -u) -eq 0 ]] || sudo=(sudo -n)
+    if ! "${sudo[@]}" apt-get install -y -q --no-install-recommends nodejs npm \
+        >/tmp/mulo-apt-node.log 2>&1; then
+      echo "setup: could not install nodejs and npm (see /tmp/mulo-apt-node.log)" >&2
+      return 1
+    fi
+  fi
+  echo "setup: installing the tests' npm peers (tests/peers)"
+  if ! (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error >/tmp/mulo-npm.log 2>&1); then
+    echo "setup: npm ci failed; the last lines of /tmp/mulo-npm.log:" >&2
+    tail -n 20 /tmp/mulo-npm.log >&2
+    return 1
+  fi
+}
+cd "$(dirname "$0")/.."
+
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#PACKAGES[@]} packages are installed"
-  exit 0
+  install_peers
+  exit $?
 fi
 
 if [[ $(id -u) -eq 0 ]]; then
@@ -67,4 +97,5 @@ for pkg in "${missing[@]}"; do
     exit 1
   fi
 done
+install_peers || exit 1
 echo "setup: done"

@@ -1,14 +1,16 @@
 # Sourced by the shell tests that serve a model repository (run from the runfiles root).
 #   start_server REPOSITORY WORK: starts server/mulo_server on free ports, waits until it
 #   serves (printing its log and failing if it exits first), stops it when the test exits, and
-#   sets $pid and $addr (127.0.0.1:PORT). Its log is WORK/server.log.
+#   sets $pid, $addr (127.0.0.1:PORT, gRPC) and $http_port (the OpenAI API). Extra arguments
+#   after WORK go to the server. Its log is WORK/server.log.
 #   fail MESSAGE: prints FAIL: MESSAGE and exits 1.
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 start_server() {
   local repository=$1 work=$2
+  shift 2
   server/mulo_server --model_repository="$repository" --host=127.0.0.1 --port=0 \
-    --metrics_port=0 --http_port=0 >"$work/ports" 2>"$work/server.log" &
+    --metrics_port=0 --http_port=0 "$@" >"$work/ports" 2>"$work/server.log" &
   pid=$!
   trap 'kill $pid 2>/dev/null || true' EXIT
   for _ in $(seq 1 300); do
@@ -18,4 +20,5 @@ start_server() {
     sleep 0.1
   done
   addr="127.0.0.1:$(sed -n 's/.*listening on port \([0-9]*\) .*/\1/p' "$work/ports")"
+  http_port=$(sed -n 's/.*HTTP API on port \([0-9]*\).*/\1/p' "$work/ports")
 }
