@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/http/openai_images.h"
+#include "server/http/playground_page.h"
 #include "server/listen_address.h"
 
 namespace mulo::server::http {
@@ -228,6 +229,12 @@ bool HttpFrontEnd::OnRequest(MHD_Connection* connection, const std::string& url,
   if ((*state)->too_large) {
     return RefuseTooLarge(connection, url,
                           absl::StrCat("body: more than ", options_.max_body_bytes, " bytes"));
+  }
+  if (url == "/" || url == "/index.html") {
+    if (method != MHD_HTTP_METHOD_GET && method != MHD_HTTP_METHOD_HEAD) {
+      return SendError(connection, absl::InvalidArgumentError("method: / takes GET"), 405);
+    }
+    return Send(connection, 200, "text/html; charset=utf-8", PlaygroundHtml());
   }
   if (url == "/v1/images/generations") {
     if (method != MHD_HTTP_METHOD_POST) {

@@ -2,6 +2,7 @@
 //   POST /v1/images/generations   JSON in; JSON out, or server-sent events with `stream`
 //   GET  /v1/models               the loaded families in OpenAI's list format
 //   GET  /v1/models/{id}          one family
+//   GET  /                        the playground page (playground_page.h)
 // Like the gRPC service it knows nothing of models beyond ModelSummary: JSON conversion lives
 // in openai_images.h, and refusals, deadlines, logging and metrics in the generation service.
 // Each connection has its own thread (bounded by max_connections): a request waits for its
