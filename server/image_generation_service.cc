@@ -15,9 +15,15 @@ namespace {
 class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
   GenerateReactor(GenerationService& generation, grpc::CallbackServerContext* context,
-                  const v1::GenerateRequest& request) {
+                  const v1::GenerateRequest& request, const absl::Status& authorized) {
     GenerationService::CallOptions options;
     options.protocol = "grpc";
+    if (!authorized.ok()) {
+      generation.RecordRefused(request.request_id(), request.model(), options, authorized);
+      finished_ = true;
+      Finish(ToGrpc(authorized));
+      return;
+    }
     const auto system_deadline = context->deadline();
     if (system_deadline != std::chrono::system_clock::time_point::max()) {
       options.deadline = GenerationService::Clock::now() +
@@ -100,13 +106,26 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* ImageGenerationService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
-  return new GenerateReactor(generation_, context, *request);
+  return new GenerateReactor(generation_, context, *request, Authorize(*context));
+}
+
+absl::Status ImageGenerationService::Authorize(const grpc::CallbackServerContext& context) const {
+  if (api_keys_ == nullptr || !api_keys_->enabled()) return absl::OkStatus();
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("authorization");
+  return api_keys_->Authorize(it == metadata.end()
+                                  ? absl::string_view()
+                                  : absl::string_view(it->second.data(), it->second.size()));
 }
 
 grpc::ServerUnaryReactor* ImageGenerationService::ListModels(grpc::CallbackServerContext* context,
                                                              const v1::ListModelsRequest*,
                                                              v1::ListModelsResponse* response) {
   auto* reactor = context->DefaultReactor();
+  if (absl::Status authorized = Authorize(*context); !authorized.ok()) {
+    reactor->Finish(ToGrpc(authorized));
+    return reactor;
+  }
   auto models = generation_.ListModels();
   if (!models.ok()) {
     reactor->Finish(ToGrpc(models.status()));
@@ -121,6 +140,10 @@ grpc::ServerUnaryReactor* ImageGenerationService::GetModel(grpc::CallbackServerC
                                                            const v1::GetModelRequest* request,
                                                            v1::ModelInfo* response) {
   auto* reactor = context->DefaultReactor();
+  if (absl::Status authorized = Authorize(*context); !authorized.ok()) {
+    reactor->Finish(ToGrpc(authorized));
+    return reactor;
+  }
   auto model = generation_.GetModel(request->name());
   if (!model.ok()) {
     reactor->Finish(ToGrpc(model.status()));

@@ -6,14 +6,19 @@
 #define MULO_SERVER_IMAGE_GENERATION_SERVICE_H_
 
 #include "mulo/v1/image_generation.grpc.pb.h"
+#include "server/api_keys.h"
 #include "server/generation_service.h"
 
 namespace mulo::server {
 
 class ImageGenerationService final : public v1::ImageGeneration::CallbackService {
  public:
-  // `generation` must outlive the service.
-  explicit ImageGenerationService(GenerationService& generation) : generation_(generation) {}
+  // `generation` and `api_keys` (null: no keys) must outlive the service. With keys, every
+  // mulo.v1 call must carry `authorization: Bearer <key>` metadata (UNAUTHENTICATED otherwise);
+  // health and reflection stay open.
+  explicit ImageGenerationService(GenerationService& generation,
+                                  const ApiKeys* api_keys = nullptr)
+      : generation_(generation), api_keys_(api_keys) {}
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
@@ -25,7 +30,10 @@ class ImageGenerationService final : public v1::ImageGeneration::CallbackService
                                      v1::ModelInfo* response) override;
 
  private:
+  absl::Status Authorize(const grpc::CallbackServerContext& context) const;
+
   GenerationService& generation_;
+  const ApiKeys* const api_keys_;
 };
 
 }  // namespace mulo::server

@@ -34,6 +34,7 @@
 #include "server/batch_policy.h"
 #include "server/cuda_graph_policy.h"
 #include "server/grpc_front_end.h"
+#include "server/api_keys.h"
 #include "server/generation_service.h"
 #include "server/http/http_front_end.h"
 #include "server/image_generation_service.h"
@@ -50,6 +51,10 @@ ABSL_FLAG(int, port, 8001, "gRPC port (0 = pick a free one and print it)");
 ABSL_FLAG(int, http_port, 8000,
           "HTTP port of the OpenAI-compatible Images API (/v1/images/generations, /v1/models); "
           "0 = pick a free one and print it, -1 = no HTTP API");
+ABSL_FLAG(std::string, api_keys_file, "",
+          "a file of API keys, one per line ('#' comments), reloaded on SIGHUP: HTTP calls to "
+          "/v1/ need 'Authorization: Bearer <key>', gRPC mulo.v1 calls the same as "
+          "'authorization' metadata; probes, metrics, health and reflection stay open");
 ABSL_FLAG(int, http_max_connections, 256,
           "HTTP connections open at once (each holds a thread while open); more wait in the "
           "listen backlog");
@@ -167,6 +172,7 @@ int Run() {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);  // reloads --api_keys_file
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   const int torch_threads = absl::GetFlag(FLAGS_torch_threads);  // SetCpuThreads clamps to >= 1
@@ -260,8 +266,18 @@ int Run() {
     Log("--max_tree_nodes: must be >= 0 (0 = no bound)");
     return 2;
   }
+  std::unique_ptr<ApiKeys> api_keys = std::make_unique<ApiKeys>();
+  if (const std::string keys_file = absl::GetFlag(FLAGS_api_keys_file); !keys_file.empty()) {
+    auto loaded = ApiKeys::Load(keys_file);
+    if (!loaded.ok()) {
+      Log(std::string(loaded.status().message()));
+      return 2;
+    }
+    api_keys = *std::move(loaded);
+    Log("API keys: required (--api_keys_file; SIGHUP reloads it)");
+  }
   GenerationService generation(scheduler, metrics, *std::move(batch_policy), limits);
-  ImageGenerationService service(generation);
+  ImageGenerationService service(generation, api_keys.get());
   std::atomic<bool> ready{false};
 
   auto http = metrics.StartHttp(absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_metrics_port),
@@ -300,6 +316,7 @@ int Run() {
   if (const int http_port = absl::GetFlag(FLAGS_http_port); http_port >= 0) {
     http::HttpFrontEndOptions http_options;
     http_options.address = absl::StrCat(absl::GetFlag(FLAGS_host), ":", http_port);
+    http_options.api_keys = api_keys.get();
     http_options.max_connections =
         static_cast<unsigned>(std::max(1, absl::GetFlag(FLAGS_http_max_connections)));
     auto started = http::HttpFrontEnd::Start(http_options, &generation);
@@ -334,7 +351,17 @@ int Run() {
                    absl::FormatDuration(absl::Now() - load_start), ")"));
 
   int signal = 0;
-  sigwait(&signals, &signal);
+  while (sigwait(&signals, &signal) == 0 && signal == SIGHUP) {
+    if (!api_keys->enabled()) {
+      Log("SIGHUP: no --api_keys_file to reload");
+      continue;
+    }
+    // The count only: keys never reach the log.
+    auto reloaded = api_keys->Reload();
+    Log(reloaded.ok() ? absl::StrCat("SIGHUP: reloaded ", *reloaded, " API keys")
+                      : absl::StrCat("SIGHUP: ", reloaded.status().message(),
+                                     "; the keys in force stay"));
+  }
   Log(absl::StrCat("received ", signal == SIGTERM ? "SIGTERM" : "SIGINT", ", draining"));
   ready = false;
   front_end.StopServing();

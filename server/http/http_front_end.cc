@@ -42,6 +42,7 @@ bool Send(MHD_Connection* connection, unsigned status, const char* content_type,
   // elsewhere.
   if (status == 429) MHD_add_response_header(response, "Retry-After", "1");
   if (status == 503) MHD_add_response_header(response, "Retry-After", "5");
+  if (status == 401) MHD_add_response_header(response, "WWW-Authenticate", "Bearer");
   const MHD_Result queued = MHD_queue_response(connection, status, response);
   MHD_destroy_response(response);
   return queued == MHD_YES;
@@ -203,8 +204,23 @@ bool HttpFrontEnd::OnRequest(MHD_Connection* connection, const std::string& url,
                              const std::string& method, const char* upload_data,
                              size_t* upload_data_size, RequestState** state) {
   if (*state == nullptr) {
-    // Headers only: a declared body over the limit is refused before it is read.
+    // Headers only: a caller without a key, or a declared body over the limit, is refused
+    // before the body is read.
     *state = new RequestState();
+    if (options_.api_keys != nullptr && absl::StartsWith(url, "/v1/")) {
+      const char* authorization = Header(connection, MHD_HTTP_HEADER_AUTHORIZATION);
+      const absl::Status authorized =
+          options_.api_keys->Authorize(authorization != nullptr ? authorization : "");
+      if (!authorized.ok()) {
+        (*state)->too_large = true;  // whatever body follows is dropped
+        if (url == "/v1/images/generations") {
+          GenerationService::CallOptions call;
+          call.protocol = "http";
+          service_->RecordRefused("", "", call, authorized);
+        }
+        return SendError(connection, authorized, 401);
+      }
+    }
     if (const char* length = Header(connection, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
       uint64_t bytes = 0;
       if (absl::SimpleAtoi(length, &bytes) && bytes > options_.max_body_bytes) {

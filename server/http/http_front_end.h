@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/api_keys.h"
 #include "server/generation_service.h"
 #include "server/http/hangup_watcher.h"
 
@@ -31,6 +32,9 @@ struct HttpFrontEndOptions {
   size_t max_body_bytes = 1 << 20;        // larger bodies get 413
   unsigned idle_timeout_seconds = 30;     // an idle connection is closed after this
   unsigned max_connections = 256;         // each is a thread while open
+  // With keys, /v1/ paths need "Authorization: Bearer <key>" (401 otherwise); the playground
+  // page stays open. Null: no keys. Must outlive the front end.
+  const ApiKeys* api_keys = nullptr;
 };
 
 class HttpFrontEnd {

@@ -32,6 +32,7 @@ const char* PlaygroundHtml() {
   <label for="model">Model</label><select id="model"></select>
   <label for="method">Method</label><select id="method"></select>
   <label for="seed">Seed</label><input id="seed" type="number" min="0" value="0">
+  <label for="key">API key</label><input id="key" type="password" placeholder="only when the server asks for one" autocomplete="off">
   <button id="go" type="submit">Generate</button>
 </form>
 <div id="status">Loading models...</div>
@@ -53,9 +54,17 @@ function fillMethods() {
   if (params.get("method")) $("method").value = params.get("method");
 }
 
+// The key stays in this page (never stored): sent as OpenAI's clients send it.
+function headers() {
+  const key = $("key").value;
+  return key ? { Authorization: `Bearer ${key}` } : {};
+}
+
 async function loadModels() {
-  const response = await fetch("/v1/models");
+  const response = await fetch("/v1/models", { headers: headers() });
+  if (!response.ok) throw new Error((await response.json()).error.message);
   models = (await response.json()).data;
+  $("model").innerHTML = "";
   for (const m of models) $("model").add(new Option(`${m.id} (${m.mulo.size})`, m.id));
   if (params.get("model")) $("model").value = params.get("model");
   fillMethods();
@@ -89,7 +98,8 @@ async function generate() {
   const body = { model: $("model").value, prompt: $("prompt").value, method: $("method").value,
                  seed: Number($("seed").value), stream: true, partial_images: 3 };
   const response = await fetch("/v1/images/generations", {
-    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    method: "POST", headers: { "Content-Type": "application/json", ...headers() },
+    body: JSON.stringify(body) });
   if (!response.ok) {
     const error = (await response.json()).error;
     throw new Error(`${response.status}: ${error.message}`);
@@ -126,6 +136,9 @@ async function generate() {
 }
 
 $("model").addEventListener("change", fillMethods);
+$("key").addEventListener("change", () => loadModels().catch((error) => {
+  $("status").textContent = `Error: ${error.message}`;
+}));
 $("form").addEventListener("submit", (e) => {
   e.preventDefault();
   generate().catch((error) => {

@@ -22,6 +22,19 @@ function pass(what) {
   console.log(`ok ${checks} - ${what}`);
 }
 
+if (process.env.MULO_EXPECT_UNAUTHORIZED) {
+  // A server with --api_keys_file and a key it does not know.
+  for (const call of [() => client.models.list(), () => client.images.generate({ model, prompt })]) {
+    await assert.rejects(call(), (error) => {
+      assert.ok(error instanceof OpenAI.AuthenticationError, `got ${error.constructor.name}`);
+      assert.equal(error.status, 401);
+      return true;
+    });
+  }
+  pass("a wrong key raises AuthenticationError on models.list and images.generate");
+  process.exit(0);
+}
+
 const models = await client.models.list();
 const ids = models.data.map((m) => m.id);
 assert.ok(ids.includes(model), `models.list: ${ids}`);

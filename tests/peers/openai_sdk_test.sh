@@ -10,3 +10,15 @@ work=$(mktemp -d)
 start_server tests/data/repository "$work"
 node "$peers/openai_sdk_test.mjs" "http://127.0.0.1:$http_port/v1" tiny ||
   { tail -20 "$work/server.log"; fail "openai SDK checks"; }
+kill $pid
+
+# With API keys: a wrong key gets the SDK's AuthenticationError, the right one works. A fresh
+# directory, so that nothing of the first server's output is read as the second's.
+work=$(mktemp -d)
+echo "sk-sdk-test" >"$work/keys"
+start_server tests/data/repository "$work" --api_keys_file="$work/keys"
+MULO_API_KEY=sk-wrong MULO_EXPECT_UNAUTHORIZED=1 \
+  node "$peers/openai_sdk_test.mjs" "http://127.0.0.1:$http_port/v1" tiny ||
+  fail "openai SDK with a wrong key"
+MULO_API_KEY=sk-sdk-test node "$peers/openai_sdk_test.mjs" "http://127.0.0.1:$http_port/v1" tiny ||
+  fail "openai SDK with the right key"

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <string>
@@ -237,6 +239,69 @@ TEST(HttpApiTest, AClientThatDisconnectsCancelsItsGeneration) {
   EXPECT_LE((*server)->MetricSum("mulo_requests_total", {"protocol=\"http\"", "code=\"OK\""}), 0);
   // And it keeps serving.
   EXPECT_EQ(Post(**server, Body()).status, 200);
+}
+
+TEST(HttpApiTest, WithKeysBothFrontEndsNeedABearerKeyAndSighupReloadsThem) {
+  const std::string keys = std::string(getenv("TEST_TMPDIR")) + "/api_keys";
+  std::ofstream(keys) << "sk-first\n";
+  std::vector<std::string> flags = kRepository;
+  flags.push_back("--api_keys_file=" + keys);
+  auto server = ServerProcess::Start(flags);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const auto post = [&](const std::string& key) {
+    return Post(**server, Body(), false,
+                key.empty() ? std::vector<std::string>{}
+                            : std::vector<std::string>{"Authorization: Bearer " + key});
+  };
+  HttpResponse none = post("");
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(Json::parse(none.body)["error"]["code"], "invalid_api_key");
+  EXPECT_EQ(post("sk-wrong").status, 401);
+  EXPECT_EQ(post("sk-first").status, 200);
+  HttpOptions models;
+  EXPECT_EQ(HttpRequest((*server)->http_port(), "GET", "/v1/models", models)->status, 401);
+  // Probes, metrics and the page stay open.
+  EXPECT_EQ(server::metrics::testing::HttpGet((*server)->metrics_port(), "/readyz")->status, 200);
+  EXPECT_EQ(server::metrics::testing::HttpGet((*server)->http_port(), "/")->status, 200);
+
+  auto stub = (*server)->NewStub();
+  const auto grpc_status = [&](const std::string& key) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    if (!key.empty()) context.AddMetadata("authorization", "Bearer " + key);
+    auto reader = stub->Generate(&context, ValidRequest());
+    v1::GenerateResponse response;
+    while (reader->Read(&response)) {
+    }
+    return reader->Finish().error_code();
+  };
+  EXPECT_EQ(grpc_status(""), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(grpc_status("sk-wrong"), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(grpc_status("sk-first"), grpc::StatusCode::OK);
+  grpc::ClientContext list_context;
+  v1::ListModelsResponse list;
+  EXPECT_EQ(stub->ListModels(&list_context, v1::ListModelsRequest(), &list).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Health(**server), grpc::health::v1::HealthCheckResponse::SERVING);
+
+  // SIGHUP reloads the file: the old key stops working, the new one works on both.
+  std::ofstream(keys) << "sk-second\n";
+  (*server)->Signal(SIGHUP);
+  bool reloaded = false;
+  for (int i = 0; i < 50 && !reloaded; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    reloaded = post("sk-second").status == 200;
+  }
+  EXPECT_TRUE(reloaded);
+  EXPECT_EQ(post("sk-first").status, 401);
+  EXPECT_EQ(grpc_status("sk-second"), grpc::StatusCode::OK);
+  // At least 3 HTTP posts and 2 gRPC Generates (a post racing the reload adds one).
+  EXPECT_GE((*server)->MetricSum("mulo_requests_total", {"code=\"UNAUTHENTICATED\""}), 5);
+  // Keys never reach the log.
+  const std::string log = (*server)->Log();
+  EXPECT_EQ(log.find("sk-first"), std::string::npos);
+  EXPECT_EQ(log.find("sk-second"), std::string::npos);
+  EXPECT_NE(log.find("reloaded 1 API keys"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,80 @@
+#include "server/api_keys.h"
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace mulo::server {
+namespace {
+
+absl::StatusOr<std::vector<std::string>> ReadKeys(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return absl::NotFoundError(absl::StrCat("--api_keys_file: cannot read ", path));
+  std::stringstream text;
+  text << file.rdbuf();
+  std::vector<std::string> keys;
+  for (absl::string_view line : absl::StrSplit(text.str(), '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || absl::StartsWith(line, "#")) continue;
+    keys.emplace_back(line);
+  }
+  if (keys.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--api_keys_file: ", path, " holds no key"));
+  }
+  return keys;
+}
+
+}  // namespace
+
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  // Every byte of the longer one is visited whatever the contents: no early exit.
+  const size_t n = std::max(a.size(), b.size());
+  unsigned char difference = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    difference |= x ^ y;
+  }
+  return difference == 0;
+}
+
+absl::StatusOr<std::unique_ptr<ApiKeys>> ApiKeys::Load(const std::string& path) {
+  auto keys = std::make_unique<ApiKeys>();
+  keys->path_ = path;
+  auto loaded = keys->Reload();
+  if (!loaded.ok()) return loaded.status();
+  return keys;
+}
+
+absl::StatusOr<int> ApiKeys::Reload() {
+  if (path_.empty()) return 0;
+  auto keys = ReadKeys(path_);
+  if (!keys.ok()) return keys.status();
+  absl::MutexLock lock(&mu_);
+  keys_ = *std::move(keys);
+  return static_cast<int>(keys_.size());
+}
+
+absl::Status ApiKeys::Authorize(absl::string_view authorization) const {
+  if (!enabled()) return absl::OkStatus();
+  absl::string_view presented = authorization;
+  const bool bearer = absl::ConsumePrefix(&presented, "Bearer ");
+  bool known = false;
+  {
+    absl::MutexLock lock(&mu_);
+    // Every key is compared, so the time does not tell which one matched.
+    for (const std::string& key : keys_) known |= ConstantTimeEquals(presented, key);
+  }
+  if (bearer && known) return absl::OkStatus();
+  return absl::UnauthenticatedError(
+      authorization.empty()
+          ? "authorization: no API key; send the header \"Authorization: Bearer <key>\""
+          : "authorization: unknown API key (or not \"Bearer <key>\")");
+}
+
+}  // namespace mulo::server
