@@ -79,7 +79,8 @@ ABSL_FLAG(std::string, batch_gemms, "per_sequence",
 ABSL_FLAG(int, max_queue, 16, "requests waiting beyond the running ones; more get UNAVAILABLE");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "on SIGTERM, how long queued and running requests may take to finish");
-ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; with --tls_key enables TLS");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain; with --tls_key enables TLS on the gRPC and HTTP ports");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert");
 ABSL_FLAG(int, torch_threads, 1,
           "LibTorch intra-op threads per worker (1 is fastest for single-image decoding on CPU)");
@@ -317,6 +318,11 @@ int Run() {
     http::HttpFrontEndOptions http_options;
     http_options.address = absl::StrCat(absl::GetFlag(FLAGS_host), ":", http_port);
     http_options.api_keys = api_keys.get();
+    if (const std::string cert = absl::GetFlag(FLAGS_tls_cert); !cert.empty()) {
+      // Read again here: Credentials() checked both files already.
+      http_options.tls_cert_pem = ReadFile(cert).value_or("");
+      http_options.tls_key_pem = ReadFile(absl::GetFlag(FLAGS_tls_key)).value_or("");
+    }
     http_options.max_connections =
         static_cast<unsigned>(std::max(1, absl::GetFlag(FLAGS_http_max_connections)));
     auto started = http::HttpFrontEnd::Start(http_options, &generation);

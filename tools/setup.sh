@@ -15,7 +15,7 @@ PACKAGES=(
   # SynthEval, benchmarks and tests (the server encodes with libpng / libjpeg only)
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   # tests
-  libgtest-dev libgmock-dev prometheus openssl nginx-light clang-14 libfuzzer-14-dev chromium
+  libgtest-dev libgmock-dev prometheus openssl curl nginx-light clang-14 libfuzzer-14-dev chromium
   # tools (reference models, training, plots) use Debian's interpreter: /usr/bin/python3
   python3-torch python3-numpy python3-matplotlib python3-yaml
 )

@@ -163,17 +163,32 @@ absl::StatusOr<std::unique_ptr<HttpFrontEnd>> HttpFrontEnd::Start(
   if (!address.ok()) return address.status();
   std::unique_ptr<HttpFrontEnd> front_end(new HttpFrontEnd(options, service));
   if (!front_end->hangups_.status().ok()) return front_end->hangups_.status();
+  const bool tls = !options.tls_cert_pem.empty() || !options.tls_key_pem.empty();
+  if (tls && (options.tls_cert_pem.empty() || options.tls_key_pem.empty())) {
+    return absl::InvalidArgumentError("HTTP front end: TLS needs a certificate and a key");
+  }
+  if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+    return absl::FailedPreconditionError("HTTP front end: this libmicrohttpd has no TLS");
+  }
   // A thread per connection: a request may wait for its generation (or its stream's next
-  // event) without holding up any other connection.
+  // event) without holding up any other connection. MHD reads the PEM strings while starting.
+  const unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                         MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0);
+  std::vector<MHD_OptionItem> items = {
+      {MHD_OPTION_SOCK_ADDR, 0, &*address},
+      {MHD_OPTION_CONNECTION_TIMEOUT, options.idle_timeout_seconds, nullptr},
+      {MHD_OPTION_CONNECTION_LIMIT, options.max_connections, nullptr},
+      {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&HttpCallbacks::Completed),
+       front_end.get()}};
+  if (tls) {
+    items.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char*>(options.tls_cert_pem.c_str())});
+    items.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, const_cast<char*>(options.tls_key_pem.c_str())});
+  }
+  items.push_back({MHD_OPTION_END, 0, nullptr});
   front_end->daemon_ = MHD_start_daemon(
-      MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
-      nullptr, nullptr, &HttpCallbacks::Request, front_end.get(),
+      flags, 0, nullptr, nullptr, &HttpCallbacks::Request, front_end.get(),
       MHD_OPTION_EXTERNAL_LOGGER, &HttpCallbacks::Log, front_end.get(),
-      MHD_OPTION_SOCK_ADDR, &*address,
-      MHD_OPTION_CONNECTION_TIMEOUT, options.idle_timeout_seconds,
-      MHD_OPTION_CONNECTION_LIMIT, options.max_connections,
-      MHD_OPTION_NOTIFY_COMPLETED, &HttpCallbacks::Completed, front_end.get(),
-      MHD_OPTION_END);
+      MHD_OPTION_ARRAY, items.data(), MHD_OPTION_END);
   if (front_end->daemon_ == nullptr) {
     return absl::UnavailableError(absl::StrCat("HTTP front end cannot listen on ",
                                                options.address));

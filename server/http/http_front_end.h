@@ -35,6 +35,10 @@ struct HttpFrontEndOptions {
   // With keys, /v1/ paths need "Authorization: Bearer <key>" (401 otherwise); the playground
   // page stays open. Null: no keys. Must outlive the front end.
   const ApiKeys* api_keys = nullptr;
+  // PEM certificate chain and key (mulo_server's --tls_cert / --tls_key): with both, the port
+  // speaks HTTPS only.
+  std::string tls_cert_pem;
+  std::string tls_key_pem;
 };
 
 class HttpFrontEnd {

@@ -1,15 +1,30 @@
-// TLS: with --tls_cert/--tls_key the server only speaks TLS; a client trusting the
-// certificate generates an image, a plaintext client is refused.
+// TLS: with --tls_cert/--tls_key the server only speaks TLS, on gRPC and HTTP; a client
+// trusting the certificate generates an image (or lists models over HTTPS), a plaintext client
+// is refused.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <fstream>
 
 #include "tests/server/server_process.h"
 
 namespace mulo::testing {
 namespace {
+
+// What `command` prints on stdout.
+std::string Output(const std::string& command) {
+  std::string out;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[4096];
+    size_t n;
+    while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
+    pclose(pipe);
+  }
+  return out;
+}
 
 grpc::Status GenerateWith(std::shared_ptr<grpc::ChannelCredentials> credentials,
                           const std::string& address) {
@@ -48,6 +63,18 @@ TEST(TlsTest, ServesOverTlsAndRefusesPlaintext) {
   EXPECT_TRUE(tls.ok()) << tls.error_message();
   grpc::Status plain = GenerateWith(grpc::InsecureChannelCredentials(), (*server)->address());
   EXPECT_EQ(plain.error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  // The HTTP API on the same flags: HTTPS for a client trusting the certificate (curl, a real
+  // TLS stack), nothing for plain HTTP.
+  ASSERT_EQ(access("/usr/bin/curl", X_OK), 0) << "curl is missing";
+  const std::string url = "127.0.0.1:" + std::to_string((*server)->http_port()) + "/v1/models";
+  const std::string https = "/usr/bin/curl -s --max-time 20 --cacert " + cert +
+                            " --resolve localhost:" + std::to_string((*server)->http_port()) +
+                            ":127.0.0.1 https://localhost:" +
+                            std::to_string((*server)->http_port()) + "/v1/models";
+  EXPECT_NE(Output(https).find("\"id\":\"tiny\""), std::string::npos) << Output(https);
+  EXPECT_EQ(Output("/usr/bin/curl -s --max-time 5 -o /dev/null -w %{http_code} http://" + url),
+            "000");
 }
 
 TEST(TlsTest, CertificateWithoutKeyIsAStartupError) {
