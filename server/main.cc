@@ -55,6 +55,9 @@ ABSL_FLAG(std::string, api_keys_file, "",
           "a file of API keys, one per line ('#' comments), reloaded on SIGHUP: HTTP calls to "
           "/v1/ need 'Authorization: Bearer <key>', gRPC mulo.v1 calls the same as "
           "'authorization' metadata; probes, metrics, health and reflection stay open");
+ABSL_FLAG(absl::Duration, http_idle_timeout, absl::Seconds(30),
+          "an HTTP connection that sends nothing for this long is closed (slow or idle "
+          "clients); whole seconds, at least 1s");
 ABSL_FLAG(int, http_max_connections, 256,
           "HTTP connections open at once (each holds a thread while open); more wait in the "
           "listen backlog");
@@ -323,6 +326,8 @@ int Run() {
       http_options.tls_cert_pem = ReadFile(cert).value_or("");
       http_options.tls_key_pem = ReadFile(absl::GetFlag(FLAGS_tls_key)).value_or("");
     }
+    http_options.idle_timeout_seconds = static_cast<unsigned>(
+        std::max<int64_t>(1, absl::ToInt64Seconds(absl::GetFlag(FLAGS_http_idle_timeout))));
     http_options.max_connections =
         static_cast<unsigned>(std::max(1, absl::GetFlag(FLAGS_http_max_connections)));
     auto started = http::HttpFrontEnd::Start(http_options, &generation);

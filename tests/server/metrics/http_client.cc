@@ -93,7 +93,8 @@ absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method,
   }
   absl::StrAppend(&request, "\r\n", options.body);
   for (size_t sent = 0; sent < request.size();) {
-    const ssize_t n = send(socket.fd(), request.data() + sent, request.size() - sent, 0);
+    const ssize_t n =
+        send(socket.fd(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
     if (n <= 0) return Errno("send");
     sent += n;
   }
