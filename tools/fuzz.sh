@@ -12,7 +12,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-15}
-targets=(safetensors_fuzzer config_fuzzer request_fuzzer caption_fuzzer grpc_surface_fuzzer)
+targets=(safetensors_fuzzer config_fuzzer request_fuzzer caption_fuzzer grpc_surface_fuzzer
+         openai_images_fuzzer)
 if (($# > 1)); then
   for target in "${@:2}"; do
     [[ " ${targets[*]} " == *" $target "* ]] ||

@@ -38,7 +38,7 @@ done < <(find -L bazel-testlogs/ -name test.xml 2>/dev/null)
 # Skipped cases are the GPU suite on a machine without a CUDA device.
 echo "test cases: ${passed} passed, ${failed} failed, ${skipped} skipped"
 
-# The parsers and the gRPC surface under libFuzzer for a bounded time (5 targets x 15 s;
+# The parsers and the gRPC surface under libFuzzer for a bounded time (6 targets x 15 s;
 # tools/fuzz.sh 600 for longer runs). The seed corpora already ran above as the tests/fuzz replay tests.
 tools/fuzz.sh 15 || status=1
 exit $status

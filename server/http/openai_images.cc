@@ -6,6 +6,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -13,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "mulo/v1/method_names.h"
+#include "server/client_text.h"
 
 namespace mulo::server::http {
 namespace {
@@ -25,8 +27,22 @@ std::string Dump(const Json& json) {
 }
 
 
+// The status's payload carries the field as the client spelled it, so that `param` is exact
+// whatever bytes the name holds (the message bounds and quotes it).
+constexpr char kParamPayload[] = "type.mulo.dev/param";
+constexpr size_t kMaxParamBytes = 128;
+
 absl::Status Invalid(absl::string_view param, absl::string_view problem) {
-  return absl::InvalidArgumentError(absl::StrCat(param, ": ", problem));
+  absl::Status status = absl::InvalidArgumentError(absl::StrCat(param, ": ", problem));
+  status.SetPayload(kParamPayload, absl::Cord(param.substr(0, kMaxParamBytes)));
+  return status;
+}
+
+// A field name the client chose (an unknown key): quoted and bounded in the message.
+absl::Status InvalidKey(absl::string_view key, absl::string_view problem) {
+  absl::Status status = absl::InvalidArgumentError(absl::StrCat(Quoted(key), ": ", problem));
+  status.SetPayload(kParamPayload, absl::Cord(key.substr(0, kMaxParamBytes)));
+  return status;
 }
 
 const char* TypeName(const Json& value) {
@@ -301,7 +317,7 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body) {
       if (seconds <= 0 || seconds > 86400) return Invalid(key, "must be in (0, 86400] seconds");
       out.timeout_seconds = seconds;
     } else {
-      return Invalid(key, "unknown field");
+      return InvalidKey(key, "unknown field");
     }
   }
   if (!method_name.empty()) {
@@ -322,6 +338,11 @@ absl::Status CheckSize(const std::string& size, const ModelSummary& model) {
   if (size == "auto" || size == own) return absl::OkStatus();
   return Invalid("size", absl::StrCat("model ", model.name, " makes ", own,
                                       " images; ask for \"", own, "\" or \"auto\""));
+}
+
+std::string ParamOf(const absl::Status& status) {
+  if (auto param = status.GetPayload(kParamPayload)) return std::string(*param);
+  return ParamOf(status.message());
 }
 
 std::string ParamOf(absl::string_view message) {
@@ -393,7 +414,7 @@ std::string ErrorJson(const absl::Status& status, int http_status) {
       if (http_status >= 500) type = "server_error";
       code = absl::AsciiStrToLower(absl::StatusCodeToString(status.code()));
   }
-  const std::string param = ParamOf(status.message());
+  const std::string param = ParamOf(status);
   Json error = {{"message", std::string(status.message())},
                 {"type", type},
                 {"param", param.empty() ? Json(nullptr) : Json(param)},

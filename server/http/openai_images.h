@@ -35,7 +35,7 @@ struct ImagesRequest {
 };
 
 // Reads a request body. Errors are INVALID_ARGUMENT "<param>: <problem>", naming the field as
-// the client spelled it ("temperature", "mulo.tau", "n").
+// the client spelled it ("temperature", "mulo.tau", "n"); ParamOf(status) gives it exactly.
 absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body);
 
 // INVALID_ARGUMENT unless `size` is "auto" or the family's own "WxH".
@@ -46,6 +46,8 @@ absl::Status CheckSize(const std::string& size, const ModelSummary& model);
 // "stream.partial_images" -> "partial_images", "image_format" -> "output_format"); empty when
 // the message names none.
 std::string ParamOf(absl::string_view message);
+// The same for a status: the field this file's reader recorded, else from the message.
+std::string ParamOf(const absl::Status& status);
 
 // An absl::Status as the HTTP status code OpenAI's clients expect. UNAVAILABLE is 503 unless
 // `queue_full` (429).

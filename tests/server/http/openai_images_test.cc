@@ -15,7 +15,7 @@ std::string RefusedParam(const std::string& body) {
   auto parsed = ParseImagesRequest(body);
   if (parsed.ok()) return "";
   EXPECT_TRUE(absl::IsInvalidArgument(parsed.status())) << parsed.status();
-  return ParamOf(parsed.status().message());
+  return ParamOf(parsed.status());
 }
 
 TEST(OpenAiImagesTest, OpenAisFieldsAndOurExtensionsMapToTheRequest) {
@@ -79,6 +79,7 @@ TEST(OpenAiImagesTest, BadBodiesAreRefusedNamingTheField) {
   EXPECT_EQ(RefusedParam(R"({"timeout": 0})"), "timeout");
   EXPECT_EQ(RefusedParam(R"({"condition_tokens": [1, -2]})"), "condition_tokens");
   EXPECT_EQ(RefusedParam(R"({"extra": null})"), "extra");
+  EXPECT_EQ(RefusedParam(R"({"an: odd key": 1})"), "an: odd key");  // exact, whatever it holds
   EXPECT_EQ(RefusedParam(R"({"user": ")" + std::string(300, 'u') + R"("})"), "user");
   // Not a JSON object, invalid UTF-8, NaN, too deep.
   EXPECT_EQ(RefusedParam("[1]"), "body");

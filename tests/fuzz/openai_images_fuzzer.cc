@@ -1,0 +1,51 @@
+// Fuzzes the HTTP API's body reader (issue 41): arbitrary bytes as a POST
+// /v1/images/generations body, then, when they read, the request validated against the tiny
+// test family exactly as the server does. Nothing crashes; a refusal is INVALID_ARGUMENT with a
+// message and the field it names; the error object always serialises.
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "engine/model/model_set.h"
+#include "server/http/openai_images.h"
+#include "server/model_repository.h"
+#include "server/request_validation.h"
+
+namespace {
+
+const mulo::server::ModelRepository& Repository() {
+  static const mulo::server::ModelRepository* repository = [] {
+    auto loaded = mulo::server::ModelRepository::Load("tests/data/repository",
+                                                      mulo::engine::LoadOptions());
+    if (!loaded.ok()) std::abort();  // run from the repository root (or its runfiles)
+    return loaded->release();
+  }();
+  return *repository;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  Repository();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace mulo::server;
+  const std::string body(reinterpret_cast<const char*>(data), size);
+  auto parsed = http::ParseImagesRequest(body);
+  if (!parsed.ok()) {
+    if (parsed.status().code() != absl::StatusCode::kInvalidArgument) std::abort();
+    if (parsed.status().message().empty()) std::abort();
+    // The field named exactly: an empty key is a field named "".
+    if (http::ParamOf(parsed.status()).empty() && body.find("\"\"") == std::string::npos) {
+      std::abort();
+    }
+    if (http::ErrorJson(parsed.status(), 400).empty()) std::abort();
+    return 0;
+  }
+  parsed->request.set_model("tiny");
+  auto validated = ValidateRequest(parsed->request, Repository());
+  if (!validated.ok() && http::ErrorJson(validated.status(), 400).empty()) std::abort();
+  return 0;
+}
