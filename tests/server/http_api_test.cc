@@ -304,5 +304,39 @@ TEST(HttpApiTest, WithKeysBothFrontEndsNeedABearerKeyAndSighupReloadsThem) {
   EXPECT_NE(log.find("reloaded 1 API keys"), std::string::npos);
 }
 
+TEST(HttpApiTest, AFullQueueIs429AndADrainingServer503BothWithRetryAfter) {
+  std::vector<std::string> flags = kRepository;
+  for (const char* flag : {"--workers=1", "--max_batch=1", "--max_queue=1", "--drain_timeout=20s"}) {
+    flags.push_back(flag);
+  }
+  auto server = ServerProcess::Start(flags);
+  ASSERT_TRUE(server.ok()) << server.status();
+  // Three images on one worker with room for one more in the queue: the third is refused, and
+  // with it the request (its first two are cancelled).
+  Json body = Body();
+  body["n"] = 3;
+  HttpResponse full = Post(**server, body);
+  EXPECT_EQ(full.status, 429) << full.body;
+  EXPECT_EQ(full.headers["retry-after"], "1");
+  EXPECT_EQ(Json::parse(full.body)["error"]["type"], "rate_limit_error");
+
+  // Draining: a request in flight finishes, a new one gets 503.
+  HttpResponse in_flight;
+  std::thread slow([&] {
+    Json eight = Body();
+    eight["n"] = 2;
+    eight["method"] = "eagle";
+    in_flight = Post(**server, eight);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  (*server)->Signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  HttpResponse draining = Post(**server, Body());
+  slow.join();
+  EXPECT_EQ(draining.status, 503) << draining.body;
+  EXPECT_EQ(draining.headers["retry-after"], "5");
+  EXPECT_EQ(in_flight.status, 200) << in_flight.body;
+}
+
 }  // namespace
 }  // namespace mulo::testing
