@@ -102,7 +102,8 @@ struct Exchange {
 
 struct HttpFrontEnd::RequestState {
   std::string body;
-  bool too_large = false;
+  bool answered = false;   // refused from its headers: whatever body follows is dropped
+  bool too_large = false;  // the body passed the limit while arriving
   uint64_t watch_id = 0;  // the hangup watch while a stream is open (0: none)
   std::shared_ptr<Exchange> exchange;
 };
@@ -227,7 +228,7 @@ bool HttpFrontEnd::OnRequest(MHD_Connection* connection, const std::string& url,
       const absl::Status authorized =
           options_.api_keys->Authorize(authorization != nullptr ? authorization : "");
       if (!authorized.ok()) {
-        (*state)->too_large = true;  // whatever body follows is dropped
+        (*state)->answered = true;
         if (url == "/v1/images/generations") {
           GenerationService::CallOptions call;
           call.protocol = "http";
@@ -239,12 +240,16 @@ bool HttpFrontEnd::OnRequest(MHD_Connection* connection, const std::string& url,
     if (const char* length = Header(connection, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
       uint64_t bytes = 0;
       if (absl::SimpleAtoi(length, &bytes) && bytes > options_.max_body_bytes) {
-        (*state)->too_large = true;
+        (*state)->answered = true;
         return RefuseTooLarge(connection, url,
                               absl::StrCat("body: ", bytes, " bytes; at most ",
                                            options_.max_body_bytes));
       }
     }
+    return true;
+  }
+  if ((*state)->answered) {
+    *upload_data_size = 0;  // the response is queued: drop the rest
     return true;
   }
   if (*upload_data_size > 0) {
