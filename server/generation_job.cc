@@ -36,6 +36,11 @@ class GenerationJob::RowStream : public engine::ProgressSink {
       // The VQ decoder is convolutional, so the committed rows decode on their own.
       auto preview = r.models->vq->DecodeToRgb(committed_, done_rows, width_,
                                                r.models->pixel_rounding);
+      if (preview.ok() && r.full_size_previews) {
+        // The grid is square, so the full image is as tall as it is wide.
+        preview->pixels.resize(static_cast<size_t>(preview->width * preview->width * 3), 128);
+        preview->height = preview->width;
+      }
       if (preview.ok()) {
         auto bytes = EncodeImage(*preview, r.image_format);
         if (bytes.ok()) {

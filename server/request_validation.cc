@@ -321,6 +321,7 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
                                                          request.stream().partial_images()));
   }
   out.partial_images = static_cast<int>(request.stream().partial_images());
+  out.full_size_previews = request.stream().full_size_previews();
   return out;
 }
 

@@ -39,6 +39,7 @@ struct ValidatedRequest {
   bool stream_rows = true;
   int preview_every_rows = 0;
   int partial_images = 0;  // previews spaced evenly over the rows
+  bool full_size_previews = false;
 };
 
 absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& request,

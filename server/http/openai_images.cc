@@ -227,6 +227,9 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body) {
 
   ImagesRequest out;
   v1::GenerateRequest& r = out.request;
+  // Only what the response carries: no rows events, previews as OpenAI's full-size partials.
+  r.mutable_stream()->set_rows(false);
+  r.mutable_stream()->set_full_size_previews(true);
   std::string method_name;
   const google::protobuf::FieldDescriptor* options_field = nullptr;
   for (const auto& [key, value] : json.items()) {

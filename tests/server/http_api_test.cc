@@ -137,7 +137,12 @@ TEST(HttpApiTest, AStreamSendsItsPartialImagesThenTheCompletedImage) {
     EXPECT_EQ(events[i].first, "image_generation.partial_image");
     EXPECT_EQ(events[i].second["type"], "image_generation.partial_image");
     EXPECT_EQ(events[i].second["partial_image_index"], i);
-    EXPECT_FALSE(DecodeB64(events[i].second["b64_json"]).empty());
+    const cv::Mat partial = DecodeB64(events[i].second["b64_json"]);
+    ASSERT_FALSE(partial.empty());
+    // Full-size, as OpenAI's: the rows still to come are mid grey, the committed ones are not.
+    EXPECT_EQ(absl::StrCat(partial.cols, "x", partial.rows), events[i].second["size"]);
+    const cv::Vec3b bottom = partial.at<cv::Vec3b>(partial.rows - 1, partial.cols / 2);
+    EXPECT_EQ(bottom, cv::Vec3b(128, 128, 128));
   }
   const Json& completed = events[2].second;
   EXPECT_EQ(events[2].first, "image_generation.completed");
@@ -304,11 +309,9 @@ TEST(HttpApiTest, WithKeysBothFrontEndsNeedABearerKeyAndSighupReloadsThem) {
   EXPECT_NE(log.find("reloaded 1 API keys"), std::string::npos);
 }
 
-TEST(HttpApiTest, AFullQueueIs429AndADrainingServer503BothWithRetryAfter) {
+TEST(HttpApiTest, AFullQueueIs429WithRetryAfter) {
   std::vector<std::string> flags = kRepository;
-  for (const char* flag : {"--workers=1", "--max_batch=1", "--max_queue=1", "--drain_timeout=20s"}) {
-    flags.push_back(flag);
-  }
+  for (const char* flag : {"--workers=1", "--max_batch=1", "--max_queue=1"}) flags.push_back(flag);
   auto server = ServerProcess::Start(flags);
   ASSERT_TRUE(server.ok()) << server.status();
   // Three images on one worker with room for one more in the queue: the third is refused, and
@@ -319,13 +322,19 @@ TEST(HttpApiTest, AFullQueueIs429AndADrainingServer503BothWithRetryAfter) {
   EXPECT_EQ(full.status, 429) << full.body;
   EXPECT_EQ(full.headers["retry-after"], "1");
   EXPECT_EQ(Json::parse(full.body)["error"]["type"], "rate_limit_error");
+}
 
-  // Draining: a request in flight finishes, a new one gets 503.
+TEST(HttpApiTest, ADrainingServerAnswers503WithRetryAfterAndFinishesWhatRuns) {
+  std::vector<std::string> flags = kRepository;
+  for (const char* flag : {"--workers=1", "--max_batch=1", "--max_queue=8", "--drain_timeout=60s"}) {
+    flags.push_back(flag);
+  }
+  auto server = ServerProcess::Start(flags);
+  ASSERT_TRUE(server.ok()) << server.status();
   HttpResponse in_flight;
   std::thread slow([&] {
     Json eight = Body();
-    eight["n"] = 2;
-    eight["method"] = "eagle";
+    eight["n"] = 8;  // one after another on the one worker: seconds of work
     in_flight = Post(**server, eight);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -336,6 +345,7 @@ TEST(HttpApiTest, AFullQueueIs429AndADrainingServer503BothWithRetryAfter) {
   EXPECT_EQ(draining.status, 503) << draining.body;
   EXPECT_EQ(draining.headers["retry-after"], "5");
   EXPECT_EQ(in_flight.status, 200) << in_flight.body;
+  EXPECT_EQ(Json::parse(in_flight.body)["data"].size(), 8u);
 }
 
 }  // namespace

@@ -44,6 +44,9 @@ TEST(OpenAiImagesTest, OpenAisFieldsAndOurExtensionsMapToTheRequest) {
   EXPECT_EQ(r.sampling().top_k(), 7u);
   EXPECT_DOUBLE_EQ(r.sampling().top_p(), 0.9);
   EXPECT_DOUBLE_EQ(*parsed->timeout_seconds, 2.5);
+  // The response carries no rows, and previews are OpenAI's full-size partial images.
+  EXPECT_FALSE(r.stream().rows());
+  EXPECT_TRUE(r.stream().full_size_previews());
 }
 
 TEST(OpenAiImagesTest, AMethodNameOrItsOptionsObjectPicksTheMethod) {
