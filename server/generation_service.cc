@@ -152,9 +152,12 @@ void GenerationService::OnJobEvent(const std::shared_ptr<Call>& call, Generation
   const bool client_gone = call->client_gone_;
   if (client_gone && outcome.ok()) outcome = absl::CancelledError("client went away");
   // A transport may cancel the call when the client's deadline passes, before the decoder's
-  // own deadline check does: report such a cancellation as what it is.
+  // own deadline check does: report such a cancellation as what it is. gRPC's deadline timer
+  // and this clock's copy of the deadline (converted from the system clock) differ by a few
+  // milliseconds, so a cancellation within kDeadlineSlack of the deadline counts as it.
+  constexpr auto kDeadlineSlack = std::chrono::milliseconds(20);
   if (absl::IsCancelled(outcome) && call->options_.deadline &&
-      Clock::now() >= *call->options_.deadline) {
+      Clock::now() + kDeadlineSlack >= *call->options_.deadline) {
     outcome = absl::DeadlineExceededError("deadline exceeded");
   }
   // Stopped by the drain timeout, not by the client: a retryable code, so a balancer or the
