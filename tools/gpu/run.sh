@@ -211,7 +211,18 @@ serve_bench() {
       >> "$results/serve_$name.log" 2>&1
     echo "rc $? (run $run)" >> "$results/serve_$name.log"
   done
-  grep -E '^\||^latency|^rc|rror' "$results/serve_$name.log" | tee -a "$summary"
+  # One streamed request over the HTTP API too (OpenAI's Images API on this device): its
+  # status, time and server-sent events.
+  if [[ -n $server_http_port && $name == synth_*_c1 ]]; then
+    curl -sN --max-time 60 -o "$results/serve_$name.http.txt" \
+      -w "http: %{http_code} in %{time_total} s\n" \
+      "http://127.0.0.1:$server_http_port/v1/images/generations" \
+      -d '{"model": "synth", "prompt": "a red circle", "stream": true, "partial_images": 2}' \
+      >> "$results/serve_$name.log" 2>&1
+    echo "http events: $(grep '^event: ' "$results/serve_$name.http.txt" 2>/dev/null | cut -d' ' -f2 | paste -sd' ')" \
+      >> "$results/serve_$name.log"
+  fi
+  grep -E '^\||^latency|^rc|rror|^http' "$results/serve_$name.log" | tee -a "$summary"
   kill -INT "$server_pid" 2>/dev/null
   # A drain that outlasts 10 s is cut: the lease's seconds go to measuring.
   for _ in $(seq 1 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
