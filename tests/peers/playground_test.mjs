@@ -30,11 +30,14 @@ try {
   assert.ok(requests.includes("POST /v1/images/generations"), requests.join(", "));
   assert.match(state.stats, new RegExp(`method\\s+${method.replace("+", "\\+")}`));
   const image = await page.$("#final");
-  await image.screenshot({ path: `${outDir}/playground_final.png` });
   await page.screenshot({ path: `${outDir}/playground.png` });
-  // The final image's pixels, drawn to a canvas in the page: how many distinct colours.
-  const colours = await page.evaluate(() => {
-    const img = document.getElementById("final");
+  // A screenshot of the final image as the browser shows it, decoded by the browser itself
+  // (drawn to a canvas): how many distinct colours it holds.
+  const shot = await image.screenshot({ path: `${outDir}/playground_final.png`, encoding: "base64" });
+  const colours = await page.evaluate(async (b64) => {
+    const img = new Image();
+    img.src = `data:image/png;base64,${b64}`;
+    await img.decode();
     const canvas = document.createElement("canvas");
     canvas.width = img.naturalWidth;
     canvas.height = img.naturalHeight;
@@ -44,9 +47,9 @@ try {
     const seen = new Set();
     for (let i = 0; i < data.length; i += 4) seen.add((data[i] << 16) | (data[i + 1] << 8) | data[i + 2]);
     return { size: `${canvas.width}x${canvas.height}`, distinct: seen.size };
-  });
+  }, shot);
   assert.ok(colours.distinct > 8, `a flat image: ${JSON.stringify(colours)}`);
-  console.log(`ok - playground generated a ${colours.size} image with ${colours.distinct} colours ` +
+  console.log(`ok - the playground's final image, screenshot at ${colours.size}, holds ${colours.distinct} colours ` +
               `after ${state.partials} partial image(s): ${state.status}`);
 } finally {
   await browser.close();
