@@ -29,8 +29,16 @@ fi
 
 mkdir -p out
 log=out/mulo_server.log
-bazel-bin/server/mulo_server --model_repository="$repository" --host=127.0.0.1 --port=0 \
-  --metrics_port=0 --http_port=0 >out/mulo_server.ports 2>"$log" &
+# The conventional ports (HTTP 8000, gRPC 8001, metrics 8002, as the README's commands use)
+# when all three are free; otherwise free ones, printed below.
+in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+ports=(--http_port=8000 --port=8001 --metrics_port=8002)
+if in_use 8000 || in_use 8001 || in_use 8002; then
+  echo "serve: a port of 8000-8002 is taken; serving on free ports instead" >&2
+  ports=(--http_port=0 --port=0 --metrics_port=0)
+fi
+bazel-bin/server/mulo_server --model_repository="$repository" --host=127.0.0.1 "${ports[@]}" \
+  >out/mulo_server.ports 2>"$log" &
 pid=$!
 for _ in $(seq 1 600); do
   if grep -q "listening on port" out/mulo_server.ports 2>/dev/null && grep -q "serving" "$log"; then
@@ -45,7 +53,9 @@ for _ in $(seq 1 600); do
 done
 port=$(sed -n 's/.*listening on port \([0-9]*\) (metrics on port \([0-9]*\)).*/\1/p' out/mulo_server.ports)
 metrics_port=$(sed -n 's/.*(metrics on port \([0-9]*\)).*/\1/p' out/mulo_server.ports)
-echo "mulo_server (pid $pid) serves $repository on 127.0.0.1:$port; metrics on" \
+http_port=$(sed -n 's/.*HTTP API on port \([0-9]*\).*/\1/p' out/mulo_server.ports)
+echo "mulo_server (pid $pid) serves $repository: gRPC on 127.0.0.1:$port, the OpenAI API and" \
+     "playground on http://127.0.0.1:$http_port/, metrics on" \
      "http://127.0.0.1:$metrics_port/metrics; log in $log"
 bazel-bin/client/mulo_client generate --server="127.0.0.1:$port" --model="$model" \
   --prompt="$prompt" --seed=1 --out=out/image.png

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,6 +59,9 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
   if (pid == 0) {
+    // A test that dies (a crash, a signal) takes its server with it instead of leaving it
+    // listening.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     dup2(out_pipe[1], STDOUT_FILENO);
     const int log = open(process->log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(log, STDERR_FILENO);
