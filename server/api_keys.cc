@@ -1,24 +1,21 @@
 #include "server/api_keys.h"
 
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "server/text_file.h"
 
 namespace mulo::server {
 namespace {
 
 absl::StatusOr<std::vector<std::string>> ReadKeys(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return absl::NotFoundError(absl::StrCat("--api_keys_file: cannot read ", path));
-  std::stringstream text;
-  text << file.rdbuf();
+  absl::StatusOr<std::string> text = ReadTextFile(path);
+  if (!text.ok()) return absl::NotFoundError(absl::StrCat("--api_keys_file: cannot read ", path));
   std::vector<std::string> keys;
-  for (absl::string_view line : absl::StrSplit(text.str(), '\n')) {
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
     line = absl::StripAsciiWhitespace(line);
     if (line.empty() || absl::StartsWith(line, "#")) continue;
     keys.emplace_back(line);

@@ -14,9 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -42,6 +40,7 @@
 #include "server/model_repository.h"
 #include "server/request_log.h"
 #include "server/scheduler.h"
+#include "server/text_file.h"
 #include "server/server_metrics.h"
 
 ABSL_FLAG(std::string, model_repository, "models",
@@ -139,23 +138,15 @@ class BatchMetricsRelay {
   ServerMetrics* metrics_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() {
   const std::string cert = absl::GetFlag(FLAGS_tls_cert), key = absl::GetFlag(FLAGS_tls_key);
   if (cert.empty() != key.empty()) {
     return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
   }
   if (cert.empty()) return grpc::InsecureServerCredentials();
-  auto cert_pem = ReadFile(cert);
+  auto cert_pem = ReadTextFile(cert);
   if (!cert_pem.ok()) return cert_pem.status();
-  auto key_pem = ReadFile(key);
+  auto key_pem = ReadTextFile(key);
   if (!key_pem.ok()) return key_pem.status();
   grpc::SslServerCredentialsOptions options;
   options.pem_key_cert_pairs.push_back({*key_pem, *cert_pem});
@@ -323,8 +314,8 @@ int Run() {
     http_options.api_keys = api_keys.get();
     if (const std::string cert = absl::GetFlag(FLAGS_tls_cert); !cert.empty()) {
       // Read again here: Credentials() checked both files already.
-      http_options.tls_cert_pem = ReadFile(cert).value_or("");
-      http_options.tls_key_pem = ReadFile(absl::GetFlag(FLAGS_tls_key)).value_or("");
+      http_options.tls_cert_pem = ReadTextFile(cert).value_or("");
+      http_options.tls_key_pem = ReadTextFile(absl::GetFlag(FLAGS_tls_key)).value_or("");
     }
     http_options.idle_timeout_seconds = static_cast<unsigned>(
         std::max<int64_t>(1, absl::ToInt64Seconds(absl::GetFlag(FLAGS_http_idle_timeout))));
@@ -386,7 +377,7 @@ int Run() {
   }
   // Handlers of finished jobs return promptly; give in-flight RPCs a moment to flush.
   front_end.Shutdown(absl::Seconds(drained ? 5 : 1));
-  if (http_front_end != nullptr) http_front_end->Shutdown();
+  if (http_front_end != nullptr) http_front_end->Shutdown(absl::Seconds(drained ? 5 : 1));
   Log("stopped");
   return 0;
 }

@@ -202,14 +202,24 @@ absl::StatusOr<std::unique_ptr<HttpFrontEnd>> HttpFrontEnd::Start(
   return front_end;
 }
 
-void HttpFrontEnd::Shutdown() {
+void HttpFrontEnd::Shutdown(absl::Duration grace) {
   if (daemon_ == nullptr) return;
+  {
+    std::unique_lock<std::mutex> lock(requests_mu_);
+    requests_done_.wait_for(lock, absl::ToChronoNanoseconds(grace),
+                            [this] { return requests_in_progress_ == 0; });
+  }
   MHD_stop_daemon(daemon_);  // joins every connection's thread
   daemon_ = nullptr;
   port_ = 0;
 }
 
 void HttpFrontEnd::OnCompleted(RequestState* state) {
+  {
+    std::lock_guard<std::mutex> lock(requests_mu_);
+    --requests_in_progress_;
+  }
+  requests_done_.notify_all();
   if (state->watch_id != 0) hangups_.Unwatch(state->watch_id);
   // A stream that ends before its generation (the client went, the connection broke) stops it.
   if (state->exchange != nullptr) state->exchange->ClientGone();
@@ -223,27 +233,28 @@ bool HttpFrontEnd::OnRequest(MHD_Connection* connection, const std::string& url,
     // Headers only: a caller without a key, or a declared body over the limit, is refused
     // before the body is read.
     *state = new RequestState();
+    {
+      std::lock_guard<std::mutex> lock(requests_mu_);
+      ++requests_in_progress_;
+    }
     if (options_.api_keys != nullptr && absl::StartsWith(url, "/v1/")) {
       const char* authorization = Header(connection, MHD_HTTP_HEADER_AUTHORIZATION);
       const absl::Status authorized =
           options_.api_keys->Authorize(authorization != nullptr ? authorization : "");
       if (!authorized.ok()) {
         (*state)->answered = true;
-        if (url == "/v1/images/generations") {
-          GenerationService::CallOptions call;
-          call.protocol = "http";
-          service_->RecordRefused("", "", call, authorized);
-        }
-        return SendError(connection, authorized, 401);
+        return RefuseBeforeReading(connection, url, authorized, 401);
       }
     }
     if (const char* length = Header(connection, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
       uint64_t bytes = 0;
       if (absl::SimpleAtoi(length, &bytes) && bytes > options_.max_body_bytes) {
         (*state)->answered = true;
-        return RefuseTooLarge(connection, url,
-                              absl::StrCat("body: ", bytes, " bytes; at most ",
-                                           options_.max_body_bytes));
+        return RefuseBeforeReading(
+            connection, url,
+            absl::InvalidArgumentError(
+                absl::StrCat("body: ", bytes, " bytes; at most ", options_.max_body_bytes)),
+            413);
       }
     }
     return true;
@@ -263,8 +274,11 @@ bool HttpFrontEnd::OnRequest(MHD_Connection* connection, const std::string& url,
     return true;
   }
   if ((*state)->too_large) {
-    return RefuseTooLarge(connection, url,
-                          absl::StrCat("body: more than ", options_.max_body_bytes, " bytes"));
+    return RefuseBeforeReading(
+        connection, url,
+        absl::InvalidArgumentError(absl::StrCat("body: more than ", options_.max_body_bytes,
+                                                " bytes")),
+        413);
   }
   if (url == "/" || url == "/index.html") {
     if (method != MHD_HTTP_METHOD_GET && method != MHD_HTTP_METHOD_HEAD) {
@@ -291,15 +305,14 @@ bool HttpFrontEnd::OnRequest(MHD_Connection* connection, const std::string& url,
                    absl::NotFoundError(absl::StrCat("path: no route ", method, " ", url)), 404);
 }
 
-bool HttpFrontEnd::RefuseTooLarge(MHD_Connection* connection, const std::string& url,
-                                  const std::string& message) {
-  const absl::Status status = absl::InvalidArgumentError(message);
+bool HttpFrontEnd::RefuseBeforeReading(MHD_Connection* connection, const std::string& url,
+                                       const absl::Status& status, int http_status) {
   if (url == "/v1/images/generations") {
     GenerationService::CallOptions options;
     options.protocol = "http";
     service_->RecordRefused("", "", options, status);
   }
-  return SendError(connection, status, 413);
+  return SendError(connection, status, http_status);
 }
 
 bool HttpFrontEnd::HandleModels(MHD_Connection* connection, const std::string& url) {

@@ -11,13 +11,16 @@
 #ifndef MULO_SERVER_HTTP_HTTP_FRONT_END_H_
 #define MULO_SERVER_HTTP_HTTP_FRONT_END_H_
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "server/api_keys.h"
 #include "server/generation_service.h"
 #include "server/http/hangup_watcher.h"
@@ -51,9 +54,10 @@ class HttpFrontEnd {
   HttpFrontEnd& operator=(const HttpFrontEnd&) = delete;
 
   int port() const { return port_; }
-  // Closes the listening socket and every connection, after their requests end (drain the
-  // generation service first); idempotent.
-  void Shutdown();
+  // Waits up to `grace` for the requests in progress to be answered (drain the generation
+  // service first: then only their responses are still being sent), then closes the listening
+  // socket and every connection; idempotent.
+  void Shutdown(absl::Duration grace = absl::ZeroDuration());
 
  private:
   friend class HttpCallbacks;
@@ -66,9 +70,10 @@ class HttpFrontEnd {
   void OnCompleted(RequestState* state);
   bool HandleGenerations(MHD_Connection* connection, RequestState* state);
   bool HandleModels(MHD_Connection* connection, const std::string& url);
-  // 413, logged and counted when the path is the generations endpoint.
-  bool RefuseTooLarge(MHD_Connection* connection, const std::string& url,
-                      const std::string& message);
+  // A refusal made before the generation service saw the request (401, 413): logged and
+  // counted like the service's own when the path is the generations endpoint.
+  bool RefuseBeforeReading(MHD_Connection* connection, const std::string& url,
+                           const absl::Status& status, int http_status);
 
   const HttpFrontEndOptions options_;
   GenerationService* const service_;
@@ -76,6 +81,11 @@ class HttpFrontEnd {
   HangupWatcher hangups_;
   MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
+  // Requests between their headers and their completion (a connection idle between requests
+  // holds none), so that Shutdown lets their responses go out.
+  std::mutex requests_mu_;
+  std::condition_variable requests_done_;
+  int requests_in_progress_ = 0;
 };
 
 }  // namespace mulo::server::http

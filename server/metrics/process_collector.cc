@@ -4,9 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -14,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "server/text_file.h"
 
 namespace mulo::server::metrics {
 namespace {
@@ -24,14 +23,6 @@ constexpr char kVirtual[] = "process_virtual_memory_bytes";
 constexpr char kStartTime[] = "process_start_time_seconds";
 constexpr char kOpenFds[] = "process_open_fds";
 constexpr char kMaxFds[] = "process_max_fds";
-
-std::optional<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
 
 // The fields of /proc/<pid>/stat after the command name, so that fields()[0] is field 3
 // ("state") of proc(5). The name is in parentheses and may itself contain spaces and
@@ -55,8 +46,8 @@ std::optional<double> StatField(const std::vector<std::string>& after_comm, int 
 
 // "btime <seconds>" from /proc/stat: boot time, seconds since the epoch.
 std::optional<double> BootTime(const std::string& proc_root) {
-  std::optional<std::string> stat = ReadFile(proc_root + "/stat");
-  if (!stat) return std::nullopt;
+  absl::StatusOr<std::string> stat = ReadTextFile(proc_root + "/stat");
+  if (!stat.ok()) return std::nullopt;
   for (absl::string_view line : absl::StrSplit(*stat, '\n')) {
     if (absl::ConsumePrefix(&line, "btime ")) {
       double value = 0;
@@ -81,8 +72,8 @@ std::optional<double> OpenFds(const std::string& proc_root) {
 
 // The soft limit from the "Max open files" line of /proc/self/limits.
 std::optional<double> MaxFds(const std::string& proc_root) {
-  std::optional<std::string> limits = ReadFile(proc_root + "/self/limits");
-  if (!limits) return std::nullopt;
+  absl::StatusOr<std::string> limits = ReadTextFile(proc_root + "/self/limits");
+  if (!limits.ok()) return std::nullopt;
   for (absl::string_view line : absl::StrSplit(*limits, '\n')) {
     if (!absl::ConsumePrefix(&line, "Max open files")) continue;
     std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
@@ -120,7 +111,7 @@ std::vector<std::string> ProcessCollector::Describe() const {
 
 std::vector<FamilySnapshot> ProcessCollector::Collect() const {
   std::optional<double> cpu, resident, virtual_bytes, start_time;
-  if (std::optional<std::string> stat = ReadFile(proc_root_ + "/self/stat")) {
+  if (absl::StatusOr<std::string> stat = ReadTextFile(proc_root_ + "/self/stat"); stat.ok()) {
     const std::vector<std::string> fields = StatFieldsAfterComm(*stat);
     // proc(5): 14 utime, 15 stime, 22 starttime (clock ticks; starttime since boot),
     // 23 vsize (bytes), 24 rss (pages).

@@ -22,7 +22,7 @@ namespace {
 // Closes the socket on every return path.
 class Socket {
  public:
-  Socket() : fd_(socket(AF_INET, SOCK_STREAM, 0)) {}
+  explicit Socket(int fd) : fd_(fd) {}
   ~Socket() {
     if (fd_ >= 0) close(fd_);
   }
@@ -64,6 +64,27 @@ absl::StatusOr<HttpResponse> Parse(const std::string& raw) {
 
 }  // namespace
 
+int ConnectLoopback(int port, long timeout_seconds) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  if (timeout_seconds > 0) {
+    timeval timeout{timeout_seconds, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  }
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    const int error = errno;
+    close(fd);
+    errno = error;  // for the caller's message
+    return -1;
+  }
+  return fd;
+}
+
 absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method,
                                          const std::string& path) {
   return HttpRequest(port, method, path, HttpOptions());
@@ -71,18 +92,8 @@ absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method,
 
 absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method,
                                          const std::string& path, const HttpOptions& options) {
-  Socket socket;
-  if (socket.fd() < 0) return Errno("socket");
-  timeval timeout{options.timeout_seconds, 0};
-  setsockopt(socket.fd(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  setsockopt(socket.fd(), SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(socket.fd(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    return Errno(absl::StrCat("connect to 127.0.0.1:", port));
-  }
+  Socket socket(ConnectLoopback(port, options.timeout_seconds));
+  if (socket.fd() < 0) return Errno(absl::StrCat("connect to 127.0.0.1:", port));
   std::string request = absl::StrCat(method, " ", path,
                                      options.http10 ? " HTTP/1.0" : " HTTP/1.1",
                                      "\r\nHost: 127.0.0.1:", port, "\r\nConnection: close\r\n");
@@ -92,10 +103,16 @@ absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method,
                     options.body.size(), "\r\n");
   }
   absl::StrAppend(&request, "\r\n", options.body);
+  // A server may answer before the body is all sent (413 from Content-Length) and close: a
+  // failed send still reads what was answered, as curl does.
+  absl::Status sending = absl::OkStatus();
   for (size_t sent = 0; sent < request.size();) {
     const ssize_t n =
         send(socket.fd(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return Errno("send");
+    if (n <= 0) {
+      sending = Errno("send");
+      break;
+    }
     sent += n;
   }
   std::string raw;
@@ -103,9 +120,14 @@ absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method,
   for (;;) {
     const ssize_t n = recv(socket.fd(), buffer, sizeof(buffer), 0);
     if (n == 0) break;
-    if (n < 0) return Errno("recv");
+    if (n < 0) {
+      // A reset after an early answer still leaves that answer; otherwise this is the error.
+      if (!raw.empty()) break;
+      return sending.ok() ? Errno("recv") : sending;
+    }
     raw.append(buffer, n);
   }
+  if (raw.empty() && !sending.ok()) return sending;
   return Parse(raw);
 }
 

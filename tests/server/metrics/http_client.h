@@ -17,6 +17,10 @@ struct HttpResponse {
   std::string body;
 };
 
+// A socket connected to 127.0.0.1:port, with `timeout_seconds` (when > 0) on every later send
+// and receive; -1 with errno set when it cannot connect. The caller closes it.
+int ConnectLoopback(int port, long timeout_seconds = 0);
+
 struct HttpOptions {
   std::string body;                  // sent with Content-Type: application/json
   std::vector<std::string> headers;  // extra "Name: value" lines
