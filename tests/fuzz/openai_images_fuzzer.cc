@@ -6,27 +6,14 @@
 #include <cstdlib>
 #include <string>
 
-#include "engine/model/model_set.h"
 #include "server/http/openai_images.h"
-#include "server/model_repository.h"
 #include "server/request_validation.h"
+#include "tests/fuzz/tiny_repository.h"
 
-namespace {
-
-const mulo::server::ModelRepository& Repository() {
-  static const mulo::server::ModelRepository* repository = [] {
-    auto loaded = mulo::server::ModelRepository::Load("tests/data/repository",
-                                                      mulo::engine::LoadOptions());
-    if (!loaded.ok()) std::abort();  // run from the repository root (or its runfiles)
-    return loaded->release();
-  }();
-  return *repository;
-}
-
-}  // namespace
+using mulo::testing::TinyRepository;
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  Repository();
+  TinyRepository();
   return 0;
 }
 
@@ -45,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   parsed->request.set_model("tiny");
-  auto validated = ValidateRequest(parsed->request, Repository());
+  auto validated = ValidateRequest(parsed->request, TinyRepository());
   if (!validated.ok() && http::ErrorJson(validated.status(), 400).empty()) std::abort();
   return 0;
 }

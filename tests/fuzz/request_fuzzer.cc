@@ -6,34 +6,21 @@
 #include <cstdlib>
 #include <memory>
 
-#include "engine/model/model_set.h"
 #include "mulo/v1/image_generation.pb.h"
-#include "server/model_repository.h"
 #include "server/request_validation.h"
+#include "tests/fuzz/tiny_repository.h"
 
-namespace {
-
-const mulo::server::ModelRepository& Repository() {
-  static const mulo::server::ModelRepository* repository = [] {
-    auto loaded = mulo::server::ModelRepository::Load("tests/data/repository",
-                                                      mulo::engine::LoadOptions());
-    if (!loaded.ok()) std::abort();  // run from the repository root (or its runfiles)
-    return loaded->release();
-  }();
-  return *repository;
-}
-
-}  // namespace
+using mulo::testing::TinyRepository;
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  Repository();
+  TinyRepository();
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   mulo::v1::GenerateRequest request;
   if (!request.ParseFromArray(data, static_cast<int>(size))) return 0;
-  auto validated = mulo::server::ValidateRequest(request, Repository());
+  auto validated = mulo::server::ValidateRequest(request, TinyRepository());
   if (validated.ok()) {
     if (validated->decoder == nullptr || validated->models == nullptr) std::abort();
   } else {

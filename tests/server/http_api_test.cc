@@ -2,9 +2,7 @@
 // their tokens (equal to gRPC's for the same request), the stream's events in order, errors
 // naming their field with OpenAI's error object, and a client that disconnects cancelling its
 // generation.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -217,12 +215,8 @@ TEST(HttpApiTest, ErrorsAreOpenAiErrorObjectsNamingTheField) {
 TEST(HttpApiTest, AClientThatDisconnectsCancelsItsGeneration) {
   auto server = ServerProcess::Start(kRepository);
   ASSERT_TRUE(server.ok()) << server.status();
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>((*server)->http_port()));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  const int fd = server::metrics::testing::ConnectLoopback((*server)->http_port());
+  ASSERT_GE(fd, 0);
   Json body = Body();
   body["n"] = 8;  // minutes of work on this machine, unless cancelled
   const std::string text = body.dump();

@@ -2,9 +2,7 @@
 // suite's cases as JSON, and connections that are slow, idle or too many. Each bad request
 // gets a clear 4xx naming the field in OpenAI's error object (or, for an oversized body, 413
 // before the body is read); the server keeps serving and its probes stay fast.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -24,26 +22,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using Json = nlohmann::json;
+using server::metrics::testing::ConnectLoopback;
 using server::metrics::testing::HttpGet;
 using server::metrics::testing::HttpOptions;
 using server::metrics::testing::HttpRequest;
 
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// A connected socket to 127.0.0.1:port (-1 on failure); the caller closes it.
-int Connect(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 // Whether the server closed `fd` within `seconds` (reads and drops what it sends).
@@ -163,22 +148,22 @@ TEST(HttpHostileTest, SlowIdleAndTooManyConnectionsAreClosedAndProbesStayFast) {
 
   // Idle: connected, never sends; slow: half a request line, then nothing.
   std::vector<int> sockets;
-  for (int i = 0; i < 8; ++i) sockets.push_back(Connect(port));
+  for (int i = 0; i < 8; ++i) sockets.push_back(ConnectLoopback(port));
   for (int i = 0; i < 8; ++i) {
-    const int fd = Connect(port);
+    const int fd = ConnectLoopback(port);
     const std::string partial = "POST /v1/images/generations HTTP/1.1\r\nHost: x\r\nContent-Le";
     send(fd, partial.data(), partial.size(), MSG_NOSIGNAL);
     sockets.push_back(fd);
   }
   // A body announced and never sent.
-  const int stalled = Connect(port);
+  const int stalled = ConnectLoopback(port);
   const std::string headers =
       "POST /v1/images/generations HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"mo";
   send(stalled, headers.data(), headers.size(), MSG_NOSIGNAL);
   sockets.push_back(stalled);
   // Past the limit: further connections are turned away (closed), not queued forever.
   std::vector<int> extra;
-  for (int i = 0; i < 8; ++i) extra.push_back(Connect(port));
+  for (int i = 0; i < 8; ++i) extra.push_back(ConnectLoopback(port));
   int turned_away = 0;
   for (int fd : extra) turned_away += fd < 0 || ClosedWithin(fd, 0.5);
   EXPECT_GE(turned_away, 1);
