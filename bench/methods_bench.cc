@@ -82,6 +82,10 @@ ABSL_FLAG(std::string, device, "cpu", "cpu or cuda: where the family lives and r
 ABSL_FLAG(std::string, dtype, "float32", "compute dtype of the weights: float32 or bfloat16");
 ABSL_FLAG(bool, cuda_graphs, true,
           "on a CUDA device, replay repeated transformer forward shapes as CUDA graphs");
+ABSL_FLAG(bool, cuda_graph_buckets, true,
+          "with --cuda_graphs: pad new rows to power-of-two buckets and capture masked forwards "
+          "(draft trees, windows) too; false replays only causal forwards of repeated exact "
+          "shapes (the behaviour before buckets, for paired runs)");
 ABSL_FLAG(bool, ablation, false,
           "also run MuLo-SD's paper preset and the family default with each setting that "
           "differs from the paper's put back to the paper's value, one at a time");
@@ -121,6 +125,14 @@ ABSL_FLAG(std::string, trace_out, "",
 namespace mulo {
 namespace {
 
+// How a CUDA run's transformers launch their forwards, for the table's caption.
+const char* GraphsLabel(const engine::LoadOptions& load) {
+  if (!load.cuda_graphs) return " eager";
+  return load.cuda_graph_buckets ? " with CUDA graphs (buckets)"
+                                 : " with CUDA graphs (exact shapes)";
+}
+
+
 using engine::DecodingMethod;
 
 struct Config {
@@ -137,7 +149,7 @@ struct Row {
          tokens = 0, resampled = 0, relaxed = 0, expansion = 0, prefix_own = 0,
          prefix_down = 0, verify_steps = 0, pooled_drafts = 0, pooled_neighbors = 0,
          tree_depth = 0, tree_width = 0, host_syncs = 0, dispatched_ops = 0,
-         kernel_ops = 0;
+         kernel_ops = 0, device_syncs = 0;
   std::vector<double> accepted_per_position;  // summed over samples
   std::array<double, engine::kNumPhases> phase_seconds{};
   std::vector<int> passes;         // per sample, in run order (paired with ar's)
@@ -368,6 +380,7 @@ int Run() {
     return 2;
   }
   load.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
+  load.cuda_graph_buckets = absl::GetFlag(FLAGS_cuda_graph_buckets);
   auto inputs = bench::LoadFamilyInputs(absl::GetFlag(FLAGS_models), absl::GetFlag(FLAGS_prompts),
                                         absl::GetFlag(FLAGS_limit), absl::GetFlag(FLAGS_threads),
                                         load);
@@ -581,6 +594,7 @@ int Run() {
         row.host_syncs += s.host_syncs;
         row.dispatched_ops += s.dispatched_ops;
         row.kernel_ops += s.kernel_ops;
+        row.device_syncs += s.device_syncs;
         if (row.accepted_per_position.size() < s.accepted_per_position.size()) {
           row.accepted_per_position.resize(s.accepted_per_position.size(), 0.0);
         }
@@ -600,6 +614,7 @@ int Run() {
           if (absl::GetFlag(FLAGS_count_ops)) {
             line["dispatched_ops"] = s.dispatched_ops;
             line["kernel_ops"] = s.kernel_ops;
+            line["device_syncs"] = s.device_syncs;
           }
           for (int p = 0; p < engine::kNumPhases; ++p) {
             line["phases"][engine::PhaseName(static_cast<engine::Phase>(p))] = s.phase_seconds[p];
@@ -636,7 +651,7 @@ int Run() {
       count, seeds, absl::GetFlag(FLAGS_prompts), absl::GetFlag(FLAGS_seed),
       seeds > 1 ? " + 100000 s" : "", absl::GetFlag(FLAGS_temperature),
       family->default_cfg_scale, absl::GetFlag(FLAGS_threads), device_name, dtype,
-      load.device.is_cuda() ? (load.cuda_graphs ? " with CUDA graphs" : " eager") : "", n_tokens,
+      load.device.is_cuda() ? GraphsLabel(load) : "", n_tokens,
       n_draft,
       seeds > 1 ? "; diversity = mean pairwise pixel distance (0-255) between one prompt's "
                   "samples, relative to ar's"
@@ -751,18 +766,19 @@ int Run() {
   std::string syncs =
       "\nhost syncs (device -> host reads; prefill and decoding, not the image decode)\n\n"
       "| method | host syncs / image | decode steps / image | host syncs / step |"
-      " dispatched ops / step | kernels / step |\n"
-      "|---|---:|---:|---:|---:|---:|\n";
+      " dispatched ops / step | kernels / step | device syncs / step |\n"
+      "|---|---:|---:|---:|---:|---:|---:|\n";
   const bool counted_ops = absl::GetFlag(FLAGS_count_ops);
   for (const Row& row : rows) {
     const double steps = row.verify_steps > 0 ? row.verify_steps : row.tokens;
     auto per_step = [&](double total) { return steps > 0 ? total / steps : 0.0; };
     absl::StrAppend(
         &syncs,
-        absl::StrFormat("| %s | %.1f | %.1f | %.2f | %s | %s |\n", row.config.name,
+        absl::StrFormat("| %s | %.1f | %.1f | %.2f | %s | %s | %s |\n", row.config.name,
                         row.host_syncs / row.n, steps / row.n, per_step(row.host_syncs),
                         counted_ops ? absl::StrFormat("%.0f", per_step(row.dispatched_ops)) : "-",
-                        counted_ops ? absl::StrFormat("%.0f", per_step(row.kernel_ops)) : "-"));
+                        counted_ops ? absl::StrFormat("%.0f", per_step(row.kernel_ops)) : "-",
+                        counted_ops ? absl::StrFormat("%.2f", per_step(row.device_syncs)) : "-"));
   }
   md << syncs;
   std::fputs(syncs.c_str(), stdout);

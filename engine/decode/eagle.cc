@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "engine/core/device_upload.h"
 #include "engine/decode/eagle_proposer.h"
 #include "engine/sampling/tree_verifier.h"
 
@@ -60,8 +61,7 @@ class EagleState : public SteppedMethod::State {
       MULO_ASSIGN_OR_RETURN(TreeShape with_root, TreeFromParents(parents));
       MULO_ASSIGN_OR_RETURN(
           out, target_->FeedSet(ids, positions,
-                                TreeAttentionMask(with_root, root_row)
-                                    .to(session.device()),
+                                TreeAttentionMask(with_root, root_row),
                                 LogitsMode::kAll));
       ++stats.verify_steps;
       // 3. Recursive rejection from the root: p after node i is row 1 + i, after the root row

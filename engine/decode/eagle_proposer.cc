@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/core/device_upload.h"
 #include "engine/core/host_read.h"
 #include "engine/decode/device_dynamic_tree.h"
 #include "engine/sampling/without_replacement.h"
@@ -61,11 +62,11 @@ StatusOr<torch::Tensor> EagleProposer::FeedTreeNodes(DecodeSession& session,
   const auto flags = torch::TensorOptions().dtype(torch::kBool).device(device);
   // Each node attends the committed pairs, its ancestors' slots and itself.
   const torch::Tensor mask = torch::cat(
-      {torch::ones({m, committed_rows_}, flags), attends.to(device), torch::eye(m, flags)}, 1);
+      {torch::ones({m, committed_rows_}, flags), Upload(attends, device), torch::eye(m, flags)}, 1);
   // Input features: the root's prediction (index 0), then every fed slot's.
   torch::Tensor features = root_feature.unsqueeze(1);
   if (tree_features_.defined()) features = torch::cat({features, tree_features_}, 1);
-  const torch::Tensor inputs = features.index_select(1, parent_slot.to(device) + 1);
+  const torch::Tensor inputs = features.index_select(1, Upload(parent_slot, device) + 1);
   MULO_ASSIGN_OR_RETURN(
       torch::Tensor embeddings,
       target_.EmbedDrawnTokens(tokens.unsqueeze(0).expand({cache_.batch(), m}).contiguous()));

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <cstdlib>
 
+#include "engine/core/device_upload.h"
 #include "engine/core/host_read.h"
 #include "engine/decode/mulo_proposer.h"
 #include "engine/sampling/pooled_threshold_verifier.h"
@@ -137,7 +138,7 @@ class MuloState : public SteppedMethod::State {
     std::vector<int64_t> index;
     for (int64_t u : positions) index.push_back(u - n);
     const torch::Tensor rows = logits.index_select(
-        1, torch::tensor(index, torch::kInt64).to(logits.device()));
+        1, Upload(torch::tensor(index, torch::kInt64), logits.device()));
     const std::vector<int64_t> ids =
         HostReadIds(session.DrawRowsOnDevice(rows, RngStream::kTarget));
     for (size_t j = 0; j < positions.size(); ++j) (*seq)[positions[j]] = ids[j];

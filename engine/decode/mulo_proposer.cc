@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/core/device_upload.h"
 #include "engine/core/host_read.h"
 
 namespace mulo::engine {
@@ -75,7 +76,7 @@ StatusOr<MuloProposer::Proposal> MuloProposer::Propose(DecodeSession& session) {
   // drafter's tokens where they were drawn.
   auto timer = session.Time(Phase::kUpsample);
   const torch::Tensor low = torch::cat(
-      {torch::tensor(y, torch::kInt64).to(proposal.drafter_ids.device()), proposal.drafter_ids});
+      {Upload(torch::tensor(y, torch::kInt64), proposal.drafter_ids.device()), proposal.drafter_ids});
   MULO_ASSIGN_OR_RETURN(torch::Tensor up,
                         session.ResampleDrawn(*models_.upsampler, low, first_row_ + rows_, small_));
   drawn_from_ = static_cast<int64_t>(y.size());

@@ -3,6 +3,7 @@
 #include <optional>
 #include <utility>
 
+#include "engine/core/device_upload.h"
 #include "engine/core/host_read.h"
 #include "engine/core/op_count.h"
 #include "engine/core/torch_guard.h"
@@ -108,7 +109,7 @@ StatusOr<torch::Tensor> ModelStream::FeedWithDrawn(const std::vector<int64_t>& t
   std::vector<int64_t> host(tokens.begin() + from, tokens.begin() + drawn_from);
   const torch::Tensor tail = drawn.flatten().narrow(0, 0, to - drawn_from);
   const torch::Tensor ids =
-      torch::cat({torch::tensor(host, torch::kInt64).to(tail.device()), tail});
+      torch::cat({Upload(torch::tensor(host, torch::kInt64), tail.device()), tail});
   auto input = ids.unsqueeze(0).expand({cache_.batch(), -1}).contiguous();
   MULO_ASSIGN_OR_RETURN(ForwardOutput out, Append(input, from, /*drawn=*/true, mode));
   fed_.insert(fed_.end(), host.begin(), host.end());
@@ -132,11 +133,17 @@ StatusOr<ForwardOutput> ModelStream::FeedSet(const std::vector<int64_t>& ids,
   std::vector<int64_t> sequence_positions;
   for (int64_t p : positions) sequence_positions.push_back(model_.TokenPosition(p));
   const int64_t n = static_cast<int64_t>(ids.size());
-  auto input = torch::tensor(ids, torch::kInt64).unsqueeze(0).expand({cache_.batch(), n});
-  MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings, model_.EmbedTokens(input.contiguous()));
-  MULO_ASSIGN_OR_RETURN(
-      ForwardOutput out,
-      RunForward(embeddings, torch::tensor(sequence_positions, torch::kInt64), mask, mode));
+  auto input =
+      torch::tensor(ids, torch::kInt64).unsqueeze(0).expand({cache_.batch(), n}).contiguous();
+  const auto sequence = torch::tensor(sequence_positions, torch::kInt64);
+  ForwardOutput out;
+  if (batcher_ != nullptr && !batcher_->Alone()) {
+    MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings, model_.EmbedTokens(input));
+    MULO_ASSIGN_OR_RETURN(out, RunForward(embeddings, sequence, mask, mode));
+  } else {
+    // By ids, so that a GPU model may replay a captured graph with the mask as its input.
+    MULO_ASSIGN_OR_RETURN(out, model_.ForwardTokens(cache_, input, sequence, mask, mode));
+  }
   CountForward();
   return out;
 }
@@ -348,6 +355,7 @@ StatusOr<DecodeResult> SteppedMethod::Decode(const DecodeRequest& request,
     const OpCounts ops_after = ThreadOpCounts();
     session->stats().dispatched_ops = ops_after.dispatched - ops_before.dispatched;
     session->stats().kernel_ops = ops_after.kernels - ops_before.kernels;
+    session->stats().device_syncs = ops_after.device_syncs - ops_before.device_syncs;
     return session->Finish();
   });
 }

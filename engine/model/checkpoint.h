@@ -27,6 +27,15 @@ struct LoadOptions {
   // On a CUDA device, transformers replay repeated forward shapes as CUDA graphs
   // (forward_graphs.h). Ignored on the CPU and in builds without CUDA.
   bool cuda_graphs = true;
+  // With cuda_graphs: pad new rows to power-of-two buckets and capture masked forwards too
+  // (forward_graphs.h), so that verify forwards whose size changes every step replay. Off: only
+  // causal forwards of repeated exact shapes replay (the behaviour before buckets, kept for
+  // paired measurements).
+  bool cuda_graph_buckets = true;
+  // For tests on the CPU: forwards take the CUDA-graph path (forward_graphs.h) with each
+  // "replay" running the captured forward eagerly, so that a CPU test checks what a GPU would
+  // replay. Never set in a server.
+  bool emulate_cuda_graphs = false;
   // When set, every tensor a Checkpoint hands out adds its size here (bytes resident on
   // `device`), so a model family can report the memory its weights take.
   std::shared_ptr<std::atomic<int64_t>> loaded_bytes;

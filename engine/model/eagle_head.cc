@@ -1,5 +1,6 @@
 #include "engine/model/eagle_head.h"
 
+#include "engine/core/device_upload.h"
 #include "engine/core/torch_guard.h"
 #include "engine/model/json_fields.h"
 
@@ -55,7 +56,7 @@ torch::Tensor EagleHead::AttentionMask(const KvCache& cache, int64_t n,
   if (mask.defined() || n == 1) return mask;
   auto causal = torch::ones({n, cache.length() + n}, torch::dtype(torch::kBool));
   causal.narrow(1, cache.length(), n).copy_(torch::ones({n, n}, torch::kBool).tril());
-  return causal.to(fc_weight_.device());
+  return Upload(causal, fc_weight_.device());
 }
 
 torch::Tensor EagleHead::FcInput(const HeadCall& call) const {

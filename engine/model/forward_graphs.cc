@@ -4,6 +4,7 @@
 #include <functional>
 #include <string>
 
+#include "engine/core/device_upload.h"
 #include "engine/core/torch_guard.h"
 
 #ifdef MULO_WITH_CUDA
@@ -88,9 +89,15 @@ struct Graph {
 struct ForwardGraphs::Entry {
   int uses = 0;
   bool failed = false;
-  torch::Tensor inputs;  // [batch * n + n + 1] int64 on the device: ids, positions, first row
+  // Static inputs on the device: `ints` [batch * rows + rows + 1] int64 holds the ids, the
+  // positions and the first row (one upload when the ids come from the host); a masked key's
+  // mask [rows, span] bool.
+  torch::Tensor ints, mask;
   ForwardOutput output;  // written by every replay
   std::unique_ptr<Graph> graph;
+  // Emulated graphs: the captured forward, run again at each replay.
+  std::function<void(KvCache&)> emulated;
+  bool captured() const { return graph != nullptr || emulated != nullptr; }
 };
 
 bool CudaGraphsAvailable(const torch::Device& device) {
@@ -106,7 +113,40 @@ int64_t ForwardGraphs::RoundUpToSpan(int64_t rows) {
   return std::max<int64_t>(1, (rows + kSpanRows - 1) / kSpanRows) * kSpanRows;
 }
 
-ForwardGraphs::ForwardGraphs() : pool_(std::make_unique<Pool>()) {}
+int64_t ForwardGraphs::GraphRows(int64_t n, bool buckets) {
+  if (!buckets) return n;
+  int64_t rows = 1;
+  while (rows < n) rows *= 2;
+  return rows;
+}
+
+GraphInputs PadGraphInputs(const torch::Tensor& tokens, const torch::Tensor& positions,
+                           const torch::Tensor& mask, int64_t cache_length, int64_t rows,
+                           int64_t span) {
+  const int64_t batch = tokens.size(0), n = tokens.size(1), pad = rows - n;
+  GraphInputs in;
+  in.ids = tokens;
+  in.positions = positions;
+  if (pad > 0) {
+    in.ids = torch::cat({tokens, tokens.narrow(1, n - 1, 1).expand({batch, pad})}, 1);
+    in.positions = torch::cat({positions, positions.narrow(0, n - 1, 1).expand({pad})});
+  }
+  in.first_row = torch::full({1}, cache_length, torch::kInt64);
+  if (mask.defined()) {
+    in.mask = torch::zeros({rows, span}, mask.options());
+    in.mask.narrow(0, 0, n).narrow(1, 0, cache_length + n).copy_(mask);
+    if (pad > 0) {
+      // A pad row sees the cached prefix and itself: never an empty softmax.
+      in.mask.narrow(0, n, pad).narrow(1, 0, cache_length).fill_(true);
+      const auto pad_rows = torch::arange(n, rows, torch::dtype(torch::kInt64).device(mask.device()));
+      in.mask.index_put_({pad_rows, pad_rows + cache_length}, true);
+    }
+  }
+  return in;
+}
+
+ForwardGraphs::ForwardGraphs(bool buckets, bool emulated)
+    : buckets_(buckets), emulated_(emulated), pool_(std::make_unique<Pool>()) {}
 ForwardGraphs::~ForwardGraphs() = default;
 
 void ForwardGraphs::Clear() {
@@ -116,7 +156,7 @@ void ForwardGraphs::Clear() {
 
 int64_t ForwardGraphs::captured() const {
   int64_t count = 0;
-  for (const auto& [key, entry] : entries_) count += entry->graph != nullptr;
+  for (const auto& [key, entry] : entries_) count += entry->captured();
   return count;
 }
 
@@ -124,52 +164,85 @@ StatusOr<std::optional<ForwardOutput>> ForwardGraphs::Run(const Transformer& mod
                                                           KvCache& cache,
                                                           const torch::Tensor& tokens,
                                                           const torch::Tensor& positions,
+                                                          const torch::Tensor& mask,
                                                           LogitsMode mode) {
   if (cache.generation() != generation_) {
     Clear();
     generation_ = cache.generation();
   }
-  const int64_t batch = tokens.size(0), n = tokens.size(1);
-  const int64_t span = RoundUpToSpan(cache.length() + n);
+  const bool masked = mask.defined();
+  if (masked && !buckets_) return std::optional<ForwardOutput>();
+  const int64_t n = tokens.size(1), rows = GraphRows(n, buckets_);
+  const int64_t span = RoundUpToSpan(cache.length() + rows);
   if (span > cache.capacity()) return std::optional<ForwardOutput>();
-  std::unique_ptr<Entry>& entry = entries_[Key(n, span, mode)];
+  // A padded graph's last row is a pad row, so it keeps every row's logits and the live last
+  // one is picked out below.
+  const LogitsMode graph_mode = mode == LogitsMode::kLast && rows > n ? LogitsMode::kAll : mode;
+  std::unique_ptr<Entry>& entry = entries_[Key(rows, span, graph_mode, masked)];
   if (entry == nullptr) entry = std::make_unique<Entry>();
   if (entry->failed || ++entry->uses <= kCaptureAfter) return std::optional<ForwardOutput>();
   return GuardTorch("ForwardGraphs::Run", [&]() -> StatusOr<std::optional<ForwardOutput>> {
     torch::NoGradGuard no_grad;
-    const auto host = torch::cat({tokens.to(torch::kCPU).flatten(), positions.to(torch::kCPU),
-                                  torch::full({1}, cache.length(), torch::kInt64)});
-    if (entry->graph == nullptr) {
-      const torch::Device device = model.options().device();
-      entry->inputs = host.to(device);
-      const auto ids = entry->inputs.narrow(0, 0, batch * n).view({batch, n});
-      const auto pos = entry->inputs.narrow(0, batch * n, n);
-      const auto first_row = entry->inputs.narrow(0, batch * n + n, 1);
-      Entry* e = entry.get();
-#ifdef MULO_WITH_CUDA
-      auto graph = Capture(
-          device, [&] { e->output = model.ForwardStatic(cache, ids, pos, first_row, span, mode); },
-          &pool_->id);
-#else
-      StatusOr<std::unique_ptr<Graph>> graph =
-          FailedPreconditionError("CUDA graphs need a CUDA build of the engine");
-#endif
-      if (!graph.ok()) {
-        // Whatever the warm-up wrote lies past the cache length: the eager run rewrites it.
-        e->failed = true;
-        ++failed_captures_;
-        return std::optional<ForwardOutput>();
-      }
-      e->graph = std::move(*graph);
-    } else {
-      entry->inputs.copy_(host);
+    const torch::Device device = model.options().device();
+    GraphInputs in = PadGraphInputs(tokens, positions, mask, cache.length(), rows, span);
+    const int64_t batch = in.ids.size(0), id_count = batch * rows;
+    const bool host_ids = in.ids.device().is_cpu();
+    const torch::Tensor host_positions = in.positions.to(torch::kCPU);  // built on the host
+    const torch::Tensor host_ints =
+        host_ids ? torch::cat({in.ids.flatten(), host_positions, in.first_row})
+                 : torch::cat({host_positions, in.first_row});
+    Entry* e = entry.get();
+    const bool capture = !e->captured();
+    if (capture) {
+      e->ints = torch::zeros({id_count + rows + 1}, torch::dtype(torch::kInt64).device(device));
+      if (masked) e->mask = torch::zeros({rows, span}, torch::dtype(torch::kBool).device(device));
     }
-    entry->graph->replay();
+    UploadInto(host_ids ? e->ints : e->ints.narrow(0, id_count, rows + 1), host_ints);
+    if (!host_ids) e->ints.narrow(0, 0, id_count).copy_(in.ids.flatten());
+    if (masked) UploadInto(e->mask, in.mask);
+    if (capture) {
+      const auto ids = e->ints.narrow(0, 0, id_count).view({batch, rows});
+      const auto pos = e->ints.narrow(0, id_count, rows);
+      const auto first_row = e->ints.narrow(0, id_count + rows, 1);
+      const torch::Tensor graph_mask = e->mask;
+      auto body = [e, &model, ids, pos, first_row, span, graph_mask, graph_mode](KvCache& c) {
+        e->output = model.ForwardStatic(c, ids, pos, first_row, span, graph_mask, graph_mode);
+      };
+      if (emulated_) {
+        e->emulated = body;
+      } else {
+#ifdef MULO_WITH_CUDA
+        auto graph = Capture(device, [&] { body(cache); }, &pool_->id);
+#else
+        StatusOr<std::unique_ptr<Graph>> graph =
+            FailedPreconditionError("CUDA graphs need a CUDA build of the engine");
+#endif
+        if (!graph.ok()) {
+          // Whatever the warm-up wrote lies past the cache length: the eager run rewrites it.
+          e->failed = true;
+          ++failed_captures_;
+          return std::optional<ForwardOutput>();
+        }
+        e->graph = std::move(*graph);
+      }
+    }
+    if (e->emulated) {
+      e->emulated(cache);
+    } else {
+      e->graph->replay();
+    }
     cache.Advance(n);
     ++replays_;
     ForwardOutput out;
-    if (entry->output.logits.defined()) out.logits = entry->output.logits.clone();
-    out.hidden = entry->output.hidden.clone();
+    const ForwardOutput& written = entry->output;
+    if (graph_mode == LogitsMode::kAll) {
+      out.logits = (mode == LogitsMode::kLast ? written.logits.narrow(1, n - 1, 1)
+                                              : written.logits.narrow(1, 0, n))
+                       .clone();
+    } else if (graph_mode == LogitsMode::kLast) {
+      out.logits = written.logits.clone();
+    }
+    out.hidden = written.hidden.narrow(1, 0, n).clone();
     return std::optional<ForwardOutput>(std::move(out));
   });
 }

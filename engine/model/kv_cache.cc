@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "engine/core/device_upload.h"
 #include "engine/core/torch_guard.h"
 
 namespace mulo::engine {
@@ -85,7 +86,7 @@ Status KvCache::Compact(const std::vector<int64_t>& keep) {
     torch::NoGradGuard no_grad;
     if (first_moved < keep.size()) {
       std::vector<int64_t> moved(keep.begin() + first_moved, keep.end());
-      auto index = torch::tensor(moved, torch::dtype(torch::kInt64)).to(keys_[0].device());
+      auto index = Upload(torch::tensor(moved, torch::dtype(torch::kInt64)), keys_[0].device());
       const int64_t count = static_cast<int64_t>(moved.size());
       for (size_t i = 0; i < keys_.size(); ++i) {
         for (auto* t : {&keys_[i], &values_[i]}) {

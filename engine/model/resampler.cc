@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/core/device_upload.h"
 #include "engine/core/host_read.h"
 #include "engine/core/torch_guard.h"
 #include "engine/model/json_fields.h"
@@ -100,7 +101,7 @@ StatusOr<torch::Tensor> Resampler::Logits(const torch::Tensor& ids, int64_t h, i
 
 torch::Tensor Resampler::CheckedLogits(const torch::Tensor& ids, int64_t h, int64_t w) const {
   const auto& c = config_;
-  auto x = codebook_.index_select(0, ids.to(codebook_.device()).flatten())
+  auto x = codebook_.index_select(0, Upload(ids, codebook_.device()).flatten())
                .view({ids.size(0), h, w, c.codebook_embed_dim})
                .permute({0, 3, 1, 2});
   if (!c.up) x = torch::pixel_unshuffle(x, c.factor);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "engine/core/device_upload.h"
 #include "engine/core/op_count.h"
 #include "engine/core/torch_guard.h"
 #include "engine/model/forward_graphs.h"
@@ -36,7 +37,10 @@ StatusOr<std::shared_ptr<const Transformer>> Transformer::Load(const Transformer
                                                                const LoadOptions& options) {
   MULO_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(weights_path, options));
   std::shared_ptr<Transformer> model(new Transformer(config));
-  model->cuda_graphs_ = options.cuda_graphs && CudaGraphsAvailable(options.device);
+  model->emulate_cuda_graphs_ = options.emulate_cuda_graphs && !options.device.is_cuda();
+  model->cuda_graphs_ = (options.cuda_graphs && CudaGraphsAvailable(options.device)) ||
+                        model->emulate_cuda_graphs_;
+  model->cuda_graph_buckets_ = options.cuda_graph_buckets;
   MULO_RETURN_IF_ERROR(GuardTorch(weights_path, [&] { return model->LoadWeights(checkpoint); }));
   return std::shared_ptr<const Transformer>(std::move(model));
 }
@@ -99,7 +103,10 @@ KvCache Transformer::NewCache(int64_t batch, int64_t capacity) const {
   // Graphs read whole span buckets, so their caches hold a whole number of them.
   KvCache cache(config_.n_layer, batch, config_.n_kv_head, config_.head_dim(),
                 cuda_graphs_ ? ForwardGraphs::RoundUpToSpan(capacity) : capacity, options());
-  if (cuda_graphs_) cache.set_graphs(std::make_shared<ForwardGraphs>());
+  if (cuda_graphs_) {
+    cache.set_graphs(
+        std::make_shared<ForwardGraphs>(cuda_graph_buckets_, emulate_cuda_graphs_));
+  }
   return cache;
 }
 
@@ -191,7 +198,7 @@ Status Transformer::CheckTokens(const torch::Tensor& tokens) const {
 
 torch::Tensor Transformer::EmbedCheckedTokens(const torch::Tensor& tokens) const {
   // A no-op move for tokens already on the device, so graph captures may call it too.
-  return tok_embeddings_.index_select(0, tokens.to(tok_embeddings_.device()).flatten())
+  return tok_embeddings_.index_select(0, Upload(tokens, tok_embeddings_.device()).flatten())
       .view({tokens.size(0), tokens.size(1), config_.dim});
 }
 
@@ -235,7 +242,7 @@ Transformer::PreparedInput Transformer::Prepare(const KvCache& cache,
   const auto& c = config_;
   const int64_t n = embeddings.size(1);
   const auto device = tok_embeddings_.device();
-  const auto pos = positions.to(device);
+  const auto pos = Upload(positions, device);
   PreparedInput in;
   in.x = embeddings.to(options());
   if (c.position_mode == PositionMode::kAbsPe) {
@@ -243,7 +250,7 @@ Transformer::PreparedInput Transformer::Prepare(const KvCache& cache,
   } else {
     in.rope = rope_.index_select(0, pos);
   }
-  torch::Tensor attn_mask = mask.defined() ? mask.to(device) : torch::Tensor();
+  torch::Tensor attn_mask = Upload(mask, device);
   if (!attn_mask.defined() && n > 1) {
     // Causal: every cached row, plus new rows up to and including the query's own.
     attn_mask = torch::ones({n, cache.length() + n}, torch::dtype(torch::kBool).device(device));
@@ -337,7 +344,7 @@ std::vector<ForwardOutput> Transformer::ForwardBatchImpl(const std::vector<Forwa
     }
     torch::Tensor logits;
     if (!logit_rows.empty()) {
-      auto index = torch::tensor(logit_rows, torch::kInt64).to(hidden.device());
+      auto index = Upload(torch::tensor(logit_rows, torch::kInt64), hidden.device());
       logits = torch::linear(hidden.index_select(0, index), output_).to(torch::kFloat32);
     }
     offset = 0;
@@ -365,6 +372,7 @@ std::vector<ForwardOutput> Transformer::ForwardBatchImpl(const std::vector<Forwa
 ForwardOutput Transformer::ForwardStatic(KvCache& cache, const torch::Tensor& tokens,
                                          const torch::Tensor& positions,
                                          const torch::Tensor& first_row, int64_t span,
+                                         const torch::Tensor& mask,
                                          LogitsMode logits_mode) const {
   torch::NoGradGuard no_grad;
   const auto& c = config_;
@@ -378,10 +386,12 @@ ForwardOutput Transformer::ForwardStatic(KvCache& cache, const torch::Tensor& to
   }
   const auto long_options = torch::dtype(torch::kInt64).device(tokens.device());
   auto rows = first_row + torch::arange(n, long_options);  // [n]
-  // Row i sees cache rows [0, rows[i]]: the cached prefix, earlier new rows and itself; the
-  // stale rows past the live length in the span are hidden.
-  auto mask = torch::arange(span, long_options).unsqueeze(0) <= rows.unsqueeze(1);
-  return RunLayers(cache, x, rope, Block::PrepareMask(mask, x), rows, span, logits_mode);
+  // Causal: row i sees cache rows [0, rows[i]]: the cached prefix, earlier new rows and
+  // itself; the stale rows past the live length in the span are hidden.
+  const torch::Tensor attend =
+      mask.defined() ? mask
+                     : torch::arange(span, long_options).unsqueeze(0) <= rows.unsqueeze(1);
+  return RunLayers(cache, x, rope, Block::PrepareMask(attend, x), rows, span, logits_mode);
 }
 
 ForwardOutput Transformer::RunLayers(KvCache& cache, torch::Tensor x, const torch::Tensor& rope,
@@ -430,7 +440,18 @@ StatusOr<ForwardOutput> Transformer::ForwardTokens(KvCache& cache, const torch::
                                                    LogitsMode logits_mode) const {
   // Checked once here, for the graph and the eager path alike.
   MULO_RETURN_IF_ERROR(CheckTokens(tokens));
-  return ForwardRangeCheckedTokens(cache, tokens, positions, logits_mode);
+  return ForwardRangeCheckedTokens(cache, tokens, positions, torch::Tensor(), logits_mode);
+}
+
+StatusOr<ForwardOutput> Transformer::ForwardTokens(KvCache& cache, const torch::Tensor& tokens,
+                                                   const torch::Tensor& positions,
+                                                   const torch::Tensor& mask,
+                                                   LogitsMode logits_mode) const {
+  MULO_RETURN_IF_ERROR(CheckTokens(tokens));
+  if (tokens.size(1) >= 1) {
+    MULO_RETURN_IF_ERROR(Block::CheckMask(mask, tokens.size(1), cache.length() + tokens.size(1)));
+  }
+  return ForwardRangeCheckedTokens(cache, tokens, positions, mask, logits_mode);
 }
 
 StatusOr<ForwardOutput> Transformer::ForwardDrawnTokens(KvCache& cache,
@@ -438,7 +459,7 @@ StatusOr<ForwardOutput> Transformer::ForwardDrawnTokens(KvCache& cache,
                                                         const torch::Tensor& positions,
                                                         LogitsMode logits_mode) const {
   MULO_RETURN_IF_ERROR(CheckTokenShape(tokens));
-  return ForwardRangeCheckedTokens(cache, tokens, positions, logits_mode);
+  return ForwardRangeCheckedTokens(cache, tokens, positions, torch::Tensor(), logits_mode);
 }
 
 StatusOr<torch::Tensor> Transformer::EmbedDrawnTokens(const torch::Tensor& tokens) const {
@@ -452,6 +473,7 @@ StatusOr<torch::Tensor> Transformer::EmbedDrawnTokens(const torch::Tensor& token
 StatusOr<ForwardOutput> Transformer::ForwardRangeCheckedTokens(KvCache& cache,
                                                                const torch::Tensor& tokens,
                                                                const torch::Tensor& positions,
+                                                               const torch::Tensor& mask,
                                                                LogitsMode logits_mode) const {
   if (tokens.size(0) != cache.batch() || tokens.size(1) < 1) {
     return InvalidArgumentError("tokens: expected [" + std::to_string(cache.batch()) +
@@ -461,7 +483,7 @@ StatusOr<ForwardOutput> Transformer::ForwardRangeCheckedTokens(KvCache& cache,
   if (ForwardGraphs* graphs = cache.graphs(); graphs != nullptr) {
     const int64_t context = cache.length();
     MULO_ASSIGN_OR_RETURN(std::optional<ForwardOutput> replayed,
-                          graphs->Run(*this, cache, tokens, positions, logits_mode));
+                          graphs->Run(*this, cache, tokens, positions, mask, logits_mode));
     if (replayed.has_value()) {
       if (cache.trace() != nullptr) {
         cache.trace()->push_back({this, cache.batch(), tokens.size(1), context, /*graph=*/true});
@@ -471,8 +493,7 @@ StatusOr<ForwardOutput> Transformer::ForwardRangeCheckedTokens(KvCache& cache,
   }
   return GuardTorch("Transformer::ForwardTokens", [&]() -> StatusOr<ForwardOutput> {
     torch::NoGradGuard no_grad;
-    return ForwardImpl(cache, EmbedCheckedTokens(tokens), positions, torch::Tensor(),
-                       logits_mode);
+    return ForwardImpl(cache, EmbedCheckedTokens(tokens), positions, mask, logits_mode);
   });
 }
 

@@ -99,6 +99,12 @@ class Transformer {
   StatusOr<ForwardOutput> ForwardTokens(KvCache& cache, const torch::Tensor& tokens,
                                         const torch::Tensor& positions,
                                         LogitsMode logits_mode) const;
+  // The same with an attention mask (optional [n, cache.length() + n] bool, as in Forward): a
+  // draft tree or a window of rows. With graph buckets (LoadOptions::cuda_graph_buckets) these
+  // replay captured graphs too.
+  StatusOr<ForwardOutput> ForwardTokens(KvCache& cache, const torch::Tensor& tokens,
+                                        const torch::Tensor& positions, const torch::Tensor& mask,
+                                        LogitsMode logits_mode) const;
 
   // ForwardTokens and EmbedTokens for ids the engine drew itself on the model's device
   // (engine/sampling/row_sampler.h: an argmax or an inverse-CDF index, always in [0, vocab)).
@@ -109,15 +115,16 @@ class Transformer {
                                              LogitsMode logits_mode) const;
   StatusOr<torch::Tensor> EmbedDrawnTokens(const torch::Tensor& tokens) const;
 
-  // The graph-capturable causal append: fixed shapes, no host synchronisation, no checks.
-  // tokens [batch, n] and positions [n] (int64, on the model's device); the new keys and
-  // values go to cache rows first_row + [0, n) (first_row: [1] int64 on the device) and new
-  // row i attends to cache rows [0, first_row + i] within [0, span). The cache length does
-  // not move: the caller advances it. The caller guarantees valid ids and positions and
-  // first_row + n <= span <= cache.capacity().
+  // The graph-capturable append: fixed shapes, no host synchronisation, no checks. tokens
+  // [batch, n] and positions [n] (int64, on the model's device); the new keys and values go to
+  // cache rows first_row + [0, n) (first_row: [1] int64 on the device). Without a mask new row i
+  // attends to cache rows [0, first_row + i] within [0, span); with one (bool [n, span] on the
+  // device) exactly where it is true. The cache length does not move: the caller advances it.
+  // The caller guarantees valid ids and positions and first_row + n <= span <= capacity.
   ForwardOutput ForwardStatic(KvCache& cache, const torch::Tensor& tokens,
                               const torch::Tensor& positions, const torch::Tensor& first_row,
-                              int64_t span, LogitsMode logits_mode) const;
+                              int64_t span, const torch::Tensor& mask,
+                              LogitsMode logits_mode) const;
 
   // Whether NewCache attaches CUDA graphs (a CUDA model loaded with cuda_graphs on).
   bool uses_cuda_graphs() const { return cuda_graphs_; }
@@ -177,12 +184,15 @@ class Transformer {
   // ForwardTokens after the ids' range check (or without it, for drawn ids).
   StatusOr<ForwardOutput> ForwardRangeCheckedTokens(KvCache& cache, const torch::Tensor& tokens,
                                                     const torch::Tensor& positions,
+                                                    const torch::Tensor& mask,
                                                     LogitsMode logits_mode) const;
   // positions: int64 [n], every entry inside the position table.
   Status CheckPositions(const torch::Tensor& positions, int64_t n) const;
 
   TransformerConfig config_;
   bool cuda_graphs_ = false;
+  bool cuda_graph_buckets_ = true;
+  bool emulate_cuda_graphs_ = false;
   torch::Tensor tok_embeddings_;
   torch::Tensor abs_pe_;     // [max_positions, dim] (abs_pe mode)
   torch::Tensor rope_;       // [cls + grid^2, head_dim / 2, 2] cos/sin (rope_2d mode)

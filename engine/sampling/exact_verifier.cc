@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "engine/core/device_upload.h"
 #include "engine/core/host_read.h"
 #include "engine/core/torch_guard.h"
 #include "engine/sampling/chain_rejection.h"
@@ -49,7 +50,7 @@ StatusOr<Verdict> ExactVerifier::Verify(const VerifyInput& input,
     auto numbers = [&](const Rng& rng, UniformCache* cache, int64_t count) {
       return cache != nullptr ? cache->Peek(count) : StreamUniforms(rng, count, device);
     };
-    const torch::Tensor tokens = torch::tensor(drafts.tokens, torch::kInt64).to(device);
+    const torch::Tensor tokens = Upload(torch::tensor(drafts.tokens, torch::kInt64), device);
     const torch::Tensor accept_numbers = numbers(*rngs.accept, rngs.accept_numbers, length);
     const torch::Tensor draw_number = numbers(*rngs.draw, rngs.draw_numbers, 1);
     const std::optional<PooledMasses> pooled =

@@ -1,8 +1,11 @@
 #include "engine/sampling/pooling.h"
 
+
 #include <algorithm>
 #include <cmath>
 #include <utility>
+
+#include "engine/core/device_upload.h"
 
 namespace mulo::engine {
 namespace {
@@ -19,7 +22,7 @@ Prefix PrefixWithinBound(const torch::Tensor& probs, const torch::Tensor& tokens
   // is exactly zero; everything else is scored in float32.
   auto p = probs.scalar_type() == torch::kFloat64 ? probs : probs.to(torch::kFloat32);
   Prefix out;
-  out.own = p.gather(1, tokens.to(p.device()).view({-1, 1})).squeeze(1).to(torch::kFloat64);
+  out.own = p.gather(1, Upload(tokens, p.device()).view({-1, 1})).squeeze(1).to(torch::kFloat64);
   const int64_t m = rule.kind == Pooling::kNone
                         ? 0
                         : std::clamp<int64_t>(rule.k, 0, neighbors.max_neighbors());
@@ -30,7 +33,7 @@ Prefix PrefixWithinBound(const torch::Tensor& probs, const torch::Tensor& tokens
   }
   // The table where p is: a host copy of a verifier's rows reads nothing from the device.
   const torch::Tensor& table = neighbors.TableOn(p.device());
-  auto ids = table.index_select(0, tokens.to(p.device())).narrow(1, 0, m);
+  auto ids = table.index_select(0, Upload(tokens, p.device())).narrow(1, 0, m);
   // Summed in float64 so that long prefixes of tiny probabilities do not drift.
   out.cumulative = p.gather(1, ids).to(torch::kFloat64).cumsum(1);
   auto bound = rule.kind == Pooling::kAdditive

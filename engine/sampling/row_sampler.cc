@@ -1,5 +1,6 @@
 #include "engine/sampling/row_sampler.h"
 
+#include "engine/core/device_upload.h"
 #include "engine/sampling/logits_processor.h"
 
 namespace mulo::engine {
@@ -12,7 +13,7 @@ torch::Tensor DrawRows(const torch::Tensor& probs, const torch::Tensor& uniforms
   const torch::Tensor cumulative = mass.cumsum(1);
   const int64_t vocab = probs.size(1);
   const torch::Tensor target =
-      cumulative.select(1, vocab - 1).unsqueeze(1) * uniforms.to(mass.device()).unsqueeze(1);
+      cumulative.select(1, vocab - 1).unsqueeze(1) * Upload(uniforms, mass.device()).unsqueeze(1);
   const torch::Tensor index =
       torch::searchsorted(cumulative, target, /*out_int32=*/false, /*right=*/true).squeeze(1);
   // The last entry with mass of each row, for draws that round past the top of the CDF.

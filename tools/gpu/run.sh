@@ -10,6 +10,9 @@
 #     methods   methods_bench on the bundled family, every method, CUDA with graphs (with
 #               per-request forward traces): LIMIT prompts, the tree methods TREE_LIMIT; CUDA
 #               eager and the machine's CPU when EAGER_LIMIT / CPU_LIMIT are set
+#     buckets   graph buckets paired on one machine: the fast methods (BUCKET_LIMIT prompts) and
+#               the tree methods (TREE_BUCKET_LIMIT) with exact-shape graphs, then with buckets
+#               (padded rows, masked forwards captured: forward_graphs.h)
 #     ops       methods_bench --count_ops: operators and host reads per decode step, one prompt
 #     costs     ar_bench cost tables of the bundled family's transformers on CUDA
 #     replicas  full-size random replicas in the upstream layouts, converted by tools/convert
@@ -52,7 +55,8 @@ fast_methods=ar,speculative,mulo,sjd,gsd,zipar
 tree_methods=ar,eagle,lantern,lantern++,peanut
 all_methods=$fast_methods,${tree_methods#ar,}
 # The least time, in seconds, in which a step measures something worth returning.
-declare -A need=([info]=5 [ceilings]=25 [build]=150 [test]=40 [methods]=60 [ops]=40 [costs]=60
+declare -A need=([info]=5 [ceilings]=25 [build]=150 [test]=40 [methods]=60 [buckets]=60
+                 [ops]=40 [costs]=60
                  [replicas]=240 [serve]=60 [serve_workers]=60 [serve_replica]=120)
 
 left() { if ((budget)); then echo $((budget - (SECONDS - began))); else echo 1000000; fi; }
@@ -142,6 +146,25 @@ step_methods() {
   methods_run cuda_eager "$device" false "${EAGER_LIMIT:-0}"
   publish
   methods_run cpu cpu false "${CPU_LIMIT:-0}"
+}
+
+step_buckets() {
+  section "graph buckets: exact shapes, then buckets (paired, this machine)"
+  local device=${METHODS_DEVICE:-cuda} shapes
+  for shapes in exact buckets; do
+    local on=true
+    [[ $shapes == exact ]] && on=false
+    METHODS=${BUCKET_METHODS:-ar,mulo,sjd,zipar,speculative} methods_run "graphs_$shapes" \
+      "$device" true "${BUCKET_LIMIT:-8}" --cuda_graph_buckets=$on
+    publish
+  done
+  for shapes in exact buckets; do
+    local on=true
+    [[ $shapes == exact ]] && on=false
+    METHODS=${TREE_BUCKET_METHODS:-ar,eagle,lantern,peanut} methods_run "graphs_trees_$shapes" \
+      "$device" true "${TREE_BUCKET_LIMIT:-2}" --cuda_graph_buckets=$on
+    publish
+  done
 }
 
 # Operators and host reads per decode step, every method on one prompt (the observer slows
