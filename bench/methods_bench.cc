@@ -149,7 +149,7 @@ struct Row {
          tokens = 0, resampled = 0, relaxed = 0, expansion = 0, prefix_own = 0,
          prefix_down = 0, verify_steps = 0, pooled_drafts = 0, pooled_neighbors = 0,
          tree_depth = 0, tree_width = 0, host_syncs = 0, dispatched_ops = 0,
-         kernel_ops = 0, device_syncs = 0;
+         kernel_ops = 0;
   std::vector<double> accepted_per_position;  // summed over samples
   std::array<double, engine::kNumPhases> phase_seconds{};
   std::vector<int> passes;         // per sample, in run order (paired with ar's)
@@ -594,7 +594,6 @@ int Run() {
         row.host_syncs += s.host_syncs;
         row.dispatched_ops += s.dispatched_ops;
         row.kernel_ops += s.kernel_ops;
-        row.device_syncs += s.device_syncs;
         if (row.accepted_per_position.size() < s.accepted_per_position.size()) {
           row.accepted_per_position.resize(s.accepted_per_position.size(), 0.0);
         }
@@ -614,7 +613,6 @@ int Run() {
           if (absl::GetFlag(FLAGS_count_ops)) {
             line["dispatched_ops"] = s.dispatched_ops;
             line["kernel_ops"] = s.kernel_ops;
-            line["device_syncs"] = s.device_syncs;
           }
           for (int p = 0; p < engine::kNumPhases; ++p) {
             line["phases"][engine::PhaseName(static_cast<engine::Phase>(p))] = s.phase_seconds[p];
@@ -766,19 +764,18 @@ int Run() {
   std::string syncs =
       "\nhost syncs (device -> host reads; prefill and decoding, not the image decode)\n\n"
       "| method | host syncs / image | decode steps / image | host syncs / step |"
-      " dispatched ops / step | kernels / step | device syncs / step |\n"
-      "|---|---:|---:|---:|---:|---:|---:|\n";
+      " dispatched ops / step | kernels / step |\n"
+      "|---|---:|---:|---:|---:|---:|\n";
   const bool counted_ops = absl::GetFlag(FLAGS_count_ops);
   for (const Row& row : rows) {
     const double steps = row.verify_steps > 0 ? row.verify_steps : row.tokens;
     auto per_step = [&](double total) { return steps > 0 ? total / steps : 0.0; };
     absl::StrAppend(
         &syncs,
-        absl::StrFormat("| %s | %.1f | %.1f | %.2f | %s | %s | %s |\n", row.config.name,
+        absl::StrFormat("| %s | %.1f | %.1f | %.2f | %s | %s |\n", row.config.name,
                         row.host_syncs / row.n, steps / row.n, per_step(row.host_syncs),
                         counted_ops ? absl::StrFormat("%.0f", per_step(row.dispatched_ops)) : "-",
-                        counted_ops ? absl::StrFormat("%.0f", per_step(row.kernel_ops)) : "-",
-                        counted_ops ? absl::StrFormat("%.2f", per_step(row.device_syncs)) : "-"));
+                        counted_ops ? absl::StrFormat("%.0f", per_step(row.kernel_ops)) : "-"));
   }
   md << syncs;
   std::fputs(syncs.c_str(), stdout);

@@ -44,7 +44,6 @@ bool HasOwnKernel(const at::RecordFunction& call) {
 std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& call) {
   ThreadState& state = State();
   ++state.counts.dispatched;
-  if (IsDeviceSync(call.name(), call.inputs())) ++state.counts.device_syncs;
   const bool inside_kernel = !state.open_calls.empty() && state.open_calls.back();
   const bool kernel = !inside_kernel && !IsMetadataOnlyOp(call.name()) && HasOwnKernel(call);
   if (kernel) {
@@ -73,9 +72,7 @@ OpCounting::OpCounting(std::vector<std::string>* kernel_names) {
   if (state.scopes++ == 0) {
     state.open_calls.clear();
     state.handle = at::addThreadLocalCallback(
-        at::RecordFunctionCallback(&OnStart, &OnEnd)
-            .needsInputs(true)
-            .scopes({at::RecordScope::FUNCTION}));
+        at::RecordFunctionCallback(&OnStart, &OnEnd).scopes({at::RecordScope::FUNCTION}));
   }
 }
 
@@ -83,29 +80,6 @@ OpCounting::~OpCounting() {
   ThreadState& state = State();
   state.kernel_names = previous_names_;
   if (--state.scopes == 0) at::removeCallback(state.handle);
-}
-
-namespace {
-
-bool OnCuda(const c10::IValue& value) {
-  return value.isTensor() && value.toTensor().defined() && value.toTensor().is_cuda();
-}
-
-}  // namespace
-
-bool IsDeviceSync(const char* name, c10::ArrayRef<const c10::IValue> inputs) {
-  if (inputs.empty()) return false;
-  if (std::strcmp(name, "aten::copy_") == 0) {
-    // copy_(self, src, non_blocking): a blocking copy between the host and a GPU.
-    if (inputs.size() < 2 || !inputs[0].isTensor() || !inputs[1].isTensor()) return false;
-    const bool non_blocking = inputs.size() > 2 && inputs[2].isBool() && inputs[2].toBool();
-    return !non_blocking && OnCuda(inputs[0]) != OnCuda(inputs[1]);
-  }
-  if (std::strcmp(name, "aten::_local_scalar_dense") == 0 ||
-      std::strcmp(name, "aten::nonzero") == 0 || std::strcmp(name, "aten::masked_select") == 0) {
-    return OnCuda(inputs[0]);
-  }
-  return false;
 }
 
 bool IsMetadataOnlyOp(const char* name) {

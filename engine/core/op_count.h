@@ -16,8 +16,6 @@
 #ifndef MULO_ENGINE_CORE_OP_COUNT_H_
 #define MULO_ENGINE_CORE_OP_COUNT_H_
 
-#include <ATen/core/ivalue.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,11 +25,6 @@ namespace mulo::engine {
 struct OpCounts {
   int64_t dispatched = 0;
   int64_t kernels = 0;
-  // Operators that make the host wait for a CUDA device: a blocking copy between the host and
-  // the device (either way: LibTorch waits for the stream after it), .item(), nonzero. Always 0
-  // on the CPU; on a GPU it shows the waits host reads do not count (host_read.h), such as a
-  // small tensor uploaded with .to(device) (device_upload.h).
-  int64_t device_syncs = 0;
 };
 
 // What has been counted on this thread so far (never reset; take differences).
@@ -52,10 +45,6 @@ class OpCounting {
  private:
   std::vector<std::string>* previous_names_ = nullptr;
 };
-
-// Whether an operator call with these inputs makes the host wait for a CUDA device (see
-// OpCounts::device_syncs), by name and inputs.
-bool IsDeviceSync(const char* name, c10::ArrayRef<const c10::IValue> inputs);
 
 // True for operators that only make a view or an uninitialised allocation (no kernel on a
 // GPU), by name ("aten::view").

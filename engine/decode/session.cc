@@ -355,7 +355,6 @@ StatusOr<DecodeResult> SteppedMethod::Decode(const DecodeRequest& request,
     const OpCounts ops_after = ThreadOpCounts();
     session->stats().dispatched_ops = ops_after.dispatched - ops_before.dispatched;
     session->stats().kernel_ops = ops_after.kernels - ops_before.kernels;
-    session->stats().device_syncs = ops_after.device_syncs - ops_before.device_syncs;
     return session->Finish();
   });
 }

@@ -63,7 +63,6 @@ struct Stats {
   // (an OpCounting scope on the decoding thread, as methods_bench --count_ops makes).
   int64_t dispatched_ops = 0;
   int64_t kernel_ops = 0;
-  int64_t device_syncs = 0;  // OpCounts::device_syncs (GPU only)
   std::array<double, kNumPhases> phase_seconds{};
   double total_seconds = 0.0;
 
