@@ -1,6 +1,9 @@
 #include "server/request_validation.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -43,71 +46,69 @@ bool IsValidUtf8(const std::string& text) {
   return true;
 }
 
-// EAGLE's tree parameters, as sent for eagle and lantern (unset fields keep the defaults; the
-// engine checks the ranges).
-void MapEagleParams(const v1::EagleParams& e, engine::EagleOptions* options) {
-  options->static_tree = e.static_tree();
-  if (e.has_total_tokens()) options->dynamic.total_tokens = e.total_tokens();
-  if (e.has_depth()) options->dynamic.depth = e.depth();
-  if (e.has_top_k()) options->dynamic.top_k = e.top_k();
-}
-
-// Puts the request's MuLo-SD fields over `options` (the family's defaults, or the paper's
-// with the PAPER preset). Open proto3 enums carry unknown numbers through; they are refused
-// rather than defaulted. Ranges are checked by the engine.
-absl::Status MapMuloParams(const v1::MuloParams& m, engine::MuloOptions* options) {
-  using P = v1::MuloParams;
-  if (!P::Preset_IsValid(m.preset())) {
-    return Invalid("mulo.preset", absl::StrCat(m.preset(), " is not FAMILY or PAPER"));
+// The fields set in a method's message (nested ones as "tree.top_k") onto `config` through the
+// method's option specs: the proto names the options, the spec bounds them. Proto3 enums are
+// open: a number the enum does not declare is refused, its UNSPECIFIED value (0) keeps the
+// default. Options marked applies_first (MuLo-SD's preset) go before the rest.
+absl::Status MapMethodFields(const google::protobuf::Message& params, const std::string& prefix,
+                             const engine::MethodEntry& method, bool first,
+                             engine::MethodConfig* config) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection& reflection = *params.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  reflection.ListFields(params, &fields);
+  for (const FieldDescriptor* field : fields) {
+    const std::string name = prefix + field->name();
+    const std::string path = method.name + "." + name;
+    if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (absl::Status st = MapMethodFields(reflection.GetMessage(params, field), name + ".",
+                                            method, first, config);
+          !st.ok()) {
+        return st;
+      }
+      continue;
+    }
+    const engine::OptionSpec* option = engine::FindOption(method.options, name);
+    if (option == nullptr) {
+      // The proto and the method's spec disagree: method_specs_test keeps them in step.
+      return absl::InternalError(absl::StrCat(path, ": no engine option for this field"));
+    }
+    if (option->applies_first != first) continue;
+    double value = 0.0;
+    switch (field->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_INT32: value = reflection.GetInt32(params, field); break;
+      case FieldDescriptor::CPPTYPE_INT64:
+        value = static_cast<double>(reflection.GetInt64(params, field));
+        break;
+      case FieldDescriptor::CPPTYPE_UINT32: value = reflection.GetUInt32(params, field); break;
+      case FieldDescriptor::CPPTYPE_UINT64:
+        value = static_cast<double>(reflection.GetUInt64(params, field));
+        break;
+      case FieldDescriptor::CPPTYPE_DOUBLE: value = reflection.GetDouble(params, field); break;
+      case FieldDescriptor::CPPTYPE_FLOAT: value = reflection.GetFloat(params, field); break;
+      case FieldDescriptor::CPPTYPE_BOOL: value = reflection.GetBool(params, field) ? 1 : 0; break;
+      case FieldDescriptor::CPPTYPE_ENUM: {
+        const int number = reflection.GetEnumValue(params, field);
+        if (number == 0) continue;  // UNSPECIFIED: the default
+        const auto* known = field->enum_type()->FindValueByNumber(number);
+        const auto& choices = option->choices;
+        const auto at = known == nullptr
+                            ? choices.end()
+                            : std::find(choices.begin(), choices.end(), known->name());
+        if (at == choices.end()) {
+          const std::string all = absl::StrJoin(choices.begin(), choices.end() - 1, ", ");
+          return Invalid(path, absl::StrCat(number, " is not ", all,
+                                            choices.size() > 1 ? " or " : "", choices.back()));
+        }
+        value = static_cast<double>(at - choices.begin());
+        break;
+      }
+      default:
+        return absl::InternalError(absl::StrCat(path, ": unsupported field type"));
+    }
+    if (engine::Status st = option->Check(method.name, value); !st.ok()) return ToAbsl(st);
+    option->set(*config, value);
   }
-  if (m.preset() == P::PAPER) *options = engine::PaperMuloOptions();
-  if (m.has_tau()) options->tau = m.tau();
-  if (m.has_k()) options->pooling.k = m.k();
-  if (m.has_delta()) options->pooling.delta = m.delta();
-  if (m.has_lambda()) options->pooling.lambda = m.lambda();
-  switch (m.pooling()) {
-    case P::POOLING_UNSPECIFIED: break;
-    case P::ADDITIVE: options->pooling.kind = engine::Pooling::kAdditive; break;
-    case P::MULTIPLICATIVE: options->pooling.kind = engine::Pooling::kMultiplicative; break;
-    case P::NO_POOLING: options->pooling.kind = engine::Pooling::kNone; break;
-    default:
-      return Invalid("mulo.pooling", absl::StrCat(m.pooling(),
-                                                  " is not ADDITIVE, MULTIPLICATIVE or NO_POOLING"));
-  }
-  if (m.has_radius()) options->radius = m.radius();
-  if (m.has_draft_rows()) options->draft_rows = m.draft_rows();
-  switch (m.rejection()) {
-    case P::REJECTION_UNSPECIFIED: break;
-    case P::LOCAL: options->rejection = engine::Rejection::kLocal; break;
-    case P::RASTER: options->rejection = engine::Rejection::kRaster; break;
-    default:
-      return Invalid("mulo.rejection", absl::StrCat(m.rejection(), " is not LOCAL or RASTER"));
-  }
-  switch (m.draft_prefix()) {
-    case P::DRAFT_PREFIX_UNSPECIFIED: break;
-    case P::DOWNSAMPLED: options->prefix = engine::DraftPrefix::kDownsampled; break;
-    case P::KEEP_DRAFTED: options->prefix = engine::DraftPrefix::kKeepDrafted; break;
-    case P::PATCH: options->prefix = engine::DraftPrefix::kPatch; break;
-    case P::OWN: options->prefix = engine::DraftPrefix::kOwn; break;
-    default:
-      return Invalid("mulo.draft_prefix",
-                     absl::StrCat(m.draft_prefix(),
-                                  " is not DOWNSAMPLED, KEEP_DRAFTED, PATCH or OWN"));
-  }
-  switch (m.resample()) {
-    case P::RESAMPLE_ORDER_UNSPECIFIED: break;
-    case P::SEQUENTIAL: options->resample = engine::ResampleOrder::kSequential; break;
-    case P::PARALLEL: options->resample = engine::ResampleOrder::kParallel; break;
-    case P::WAVEFRONT: options->resample = engine::ResampleOrder::kWavefront; break;
-    default:
-      return Invalid("mulo.resample",
-                     absl::StrCat(m.resample(), " is not SEQUENTIAL, PARALLEL or WAVEFRONT"));
-  }
-  if (m.has_parallel_radius()) options->parallel_radius = m.parallel_radius();
-  if (m.has_zipar_window()) options->zipar_window = m.zipar_window();
-  if (m.has_resample_window()) options->resample_window = m.resample_window();
-  if (m.has_draft_cfg_scale()) options->draft_cfg_scale = m.draft_cfg_scale();
-  if (m.has_draft_temperature()) options->draft_temperature = m.draft_temperature();
   return absl::OkStatus();
 }
 
@@ -213,82 +214,19 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
   auto defaults = engine::DefaultMethodConfig(v1::RequestMethodName(request), *out.models);
   if (!defaults.ok()) return ToAbsl(defaults.status());
   engine::MethodConfig config = *std::move(defaults);
-  if (request.has_speculative() && request.speculative().has_gamma()) {
-    config.speculative.gamma = request.speculative().gamma();
-  }
-  if (request.has_mulo()) {
-    if (absl::Status mapped = MapMuloParams(request.mulo(), &config.mulo); !mapped.ok()) {
-      return mapped;
-    }
-  }
-  if (request.has_eagle()) MapEagleParams(request.eagle(), &config.eagle);
-  if (request.has_lantern()) {
-    const v1::LanternParams& l = request.lantern();
-    if (l.has_k()) config.lantern.k = l.k();
-    if (l.has_delta()) config.lantern.delta = l.delta();
-    if (l.has_tree()) MapEagleParams(l.tree(), &config.lantern.tree);
-  }
-  if (request.has_lantern_plus_plus()) {
-    const v1::LanternPlusPlusParams& l = request.lantern_plus_plus();
-    if (l.has_k()) config.lantern_plus_plus.k = l.k();
-    if (l.has_lambda()) config.lantern_plus_plus.lambda = l.lambda();
-  }
-  if (request.has_peanut()) {
-    const v1::PeanutParams& q = request.peanut();
-    engine::PeanutOptions& shape = config.peanut.shape;
-    if (q.has_beta()) shape.beta = q.beta();
-    if (q.has_l_d()) shape.l_d = q.l_d();
-    if (q.has_l_k()) shape.l_k = q.l_k();
-    if (q.has_min_depth()) shape.min_depth = q.min_depth();
-    if (q.has_max_depth()) shape.max_depth = q.max_depth();
-    if (q.has_min_top_k()) shape.min_top_k = q.min_top_k();
-    if (q.has_max_top_k()) shape.max_top_k = q.max_top_k();
-    if (q.has_tree()) {
-      if (q.tree().static_tree()) {
-        return Invalid("peanut.tree.static_tree", "PEANUT adapts dynamic (EAGLE-2) trees only");
+  const auto* method_field =
+      request.GetReflection()->GetOneofFieldDescriptor(request, &v1::MethodOneof());
+  if (const engine::MethodEntry* method = engine::FindMethod(config.name);
+      method_field != nullptr && method != nullptr) {
+    const auto& params = request.GetReflection()->GetMessage(request, method_field);
+    for (bool first : {true, false}) {
+      if (absl::Status mapped = MapMethodFields(params, "", *method, first, &config);
+          !mapped.ok()) {
+        return mapped;
       }
-      engine::EagleOptions tree;
-      tree.dynamic = config.peanut.tree;
-      MapEagleParams(q.tree(), &tree);
-      config.peanut.tree = tree.dynamic;
-    }
-    switch (q.init()) {
-      case v1::PeanutParams::INIT_UNSPECIFIED:
-      case v1::PeanutParams::HORIZONTAL_REPEAT:
-        shape.init = engine::PeanutInit::kHorizontalRepeat;
-        break;
-      case v1::PeanutParams::VERTICAL_REPEAT: shape.init = engine::PeanutInit::kVerticalRepeat; break;
-      case v1::PeanutParams::RANDOM: shape.init = engine::PeanutInit::kRandom; break;
-      default:
-        return Invalid("peanut.init", absl::StrCat(q.init(), " is not HORIZONTAL_REPEAT, "
-                                                              "VERTICAL_REPEAT or RANDOM"));
-    }
-    if (q.has_lantern_delta()) config.peanut.lantern_delta = q.lantern_delta();
-  }
-  if (request.has_sjd()) {
-    const v1::SjdParams& j = request.sjd();
-    if (j.has_window()) config.sjd.window = j.window();
-    switch (j.init()) {
-      case v1::SjdParams::INIT_UNSPECIFIED:
-      case v1::SjdParams::RANDOM: config.sjd.init = engine::JacobiInit::kRandom; break;
-      case v1::SjdParams::REPEAT_HORIZON: config.sjd.init = engine::JacobiInit::kRepeatHorizon; break;
-      default: return Invalid("sjd.init", absl::StrCat(j.init(), " is not RANDOM or REPEAT_HORIZON"));
     }
   }
-  if (request.has_gsd()) {
-    const v1::GsdParams& g = request.gsd();
-    if (g.has_window()) config.gsd.window = g.window();
-    if (g.has_group_size()) config.gsd.group.size = g.group_size();
-    if (g.has_max_probability_gap()) config.gsd.group.max_probability_gap = g.max_probability_gap();
-    if (g.has_max_embedding_distance()) {
-      config.gsd.group.max_embedding_distance = g.max_embedding_distance();
-    }
-  }
-  if (request.has_zipar() && request.zipar().has_window()) {
-    config.zipar.window = request.zipar().window();
-  }
-  // Methods without options here (ar, and those not implemented yet, which the registry
-  // answers with UNIMPLEMENTED) need nothing but their name.
+  // The registry checks the name, the family's components and every option's bounds.
   auto decoder = engine::MakeMethod(config, *out.models);
   if (!decoder.ok()) return ToAbsl(decoder.status());
   out.method = config.name;

@@ -19,6 +19,12 @@
 
 namespace mulo::engine {
 
+// Bounds of a draft tree a request may ask for (total_tokens, depth, top_k): the verify forward
+// and the tree mask grow with them.
+constexpr int64_t kMaxTreeTokens = 256;
+constexpr int64_t kMaxTreeDepth = 32;
+constexpr int64_t kMaxTreeTopK = 64;
+
 struct DynamicTreeOptions {
   int64_t total_tokens = 60;  // nodes verified per step (EAGLE-2's defaults: 60 / 7 / 10)
   int64_t depth = 7;          // expansions after the root's children (tree depth <= depth + 1)

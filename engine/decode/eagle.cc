@@ -121,11 +121,14 @@ class EagleState : public SteppedMethod::State {
 
 Status ValidateEagleOptions(const EagleOptions& options, const std::string& prefix) {
   const DynamicTreeOptions& d = options.dynamic;
-  if (d.total_tokens < 1 || d.total_tokens > 256) {
-    return InvalidArgumentError(prefix + ".total_tokens: must be in [1, 256]");
-  }
-  if (d.depth < 1 || d.depth > 32) return InvalidArgumentError(prefix + ".depth: must be in [1, 32]");
-  if (d.top_k < 1 || d.top_k > 64) return InvalidArgumentError(prefix + ".top_k: must be in [1, 64]");
+  auto in = [&](const char* name, int64_t value, int64_t max) -> Status {
+    if (value >= 1 && value <= max) return OkStatus();
+    return InvalidArgumentError(prefix + "." + name + ": must be in [1, " +
+                                std::to_string(max) + "]");
+  };
+  MULO_RETURN_IF_ERROR(in("total_tokens", d.total_tokens, kMaxTreeTokens));
+  MULO_RETURN_IF_ERROR(in("depth", d.depth, kMaxTreeDepth));
+  MULO_RETURN_IF_ERROR(in("top_k", d.top_k, kMaxTreeTopK));
   return OkStatus();
 }
 

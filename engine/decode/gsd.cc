@@ -18,7 +18,7 @@ StatusOr<GsdOptions> FamilyGsdOptions(const ModelSet& models) {
   GsdOptions o;
   if (!models.method_defaults.contains("gsd")) return o;
   JsonFields f(models.method_defaults["gsd"], models.name + " family.json method_defaults.gsd");
-  MULO_ASSIGN_OR_RETURN(o.window, f.Int("window", 1, 256, o.window));
+  MULO_ASSIGN_OR_RETURN(o.window, f.Int("window", 1, kMaxJacobiWindow, o.window));
   MULO_ASSIGN_OR_RETURN(o.group.size, f.Int("group_size", 1, 1024, o.group.size));
   MULO_ASSIGN_OR_RETURN(o.group.max_probability_gap,
                         f.Number("max_probability_gap", 0.0, 1.0, o.group.max_probability_gap));

@@ -7,8 +7,6 @@
 namespace mulo::engine {
 namespace {
 
-constexpr int64_t kMaxK = 65535;
-
 EagleOptions TreeOf(const LanternOptions& o) {
   EagleOptions tree = o.tree;
   tree.relaxation = PoolingRule{Pooling::kAdditive, o.k, o.delta};
@@ -30,7 +28,7 @@ StatusOr<LanternOptions> FamilyLanternOptions(const ModelSet& models) {
   if (!models.method_defaults.contains("lantern")) return o;
   JsonFields f(models.method_defaults["lantern"],
                models.name + " family.json method_defaults.lantern");
-  MULO_ASSIGN_OR_RETURN(o.k, f.Int("k", 0, kMaxK, o.k));
+  MULO_ASSIGN_OR_RETURN(o.k, f.Int("k", 0, kMaxNeighbours, o.k));
   MULO_ASSIGN_OR_RETURN(o.delta, f.Number("delta", 0.0, 1.0, o.delta));
   return o;
 }
@@ -40,20 +38,20 @@ StatusOr<LanternPlusPlusOptions> FamilyLanternPlusPlusOptions(const ModelSet& mo
   if (!models.method_defaults.contains("lantern++")) return o;
   JsonFields f(models.method_defaults["lantern++"],
                models.name + " family.json method_defaults.lantern++");
-  MULO_ASSIGN_OR_RETURN(o.k, f.Int("k", 0, kMaxK, o.k));
+  MULO_ASSIGN_OR_RETURN(o.k, f.Int("k", 0, kMaxNeighbours, o.k));
   MULO_ASSIGN_OR_RETURN(o.lambda, f.Number("lambda", 1.0, 1e6, o.lambda));
   return o;
 }
 
 Status ValidateLanternOptions(const LanternOptions& o) {
-  if (o.k < 0 || o.k > kMaxK) return InvalidArgumentError("lantern.k: must be in [0, 65535]");
+  if (o.k < 0 || o.k > kMaxNeighbours) return InvalidArgumentError("lantern.k: must be in [0, " + std::to_string(kMaxNeighbours) + "]");
   const PoolingRule rule{Pooling::kAdditive, o.k, o.delta};
   MULO_RETURN_IF_ERROR(rule.Validate("lantern"));
   return ValidateEagleOptions(o.tree, "lantern.tree");
 }
 
 Status ValidateLanternPlusPlusOptions(const LanternPlusPlusOptions& o) {
-  if (o.k < 0 || o.k > kMaxK) return InvalidArgumentError("lantern++.k: must be in [0, 65535]");
+  if (o.k < 0 || o.k > kMaxNeighbours) return InvalidArgumentError("lantern++.k: must be in [0, " + std::to_string(kMaxNeighbours) + "]");
   return PoolingRule{Pooling::kMultiplicative, o.k, 0.0, o.lambda}.Validate("lantern++");
 }
 

@@ -1,15 +1,9 @@
 #include "engine/decode/method_registry.h"
 
+#include "engine/decode/specs/method_specs.h"
+
 namespace mulo::engine {
 namespace {
-
-template <typename Method, typename Options>
-std::function<std::shared_ptr<const SteppedMethod>(const MethodConfig&)> Maker(
-    Options MethodConfig::*options) {
-  return [options](const MethodConfig& config) {
-    return std::make_shared<const Method>(config.*options);
-  };
-}
 
 std::string Join(const std::vector<std::string>& names) {
   std::string list;
@@ -18,33 +12,10 @@ std::string Join(const std::vector<std::string>& names) {
 }
 
 std::vector<MethodEntry> BuildTable() {
-  using C = Component;
-  return {
-      {"ar", "plain autoregressive decoding, one token per target forward (the baseline)", {},
-       true,
-       [](const MethodConfig&) { return std::make_shared<const ArDecoder>(); },
-       /*drafts=*/false},
-      {"speculative", "speculative decoding with the chain draft model (lossless)", {C::kChain},
-       true, Maker<SpeculativeDecoder>(&MethodConfig::speculative)},
-      {"mulo",
-       "MuLo-SD: low-resolution drafter + up-sampler, pooled local verification (relaxed)",
-       {C::kDrafter, C::kUpsampler, C::kDownsampler}, true,
-       Maker<MuloDecoder>(&MethodConfig::mulo)},
-      {"eagle", "EAGLE-1 static / EAGLE-2 dynamic draft trees (lossless)", {C::kEagle}, true,
-       Maker<EagleDecoder>(&MethodConfig::eagle)},
-      {"lantern", "LANTERN: EAGLE trees with latent-pooled relaxed acceptance (delta)",
-       {C::kEagle}, true, Maker<LanternDecoder>(&MethodConfig::lantern)},
-      {"lantern++", "LANTERN++: static tree with multiplicative latent relaxation (lambda)",
-       {C::kEagle}, true, Maker<LanternPlusPlusDecoder>(&MethodConfig::lantern_plus_plus)},
-      {"peanut", "PEANUT: EAGLE-2 trees whose depth and width adapt to the neighbours' trees",
-       {C::kEagle}, true, Maker<PeanutDecoder>(&MethodConfig::peanut)},
-      {"sjd", "speculative Jacobi decoding, no draft model (lossless)", {}, true,
-       Maker<SjdDecoder>(&MethodConfig::sjd)},
-      {"gsd", "grouped speculative decoding: SJD with group acceptance (relaxed)", {}, true,
-       Maker<GsdDecoder>(&MethodConfig::gsd)},
-      {"zipar", "ZipAR: rows advance in parallel once the row above is `window` ahead", {},
-       true, Maker<ZipArDecoder>(&MethodConfig::zipar), /*drafts=*/false},
-  };
+  return {specs::ArSpec(),     specs::SpeculativeSpec(),     specs::MuloSpec(),
+          specs::EagleSpec(),  specs::LanternSpec(),         specs::LanternPlusPlusSpec(),
+          specs::PeanutSpec(), specs::SjdSpec(),             specs::GsdSpec(),
+          specs::ZipArSpec()};
 }
 
 }  // namespace
@@ -126,6 +97,12 @@ Status ValidateMethodDefaults(const ModelSet& models) {
   if (valid.ok()) valid = ValidateLanternOptions(lantern);
   if (valid.ok()) valid = ValidateLanternPlusPlusOptions(lantern_plus_plus);
   if (valid.ok()) valid = ValidateGsdOptions(gsd);
+  // And every method's whole default config within its spec's bounds.
+  for (const MethodEntry& entry : Methods()) {
+    if (!valid.ok()) break;
+    MULO_ASSIGN_OR_RETURN(MethodConfig config, DefaultMethodConfig(entry.name, models));
+    valid = CheckOptionBounds(entry.name, entry.options, config);
+  }
   if (!valid.ok()) {
     return InvalidArgumentError(models.name + " family.json method_defaults: " +
                                 valid.message());
@@ -151,6 +128,7 @@ StatusOr<std::shared_ptr<const DecodingMethod>> MakeMethod(const MethodConfig& c
                                   Join(AvailableMethods(models)) + ")");
     }
   }
+  MULO_RETURN_IF_ERROR(CheckOptionBounds(entry->name, entry->options, config));
   std::shared_ptr<const SteppedMethod> method = entry->make(config);
   MULO_RETURN_IF_ERROR(method->Validate(models));
   return std::shared_ptr<const DecodingMethod>(std::move(method));

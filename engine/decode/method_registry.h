@@ -1,6 +1,7 @@
-// The one table of decoding methods. Every method the wire contract declares has an entry: its
-// name, a one-line summary, the family components it needs, whether the engine implements it
-// yet, and how to build it from a MethodConfig. The server (request mapping, ModelInfo.methods),
+// The one table of decoding methods. Every method the wire contract declares has an entry, its
+// spec, in a file of its own (engine/decode/specs/<method>_spec.cc): its name, a one-line
+// summary, the family components it needs, whether the engine implements it yet, how to build
+// it from a MethodConfig, and its options with their bounds (option_spec.h). The server (request mapping, ModelInfo.methods),
 // the client's help, methods_bench --methods and the README's list all read it; nothing else
 // branches on method names.
 #ifndef MULO_ENGINE_DECODE_METHOD_REGISTRY_H_
@@ -16,6 +17,7 @@
 #include "engine/decode/eagle.h"
 #include "engine/decode/gsd.h"
 #include "engine/decode/lantern.h"
+#include "engine/decode/option_spec.h"
 #include "engine/decode/mulo.h"
 #include "engine/decode/peanut.h"
 #include "engine/decode/sjd.h"
@@ -54,6 +56,9 @@ struct MethodEntry {
   // Whether it drafts and verifies (its speculative statistics mean something): false for
   // ar and ZipAR, whose drafted / accepted counts are always 0.
   bool drafts = true;
+  // Its options, each named as the field of its proto message (option_spec.h): the server maps
+  // requests through them and MakeMethod checks their bounds.
+  std::vector<OptionSpec> options;
 };
 
 // Every method the proto declares, in its order.

@@ -40,8 +40,9 @@ Status ValidatePeanutOptions(const PeanutMethodOptions& o) {
   if (!(o.lantern_delta >= 0.0 && o.lantern_delta <= 1.0)) {
     return InvalidArgumentError("peanut.lantern_delta: must be in [0, 1]");
   }
-  if (o.lantern_k < 0 || o.lantern_k > 65535) {
-    return InvalidArgumentError("peanut.lantern_k: must be in [0, 65535]");
+  if (o.lantern_k < 0 || o.lantern_k > kMaxNeighbours) {
+    return InvalidArgumentError("peanut.lantern_k: must be in [0, " +
+                                std::to_string(kMaxNeighbours) + "]");
   }
   EagleOptions tree;
   tree.dynamic = o.tree;

@@ -115,8 +115,9 @@ const char* JacobiInitName(JacobiInit init) {
 }
 
 Status ValidateJacobiWindow(int64_t window, const std::string& method) {
-  if (window < 1 || window > 256) {
-    return InvalidArgumentError(method + ".window: must be in [1, 256]");
+  if (window < 1 || window > kMaxJacobiWindow) {
+    return InvalidArgumentError(method + ".window: must be in [1, " +
+                                std::to_string(kMaxJacobiWindow) + "]");
   }
   return OkStatus();
 }

@@ -26,6 +26,9 @@
 namespace mulo::engine {
 
 // How the window's new positions are initialised (the proto's SjdParams.Init).
+// Draft positions per Jacobi iteration a request may ask for (SJD, GSD).
+constexpr int64_t kMaxJacobiWindow = 256;
+
 enum class JacobiInit {
   kRandom,         // a uniformly random token (the papers' default)
   kRepeatHorizon,  // the token one row up (committed or still a draft); random in row 0

@@ -61,8 +61,9 @@ class SpeculativeState : public SteppedMethod::State {
 }  // namespace
 
 Status ValidateSpeculativeOptions(const SpeculativeOptions& options) {
-  if (options.gamma < 1 || options.gamma > 64) {
-    return InvalidArgumentError("speculative.gamma: must be in [1, 64]");
+  if (options.gamma < 1 || options.gamma > kMaxGamma) {
+    return InvalidArgumentError("speculative.gamma: must be in [1, " + std::to_string(kMaxGamma) +
+                                "]");
   }
   return OkStatus();
 }

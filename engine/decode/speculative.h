@@ -11,6 +11,8 @@
 
 namespace mulo::engine {
 
+constexpr int64_t kMaxGamma = 64;  // draft tokens per step a request may ask for
+
 struct SpeculativeOptions {
   int64_t gamma = 4;  // draft tokens per verification step
   AcceptRule accept;  // empty = AcceptDraft (min(1, p/q)); tests swap in broken rules

@@ -24,6 +24,10 @@ const char* PoolingName(Pooling pooling);  // "additive", "multiplicative", "non
 // The inverse of PoolingName; INVALID_ARGUMENT naming `field` otherwise.
 StatusOr<Pooling> ParsePooling(const std::string& name, const std::string& field);
 
+// Latent neighbours a request may ask a relaxed rule to consider (LANTERN's and LANTERN++'s k,
+// PEANUT's lantern_k).
+constexpr int64_t kMaxNeighbours = 65535;
+
 struct PoolingRule {
   Pooling kind = Pooling::kAdditive;
   // Neighbours considered besides x itself (LANTERN's k), capped at the neighbour table.

@@ -254,7 +254,7 @@ TEST(HostileRequestsTest, TreeBoundDefaultRefusesTheLargestTree) {
 
 TEST(HostileRequestsTest, DecodeTimeLimitEndsTheRequestNamingTheFlagAndFreesTheWorker) {
   auto server = ServerProcess::Start(
-      {kRepository[0], "--workers=1", "--max_decode_time=400ms", "--max_tree_nodes=0"});
+      {kRepository[0], "--workers=1", "--max_decode_time=1s", "--max_tree_nodes=0"});
   ASSERT_TRUE(server.ok()) << server.status();
   auto stub = (*server)->NewStub();
   v1::GenerateRequest slow = ValidRequest(12);  // several seconds on the tiny family
@@ -265,14 +265,16 @@ TEST(HostileRequestsTest, DecodeTimeLimitEndsTheRequestNamingTheFlagAndFreesTheW
   const StreamResult cut = RunStream(*stub, slow, /*timeout_seconds=*/60);
   EXPECT_EQ(cut.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_EQ(cut.status.error_message().rfind(
-                "request: decoding ran past this server's limit of 400ms per request "
+                "request: decoding ran past this server's limit of 1s per request "
                 "(--max_decode_time)", 0),
             0u)
       << cut.status.error_message();
   EXPECT_FALSE(cut.image.has_value());
-  EXPECT_LT(SecondsSince(sent), 0.4 + 1.5);  // the limit and at most one (large) step
+  EXPECT_LT(SecondsSince(sent), 1.0 + 1.5);  // the limit and at most one (large) step
   EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"code=\"DEADLINE_EXCEEDED\""}), 1);
-  // A request within the limit completes, on the worker the cut one let go of.
+  // A request within the limit completes, on the worker the cut one let go of. (The limit is
+  // 1 s, not less: a plain tiny-family request took over 400 ms on a machine busy with two
+  // builds, and failed this line.)
   const StreamResult quick = RunStream(*stub, ValidRequest(13), 60);
   EXPECT_TRUE(quick.status.ok()) << quick.status.error_message();
   EXPECT_TRUE(quick.image.has_value());

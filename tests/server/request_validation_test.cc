@@ -6,9 +6,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/decode/method_registry.h"
+#include "mulo/v1/method_names.h"
 
 namespace mulo::server {
 namespace {
@@ -57,6 +64,129 @@ TEST_F(RequestValidationTest, EveryMethodOfTheApiMapsToARegistryEntry) {
   auto plain = ValidateRequest(Valid(), *repository_);
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->method, "ar");
+}
+
+using google::protobuf::FieldDescriptor;
+
+// The leaf fields of a method message, nested ones as "tree.top_k".
+void Leaves(const google::protobuf::Descriptor& message, const std::string& prefix,
+            std::vector<std::pair<std::string, const FieldDescriptor*>>* out) {
+  for (int i = 0; i < message.field_count(); ++i) {
+    const FieldDescriptor* field = message.field(i);
+    if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      Leaves(*field->message_type(), prefix + field->name() + ".", out);
+    } else {
+      out->emplace_back(prefix + field->name(), field);
+    }
+  }
+}
+
+engine::OptionKind KindOf(const FieldDescriptor& field) {
+  switch (field.cpp_type()) {
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+    case FieldDescriptor::CPPTYPE_FLOAT: return engine::OptionKind::kNumber;
+    case FieldDescriptor::CPPTYPE_BOOL: return engine::OptionKind::kBoolean;
+    case FieldDescriptor::CPPTYPE_ENUM: return engine::OptionKind::kChoice;
+    default: return engine::OptionKind::kInteger;
+  }
+}
+
+// Sets `path` ("tree.top_k") in the method message `params` to `value` (an enum's number).
+void SetField(google::protobuf::Message* params, const std::string& path, double value) {
+  const size_t dot = path.find('.');
+  const auto* reflection = params->GetReflection();
+  if (dot != std::string::npos) {
+    const auto* nested = params->GetDescriptor()->FindFieldByName(path.substr(0, dot));
+    SetField(reflection->MutableMessage(params, nested), path.substr(dot + 1), value);
+    return;
+  }
+  const FieldDescriptor* field = params->GetDescriptor()->FindFieldByName(path);
+  switch (field->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_UINT32:
+      reflection->SetUInt32(params, field, static_cast<uint32_t>(value));
+      break;
+    case FieldDescriptor::CPPTYPE_DOUBLE: reflection->SetDouble(params, field, value); break;
+    case FieldDescriptor::CPPTYPE_BOOL: reflection->SetBool(params, field, value != 0); break;
+    case FieldDescriptor::CPPTYPE_ENUM:
+      reflection->SetEnumValue(params, field, static_cast<int>(value));
+      break;
+    default: FAIL() << path << ": a field type the test does not set";
+  }
+}
+
+// The proto is the one list of option names: every field of every method's message is an
+// option of the method's spec with the matching kind (an enum's values, less UNSPECIFIED, are
+// the option's choices), and every option is a field.
+TEST_F(RequestValidationTest, EveryFieldOfEveryMethodMessageIsAnOptionOfItsSpec) {
+  const auto& oneof = v1::MethodOneof();
+  for (int i = 0; i < oneof.field_count(); ++i) {
+    const std::string name = v1::ApiMethodName(*oneof.field(i));
+    const engine::MethodEntry* method = engine::FindMethod(name);
+    ASSERT_NE(method, nullptr) << name;
+    std::vector<std::pair<std::string, const FieldDescriptor*>> leaves;
+    Leaves(*oneof.field(i)->message_type(), "", &leaves);
+    for (const auto& [path, field] : leaves) {
+      const engine::OptionSpec* option = engine::FindOption(method->options, path);
+      ASSERT_NE(option, nullptr) << name << "." << path << " has no option in the spec";
+      EXPECT_EQ(option->kind, KindOf(*field)) << name << "." << path;
+      if (option->kind == engine::OptionKind::kChoice) {
+        std::vector<std::string> values;
+        for (int v = 0; v < field->enum_type()->value_count(); ++v) {
+          if (field->enum_type()->value(v)->number() != 0) {
+            values.push_back(field->enum_type()->value(v)->name());
+          }
+        }
+        std::vector<std::string> choices = option->choices;
+        std::sort(values.begin(), values.end());
+        std::sort(choices.begin(), choices.end());
+        EXPECT_EQ(choices, values) << name << "." << path;
+      }
+    }
+    EXPECT_EQ(method->options.size(), leaves.size()) << name << ": an option without a field";
+  }
+}
+
+// Every bound of every option, sent over the wire just outside it (and NaN for numbers, an
+// undeclared number for enums), is refused as INVALID_ARGUMENT naming "<method>.<option>".
+TEST_F(RequestValidationTest, EveryOptionBoundIsEnforcedNamingTheField) {
+  const auto& oneof = v1::MethodOneof();
+  int refused = 0;
+  for (int i = 0; i < oneof.field_count(); ++i) {
+    const engine::MethodEntry* method = engine::FindMethod(v1::ApiMethodName(*oneof.field(i)));
+    ASSERT_NE(method, nullptr);
+    for (const engine::OptionSpec& option : method->options) {
+      std::vector<double> outside;
+      switch (option.kind) {
+        case engine::OptionKind::kChoice: outside = {99}; break;
+        case engine::OptionKind::kBoolean:
+          if (option.max < 1) outside = {1};
+          break;
+        case engine::OptionKind::kInteger:
+          if (std::isfinite(option.max)) outside.push_back(option.max + 1);
+          if (option.min > 0) outside.push_back(option.min - 1);
+          break;
+        case engine::OptionKind::kNumber:
+          outside.push_back(std::nan(""));
+          if (std::isfinite(option.max)) outside.push_back(option.max * 2 + 1);
+          if (option.min > 0) outside.push_back(0);
+          if (option.min == 0) outside.push_back(-1);
+          break;
+      }
+      for (double value : outside) {
+        v1::GenerateRequest request = Valid();
+        SetField(request.GetReflection()->MutableMessage(&request, oneof.field(i)), option.name,
+                 value);
+        auto validated = ValidateRequest(request, *repository_);
+        const std::string field = method->name + "." + option.name;
+        ASSERT_EQ(validated.status().code(), absl::StatusCode::kInvalidArgument)
+            << field << " = " << value;
+        EXPECT_EQ(validated.status().message().substr(0, field.size() + 1), field + ":")
+            << validated.status().message();
+        ++refused;
+      }
+    }
+  }
+  EXPECT_GE(refused, 60);  // every method with options contributes
 }
 
 TEST_F(RequestValidationTest, OptionsReachTheEngineAsSentAndUnsetOnesKeepItsDefaults) {

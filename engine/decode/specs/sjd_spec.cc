@@ -1,0 +1,22 @@
+#include "engine/decode/specs/method_specs.h"
+#include "engine/decode/specs/option_builders.h"
+
+namespace mulo::engine::specs {
+
+MethodEntry SjdSpec() {
+  MethodEntry e;
+  e.name = "sjd";
+  e.summary = "speculative Jacobi decoding, no draft model (lossless)";
+  e.implemented = true;
+  e.make = [](const MethodConfig& c) { return std::make_shared<const SjdDecoder>(c.sjd); };
+  e.options = {
+      Integer("window", 1, kMaxJacobiWindow, [](MethodConfig& c) -> int64_t& { return c.sjd.window; }),
+      Choice<JacobiInit>("init",
+                         {{"RANDOM", JacobiInit::kRandom},
+                          {"REPEAT_HORIZON", JacobiInit::kRepeatHorizon}},
+                         [](MethodConfig& c) -> JacobiInit& { return c.sjd.init; }),
+  };
+  return e;
+}
+
+}  // namespace mulo::engine::specs
