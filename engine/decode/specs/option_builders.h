@@ -28,14 +28,21 @@ T& Read(const Field<T>& field, const MethodConfig& config) {
   return field(const_cast<MethodConfig&>(config));
 }
 
-inline OptionSpec Integer(std::string name, double min, double max, Field<int64_t> field,
-                          std::string rule = "") {
+// The declaration every builder starts from; each adds its own get and set.
+inline OptionSpec Declared(std::string name, OptionKind kind, double min, double max,
+                           std::string rule) {
   OptionSpec o;
   o.name = std::move(name);
-  o.kind = OptionKind::kInteger;
+  o.kind = kind;
   o.min = min;
   o.max = max;
   o.rule = std::move(rule);
+  return o;
+}
+
+inline OptionSpec Integer(std::string name, double min, double max, Field<int64_t> field,
+                          std::string rule = "") {
+  OptionSpec o = Declared(std::move(name), OptionKind::kInteger, min, max, std::move(rule));
   o.get = [field](const MethodConfig& c) { return static_cast<double>(Read(field, c)); };
   o.set = [field](MethodConfig& c, double v) { field(c) = static_cast<int64_t>(v); };
   return o;
@@ -43,12 +50,7 @@ inline OptionSpec Integer(std::string name, double min, double max, Field<int64_
 
 inline OptionSpec Number(std::string name, double min, double max, Field<double> field,
                          std::string rule = "") {
-  OptionSpec o;
-  o.name = std::move(name);
-  o.kind = OptionKind::kNumber;
-  o.min = min;
-  o.max = max;
-  o.rule = std::move(rule);
+  OptionSpec o = Declared(std::move(name), OptionKind::kNumber, min, max, std::move(rule));
   o.get = [field](const MethodConfig& c) { return Read(field, c); };
   o.set = [field](MethodConfig& c, double v) { field(c) = v; };
   return o;
@@ -57,12 +59,7 @@ inline OptionSpec Number(std::string name, double min, double max, Field<double>
 // A number that may stay unset (the method then derives it): NaN when unset.
 inline OptionSpec OptionalNumber(std::string name, double min, double max,
                                  Field<std::optional<double>> field, std::string rule = "") {
-  OptionSpec o;
-  o.name = std::move(name);
-  o.kind = OptionKind::kNumber;
-  o.min = min;
-  o.max = max;
-  o.rule = std::move(rule);
+  OptionSpec o = Declared(std::move(name), OptionKind::kNumber, min, max, std::move(rule));
   o.get = [field](const MethodConfig& c) {
     const std::optional<double>& v = Read(field, c);
     return v.has_value() ? *v : std::nan("");
@@ -72,11 +69,7 @@ inline OptionSpec OptionalNumber(std::string name, double min, double max,
 }
 
 inline OptionSpec Boolean(std::string name, Field<bool> field) {
-  OptionSpec o;
-  o.name = std::move(name);
-  o.kind = OptionKind::kBoolean;
-  o.min = 0;
-  o.max = 1;
+  OptionSpec o = Declared(std::move(name), OptionKind::kBoolean, 0, 1, "");
   o.get = [field](const MethodConfig& c) { return Read(field, c) ? 1.0 : 0.0; };
   o.set = [field](MethodConfig& c, double v) { field(c) = v != 0.0; };
   return o;

@@ -10,12 +10,8 @@ MethodEntry PeanutSpec() {
   e.needs = {Component::kEagle};
   e.implemented = true;
   e.make = [](const MethodConfig& c) { return std::make_shared<const PeanutDecoder>(c.peanut); };
-  OptionSpec static_tree;
-  static_tree.name = "tree.static_tree";
-  static_tree.kind = OptionKind::kBoolean;
-  static_tree.min = 0;
-  static_tree.max = 0;
-  static_tree.rule = "PEANUT adapts dynamic (EAGLE-2) trees only";
+  OptionSpec static_tree = Declared("tree.static_tree", OptionKind::kBoolean, 0, 0,
+                                    "PEANUT adapts dynamic (EAGLE-2) trees only");
   static_tree.get = [](const MethodConfig&) { return 0.0; };
   static_tree.set = [](MethodConfig&, double) {};
   e.options = {
