@@ -6,9 +6,7 @@
 //     MuLo-SD's verify) replay; without, the masked ones never do (the fourth H100 run's finding).
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -16,17 +14,19 @@
 #include "engine/decode/generate.h"
 #include "engine/decode/method_registry.h"
 #include "engine/model/model_set.h"
+#include "synth/heldout.h"
 #include "tests/engine/test_util.h"
 
 namespace mulo::engine {
 namespace {
 
+// The first `count` held-out prompts (synth/heldout.h reads the set).
 std::vector<std::string> HeldoutPrompts(size_t count) {
-  std::ifstream in("models/synth/heldout_prompts.jsonl");
+  auto entries = synth::LoadHeldoutPrompts("models/synth/heldout_prompts.jsonl");
+  EXPECT_TRUE(entries.ok()) << entries.status();
   std::vector<std::string> prompts;
-  std::string line;
-  while (prompts.size() < count && std::getline(in, line)) {
-    prompts.push_back(nlohmann::json::parse(line)["prompt"].get<std::string>());
+  for (size_t i = 0; entries.ok() && i < count && i < entries->size(); ++i) {
+    prompts.push_back((*entries)[i].prompt);
   }
   EXPECT_EQ(prompts.size(), count);
   return prompts;
