@@ -50,6 +50,7 @@
 #include "engine/decode/method_registry.h"
 #include "engine/decode/mulo.h"
 #include "engine/decode/mulo_options.h"
+#include "engine/decode/option_text.h"
 #include "synth/heldout.h"
 #include "synth/synth_eval.h"
 
@@ -94,13 +95,10 @@ ABSL_FLAG(std::string, mulo_grid, "",
           "keys of family.json's method_defaults.mulo, plus \"name\" (the row label) and "
           "\"base\": \"paper\" (default) or \"family\" (what unset keys take)");
 ABSL_FLAG(std::vector<std::string>, rows, {},
-          "extra rows, each method:key=value:... over the family's defaults for the method: "
-          "eagle, lantern, lantern++ with keys k, delta, lambda, total, depth, top_k, static "
-          "(0/1); peanut with the tree keys and beta, l_d, l_k, max_top_k, pinit (0 horizontal, "
-          "1 vertical, 2 random), delta (its LANTERN delta); sjd, gsd, zipar with keys window, "
-          "init (0 random, 1 repeat_horizon), "
-          "group_size, gap, distance (e.g. lantern:k=1000:delta=0.1,eagle:total=8:depth=4:"
-          "top_k=2,sjd:window=4:init=1,gsd:group_size=1,zipar:window=4)");
+          "extra rows, each method:name=value:... over the family's defaults for the method, "
+          "the names being the method's options (listed above the flags), e.g. "
+          "lantern:k=1000:delta=0.1,eagle:total_tokens=8:depth=4:top_k=2,"
+          "sjd:window=4:init=repeat_horizon,peanut:init=random");
 ABSL_FLAG(int, seeds_per_prompt, 1,
           "samples per prompt (seeds seed + id + 100000 s); > 1 adds the diversity columns");
 ABSL_FLAG(std::string, grid_out, "",
@@ -139,7 +137,7 @@ struct Config {
   std::string name;
   std::string group;  // "main" or the sweep axis
   std::shared_ptr<const DecodingMethod> method;
-  nlohmann::json mulo;  // MuLo-SD rows: every option (MuloOptionsToJson)
+  nlohmann::json mulo;  // MuLo-SD rows: every option (OptionsJson of its spec)
 };
 
 struct Row {
@@ -157,9 +155,15 @@ struct Row {
   std::vector<cv::Mat> grid;       // the first seed's images of the first --grid_prompts
 };
 
+// MuLo-SD's options as its spec writes them (the CSV's option columns).
+nlohmann::json MuloJson(const engine::MuloOptions& o) {
+  engine::MethodConfig config;
+  config.mulo = o;
+  return engine::OptionsJson(*engine::FindMethod("mulo"), config);
+}
+
 Config Mulo(const std::string& name, const std::string& group, const engine::MuloOptions& o) {
-  return Config{name, group, std::make_shared<engine::MuloDecoder>(o),
-                engine::MuloOptionsToJson(o)};
+  return Config{name, group, std::make_shared<engine::MuloDecoder>(o), MuloJson(o)};
 }
 
 // MuLo-SD with the paper's settings but these.
@@ -184,7 +188,7 @@ std::vector<Config> AblationRows(const engine::MuloOptions& family) {
   auto without = [&](const std::string& what, auto revert) {
     engine::MuloOptions o = family;
     revert(o);
-    if (engine::MuloOptionsToJson(o) != engine::MuloOptionsToJson(family)) {
+    if (MuloJson(o) != MuloJson(family)) {
       rows.push_back(Mulo("mulo default, " + what + " as the paper", "ablation", o));
     }
   };
@@ -247,118 +251,19 @@ std::string ModelName(const engine::ModelSet& family, const void* model) {
   return "other";
 }
 
-// A main row's name: the method and the defaults it ran with.
-std::string MethodLabel(const engine::MethodConfig& m) {
-  if (m.name == "speculative") return absl::StrFormat("speculative (gamma %d)", m.speculative.gamma);
-  if (m.name == "mulo") return "mulo (family default)";
-  auto tree = [](const engine::EagleOptions& e) {
-    if (e.static_tree) return std::string("static 57-node tree");
-    return absl::StrFormat("dynamic %d / %d / %d", e.dynamic.total_tokens, e.dynamic.depth,
-                           e.dynamic.top_k);
-  };
-  if (m.name == "eagle") {
-    return absl::StrFormat("eagle %s (%s)", m.eagle.static_tree ? "static" : "dynamic",
-                           m.eagle.static_tree ? "EAGLE-1, 57 nodes"
-                                               : "EAGLE-2, " + tree(m.eagle).substr(8));
-  }
-  if (m.name == "lantern") {
-    return absl::StrFormat("lantern (k %d, delta %g, %s)", m.lantern.k, m.lantern.delta,
-                           tree(m.lantern.tree));
-  }
-  if (m.name == "lantern++") {
-    return absl::StrFormat("lantern++ (k %d, lambda %g)", m.lantern_plus_plus.k,
-                           m.lantern_plus_plus.lambda);
-  }
-  if (m.name == "sjd") {
-    return absl::StrFormat("sjd (window %d, %s)", m.sjd.window, engine::JacobiInitName(m.sjd.init));
-  }
-  if (m.name == "gsd") {
-    return absl::StrFormat("gsd (window %d, group %d, gap %g, distance %g)", m.gsd.window,
-                           m.gsd.group.size, m.gsd.group.max_probability_gap,
-                           m.gsd.group.max_embedding_distance);
-  }
-  if (m.name == "zipar") return absl::StrFormat("zipar (window %d)", m.zipar.window);
-  if (m.name == "peanut") {
-    const engine::PeanutOptions& p = m.peanut.shape;
-    const char* init = p.init == engine::PeanutInit::kHorizontalRepeat ? "horizontal"
-                       : p.init == engine::PeanutInit::kVerticalRepeat ? "vertical"
-                                                                        : "random";
-    std::string label = absl::StrFormat(
-        "peanut (beta %g, l_d %d, l_k %d, width (%d, %d), %s, from %d / %d / %d", p.beta, p.l_d,
-        p.l_k, p.min_top_k, p.max_top_k, init, m.peanut.tree.total_tokens, m.peanut.tree.depth,
-        m.peanut.tree.top_k);
-    if (m.peanut.lantern_delta > 0) {
-      label += absl::StrFormat(", + lantern k %d delta %g", m.peanut.lantern_k,
-                               m.peanut.lantern_delta);
-    }
-    return label + ")";
-  }
-  return m.name;
-}
-
-// A --rows entry: method:key=value:... over the family's defaults for that method.
+// A --rows entry, method:name=value:..., the names being the method's options (its spec's,
+// listed in the usage), over the family's defaults for the method.
 engine::StatusOr<engine::MethodConfig> ParseRow(const std::string& spec,
                                                 const engine::ModelSet& family) {
-  const std::vector<std::string> parts = absl::StrSplit(spec, ':');
+  std::vector<std::string> parts = absl::StrSplit(spec, ':');
   MULO_ASSIGN_OR_RETURN(engine::MethodConfig m, engine::DefaultMethodConfig(parts[0], family));
-  const std::set<std::string> known = {"eagle", "lantern", "lantern++", "peanut",
-                                       "sjd",   "gsd",     "zipar"};
-  if (known.count(m.name) == 0) {
-    return engine::InvalidArgumentError("--rows: " + spec +
-                                        ": the method must be eagle, lantern, lantern++, "
-                                        "peanut, sjd, gsd or zipar");
+  const engine::MethodEntry* entry = engine::FindMethod(m.name);
+  if (entry == nullptr) {
+    return engine::InvalidArgumentError(spec + ": unknown method '" + m.name + "' (" +
+                                        engine::MethodList() + ")");
   }
-  engine::EagleOptions& tree = m.name == "lantern" ? m.lantern.tree : m.eagle;
-  engine::DynamicTreeOptions& dynamic = m.name == "peanut" ? m.peanut.tree : tree.dynamic;
-  for (size_t i = 1; i < parts.size(); ++i) {
-    const std::vector<std::string> kv = absl::StrSplit(parts[i], absl::MaxSplits('=', 1));
-    double value = 0;
-    if (kv.size() != 2 || !absl::SimpleAtod(kv[1], &value)) {
-      return engine::InvalidArgumentError("--rows: " + spec + ": expected key=number, got " +
-                                          parts[i]);
-    }
-    const std::string& key = kv[0];
-    if (key == "k") {
-      m.lantern.k = m.lantern_plus_plus.k = static_cast<int64_t>(value);
-    } else if (key == "delta") {
-      m.lantern.delta = m.peanut.lantern_delta = value;
-    } else if (key == "lambda") {
-      m.lantern_plus_plus.lambda = value;
-    } else if (key == "total") {
-      dynamic.total_tokens = static_cast<int>(value);
-    } else if (key == "depth") {
-      dynamic.depth = static_cast<int>(value);
-    } else if (key == "top_k") {
-      dynamic.top_k = static_cast<int>(value);
-    } else if (key == "beta") {
-      m.peanut.shape.beta = value;
-    } else if (key == "l_d") {
-      m.peanut.shape.l_d = static_cast<int64_t>(value);
-    } else if (key == "l_k") {
-      m.peanut.shape.l_k = static_cast<int64_t>(value);
-    } else if (key == "max_top_k") {
-      m.peanut.shape.max_top_k = static_cast<int64_t>(value);
-    } else if (key == "pinit") {
-      m.peanut.shape.init = value == 1   ? engine::PeanutInit::kVerticalRepeat
-                            : value == 2 ? engine::PeanutInit::kRandom
-                                         : engine::PeanutInit::kHorizontalRepeat;
-    } else if (key == "static") {
-      tree.static_tree = value != 0;
-    } else if (key == "window") {
-      m.sjd.window = m.gsd.window = m.zipar.window = static_cast<int64_t>(value);
-    } else if (key == "init") {
-      m.sjd.init = m.gsd.init =
-          value != 0 ? engine::JacobiInit::kRepeatHorizon : engine::JacobiInit::kRandom;
-    } else if (key == "group_size") {
-      m.gsd.group.size = static_cast<int64_t>(value);
-    } else if (key == "gap") {
-      m.gsd.group.max_probability_gap = value;
-    } else if (key == "distance") {
-      m.gsd.group.max_embedding_distance = value;
-    } else {
-      return engine::InvalidArgumentError("--rows: " + spec + ": unknown key " + key);
-    }
-  }
+  parts.erase(parts.begin());
+  MULO_RETURN_IF_ERROR(engine::ApplyOptionAssignments(*entry, parts, spec, m));
   return m;
 }
 
@@ -405,7 +310,13 @@ int Run() {
   wanted.erase(std::remove(wanted.begin(), wanted.end(), "ar"), wanted.end());
   wanted.insert(wanted.begin(), "ar");
   std::vector<Config> configs;
-  // A row for `config`, labelled by MethodLabel; false (after saying why, naming `flag`) when
+  // The family's defaults of every method: what a row's label leaves out.
+  auto defaults = engine::DefaultMethodConfig("ar", *family);
+  if (!defaults.ok()) {
+    std::fprintf(stderr, "error: %s\n", defaults.status().ToString().c_str());
+    return 2;
+  }
+  // A row for `config`, labelled by OptionsLabel; false (after saying why, naming `flag`) when
   // the registry refuses it.
   auto add_row = [&](const engine::MethodConfig& config, const std::string& group,
                      const char* flag) {
@@ -414,7 +325,8 @@ int Run() {
       std::fprintf(stderr, "error: %s: %s\n", flag, made.status().ToString().c_str());
       return false;
     }
-    configs.push_back({MethodLabel(config), group, *made});
+    configs.push_back(
+        {engine::OptionsLabel(*engine::FindMethod(config.name), config, *defaults), group, *made});
     return true;
   };
   for (const std::string& name : wanted) {
@@ -424,16 +336,16 @@ int Run() {
       return 2;
     }
     if (!add_row(*method, "main", "--methods")) return 2;
-    if (name == "mulo") configs.back().mulo = engine::MuloOptionsToJson(method->mulo);
-    if (name == "eagle") {  // EAGLE-1's static tree beside EAGLE-2's dynamic one
-      engine::MethodConfig static_tree = *method;
-      static_tree.eagle.static_tree = true;
-      if (!add_row(static_tree, "main", "--methods")) return 2;
-    }
-    if (name == "lantern++") {  // the paper's two settings: lambda 2 and 3
-      engine::MethodConfig three = *method;
-      three.lantern_plus_plus.lambda = 3.0;
-      if (!add_row(three, "main", "--methods")) return 2;
+    if (name == "mulo") configs.back().mulo = MuloJson(method->mulo);
+    const engine::MethodEntry& entry = *engine::FindMethod(name);
+    for (const std::vector<std::string>& variant : entry.bench_variants) {
+      engine::MethodConfig config = *method;
+      engine::Status set = engine::ApplyOptionAssignments(entry, variant, name, config);
+      if (!set.ok()) {
+        std::fprintf(stderr, "error: %s\n", set.ToString().c_str());
+        return 2;
+      }
+      if (!add_row(config, "main", "--methods")) return 2;
     }
   }
   for (const std::string& spec : absl::GetFlag(FLAGS_rows)) {
@@ -444,13 +356,8 @@ int Run() {
     }
     if (!add_row(*parsed, "rows", "--rows")) return 2;
   }
-  auto family_mulo = engine::FamilyMuloOptions(*family);
-  if (!family_mulo.ok()) {
-    std::fprintf(stderr, "error: %s\n", family_mulo.status().ToString().c_str());
-    return 2;
-  }
   if (absl::GetFlag(FLAGS_ablation)) {
-    for (Config& c : AblationRows(*family_mulo)) configs.push_back(std::move(c));
+    for (Config& c : AblationRows(defaults->mulo)) configs.push_back(std::move(c));
   }
   if (const std::string grid_path = absl::GetFlag(FLAGS_mulo_grid); !grid_path.empty()) {
     std::ifstream in(grid_path);
@@ -466,17 +373,23 @@ int Run() {
         std::fprintf(stderr, "error: --mulo_grid: entry %zu: base must be paper or family\n", i);
         return 2;
       }
-      if (entry.is_object()) entry.erase("base");
-      auto options = engine::ParseMuloOptions(
-          entry, base == "paper" ? engine::PaperMuloOptions() : *family_mulo,
-          absl::StrFormat("--mulo_grid entry %d", i));
-      engine::Status valid = options.ok() ? engine::ValidateMuloOptions(*options) : options.status();
+      const bool named = entry.is_object() && entry.contains("name") && entry["name"].is_string();
+      const std::string label =
+          named ? entry["name"].get<std::string>() : absl::StrFormat("mulo grid %d", i);
+      if (entry.is_object()) {
+        entry.erase("base");
+        entry.erase("name");
+      }
+      engine::MethodConfig options = *defaults;
+      if (base == "paper") options.mulo = engine::PaperMuloOptions();
+      engine::Status valid = engine::ApplyOptionsJson(
+          *engine::FindMethod("mulo"), entry, absl::StrFormat("--mulo_grid entry %d", i), options);
+      if (valid.ok()) valid = engine::ValidateMuloOptions(options.mulo);
       if (!valid.ok()) {
         std::fprintf(stderr, "error: %s\n", valid.ToString().c_str());
         return 2;
       }
-      configs.push_back(Mulo(entry.value("name", absl::StrFormat("mulo grid %d", i)), "grid",
-                             *options));
+      configs.push_back(Mulo(label, "grid", options.mulo));
     }
   }
   const auto groups = absl::GetFlag(FLAGS_sweep_groups);
@@ -822,9 +735,14 @@ int Run() {
 }  // namespace mulo
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  std::string usage =
       "decoding methods side by side on the bundled family\n  --methods: implemented methods "
-      "of " + mulo::engine::MethodList());
+      "of " + mulo::engine::MethodList() + "\n  --rows: each method's options:\n";
+  for (const mulo::engine::MethodEntry& method : mulo::engine::Methods()) {
+    if (!method.implemented || method.options.empty()) continue;
+    usage += "    " + method.name + "\n" + mulo::engine::OptionsHelp(method, "      ");
+  }
+  absl::SetProgramUsageMessage(usage);
   absl::ParseCommandLine(argc, argv);
   return mulo::Run();
 }

@@ -20,7 +20,6 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,15 +30,13 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/method_text.h"
 #include "client/percentile.h"
 #include "client/retry_policy.h"
 #include "mulo/v1/image_generation.grpc.pb.h"
-#include "mulo/v1/method_names.h"
 
 ABSL_FLAG(std::string, server, "localhost:8001", "mulo_server address (host:port)");
 ABSL_FLAG(std::string, model, "synth", "model family to use");
@@ -57,58 +54,10 @@ ABSL_FLAG(int, caption_length, 0,
 ABSL_FLAG(int, class_label, -1,
           "LlamaGen c2i: the class to draw, [0, the model's classes) (-1 = none sent)");
 ABSL_FLAG(std::string, method, "ar",
-          "decoding method: any of the API's (listed in the usage above; `models` shows which "
-          "each model runs). Method parameters left unset take the server's defaults");
-ABSL_FLAG(int, gamma, 0, "speculative: draft tokens per step");
-ABSL_FLAG(bool, static_tree, false,
-          "eagle, lantern: EAGLE-1's static tree instead of EAGLE-2's dynamic one");
-ABSL_FLAG(int, total_tokens, 0,
-          "eagle, lantern, peanut: dynamic tree nodes verified per step");
-ABSL_FLAG(int, tree_depth, 0, "eagle, lantern, peanut (initial): dynamic tree expansions");
-ABSL_FLAG(int, tree_top_k, 0, "eagle, lantern, peanut (initial): children per expanded node");
-ABSL_FLAG(std::string, preset, "family",
-          "mulo: defaults of the unset parameters: family (the model's calibrated defaults) or "
-          "paper (the MuLo-SD paper's settings)");
-ABSL_FLAG(double, tau, 0, "mulo: acceptance threshold");
-ABSL_FLAG(std::string, pooling, "", "mulo: additive, multiplicative or none");
-ABSL_FLAG(int, k, 0, "mulo, lantern, lantern++: latent neighbours pooled besides the draft");
-ABSL_FLAG(double, delta, 0,
-          "mulo, lantern: additive pooling bound; peanut: LANTERN's delta on its trees "
-          "(0 = lossless)");
-ABSL_FLAG(double, lambda, 0, "mulo, lantern++: multiplicative pooling factor");
-ABSL_FLAG(int, radius, 0, "mulo: local expansion radius");
-ABSL_FLAG(int, draft_rows, 0, "mulo: drafter rows per step");
-ABSL_FLAG(bool, raster, false, "mulo: raster-scan rejection instead of local expansion");
-ABSL_FLAG(std::string, draft_prefix, "",
-          "mulo: the drafter's prefix: downsampled (the paper's D_r), keep_drafted, patch or own");
-ABSL_FLAG(bool, keep_drafted_prefix, false, "mulo: same as --draft_prefix=keep_drafted");
-ABSL_FLAG(std::string, resample, "",
-          "mulo: how rejected positions are re-sampled: sequential (the paper's), parallel or "
-          "wavefront");
-ABSL_FLAG(int, resample_window, 0, "mulo: with --resample=wavefront, ZipAR's window");
-ABSL_FLAG(int, parallel_radius, 0,
-          "mulo: with --resample=parallel, the 2D reach within which re-samples stay sequential");
-ABSL_FLAG(double, draft_cfg_scale, 0, "mulo: the drafter's guidance scale");
-ABSL_FLAG(int, zipar_window, 0,
-          "mulo: advance the drafter's rows as ZipAR's wavefront with this window (0 = off)");
-ABSL_FLAG(double, draft_temperature, 0, "mulo: the drafter's temperature");
-ABSL_FLAG(int, window, 0,
-          "sjd, gsd: draft tokens per Jacobi iteration; zipar: tokens of a row before the next "
-          "row starts (the grid width is plain AR)");
-ABSL_FLAG(std::string, init, "",
-          "sjd: new window tokens: random or repeat_horizon; peanut: where a tree's shape "
-          "starts: horizontal_repeat, vertical_repeat or random");
-ABSL_FLAG(double, beta, 0, "peanut: positive threshold on a tree's acceptance rate");
-ABSL_FLAG(int, l_d, 0, "peanut: depth adaptation step");
-ABSL_FLAG(int, l_k, 0, "peanut: width adaptation step");
-ABSL_FLAG(int, min_depth, 0, "peanut: open lower bound of the adapted depth");
-ABSL_FLAG(int, max_depth, 0, "peanut: open upper bound of the adapted depth");
-ABSL_FLAG(int, min_top_k, 0, "peanut: open lower bound of the adapted width");
-ABSL_FLAG(int, max_top_k, 0, "peanut: open upper bound of the adapted width");
-ABSL_FLAG(int, group_size, 0, "gsd: tokens ranked around the draft that may join its group");
-ABSL_FLAG(double, max_probability_gap, 0, "gsd: a group member's largest |p(y) - p(x)|");
-ABSL_FLAG(double, max_embedding_distance, 0,
-          "gsd: a group member's largest squared embedding distance to the draft");
+          "decoding method and its options, method:name=value:... (e.g. "
+          "lantern:k=4:delta=0.2:tree.static_tree=true); every method's options are listed in "
+          "the usage above; options left out take the family's defaults, and `models` shows "
+          "which methods a family can run");
 ABSL_FLAG(uint64_t, seed, 0, "sampling seed");
 ABSL_FLAG(double, cfg_scale, -1, "CFG scale (-1 = the model's default)");
 ABSL_FLAG(double, temperature, -1, "sampling temperature (-1 = default 1.0; 0 = greedy)");
@@ -173,170 +122,6 @@ void DrawProgress(int rows, int total, double seconds) {
   std::fflush(stderr);
 }
 
-// The request the flags describe, for one prompt and seed; false (after
-// printing why) when a flag names something this client does not know.
-// The flags the user gave: method parameters left out take the server's defaults, which the
-// engine writes once.
-class GivenFlags {
- public:
-  GivenFlags(int argc, char** argv) {
-    for (int i = 1; i < argc; ++i) {
-      absl::string_view arg = argv[i];
-      if (!absl::ConsumePrefix(&arg, "--")) continue;
-      names_.insert(std::string(arg.substr(0, arg.find('='))));
-    }
-  }
-  bool Has(const std::string& name) const { return names_.count(name) > 0; }
-
- private:
-  std::set<std::string> names_;
-};
-
-// Every method the wire contract declares, for messages and the usage text.
-std::string MethodNames() { return absl::StrJoin(mulo::v1::ApiMethodNames(), ", "); }
-
-// Selects --method in the request's oneof and copies the parameter flags that were given.
-bool SetMethod(const std::string& method, const GivenFlags& given,
-               mulo::v1::GenerateRequest* request) {
-  const auto* field = mulo::v1::ApiMethodField(method);
-  if (field == nullptr) {
-    std::fprintf(stderr, "error: --method=%s is not a method of the API (%s)\n", method.c_str(),
-                 MethodNames().c_str());
-    return false;
-  }
-  request->GetReflection()->MutableMessage(request, field);  // sets the oneof case
-  if (request->has_speculative() && given.Has("gamma")) {
-    request->mutable_speculative()->set_gamma(absl::GetFlag(FLAGS_gamma));
-  }
-  // Enum flags by their proto value names (lower case), so both lists stay one; an unknown
-  // value is refused listing the known ones.
-  auto set_enum = [&](const char* flag, const google::protobuf::EnumDescriptor* type,
-                      const std::string& value, auto set) {
-    const auto* found = type->FindValueByName(absl::AsciiStrToUpper(value));
-    if (found == nullptr || found->number() == 0) {
-      std::vector<std::string> known;
-      for (int i = 0; i < type->value_count(); ++i) {
-        const auto* v = type->value(i);
-        if (v->number() != 0) known.push_back(absl::AsciiStrToLower(v->name()));
-      }
-      std::fprintf(stderr, "error: --%s=%s is not known (%s)\n", flag, value.c_str(),
-                   absl::StrJoin(known, ", ").c_str());
-      return false;
-    }
-    set(found->number());
-    return true;
-  };
-  auto set_tree = [&](mulo::v1::EagleParams* e) {
-    e->set_static_tree(absl::GetFlag(FLAGS_static_tree));
-    if (given.Has("total_tokens")) e->set_total_tokens(absl::GetFlag(FLAGS_total_tokens));
-    if (given.Has("tree_depth")) e->set_depth(absl::GetFlag(FLAGS_tree_depth));
-    if (given.Has("tree_top_k")) e->set_top_k(absl::GetFlag(FLAGS_tree_top_k));
-  };
-  if (request->has_eagle()) set_tree(request->mutable_eagle());
-  if (request->has_lantern()) {
-    auto* l = request->mutable_lantern();
-    if (given.Has("k")) l->set_k(absl::GetFlag(FLAGS_k));
-    if (given.Has("delta")) l->set_delta(absl::GetFlag(FLAGS_delta));
-    if (given.Has("static_tree") || given.Has("total_tokens") || given.Has("tree_depth") ||
-        given.Has("tree_top_k")) {
-      set_tree(l->mutable_tree());
-    }
-  }
-  if (request->has_lantern_plus_plus()) {
-    auto* l = request->mutable_lantern_plus_plus();
-    if (given.Has("k")) l->set_k(absl::GetFlag(FLAGS_k));
-    if (given.Has("lambda")) l->set_lambda(absl::GetFlag(FLAGS_lambda));
-  }
-  if (request->has_peanut()) {
-    auto* q = request->mutable_peanut();
-    if (given.Has("beta")) q->set_beta(absl::GetFlag(FLAGS_beta));
-    if (given.Has("l_d")) q->set_l_d(absl::GetFlag(FLAGS_l_d));
-    if (given.Has("l_k")) q->set_l_k(absl::GetFlag(FLAGS_l_k));
-    if (given.Has("min_depth")) q->set_min_depth(absl::GetFlag(FLAGS_min_depth));
-    if (given.Has("max_depth")) q->set_max_depth(absl::GetFlag(FLAGS_max_depth));
-    if (given.Has("min_top_k")) q->set_min_top_k(absl::GetFlag(FLAGS_min_top_k));
-    if (given.Has("max_top_k")) q->set_max_top_k(absl::GetFlag(FLAGS_max_top_k));
-    if (given.Has("delta")) q->set_lantern_delta(absl::GetFlag(FLAGS_delta));
-    if (given.Has("total_tokens") || given.Has("tree_depth") || given.Has("tree_top_k")) {
-      set_tree(q->mutable_tree());
-    }
-    using Q = mulo::v1::PeanutParams;
-    if (given.Has("init") &&
-        !set_enum("init", Q::Init_descriptor(), absl::GetFlag(FLAGS_init),
-                  [&](int v) { q->set_init(static_cast<Q::Init>(v)); })) {
-      return false;
-    }
-  }
-  if (request->has_sjd()) {
-    auto* j = request->mutable_sjd();
-    if (given.Has("window")) j->set_window(absl::GetFlag(FLAGS_window));
-    using J = mulo::v1::SjdParams;
-    if (given.Has("init") &&
-        !set_enum("init", J::Init_descriptor(), absl::GetFlag(FLAGS_init),
-                  [&](int v) { j->set_init(static_cast<J::Init>(v)); })) {
-      return false;
-    }
-  }
-  if (request->has_gsd()) {
-    auto* g = request->mutable_gsd();
-    if (given.Has("window")) g->set_window(absl::GetFlag(FLAGS_window));
-    if (given.Has("group_size")) g->set_group_size(absl::GetFlag(FLAGS_group_size));
-    if (given.Has("max_probability_gap")) {
-      g->set_max_probability_gap(absl::GetFlag(FLAGS_max_probability_gap));
-    }
-    if (given.Has("max_embedding_distance")) {
-      g->set_max_embedding_distance(absl::GetFlag(FLAGS_max_embedding_distance));
-    }
-  }
-  if (request->has_zipar() && given.Has("window")) {
-    request->mutable_zipar()->set_window(absl::GetFlag(FLAGS_window));
-  }
-  if (request->has_mulo()) {
-    auto* m = request->mutable_mulo();
-    using P = mulo::v1::MuloParams;
-    const std::string pooling = absl::GetFlag(FLAGS_pooling) == "none"
-                                    ? "no_pooling" : absl::GetFlag(FLAGS_pooling);
-    if (given.Has("preset") &&
-        !set_enum("preset", P::Preset_descriptor(), absl::GetFlag(FLAGS_preset),
-                  [&](int v) { m->set_preset(static_cast<P::Preset>(v)); })) {
-      return false;
-    }
-    if (given.Has("pooling") &&
-        !set_enum("pooling", P::Pooling_descriptor(), pooling,
-                  [&](int v) { m->set_pooling(static_cast<P::Pooling>(v)); })) {
-      return false;
-    }
-    if (given.Has("draft_prefix") &&
-        !set_enum("draft_prefix", P::DraftPrefix_descriptor(), absl::GetFlag(FLAGS_draft_prefix),
-                  [&](int v) { m->set_draft_prefix(static_cast<P::DraftPrefix>(v)); })) {
-      return false;
-    }
-    if (given.Has("resample") &&
-        !set_enum("resample", P::ResampleOrder_descriptor(), absl::GetFlag(FLAGS_resample),
-                  [&](int v) { m->set_resample(static_cast<P::ResampleOrder>(v)); })) {
-      return false;
-    }
-    if (given.Has("parallel_radius")) m->set_parallel_radius(absl::GetFlag(FLAGS_parallel_radius));
-    if (given.Has("zipar_window")) m->set_zipar_window(absl::GetFlag(FLAGS_zipar_window));
-    if (given.Has("resample_window")) {
-      m->set_resample_window(absl::GetFlag(FLAGS_resample_window));
-    }
-    if (given.Has("tau")) m->set_tau(absl::GetFlag(FLAGS_tau));
-    if (given.Has("k")) m->set_k(absl::GetFlag(FLAGS_k));
-    if (given.Has("delta")) m->set_delta(absl::GetFlag(FLAGS_delta));
-    if (given.Has("lambda")) m->set_lambda(absl::GetFlag(FLAGS_lambda));
-    if (given.Has("radius")) m->set_radius(absl::GetFlag(FLAGS_radius));
-    if (given.Has("draft_rows")) m->set_draft_rows(absl::GetFlag(FLAGS_draft_rows));
-    if (given.Has("draft_cfg_scale")) m->set_draft_cfg_scale(absl::GetFlag(FLAGS_draft_cfg_scale));
-    if (given.Has("draft_temperature")) {
-      m->set_draft_temperature(absl::GetFlag(FLAGS_draft_temperature));
-    }
-    if (absl::GetFlag(FLAGS_raster)) m->set_rejection(P::RASTER);
-    if (absl::GetFlag(FLAGS_keep_drafted_prefix)) m->set_draft_prefix(P::KEEP_DRAFTED);
-  }
-  return true;
-}
-
 // Every integer in `spec` (or in the file it names with a leading '@'), in order.
 bool ParseConditionTokens(const std::string& spec, std::vector<uint32_t>* ids) {
   std::string text = spec;
@@ -388,7 +173,9 @@ bool ParseConditionFeatures(const std::string& spec, std::vector<float>* values)
   return true;
 }
 
-bool BuildRequest(const std::string& prompt, uint64_t seed, const GivenFlags& given,
+// The request the flags describe, for one prompt and seed; false (after printing why) when a
+// flag names something this client does not know.
+bool BuildRequest(const std::string& prompt, uint64_t seed,
                   mulo::v1::GenerateRequest* request) {
   request->set_model(absl::GetFlag(FLAGS_model));
   request->set_prompt(prompt);
@@ -416,7 +203,11 @@ bool BuildRequest(const std::string& prompt, uint64_t seed, const GivenFlags& gi
   sampling->set_top_k(absl::GetFlag(FLAGS_top_k));
   if (absl::GetFlag(FLAGS_top_p) >= 0) sampling->set_top_p(absl::GetFlag(FLAGS_top_p));
   request->mutable_stream()->set_rows(absl::GetFlag(FLAGS_stream_rows));
-  if (!SetMethod(absl::GetFlag(FLAGS_method), given, request)) return false;
+  if (absl::Status set = mulo::client::SetMethodFromText(absl::GetFlag(FLAGS_method), request);
+      !set.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(set.message()).c_str());
+    return false;
+  }
   const std::string format = absl::GetFlag(FLAGS_format);
   request->set_image_format(format == "jpeg"  ? mulo::v1::JPEG
                             : format == "raw" ? mulo::v1::RAW_RGB
@@ -424,7 +215,7 @@ bool BuildRequest(const std::string& prompt, uint64_t seed, const GivenFlags& gi
   return true;
 }
 
-int Generate(const GivenFlags& given) {
+int Generate() {
   if (absl::GetFlag(FLAGS_prompt).empty() && absl::GetFlag(FLAGS_condition_tokens).empty() &&
       absl::GetFlag(FLAGS_condition).empty() && absl::GetFlag(FLAGS_class_label) < 0) {
     std::fprintf(stderr,
@@ -433,7 +224,7 @@ int Generate(const GivenFlags& given) {
     return 2;
   }
   mulo::v1::GenerateRequest request;
-  if (!BuildRequest(absl::GetFlag(FLAGS_prompt), absl::GetFlag(FLAGS_seed), given, &request)) return 2;
+  if (!BuildRequest(absl::GetFlag(FLAGS_prompt), absl::GetFlag(FLAGS_seed), &request)) return 2;
 
   auto stub = ImageGeneration::NewStub(Connect());
   grpc::ClientContext context;
@@ -532,7 +323,7 @@ using mulo::client::Percentile;
 // as the last one finishes. Prints latency percentiles, throughput and the
 // server's own decode time, so the server's overhead (queueing excluded) is
 // latency - decode.
-int Bench(const GivenFlags& given) {
+int Bench() {
   const int n = absl::GetFlag(FLAGS_requests);
   const int concurrency = std::max(1, absl::GetFlag(FLAGS_concurrency));
   std::vector<std::string> prompts;
@@ -547,7 +338,7 @@ int Bench(const GivenFlags& given) {
     prompts.push_back(absl::GetFlag(FLAGS_prompt));
   }
   mulo::v1::GenerateRequest probe;
-  if (!BuildRequest(prompts[0], 0, given, &probe)) return 2;  // reports a bad --method once
+  if (!BuildRequest(prompts[0], 0, &probe)) return 2;  // reports a bad --method once
   auto channel = Connect();
   std::atomic<int> next{0};
   std::mutex mu;
@@ -560,7 +351,7 @@ int Bench(const GivenFlags& given) {
       auto stub = ImageGeneration::NewStub(channel);
       for (int i = next++; i < n; i = next++) {
         mulo::v1::GenerateRequest request;
-        BuildRequest(prompts[i % prompts.size()], absl::GetFlag(FLAGS_seed) + i, given, &request);
+        BuildRequest(prompts[i % prompts.size()], absl::GetFlag(FLAGS_seed) + i, &request);
         grpc::ClientContext context;
         context.set_deadline(
             std::chrono::system_clock::now() +
@@ -661,14 +452,13 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage_config);
   absl::SetProgramUsageMessage(absl::StrCat(
       "mulo_client generate --prompt=... [--method=ar --seed=N --out=image.png] | models | "
-      "bench\n  methods of the API: ",
-      MethodNames()));
+      "bench\n  --method=method:name=value:..., the methods of the API and their options:\n",
+      mulo::client::MethodOptionsHelp()));
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   const std::string command = args.size() > 1 ? args[1] : "";
-  const GivenFlags given(argc, argv);
-  if (command == "generate") return Generate(given);
+  if (command == "generate") return Generate();
   if (command == "models") return Models();
-  if (command == "bench") return Bench(given);
+  if (command == "bench") return Bench();
   std::fprintf(stderr,
                "usage: mulo_client generate --prompt=... | --condition_tokens=... | models | "
                "bench\n");

@@ -1,6 +1,5 @@
 #include "engine/decode/gsd.h"
 
-#include "engine/model/json_fields.h"
 
 namespace mulo::engine {
 namespace {
@@ -13,20 +12,6 @@ SjdOptions JacobiOf(const GsdOptions& o) {
 }
 
 }  // namespace
-
-StatusOr<GsdOptions> FamilyGsdOptions(const ModelSet& models) {
-  GsdOptions o;
-  if (!models.method_defaults.contains("gsd")) return o;
-  JsonFields f(models.method_defaults["gsd"], models.name + " family.json method_defaults.gsd");
-  MULO_ASSIGN_OR_RETURN(o.window, f.Int("window", 1, kMaxJacobiWindow, o.window));
-  MULO_ASSIGN_OR_RETURN(o.group.size, f.Int("group_size", 1, 1024, o.group.size));
-  MULO_ASSIGN_OR_RETURN(o.group.max_probability_gap,
-                        f.Number("max_probability_gap", 0.0, 1.0, o.group.max_probability_gap));
-  MULO_ASSIGN_OR_RETURN(
-      o.group.max_embedding_distance,
-      f.Number("max_embedding_distance", 0.0, 1e12, o.group.max_embedding_distance));
-  return o;
-}
 
 Status ValidateGsdOptions(const GsdOptions& o) {
   MULO_RETURN_IF_ERROR(ValidateJacobiWindow(o.window, "gsd"));

@@ -7,7 +7,7 @@
 // The paper's embedding bound (0.5, squared L2) is measured in Lumina-mGPT's token
 // embeddings; a family states its own in family.json "method_defaults": {"gsd":
 // {"max_embedding_distance": ...}} (tools/synth/scale_gsd_defaults.py for the bundled family),
-// read by FamilyGsdOptions; the struct holds the paper's values.
+// read through its spec (DefaultMethodConfig); the struct holds the paper's values.
 #ifndef MULO_ENGINE_DECODE_GSD_H_
 #define MULO_ENGINE_DECODE_GSD_H_
 
@@ -24,11 +24,6 @@ struct GsdOptions {
   JacobiInit init = JacobiInit::kRandom;
 };
 
-// The family's defaults (family.json method_defaults.gsd) over the paper's.
-StatusOr<GsdOptions> FamilyGsdOptions(const ModelSet& models);
-
-// INVALID_ARGUMENT naming "gsd.window" / "gsd.group_size" / "gsd.max_probability_gap" /
-// "gsd.max_embedding_distance".
 Status ValidateGsdOptions(const GsdOptions& options);
 
 class GsdDecoder : public SjdDecoder {

@@ -2,7 +2,6 @@
 
 #include <utility>
 
-#include "engine/model/json_fields.h"
 
 namespace mulo::engine {
 namespace {
@@ -22,26 +21,6 @@ EagleOptions TreeOf(const LanternPlusPlusOptions& o) {
 }
 
 }  // namespace
-
-StatusOr<LanternOptions> FamilyLanternOptions(const ModelSet& models) {
-  LanternOptions o;
-  if (!models.method_defaults.contains("lantern")) return o;
-  JsonFields f(models.method_defaults["lantern"],
-               models.name + " family.json method_defaults.lantern");
-  MULO_ASSIGN_OR_RETURN(o.k, f.Int("k", 0, kMaxNeighbours, o.k));
-  MULO_ASSIGN_OR_RETURN(o.delta, f.Number("delta", 0.0, 1.0, o.delta));
-  return o;
-}
-
-StatusOr<LanternPlusPlusOptions> FamilyLanternPlusPlusOptions(const ModelSet& models) {
-  LanternPlusPlusOptions o;
-  if (!models.method_defaults.contains("lantern++")) return o;
-  JsonFields f(models.method_defaults["lantern++"],
-               models.name + " family.json method_defaults.lantern++");
-  MULO_ASSIGN_OR_RETURN(o.k, f.Int("k", 0, kMaxNeighbours, o.k));
-  MULO_ASSIGN_OR_RETURN(o.lambda, f.Number("lambda", 1.0, 1e6, o.lambda));
-  return o;
-}
 
 Status ValidateLanternOptions(const LanternOptions& o) {
   if (o.k < 0 || o.k > kMaxNeighbours) return InvalidArgumentError("lantern.k: must be in [0, " + std::to_string(kMaxNeighbours) + "]");

@@ -9,8 +9,8 @@
 //
 // The papers' k (1000 and 10) were chosen for codebooks of 16384 and 8192 entries; a family
 // carries defaults for its own codebook in family.json "method_defaults" ("lantern": {"k",
-// "delta"}, "lantern++": {"k", "lambda"}), read by FamilyLanternOptions /
-// FamilyLanternPlusPlusOptions; the structs below hold the papers' values.
+// "delta"}, "lantern++": {"k", "lambda"}), read through the methods' specs
+// (DefaultMethodConfig); the structs below hold the papers' values.
 #ifndef MULO_ENGINE_DECODE_LANTERN_H_
 #define MULO_ENGINE_DECODE_LANTERN_H_
 
@@ -32,13 +32,6 @@ struct LanternPlusPlusOptions {
   AcceptRule accept;    // empty = AcceptDraft; tests swap in broken rules
 };
 
-// The family's defaults (family.json method_defaults.lantern / ["lantern++"]) over the
-// papers'; INVALID_ARGUMENT naming the file and field when they do not parse.
-StatusOr<LanternOptions> FamilyLanternOptions(const ModelSet& models);
-StatusOr<LanternPlusPlusOptions> FamilyLanternPlusPlusOptions(const ModelSet& models);
-
-// INVALID_ARGUMENT naming "lantern.k" / "lantern.delta" / "lantern.tree.*", or
-// "lantern++.k" / "lantern++.lambda".
 Status ValidateLanternOptions(const LanternOptions& options);
 Status ValidateLanternPlusPlusOptions(const LanternPlusPlusOptions& options);
 

@@ -59,6 +59,12 @@ struct MethodEntry {
   // Its options, each named as the field of its proto message (option_spec.h): the server maps
   // requests through them and MakeMethod checks their bounds.
   std::vector<OptionSpec> options;
+  // The options a row's label always shows (OptionsLabel, option_text.h); the others show
+  // where they differ from the family's defaults.
+  std::vector<std::string> label_options;
+  // The paper's other settings that methods_bench runs beside the family default, each as
+  // name=value settings of `options` (EAGLE-1's static tree beside EAGLE-2's dynamic one).
+  std::vector<std::vector<std::string>> bench_variants;
 };
 
 // Every method the proto declares, in its order.
@@ -70,8 +76,10 @@ std::string MethodList();
 // The implemented methods whose components `models` has, in registry order.
 std::vector<std::string> AvailableMethods(const ModelSet& models);
 
-// `name` with the family's defaults (family.json "method_defaults", e.g. FamilyMuloOptions)
-// over the papers'; INVALID_ARGUMENT when the family's defaults do not parse or validate.
+// `name` with the family's defaults over the papers': family.json's "method_defaults" holds an
+// object per method whose keys are its spec's options (read by ApplyOptionsJson,
+// option_text.h). INVALID_ARGUMENT naming the field when they do not parse or are out of
+// bounds.
 StatusOr<MethodConfig> DefaultMethodConfig(const std::string& name, const ModelSet& models);
 
 // Checks every method default the family declares (for loading a family: a bad

@@ -30,7 +30,7 @@ enum class DraftPrefix {
   // Never D_r: the drafter continues from its own tokens, whatever the target changed.
   kOwn,
 };
-// "downsampled", "keep_drafted", "patch", "own" (family.json and the benches).
+// "downsampled", "keep_drafted", "patch", "own" (for messages).
 const char* DraftPrefixName(DraftPrefix prefix);
 
 // How the positions R_X of a step are re-sampled (paper step 6).
@@ -55,8 +55,6 @@ enum class ResampleOrder {
   // the grid width or more is kSequential, draw for draw.
   kWavefront,
 };
-// "sequential", "parallel", "wavefront".
-const char* ResampleOrderName(ResampleOrder order);
 
 struct MuloOptions {
   double tau = 1e-4;     // acceptance threshold on the pooled target probability
@@ -83,21 +81,6 @@ struct MuloOptions {
 
 // The paper's settings (the struct's defaults), reachable by name from every request.
 MuloOptions PaperMuloOptions();
-
-// Options written as a JSON object over `base`. Keys: tau, k, delta, lambda, pooling
-// ("additive", "multiplicative", "none"), radius, draft_rows, rejection ("local", "raster"),
-// draft_prefix ("downsampled", "keep_drafted", "patch", "own"), resample ("sequential",
-// "parallel", "wavefront"), parallel_radius, zipar_window, resample_window, draft_cfg_scale,
-// draft_temperature, and informational "name" and "calibration"; anything else, or a value
-// out of range, is INVALID_ARGUMENT naming `source` and the field.
-StatusOr<MuloOptions> ParseMuloOptions(const nlohmann::json& doc, MuloOptions base,
-                                       const std::string& source);
-// The inverse: every option as a JSON object (draft_* only when set).
-nlohmann::json MuloOptionsToJson(const MuloOptions& options);
-
-// The family's served defaults: family.json's "method_defaults": {"mulo": {...}} over the
-// paper's settings (the paper's when the family has none).
-StatusOr<MuloOptions> FamilyMuloOptions(const ModelSet& models);
 
 // INVALID_ARGUMENT naming the field ("mulo.tau: ...") when out of range.
 Status ValidateMuloOptions(const MuloOptions& options);

@@ -44,7 +44,7 @@ struct ModelSet {
   // Nearest codebook entries of every entry (LANTERN / MuLo-SD pooling), built at load.
   std::shared_ptr<const LatentNeighbors> neighbors;
   // family.json's "method_defaults": per method name, the options the family was calibrated
-  // for (read by the method's options parser, e.g. FamilyMuloOptions); empty when none.
+  // for (read through each method's spec by DefaultMethodConfig); empty when none.
   nlohmann::json method_defaults = nlohmann::json::object();
   // Bytes of every component's weights (in the compute dtype) plus the neighbour table, as
   // resident on the device: what keeping this family loaded costs.

@@ -74,14 +74,14 @@ TEST_F(ClientTest, GenerateWritesThePngAndPrintsStats) {
       {"--method=speculative"},
       {"--method=mulo"},
       {"--method=eagle"},
-      {"--method=eagle", "--static_tree"},
-      {"--method=lantern", "--k=4", "--delta=0.2", "--static_tree"},
-      {"--method=lantern++", "--k=4", "--lambda=3"},
-      {"--method=sjd", "--window=8", "--init=repeat_horizon"},
-      {"--method=gsd", "--window=8", "--group_size=4", "--max_embedding_distance=1e9"},
-      {"--method=zipar", "--window=4"},
-      {"--method=peanut", "--l_k=2", "--init=vertical_repeat", "--total_tokens=12"},
-      {"--method=mulo", "--zipar_window=4", "--resample=wavefront", "--resample_window=4"}};
+      {"--method=eagle:static_tree=true"},
+      {"--method=lantern:k=4:delta=0.2:tree.static_tree=true"},
+      {"--method=lantern++:k=4:lambda=3"},
+      {"--method=sjd:window=8:init=repeat_horizon"},
+      {"--method=gsd:window=8:group_size=4:max_embedding_distance=1e9"},
+      {"--method=zipar:window=4"},
+      {"--method=peanut:l_k=2:init=vertical_repeat:tree.total_tokens=12"},
+      {"--method=mulo:zipar_window=4:resample=wavefront:resample_window=4"}};
   for (const std::vector<std::string>& method_args : methods) {
     const std::string method = absl::StrJoin(method_args, " ");
     std::remove(out.c_str());
@@ -128,7 +128,10 @@ TEST_F(ClientTest, HelpListsTheProgramsOwnFlags) {
   // `--help` of both binaries lists their own flags (not "No flags matched") and no library's.
   ClientRun client = Client(*server_, {"--help"});
   EXPECT_NE(client.output.find("--method"), std::string::npos) << client.output;
-  EXPECT_NE(client.output.find("--tau"), std::string::npos) << client.output;
+  // Every method's options, from the proto's descriptor.
+  EXPECT_NE(client.output.find("  sjd: window (integer), init (random | repeat_horizon)"),
+            std::string::npos)
+      << client.output;
   EXPECT_EQ(client.output.find("No flags matched"), std::string::npos) << client.output;
   FILE* pipe = popen("server/mulo_server --help 2>&1", "r");
   ASSERT_NE(pipe, nullptr);
@@ -148,15 +151,23 @@ TEST_F(ClientTest, ServerErrorsPrintCodeAndMessageAndExitNonZero) {
       Client(*server_, {"generate", "--model=nope", "--prompt=x", "--out=/dev/null"});
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_NE(unknown.output.find("error: NOT_FOUND"), std::string::npos) << unknown.output;
-  ClientRun bad = Client(*server_, {"generate", "--model=tiny", "--prompt=x", "--method=mulo",
-                                    "--tau=-1", "--out=/dev/null"});
+  ClientRun bad = Client(*server_, {"generate", "--model=tiny", "--prompt=x",
+                                    "--method=mulo:tau=-1", "--out=/dev/null"});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.output.find("error: INVALID_ARGUMENT"), std::string::npos) << bad.output;
   EXPECT_NE(bad.output.find("mulo.tau"), std::string::npos) << bad.output;
   // A flag the client itself rejects: usage error, nothing sent.
   ClientRun method = Client(*server_, {"generate", "--model=tiny", "--prompt=x", "--method=beam"});
   EXPECT_EQ(method.exit_code, 2);
-  EXPECT_NE(method.output.find("--method=beam"), std::string::npos) << method.output;
+  EXPECT_NE(method.output.find("error: --method: 'beam' is not a method of the API (ar, "),
+            std::string::npos)
+      << method.output;
+  ClientRun option =
+      Client(*server_, {"generate", "--model=tiny", "--prompt=x", "--method=sjd:windows=4"});
+  EXPECT_EQ(option.exit_code, 2);
+  EXPECT_NE(option.output.find("error: --method: 'windows' is not an option of sjd (window, init)"),
+            std::string::npos)
+      << option.output;
 }
 
 TEST_F(ClientTest, BenchReportsEveryRequest) {

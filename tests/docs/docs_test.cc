@@ -1,7 +1,7 @@
 // The README is a front door and docs/ holds the details: every relative link and image in
 // README.md and docs/*.md resolves inside the repository, the README's method table lists
-// exactly the registry's methods, docs/methods.md's components table is the registry's, and
-// the README stays short. The checker's own controls feed it broken Markdown that must fail.
+// exactly the registry's methods, docs/methods.md's components and options tables are the
+// registry's and the specs', and the README stays short. The checker's own controls feed it broken Markdown that must fail.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/decode/method_registry.h"
+#include "engine/decode/option_text.h"
 #include "tests/docs/markdown_links.h"
 
 namespace mulo::docs {
@@ -106,6 +107,22 @@ TEST(DocsTest, TheComponentsTableInMethodsMdIsTheRegistry) {
     expected.push_back({entry.name, entry.implemented ? "yes" : "no", needs.empty() ? "-" : needs});
   }
   EXPECT_EQ(rows, expected);
+}
+
+// The options table is the specs' (engine/decode/specs/): on a mismatch the test prints the
+// table to paste.
+TEST(DocsTest, TheOptionsTableInMethodsMdIsTheSpecs) {
+  const auto rows = TableAfterHeading(Read("docs/methods.md"), "## Every method's options");
+  std::vector<std::vector<std::string>> expected;
+  std::string markdown = "| method | option | values |\n|---|---|---|\n";
+  for (const engine::MethodEntry& entry : engine::Methods()) {
+    for (const engine::OptionSpec& option : entry.options) {
+      expected.push_back({entry.name, "`" + option.name + "`", engine::OptionCondition(option)});
+      markdown += "| " + entry.name + " | `" + option.name + "` | " +
+                  engine::OptionCondition(option) + " |\n";
+    }
+  }
+  EXPECT_EQ(rows, expected) << "the table from the specs:\n" << markdown;
 }
 
 // Controls: the checker must find each kind of broken link, or the tests above prove nothing.

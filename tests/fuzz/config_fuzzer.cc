@@ -1,6 +1,7 @@
 // Fuzzes the JSON loaders: arbitrary bytes as a transformer config and a VQ config file,
-// MuLo-SD's options and a whole family.json (whose components point at the tiny test family, so a
-// document that passes the checks loads real models and validates its method defaults).
+// every method's options (read through its spec) and a whole family.json (whose components
+// point at the tiny test family, so a document that passes the checks loads real models and
+// validates its method defaults).
 // Every outcome is a model or an error naming the file and key, never a crash.
 #include <unistd.h>
 
@@ -13,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/decode/method_registry.h"
-#include "engine/decode/mulo_options.h"
+#include "engine/decode/option_text.h"
 #include "engine/model/model_set.h"
 #include "engine/model/transformer_config.h"
 #include "engine/model/vq_config.h"
@@ -59,7 +60,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_discarded()) {
-    (void)mulo::engine::ParseMuloOptions(doc, mulo::engine::PaperMuloOptions(), "fuzz");
+    for (const mulo::engine::MethodEntry& method : mulo::engine::Methods()) {
+      mulo::engine::MethodConfig config;
+      (void)mulo::engine::ApplyOptionsJson(method, doc, "fuzz", config);
+    }
   }
   return 0;
 }

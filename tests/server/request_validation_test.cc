@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/decode/method_registry.h"
+#include "engine/decode/option_text.h"
 #include "mulo/v1/method_names.h"
 
 namespace mulo::server {
@@ -202,7 +203,8 @@ TEST_F(RequestValidationTest, OptionsReachTheEngineAsSentAndUnsetOnesKeepItsDefa
   auto validated = ValidateRequest(request, *repository_);
   ASSERT_TRUE(validated.ok()) << validated.status();
   // Unset fields take the family's calibrated defaults (family.json method_defaults).
-  const engine::MuloOptions defaults = *engine::FamilyMuloOptions(*validated->models);
+  const engine::MuloOptions defaults =
+      engine::DefaultMethodConfig("mulo", *validated->models)->mulo;
   const engine::MuloOptions& got = validated->method_config.mulo;
   EXPECT_EQ(got.tau, 0.25);
   EXPECT_EQ(got.pooling.k, 7);
@@ -237,8 +239,11 @@ TEST_F(RequestValidationTest, ThePaperPresetAndTheNewMuloFields) {
   m->set_preset(v1::MuloParams::PAPER);
   auto paper = ValidateRequest(request, *repository_);
   ASSERT_TRUE(paper.ok()) << paper.status();
-  EXPECT_EQ(engine::MuloOptionsToJson(paper->method_config.mulo),
-            engine::MuloOptionsToJson(engine::PaperMuloOptions()));
+  engine::MethodConfig paper_config;
+  paper_config.mulo = engine::PaperMuloOptions();
+  const engine::MethodEntry& mulo = *engine::FindMethod("mulo");
+  EXPECT_EQ(engine::OptionsJson(mulo, paper->method_config),
+            engine::OptionsJson(mulo, paper_config));
   m->set_pooling(v1::MuloParams::MULTIPLICATIVE);
   m->set_lambda(3);
   m->set_draft_prefix(v1::MuloParams::PATCH);

@@ -41,7 +41,7 @@ VALIDATION_SEED = 7331  # the same validation draw as choose_cfg.py
 POOLINGS = {
     "additive": {"pooling": "additive", "k": 1000, "delta": 0.1},
     "multiplicative": {"pooling": "multiplicative", "k": 10, "lambda": 2},
-    "none": {"pooling": "none"},
+    "none": {"pooling": "no_pooling"},
 }
 
 

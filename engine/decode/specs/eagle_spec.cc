@@ -11,6 +11,8 @@ MethodEntry EagleSpec() {
   e.implemented = true;
   e.make = [](const MethodConfig& c) { return std::make_shared<const EagleDecoder>(c.eagle); };
   e.options = EagleTreeOptions("", [](MethodConfig& c) -> EagleOptions& { return c.eagle; });
+  e.label_options = {"static_tree", "total_tokens", "depth", "top_k"};
+  e.bench_variants = {{"static_tree=true"}};
   return e;
 }
 

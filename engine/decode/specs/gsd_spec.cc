@@ -18,6 +18,7 @@ MethodEntry GsdSpec() {
       Number("max_embedding_distance", 0, 1e12,
              [](MethodConfig& c) -> double& { return c.gsd.group.max_embedding_distance; }),
   };
+  e.label_options = {"window", "group_size", "max_probability_gap", "max_embedding_distance"};
   return e;
 }
 

@@ -19,6 +19,8 @@ MethodEntry LanternPlusPlusSpec() {
              [](MethodConfig& c) -> double& { return c.lantern_plus_plus.lambda; },
              "must be a finite number >= 1"),
   };
+  e.label_options = {"k", "lambda"};
+  e.bench_variants = {{"lambda=3"}};
   return e;
 }
 

@@ -18,6 +18,7 @@ MethodEntry LanternSpec() {
        EagleTreeOptions("tree.", [](MethodConfig& c) -> EagleOptions& { return c.lantern.tree; })) {
     e.options.push_back(std::move(o));
   }
+  e.label_options = {"k", "delta"};
   return e;
 }
 

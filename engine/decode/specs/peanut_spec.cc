@@ -42,6 +42,8 @@ MethodEntry PeanutSpec() {
            "tree.", [](MethodConfig& c) -> DynamicTreeOptions& { return c.peanut.tree; })) {
     e.options.push_back(std::move(o));
   }
+  e.label_options = {"beta", "l_d", "l_k", "init", "tree.total_tokens", "tree.depth",
+                     "tree.top_k"};
   return e;
 }
 

@@ -16,6 +16,7 @@ MethodEntry SjdSpec() {
                           {"REPEAT_HORIZON", JacobiInit::kRepeatHorizon}},
                          [](MethodConfig& c) -> JacobiInit& { return c.sjd.init; }),
   };
+  e.label_options = {"window", "init"};
   return e;
 }
 

@@ -15,6 +15,7 @@ MethodEntry SpeculativeSpec() {
   e.options = {
       Integer("gamma", 1, kMaxGamma, [](MethodConfig& c) -> int64_t& { return c.speculative.gamma; }),
   };
+  e.label_options = {"gamma"};
   return e;
 }
 

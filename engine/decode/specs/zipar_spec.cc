@@ -14,6 +14,7 @@ MethodEntry ZipArSpec() {
   e.options = {
       Integer("window", 1, kUnbounded, [](MethodConfig& c) -> int64_t& { return c.zipar.window; }),
   };
+  e.label_options = {"window"};
   return e;
 }
 

@@ -153,24 +153,22 @@ TEST(LanternTest, OptionsAreValidatedByName) {
 TEST(LanternTest, FamilyDefaultsOverThePapers) {
   ModelSet models;
   models.name = "test";
-  EXPECT_EQ(FamilyLanternOptions(models)->k, 1000);  // the paper's
-  EXPECT_EQ(FamilyLanternPlusPlusOptions(models)->k, 10);
+  auto paper = DefaultMethodConfig("lantern", models);
+  ASSERT_OK(paper);
+  EXPECT_EQ(paper->lantern.k, 1000);  // the paper's
+  EXPECT_EQ(paper->lantern_plus_plus.k, 10);
   models.method_defaults = nlohmann::json::parse(
       R"({"lantern": {"k": 63, "delta": 0.2}, "lantern++": {"k": 1, "lambda": 3}})");
-  auto lantern = FamilyLanternOptions(models);
-  auto plus = FamilyLanternPlusPlusOptions(models);
-  ASSERT_OK(lantern);
-  ASSERT_OK(plus);
-  EXPECT_EQ(lantern->k, 63);
-  EXPECT_DOUBLE_EQ(lantern->delta, 0.2);
-  EXPECT_EQ(plus->k, 1);
-  EXPECT_DOUBLE_EQ(plus->lambda, 3.0);
   auto config = DefaultMethodConfig("lantern++", models);
   ASSERT_OK(config);
+  EXPECT_EQ(config->lantern.k, 63);
+  EXPECT_DOUBLE_EQ(config->lantern.delta, 0.2);
   EXPECT_EQ(config->lantern_plus_plus.k, 1);
+  EXPECT_DOUBLE_EQ(config->lantern_plus_plus.lambda, 3.0);
+  EXPECT_EQ(config->peanut.lantern_k, 63);  // PEANUT + LANTERN pools LANTERN's neighbourhood
   models.method_defaults["lantern"]["delta"] = 2.0;
-  ExpectRefused(FamilyLanternOptions(models).status(), StatusCode::kInvalidArgument,
-                     "method_defaults.lantern: field 'delta'");
+  ExpectRefused(DefaultMethodConfig("lantern", models).status(), StatusCode::kInvalidArgument,
+                "method_defaults.lantern: field 'delta'");
   ExpectRefused(ValidateMethodDefaults(models), StatusCode::kInvalidArgument, "delta");
 }
 
