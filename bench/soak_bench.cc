@@ -30,6 +30,7 @@
 #include "absl/strings/str_format.h"
 #include "client/percentile.h"
 #include "mulo/v1/image_generation.grpc.pb.h"
+#include "mulo/v1/method_names.h"
 
 ABSL_FLAG(std::string, server_binary, "bazel-bin/server/mulo_server",
           "mulo_server to start (run from the repository root)");
@@ -124,16 +125,9 @@ v1::GenerateRequest RequestFor(const std::string& model, const std::string& meth
   request.set_prompt("a small red circle in the top left on a blue background");
   request.mutable_sampling()->set_seed(seed);
   // The method's message, empty: the family's defaults.
-  if (method == "ar") request.mutable_ar();
-  if (method == "speculative") request.mutable_speculative();
-  if (method == "mulo") request.mutable_mulo();
-  if (method == "eagle") request.mutable_eagle();
-  if (method == "lantern") request.mutable_lantern();
-  if (method == "lantern++") request.mutable_lantern_plus_plus();
-  if (method == "peanut") request.mutable_peanut();
-  if (method == "sjd") request.mutable_sjd();
-  if (method == "gsd") request.mutable_gsd();
-  if (method == "zipar") request.mutable_zipar();
+  if (const auto* field = v1::ApiMethodField(method)) {
+    request.GetReflection()->MutableMessage(&request, field);
+  }
   return request;
 }
 

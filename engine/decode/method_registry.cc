@@ -16,7 +16,7 @@ std::vector<MethodEntry> BuildTable() {
   return {specs::ArSpec(),     specs::SpeculativeSpec(),     specs::MuloSpec(),
           specs::EagleSpec(),  specs::LanternSpec(),         specs::LanternPlusPlusSpec(),
           specs::PeanutSpec(), specs::SjdSpec(),             specs::GsdSpec(),
-          specs::ZipArSpec()};
+          specs::ZipArSpec(),  specs::McSjdSpec()};
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "engine/decode/eagle.h"
 #include "engine/decode/gsd.h"
 #include "engine/decode/lantern.h"
+#include "engine/decode/mc_sjd.h"
 #include "engine/decode/option_spec.h"
 #include "engine/decode/mulo.h"
 #include "engine/decode/peanut.h"
@@ -40,6 +41,7 @@ struct MethodConfig {
   SjdOptions sjd;
   GsdOptions gsd;
   ZipArOptions zipar;
+  McSjdOptions mc_sjd;
 };
 
 enum class Component { kDrafter, kChain, kUpsampler, kDownsampler, kEagle };

@@ -13,8 +13,9 @@ namespace {
 
 class JacobiState : public SteppedMethod::State {
  public:
-  JacobiState(ModelStream* target, std::unique_ptr<Verifier> verifier, const SjdOptions& options)
-      : target_(target), verifier_(std::move(verifier)), options_(options) {}
+  JacobiState(const SjdDecoder* method, ModelStream* target, std::unique_ptr<Verifier> verifier,
+              const SjdOptions& options)
+      : method_(method), target_(target), verifier_(std::move(verifier)), options_(options) {}
 
   // Invariant: the target has been fed every committed token but the last; window_ holds the
   // drafts carried for the positions right after the committed prefix, q_ their distributions.
@@ -55,7 +56,11 @@ class JacobiState : public SteppedMethod::State {
     {  // 4. Jacobi update: the positions past the new prefix are re-drawn from this p.
       auto timer = session.Time(Phase::kSampling);
       const int64_t first = static_cast<int64_t>(x.size()) - n;
-      window_ = Redraw(session, p, first);
+      const int64_t carried = std::max<int64_t>(0, length - first);
+      window_ = method_->Redraw(
+          session, p, first,
+          std::vector<int64_t>(window_.begin() + (length - carried), window_.end()),
+          std::vector<torch::Tensor>(q_.begin() + (length - carried), q_.end()));
       q_.clear();
       for (int64_t i = first; i < p.size(0); ++i) q_.push_back(p[i]);
     }
@@ -65,19 +70,6 @@ class JacobiState : public SteppedMethod::State {
   }
 
  private:
-  // Tokens for rows [first, end) of p, drawn on p's device in one batch and read back once:
-  // row i with the drafter stream's (i - first)-th next number (its argmax when greedy: there
-  // p is one-hot), the numbers a row-by-row host draw would take.
-  static std::vector<int64_t> Redraw(DecodeSession& session, const torch::Tensor& p,
-                                     int64_t first) {
-    const int64_t rows = p.size(0) - first;
-    if (rows <= 0) return {};
-    const torch::Tensor tail = p.narrow(0, first, rows);
-    return HostReadIds(session.greedy()
-                           ? tail.argmax(1)
-                           : DrawRows(tail, session.uniforms(RngStream::kDrafter).Take(rows)));
-  }
-
   void FillWindow(DecodeSession& session, const std::vector<int64_t>& x, int64_t length) {
     window_.resize(std::min<int64_t>(window_.size(), length));
     q_.resize(window_.size());
@@ -101,6 +93,7 @@ class JacobiState : public SteppedMethod::State {
     }
   }
 
+  const SjdDecoder* method_;  // outlives its states (they run inside its Generate)
   ModelStream* target_;
   std::unique_ptr<Verifier> verifier_;
   SjdOptions options_;
@@ -127,6 +120,20 @@ Status SjdDecoder::Validate(const ModelSet& models) const {
   return ValidateJacobiWindow(options_.window, name());
 }
 
+std::vector<int64_t> SjdDecoder::Redraw(DecodeSession& session, const torch::Tensor& p,
+                                        int64_t first, const std::vector<int64_t>&,
+                                        const std::vector<torch::Tensor>&) const {
+  // Drawn on p's device in one batch and read back once: row i with the drafter stream's
+  // (i - first)-th next number (its argmax when greedy: there p is one-hot), the numbers a
+  // row-by-row host draw would take.
+  const int64_t rows = p.size(0) - first;
+  if (rows <= 0) return {};
+  const torch::Tensor tail = p.narrow(0, first, rows);
+  return HostReadIds(session.greedy()
+                         ? tail.argmax(1)
+                         : DrawRows(tail, session.uniforms(RngStream::kDrafter).Take(rows)));
+}
+
 std::unique_ptr<Verifier> SjdDecoder::MakeVerifier(const ModelSet&) const {
   return std::make_unique<ExactVerifier>(options_.accept, options_.residual);
 }
@@ -138,7 +145,7 @@ StatusOr<std::unique_ptr<SteppedMethod::State>> SjdDecoder::Begin(DecodeSession&
   // Token 0 comes straight from the target's prefill, as in AR.
   session.Append(session.Draw(target->next_logits(), RngStream::kTarget));
   return std::unique_ptr<State>(
-      std::make_unique<JacobiState>(target, MakeVerifier(session.models()), options_));
+      std::make_unique<JacobiState>(this, target, MakeVerifier(session.models()), options_));
 }
 
 }  // namespace mulo::engine

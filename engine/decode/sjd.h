@@ -9,8 +9,8 @@
 //      rejection is replaced from norm(max(p_i - q_i, 0)) (ExactVerifier); a fully kept window
 //      draws the bonus token from p after it;
 //   4. Jacobi update: every position after the new committed prefix is re-drawn from this
-//      iteration's p there, which becomes its q; the target's cache rolls back past the last
-//      committed token.
+//      iteration's p there (Redraw; MC-SJD couples the re-draw with the carried draft), which
+//      becomes its q; the target's cache rolls back past the last committed token.
 // Lossless: q is the distribution each draft was actually drawn from, so the kept tokens
 // follow the target's p exactly; greedy equals AR greedy (tests/engine/decode/sjd_test.cc).
 // GSD (gsd.h) is this loop with a grouped acceptance test.
@@ -19,6 +19,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/decode/session.h"
 #include "engine/sampling/verifier.h"
@@ -50,6 +51,15 @@ class SjdDecoder : public SteppedMethod {
   explicit SjdDecoder(SjdOptions options = SjdOptions()) : options_(std::move(options)) {}
   std::string name() const override { return "sjd"; }
   Status Validate(const ModelSet& models) const override;
+
+  // Step 4's drafts for rows [first, p.size(0)) of this iteration's p (row i: position n + i),
+  // read to the host once. `carried` holds the previous drafts at rows [first, first +
+  // carried.size()) and `carried_q` the distributions they were drawn from. SJD draws every
+  // row afresh from p (its argmax when greedy) with the drafter stream's next numbers; MC-SJD
+  // couples the carried drafts with p (mc_sjd.h). Each row's draft is distributed as p.
+  virtual std::vector<int64_t> Redraw(DecodeSession& session, const torch::Tensor& p,
+                                      int64_t first, const std::vector<int64_t>& carried,
+                                      const std::vector<torch::Tensor>& carried_q) const;
 
  protected:
   StatusOr<std::unique_ptr<State>> Begin(DecodeSession& session) const override;

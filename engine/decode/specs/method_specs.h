@@ -17,6 +17,7 @@ MethodEntry PeanutSpec();
 MethodEntry SjdSpec();
 MethodEntry GsdSpec();
 MethodEntry ZipArSpec();
+MethodEntry McSjdSpec();
 
 }  // namespace mulo::engine::specs
 

@@ -28,8 +28,10 @@ TEST(MethodRegistryTest, ListsEveryMethodOfTheApiOnce) {
     EXPECT_EQ(entry.implemented, static_cast<bool>(entry.make)) << entry.name;
   }
   EXPECT_EQ(names, std::vector<std::string>({"ar", "speculative", "mulo", "eagle", "lantern",
-                                             "lantern++", "peanut", "sjd", "gsd", "zipar"}));
-  EXPECT_EQ(MethodList(), "ar, speculative, mulo, eagle, lantern, lantern++, peanut, sjd, gsd, zipar");
+                                             "lantern++", "peanut", "sjd", "gsd", "zipar",
+                                             "mc_sjd"}));
+  EXPECT_EQ(MethodList(),
+            "ar, speculative, mulo, eagle, lantern, lantern++, peanut, sjd, gsd, zipar, mc_sjd");
   EXPECT_EQ(FindMethod("beam"), nullptr);
 }
 
@@ -37,7 +39,7 @@ TEST(MethodRegistryTest, BuildsImplementedMethodsWithTheirOptions) {
   const ModelSet family = Tiny();
   for (const std::string name :
        {"ar", "speculative", "mulo", "eagle", "lantern", "lantern++", "peanut", "sjd", "gsd",
-        "zipar"}) {
+        "zipar", "mc_sjd"}) {
     MethodConfig config;
     config.name = name;
     auto method = MakeMethod(config, family);
@@ -47,7 +49,7 @@ TEST(MethodRegistryTest, BuildsImplementedMethodsWithTheirOptions) {
   EXPECT_EQ(AvailableMethods(family),
             std::vector<std::string>(
                 {"ar", "speculative", "mulo", "eagle", "lantern", "lantern++", "peanut", "sjd",
-                 "gsd", "zipar"}));
+                 "gsd", "zipar", "mc_sjd"}));
 }
 
 TEST(MethodRegistryTest, RefusesUnknownUnimplementedUnavailableAndInvalid) {
@@ -58,7 +60,7 @@ TEST(MethodRegistryTest, RefusesUnknownUnimplementedUnavailableAndInvalid) {
   EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(unknown.status().message().rfind("method: unknown 'beam'", 0), 0u);
   // The training-free methods need nothing beyond the target; their options are checked.
-  for (const std::string name : {"sjd", "gsd", "zipar"}) {
+  for (const std::string name : {"sjd", "gsd", "zipar", "mc_sjd"}) {
     config.name = name;
     EXPECT_TRUE(MakeMethod(config, family).ok()) << name;
   }
@@ -87,7 +89,8 @@ TEST(MethodRegistryTest, RefusesUnknownUnimplementedUnavailableAndInvalid) {
   auto unavailable = MakeMethod(config, family);
   EXPECT_EQ(unavailable.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(unavailable.status().message().rfind("method: 'speculative' needs", 0), 0u);
-  EXPECT_EQ(AvailableMethods(family), std::vector<std::string>({"ar", "mulo", "sjd", "gsd", "zipar"}));  // no head
+  EXPECT_EQ(AvailableMethods(family),  // no head, no chain
+            std::vector<std::string>({"ar", "mulo", "sjd", "gsd", "zipar", "mc_sjd"}));
 }
 
 }  // namespace
