@@ -75,7 +75,8 @@ ABSL_FLAG(std::vector<std::string>, sweep_groups, SweepAxes(),
 ABSL_FLAG(std::vector<std::string>, methods,
           std::vector<std::string>({"ar", "speculative", "mulo"}),
           "main methods to run (comma list of the registry's implemented methods, listed in "
-          "the usage); ar always runs as the baseline. `--methods=ar --limit=32` times the engine alone for the "
+          "the usage, or `available`: every method the family can run); ar always runs as the "
+          "baseline. `--methods=ar --limit=32` times the engine alone for the "
           "same prompts and "
           "seeds as `mulo_client bench --requests=32 --prompts_file=...`");
 ABSL_FLAG(std::string, out_dir, "out/bench", "where the tables go");
@@ -307,6 +308,12 @@ int Run() {
   using engine::Rejection;
   // The main rows: ar first (the baseline), then each --methods entry at its family defaults.
   std::vector<std::string> wanted = absl::GetFlag(FLAGS_methods);
+  if (wanted == std::vector<std::string>{"available"}) {  // every method the family can run
+    wanted.clear();
+    for (const std::string& name : engine::AvailableMethods(*family)) {
+      if (engine::FindMethod(name)->make) wanted.push_back(name);  // not auto: it picks one
+    }
+  }
   wanted.erase(std::remove(wanted.begin(), wanted.end(), "ar"), wanted.end());
   wanted.insert(wanted.begin(), "ar");
   std::vector<Config> configs;

@@ -275,6 +275,8 @@ int Generate() {
       "latency %.3fs (first row %.3fs, server queue %.3fs, server "
       "decode %.3fs)\n",
       seconds(), first_row, s.queue_seconds(), s.total_seconds());
+  if (!s.method().empty()) std::printf("method %s\n", s.method().c_str());
+  if (!s.method_choice().empty()) std::printf("%s\n", s.method_choice().c_str());
   std::printf("target forwards %u, draft forwards %u, step compression %.2f",
               s.target_forward_passes(), s.draft_forward_passes(), s.step_compression());
   if (s.iterations() > 0) std::printf(", iterations %u", s.iterations());

@@ -38,6 +38,8 @@ struct GenerationEvent {
   int64_t image_height = 0;
   engine::Stats stats;
   double queue_seconds = 0.0;
+  std::string method;         // the method that ran (auto's choice)
+  std::string method_choice;  // auto: why that method; empty otherwise
 
   // kDone: the generation's outcome; the last event, always sent exactly once.
   absl::Status status;

@@ -145,6 +145,8 @@ void GenerationJob::Run(engine::ForwardBatcher* batcher) {
   image.tokens = result->tokens;
   image.stats = result->stats;
   image.queue_seconds = queue_seconds;
+  image.method = r.method;
+  image.method_choice = r.method_config.chosen_by;
   Post(std::move(image));
   Post(std::move(event));
 }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/decode/method_registry.h"
+#include "mulo/v1/method_names.h"
 #include "server/client_text.h"
 #include "server/request_log.h"
 
@@ -107,7 +108,17 @@ absl::StatusOr<std::shared_ptr<GenerationService::Call>> GenerationService::Star
   if (repository == nullptr) {
     return refuse(absl::UnavailableError("models are still loading; retry shortly"), "");
   }
-  auto validated = ValidateRequest(request, *repository);
+  // A request that names no method takes the server's default (--default_method).
+  v1::GenerateRequest with_default;
+  const bool defaulted =
+      request.GetReflection()->GetOneofFieldDescriptor(request, &v1::MethodOneof()) == nullptr &&
+      default_method_ != "ar";
+  if (defaulted) {
+    with_default = request;
+    with_default.GetReflection()->MutableMessage(&with_default,
+                                                 v1::ApiMethodField(default_method_));
+  }
+  auto validated = ValidateRequest(defaulted ? with_default : request, *repository);
   if (!validated.ok()) return refuse(validated.status(), "");
   if (absl::Status bounded = CheckRequestLimits(*validated, limits_); !bounded.ok()) {
     return refuse(bounded, "");

@@ -85,6 +85,8 @@ class GenerationService {
 
   // The loaded models; must outlive the service.
   void SetRepository(const ModelRepository* repository) { repository_ = repository; }
+  // The method of requests that name none (a method of the API; "ar" unless set).
+  void SetDefaultMethod(std::string method) { default_method_ = std::move(method); }
 
   // Validates and queues `request`. On success its events go to `listener`, ending with one
   // kDone event whose status is the request's outcome (logged and counted by then). A refusal
@@ -122,6 +124,7 @@ class GenerationService {
   ServerMetrics& metrics_;
   const BatchPolicy batching_;
   const RequestLimits limits_;
+  std::string default_method_ = "ar";
   std::atomic<bool> accepting_{true};
   std::atomic<bool> shut_down_{false};  // CancelAll ran
   std::mutex calls_mu_;

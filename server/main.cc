@@ -29,6 +29,7 @@
 #include "absl/time/clock.h"
 #include "engine/core/cpu_threads.h"
 #include "engine/core/device_stream.h"
+#include "mulo/v1/method_names.h"
 #include "server/batch_policy.h"
 #include "server/cuda_graph_policy.h"
 #include "server/grpc_front_end.h"
@@ -72,6 +73,9 @@ ABSL_FLAG(absl::Duration, batch_wait, absl::Milliseconds(5),
           "how long a queued forward waits for batch members busy elsewhere before it runs");
 // The methods measured to gain from batching on CPU (README, "Continuous batching"); the
 // others lost 3-16% there (bench/batching_server_bench.sh).
+ABSL_FLAG(std::string, default_method, "ar",
+          "the method of requests that name none (any method of the API; `auto`: the fastest "
+          "the family's calibration table allows)");
 ABSL_FLAG(std::string, batch_methods, "ar,mulo",
           "methods whose requests join the batch (all, none or a comma list such as ar,mulo); "
           "a request of another method has its worker to itself");
@@ -221,6 +225,12 @@ int Run() {
     Log("--batch_wait: must not be negative");
     return 2;
   }
+  const std::string default_method = absl::GetFlag(FLAGS_default_method);
+  if (v1::ApiMethodField(default_method) == nullptr) {
+    Log(absl::StrCat("--default_method: unknown method \"", default_method, "\" (",
+                     absl::StrJoin(v1::ApiMethodNames(), ", "), ")"));
+    return 2;
+  }
   auto batch_policy = BatchPolicy::Parse(absl::GetFlag(FLAGS_batch_methods));
   if (!batch_policy.ok()) {
     Log(std::string(batch_policy.status().message()));
@@ -272,6 +282,7 @@ int Run() {
     Log("API keys: required (--api_keys_file; SIGHUP reloads it)");
   }
   GenerationService generation(scheduler, metrics, *std::move(batch_policy), limits);
+  generation.SetDefaultMethod(default_method);
   ImageGenerationService service(generation, api_keys.get());
   std::atomic<bool> ready{false};
 

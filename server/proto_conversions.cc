@@ -53,6 +53,8 @@ std::optional<v1::GenerateResponse> ToGenerateResponse(const GenerationEvent& ev
   image->set_height(static_cast<uint32_t>(event.image_height));
   for (int32_t t : event.tokens) image->add_tokens(static_cast<uint32_t>(t));
   FillStats(event.stats, event.queue_seconds, image->mutable_stats());
+  image->mutable_stats()->set_method(event.method);
+  image->mutable_stats()->set_method_choice(event.method_choice);
   return response;
 }
 

@@ -226,6 +226,10 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
       }
     }
   }
+  // `auto` becomes the method it chooses for this family and device (chosen_by says why).
+  auto resolved = engine::ResolveMethod(config, *out.models);
+  if (!resolved.ok()) return ToAbsl(resolved.status());
+  config = *std::move(resolved);
   // The registry checks the name, the family's components and every option's bounds.
   auto decoder = engine::MakeMethod(config, *out.models);
   if (!decoder.ok()) return ToAbsl(decoder.status());

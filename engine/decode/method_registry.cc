@@ -16,7 +16,7 @@ std::vector<MethodEntry> BuildTable() {
   return {specs::ArSpec(),     specs::SpeculativeSpec(),     specs::MuloSpec(),
           specs::EagleSpec(),  specs::LanternSpec(),         specs::LanternPlusPlusSpec(),
           specs::PeanutSpec(), specs::SjdSpec(),             specs::GsdSpec(),
-          specs::ZipArSpec(),  specs::McSjdSpec()};
+          specs::ZipArSpec(),  specs::McSjdSpec(),           specs::AutoSpec()};
 }
 
 }  // namespace
@@ -95,9 +95,12 @@ Status ValidateMethodDefaults(const ModelSet& models) {
   // across options (PEANUT's open depth bounds) they check in Validate.
   // (FAILED_PRECONDITION, what the family's models lack, is each request's to report.)
   for (const std::string& name : AvailableMethods(models)) {
+    const MethodEntry& entry = *FindMethod(name);
     config.name = name;
-    Status valid = FindMethod(name)->make(config)->Validate(models);
-    if (valid.code() == StatusCode::kInvalidArgument) {
+    Status valid = entry.make ? entry.make(config)->Validate(models)
+                              : ResolveMethod(config, models).status();
+    if (valid.code() == StatusCode::kInvalidArgument ||
+        (!entry.make && !valid.ok())) {  // a resolver's table is the family's to fix
       return InvalidArgumentError(models.name + " family.json method_defaults: " +
                                   valid.message());
     }
@@ -105,8 +108,16 @@ Status ValidateMethodDefaults(const ModelSet& models) {
   return OkStatus();
 }
 
-StatusOr<std::shared_ptr<const DecodingMethod>> MakeMethod(const MethodConfig& config,
+StatusOr<MethodConfig> ResolveMethod(const MethodConfig& config, const ModelSet& models) {
+  const MethodEntry* entry = FindMethod(config.name);
+  if (entry == nullptr || !entry->resolve) return config;
+  MULO_RETURN_IF_ERROR(CheckOptionBounds(entry->name, entry->options, config));
+  return entry->resolve(config, models);
+}
+
+StatusOr<std::shared_ptr<const DecodingMethod>> MakeMethod(const MethodConfig& requested,
                                                            const ModelSet& models) {
+  MULO_ASSIGN_OR_RETURN(const MethodConfig config, ResolveMethod(requested, models));
   const MethodEntry* entry = FindMethod(config.name);
   if (entry == nullptr) {
     return InvalidArgumentError("method: unknown '" + config.name + "' (" + MethodList() + ")");

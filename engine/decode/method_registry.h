@@ -14,6 +14,7 @@
 
 #include "engine/core/status.h"
 #include "engine/decode/ar.h"
+#include "engine/decode/auto_method.h"
 #include "engine/decode/eagle.h"
 #include "engine/decode/gsd.h"
 #include "engine/decode/lantern.h"
@@ -42,6 +43,9 @@ struct MethodConfig {
   GsdOptions gsd;
   ZipArOptions zipar;
   McSjdOptions mc_sjd;
+  AutoOptions automatic;  // "auto", which ResolveMethod replaces by the method it chooses
+  // Set by ResolveMethod when a resolver (auto) chose this method: why.
+  std::string chosen_by;
 };
 
 enum class Component { kDrafter, kChain, kUpsampler, kDownsampler, kEagle };
@@ -55,6 +59,12 @@ struct MethodEntry {
   bool implemented = false;
   // Builds the method from the config's options (implemented methods only).
   std::function<std::shared_ptr<const SteppedMethod>(const MethodConfig&)> make;
+  // Instead of `make`, for an entry that stands for another method (auto): the config of the
+  // method it chooses for `models`, with its family defaults and `chosen_by` set.
+  std::function<StatusOr<MethodConfig>(const MethodConfig&, const ModelSet&)> resolve;
+  // Whether its tokens follow ar's distribution exactly at `config` (its tests prove it):
+  // what `auto` may choose without a quality budget. Empty: never (relaxed methods).
+  std::function<bool(const MethodConfig&)> lossless;
   // Whether it drafts and verifies (its speculative statistics mean something): false for
   // ar and ZipAR, whose drafted / accepted counts are always 0.
   bool drafts = true;
@@ -88,7 +98,12 @@ StatusOr<MethodConfig> DefaultMethodConfig(const std::string& name, const ModelS
 // family.json fails at start-up, not on the first request).
 Status ValidateMethodDefaults(const ModelSet& models);
 
-// The method `config` asks for, checked once for the server and every other caller:
+// `config` itself, or for an entry that resolves (auto) the config of the method it chooses,
+// with `chosen_by` saying why.
+StatusOr<MethodConfig> ResolveMethod(const MethodConfig& config, const ModelSet& models);
+
+// The method `config` asks for (resolved first), checked once for the server and every other
+// caller:
 //   unknown name                        INVALID_ARGUMENT "method: unknown ..."
 //   declared but not implemented yet    UNIMPLEMENTED "method: 'eagle' is not implemented yet"
 //   a component missing from `models`   INVALID_ARGUMENT "method: 'mulo' needs ..."

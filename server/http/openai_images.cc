@@ -182,6 +182,8 @@ Json StatsJson(const FinishedImage& image) {
               {"queue_seconds", image.image.queue_seconds},
               {"decode_seconds", s.total_seconds},
               {"phase_seconds", phases},
+              {"method", image.image.method},
+              {"method_choice", image.image.method_choice},
               {"image_tokens", image.image.tokens}};
 }
 

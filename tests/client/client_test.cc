@@ -81,6 +81,7 @@ TEST_F(ClientTest, GenerateWritesThePngAndPrintsStats) {
       {"--method=gsd:window=8:group_size=4:max_embedding_distance=1e9"},
       {"--method=zipar:window=4"},
       {"--method=mc_sjd:window=8:coupling=1"},
+      {"--method=auto"},
       {"--method=peanut:l_k=2:init=vertical_repeat:tree.total_tokens=12"},
       {"--method=mulo:zipar_window=4:resample=wavefront:resample_window=4"}};
   for (const std::vector<std::string>& method_args : methods) {
@@ -98,6 +99,12 @@ TEST_F(ClientTest, GenerateWritesThePngAndPrintsStats) {
     EXPECT_EQ(image.rows, size);
     EXPECT_NE(run.output.find("target forwards"), std::string::npos) << run.output;
     EXPECT_NE(run.output.find("phases:"), std::string::npos) << run.output;
+    if (method == "--method=auto") {  // the tiny family has no calibration table: ar
+      EXPECT_NE(run.output.find("method ar\nauto: tiny's family.json has no cpu calibration"),
+                std::string::npos)
+          << run.output;
+      continue;
+    }
     if (method != "--method=ar" && method.find("--method=zipar") == std::string::npos) {
       EXPECT_NE(run.output.find("acceptance"), std::string::npos) << run.output;
     }
@@ -120,7 +127,7 @@ TEST_F(ClientTest, ModelsListsTheFamilyAndItsMethods) {
   ClientRun run = Client(*server_, {"models"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("tiny"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("ar,speculative,mulo,eagle,lantern,lantern++,peanut,sjd,gsd,zipar,mc_sjd"),
+  EXPECT_NE(run.output.find("ar,speculative,mulo,eagle,lantern,lantern++,peanut,sjd,gsd,zipar,mc_sjd,auto"),
             std::string::npos)
       << run.output;
 }

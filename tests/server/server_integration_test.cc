@@ -451,7 +451,7 @@ TEST(ServerIntegrationTest, BatchedRequestsGetTheirLoneTokensAndTheBatchesAreCou
   EXPECT_LE((*batched)->MetricSum("mulo_batch_size_count", {"component=\"eagle_head\""}), 0);
 
   for (const char* bad : {"--max_batch=0", "--batch_gemms=padded", "--max_batch_tokens=0",
-                          "--batch_methods=ar,warp"}) {
+                          "--batch_methods=ar,warp", "--default_method=warp"}) {
     std::vector<std::string> flags = kRepository;
     flags.push_back(bad);
     auto refused = ServerProcess::Start(flags);
@@ -460,6 +460,29 @@ TEST(ServerIntegrationTest, BatchedRequestsGetTheirLoneTokensAndTheBatchesAreCou
     EXPECT_NE(std::string(refused.status().message()).find(flag + ":"), std::string::npos)
         << refused.status();
   }
+}
+
+// --default_method=auto: a request naming no method runs what auto picks (the test family has
+// no calibration table: ar, said so in the stats); one naming a method runs that method.
+TEST(ServerIntegrationTest, TheDefaultMethodServesRequestsThatNameNone) {
+  std::vector<std::string> flags = kRepository;
+  flags.push_back("--default_method=auto");
+  auto server = ServerProcess::Start(flags);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = (*server)->NewStub();
+  StreamResult defaulted = RunStream(*stub, ValidRequest(7));
+  ASSERT_TRUE(defaulted.status.ok()) << defaulted.status.error_message();
+  ASSERT_TRUE(defaulted.image.has_value());
+  EXPECT_EQ(defaulted.image->stats().method(), "ar");
+  EXPECT_EQ(defaulted.image->stats().method_choice(),
+            "auto: tiny's family.json has no cpu calibration (tools/synth/calibrate_auto.py): "
+            "ran ar");
+  v1::GenerateRequest named = ValidRequest(7);
+  named.mutable_sjd()->set_window(4);
+  StreamResult sjd = RunStream(*stub, named);
+  ASSERT_TRUE(sjd.status.ok()) << sjd.status.error_message();
+  EXPECT_EQ(sjd.image->stats().method(), "sjd");
+  EXPECT_EQ(sjd.image->stats().method_choice(), "");
 }
 
 // --batch_methods: requests of a method left out decode alone, one at a time per worker (no

@@ -1,5 +1,5 @@
 """Unit tests of the family's training tools: the VQ's object-weighted loss, the LANTERN
-defaults scaled to a codebook, train_all's
+defaults scaled to a codebook, the `auto` calibration table, train_all's
 lanes (stage order, threads per lane, failure and resume, the recorded wall time) and
 train_ar's data-parallel ranks (the same training as one process, resumable)."""
 import json
@@ -22,6 +22,7 @@ import torch  # noqa: E402
 
 import data  # noqa: E402
 import domain  # noqa: E402
+import calibrate_auto  # noqa: E402
 import train_all  # noqa: E402
 import train_vq  # noqa: E402
 import vq_decoder  # noqa: E402
@@ -141,6 +142,70 @@ class ScaleGsdDefaultsTest(unittest.TestCase):
                                100 * scale_gsd_defaults.bound(points), places=6)
         written = scale_gsd_defaults.defaults(points)["gsd"]
         self.assertEqual(written["embedding_scaling"]["paper_max_embedding_distance"], 0.5)
+
+
+class CalibrateAutoTest(unittest.TestCase):
+    """calibrate_auto.py runs the bench over every available method on validation prompts and
+    writes its device's table, keeping everything else in family.json."""
+
+    FAKE_BENCH = textwrap.dedent(r"""
+        import json, os, sys
+        args = dict(a[2:].split("=", 1) for a in sys.argv[1:])
+        prompts = [json.loads(l)["prompt"] for l in open(args["prompts"])]
+        os.makedirs(args["out_dir"], exist_ok=True)
+        with open(os.path.join(args["out_dir"], "args.json"), "w") as f:
+            json.dump({"args": args, "prompts": prompts}, f)
+        rows = [("ar", "main", 1.0, 0.0), ("sjd (window 16, init random)", "main", 1.6, -1.5),
+                ("eagle (static_tree false)", "main", 0.4, 0.0),
+                ("eagle (static_tree true)", "main", 0.5, 1.0),
+                ("mulo grid 0", "grid", 9.0, 0.0)]
+        with open(os.path.join(args["out_dir"], "methods.csv"), "w") as f:
+            f.write("method,group,speedup,syntheval_delta,syntheval_delta_se\n")
+            for name, group, speedup, delta in rows:
+                f.write(f'"{name}",{group},{speedup},{delta},5.5\n')
+        """)
+
+    def test_writes_the_devices_table_from_the_family_default_rows(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            bench = os.path.join(tmp, "bench.py")
+            with open(bench, "w") as f:
+                f.write(self.FAKE_BENCH)
+            os.chmod(bench, 0o755)
+            wrapper = os.path.join(tmp, "bench")
+            with open(wrapper, "w") as f:
+                f.write(f"#!/bin/sh\nexec {sys.executable} {bench} \"$@\"\n")
+            os.chmod(wrapper, 0o755)
+            models = os.path.join(tmp, "family")
+            os.makedirs(models)
+            with open(os.path.join(models, "family.json"), "w") as f:
+                json.dump({"name": "f", "method_defaults": {
+                    "gsd": {"window": 8},
+                    "auto": {"calibration": {"tool": "x", "cuda": {"methods": {"sjd": {}}}}}}}, f)
+            out = os.path.join(tmp, "out")
+            subprocess.run([sys.executable, os.path.join(SYNTH, "calibrate_auto.py"),
+                            f"--models={models}", "--device=cpu", "--count=8",
+                            f"--bench={wrapper}", f"--out_dir={out}"],
+                           check=True, capture_output=True)
+            family = json.load(open(os.path.join(models, "family.json")))
+            defaults = family["method_defaults"]
+            self.assertEqual(defaults["gsd"], {"window": 8})
+            calibration = defaults["auto"]["calibration"]
+            self.assertEqual(calibration["cuda"], {"methods": {"sjd": {}}})  # kept
+            self.assertEqual(calibration["tool"], "tools/synth/calibrate_auto.py")
+            cpu = calibration["cpu"]
+            self.assertEqual(cpu["validation_prompts"], 8)
+            self.assertEqual(cpu["methods"], {
+                "ar": {"speedup": 1.0, "syntheval_delta": 0.0, "syntheval_delta_se": 5.5},
+                "sjd": {"speedup": 1.6, "syntheval_delta": -1.5, "syntheval_delta_se": 5.5},
+                # the family default row, not the spec's bench variant after it
+                "eagle": {"speedup": 0.4, "syntheval_delta": 0.0, "syntheval_delta_se": 5.5}})
+            ran = json.load(open(os.path.join(out, "args.json")))
+            self.assertEqual(ran["args"]["methods"], "available")
+            self.assertEqual(ran["args"]["device"], "cpu")
+            self.assertEqual(len(ran["prompts"]), 8)
+            # Validation prompts, never the held-out set.
+            held_out = set(calibrate_auto.heldout.load_prompts())
+            self.assertFalse(held_out & set(ran["prompts"]))
 
 
 class TrainAllLanesTest(unittest.TestCase):

@@ -10,6 +10,7 @@ MethodEntry ArSpec() {
   e.implemented = true;
   e.make = [](const MethodConfig&) { return std::make_shared<const ArDecoder>(); };
   e.drafts = false;
+  e.lossless = [](const MethodConfig&) { return true; };
   return e;
 }
 

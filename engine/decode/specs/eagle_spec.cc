@@ -13,6 +13,7 @@ MethodEntry EagleSpec() {
   e.options = EagleTreeOptions("", [](MethodConfig& c) -> EagleOptions& { return c.eagle; });
   e.label_options = {"static_tree", "total_tokens", "depth", "top_k"};
   e.bench_variants = {{"static_tree=true"}};
+  e.lossless = [](const MethodConfig&) { return true; };
   return e;
 }
 

@@ -20,6 +20,7 @@ MethodEntry McSjdSpec() {
       Number("coupling", 0, 1, [](MethodConfig& c) -> double& { return c.mc_sjd.coupling; }),
   };
   e.label_options = {"window", "coupling"};
+  e.lossless = [](const MethodConfig&) { return true; };
   return e;
 }
 

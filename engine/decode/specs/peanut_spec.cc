@@ -44,6 +44,7 @@ MethodEntry PeanutSpec() {
   }
   e.label_options = {"beta", "l_d", "l_k", "init", "tree.total_tokens", "tree.depth",
                      "tree.top_k"};
+  e.lossless = [](const MethodConfig& c) { return c.peanut.lantern_delta == 0.0; };
   return e;
 }
 

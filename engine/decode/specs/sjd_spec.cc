@@ -17,6 +17,7 @@ MethodEntry SjdSpec() {
                          [](MethodConfig& c) -> JacobiInit& { return c.sjd.init; }),
   };
   e.label_options = {"window", "init"};
+  e.lossless = [](const MethodConfig&) { return true; };
   return e;
 }
 

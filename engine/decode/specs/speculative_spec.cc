@@ -16,6 +16,7 @@ MethodEntry SpeculativeSpec() {
       Integer("gamma", 1, kMaxGamma, [](MethodConfig& c) -> int64_t& { return c.speculative.gamma; }),
   };
   e.label_options = {"gamma"};
+  e.lossless = [](const MethodConfig&) { return true; };
   return e;
 }
 

@@ -25,13 +25,13 @@ TEST(MethodRegistryTest, ListsEveryMethodOfTheApiOnce) {
     names.push_back(entry.name);
     EXPECT_EQ(FindMethod(entry.name), &entry);
     EXPECT_FALSE(entry.summary.empty()) << entry.name;
-    EXPECT_EQ(entry.implemented, static_cast<bool>(entry.make)) << entry.name;
+    EXPECT_EQ(entry.implemented, entry.make || entry.resolve) << entry.name;
   }
   EXPECT_EQ(names, std::vector<std::string>({"ar", "speculative", "mulo", "eagle", "lantern",
                                              "lantern++", "peanut", "sjd", "gsd", "zipar",
-                                             "mc_sjd"}));
-  EXPECT_EQ(MethodList(),
-            "ar, speculative, mulo, eagle, lantern, lantern++, peanut, sjd, gsd, zipar, mc_sjd");
+                                             "mc_sjd", "auto"}));
+  EXPECT_EQ(MethodList(), "ar, speculative, mulo, eagle, lantern, lantern++, peanut, sjd, gsd, "
+                          "zipar, mc_sjd, auto");
   EXPECT_EQ(FindMethod("beam"), nullptr);
 }
 
@@ -49,7 +49,7 @@ TEST(MethodRegistryTest, BuildsImplementedMethodsWithTheirOptions) {
   EXPECT_EQ(AvailableMethods(family),
             std::vector<std::string>(
                 {"ar", "speculative", "mulo", "eagle", "lantern", "lantern++", "peanut", "sjd",
-                 "gsd", "zipar", "mc_sjd"}));
+                 "gsd", "zipar", "mc_sjd", "auto"}));
 }
 
 TEST(MethodRegistryTest, RefusesUnknownUnimplementedUnavailableAndInvalid) {
@@ -90,7 +90,7 @@ TEST(MethodRegistryTest, RefusesUnknownUnimplementedUnavailableAndInvalid) {
   EXPECT_EQ(unavailable.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(unavailable.status().message().rfind("method: 'speculative' needs", 0), 0u);
   EXPECT_EQ(AvailableMethods(family),  // no head, no chain
-            std::vector<std::string>({"ar", "mulo", "sjd", "gsd", "zipar", "mc_sjd"}));
+            std::vector<std::string>({"ar", "mulo", "sjd", "gsd", "zipar", "mc_sjd", "auto"}));
 }
 
 }  // namespace
