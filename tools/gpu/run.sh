@@ -14,6 +14,9 @@
 #               the tree methods (TREE_BUCKET_LIMIT) with exact-shape graphs, then with buckets
 #               (padded rows, masked forwards captured: forward_graphs.h)
 #     ops       methods_bench --count_ops: operators and host reads per decode step, one prompt
+#     auto      tools/synth/calibrate_auto.py --device=cuda on AUTO_LIMIT validation prompts
+#               (default 16) into a copy of the bundled family (RESULTS/auto_family/family.json):
+#               the table `method: auto` chooses from on CUDA, to commit into models/synth
 #     costs     ar_bench cost tables of the bundled family's transformers on CUDA
 #     replicas  full-size random replicas in the upstream layouts, converted by tools/convert
 #               (write_replicas.py: Tar AR-DTok LP 512 px with its 256 px drafter, LlamaGen GPT-XL
@@ -56,7 +59,7 @@ tree_methods=ar,eagle,lantern,lantern++,peanut
 all_methods=$fast_methods,${tree_methods#ar,}
 # The least time, in seconds, in which a step measures something worth returning.
 declare -A need=([info]=5 [ceilings]=25 [build]=150 [test]=40 [methods]=60 [buckets]=60
-                 [ops]=40 [costs]=60
+                 [ops]=40 [auto]=90 [costs]=60
                  [replicas]=240 [serve]=60 [serve_workers]=60 [serve_replica]=120)
 
 left() { if ((budget)); then echo $((budget - (SECONDS - began))); else echo 1000000; fi; }
@@ -169,6 +172,23 @@ step_buckets() {
 
 # Operators and host reads per decode step, every method on one prompt (the observer slows
 # every operator: no timings).
+step_auto() {
+  section "auto: the CUDA calibration table"
+  local family="$results/auto_family"
+  mkdir -p "$family"
+  # The bundled family's folders, linked; its family.json copied, for the tool to write.
+  local entry
+  for entry in models/synth/*; do
+    [[ $(basename "$entry") == family.json ]] || ln -sfn "$PWD/$entry" "$family/"
+  done
+  cp models/synth/family.json "$family/family.json"
+  # AUTO_DEVICE=cpu AUTO_BENCH=bazel-bin/bench/methods_bench: a dry run anywhere.
+  bounded python3 tools/synth/calibrate_auto.py --models="$family" \
+    --device="${AUTO_DEVICE:-cuda}" --count="${AUTO_LIMIT:-16}" \
+    --bench="${AUTO_BENCH:-out/gpu/methods_bench}" \
+    --out_dir="$results/calibrate_auto" 2>&1 | tee -a "$summary"
+}
+
 step_ops() {
   section "operators per decode step"
   methods_run cuda_ops "${METHODS_DEVICE:-cuda}" true "${OPS_LIMIT:-1}" --count_ops
