@@ -5,11 +5,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +17,7 @@
 #include "engine/decode/generate.h"
 #include "engine/decode/method_registry.h"
 #include "engine/model/model_set.h"
+#include "synth/heldout.h"
 #include "tests/engine/test_util.h"
 
 namespace mulo::engine {
@@ -34,12 +33,13 @@ const ModelSet& Family() {
   return *family;
 }
 
+// The first `count` held-out prompts (synth/heldout.h reads the set).
 std::vector<std::string> Prompts(int count) {
-  std::ifstream in("models/synth/heldout_prompts.jsonl");
+  auto entries = synth::LoadHeldoutPrompts("models/synth/heldout_prompts.jsonl");
+  EXPECT_TRUE(entries.ok()) << entries.status();
   std::vector<std::string> prompts;
-  std::string line;
-  while (static_cast<int>(prompts.size()) < count && std::getline(in, line)) {
-    prompts.push_back(nlohmann::json::parse(line)["prompt"].get<std::string>());
+  for (int i = 0; entries.ok() && i < count && i < static_cast<int>(entries->size()); ++i) {
+    prompts.push_back((*entries)[i].prompt);
   }
   return prompts;
 }
