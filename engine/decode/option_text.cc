@@ -21,6 +21,13 @@ std::string Join(const std::vector<std::string>& parts) {
   return joined;
 }
 
+// A choice option's names as the text forms take them: "additive, multiplicative, no_pooling".
+std::string ChoiceNames(const OptionSpec& o) {
+  std::vector<std::string> names;
+  for (const std::string& choice : o.choices) names.push_back(Lower(choice));
+  return Join(names);
+}
+
 std::string OptionNames(const MethodEntry& method) {
   std::vector<std::string> names;
   for (const OptionSpec& o : method.options) names.push_back(o.name);
@@ -43,9 +50,7 @@ StatusOr<double> ValueOf(const OptionSpec& o, const nlohmann::json& json,
           if (Lower(o.choices[i]) == wanted) return static_cast<double>(i);
         }
       }
-      std::vector<std::string> names;
-      for (const std::string& choice : o.choices) names.push_back(Lower(choice));
-      return FieldError(source, o.name, "must be one of " + Join(names));
+      return FieldError(source, o.name, "must be one of " + ChoiceNames(o));
     }
     case OptionKind::kBoolean:
       if (json.is_boolean()) return json.get<bool>() ? 1.0 : 0.0;
@@ -198,11 +203,7 @@ std::string OptionsLabel(const MethodEntry& method, const MethodConfig& config,
 }
 
 std::string OptionCondition(const OptionSpec& o) {
-  if (o.kind == OptionKind::kChoice) {  // as the text forms take them
-    std::vector<std::string> names;
-    for (const std::string& choice : o.choices) names.push_back(Lower(choice));
-    return "one of " + Join(names);
-  }
+  if (o.kind == OptionKind::kChoice) return "one of " + ChoiceNames(o);
   std::string condition = o.Rule();  // "must be in [1, 32]", or the option's own rule
   if (condition.rfind("must be ", 0) == 0) condition = condition.substr(8);
   if (condition.rfind("a ", 0) == 0) return condition;  // "a finite number >= 0"

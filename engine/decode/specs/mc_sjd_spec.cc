@@ -10,15 +10,11 @@ MethodEntry McSjdSpec() {
               "(lossless)";
   e.implemented = true;
   e.make = [](const MethodConfig& c) { return std::make_shared<const McSjdDecoder>(c.mc_sjd); };
-  e.options = {
-      Integer("window", 1, kMaxJacobiWindow,
-              [](MethodConfig& c) -> int64_t& { return c.mc_sjd.window; }),
-      Choice<JacobiInit>("init",
-                         {{"RANDOM", JacobiInit::kRandom},
-                          {"REPEAT_HORIZON", JacobiInit::kRepeatHorizon}},
-                         [](MethodConfig& c) -> JacobiInit& { return c.mc_sjd.init; }),
-      Number("coupling", 0, 1, [](MethodConfig& c) -> double& { return c.mc_sjd.coupling; }),
-  };
+  e.options =
+      JacobiWindowOptions([](MethodConfig& c) -> int64_t& { return c.mc_sjd.window; },
+                          [](MethodConfig& c) -> JacobiInit& { return c.mc_sjd.init; });
+  e.options.push_back(
+      Number("coupling", 0, 1, [](MethodConfig& c) -> double& { return c.mc_sjd.coupling; }));
   e.label_options = {"window", "coupling"};
   e.lossless = [](const MethodConfig&) { return true; };
   return e;

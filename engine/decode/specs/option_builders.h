@@ -109,6 +109,17 @@ inline std::vector<OptionSpec> TreeSizeOptions(const std::string& prefix,
   };
 }
 
+// A Jacobi window's options (SjdParams / McSjdParams: window, init) on `window` and `init`.
+inline std::vector<OptionSpec> JacobiWindowOptions(Field<int64_t> window, Field<JacobiInit> init) {
+  return {
+      Integer("window", 1, kMaxJacobiWindow, std::move(window)),
+      Choice<JacobiInit>("init",
+                         {{"RANDOM", JacobiInit::kRandom},
+                          {"REPEAT_HORIZON", JacobiInit::kRepeatHorizon}},
+                         std::move(init)),
+  };
+}
+
 // EagleParams whole (static_tree and the sizes) under `prefix`, on `eagle`.
 inline std::vector<OptionSpec> EagleTreeOptions(const std::string& prefix,
                                                 Field<EagleOptions> eagle) {

@@ -9,13 +9,8 @@ MethodEntry SjdSpec() {
   e.summary = "speculative Jacobi decoding, no draft model (lossless)";
   e.implemented = true;
   e.make = [](const MethodConfig& c) { return std::make_shared<const SjdDecoder>(c.sjd); };
-  e.options = {
-      Integer("window", 1, kMaxJacobiWindow, [](MethodConfig& c) -> int64_t& { return c.sjd.window; }),
-      Choice<JacobiInit>("init",
-                         {{"RANDOM", JacobiInit::kRandom},
-                          {"REPEAT_HORIZON", JacobiInit::kRepeatHorizon}},
-                         [](MethodConfig& c) -> JacobiInit& { return c.sjd.init; }),
-  };
+  e.options = JacobiWindowOptions([](MethodConfig& c) -> int64_t& { return c.sjd.window; },
+                                  [](MethodConfig& c) -> JacobiInit& { return c.sjd.init; });
   e.label_options = {"window", "init"};
   e.lossless = [](const MethodConfig&) { return true; };
   return e;
