@@ -60,6 +60,10 @@ ABSL_FLAG(int, limit, 64, "use the first N prompts (0 = all)");
 ABSL_FLAG(uint64_t, seed, 0, "prompt i uses seed + i");
 ABSL_FLAG(double, temperature, 1.0, "sampling temperature");
 ABSL_FLAG(int, threads, 1, "torch intra-op threads");
+ABSL_FLAG(int, warmup, -1,
+          "untimed images per row on the first prompt before the timed ones (-1: 1 on CUDA, "
+          "where a process's first images capture graphs and set up kernels and would be "
+          "charged to whichever row runs first, ar; 0 on the CPU)");
 ABSL_FLAG(bool, sweep, false, "also run MuLo-SD's ablation sweep");
 namespace {
 // The sweep's axes, in the order they run: the flag's default, its check and its message.
@@ -464,6 +468,23 @@ int Run() {
   const int seeds = std::max(1, absl::GetFlag(FLAGS_seeds_per_prompt));
   const size_t grid_prompts =
       absl::GetFlag(FLAGS_grid_out).empty() ? 0 : static_cast<size_t>(absl::GetFlag(FLAGS_grid_prompts));
+  int warmup = absl::GetFlag(FLAGS_warmup);
+  if (warmup < 0) warmup = load.device.is_cuda() ? 1 : 0;
+  for (int w = 0; w < warmup && count > 0; ++w) {
+    engine::SamplingParams sampling;
+    sampling.cfg_scale = family->default_cfg_scale;
+    sampling.temperature = absl::GetFlag(FLAGS_temperature);
+    sampling.seed = absl::GetFlag(FLAGS_seed) + 1000000u + static_cast<uint64_t>(w);
+    for (const Row& row : rows) {
+      auto result = engine::GenerateImage(*row.config.method, *family, (*prompts)[0].prompt,
+                                          sampling, sink, cancel, engine::GenerateOptions{});
+      if (!result.ok()) {
+        std::fprintf(stderr, "error (%s, warm-up): %s\n", row.config.name.c_str(),
+                     result.status().ToString().c_str());
+        return 1;
+      }
+    }
+  }
   for (size_t i = 0; i < count; ++i) {
     const auto& entry = (*prompts)[i];
     std::vector<std::vector<cv::Mat>> samples(rows.size());
@@ -564,13 +585,13 @@ int Run() {
   const std::string header = absl::StrFormat(
       "%zu prompts x %d seed(s) (%s), seeds %d + id%s, temperature %.2f, cfg %.2f, %d torch "
       "thread(s), %s %s%s; "
-      "%d target tokens, %d drafter tokens per image; SynthEval delta vs ar with its paired "
-      "standard error%s\n\n",
+      "%d target tokens, %d drafter tokens per image; %d untimed warm-up image(s) per row; "
+      "SynthEval delta vs ar with its paired standard error%s\n\n",
       count, seeds, absl::GetFlag(FLAGS_prompts), absl::GetFlag(FLAGS_seed),
       seeds > 1 ? " + 100000 s" : "", absl::GetFlag(FLAGS_temperature),
       family->default_cfg_scale, absl::GetFlag(FLAGS_threads), device_name, dtype,
       load.device.is_cuda() ? GraphsLabel(load) : "", n_tokens,
-      n_draft,
+      n_draft, warmup,
       seeds > 1 ? "; diversity = mean pairwise pixel distance (0-255) between one prompt's "
                   "samples, relative to ar's"
                 : "");
