@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "engine/core/device_upload.h"
-#include "engine/core/host_read.h"
 #include "engine/sampling/maximal_coupling.h"
 #include "engine/sampling/row_sampler.h"
 
@@ -25,20 +24,20 @@ McSjdDecoder::McSjdDecoder(McSjdOptions options)
 
 Status McSjdDecoder::Validate(const ModelSet& models) const {
   if (!(mc_.coupling >= 0.0 && mc_.coupling <= 1.0)) {
-    return InvalidArgumentError("mc_sjd.coupling: must be in [0, 1]");
+    return InvalidArgumentError(name() + ".coupling: must be in [0, 1]");
   }
   return SjdDecoder::Validate(models);
 }
 
-std::vector<int64_t> McSjdDecoder::Redraw(DecodeSession& session, const torch::Tensor& p,
-                                          int64_t first, const std::vector<int64_t>& carried,
-                                          const std::vector<torch::Tensor>& carried_q) const {
+torch::Tensor McSjdDecoder::RedrawOnDevice(DecodeSession& session, const torch::Tensor& p,
+                                           int64_t first, const std::vector<int64_t>& carried,
+                                           const std::vector<torch::Tensor>& carried_q) const {
   const int64_t rows = p.size(0) - first;
   const int64_t coupled = static_cast<int64_t>(carried.size());
   // Greedy p is one-hot: the coupling keeps x exactly when it is p's argmax, and the residual
   // is p, so every row is p's argmax, as SJD's. Coupling 0 draws as SJD does.
   if (rows <= 0 || coupled == 0 || session.greedy() || mc_.coupling == 0.0) {
-    return SjdDecoder::Redraw(session, p, first, carried, carried_q);
+    return SjdDecoder::RedrawOnDevice(session, p, first, carried, carried_q);
   }
   const torch::Tensor tail = p.narrow(0, first, rows);
   const torch::Tensor p_carried = tail.narrow(0, 0, coupled);
@@ -58,12 +57,11 @@ std::vector<int64_t> McSjdDecoder::Redraw(DecodeSession& session, const torch::T
       CoupleRows(p_carried, x, keep_probability, ResidualRows(p_carried, q), keep_numbers,
                  draw_numbers.narrow(0, 0, coupled), coupled_rows);
   // Rows past the carried drafts (the bonus row) had no draft: drawn from p as SJD's.
-  const torch::Tensor drafts =
-      rows == coupled
-          ? carried_next.tokens
-          : torch::cat({carried_next.tokens, DrawRows(tail.narrow(0, coupled, rows - coupled),
-                                              draw_numbers.narrow(0, coupled, rows - coupled))});
-  return HostReadIds(drafts);
+  return rows == coupled
+             ? carried_next.tokens
+             : torch::cat({carried_next.tokens,
+                           DrawRows(tail.narrow(0, coupled, rows - coupled),
+                                    draw_numbers.narrow(0, coupled, rows - coupled))});
 }
 
 }  // namespace mulo::engine

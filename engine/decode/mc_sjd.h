@@ -39,9 +39,9 @@ class McSjdDecoder : public SjdDecoder {
   explicit McSjdDecoder(McSjdOptions options = McSjdOptions());
   std::string name() const override { return "mc_sjd"; }
   Status Validate(const ModelSet& models) const override;
-  std::vector<int64_t> Redraw(DecodeSession& session, const torch::Tensor& p, int64_t first,
-                              const std::vector<int64_t>& carried,
-                              const std::vector<torch::Tensor>& carried_q) const override;
+  torch::Tensor RedrawOnDevice(DecodeSession& session, const torch::Tensor& p, int64_t first,
+                               const std::vector<int64_t>& carried,
+                               const std::vector<torch::Tensor>& carried_q) const override;
 
  private:
   McSjdOptions mc_;

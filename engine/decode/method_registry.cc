@@ -16,7 +16,8 @@ std::vector<MethodEntry> BuildTable() {
   return {specs::ArSpec(),     specs::SpeculativeSpec(),     specs::MuloSpec(),
           specs::EagleSpec(),  specs::LanternSpec(),         specs::LanternPlusPlusSpec(),
           specs::PeanutSpec(), specs::SjdSpec(),             specs::GsdSpec(),
-          specs::ZipArSpec(),  specs::McSjdSpec(),           specs::AutoSpec()};
+          specs::ZipArSpec(),  specs::McSjdSpec(),           specs::SjdPacSpec(),
+          specs::AutoSpec()};
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "engine/decode/mulo.h"
 #include "engine/decode/peanut.h"
 #include "engine/decode/sjd.h"
+#include "engine/decode/sjd_pac.h"
 #include "engine/decode/speculative.h"
 #include "engine/decode/zipar.h"
 
@@ -43,6 +44,7 @@ struct MethodConfig {
   GsdOptions gsd;
   ZipArOptions zipar;
   McSjdOptions mc_sjd;
+  SjdPacOptions sjd_pac;
   AutoOptions automatic;  // "auto", which ResolveMethod replaces by the method it chooses
   // Set by ResolveMethod when a resolver (auto) chose this method: why.
   std::string chosen_by;

@@ -18,7 +18,7 @@ class JacobiState : public SteppedMethod::State {
       : method_(method), target_(target), verifier_(std::move(verifier)), options_(options) {}
 
   // Invariant: the target has been fed every committed token but the last; window_ holds the
-  // drafts carried for the positions right after the committed prefix, q_ their distributions.
+  // drafts carried for the positions right after the committed prefix and their q.
   Status Step(DecodeSession& session) override {
     Stats& stats = session.stats();
     std::vector<int64_t> x = session.committed();
@@ -26,10 +26,10 @@ class JacobiState : public SteppedMethod::State {
     const int64_t length = std::min<int64_t>(options_.window, session.num_tokens() - n);
     {  // 1. Fill the window: carried drafts, then new initial tokens with one-hot q.
       auto timer = session.Time(Phase::kDraft);
-      FillWindow(session, x, length);
+      FillJacobiWindow(session, options_.init, x, length, window_);
     }
     stats.drafted_tokens += length;
-    DraftBatch drafts{window_, DraftBatch::ChainParents(length), torch::stack(q_)};
+    DraftBatch drafts{window_.tokens, DraftBatch::ChainParents(length), torch::stack(window_.q)};
     Verdict verdict;
     torch::Tensor p;
     {  // 2. One target forward over x_{n-1} and the window (its last draft only if a row
@@ -37,7 +37,8 @@ class JacobiState : public SteppedMethod::State {
       auto timer = session.Time(Phase::kVerify);
       const bool bonus_possible = n + length < session.num_tokens();
       std::vector<int64_t> seq = x;
-      seq.insert(seq.end(), window_.begin(), window_.end() - (bonus_possible ? 0 : 1));
+      seq.insert(seq.end(), window_.tokens.begin(),
+                 window_.tokens.end() - (bonus_possible ? 0 : 1));
       MULO_ASSIGN_OR_RETURN(torch::Tensor logits,
                             target_->Feed(seq, n - 1, seq.size(), LogitsMode::kAll));
       ++stats.verify_steps;
@@ -51,18 +52,18 @@ class JacobiState : public SteppedMethod::State {
     stats.relaxed_accepted_tokens += verdict.relaxed_accepts;
     stats.pooled_drafts += verdict.pooled_drafts;
     stats.pooled_neighbors += verdict.pooled_neighbors;
-    x.insert(x.end(), window_.begin(), window_.begin() + accepted);
+    x.insert(x.end(), window_.tokens.begin(), window_.tokens.begin() + accepted);
     if (verdict.next_token >= 0) x.push_back(verdict.next_token);
     {  // 4. Jacobi update: the positions past the new prefix are re-drawn from this p.
       auto timer = session.Time(Phase::kSampling);
       const int64_t first = static_cast<int64_t>(x.size()) - n;
       const int64_t carried = std::max<int64_t>(0, length - first);
-      window_ = method_->Redraw(
-          session, p, first,
-          std::vector<int64_t>(window_.begin() + (length - carried), window_.end()),
-          std::vector<torch::Tensor>(q_.begin() + (length - carried), q_.end()));
-      q_.clear();
-      for (int64_t i = first; i < p.size(0); ++i) q_.push_back(p[i]);
+      const std::vector<int64_t> carried_tokens(window_.tokens.end() - carried,
+                                                window_.tokens.end());
+      const std::vector<torch::Tensor> carried_q(window_.q.end() - carried, window_.q.end());
+      window_.tokens = method_->Redraw(session, p, first, carried_tokens, carried_q);
+      window_.q.clear();
+      for (int64_t i = first; i < p.size(0); ++i) window_.q.push_back(p[i]);
     }
     MULO_RETURN_IF_ERROR(target_->Truncate(static_cast<int64_t>(x.size()) - 1));
     session.Commit(std::move(x));
@@ -70,42 +71,14 @@ class JacobiState : public SteppedMethod::State {
   }
 
  private:
-  void FillWindow(DecodeSession& session, const std::vector<int64_t>& x, int64_t length) {
-    window_.resize(std::min<int64_t>(window_.size(), length));
-    q_.resize(window_.size());
-    const int64_t n = static_cast<int64_t>(x.size()), grid = session.grid();
-    const int64_t vocab = session.models().target->config().vocab_size;
-    while (static_cast<int64_t>(window_.size()) < length) {
-      const int64_t position = n + static_cast<int64_t>(window_.size());
-      int64_t token;
-      if (options_.init == JacobiInit::kRepeatHorizon && position >= grid) {
-        const int64_t above = position - grid;
-        token = above < n ? x[above] : window_[above - n];
-      } else {
-        Rng& rng = session.rng(RngStream::kDrafter);
-        token = std::min<int64_t>(vocab - 1, static_cast<int64_t>(rng.Uniform() * vocab));
-      }
-      window_.push_back(token);
-      torch::Tensor one_hot = torch::zeros({vocab}, torch::dtype(torch::kFloat32).device(
-                                                         session.device()));
-      one_hot[token] = 1.0f;
-      q_.push_back(one_hot);
-    }
-  }
-
   const SjdDecoder* method_;  // outlives its states (they run inside its Generate)
   ModelStream* target_;
   std::unique_ptr<Verifier> verifier_;
   SjdOptions options_;
-  std::vector<int64_t> window_;
-  std::vector<torch::Tensor> q_;
+  JacobiWindow window_;
 };
 
 }  // namespace
-
-const char* JacobiInitName(JacobiInit init) {
-  return init == JacobiInit::kRandom ? "random" : "repeat_horizon";
-}
 
 Status ValidateJacobiWindow(int64_t window, const std::string& method) {
   if (window < 1 || window > kMaxJacobiWindow) {
@@ -120,18 +93,24 @@ Status SjdDecoder::Validate(const ModelSet& models) const {
   return ValidateJacobiWindow(options_.window, name());
 }
 
-std::vector<int64_t> SjdDecoder::Redraw(DecodeSession& session, const torch::Tensor& p,
-                                        int64_t first, const std::vector<int64_t>&,
-                                        const std::vector<torch::Tensor>&) const {
-  // Drawn on p's device in one batch and read back once: row i with the drafter stream's
-  // (i - first)-th next number (its argmax when greedy: there p is one-hot), the numbers a
-  // row-by-row host draw would take.
+torch::Tensor SjdDecoder::RedrawOnDevice(DecodeSession& session, const torch::Tensor& p,
+                                         int64_t first, const std::vector<int64_t>&,
+                                         const std::vector<torch::Tensor>&) const {
+  // Drawn on p's device in one batch: row i with the drafter stream's (i - first)-th next
+  // number (its argmax when greedy: there p is one-hot), the numbers a row-by-row host draw
+  // would take.
   const int64_t rows = p.size(0) - first;
-  if (rows <= 0) return {};
+  if (rows <= 0) return torch::zeros({0}, torch::dtype(torch::kInt64).device(p.device()));
   const torch::Tensor tail = p.narrow(0, first, rows);
-  return HostReadIds(session.greedy()
-                         ? tail.argmax(1)
-                         : DrawRows(tail, session.uniforms(RngStream::kDrafter).Take(rows)));
+  return session.greedy() ? tail.argmax(1)
+                          : DrawRows(tail, session.uniforms(RngStream::kDrafter).Take(rows));
+}
+
+std::vector<int64_t> SjdDecoder::Redraw(DecodeSession& session, const torch::Tensor& p,
+                                        int64_t first, const std::vector<int64_t>& carried,
+                                        const std::vector<torch::Tensor>& carried_q) const {
+  if (p.size(0) - first <= 0) return {};
+  return HostReadIds(RedrawOnDevice(session, p, first, carried, carried_q));
 }
 
 std::unique_ptr<Verifier> SjdDecoder::MakeVerifier(const ModelSet&) const {

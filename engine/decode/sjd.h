@@ -21,20 +21,14 @@
 #include <string>
 #include <vector>
 
+#include "engine/decode/jacobi_window.h"
 #include "engine/decode/session.h"
 #include "engine/sampling/verifier.h"
 
 namespace mulo::engine {
 
-// How the window's new positions are initialised (the proto's SjdParams.Init).
-// Draft positions per Jacobi iteration a request may ask for (SJD, GSD).
+// Draft positions per Jacobi iteration a request may ask for (SJD, GSD, MC-SJD, SJD-PAC).
 constexpr int64_t kMaxJacobiWindow = 256;
-
-enum class JacobiInit {
-  kRandom,         // a uniformly random token (the papers' default)
-  kRepeatHorizon,  // the token one row up (committed or still a draft); random in row 0
-};
-const char* JacobiInitName(JacobiInit init);
 
 struct SjdOptions {
   int64_t window = 16;  // draft positions per iteration (paper: 16)
@@ -53,13 +47,18 @@ class SjdDecoder : public SteppedMethod {
   Status Validate(const ModelSet& models) const override;
 
   // Step 4's drafts for rows [first, p.size(0)) of this iteration's p (row i: position n + i),
-  // read to the host once. `carried` holds the previous drafts at rows [first, first +
-  // carried.size()) and `carried_q` the distributions they were drawn from. SJD draws every
-  // row afresh from p (its argmax when greedy) with the drafter stream's next numbers; MC-SJD
-  // couples the carried drafts with p (mc_sjd.h). Each row's draft is distributed as p.
-  virtual std::vector<int64_t> Redraw(DecodeSession& session, const torch::Tensor& p,
-                                      int64_t first, const std::vector<int64_t>& carried,
-                                      const std::vector<torch::Tensor>& carried_q) const;
+  // int64 on p's device (empty when there are no such rows). `carried` holds the previous
+  // drafts at rows [first, first + carried.size()) and `carried_q` the distributions they were
+  // drawn from. SJD draws every row afresh from p (its argmax when greedy) with the drafter
+  // stream's next numbers; MC-SJD couples the carried drafts with p (mc_sjd.h). Each row's
+  // draft is distributed as p.
+  virtual torch::Tensor RedrawOnDevice(DecodeSession& session, const torch::Tensor& p,
+                                       int64_t first, const std::vector<int64_t>& carried,
+                                       const std::vector<torch::Tensor>& carried_q) const;
+  // RedrawOnDevice read to the host (one read).
+  std::vector<int64_t> Redraw(DecodeSession& session, const torch::Tensor& p, int64_t first,
+                              const std::vector<int64_t>& carried,
+                              const std::vector<torch::Tensor>& carried_q) const;
 
  protected:
   StatusOr<std::unique_ptr<State>> Begin(DecodeSession& session) const override;

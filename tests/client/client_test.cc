@@ -81,6 +81,7 @@ TEST_F(ClientTest, GenerateWritesThePngAndPrintsStats) {
       {"--method=gsd:window=8:group_size=4:max_embedding_distance=1e9"},
       {"--method=zipar:window=4"},
       {"--method=mc_sjd:window=8:coupling=1"},
+      {"--method=sjd_pac:window=8:width=3:depth=3"},
       {"--method=auto"},
       {"--method=peanut:l_k=2:init=vertical_repeat:tree.total_tokens=12"},
       {"--method=mulo:zipar_window=4:resample=wavefront:resample_window=4"}};
@@ -127,7 +128,7 @@ TEST_F(ClientTest, ModelsListsTheFamilyAndItsMethods) {
   ClientRun run = Client(*server_, {"models"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("tiny"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("ar,speculative,mulo,eagle,lantern,lantern++,peanut,sjd,gsd,zipar,mc_sjd,auto"),
+  EXPECT_NE(run.output.find("ar,speculative,mulo,eagle,lantern,lantern++,peanut,sjd,gsd,zipar,mc_sjd,sjd_pac,auto"),
             std::string::npos)
       << run.output;
 }

@@ -15,7 +15,7 @@ start_server "$work/repository" "$work"
 client=client/mulo_client
 models=$("$client" models --server="$addr")
 echo "$models"
-grep -q "^tar .*methods ar,sjd,gsd,zipar,mc_sjd,auto .*conditions condition,condition_tokens (9 x 24)" \
+grep -q "^tar .*methods ar,sjd,gsd,zipar,mc_sjd,sjd_pac,auto .*conditions condition,condition_tokens (9 x 24)" \
   <<<"$models" || fail "tar's listing"
 grep -q "^llamagen-t2i .*cfg 7.5 .*conditions condition (6 x 32)" <<<"$models" ||
   fail "llamagen-t2i's listing"

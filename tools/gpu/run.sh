@@ -54,7 +54,7 @@ export PYTHONUNBUFFERED=1
 source bench/server_lib.sh  # start_server, for the serve step
 budget=${BUDGET_S:-0}
 began=$SECONDS
-fast_methods=ar,speculative,mulo,sjd,gsd,zipar,mc_sjd
+fast_methods=ar,speculative,mulo,sjd,gsd,zipar,mc_sjd,sjd_pac
 tree_methods=ar,eagle,lantern,lantern++,peanut
 all_methods=$fast_methods,${tree_methods#ar,}
 # The least time, in seconds, in which a step measures something worth returning.

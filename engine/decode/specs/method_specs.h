@@ -18,6 +18,7 @@ MethodEntry SjdSpec();
 MethodEntry GsdSpec();
 MethodEntry ZipArSpec();
 MethodEntry McSjdSpec();
+MethodEntry SjdPacSpec();
 MethodEntry AutoSpec();
 
 }  // namespace mulo::engine::specs

@@ -29,9 +29,9 @@ TEST(MethodRegistryTest, ListsEveryMethodOfTheApiOnce) {
   }
   EXPECT_EQ(names, std::vector<std::string>({"ar", "speculative", "mulo", "eagle", "lantern",
                                              "lantern++", "peanut", "sjd", "gsd", "zipar",
-                                             "mc_sjd", "auto"}));
+                                             "mc_sjd", "sjd_pac", "auto"}));
   EXPECT_EQ(MethodList(), "ar, speculative, mulo, eagle, lantern, lantern++, peanut, sjd, gsd, "
-                          "zipar, mc_sjd, auto");
+                          "zipar, mc_sjd, sjd_pac, auto");
   EXPECT_EQ(FindMethod("beam"), nullptr);
 }
 
@@ -39,7 +39,7 @@ TEST(MethodRegistryTest, BuildsImplementedMethodsWithTheirOptions) {
   const ModelSet family = Tiny();
   for (const std::string name :
        {"ar", "speculative", "mulo", "eagle", "lantern", "lantern++", "peanut", "sjd", "gsd",
-        "zipar", "mc_sjd"}) {
+        "zipar", "mc_sjd", "sjd_pac"}) {
     MethodConfig config;
     config.name = name;
     auto method = MakeMethod(config, family);
@@ -49,7 +49,7 @@ TEST(MethodRegistryTest, BuildsImplementedMethodsWithTheirOptions) {
   EXPECT_EQ(AvailableMethods(family),
             std::vector<std::string>(
                 {"ar", "speculative", "mulo", "eagle", "lantern", "lantern++", "peanut", "sjd",
-                 "gsd", "zipar", "mc_sjd", "auto"}));
+                 "gsd", "zipar", "mc_sjd", "sjd_pac", "auto"}));
 }
 
 TEST(MethodRegistryTest, RefusesUnknownUnimplementedUnavailableAndInvalid) {
@@ -60,7 +60,7 @@ TEST(MethodRegistryTest, RefusesUnknownUnimplementedUnavailableAndInvalid) {
   EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(unknown.status().message().rfind("method: unknown 'beam'", 0), 0u);
   // The training-free methods need nothing beyond the target; their options are checked.
-  for (const std::string name : {"sjd", "gsd", "zipar", "mc_sjd"}) {
+  for (const std::string name : {"sjd", "gsd", "zipar", "mc_sjd", "sjd_pac"}) {
     config.name = name;
     EXPECT_TRUE(MakeMethod(config, family).ok()) << name;
   }
@@ -90,7 +90,8 @@ TEST(MethodRegistryTest, RefusesUnknownUnimplementedUnavailableAndInvalid) {
   EXPECT_EQ(unavailable.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(unavailable.status().message().rfind("method: 'speculative' needs", 0), 0u);
   EXPECT_EQ(AvailableMethods(family),  // no head, no chain
-            std::vector<std::string>({"ar", "mulo", "sjd", "gsd", "zipar", "mc_sjd", "auto"}));
+            std::vector<std::string>(
+                {"ar", "mulo", "sjd", "gsd", "zipar", "mc_sjd", "sjd_pac", "auto"}));
 }
 
 }  // namespace

@@ -1,0 +1,251 @@
+#include "engine/decode/sjd_pac.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "engine/core/device_upload.h"
+#include "engine/core/host_read.h"
+#include "engine/decode/draft_tree.h"
+#include "engine/sampling/tree_verifier.h"
+#include "engine/sampling/without_replacement.h"
+
+namespace mulo::engine {
+namespace {
+
+McSjdOptions ContinuationOf(const SjdPacOptions& o) {
+  McSjdOptions mc;
+  mc.window = o.window;
+  mc.init = o.init;
+  mc.coupling = o.coupling;
+  return mc;
+}
+
+// One iteration's drafts as a tree, level by level (level l at raster position n + l), parents
+// before children. Candidate c of a node indexes the candidate table: rows [0, length) the
+// carried drafts, then level l's extra candidate k at length + l * (width - 1) + k.
+struct PacTree {
+  std::vector<int64_t> tokens, parents, levels, candidates;
+  std::vector<int64_t> main;  // main[l]: the node of the carried draft on the carried path
+};
+
+PacTree BuildTree(const std::vector<int64_t>& window,
+                  const std::vector<std::vector<int64_t>>& extra, int64_t width) {
+  PacTree tree;
+  const int64_t length = static_cast<int64_t>(window.size());
+  const int64_t branching = std::min<int64_t>(static_cast<int64_t>(extra.size()), length);
+  auto add = [&](int64_t token, int64_t parent, int64_t level, int64_t candidate) {
+    tree.tokens.push_back(token);
+    tree.parents.push_back(parent);
+    tree.levels.push_back(level);
+    tree.candidates.push_back(candidate);
+    return static_cast<int64_t>(tree.tokens.size()) - 1;
+  };
+  std::vector<int64_t> previous = {-1};  // the nodes of the level above (-1 = the root)
+  for (int64_t l = 0; l < length; ++l) {
+    const int64_t main_parent = l == 0 ? -1 : tree.main[l - 1];
+    if (l >= branching) {  // past the tree: the chain of carried drafts
+      tree.main.push_back(add(window[l], main_parent, l, l));
+      continue;
+    }
+    // Every node of the level above gets the same candidates: the carried draft first.
+    std::vector<int64_t> level_nodes;
+    for (int64_t parent : previous) {
+      const int64_t node = add(window[l], parent, l, l);
+      if (parent == main_parent) tree.main.push_back(node);
+      level_nodes.push_back(node);
+      for (size_t k = 0; k < extra[l].size(); ++k) {
+        level_nodes.push_back(
+            add(extra[l][k], parent, l, length + l * (width - 1) + static_cast<int64_t>(k)));
+      }
+    }
+    previous = std::move(level_nodes);
+  }
+  return tree;
+}
+
+class PacState : public SteppedMethod::State {
+ public:
+  PacState(const SjdPacDecoder* method, ModelStream* target, const SjdPacOptions& options)
+      : method_(method), target_(target), verifier_(options.accept), options_(options) {}
+
+  // Invariant: the target has been fed every committed token but the last; window_ holds the
+  // drafts carried for the positions right after the committed prefix and their q, extra_ the
+  // extra candidates of the first positions and extra_q_ theirs.
+  Status Step(DecodeSession& session) override {
+    Stats& stats = session.stats();
+    std::vector<int64_t> x = session.committed();
+    const int64_t n = static_cast<int64_t>(x.size());
+    const int64_t length = std::min<int64_t>(options_.window, session.num_tokens() - n);
+    PacTree tree;
+    torch::Tensor q;
+    {  // 1. The window (carried drafts, then new initial tokens) and its tree.
+      auto timer = session.Time(Phase::kDraft);
+      FillJacobiWindow(session, options_.init, x, length, window_);
+      extra_.resize(std::min<int64_t>(extra_.size(), length));
+      tree = BuildTree(window_.tokens, extra_, options_.width);
+      torch::Tensor table = torch::stack(window_.q);
+      if (!extra_.empty()) {
+        const int64_t levels = static_cast<int64_t>(extra_.size());
+        table = torch::cat({table, extra_q_.narrow(0, 0, levels).reshape({-1, table.size(1)})});
+      }
+      q = table.index_select(0, Upload(torch::tensor(tree.candidates), table.device()));
+    }
+    const int64_t nodes = static_cast<int64_t>(tree.tokens.size());
+    stats.drafted_tokens += nodes;
+    stats.drafted_tree_depth += length;
+    stats.drafted_tree_width += extra_.empty() ? 1 : 1 + static_cast<int64_t>(extra_[0].size());
+    // Nodes at the image's last position are leaves that are judged but not fed (no token
+    // follows them); they come last, their level being the deepest.
+    const int64_t fed = static_cast<int64_t>(
+        std::count_if(tree.levels.begin(), tree.levels.end(),
+                      [&](int64_t l) { return n + l < session.num_tokens() - 1; }));
+    const int64_t root_row = target_->cache().length();
+    DraftBatch drafts{tree.tokens, tree.parents, q};
+    Verdict verdict;
+    torch::Tensor p;
+    {  // 2. One tree-masked forward: the root x_{n-1} at n - 1, node i at n + level_i; 3.
+       //    recursive rejection from the root.
+      auto timer = session.Time(Phase::kVerify);
+      std::vector<int64_t> ids = {x.back()}, positions = {n - 1}, parents = {-1};
+      for (int64_t i = 0; i < fed; ++i) {
+        ids.push_back(tree.tokens[i]);
+        positions.push_back(n + tree.levels[i]);
+        parents.push_back(tree.parents[i] + 1);  // the root is row 0 here
+      }
+      MULO_ASSIGN_OR_RETURN(TreeShape shape, TreeFromParents(parents));
+      MULO_ASSIGN_OR_RETURN(ForwardOutput out,
+                            target_->FeedSet(ids, positions, TreeAttentionMask(shape, root_row),
+                                             LogitsMode::kAll));
+      ++stats.verify_steps;
+      p = session.Probabilities(out.logits);  // row 0 after the root, row 1 + i after node i
+      // The verifier wants a row after every node and the root's last; an unfed leaf's row is
+      // only read to draw a token past the image, which is dropped.
+      std::vector<torch::Tensor> rows = {p.narrow(0, 1, fed)};
+      if (fed < nodes) rows.push_back(p.narrow(0, 0, 1).expand({nodes - fed, p.size(1)}));
+      rows.push_back(p.narrow(0, 0, 1));
+      MULO_ASSIGN_OR_RETURN(verdict, verifier_.Verify({drafts, torch::cat(rows), session.greedy()},
+                                                      session.verifier_rngs()));
+    }
+    // 4. The target keeps the root and the accepted path (fed nodes only).
+    const int64_t accepted = static_cast<int64_t>(verdict.accepted.size());
+    std::vector<int64_t> rows(root_row + 1);
+    for (int64_t r = 0; r <= root_row; ++r) rows[r] = r;
+    for (int64_t node : verdict.accepted) {
+      x.push_back(tree.tokens[node]);
+      if (node < fed) rows.push_back(root_row + 1 + node);
+    }
+    MULO_RETURN_IF_ERROR(target_->Keep(
+        rows, std::vector<int64_t>(x.begin(), x.begin() + (static_cast<int64_t>(rows.size()) -
+                                                           target_->condition_rows()))));
+    if (verdict.next_token >= 0 && static_cast<int64_t>(x.size()) < session.num_tokens()) {
+      x.push_back(verdict.next_token);
+    }
+    stats.CountAcceptedPath(accepted);
+    const int64_t last = accepted > 0 ? verdict.accepted.back() : -1;
+    stats.resampled_tokens += std::count(tree.parents.begin(), tree.parents.end(), last) > 0;
+    {  // 5. Adaptive continuation along the carried path, then the next tree's candidates.
+      auto timer = session.Time(Phase::kSampling);
+      Continue(session, p, tree, n, length, static_cast<int64_t>(x.size()) - n);
+    }
+    session.Commit(std::move(x));
+    return OkStatus();
+  }
+
+ private:
+  // The drafts past the new prefix (`first` rows after n) from the carried path's
+  // distributions, and for the next window's first depth - 1 positions width - 1 candidates
+  // more, drawn without replacement from the same q after the draft: one host read.
+  void Continue(DecodeSession& session, const torch::Tensor& p, const PacTree& tree, int64_t n,
+                int64_t length, int64_t first) {
+    // p at the carried path's positions, n .. n + length - 1, and the one after when a
+    // position follows: exactly the rows SJD's chain forward gives.
+    std::vector<int64_t> path_rows = {0};
+    const bool bonus = n + length < session.num_tokens();
+    for (int64_t l = 0; l + 1 < length + (bonus ? 1 : 0); ++l) path_rows.push_back(1 + tree.main[l]);
+    const torch::Tensor path_p =
+        p.index_select(0, Upload(torch::tensor(path_rows), p.device()));
+    const int64_t rows = path_p.size(0) - first;
+    const int64_t carried = std::max<int64_t>(0, length - first);
+    const std::vector<int64_t> carried_tokens(window_.tokens.end() - carried,
+                                              window_.tokens.end());
+    const std::vector<torch::Tensor> carried_q(window_.q.end() - carried, window_.q.end());
+    window_ = JacobiWindow();
+    extra_.clear();
+    if (rows <= 0) return;
+    const torch::Tensor drafts =
+        method_->RedrawOnDevice(session, path_p, first, carried_tokens, carried_q);
+    const int64_t levels =
+        options_.width > 1 && !session.greedy() ? std::min(options_.depth - 1, rows) : 0;
+    std::vector<int64_t> read;
+    if (levels > 0) {
+      const int64_t more = options_.width - 1;
+      const torch::Tensor q = path_p.narrow(0, first, levels);
+      const torch::Tensor without_draft =
+          q.scatter(1, drafts.narrow(0, 0, levels).unsqueeze(1), 0.0f);
+      const SiblingDrawsOnDevice extra = DrawSiblingsOnDevice(
+          without_draft, more,
+          session.uniforms(RngStream::kDrafter).Take(levels * more).view({levels, more}),
+          /*greedy=*/false);
+      extra_q_ = options_.sibling_q ? options_.sibling_q(extra.q) : extra.q;
+      read = HostReadIds(torch::cat(
+          {drafts, extra.tokens.flatten(), extra.valid.to(torch::kInt64).flatten()}));
+      extra_.assign(levels, {});
+      for (int64_t l = 0; l < levels; ++l) {
+        // Draws past the tokens with mass are invalid; the valid ones come first.
+        for (int64_t k = 0; k < more; ++k) {
+          if (read[rows + levels * more + l * more + k] == 0) break;
+          extra_[l].push_back(read[rows + l * more + k]);
+        }
+      }
+      read.resize(rows);
+    } else {
+      read = HostReadIds(drafts);
+    }
+    window_.tokens = std::move(read);
+    for (int64_t i = first; i < path_p.size(0); ++i) window_.q.push_back(path_p[i]);
+  }
+
+  const SjdPacDecoder* method_;  // outlives its states (they run inside its Generate)
+  ModelStream* target_;
+  TreeVerifier verifier_;
+  SjdPacOptions options_;
+  JacobiWindow window_;
+  std::vector<std::vector<int64_t>> extra_;  // level l's extra candidates, in draw order
+  torch::Tensor extra_q_;                    // [levels, width - 1, V]: what each was drawn from
+};
+
+}  // namespace
+
+SjdPacDecoder::SjdPacDecoder(SjdPacOptions options)
+    : McSjdDecoder(ContinuationOf(options)), pac_(std::move(options)) {}
+
+Status SjdPacDecoder::Validate(const ModelSet& models) const {
+  if (pac_.width < 1 || pac_.width > 16) {
+    return InvalidArgumentError("sjd_pac.width: must be in [1, 16]");
+  }
+  if (pac_.depth < 1 || pac_.depth > 8) {
+    return InvalidArgumentError("sjd_pac.depth: must be in [1, 8]");
+  }
+  int64_t nodes = 0, level = 1;
+  for (int64_t d = 1; d < pac_.depth; ++d) nodes += (level *= pac_.width);
+  if (nodes > kMaxPacTreeNodes) {
+    return InvalidArgumentError(
+        "sjd_pac.depth: width " + std::to_string(pac_.width) + " and depth " +
+        std::to_string(pac_.depth) + " make " + std::to_string(nodes) +
+        " tree nodes; at most " + std::to_string(kMaxPacTreeNodes));
+  }
+  return McSjdDecoder::Validate(models);
+}
+
+StatusOr<std::unique_ptr<SteppedMethod::State>> SjdPacDecoder::Begin(
+    DecodeSession& session) const {
+  session.stats().accepted_per_position.assign(pac_.window, 0);
+  MULO_ASSIGN_OR_RETURN(ModelStream * target,
+                        session.Open(*session.models().target, StreamRole::kTarget));
+  // Token 0 comes straight from the target's prefill, as in AR.
+  session.Append(session.Draw(target->next_logits(), RngStream::kTarget));
+  return std::unique_ptr<State>(std::make_unique<PacState>(this, target, pac_));
+}
+
+}  // namespace mulo::engine
