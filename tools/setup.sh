@@ -12,6 +12,8 @@ PACKAGES=(
   # server, client, metrics
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libabsl-dev
   libmicrohttpd-dev nlohmann-json3-dev libpng-dev libjpeg62-turbo-dev
+  # text front ends (text/): Unicode classes and NFC for the BPE tokenizers
+  libicu-dev
   # SynthEval, benchmarks and tests (the server encodes with libpng / libjpeg only)
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   # tests

