@@ -39,6 +39,9 @@ StatusOr<Block> Block::Load(Checkpoint& ckpt, const std::string& p, const BlockS
   const int64_t d = s.dim, hidden = s.ffn_hidden_dim;
   const int64_t qkv = (s.n_head + 2 * s.n_kv_head) * s.head_dim();
   MULO_ASSIGN_OR_RETURN(b.wqkv_, ckpt.Get(p + "attention.wqkv.weight", {qkv, d}));
+  if (s.qkv_bias) {
+    MULO_ASSIGN_OR_RETURN(b.bqkv_, ckpt.Get(p + "attention.wqkv.bias", {qkv}));
+  }
   MULO_ASSIGN_OR_RETURN(b.wo_, ckpt.Get(p + "attention.wo.weight", {d, d}));
   MULO_ASSIGN_OR_RETURN(b.w1_, ckpt.Get(p + "feed_forward.w1.weight", {hidden, d}));
   MULO_ASSIGN_OR_RETURN(b.w3_, ckpt.Get(p + "feed_forward.w3.weight", {hidden, d}));
@@ -146,7 +149,7 @@ torch::Tensor Block::FeedForward(torch::Tensor h, const RowLinear& linear) const
 torch::Tensor Block::Forward(const torch::Tensor& x, const torch::Tensor& rope,
                              const torch::Tensor& mask, KvCache* cache, int64_t layer,
                              const torch::Tensor& rows, int64_t span) const {
-  auto qkv = torch::linear(RmsNorm(x, attention_norm_, shape_.norm_eps), wqkv_);
+  auto qkv = torch::linear(RmsNorm(x, attention_norm_, shape_.norm_eps), wqkv_, bqkv_);
   auto h = x + torch::linear(Attend(qkv, rope, mask, cache, layer, rows, span), wo_);
   return FeedForward(std::move(h), [](const torch::Tensor& in, const torch::Tensor& weight) {
     return torch::linear(in, weight);
@@ -175,6 +178,7 @@ torch::Tensor Block::ForwardPacked(const torch::Tensor& x,
     return torch::cat(parts);
   };
   auto qkv = linear(RmsNorm(x, attention_norm_, shape_.norm_eps), wqkv_);
+  if (bqkv_.defined()) qkv = qkv + bqkv_;
   std::vector<torch::Tensor> attended;
   attended.reserve(sequences.size());
   int64_t offset = 0;

@@ -1,7 +1,8 @@
 // One LlamaGen / Tar decoder block (RMSNorm -> fused-qkv attention -> residual, RMSNorm ->
-// SwiGLU FFN -> residual), shared by the AR transformer, the text conditioner and the
-// EAGLE-style drafter head. Keys under a prefix: attention.wqkv, attention.wo,
-// feed_forward.{w1,w2,w3}, attention_norm, ffn_norm (all `.weight`).
+// SwiGLU FFN -> residual), shared by the AR transformer, the text conditioner, the
+// EAGLE-style drafter head and the causal language models (causal_lm.h). Keys under a prefix:
+// attention.wqkv, attention.wo, feed_forward.{w1,w2,w3}, attention_norm, ffn_norm (all
+// `.weight`), and attention.wqkv.bias with BlockShape::qkv_bias.
 #ifndef MULO_ENGINE_MODEL_BLOCK_H_
 #define MULO_ENGINE_MODEL_BLOCK_H_
 
@@ -24,6 +25,7 @@ struct BlockShape {
   int64_t n_kv_head = 0;
   int64_t ffn_hidden_dim = 0;
   double norm_eps = 1e-5;
+  bool qkv_bias = false;  // attention.wqkv.bias (Qwen2); LlamaGen and Tar have none
 
   int64_t head_dim() const { return dim / n_head; }
 };
@@ -88,6 +90,7 @@ class Block {
 
   BlockShape shape_;
   torch::Tensor wqkv_, wo_, w1_, w2_, w3_, attention_norm_, ffn_norm_;
+  torch::Tensor bqkv_;  // undefined without qkv_bias
   torch::Tensor w13_;  // CUDA: [w1; w3] stacked (one GEMM), w1_ and w3_ then empty
 };
 

@@ -176,6 +176,106 @@ class ConverterRefusals(unittest.TestCase):
         self.assertTrue(torch.equal(stored["cls_embedding.uncond_embedding"], original[:6]))
 
 
+class HfCausalLmConverter(unittest.TestCase):
+    """tools/convert/hf_causal_lm.py on tiny Hugging Face directories written here: its output
+    computes the reference's logits (through a model built from the converted tensors with the
+    reference's interleaved-rotary counterpart), shards are read, and every departure from the
+    layout is refused naming the file and the key."""
+
+    CFG = dict(model_type="qwen2", hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+               num_key_value_heads=2, intermediate_size=48, vocab_size=64, rms_norm_eps=1e-6,
+               rope_theta=1000000.0, tie_word_embeddings=True, max_position_embeddings=32)
+
+    def write(self, name, cfg=None, edit=None, shards=False, file_cfg=None):
+        import json
+        import qwen2
+        import safetensors_io
+        cfg = dict(self.CFG, **(cfg or {}))
+        torch.manual_seed(0)
+        model = qwen2.CausalLm(cfg).eval()
+        state = dict(model.state_dict())
+        if edit:
+            edit(state)
+        d = os.path.join(self.tmp.name, name)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(dict(cfg, **(file_cfg or {})), f)  # file_cfg: what the file claims
+        if shards:
+            keys = sorted(state)
+            halves = {"model-00001-of-00002.safetensors": keys[::2],
+                      "model-00002-of-00002.safetensors": keys[1::2]}
+            for shard, names in halves.items():
+                safetensors_io.save({k: state[k] for k in names}, os.path.join(d, shard))
+            with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+                json.dump({"weight_map": {k: sh for sh, ns in halves.items() for k in ns}}, f)
+        else:
+            safetensors_io.save(state, os.path.join(d, "model.safetensors"))
+        return d, model
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def convert(self, d):
+        return run_cli(["hf-causal-lm", "--dir", d, "--out", d + "_out", "--dtype", "f32"])
+
+    def refuse(self, d, *fragments):
+        rc, err = self.convert(d)
+        self.assertEqual(rc, 2, err)
+        for fragment in fragments:
+            self.assertIn(fragment, err)
+
+    def test_converted_weights_give_the_reference_logits(self):
+        import safetensors_io
+        for shards in (False, True):
+            d, model = self.write(f"ok_{shards}", shards=shards)
+            rc, err = self.convert(d)
+            self.assertEqual(rc, 0, err)
+            ours = safetensors_io.load(os.path.join(d + "_out", "model.safetensors"))
+            # The converted q rows, rotated as interleaved pairs, give the reference's q.
+            head_dim, x = 8, torch.randn(3, 32)
+            wq_hf = model.state_dict()["model.layers.0.self_attn.q_proj.weight"]
+            wq = ours["layers.0.attention.wqkv.weight"][:32]
+            cos, sin = __import__("qwen2").rotary(torch.arange(3), head_dim, 1e6)
+            q_hf = (x @ wq_hf.t()).view(3, 4, head_dim)
+            q_hf = q_hf * cos[:, None] + __import__("qwen2").rotate_half(q_hf) * sin[:, None]
+            q = (x @ wq.t()).view(3, 4, head_dim // 2, 2)
+            c, s_ = cos[:, None, : head_dim // 2], sin[:, None, : head_dim // 2]
+            q = torch.stack([q[..., 0] * c - q[..., 1] * s_, q[..., 1] * c + q[..., 0] * s_], -1)
+            reorder = torch.stack([torch.arange(4), torch.arange(4) + 4], 1).reshape(-1)
+            self.assertTrue(torch.allclose(q.reshape(3, 4, head_dim), q_hf[..., reorder],
+                                           atol=1e-5))
+            self.assertIn("layers.1.attention.wqkv.bias", ours)
+            self.assertNotIn("output.weight", ours)  # tied: the engine reads the embedding
+
+    def test_refusals_name_the_file_and_key(self):
+        d, _ = self.write("type", cfg=dict(model_type="gpt2"))
+        self.refuse(d, "config.json: model_type: 'gpt2': only llama, qwen2 are supported")
+        d, _ = self.write("scaled", cfg=dict(rope_scaling={"type": "yarn", "factor": 4}))
+        self.refuse(d, "rope_scaling", "only unscaled")
+        d, _ = self.write("missing",
+                          edit=lambda s: s.pop("model.layers.1.self_attn.k_proj.bias"))
+        self.refuse(d, "model.layers.1.self_attn.k_proj.bias: missing (expected shape [16])")
+        d, _ = self.write("shape", edit=lambda s: s.update(
+            {"model.layers.0.mlp.up_proj.weight": torch.zeros(40, 32)}))
+        self.refuse(d, "model.layers.0.mlp.up_proj.weight: shape [40, 32] disagrees")
+        d, _ = self.write("extra", edit=lambda s: s.update({"visual.proj": torch.zeros(2)}))
+        self.refuse(d, "visual.proj: unexpected tensor")
+        d, _ = self.write("layers", file_cfg=dict(num_hidden_layers=1))
+        self.refuse(d, "model.layers.1.input_layernorm.weight",
+                    "more layers than config.json's 1")
+        d, _ = self.write("untied_head", edit=lambda s: s.update(
+            {"lm_head.weight": torch.ones(64, 32)}))
+        self.refuse(d, "lm_head.weight: differs from model.embed_tokens.weight")
+        empty = os.path.join(self.tmp.name, "empty")
+        os.makedirs(empty)
+        with open(os.path.join(empty, "config.json"), "w") as f:
+            f.write("{}")
+        self.refuse(empty, "model_type")
+
+
 class TaTokReferenceIsUpstreamsFormula(unittest.TestCase):
     """tools/reference/ta_tok.py against an independent formulation of what Tar runs:
     transformers' Siglip2 vision model (eager attention = torch's MultiheadAttention here),

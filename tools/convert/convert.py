@@ -35,6 +35,7 @@ sys.path.insert(0, HERE)
 import family  # noqa: E402
 import llamagen_gpt  # noqa: E402
 import ta_tok_dequantizer  # noqa: E402
+import hf_causal_lm  # noqa: E402
 import tar_ar  # noqa: E402
 import upstream  # noqa: E402
 import vq16  # noqa: E402
@@ -144,6 +145,10 @@ def main(argv=None):
     p.add_argument("--ckpt", required=True)
     p.add_argument("--vq-model", choices=sorted(vq16.REGISTRY), default="VQ-16")
     add_common(p, dtype="f32")
+    p = sub.add_parser("hf-causal-lm", help="a Hugging Face Qwen2 / LLaMA model directory "
+                                            "(config.json + safetensors)")
+    p.add_argument("--dir", required=True)
+    add_common(p)
     p = sub.add_parser("tar-family", help="a Tar family directory")
     p.add_argument("--target", required=True)
     p.add_argument("--drafter")
@@ -165,6 +170,8 @@ def main(argv=None):
             llamagen_gpt.convert(a.ckpt, a.out, **gpt_kwargs(a))
         elif a.command == "vq":
             vq16.convert(a.ckpt, a.out, a.vq_model, a.dtype, a.trust_pickle)
+        elif a.command == "hf-causal-lm":
+            hf_causal_lm.convert(a.dir, a.out, a.dtype)
         elif a.command == "tar-family":
             tar_family(a)
         else:

@@ -21,6 +21,8 @@ import vq16  # noqa: E402
 import safetensors_io  # noqa: E402
 from random_init import spread_init  # noqa: E402
 import eagle_head as eh  # noqa: E402
+import hf_causal_lm  # noqa: E402
+import qwen2  # noqa: E402
 import resampler as rs  # noqa: E402
 import ta_tok as tt  # noqa: E402
 import ta_tok_dequantizer  # noqa: E402
@@ -393,6 +395,44 @@ def make_mulo_family(out_dir, seed):
     print("mulo_tiny: 8x8 target, 4x4 drafter, U_2 / D_2 over a 32-entry codebook")
 
 
+# Hugging Face causal language models (Tar's MLLM is a Qwen2.5 one): tied and GQA with q/k/v
+# biases (Qwen2), untied without biases (LLaMA).
+CAUSAL_LMS = {
+    "qwen2_tiny": dict(model_type="qwen2", hidden_size=64, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, intermediate_size=96,
+                       vocab_size=384, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                       tie_word_embeddings=True, max_position_embeddings=128),
+    "llama_tiny": dict(model_type="llama", hidden_size=64, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=4, intermediate_size=96,
+                       vocab_size=320, rms_norm_eps=1e-5, rope_theta=10000.0,
+                       tie_word_embeddings=False, max_position_embeddings=128),
+}
+
+
+def make_causal_lm(name, cfg, out_dir, seed):
+    """<out_dir>/hf: the upstream layout; <out_dir>/lm: converted; expected.safetensors: the
+    reference's logits over a prompt and its greedy continuation."""
+    gen = torch.Generator().manual_seed(seed)
+    model = qwen2.CausalLm(cfg).eval()
+    spread_init(model, gen)
+    hf_dir = os.path.join(out_dir, "hf")
+    write_config(hf_dir, cfg)
+    state = model.state_dict()
+    safetensors_io.save(state, os.path.join(hf_dir, "model.safetensors"))
+    hf_causal_lm.convert(hf_dir, os.path.join(out_dir, "lm"), "f32")
+    os.remove(os.path.join(out_dir, "lm", "source.json"))  # names this machine's path
+    ids = torch.randint(0, cfg["vocab_size"], (1, 12), generator=gen)
+    with torch.no_grad():
+        logits = model(ids)
+    continuation = qwen2.greedy_generate(model, ids, 16)
+    safetensors_io.save({"ids": ids, "logits": logits,
+                         "greedy": torch.tensor([continuation], dtype=torch.int64)},
+                        os.path.join(out_dir, "expected.safetensors"))
+    top2 = logits[0, -1].topk(2).values
+    print(f"{name}: {sum(p.numel() for p in model.parameters())} params, greedy "
+          f"{continuation[:6]}..., last margin {float(top2[0] - top2[1]):.3f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data"))
@@ -411,6 +451,8 @@ def main():
     make_sd_family(os.path.join(args.out, "sd_tiny"), args.seed + 113)
     make_mulo_family(os.path.join(args.out, "mulo_tiny"), args.seed + 127)
     make_ta_tok(os.path.join(args.out, "ta_tok_tiny"), args.seed + 131)
+    for i, (name, cfg) in enumerate(sorted(CAUSAL_LMS.items())):
+        make_causal_lm(name, cfg, os.path.join(args.out, name), args.seed + 137 + i)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,140 @@
+"""A Hugging Face Qwen2 / LLaMA causal language model directory -> a `causal_lm` component.
+
+The upstream directory (what `huggingface-cli download Qwen/Qwen2.5-1.5B-Instruct` or Tar's
+MLLM checkpoint gives): config.json (model_type "qwen2" or "llama"; hidden_size,
+num_hidden_layers, num_attention_heads, num_key_value_heads, intermediate_size, rms_norm_eps,
+rope_theta, vocab_size, tie_word_embeddings, max_position_embeddings) and the weights as
+model.safetensors or shards listed by model.safetensors.index.json.
+
+Our component keeps the block layout the engine's other transformers use: q, k and v are stacked
+into attention.wqkv (with their biases for Qwen2), gate / up / down become feed_forward.w1 / w3
+/ w2. Hugging Face rotates dims i and i + d/2 of a head together; the engine rotates
+interleaved pairs (2i, 2i + 1) with the same frequencies, so the rows of q and k (weights and
+biases) are reordered per head: row 2i <- i, 2i + 1 <- i + d/2. Attention scores are unchanged
+(the same reordering of q and k), so the logits are the upstream model's.
+"""
+import json
+import os
+
+import torch
+
+import component
+import safetensors_io
+import upstream
+
+ARCHITECTURES = {"qwen2": True, "llama": False}  # model_type -> q/k/v biases by default
+ROPE_SCALING_NONE = (None, {}, {"type": "default"}, {"rope_type": "default"})
+
+
+def _load_weights(directory):
+    index = os.path.join(directory, "model.safetensors.index.json")
+    single = os.path.join(directory, "model.safetensors")
+    if os.path.isfile(index):
+        with open(index) as f:
+            weight_map = json.load(f).get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map:
+            upstream.fail(index, "weight_map", "missing or empty")
+        tensors = {}
+        for shard in sorted(set(weight_map.values())):
+            path = os.path.join(directory, shard)
+            if not os.path.isfile(path):
+                upstream.fail(index, "weight_map", f"lists {shard}, which is not in {directory}")
+            tensors.update(safetensors_io.load(path))
+        return index, tensors
+    if os.path.isfile(single):
+        return single, safetensors_io.load(single)
+    raise upstream.ConversionError(
+        f"{directory}: no model.safetensors or model.safetensors.index.json (PyTorch .bin "
+        f"shards are not read: convert them to safetensors first)")
+
+
+def _interleave_rotary_rows(w, heads, head_dim):
+    """Rows of q or k (weight [heads * d, in] or bias [heads * d]) from the rotate-half order
+    to interleaved pairs, per head."""
+    half = head_dim // 2
+    order = torch.stack([torch.arange(half), torch.arange(half) + half], dim=1).reshape(-1)
+    shaped = w.reshape(heads, head_dim, *w.shape[1:])
+    return shaped[:, order].reshape(w.shape)
+
+
+def convert(directory, out_dir, dtype="auto"):
+    config_path = os.path.join(directory, "config.json")
+    if not os.path.isfile(config_path):
+        raise upstream.ConversionError(f"{directory}: no config.json")
+    with open(config_path) as f:
+        cfg = json.load(f)
+    model_type = cfg.get("model_type")
+    if model_type not in ARCHITECTURES:
+        upstream.fail(config_path, "model_type", f"{model_type!r}: only "
+                                                 f"{', '.join(sorted(ARCHITECTURES))} are supported")
+    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                "vocab_size", "rms_norm_eps"):
+        if not isinstance(cfg.get(key), (int, float)) or cfg[key] <= 0:
+            upstream.fail(config_path, key, "missing or not positive")
+    if cfg.get("rope_scaling") not in ROPE_SCALING_NONE:
+        upstream.fail(config_path, "rope_scaling", f"{cfg['rope_scaling']!r}: only unscaled "
+                                                   f"rotary positions are supported")
+    dim, n_layer = cfg["hidden_size"], cfg["num_hidden_layers"]
+    n_head = cfg["num_attention_heads"]
+    n_kv_head = cfg.get("num_key_value_heads") or n_head
+    if dim % n_head or n_head % n_kv_head or (dim // n_head) % 2:
+        upstream.fail(config_path, "num_attention_heads",
+                      f"{n_head} heads of {dim} / {n_kv_head} key-value heads do not divide")
+    head_dim = dim // n_head
+    if cfg.get("head_dim", head_dim) != head_dim:
+        upstream.fail(config_path, "head_dim", f"{cfg['head_dim']}: only hidden_size / "
+                                               f"num_attention_heads ({head_dim}) is supported")
+    hidden, vocab = cfg["intermediate_size"], cfg["vocab_size"]
+    bias = ARCHITECTURES[model_type] if model_type == "qwen2" else bool(
+        cfg.get("attention_bias", False))
+    tied = bool(cfg.get("tie_word_embeddings", False))
+
+    path, raw = _load_weights(directory)
+    sd = upstream.StateDict(path, raw, ("model.rotary_emb.", "*.rotary_emb.inv_freq"))
+    out = {"tok_embeddings.weight": sd.get("model.embed_tokens.weight", [vocab, dim])}
+    for i in range(n_layer):
+        p, q = f"model.layers.{i}.", f"layers.{i}."
+        a = p + "self_attn."
+        wq = _interleave_rotary_rows(sd.get(a + "q_proj.weight", [n_head * head_dim, dim]),
+                                     n_head, head_dim)
+        wk = _interleave_rotary_rows(sd.get(a + "k_proj.weight", [n_kv_head * head_dim, dim]),
+                                     n_kv_head, head_dim)
+        wv = sd.get(a + "v_proj.weight", [n_kv_head * head_dim, dim])
+        out[q + "attention.wqkv.weight"] = torch.cat([wq, wk, wv])
+        if bias:
+            bq = _interleave_rotary_rows(sd.get(a + "q_proj.bias", [n_head * head_dim]),
+                                         n_head, head_dim)
+            bk = _interleave_rotary_rows(sd.get(a + "k_proj.bias", [n_kv_head * head_dim]),
+                                         n_kv_head, head_dim)
+            bv = sd.get(a + "v_proj.bias", [n_kv_head * head_dim])
+            out[q + "attention.wqkv.bias"] = torch.cat([bq, bk, bv])
+        out[q + "attention.wo.weight"] = sd.get(a + "o_proj.weight", [dim, n_head * head_dim])
+        out[q + "feed_forward.w1.weight"] = sd.get(p + "mlp.gate_proj.weight", [hidden, dim])
+        out[q + "feed_forward.w3.weight"] = sd.get(p + "mlp.up_proj.weight", [hidden, dim])
+        out[q + "feed_forward.w2.weight"] = sd.get(p + "mlp.down_proj.weight", [dim, hidden])
+        out[q + "attention_norm.weight"] = sd.get(p + "input_layernorm.weight", [dim])
+        out[q + "ffn_norm.weight"] = sd.get(p + "post_attention_layernorm.weight", [dim])
+    if sd.has(f"model.layers.{n_layer}.input_layernorm.weight"):
+        upstream.fail(path, f"model.layers.{n_layer}.input_layernorm.weight",
+                      f"the checkpoint has more layers than config.json's {n_layer}")
+    out["norm.weight"] = sd.get("model.norm.weight", [dim])
+    if not tied:
+        out["output.weight"] = sd.get("lm_head.weight", [vocab, dim])
+    elif sd.has("lm_head.weight"):
+        # Some tied checkpoints store the head anyway; it must be the embedding.
+        head = sd.get("lm_head.weight", [vocab, dim])
+        if not torch.equal(head, out["tok_embeddings.weight"]):
+            upstream.fail(path, "lm_head.weight", "differs from model.embed_tokens.weight, "
+                                                  "though config.json ties them")
+    sd.finish()
+    config = dict(architecture=model_type, dim=dim, n_layer=n_layer, n_head=n_head,
+                  n_kv_head=n_kv_head, vocab_size=vocab, ffn_hidden_dim=hidden,
+                  norm_eps=float(cfg["rms_norm_eps"]),
+                  rope_theta=float(cfg.get("rope_theta", 10000.0)), qkv_bias=bias,
+                  tie_word_embeddings=tied,
+                  max_positions=int(cfg.get("max_position_embeddings", 32768)))
+    print(f"{directory}: {model_type}, {n_layer} layers, {dim} wide, {n_head} / {n_kv_head} "
+          f"heads, vocabulary {vocab}", flush=True)
+    component.write(out_dir, config, out, dtype,
+                    dict(upstream=f"Hugging Face {model_type}", file=directory))
+    return config
