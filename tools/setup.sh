@@ -12,8 +12,9 @@ PACKAGES=(
   # server, client, metrics
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libabsl-dev
   libmicrohttpd-dev nlohmann-json3-dev libpng-dev libjpeg62-turbo-dev
-  # text front ends (text/): Unicode classes and NFC for the BPE tokenizers
-  libicu-dev
+  # text front ends (text/): Unicode classes and NFC for the BPE tokenizers; T5's sentencepiece
+  # (and its command-line tools, the tests' reference)
+  libicu-dev libsentencepiece-dev sentencepiece
   # SynthEval, benchmarks and tests (the server encodes with libpng / libjpeg only)
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   # tests

@@ -276,6 +276,65 @@ class HfCausalLmConverter(unittest.TestCase):
         self.refuse(empty, "model_type")
 
 
+class HfT5EncoderConverter(unittest.TestCase):
+    """tools/convert/hf_t5_encoder.py: a full T5 checkpoint's decoder and LM head are dropped,
+    the encoder kept under its own names, and departures from T5 v1.1 refused by name."""
+
+    CFG = dict(model_type="t5", feed_forward_proj="gated-gelu", d_model=16, d_kv=4, d_ff=24,
+               num_layers=2, num_heads=4, vocab_size=40, relative_attention_num_buckets=32,
+               relative_attention_max_distance=128, layer_norm_epsilon=1e-6)
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, name, cfg=None, edit=None):
+        import json
+        import safetensors_io
+        import t5
+        model = t5.T5Encoder(self.CFG)
+        state = dict(model.state_dict())
+        state["decoder.block.0.layer.0.layer_norm.weight"] = torch.ones(16)
+        state["lm_head.weight"] = torch.zeros(40, 16)
+        if edit:
+            edit(state)
+        d = os.path.join(self.tmp.name, name)
+        os.makedirs(d)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(dict(self.CFG, **(cfg or {})), f)
+        safetensors_io.save(state, os.path.join(d, "model.safetensors"))
+        return d
+
+    def run_on(self, d):
+        return run_cli(["hf-t5-encoder", "--dir", d, "--out", d + "_out", "--dtype", "f32"])
+
+    def test_keeps_the_encoder_only(self):
+        import safetensors_io
+        d = self.write("ok")
+        rc, err = self.run_on(d)
+        self.assertEqual(rc, 0, err)
+        names = set(safetensors_io.load(os.path.join(d + "_out", "model.safetensors")))
+        self.assertIn("embed_tokens.weight", names)
+        self.assertIn("block.0.layer.0.SelfAttention.relative_attention_bias.weight", names)
+        self.assertFalse(any(n.startswith(("decoder", "lm_head", "encoder")) for n in names))
+
+    def test_refusals(self):
+        for cfg, edit, fragment in (
+                (dict(model_type="bert"), None, "model_type: 'bert': expected 't5'"),
+                (dict(feed_forward_proj="relu"), None, "only T5 v1.1's 'gated-gelu'"),
+                (None, lambda s: s.pop(
+                    "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"),
+                 "relative_attention_bias.weight: missing"),
+                (None, lambda s: s.update({"encoder.extra": torch.zeros(1)}),
+                 "encoder.extra: unexpected tensor")):
+            d = self.write(fragment[:12].replace(" ", "_").replace("'", ""), cfg, edit)
+            rc, err = self.run_on(d)
+            self.assertEqual(rc, 2, err)
+            self.assertIn(fragment, err)
+
+
 class TaTokReferenceIsUpstreamsFormula(unittest.TestCase):
     """tools/reference/ta_tok.py against an independent formulation of what Tar runs:
     transformers' Siglip2 vision model (eager attention = torch's MultiheadAttention here),

@@ -36,6 +36,7 @@ import family  # noqa: E402
 import llamagen_gpt  # noqa: E402
 import ta_tok_dequantizer  # noqa: E402
 import hf_causal_lm  # noqa: E402
+import hf_t5_encoder  # noqa: E402
 import tar_ar  # noqa: E402
 import upstream  # noqa: E402
 import vq16  # noqa: E402
@@ -149,6 +150,10 @@ def main(argv=None):
                                             "(config.json + safetensors)")
     p.add_argument("--dir", required=True)
     add_common(p)
+    p = sub.add_parser("hf-t5-encoder", help="the encoder of a Hugging Face T5 v1.1 directory "
+                                             "(google/flan-t5-xl)")
+    p.add_argument("--dir", required=True)
+    add_common(p)
     p = sub.add_parser("tar-family", help="a Tar family directory")
     p.add_argument("--target", required=True)
     p.add_argument("--drafter")
@@ -172,6 +177,8 @@ def main(argv=None):
             vq16.convert(a.ckpt, a.out, a.vq_model, a.dtype, a.trust_pickle)
         elif a.command == "hf-causal-lm":
             hf_causal_lm.convert(a.dir, a.out, a.dtype)
+        elif a.command == "hf-t5-encoder":
+            hf_t5_encoder.convert(a.dir, a.out, a.dtype)
         elif a.command == "tar-family":
             tar_family(a)
         else:

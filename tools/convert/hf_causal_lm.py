@@ -13,39 +13,14 @@ interleaved pairs (2i, 2i + 1) with the same frequencies, so the rows of q and k
 biases) are reordered per head: row 2i <- i, 2i + 1 <- i + d/2. Attention scores are unchanged
 (the same reordering of q and k), so the logits are the upstream model's.
 """
-import json
-import os
-
 import torch
 
 import component
-import safetensors_io
+import hf_files
 import upstream
 
 ARCHITECTURES = {"qwen2": True, "llama": False}  # model_type -> q/k/v biases by default
 ROPE_SCALING_NONE = (None, {}, {"type": "default"}, {"rope_type": "default"})
-
-
-def _load_weights(directory):
-    index = os.path.join(directory, "model.safetensors.index.json")
-    single = os.path.join(directory, "model.safetensors")
-    if os.path.isfile(index):
-        with open(index) as f:
-            weight_map = json.load(f).get("weight_map")
-        if not isinstance(weight_map, dict) or not weight_map:
-            upstream.fail(index, "weight_map", "missing or empty")
-        tensors = {}
-        for shard in sorted(set(weight_map.values())):
-            path = os.path.join(directory, shard)
-            if not os.path.isfile(path):
-                upstream.fail(index, "weight_map", f"lists {shard}, which is not in {directory}")
-            tensors.update(safetensors_io.load(path))
-        return index, tensors
-    if os.path.isfile(single):
-        return single, safetensors_io.load(single)
-    raise upstream.ConversionError(
-        f"{directory}: no model.safetensors or model.safetensors.index.json (PyTorch .bin "
-        f"shards are not read: convert them to safetensors first)")
 
 
 def _interleave_rotary_rows(w, heads, head_dim):
@@ -58,11 +33,7 @@ def _interleave_rotary_rows(w, heads, head_dim):
 
 
 def convert(directory, out_dir, dtype="auto"):
-    config_path = os.path.join(directory, "config.json")
-    if not os.path.isfile(config_path):
-        raise upstream.ConversionError(f"{directory}: no config.json")
-    with open(config_path) as f:
-        cfg = json.load(f)
+    config_path, cfg = hf_files.read_config(directory)
     model_type = cfg.get("model_type")
     if model_type not in ARCHITECTURES:
         upstream.fail(config_path, "model_type", f"{model_type!r}: only "
@@ -89,7 +60,7 @@ def convert(directory, out_dir, dtype="auto"):
         cfg.get("attention_bias", False))
     tied = bool(cfg.get("tie_word_embeddings", False))
 
-    path, raw = _load_weights(directory)
+    path, raw = hf_files.load_weights(directory)
     sd = upstream.StateDict(path, raw, ("model.rotary_emb.", "*.rotary_emb.inv_freq"))
     out = {"tok_embeddings.weight": sd.get("model.embed_tokens.weight", [vocab, dim])}
     for i in range(n_layer):

@@ -22,6 +22,8 @@ import safetensors_io  # noqa: E402
 from random_init import spread_init  # noqa: E402
 import eagle_head as eh  # noqa: E402
 import hf_causal_lm  # noqa: E402
+import hf_t5_encoder  # noqa: E402
+import t5  # noqa: E402
 import qwen2  # noqa: E402
 import resampler as rs  # noqa: E402
 import ta_tok as tt  # noqa: E402
@@ -433,6 +435,45 @@ def make_causal_lm(name, cfg, out_dir, seed):
           f"{continuation[:6]}..., last margin {float(top2[0] - top2[1]):.3f}")
 
 
+# FLAN-T5's encoder (T5 v1.1: gated GELU, relative position buckets), tiny, with a full
+# T5ForConditionalGeneration's extra tensors (decoder, LM head) the converter must drop.
+T5_TINY = dict(model_type="t5", feed_forward_proj="gated-gelu", d_model=48, d_kv=8, d_ff=80,
+               num_layers=2, num_heads=4, vocab_size=200, relative_attention_num_buckets=32,
+               relative_attention_max_distance=128, layer_norm_epsilon=1e-6)
+
+
+def make_t5_encoder(out_dir, seed):
+    """<out_dir>/hf: the upstream layout; <out_dir>/encoder: converted; expected.safetensors:
+    the reference's features for a padded batch (LlamaGen pads captions to 120 tokens)."""
+    gen = torch.Generator().manual_seed(seed)
+    model = t5.T5Encoder(T5_TINY).eval()
+    spread_init(model, gen)
+    hf_dir = os.path.join(out_dir, "hf")
+    write_config(hf_dir, T5_TINY)
+    state = dict(model.state_dict())
+    state["encoder.embed_tokens.weight"] = state["shared.weight"]
+    state["decoder.final_layer_norm.weight"] = torch.ones(T5_TINY["d_model"])
+    state["lm_head.weight"] = torch.zeros(T5_TINY["vocab_size"], T5_TINY["d_model"])
+    safetensors_io.save(state, os.path.join(hf_dir, "model.safetensors"))
+    hf_t5_encoder.convert(hf_dir, os.path.join(out_dir, "encoder"), "f32")
+    os.remove(os.path.join(out_dir, "encoder", "source.json"))  # names this machine's path
+    # Two captions of 9 and 150 tokens' worth (the second reaches buckets past max_distance's
+    # log range), padded to 160 with id 0 and masked.
+    n = 160
+    ids = torch.zeros(2, n, dtype=torch.int64)
+    mask = torch.zeros(2, n, dtype=torch.int64)
+    for row, length in enumerate((9, 150)):
+        ids[row, :length] = torch.randint(2, T5_TINY["vocab_size"], (length,), generator=gen)
+        ids[row, length - 1] = 1  # </s>
+        mask[row, :length] = 1
+    with torch.no_grad():
+        features = model(ids, mask)
+    safetensors_io.save({"ids": ids, "mask": mask, "features": features},
+                        os.path.join(out_dir, "expected.safetensors"))
+    print(f"t5_encoder_tiny: {sum(p.numel() for p in model.parameters())} params, feature "
+          f"scale {float(features.abs().max()):.3f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data"))
@@ -453,6 +494,7 @@ def main():
     make_ta_tok(os.path.join(args.out, "ta_tok_tiny"), args.seed + 131)
     for i, (name, cfg) in enumerate(sorted(CAUSAL_LMS.items())):
         make_causal_lm(name, cfg, os.path.join(args.out, name), args.seed + 137 + i)
+    make_t5_encoder(os.path.join(args.out, "t5_encoder_tiny"), args.seed + 149)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,48 @@
+"""Reading a Hugging Face model directory: config.json and the weights as model.safetensors or
+the shards model.safetensors.index.json lists. Errors name the file."""
+import json
+import os
+
+import component  # noqa: F401  (puts tools/reference, where safetensors_io lives, on the path)
+import safetensors_io
+import upstream
+
+
+def read_config(directory):
+    """(path, dict) of <directory>/config.json."""
+    path = os.path.join(directory, "config.json")
+    if not os.path.isfile(path):
+        raise upstream.ConversionError(f"{directory}: no config.json")
+    try:
+        with open(path) as f:
+            cfg = json.load(f)
+    except ValueError as e:
+        raise upstream.ConversionError(f"{path}: not JSON: {e}")
+    if not isinstance(cfg, dict):
+        raise upstream.ConversionError(f"{path}: not a JSON object")
+    return path, cfg
+
+
+def load_weights(directory):
+    """(path, {name: tensor}): the single file or every shard the index lists."""
+    index = os.path.join(directory, "model.safetensors.index.json")
+    single = os.path.join(directory, "model.safetensors")
+    if os.path.isfile(index):
+        with open(index) as f:
+            weight_map = json.load(f).get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map:
+            upstream.fail(index, "weight_map", "missing or empty")
+        tensors = {}
+        for shard in sorted(set(weight_map.values())):
+            path = os.path.join(directory, shard)
+            if not os.path.isfile(path):
+                upstream.fail(index, "weight_map", f"lists {shard}, which is not in {directory}")
+            tensors.update(safetensors_io.load(path))
+        return index, tensors
+    if os.path.isfile(single):
+        return single, safetensors_io.load(single)
+    raise upstream.ConversionError(
+        f"{directory}: no model.safetensors or model.safetensors.index.json (PyTorch .bin "
+        f"shards are not read: convert them to safetensors first)")
+
+
