@@ -92,9 +92,7 @@ StatusOr<torch::Tensor> CausalLm::Forward(KvCache& cache, const torch::Tensor& t
                                 " exceed max_positions " +
                                 std::to_string(config_.max_positions));
   }
-  const auto range = torch::_aminmax(tokens.cpu());
-  if (std::get<0>(range).item<int64_t>() < 0 ||
-      std::get<1>(range).item<int64_t>() >= config_.vocab_size) {
+  if (tokens.min().item<int64_t>() < 0 || tokens.max().item<int64_t>() >= config_.vocab_size) {
     return InvalidArgumentError("tokens: ids must be in [0, " +
                                 std::to_string(config_.vocab_size) + ")");
   }
