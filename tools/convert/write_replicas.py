@@ -6,8 +6,11 @@ layouts, and converts them with convert.py into a model repository the server lo
                   c2i_XL_384.pt  vq_ds16_c2i.pt
   OUT/repository/tar/           Tar AR-DTok LP 512 px target + 256 px drafter + TA-Tok + VQ-16
   OUT/repository/llamagen-c2i/  LlamaGen GPT-XL class-to-image at 384 px + VQ-16
+  OUT/upstream/tar-mllm/, OUT/repository/tar-mllm/   Tar's MLLM (--only tar-mllm)
+  OUT/upstream/flan-t5-xl/, OUT/repository/flan-t5-xl-encoder/   (--only flan-t5-xl)
 
-  /usr/bin/python3 tools/convert/write_replicas.py --out out/replicas [--only tar|llamagen-c2i]
+  /usr/bin/python3 tools/convert/write_replicas.py --out out/replicas \
+      [--only tar|llamagen-c2i|tar-mllm|flan-t5-xl]
 
 The weights are random (std 0.02, as the upstream initialisers), so the images are noise;
 what a replica gives is the exact tensor shapes, counts and bytes of the real files: the
@@ -23,6 +26,14 @@ Sizes (tools/convert/tar_ar.py, llamagen_gpt.py, vq16.py registries):
     MLP 4304, a 27x27 position table.
   GPT-XL: 36 layers, 20 heads, dim 1280, 1000 classes, 24x24 grid at 384 px.
   VQ-16: 16384 x 8 codebook, ch 128, ch_mult 1,1,2,2,4, z 256 (encoder kept).
+  Tar's MLLM (text stage, only with --only tar-mllm): Qwen2.5-1.5B-Instruct (28 layers, 1536
+    wide, 12 / 2 heads, FFN 8960, theta 1e6, tied head) with Tar's added tokens: a vocabulary
+    of 217,206 (Qwen2.5's 151,665 tokens, <im_start>, <im_end>, <S0>-<S2>, <I0>-<I65535>; the
+    count is inferred from Tar's code, its released config is not read here), Hugging Face
+    layout, bfloat16 safetensors.
+  FLAN-T5-XL's encoder (only with --only flan-t5-xl): 24 blocks, 2048 wide, 32 heads of 64,
+    FFN 5120, vocabulary 32,128; the decoder of the real checkpoint is not written (the
+    converter drops it).
 Transformers are written as bfloat16 (the converter keeps them so: >= 100 M parameters); the
 VQ and TA-Tok as float32.
 """
@@ -37,6 +48,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 import convert  # noqa: E402
+import json  # noqa: E402
+import qwen2  # noqa: E402  (tools/reference/qwen2.py)
+import safetensors_io  # noqa: E402
+import t5  # noqa: E402  (tools/reference/t5.py)
 import llamagen_gpt  # noqa: E402
 import ta_tok as ta_tok_reference  # noqa: E402  (tools/reference/ta_tok.py)
 import tar_ar  # noqa: E402
@@ -120,19 +135,58 @@ def write_llamagen_c2i(out, gen, start):
                          "--vq", vq_file])
 
 
+TAR_MLLM = dict(model_type="qwen2", hidden_size=1536, num_hidden_layers=28,
+                num_attention_heads=12, num_key_value_heads=2, intermediate_size=8960,
+                vocab_size=151665 + 2 + 3 + 65536, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                tie_word_embeddings=True, max_position_embeddings=32768)
+FLAN_T5_XL = dict(model_type="t5", feed_forward_proj="gated-gelu", d_model=2048, d_kv=64,
+                  d_ff=5120, num_layers=24, num_heads=32, vocab_size=32128,
+                  relative_attention_num_buckets=32, relative_attention_max_distance=128,
+                  layer_norm_epsilon=1e-6)
+
+
+def write_hf(directory, cfg, model, gen, start):
+    upstream_init(model, gen)
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    state = {k: v.to(torch.bfloat16) for k, v in model.state_dict().items()}
+    count = sum(v.numel() for v in state.values())
+    del model
+    safetensors_io.save(state, os.path.join(directory, "model.safetensors"))
+    log(f"{directory}: {count / 1e6:.0f} M parameters", start)
+
+
+def write_tar_mllm(out, gen, start):
+    hf = os.path.join(out, "upstream", "tar-mllm")
+    write_hf(hf, TAR_MLLM, qwen2.CausalLm(TAR_MLLM).eval(), gen, start)
+    return convert.main(["hf-causal-lm", "--dir", hf, "--out",
+                         os.path.join(out, "repository", "tar-mllm")])
+
+
+def write_flan_t5_xl(out, gen, start):
+    hf = os.path.join(out, "upstream", "flan-t5-xl")
+    write_hf(hf, FLAN_T5_XL, t5.T5Encoder(FLAN_T5_XL).eval(), gen, start)
+    return convert.main(["hf-t5-encoder", "--dir", hf, "--out",
+                         os.path.join(out, "repository", "flan-t5-xl-encoder")])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--only", choices=["tar", "llamagen-c2i"])
+    ap.add_argument("--only", choices=["tar", "llamagen-c2i", "tar-mllm", "flan-t5-xl"])
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     os.makedirs(os.path.join(a.out, "upstream"), exist_ok=True)
     gen = torch.Generator().manual_seed(a.seed)
     start = time.monotonic()
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    for name, write in (("tar", write_tar), ("llamagen-c2i", write_llamagen_c2i)):
-        if a.only in (None, name):
+    writers = (("tar", write_tar), ("llamagen-c2i", write_llamagen_c2i),
+               ("tar-mllm", write_tar_mllm), ("flan-t5-xl", write_flan_t5_xl))
+    for name, write in writers:
+        # The text stages' models are written only when asked for (issue 43's sizes).
+        if a.only == name or (a.only is None and name in ("tar", "llamagen-c2i")):
             rc = write(a.out, gen, start)
             if rc:
                 return rc
