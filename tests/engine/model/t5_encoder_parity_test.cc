@@ -5,6 +5,7 @@
 // positions, relative distances past max_distance) agree to float tolerance.
 #include <gtest/gtest.h>
 
+#include "engine/model/caption_condition.h"
 #include "engine/model/t5_encoder.h"
 #include "tests/engine/test_util.h"
 
@@ -53,6 +54,38 @@ TEST(T5EncoderTest, RefusesBadInputNamingTheField) {
             "ids: must be in [0, 200)");
   EXPECT_EQ((*model)->Encode(ids.to(torch::kInt32), torch::ones({1, 4})).status().message(),
             "ids: expected int64 [batch, n >= 1]");
+}
+
+// LlamaGen t2i's left padding of the features (sample_t2i.py): the 9 real tokens' rows of the
+// reference's features last, the 151 padded rows first and zero, caption_length 9.
+TEST(T5CaptionConditionTest, RealRowsGoLastPaddedRowsFirstAndZero) {
+  auto model = T5Encoder::LoadDirectory(FixtureDir("t5_encoder_tiny") + "/encoder",
+                                        LoadOptions());
+  ASSERT_OK(model);
+  auto expected = ReadAll(FixtureDir("t5_encoder_tiny") + "/expected.safetensors");
+  const torch::Tensor ids = expected.at("ids").to(torch::kInt64)[0].contiguous();
+  const torch::Tensor mask = expected.at("mask").to(torch::kInt64)[0].contiguous();
+  const std::vector<int64_t> id_list(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + 160);
+  const std::vector<int64_t> mask_list(mask.data_ptr<int64_t>(),
+                                       mask.data_ptr<int64_t>() + 160);
+  auto condition = T5CaptionCondition(**model, id_list, mask_list, 160);
+  ASSERT_OK(condition);
+  EXPECT_EQ(condition->caption_length, 9);
+  ASSERT_EQ(condition->features.sizes(), (std::vector<int64_t>{160, 48}));
+  const torch::Tensor ref = expected.at("features")[0];
+  EXPECT_LE(MaxAbsDiff(condition->features.narrow(0, 151, 9), ref.narrow(0, 0, 9)), 1e-4);
+  EXPECT_EQ(condition->features.narrow(0, 0, 151).abs().max().item<double>(), 0.0);
+
+  EXPECT_EQ(T5CaptionCondition(**model, id_list, mask_list, 120).status().message(),
+            "caption_ids: 160 tokens; the family's condition takes 120");
+  std::vector<int64_t> holes = mask_list;
+  holes[20] = 1;
+  EXPECT_EQ(T5CaptionCondition(**model, id_list, holes, 160).status().message(),
+            "caption_mask: the real tokens must come first, then padding");
+  EXPECT_EQ(T5CaptionCondition(**model, id_list, std::vector<int64_t>(160, 0), 160)
+                .status()
+                .message(),
+            "caption_mask: no real token");
 }
 
 }  // namespace
