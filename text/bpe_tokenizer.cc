@@ -153,23 +153,18 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromJson(std::string
         !a.value("content", json()).is_string() || a["content"].get<std::string>().empty()) {
       return FieldError(field, "needs an integer id and a non-empty content");
     }
-    for (const char* flag : {"lstrip", "rstrip", "single_word", "normalized"}) {
+    for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
       if (a.value(flag, false)) {
         return FieldError(absl::StrCat(field, ".", flag), "only false is supported");
       }
     }
     const int32_t id = a["id"].get<int32_t>();
     const std::string content = a["content"].get<std::string>();
-    t->added_[content] = id;
-    t->added_first_byte_[static_cast<unsigned char>(content[0])] = true;
-    if (std::find(t->added_lengths_.begin(), t->added_lengths_.end(), content.size()) ==
-        t->added_lengths_.end()) {
-      t->added_lengths_.push_back(content.size());
-    }
+    // Hugging Face's default: special tokens match the raw text, the others the normalised.
+    const bool normalized = a.value("normalized", !a.value("special", false));
+    (normalized ? t->normalized_added_ : t->raw_added_).Add(content, id);
     t->size_ = std::max(t->size_, id + 1);
   }
-  // Longest first: where several start at one place, the longest is cut out.
-  std::sort(t->added_lengths_.rbegin(), t->added_lengths_.rend());
 
   const json& normalizer = file.value("normalizer", json());
   UErrorCode status = U_ZERO_ERROR;
@@ -233,19 +228,65 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromJson(std::string
   t->id_to_token_.assign(t->size_, "");
   t->is_added_.assign(t->size_, false);
   for (const auto& [token, id] : t->vocab_) t->id_to_token_[id] = token;
-  for (const auto& [content, id] : t->added_) {
-    t->id_to_token_[id] = content;
-    t->is_added_[id] = true;
+  for (const AddedTokens* set : {&t->raw_added_, &t->normalized_added_}) {
+    for (const auto& [content, id] : set->ids) {
+      t->id_to_token_[id] = content;
+      t->is_added_[id] = true;
+    }
   }
   return t;
 }
 
 int32_t BpeTokenizer::TokenId(std::string_view token) const {
-  if (const auto added = added_.find(std::string(token)); added != added_.end()) {
-    return added->second;
+  for (const AddedTokens* set : {&raw_added_, &normalized_added_}) {
+    if (const auto added = set->ids.find(std::string(token)); added != set->ids.end()) {
+      return added->second;
+    }
   }
   const auto it = vocab_.find(std::string(token));
   return it == vocab_.end() ? -1 : it->second;
+}
+
+void BpeTokenizer::AddedTokens::Add(const std::string& content, int32_t id) {
+  ids[content] = id;
+  first_byte[static_cast<unsigned char>(content[0])] = true;
+  if (std::find(lengths.begin(), lengths.end(), content.size()) == lengths.end()) {
+    lengths.push_back(content.size());
+    std::sort(lengths.rbegin(), lengths.rend());  // longest first
+  }
+}
+
+std::pair<int32_t, size_t> BpeTokenizer::AddedTokens::Match(std::string_view text,
+                                                            size_t i) const {
+  if (!first_byte[static_cast<unsigned char>(text[i])]) return {-1, 0};
+  for (size_t n : lengths) {
+    if (i + n > text.size()) continue;
+    if (const auto it = ids.find(std::string(text.substr(i, n))); it != ids.end()) {
+      return {it->second, n};
+    }
+  }
+  return {-1, 0};
+}
+
+absl::Status BpeTokenizer::Split(std::string_view text, const AddedTokens& set,
+                                 const std::function<absl::Status(std::string_view)>& plain,
+                                 std::vector<int32_t>& ids) const {
+  size_t begin = 0, i = 0;
+  while (i < text.size()) {
+    const auto [id, length] = set.Match(text, i);
+    if (id < 0) {
+      ++i;
+      continue;
+    }
+    if (i > begin) {
+      if (auto s = plain(text.substr(begin, i - begin)); !s.ok()) return s;
+    }
+    ids.push_back(id);
+    i += length;
+    begin = i;
+  }
+  if (begin < text.size()) return plain(text.substr(begin));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<int32_t>> BpeTokenizer::Encode(std::string_view text,
@@ -254,43 +295,39 @@ absl::StatusOr<std::vector<int32_t>> BpeTokenizer::Encode(std::string_view text,
     return absl::InvalidArgumentError(absl::StrCat(std::string(field), ": not valid UTF-8"));
   }
   std::vector<int32_t> ids;
-  // 1. Added tokens out of the raw text, leftmost first, longest at one place.
-  size_t begin = 0, i = 0;
-  while (i < text.size()) {
-    int32_t found = -1;
-    size_t length = 0;
-    if (added_first_byte_[static_cast<unsigned char>(text[i])]) {
-      for (size_t n : added_lengths_) {
-        if (i + n > text.size()) continue;
-        const auto it = added_.find(std::string(text.substr(i, n)));
-        if (it != added_.end()) {
-          found = it->second;
-          length = n;
-          break;
-        }
-      }
-    }
-    if (found < 0) {
-      ++i;
-      continue;
-    }
-    if (auto s = EncodeText(text.substr(begin, i - begin), field, ids); !s.ok()) return s;
-    ids.push_back(found);
-    i += length;
-    begin = i;
-  }
-  if (auto s = EncodeText(text.substr(begin), field, ids); !s.ok()) return s;
+  // 1. Raw added tokens out of the raw text; 2. the rest normalised, its own added tokens cut
+  // out of it; 3-4. what is left pre-tokenized and merged.
+  auto status = Split(text, raw_added_, [&](std::string_view segment) -> absl::Status {
+    return EncodeText(segment, field, ids);
+  }, ids);
+  if (!status.ok()) return status;
   return ids;
 }
 
 absl::Status BpeTokenizer::EncodeText(std::string_view text, std::string_view field,
                                       std::vector<int32_t>& ids) const {
-  if (text.empty()) return absl::OkStatus();
+  std::string normalized(text);
+  if (pieces_->nfc != nullptr) {
+    UErrorCode status = U_ZERO_ERROR;
+    const icu::UnicodeString input = icu::UnicodeString::fromUTF8(
+        icu::StringPiece(text.data(), static_cast<int32_t>(text.size())));
+    normalized.clear();
+    pieces_->nfc->normalize(input, status).toUTF8String(normalized);
+    if (U_FAILURE(status)) {
+      return absl::InternalError(
+          absl::StrCat(std::string(field), ": ICU: ", u_errorName(status)));
+    }
+  }
+  return Split(normalized, normalized_added_, [&](std::string_view piece) -> absl::Status {
+    return PreTokenize(piece, field, ids);
+  }, ids);
+}
+
+absl::Status BpeTokenizer::PreTokenize(std::string_view text, std::string_view field,
+                                       std::vector<int32_t>& ids) const {
   UErrorCode status = U_ZERO_ERROR;
-  // 2. Normalise.
-  icu::UnicodeString input = icu::UnicodeString::fromUTF8(
+  const icu::UnicodeString input = icu::UnicodeString::fromUTF8(
       icu::StringPiece(text.data(), static_cast<int32_t>(text.size())));
-  if (pieces_->nfc != nullptr) input = pieces_->nfc->normalize(input, status);
   // 3. Split: every match and every gap between matches is a piece.
   std::unique_ptr<icu::RegexMatcher> matcher(pieces_->pattern->matcher(input, status));
   if (U_FAILURE(status)) {

@@ -1,8 +1,10 @@
 // A byte-level BPE tokenizer read from a Hugging Face tokenizer.json: the tokenizers of the
 // LLaMA 3 and Qwen2 families (Qwen2.5 for Tar's MLLM stage). Encoding, as the reference does:
-//   1. added tokens ("<|im_start|>", Tar's "<I123>") are cut out of the raw text, leftmost
-//      first and the longest where several start at one place, each its own id;
-//   2. the rest is normalised (NFC when the file says so);
+//   1. added tokens ("<|im_start|>", Tar's "<I123>") are cut out, leftmost first and the
+//      longest where several start at one place, each its own id: those marked "normalized":
+//      false from the raw text, the others from the text after normalisation (NFC when the
+//      file says so), as the reference's added vocabulary does;
+//   2. what lies between them is normalised;
 //   3. split by the pre-tokenizer's regex (behaviour "Isolated": every match and every gap
 //      between matches is a piece), or GPT-2's pattern for a plain ByteLevel pre-tokenizer;
 //   4. each piece's bytes are written in the byte-level alphabet (byte_level.h) and merged by
@@ -18,6 +20,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -62,9 +65,22 @@ class BpeTokenizer {
   std::unordered_map<std::string, int32_t> merge_rank_;  // "left right" -> rank
   // Added tokens: content -> id, their lengths (longest first) and the bytes they start with
   // (most of a text's positions start none, and Tar adds 65,536 of them).
-  std::unordered_map<std::string, int32_t> added_;
-  std::vector<size_t> added_lengths_;
-  std::array<bool, 256> added_first_byte_{};
+  struct AddedTokens {
+    std::unordered_map<std::string, int32_t> ids;
+    std::vector<size_t> lengths;
+    std::array<bool, 256> first_byte{};
+    void Add(const std::string& content, int32_t id);
+    // The id and length of the longest token starting at text[i]; {-1, 0} when none does.
+    std::pair<int32_t, size_t> Match(std::string_view text, size_t i) const;
+  };
+  // Cuts `text` at the tokens of `set`: `plain` for the text between them, their ids to `ids`.
+  absl::Status Split(std::string_view text, const AddedTokens& set,
+                     const std::function<absl::Status(std::string_view)>& plain,
+                     std::vector<int32_t>& ids) const;
+  absl::Status PreTokenize(std::string_view text, std::string_view field,
+                           std::vector<int32_t>& ids) const;
+  AddedTokens raw_added_;         // "normalized": false (special tokens): cut from the raw text
+  AddedTokens normalized_added_;  // "normalized": true: cut from the normalised text
   std::vector<bool> is_added_;
   std::unique_ptr<Pieces> pieces_;
   int32_t size_ = 0;

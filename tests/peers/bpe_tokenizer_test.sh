@@ -31,6 +31,47 @@ if ! diff <(cat -n "$work/reference.jsonl") <(cat -n "$work/ours.jsonl") >"$work
   head -20 "$work/diff" >&2
   fail "ids differ from the reference's (line numbers of $corpus above)"
 fi
+# Tar's tokenizer: Qwen2.5's with Tar's added tokens in Tar's order (llava_arch.py):
+# <im_start>, <im_end> (special, matched on the raw text), <S0>-<S2>, <I0>-<I65535> (added as
+# plain tokens, so matched on the normalised text), over prompts and runs of codes; one text
+# puts U+0338 after a code, which NFC composes with its '>' so that the code no longer matches.
+/usr/bin/python3 - "$files/tokenizer.json" "$work/tar_tokenizer.json" "$work/tar_texts.jsonl" <<'PY' ||
+import json, sys
+model = json.load(open(sys.argv[1]))
+next_id = 151665
+def add(content, special):
+    global next_id
+    model["added_tokens"].append({"id": next_id, "content": content, "single_word": False,
+                                  "lstrip": False, "rstrip": False,
+                                  "normalized": not special, "special": special})
+    next_id += 1
+for t in ("<im_start>", "<im_end>"):
+    add(t, True)
+for t in [f"<S{k}>" for k in range(3)] + [f"<I{k}>" for k in range(65536)]:
+    add(t, False)
+json.dump(model, open(sys.argv[2], "w"), ensure_ascii=False)
+texts = [
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+    "a red fox<|im_end|>\n<|im_start|>assistant\n<im_start><S0>",
+    "".join(f"<I{k}>" for k in (0, 65535, 12, 7, 4096, 300, 300)) + "<im_end>",
+    "<I12>x<I3> <I99999> <S3> <I-1> <I0012> <<I5>>",
+    "<I1>\u0338 and <I2> \u0338",
+    "caf\u00e9 <S1><I9>e\u0301<I10>",
+]
+with open(sys.argv[3], "w") as f:
+    for t in texts:
+        f.write(json.dumps(t, ensure_ascii=False) + "\n")
+PY
+  fail "writing Tar's tokenizer"
+node "$peers/reference_tokenize.mjs" "$work/tar_tokenizer.json" "$files/tokenizer_config.json" \
+  <"$work/tar_texts.jsonl" >"$work/tar_reference.jsonl" || fail "the reference on Tar's tokenizer"
+text/tokenize --tokenizer="$work/tar_tokenizer.json" <"$work/tar_texts.jsonl" \
+  >"$work/tar_ours.jsonl" || fail "text/tokenize on Tar's tokenizer"
+if ! diff <(cat -n "$work/tar_reference.jsonl") <(cat -n "$work/tar_ours.jsonl") >"$work/tar_diff"; then
+  head -20 "$work/tar_diff" >&2
+  fail "ids on Tar's tokenizer differ from the reference's"
+fi
+
 # The chat template: ours (text/chat_template) against the file's own Jinja template.
 chats=tests/text/chat_corpus.jsonl
 node "$peers/reference_chat.mjs" "$files/tokenizer.json" "$files/tokenizer_config.json" \
@@ -49,4 +90,5 @@ PY
 tokens=$(python3 -c 'import json,sys; print(sum(len(json.loads(l)) for l in open(sys.argv[1])))' \
   "$work/ours.jsonl")
 echo "PASS: $lines texts, $tokens ids, identical to tokenizers.js on Qwen2.5's vocabulary;" \
+  "$(wc -l <"$work/tar_texts.jsonl") texts identical with Tar's 65,541 added tokens;" \
   "$(wc -l <"$chats") chat prompts identical to its Jinja chat template's"

@@ -33,7 +33,8 @@ json TinyFile(const std::vector<std::string>& merges, bool nfc = false) {
       {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}}},
       {"added_tokens",
        json::array({{{"id", 300}, {"content", "ab"}, {"special", true}},
-                    {{"id", 301}, {"content", "abc"}, {"special", false}}})},
+                    {{"id", 301}, {"content", "abc"}, {"special", false},
+                     {"normalized", false}}})},
   };
 }
 
@@ -74,6 +75,19 @@ TEST(BpeTokenizerTest, AddedTokensAreCutOutLongestFirst) {
   EXPECT_EQ(Encode(*t, "xabx"), std::vector<int32_t>({'x', 300, 'x'}));
   EXPECT_EQ(Encode(*t, "ababc"), std::vector<int32_t>({300, 301}));
   EXPECT_EQ(t->TokenId("abc"), 301);
+  // Tokens matched on the normalised text (Hugging Face's default for non-special ones, Tar's
+  // <I123>) are cut out after the raw ones, from what lies between them: "ab" (raw) wins over
+  // "abc" (normalised) where both start, as in the reference's added vocabulary; after NFC,
+  // a normalised token matches text that only its composed form spells.
+  json file = TinyFile({}, /*nfc=*/true);
+  file["added_tokens"][1]["normalized"] = true;
+  file["added_tokens"].push_back({{"id", 302}, {"content", "\xC3\xA9!"}, {"special", false}});
+  auto two_pass = Load(file);
+  ASSERT_NE(two_pass, nullptr);
+  EXPECT_EQ(Encode(*two_pass, "xabcx"), std::vector<int32_t>({'x', 300, 'c', 'x'}));
+  EXPECT_EQ(Encode(*two_pass, "xbabc"), std::vector<int32_t>({'x', 'b', 300, 'c'}));
+  EXPECT_EQ(Encode(*two_pass, "e\xCC\x81!"), std::vector<int32_t>({302}));
+  EXPECT_EQ(two_pass->size(), 303);
   EXPECT_EQ(t->TokenId("x"), 'x');
   EXPECT_EQ(t->TokenId("missing"), -1);
   EXPECT_EQ(t->size(), 302);
