@@ -7,6 +7,7 @@
 // t2i pads captions. A line that fails gives {"error": message}. Exit 2 on bad arguments, 1
 // when the tokenizer does not load.
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -37,6 +38,14 @@ json ChatLine(const mulo::text::BpeTokenizer& tokenizer, const json& line) {
   return json{{"ids", *ids}, {"text", *text}};
 }
 
+// Reads JSON lines from stdin and prints `answer(line)` for each, one JSON line each.
+void AnswerLines(const std::function<json(const json&)>& answer) {
+  std::string text;
+  while (std::getline(std::cin, text)) {
+    std::cout << answer(json::parse(text, nullptr, false)).dump() << "\n";
+  }
+}
+
 }  // namespace
 
 int RunSentencePiece(const std::string& model, int64_t max_length) {
@@ -45,19 +54,12 @@ int RunSentencePiece(const std::string& model, int64_t max_length) {
     std::cerr << "error: " << tokenizer.status().message() << "\n";
     return 1;
   }
-  std::string text;
-  while (std::getline(std::cin, text)) {
-    const json line = json::parse(text, nullptr, false);
-    if (!line.is_string()) {
-      std::cout << Error("not a JSON string").dump() << "\n";
-      continue;
-    }
+  AnswerLines([&](const json& line) {
+    if (!line.is_string()) return Error("not a JSON string");
     auto tokens = (*tokenizer)->Encode(line.get<std::string>(), max_length, "text");
-    std::cout << (tokens.ok() ? json{{"ids", tokens->ids}, {"mask", tokens->mask}}
-                              : Error(std::string(tokens.status().message())))
-                     .dump()
-              << "\n";
-  }
+    return tokens.ok() ? json{{"ids", tokens->ids}, {"mask", tokens->mask}}
+                       : Error(std::string(tokens.status().message()));
+  });
   return 0;
 }
 
@@ -93,20 +95,11 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << tokenizer.status().message() << "\n";
     return 1;
   }
-  std::string text;
-  while (std::getline(std::cin, text)) {
-    const json line = json::parse(text, nullptr, false);
-    if (!chat.empty()) {
-      std::cout << ChatLine(**tokenizer, line).dump() << "\n";
-      continue;
-    }
-    if (!line.is_string()) {
-      std::cout << Error("not a JSON string").dump() << "\n";
-      continue;
-    }
+  AnswerLines([&](const json& line) {
+    if (!chat.empty()) return ChatLine(**tokenizer, line);
+    if (!line.is_string()) return Error("not a JSON string");
     auto ids = (*tokenizer)->Encode(line.get<std::string>(), "text");
-    std::cout << (ids.ok() ? json(*ids) : Error(std::string(ids.status().message()))).dump()
-              << "\n";
-  }
+    return ids.ok() ? json(*ids) : Error(std::string(ids.status().message()));
+  });
   return 0;
 }

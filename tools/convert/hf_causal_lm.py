@@ -38,10 +38,9 @@ def convert(directory, out_dir, dtype="auto"):
     if model_type not in ARCHITECTURES:
         upstream.fail(config_path, "model_type", f"{model_type!r}: only "
                                                  f"{', '.join(sorted(ARCHITECTURES))} are supported")
-    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                "vocab_size", "rms_norm_eps"):
-        if not isinstance(cfg.get(key), (int, float)) or cfg[key] <= 0:
-            upstream.fail(config_path, key, "missing or not positive")
+    hf_files.require_positive(config_path, cfg, (
+        "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+        "vocab_size", "rms_norm_eps"))
     if cfg.get("rope_scaling") not in ROPE_SCALING_NONE:
         upstream.fail(config_path, "rope_scaling", f"{cfg['rope_scaling']!r}: only unscaled "
                                                    f"rotary positions are supported")

@@ -23,6 +23,13 @@ def read_config(directory):
     return path, cfg
 
 
+def require_positive(path, cfg, keys):
+    """Each of `keys` in config.json is a positive number; else a ConversionError naming it."""
+    for key in keys:
+        if not isinstance(cfg.get(key), (int, float)) or cfg[key] <= 0:
+            upstream.fail(path, key, "missing or not positive")
+
+
 def load_weights(directory):
     """(path, {name: tensor}): the single file or every shard the index lists."""
     index = os.path.join(directory, "model.safetensors.index.json")

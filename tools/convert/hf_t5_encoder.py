@@ -28,11 +28,10 @@ def convert(directory, out_dir, dtype="auto"):
         upstream.fail(config_path, "feed_forward_proj",
                       f"{cfg.get('feed_forward_proj')!r}: only T5 v1.1's 'gated-gelu' is "
                       f"supported (FLAN-T5, LlamaGen t2i)")
-    for key in ("d_model", "d_kv", "d_ff", "num_layers", "num_heads", "vocab_size",
-                "relative_attention_num_buckets", "relative_attention_max_distance",
-                "layer_norm_epsilon"):
-        if not isinstance(cfg.get(key), (int, float)) or cfg[key] <= 0:
-            upstream.fail(config_path, key, "missing or not positive")
+    hf_files.require_positive(config_path, cfg, (
+        "d_model", "d_kv", "d_ff", "num_layers", "num_heads", "vocab_size",
+        "relative_attention_num_buckets", "relative_attention_max_distance",
+        "layer_norm_epsilon"))
     d, dk, ff = cfg["d_model"], cfg["d_kv"], cfg["d_ff"]
     n_layer, heads, vocab = cfg["num_layers"], cfg["num_heads"], cfg["vocab_size"]
     buckets = cfg["relative_attention_num_buckets"]
