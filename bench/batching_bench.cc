@@ -23,6 +23,7 @@
 #include "engine/decode/forward_batcher.h"
 #include "engine/decode/generate.h"
 #include "engine/decode/method_registry.h"
+#include "engine/model/transformer.h"
 
 namespace mulo::bench {
 namespace {
@@ -109,20 +110,21 @@ void PrintGemmTable(const engine::TransformerConfig& c, int requests) {
     std::sort(us.begin(), us.end());
     return us[us.size() / 2];
   };
-  std::printf("\nTarget GEMMs, one thread, median of %d: one request's CFG pair (2 rows) "
-              "against %d requests' pairs in one GEMM (%d rows)\n\n",
-              kRepeats, requests, 2 * requests);
-  std::printf("| weight | in x out | 2 rows us | %d rows us | %d x 2 rows us | batched / "
-              "separate |\n|---|---|---:|---:|---:|---:|\n",
-              2 * requests, requests);
+  std::printf(
+      "\nTarget GEMMs, one thread, median of %d: one request's CFG pair (2 rows) "
+      "against %d requests' pairs in one GEMM (%d rows)\n\n",
+      kRepeats, requests, 2 * requests);
+  std::printf(
+      "| weight | in x out | 2 rows us | %d rows us | %d x 2 rows us | batched / "
+      "separate |\n|---|---|---:|---:|---:|---:|\n",
+      2 * requests, requests);
   torch::NoGradGuard no_grad;
   for (const Weight& w : weights) {
     auto weight = torch::randn({w.out, w.in}) * 0.02;
     const double small = time_us(torch::randn({2, w.in}), weight);
     const double big = time_us(torch::randn({2 * requests, w.in}), weight);
-    std::printf("| %s | %ld x %ld | %.1f | %.1f | %.1f | %.2f |\n", w.name,
-                static_cast<long>(w.in), static_cast<long>(w.out), small, big, requests * small,
-                big / (requests * small));
+    std::printf("| %s | %ld x %ld | %.1f | %.1f | %.1f | %.2f |\n", w.name, static_cast<long>(w.in),
+                static_cast<long>(w.out), small, big, requests * small, big / (requests * small));
   }
 }
 
@@ -132,7 +134,13 @@ int Run(const Flags& flags) {
   const engine::ModelSet& family = inputs->family;
   if (flags.gemm_requests > 0) {
     engine::SetCpuThreads(1);
-    PrintGemmTable(family.target->config(), flags.gemm_requests);
+    const auto* target = dynamic_cast<const engine::Transformer*>(family.target.get());
+    if (target == nullptr) {
+      std::fprintf(stderr, "error: --gemm_requests needs a llamagen target, this family's is %s\n",
+                   family.target->architecture().c_str());
+      return 1;
+    }
+    PrintGemmTable(target->config(), flags.gemm_requests);
     return 0;
   }
   auto config = engine::DefaultMethodConfig(flags.method, family);
@@ -202,7 +210,8 @@ int Run(const Flags& flags) {
   std::printf("method %s, %d requests per run, median of %d rounds, one core\n\n",
               flags.method.c_str(), flags.requests, flags.rounds);
   std::printf("| concurrency | off images/s | off latency s |");
-  for (const auto& v : variants) std::printf(" %s images/s | x off | latency s | calls/forward |", v.c_str());
+  for (const auto& v : variants)
+    std::printf(" %s images/s | x off | latency s | calls/forward |", v.c_str());
   std::printf("\n|---:|---:|---:|");
   for (size_t i = 0; i < variants.size(); ++i) std::printf("---:|---:|---:|---:|");
   std::printf("\n");

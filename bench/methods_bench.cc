@@ -461,8 +461,8 @@ int Run() {
   engine::CancelToken cancel;
   std::vector<Row> rows;
   for (const Config& config : configs) rows.push_back(Row{config});
-  const int64_t n_tokens = family->target->config().num_image_tokens();
-  const int64_t n_draft = family->drafter ? family->drafter->config().num_image_tokens() : 0;
+  const int64_t n_tokens = family->target->num_image_tokens();
+  const int64_t n_draft = family->drafter ? family->drafter->num_image_tokens() : 0;
   // Interleave methods per prompt so slow drifts of the machine hit every
   // method alike.
   const int seeds = std::max(1, absl::GetFlag(FLAGS_seeds_per_prompt));

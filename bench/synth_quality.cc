@@ -138,8 +138,8 @@ absl::StatusOr<synth::Verdict> JudgeUpsampled(const ModelSet& family,
                                               const std::vector<int32_t>& drafter_tokens,
                                               const std::string& prompt,
                                               const synth::SynthEval& judge) {
-  const int64_t small = family.drafter->config().grid_size;
-  const int64_t grid = family.target->config().grid_size;
+  const int64_t small = family.drafter->grid_size();
+  const int64_t grid = family.target->grid_size();
   auto up = family.upsampler->Apply(
       std::vector<int64_t>(drafter_tokens.begin(), drafter_tokens.end()), small, small);
   if (!up.ok()) return server::ToAbsl(up.status());

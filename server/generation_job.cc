@@ -12,7 +12,7 @@ class GenerationJob::RowStream : public engine::ProgressSink {
  public:
   explicit RowStream(GenerationJob* job)
       : job_(job),
-        width_(job->request_.models->target->config().grid_size),
+        width_(job->request_.models->target->grid_size()),
         previews_(width_, job->request_.preview_every_rows, job->request_.partial_images) {}
 
   void OnRows(int64_t first_row, int64_t num_rows, const std::vector<int32_t>& tokens) override {

@@ -19,24 +19,24 @@ double SecondsBetween(Clock::time_point a, Clock::time_point b) {
 
 ModelSummary Summarize(const std::string& name, const engine::ModelSet& models) {
   ModelSummary out;
-  const auto& target = models.target->config();
+  const engine::ConditionShape& target = models.target->condition_shape();
   out.name = name;
   out.image_width = models.ImageSize();
   out.image_height = models.ImageSize();
-  out.grid_size = target.grid_size;
-  out.vocab_size = target.vocab_size;
+  out.grid_size = models.target->grid_size();
+  out.vocab_size = models.target->vocab_size();
   out.methods = engine::AvailableMethods(models);
   out.default_cfg_scale = models.default_cfg_scale;
   if (models.conditioner != nullptr) out.conditions.push_back("prompt");
-  if (target.condition_mode != engine::ConditionMode::kClassLabel) {
+  if (target.mode != engine::ConditionMode::kClassLabel) {
     out.conditions.push_back("condition");
-    out.condition_width = target.cond_dim;
+    out.condition_width = target.width;
   } else {
     out.conditions.push_back("class_label");
     out.num_classes = target.num_classes;
   }
   if (models.ta_tok != nullptr) out.conditions.push_back("condition_tokens");
-  out.condition_rows = target.cls_token_num;
+  out.condition_rows = target.rows;
   return out;
 }
 
@@ -49,10 +49,7 @@ void GenerationService::Call::ClientGone() {
 
 GenerationService::GenerationService(Scheduler& scheduler, ServerMetrics& metrics,
                                      BatchPolicy batching, RequestLimits limits)
-    : scheduler_(scheduler),
-      metrics_(metrics),
-      batching_(std::move(batching)),
-      limits_(limits) {}
+    : scheduler_(scheduler), metrics_(metrics), batching_(std::move(batching)), limits_(limits) {}
 
 void GenerationService::Finish(const Call& call, const absl::Status& status,
                                const JobRecord* record, const std::string& method) {
@@ -79,8 +76,7 @@ void GenerationService::Finish(const Call& call, const absl::Status& status,
 void GenerationService::RecordRefused(const std::string& request_id, const std::string& model,
                                       const CallOptions& options, const absl::Status& status) {
   Call call;
-  call.request_id_ =
-      request_id.empty() ? absl::StrCat("req-", next_id_.fetch_add(1)) : request_id;
+  call.request_id_ = request_id.empty() ? absl::StrCat("req-", next_id_.fetch_add(1)) : request_id;
   call.model_ = model;
   call.options_ = options;
   Finish(call, status, nullptr, "");
@@ -90,9 +86,8 @@ absl::StatusOr<std::shared_ptr<GenerationService::Call>> GenerationService::Star
     const v1::GenerateRequest& request, CallOptions options, GenerationListener listener) {
   auto call = std::make_shared<Call>();
   // Client text as sent: the log line bounds and escapes it, metrics label loaded names only.
-  call->request_id_ = request.request_id().empty()
-                          ? absl::StrCat("req-", next_id_.fetch_add(1))
-                          : request.request_id();
+  call->request_id_ = request.request_id().empty() ? absl::StrCat("req-", next_id_.fetch_add(1))
+                                                   : request.request_id();
   call->model_ = request.model();
   call->options_ = std::move(options);
   call->listener_ = std::move(listener);
@@ -133,11 +128,12 @@ absl::StatusOr<std::shared_ptr<GenerationService::Call>> GenerationService::Star
   // The job reaches its call through a weak pointer: the call owns the job, and the service
   // owns the call until the done event.
   std::weak_ptr<Call> weak_call = call;
-  call->job_ = std::make_shared<GenerationJob>(
-      *std::move(validated), deadline, has_deadline, joins_batches, limits_.max_decode_time,
-      [this, weak_call](GenerationEvent event) {
-        if (auto c = weak_call.lock()) OnJobEvent(c, std::move(event));
-      });
+  call->job_ = std::make_shared<GenerationJob>(*std::move(validated), deadline, has_deadline,
+                                               joins_batches, limits_.max_decode_time,
+                                               [this, weak_call](GenerationEvent event) {
+                                                 if (auto c = weak_call.lock())
+                                                   OnJobEvent(c, std::move(event));
+                                               });
   {
     // In the set before the job can run, so that its done event finds it.
     std::lock_guard<std::mutex> lock(calls_mu_);
@@ -197,7 +193,8 @@ absl::StatusOr<std::vector<ModelSummary>> GenerationService::ListModels() const 
   const ModelRepository* repository = repository_;
   if (repository == nullptr) return absl::UnavailableError("models are still loading");
   std::vector<ModelSummary> out;
-  for (const auto& name : repository->Names()) out.push_back(Summarize(name, *repository->Find(name)));
+  for (const auto& name : repository->Names())
+    out.push_back(Summarize(name, *repository->Find(name)));
   return out;
 }
 
@@ -207,8 +204,7 @@ absl::StatusOr<ModelSummary> GenerationService::GetModel(const std::string& name
   if (repository == nullptr) return absl::UnavailableError("models are still loading");
   const engine::ModelSet* models = repository->Find(name);
   if (models == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat(field, ": model ", Quoted(name), " is not loaded"));
+    return absl::NotFoundError(absl::StrCat(field, ": model ", Quoted(name), " is not loaded"));
   }
   return Summarize(name, *models);
 }

@@ -76,25 +76,34 @@ absl::Status MapMethodFields(const google::protobuf::Message& params, const std:
     if (option->applies_first != first) continue;
     double value = 0.0;
     switch (field->cpp_type()) {
-      case FieldDescriptor::CPPTYPE_INT32: value = reflection.GetInt32(params, field); break;
+      case FieldDescriptor::CPPTYPE_INT32:
+        value = reflection.GetInt32(params, field);
+        break;
       case FieldDescriptor::CPPTYPE_INT64:
         value = static_cast<double>(reflection.GetInt64(params, field));
         break;
-      case FieldDescriptor::CPPTYPE_UINT32: value = reflection.GetUInt32(params, field); break;
+      case FieldDescriptor::CPPTYPE_UINT32:
+        value = reflection.GetUInt32(params, field);
+        break;
       case FieldDescriptor::CPPTYPE_UINT64:
         value = static_cast<double>(reflection.GetUInt64(params, field));
         break;
-      case FieldDescriptor::CPPTYPE_DOUBLE: value = reflection.GetDouble(params, field); break;
-      case FieldDescriptor::CPPTYPE_FLOAT: value = reflection.GetFloat(params, field); break;
-      case FieldDescriptor::CPPTYPE_BOOL: value = reflection.GetBool(params, field) ? 1 : 0; break;
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+        value = reflection.GetDouble(params, field);
+        break;
+      case FieldDescriptor::CPPTYPE_FLOAT:
+        value = reflection.GetFloat(params, field);
+        break;
+      case FieldDescriptor::CPPTYPE_BOOL:
+        value = reflection.GetBool(params, field) ? 1 : 0;
+        break;
       case FieldDescriptor::CPPTYPE_ENUM: {
         const int number = reflection.GetEnumValue(params, field);
         if (number == 0) continue;  // UNSPECIFIED: the default
         const auto* known = field->enum_type()->FindValueByNumber(number);
         const auto& choices = option->choices;
-        const auto at = known == nullptr
-                            ? choices.end()
-                            : std::find(choices.begin(), choices.end(), known->name());
+        const auto at = known == nullptr ? choices.end()
+                                         : std::find(choices.begin(), choices.end(), known->name());
         if (at == choices.end()) {
           const std::string all = absl::StrJoin(choices.begin(), choices.end() - 1, ", ");
           return Invalid(path, absl::StrCat(number, " is not ", all,
@@ -120,17 +129,17 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
   out.request_id = request.request_id();
   if (out.request_id.size() > 128) return Invalid("request_id", "longer than 128 bytes");
   if (request.model().empty()) {
-    return Invalid("model", absl::StrCat("required (loaded: ",
-                                         absl::StrJoin(repository.Names(), ", "), ")"));
+    return Invalid(
+        "model", absl::StrCat("required (loaded: ", absl::StrJoin(repository.Names(), ", "), ")"));
   }
   out.models = repository.Find(request.model());
   if (out.models == nullptr) {
-    return absl::NotFoundError(absl::StrCat("model: ", Quoted(request.model()),
-                                            " is not loaded (loaded: ",
-                                            absl::StrJoin(repository.Names(), ", "), ")"));
+    return absl::NotFoundError(
+        absl::StrCat("model: ", Quoted(request.model()),
+                     " is not loaded (loaded: ", absl::StrJoin(repository.Names(), ", "), ")"));
   }
   out.model_name = request.model();
-  const auto& target = out.models->target->config();
+  const engine::ConditionShape& target = out.models->target->condition_shape();
 
   // What to condition on: a prompt, precomputed features, TA-Tok ids or a class label.
   if (request.condition_size() > 0 && request.condition_tokens_size() > 0) {
@@ -145,7 +154,7 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
     }
     out.condition.caption_length = request.caption_length();
   }
-  if (target.condition_mode == engine::ConditionMode::kClassLabel) {
+  if (target.mode == engine::ConditionMode::kClassLabel) {
     if (!request.has_class_label()) {
       return Invalid("class_label", absl::StrCat("required: this model draws one of ",
                                                  target.num_classes, " classes"));
@@ -163,30 +172,31 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
   } else if (request.condition_tokens_size() > 0) {
     out.condition.ta_tok_ids.assign(request.condition_tokens().begin(),
                                     request.condition_tokens().end());
-    if (auto st = engine::CheckConditionTokens(*out.models, out.condition.ta_tok_ids);
-        !st.ok()) {
+    if (auto st = engine::CheckConditionTokens(*out.models, out.condition.ta_tok_ids); !st.ok()) {
       return ToAbsl(st);  // "condition_tokens: ..." from the engine
     }
   } else if (request.condition_size() > 0) {
-    const int64_t want = target.cls_token_num * target.cond_dim;
+    if (target.mode == engine::ConditionMode::kPromptIds) {
+      return Invalid("condition", "this model reads the prompt's text; send prompt");
+    }
+    const int64_t want = target.rows * target.width;
     if (request.condition_size() != want) {
       return Invalid("condition", absl::StrCat(request.condition_size(), " floats, expected ",
-                                               target.cls_token_num, " x ", target.cond_dim,
-                                               " = ", want));
+                                               target.rows, " x ", target.width, " = ", want));
     }
     for (float x : request.condition()) {
       if (!std::isfinite(x)) return Invalid("condition", "contains NaN or infinity");
     }
     out.condition.features =
         torch::tensor(std::vector<float>(request.condition().begin(), request.condition().end()))
-            .view({target.cls_token_num, target.cond_dim});
+            .view({target.rows, target.width});
   } else {
     if (request.prompt().empty()) {
       return Invalid("prompt", "required (or send condition or condition_tokens)");
     }
     if (request.prompt().size() > kMaxPromptBytes) {
-      return Invalid("prompt", absl::StrCat(request.prompt().size(), " bytes, more than ",
-                                            kMaxPromptBytes));
+      return Invalid("prompt",
+                     absl::StrCat(request.prompt().size(), " bytes, more than ", kMaxPromptBytes));
     }
     if (!IsValidUtf8(request.prompt())) return Invalid("prompt", "is not valid UTF-8");
     if (out.models->conditioner == nullptr) {
@@ -205,7 +215,8 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
   out.sampling.top_k = s.top_k();
   if (s.has_top_p()) out.sampling.top_p = s.top_p();
   out.sampling.seed = s.seed();
-  if (auto st = engine::ValidateSamplingParams(out.sampling, target.vocab_size); !st.ok()) {
+  if (auto st = engine::ValidateSamplingParams(out.sampling, out.models->target->vocab_size());
+      !st.ok()) {
     return ToAbsl(st);
   }
 
@@ -252,15 +263,16 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
                                                   " is not a known format (PNG, JPEG, RAW_RGB)"));
   }
   out.stream_rows = !request.stream().has_rows() || request.stream().rows();
-  if (request.stream().preview_every_rows() > static_cast<uint32_t>(target.grid_size)) {
+  if (request.stream().preview_every_rows() >
+      static_cast<uint32_t>(out.models->target->grid_size())) {
     return Invalid("stream.preview_every_rows",
-                   absl::StrCat("at most the grid height (", target.grid_size, ")"));
+                   absl::StrCat("at most the grid height (", out.models->target->grid_size(), ")"));
   }
   out.preview_every_rows = static_cast<int>(request.stream().preview_every_rows());
   if (request.stream().partial_images() > kMaxPartialImages) {
-    return Invalid("stream.partial_images", absl::StrCat("must be in [0, ", kMaxPartialImages,
-                                                         "], got ",
-                                                         request.stream().partial_images()));
+    return Invalid("stream.partial_images",
+                   absl::StrCat("must be in [0, ", kMaxPartialImages, "], got ",
+                                request.stream().partial_images()));
   }
   out.partial_images = static_cast<int>(request.stream().partial_images());
   out.full_size_previews = request.stream().full_size_previews();

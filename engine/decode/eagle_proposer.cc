@@ -20,7 +20,7 @@ torch::Tensor Ids(const std::vector<int64_t>& tokens, int64_t batch) {
 
 }  // namespace
 
-EagleProposer::EagleProposer(const EagleHead& head, const Transformer& target, int64_t batch,
+EagleProposer::EagleProposer(const EagleHead& head, const TokenModel& target, int64_t batch,
                              int64_t capacity)
     : head_(head), target_(target), cache_(head.NewCache(batch, capacity)) {}
 

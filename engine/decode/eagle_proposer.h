@@ -40,7 +40,7 @@ struct TreeDraft {
 class EagleProposer {
  public:
   // `batch`: the target stream's batch (2 with guidance); `capacity`: head cache rows.
-  EagleProposer(const EagleHead& head, const Transformer& target, int64_t batch,
+  EagleProposer(const EagleHead& head, const TokenModel& target, int64_t batch,
                 int64_t capacity);
 
   // Queues the pair of a newly committed token and the target feature [batch, dim] that
@@ -80,7 +80,7 @@ class EagleProposer {
   torch::Tensor Probabilities(DecodeSession& session, const torch::Tensor& features) const;
 
   const EagleHead& head_;
-  const Transformer& target_;
+  const TokenModel& target_;
   KvCache cache_;
   int64_t committed_rows_ = 0;  // head cache rows holding committed pairs
   std::vector<int64_t> queued_tokens_;

@@ -10,10 +10,10 @@ namespace mulo::engine {
 namespace {
 
 // How each kind of model runs one call alone and several as one batched forward.
-StatusOr<ForwardOutput> RunAlone(const Transformer& model, const ForwardCall& c) {
+StatusOr<ForwardOutput> RunAlone(const TokenModel& model, const ForwardCall& c) {
   return model.Forward(*c.cache, c.embeddings, c.positions, c.mask, c.logits_mode);
 }
-StatusOr<std::vector<ForwardOutput>> RunTogether(const Transformer& model,
+StatusOr<std::vector<ForwardOutput>> RunTogether(const TokenModel& model,
                                                  const std::vector<ForwardCall>& calls,
                                                  PackedGemms gemms) {
   return model.ForwardBatch(calls, gemms);
@@ -137,10 +137,10 @@ bool ForwardBatcher::ReadyLocked(std::chrono::steady_clock::time_point now) cons
   return rows >= options_.max_rows;
 }
 
-StatusOr<ForwardOutput> ForwardBatcher::Run(const Transformer& model, const ForwardCall& call) {
+StatusOr<ForwardOutput> ForwardBatcher::Run(const TokenModel& model, const ForwardCall& call) {
   if (call.cache == nullptr) return InvalidArgumentError("ForwardBatcher::Run: no cache");
   MULO_RETURN_IF_ERROR(model.CheckForward(*call.cache, call.embeddings, call.positions, call.mask));
-  Queued<Transformer, ForwardCall, ForwardOutput> self(model, call);
+  Queued<TokenModel, ForwardCall, ForwardOutput> self(model, call);
   self.component = Component::kTransformer;
   self.rows = self.budget_rows = call.embeddings.size(0) * call.embeddings.size(1);
   Enqueue(&self);

@@ -28,7 +28,7 @@
 #include "engine/core/status.h"
 #include "engine/model/eagle_head.h"
 #include "engine/model/resampler.h"
-#include "engine/model/transformer.h"
+#include "engine/model/token_model.h"
 
 namespace mulo::engine {
 
@@ -79,7 +79,7 @@ class ForwardBatcher {
   // Transformer::Forward(call) of `model`, run inside the next batch. Checks the call first
   // (the errors Forward returns) so a bad call never reaches a batch; blocks until its batch
   // has run. The caller's cache must not be touched by anyone else meanwhile.
-  StatusOr<ForwardOutput> Run(const Transformer& model, const ForwardCall& call);
+  StatusOr<ForwardOutput> Run(const TokenModel& model, const ForwardCall& call);
   // EagleHead::Forward(call), the same way.
   StatusOr<torch::Tensor> Run(const EagleHead& head, const HeadCall& call);
   // Resampler::Apply(call.ids, call.h, call.w), the same way.

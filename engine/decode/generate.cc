@@ -27,7 +27,7 @@ Status CheckConditionTokens(const ModelSet& models, const std::vector<int64_t>& 
     return InvalidArgumentError("condition_tokens: model family '" + models.name +
                                 "' has no TA-Tok de-quantiser (see ModelInfo.conditions)");
   }
-  const int64_t want = models.target->config().cls_token_num;
+  const int64_t want = models.target->condition_shape().rows;
   if (static_cast<int64_t>(ids.size()) != want) {
     return InvalidArgumentError("condition_tokens: " + std::to_string(ids.size()) +
                                 " ids, the model takes " + std::to_string(want) +
@@ -69,7 +69,7 @@ StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const Model
   result.stats = decoded.stats;
   result.stats.phase_seconds[static_cast<int>(Phase::kPrefill)] +=
       condition_stats.PhaseSeconds(Phase::kPrefill);
-  const int64_t grid = models.target->config().grid_size;
+  const int64_t grid = models.target->grid_size();
   {
     PhaseTimer timer(&result.stats, Phase::kImageDecode, models.target->options().device(),
                      options.synchronize_phases);

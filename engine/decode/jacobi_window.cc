@@ -13,7 +13,7 @@ void FillJacobiWindow(DecodeSession& session, JacobiInit init, const std::vector
   window.tokens.resize(std::min<int64_t>(window.tokens.size(), length));
   window.q.resize(window.tokens.size());
   const int64_t n = static_cast<int64_t>(x.size()), grid = session.grid();
-  const int64_t vocab = session.models().target->config().vocab_size;
+  const int64_t vocab = session.models().target->vocab_size();
   while (static_cast<int64_t>(window.tokens.size()) < length) {
     const int64_t position = n + static_cast<int64_t>(window.tokens.size());
     int64_t token;

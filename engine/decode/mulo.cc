@@ -221,13 +221,13 @@ Status MuloDecoder::Validate(const ModelSet& models) const {
         "mulo: the model family needs a drafter, an up-sampler and a down-sampler");
   }
   MULO_RETURN_IF_ERROR(ValidateMuloOptions(options_));
-  const int64_t small = models.drafter->config().grid_size;
+  const int64_t small = models.drafter->grid_size();
   if (options_.zipar_window > small) {
     return InvalidArgumentError("mulo.zipar_window: must be in [0, " + std::to_string(small) +
                                 "] (the drafter's grid width is its sequential drafting)");
   }
   const int64_t r = models.upsampler->config().factor;
-  if (models.drafter->config().grid_size * r != models.target->config().grid_size ||
+  if (models.drafter->grid_size() * r != models.target->grid_size() ||
       models.downsampler->config().factor != r) {
     return FailedPreconditionError("mulo: drafter grid x factor != target grid");
   }

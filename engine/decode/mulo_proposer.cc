@@ -13,8 +13,8 @@ MuloProposer::MuloProposer(ModelStream* drafter, const MuloOptions& options,
       options_(options),
       draft_sampling_(draft_sampling),
       models_(models),
-      grid_(models.target->config().grid_size),
-      small_(models.drafter->config().grid_size),
+      grid_(models.target->grid_size()),
+      small_(models.drafter->grid_size()),
       r_(models.upsampler->config().factor) {
   if (options_.zipar_window > 0) {
     zipar_ = std::make_unique<ZipArDrafter>(drafter_, small_, options_.zipar_window,

@@ -14,9 +14,8 @@
 
 namespace mulo::engine {
 
-ModelStream::ModelStream(const Transformer& model, int64_t batch, int64_t capacity,
-                         StreamRole role, Stats* stats, ForwardTrace* trace,
-                         ForwardBatcher* batcher)
+ModelStream::ModelStream(const TokenModel& model, int64_t batch, int64_t capacity, StreamRole role,
+                         Stats* stats, ForwardTrace* trace, ForwardBatcher* batcher)
     : model_(model),
       batcher_(batcher),
       cache_(model.NewCache(batch, capacity)),
@@ -26,14 +25,14 @@ ModelStream::ModelStream(const Transformer& model, int64_t batch, int64_t capaci
 }
 
 void ModelStream::CountForward() {
-  ++(role_ == StreamRole::kTarget ? stats_->target_forward_passes
-                                  : stats_->draft_forward_passes);
+  ++(role_ == StreamRole::kTarget ? stats_->target_forward_passes : stats_->draft_forward_passes);
 }
 
 StatusOr<ForwardOutput> ModelStream::RunForward(const torch::Tensor& embeddings,
                                                 const torch::Tensor& positions,
                                                 const torch::Tensor& mask, LogitsMode mode) {
-  if (batcher_ != nullptr) return batcher_->Run(model_, {&cache_, embeddings, positions, mask, mode});
+  if (batcher_ != nullptr)
+    return batcher_->Run(model_, {&cache_, embeddings, positions, mask, mode});
   return model_.Forward(cache_, embeddings, positions, mask, mode);
 }
 
@@ -53,8 +52,8 @@ Status ModelStream::Prefill(const torch::Tensor& condition_embeddings) {
 StatusOr<ForwardOutput> ModelStream::Append(const torch::Tensor& input, int64_t at, bool drawn,
                                             LogitsMode mode) {
   const int64_t n = input.size(1);
-  auto positions = torch::arange(model_.TokenPosition(at), model_.TokenPosition(at + n),
-                                 torch::kInt64);
+  auto positions = torch::arange(model_.TokenPosition(condition_rows_, at),
+                                 model_.TokenPosition(condition_rows_, at + n), torch::kInt64);
   ForwardOutput out;
   if (batcher_ != nullptr && !batcher_->Alone()) {
     MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings,
@@ -94,17 +93,15 @@ Status ModelStream::FeedDrawn(const torch::Tensor& token, LogitsMode mode) {
   return OkStatus();
 }
 
-StatusOr<torch::Tensor> ModelStream::FeedWithDrawn(const std::vector<int64_t>& tokens,
-                                                   int64_t from, int64_t drawn_from,
-                                                   const torch::Tensor& drawn, int64_t to,
-                                                   LogitsMode mode) {
+StatusOr<torch::Tensor> ModelStream::FeedWithDrawn(const std::vector<int64_t>& tokens, int64_t from,
+                                                   int64_t drawn_from, const torch::Tensor& drawn,
+                                                   int64_t to, LogitsMode mode) {
   if (from != static_cast<int64_t>(fed_.size()) || to <= from || drawn_from < from ||
       drawn_from > to || drawn_from > static_cast<int64_t>(tokens.size()) ||
       to - drawn_from > drawn.numel()) {
-    return FailedPreconditionError("ModelStream::FeedWithDrawn: tokens [" +
-                                   std::to_string(from) + ", " + std::to_string(to) +
-                                   ") do not continue the " + std::to_string(fed_.size()) +
-                                   " fed");
+    return FailedPreconditionError("ModelStream::FeedWithDrawn: tokens [" + std::to_string(from) +
+                                   ", " + std::to_string(to) + ") do not continue the " +
+                                   std::to_string(fed_.size()) + " fed");
   }
   std::vector<int64_t> host(tokens.begin() + from, tokens.begin() + drawn_from);
   const torch::Tensor tail = drawn.flatten().narrow(0, 0, to - drawn_from);
@@ -131,7 +128,8 @@ StatusOr<ForwardOutput> ModelStream::FeedSet(const std::vector<int64_t>& ids,
     return InvalidArgumentError("ModelStream::FeedSet: expected as many positions as ids (>= 1)");
   }
   std::vector<int64_t> sequence_positions;
-  for (int64_t p : positions) sequence_positions.push_back(model_.TokenPosition(p));
+  for (int64_t p : positions)
+    sequence_positions.push_back(model_.TokenPosition(condition_rows_, p));
   const int64_t n = static_cast<int64_t>(ids.size());
   auto input =
       torch::tensor(ids, torch::kInt64).unsqueeze(0).expand({cache_.batch(), n}).contiguous();
@@ -150,8 +148,8 @@ StatusOr<ForwardOutput> ModelStream::FeedSet(const std::vector<int64_t>& ids,
 
 Status ModelStream::Keep(const std::vector<int64_t>& rows, std::vector<int64_t> tokens) {
   if (static_cast<int64_t>(rows.size()) != condition_rows() + static_cast<int64_t>(tokens.size())) {
-    return InvalidArgumentError("ModelStream::Keep: " + std::to_string(rows.size()) +
-                                " rows for " + std::to_string(tokens.size()) + " tokens and " +
+    return InvalidArgumentError("ModelStream::Keep: " + std::to_string(rows.size()) + " rows for " +
+                                std::to_string(tokens.size()) + " tokens and " +
                                 std::to_string(condition_rows()) + " condition rows");
   }
   MULO_RETURN_IF_ERROR(cache_.Compact(rows));
@@ -173,7 +171,7 @@ DecodeSession::DecodeSession(const DecodeRequest& request, const ModelSet& model
     : request_(request),
       models_(models),
       cancel_(cancel),
-      rows_(models.target->config().grid_size, &progress),
+      rows_(models.target->grid_size(), &progress),
       rngs_{Rng(request.sampling.seed, RngStream::kTarget),
             Rng(request.sampling.seed, RngStream::kDrafter),
             Rng(request.sampling.seed, RngStream::kAcceptance)},
@@ -189,18 +187,17 @@ StatusOr<std::unique_ptr<DecodeSession>> DecodeSession::Start(const std::string&
   if (models.target == nullptr) {
     return FailedPreconditionError(method + ": no target model loaded");
   }
-  MULO_RETURN_IF_ERROR(
-      ValidateSamplingParams(request.sampling, models.target->config().vocab_size));
+  MULO_RETURN_IF_ERROR(ValidateSamplingParams(request.sampling, models.target->vocab_size()));
   return std::unique_ptr<DecodeSession>(new DecodeSession(request, models, progress, cancel));
 }
 
-StatusOr<ModelStream*> DecodeSession::Open(const Transformer& model, StreamRole role,
+StatusOr<ModelStream*> DecodeSession::Open(const TokenModel& model, StreamRole role,
                                            const SamplingParams* sampling) {
   auto timer = Time(Phase::kPrefill);
   const int64_t batch = CfgBatch(sampling != nullptr ? *sampling : request_.sampling);
   MULO_ASSIGN_OR_RETURN(torch::Tensor condition,
                         model.EmbedCondition(request_.condition, batch == 2));
-  streams_.push_back(std::make_unique<ModelStream>(model, batch, model.config().max_positions(),
+  streams_.push_back(std::make_unique<ModelStream>(model, batch, model.CacheRows(condition.size(1)),
                                                    role, &stats_, request_.trace,
                                                    request_.batcher));
   MULO_RETURN_IF_ERROR(streams_.back()->Prefill(condition));
@@ -257,8 +254,7 @@ int64_t DecodeSession::Draw(const torch::Tensor& logits, RngStream stream) {
 
 int64_t DecodeSession::Draw(const torch::Tensor& logits, RngStream stream,
                             const SamplingParams& sampling) {
-  return SampleToken(GuidedLogits(logits, sampling.cfg_scale), sampling,
-                     rng(stream));
+  return SampleToken(GuidedLogits(logits, sampling.cfg_scale), sampling, rng(stream));
 }
 
 UniformCache& DecodeSession::uniforms(RngStream stream) {
@@ -274,8 +270,8 @@ torch::Tensor DecodeSession::DrawNumbers(RngStream stream, int64_t count,
 }
 
 VerifierRngs DecodeSession::verifier_rngs() {
-  return {&rng(RngStream::kAcceptance), &rng(RngStream::kTarget),
-          &uniforms(RngStream::kAcceptance), &uniforms(RngStream::kTarget)};
+  return {&rng(RngStream::kAcceptance), &rng(RngStream::kTarget), &uniforms(RngStream::kAcceptance),
+          &uniforms(RngStream::kTarget)};
 }
 
 torch::Tensor DecodeSession::DrawOnDevice(const torch::Tensor& logits,
@@ -283,8 +279,7 @@ torch::Tensor DecodeSession::DrawOnDevice(const torch::Tensor& logits,
   return DrawOnDevice(logits, uniform, request_.sampling);
 }
 
-torch::Tensor DecodeSession::DrawOnDevice(const torch::Tensor& logits,
-                                          const torch::Tensor& uniform,
+torch::Tensor DecodeSession::DrawOnDevice(const torch::Tensor& logits, const torch::Tensor& uniform,
                                           const SamplingParams& sampling) const {
   return SampleRows(GuidedLogits(logits, sampling.cfg_scale).reshape({1, -1}), sampling, uniform);
 }
@@ -331,8 +326,8 @@ DecodeResult DecodeSession::Finish() {
   return result;
 }
 
-StatusOr<DecodeResult> SteppedMethod::Decode(const DecodeRequest& request,
-                                             const ModelSet& models, ProgressSink& progress,
+StatusOr<DecodeResult> SteppedMethod::Decode(const DecodeRequest& request, const ModelSet& models,
+                                             ProgressSink& progress,
                                              const CancelToken& cancel) const {
   MULO_RETURN_IF_ERROR(Validate(models));
   MULO_ASSIGN_OR_RETURN(std::unique_ptr<DecodeSession> session,

@@ -23,7 +23,7 @@
 #include "engine/core/status.h"
 #include "engine/decode/decoding_method.h"
 #include "engine/decode/forward_batcher.h"
-#include "engine/model/transformer.h"
+#include "engine/model/token_model.h"
 #include "engine/sampling/rng.h"
 #include "engine/sampling/uniform_cache.h"
 #include "engine/sampling/verifier.h"
@@ -40,10 +40,10 @@ enum class StreamRole { kTarget, kDraft };
 class ModelStream {
  public:
   // With a `batcher`, every forward of the stream runs inside its batches.
-  ModelStream(const Transformer& model, int64_t batch, int64_t capacity, StreamRole role,
+  ModelStream(const TokenModel& model, int64_t batch, int64_t capacity, StreamRole role,
               Stats* stats, ForwardTrace* trace, ForwardBatcher* batcher = nullptr);
 
-  const Transformer& model() const { return model_; }
+  const TokenModel& model() const { return model_; }
   KvCache& cache() { return cache_; }
   // Raster tokens whose rows are in the cache, in raster order.
   const std::vector<int64_t>& fed() const { return fed_; }
@@ -105,7 +105,7 @@ class ModelStream {
                                      const torch::Tensor& positions, const torch::Tensor& mask,
                                      LogitsMode mode);
 
-  const Transformer& model_;
+  const TokenModel& model_;
   ForwardBatcher* batcher_;
   KvCache cache_;
   StreamRole role_;
@@ -130,14 +130,14 @@ class DecodeSession {
   const SamplingParams& sampling() const { return request_.sampling; }
   bool greedy() const { return request_.sampling.temperature == 0.0; }
   torch::Device device() const { return models_.target->options().device(); }
-  int64_t grid() const { return models_.target->config().grid_size; }
+  int64_t grid() const { return models_.target->grid_size(); }
   int64_t num_tokens() const { return grid() * grid(); }
   Stats& stats() { return stats_; }
 
   // A stream of `model` (embeds the condition once for it and prefills, timed as the prefill
   // phase); owned by the session. The target's stream has the target role. It runs the
   // unconditional half when `sampling` (the request's when null) asks for guidance.
-  StatusOr<ModelStream*> Open(const Transformer& model, StreamRole role,
+  StatusOr<ModelStream*> Open(const TokenModel& model, StreamRole role,
                               const SamplingParams* sampling = nullptr);
 
   // The EAGLE head's forward (EagleHead::Forward) and a resampler's (Resampler::Apply, h x w

@@ -73,9 +73,9 @@ Status SpeculativeDecoder::Validate(const ModelSet& models) const {
     return FailedPreconditionError("speculative: the model family has no chain draft model");
   }
   MULO_RETURN_IF_ERROR(ValidateSpeculativeOptions(options_));
-  const auto& target = models.target->config();
-  const auto& draft = models.chain->config();
-  if (draft.grid_size != target.grid_size || draft.vocab_size != target.vocab_size) {
+  const TokenModel& target = *models.target;
+  const TokenModel& draft = *models.chain;
+  if (draft.grid_size() != target.grid_size() || draft.vocab_size() != target.vocab_size()) {
     return FailedPreconditionError("speculative: draft and target grids or vocabularies differ");
   }
   return OkStatus();

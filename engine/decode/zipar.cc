@@ -56,7 +56,7 @@ Status AdvanceRows(ModelStream& stream, ZipArRows& rows,
 
 Status ZipArDecoder::Validate(const ModelSet& models) const {
   if (models.target == nullptr) return FailedPreconditionError("zipar: no target model");
-  const int64_t grid = models.target->config().grid_size;
+  const int64_t grid = models.target->grid_size();
   if (options_.window < 1 || options_.window > grid) {
     return InvalidArgumentError("zipar.window: must be in [1, " + std::to_string(grid) +
                                 "] (the grid width is plain AR)");

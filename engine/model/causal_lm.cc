@@ -27,38 +27,61 @@ StatusOr<CausalLmConfig> LoadCausalLmConfig(const std::string& path) {
     return f.Error("n_head", "must divide dim into heads of an even width");
   }
   if (c.n_head % c.n_kv_head != 0) return f.Error("n_kv_head", "must divide n_head");
+  MULO_ASSIGN_OR_RETURN(c.image_token_offset, f.Int("image_token_offset", 0, c.vocab_size - 1, 0));
+  MULO_ASSIGN_OR_RETURN(c.image_token_count,
+                        f.Int("image_token_count", 0, c.vocab_size - c.image_token_offset, 0));
   return c;
 }
 
 StatusOr<std::shared_ptr<const CausalLm>> CausalLm::LoadDirectory(const std::string& dir,
-                                                                  const LoadOptions& options) {
+                                                                  const LoadOptions& options,
+                                                                  int64_t grid_size) {
   std::shared_ptr<CausalLm> model(new CausalLm());
   MULO_ASSIGN_OR_RETURN(model->config_, LoadCausalLmConfig(dir + "/config.json"));
   const CausalLmConfig& c = model->config_;
+  if (grid_size < 0) return InvalidArgumentError("grid_size: must be >= 0");
+  if (grid_size > 0) {
+    if (c.image_token_count == 0) {
+      return InvalidArgumentError(dir +
+                                  "/config.json: image_token_count: the model has no image "
+                                  "tokens, so it cannot write an image");
+    }
+    if (grid_size * grid_size >= c.max_positions) {
+      return InvalidArgumentError("grid_size: " + std::to_string(grid_size) +
+                                  "^2 image tokens "
+                                  "leave no room for a prompt in max_positions " +
+                                  std::to_string(c.max_positions));
+    }
+  }
+  model->grid_size_ = grid_size;
+  model->condition_shape_ =
+      ConditionShape{ConditionMode::kPromptIds, c.max_positions - grid_size * grid_size, 0, 0};
+  model->SetGraphOptions(options);
   const std::string weights = dir + "/model.safetensors";
   MULO_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(weights, options));
   MULO_RETURN_IF_ERROR(GuardTorch(weights, [&]() -> Status {
-    MULO_ASSIGN_OR_RETURN(model->tok_embeddings_,
+    MULO_ASSIGN_OR_RETURN(model->text_embeddings_,
                           ckpt.Get("tok_embeddings.weight", {c.vocab_size, c.dim}));
     BlockShape shape{c.dim, c.n_head, c.n_kv_head, c.ffn_hidden_dim, c.norm_eps};
     shape.qkv_bias = c.qkv_bias;
-    for (int64_t i = 0; i < c.n_layer; ++i) {
-      MULO_ASSIGN_OR_RETURN(Block block,
-                            Block::Load(ckpt, "layers." + std::to_string(i) + ".", shape));
-      model->layers_.push_back(std::move(block));
-    }
+    MULO_RETURN_IF_ERROR(model->LoadLayers(ckpt, c.n_layer, shape));
     MULO_ASSIGN_OR_RETURN(model->norm_, ckpt.Get("norm.weight", {c.dim}));
     if (c.tie_word_embeddings) {
-      model->output_ = model->tok_embeddings_;
+      model->text_output_ = model->text_embeddings_;
     } else {
-      MULO_ASSIGN_OR_RETURN(model->output_, ckpt.Get("output.weight", {c.vocab_size, c.dim}));
+      MULO_ASSIGN_OR_RETURN(model->text_output_, ckpt.Get("output.weight", {c.vocab_size, c.dim}));
     }
     if (const auto unused = ckpt.UnusedKeys(); !unused.empty()) {
-      return InvalidArgumentError(weights + ": tensor '" + unused[0] +
-                                  "' is not part of a " + c.architecture + " model" +
-                                  (unused.size() > 1 ? " (and " +
-                                       std::to_string(unused.size() - 1) + " more)" : ""));
+      return InvalidArgumentError(
+          weights + ": tensor '" + unused[0] + "' is not part of a " + c.architecture + " model" +
+          (unused.size() > 1 ? " (and " + std::to_string(unused.size() - 1) + " more)" : ""));
     }
+    // The image tokens' rows: views of the text tables (no copy). A text-only model keeps the
+    // whole vocabulary there.
+    const int64_t first = c.image_token_count > 0 ? c.image_token_offset : 0;
+    const int64_t count = c.image_token_count > 0 ? c.image_token_count : c.vocab_size;
+    model->tok_embeddings_ = model->text_embeddings_.narrow(0, first, count);
+    model->output_ = model->text_output_.narrow(0, first, count);
     // Rotary table, as upstream computes it in float32: frequency i is theta^(-2i/d).
     torch::NoGradGuard no_grad;
     const int64_t hd = c.head_dim();
@@ -74,11 +97,6 @@ StatusOr<std::shared_ptr<const CausalLm>> CausalLm::LoadDirectory(const std::str
   return std::shared_ptr<const CausalLm>(std::move(model));
 }
 
-KvCache CausalLm::NewCache(int64_t batch, int64_t capacity) const {
-  return KvCache(config_.n_layer, batch, config_.n_kv_head, config_.head_dim(), capacity,
-                 tok_embeddings_.options());
-}
-
 StatusOr<torch::Tensor> CausalLm::Forward(KvCache& cache, const torch::Tensor& tokens,
                                           bool last_only) const {
   if (tokens.dim() != 2 || tokens.size(0) != cache.batch() || tokens.size(1) < 1 ||
@@ -89,30 +107,22 @@ StatusOr<torch::Tensor> CausalLm::Forward(KvCache& cache, const torch::Tensor& t
   const int64_t start = cache.length(), n = tokens.size(1);
   if (start + n > config_.max_positions) {
     return InvalidArgumentError("tokens: positions up to " + std::to_string(start + n - 1) +
-                                " exceed max_positions " +
-                                std::to_string(config_.max_positions));
+                                " exceed max_positions " + std::to_string(config_.max_positions));
   }
   if (tokens.min().item<int64_t>() < 0 || tokens.max().item<int64_t>() >= config_.vocab_size) {
-    return InvalidArgumentError("tokens: ids must be in [0, " +
-                                std::to_string(config_.vocab_size) + ")");
+    return InvalidArgumentError("tokens: ids must be in [0, " + std::to_string(config_.vocab_size) +
+                                ")");
   }
   return GuardTorch("CausalLm::Forward", [&]() -> StatusOr<torch::Tensor> {
     torch::NoGradGuard no_grad;
-    torch::Tensor x = torch::embedding(tok_embeddings_, tokens.to(tok_embeddings_.device()));
-    torch::Tensor mask;
-    if (n > 1) {  // causal among the new rows; every cached row is visible
-      const auto device = torch::TensorOptions().device(x.device());
-      const torch::Tensor keys = torch::arange(start + n, device.dtype(torch::kInt64));
-      const torch::Tensor queries = torch::arange(start, start + n, device.dtype(torch::kInt64));
-      mask = Block::PrepareMask(keys.unsqueeze(0) <= queries.unsqueeze(1), x);
-    }
-    const torch::Tensor rope = rope_.narrow(0, start, n);
-    for (int64_t i = 0; i < config_.n_layer; ++i) {
-      x = layers_[i].Forward(x, rope, mask, &cache, i);
-    }
+    torch::Tensor x = torch::embedding(text_embeddings_, tokens.to(text_embeddings_.device()));
+    const torch::Tensor positions =
+        torch::arange(start, start + n, torch::dtype(torch::kInt64).device(x.device()));
+    const torch::Tensor rope = ApplyPositions(&x, positions);
+    x = RunBlocks(cache, x, rope, CausalMask(cache, n, x), torch::Tensor(), 0);
     cache.Advance(n);
     torch::Tensor h = RmsNorm(last_only ? x.narrow(1, n - 1, 1) : x, norm_, config_.norm_eps);
-    return torch::linear(h, output_).to(torch::kFloat32);
+    return torch::linear(h, text_output_).to(torch::kFloat32);
   });
 }
 
@@ -129,6 +139,49 @@ StatusOr<std::vector<int64_t>> CausalLm::GreedyContinuation(const std::vector<in
     next = torch::tensor({token}, torch::kInt64).unsqueeze(0);
   }
   return out;
+}
+
+int64_t CausalLm::CacheRows(int64_t condition_rows) const {
+  return condition_rows + num_image_tokens();
+}
+
+StatusOr<torch::Tensor> CausalLm::EmbedCondition(const Condition& condition, bool with_null) const {
+  if (grid_size_ == 0) {
+    return FailedPreconditionError("condition: this " + config_.architecture +
+                                   " model was loaded for text only (no grid)");
+  }
+  if (with_null) {
+    return InvalidArgumentError("cfg_scale: a " + config_.architecture +
+                                " image-token model samples without classifier-free guidance");
+  }
+  const auto& ids = condition.prompt_ids;
+  const int64_t n = static_cast<int64_t>(ids.size());
+  if (n < 1 || n > condition_shape_.rows) {
+    return InvalidArgumentError("prompt_ids: " + std::to_string(n) +
+                                " text tokens, the model "
+                                "takes 1.." +
+                                std::to_string(condition_shape_.rows) + " before its " +
+                                std::to_string(num_image_tokens()) + " image tokens");
+  }
+  for (int64_t id : ids) {
+    if (id < 0 || id >= config_.vocab_size) {
+      return InvalidArgumentError("prompt_ids: " + std::to_string(id) + " is outside [0, " +
+                                  std::to_string(config_.vocab_size) + ")");
+    }
+  }
+  return GuardTorch("EmbedCondition", [&]() -> StatusOr<torch::Tensor> {
+    torch::NoGradGuard no_grad;
+    const auto index = torch::tensor(ids, torch::kInt64).to(text_embeddings_.device());
+    return text_embeddings_.index_select(0, index).unsqueeze(0);
+  });
+}
+
+torch::Tensor CausalLm::ConditionPositions(int64_t rows) const {
+  return torch::arange(rows, torch::kInt64);
+}
+
+int64_t CausalLm::TokenPosition(int64_t condition_rows, int64_t raster_index) const {
+  return condition_rows + raster_index;
 }
 
 }  // namespace mulo::engine

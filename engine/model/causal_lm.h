@@ -2,15 +2,19 @@
 // tokens added), in the component layout tools/convert/hf_causal_lm.py writes from a Hugging
 // Face directory: config.json {architecture "qwen2" | "llama", dim, n_layer, n_head, n_kv_head,
 // vocab_size, ffn_hidden_dim, norm_eps, rope_theta, qkv_bias, tie_word_embeddings,
-// max_positions} and model.safetensors with the engine's block keys (block.h).
+// max_positions, and for a model that writes images image_token_offset, image_token_count}
+// and model.safetensors with the engine's block keys (block.h).
 //
 // Positions are 1D rotary ones (frequencies theta^(-2i/d), on interleaved pairs: the converter
 // reorders q and k rows to match); the output head is the embedding matrix when tied.
-// Reference: tools/reference/qwen2.py (tests/engine/model/causal_lm_test.cc).
+// Reference: tools/reference/qwen2.py (tests/engine/model/causal_lm_parity_test.cc).
 //
-// This is the model alone (forward over a KV cache, greedy continuation for the tests); its
-// decoding through the methods and the server comes with the architecture interface
-// (issue 43).
+// Two faces:
+//   - text: Forward / GreedyContinuation over the whole vocabulary (the parity tests);
+//   - image tokens (TokenModel, loaded with a grid): the condition is the prompt's text ids at
+//     positions [0, n); image token k is text id image_token_offset + k, fed at n + raster
+//     index, and the logits cover the image tokens only, so every decoding method draws inside
+//     that range (generation constrained to image tokens) over the shared decoder-only forward.
 #ifndef MULO_ENGINE_MODEL_CAUSAL_LM_H_
 #define MULO_ENGINE_MODEL_CAUSAL_LM_H_
 
@@ -21,8 +25,8 @@
 #include <vector>
 
 #include "engine/core/status.h"
-#include "engine/model/block.h"
 #include "engine/model/checkpoint.h"
+#include "engine/model/decoder_only_model.h"
 #include "engine/model/kv_cache.h"
 
 namespace mulo::engine {
@@ -40,38 +44,58 @@ struct CausalLmConfig {
   bool qkv_bias = false;
   bool tie_word_embeddings = false;
   int64_t max_positions = 0;
+  // The image tokens' text ids [offset, offset + count) (Tar: <I0> .. <I65535>); count 0: a
+  // text-only model.
+  int64_t image_token_offset = 0;
+  int64_t image_token_count = 0;
 
   int64_t head_dim() const { return dim / n_head; }
 };
 
 StatusOr<CausalLmConfig> LoadCausalLmConfig(const std::string& path);
 
-class CausalLm {
+class CausalLm : public DecoderOnlyModel {
  public:
+  // <dir>/config.json + <dir>/model.safetensors. With grid_size > 0 the model writes
+  // grid_size^2 image tokens as a TokenModel (the config must name its image tokens).
   static StatusOr<std::shared_ptr<const CausalLm>> LoadDirectory(const std::string& dir,
-                                                                  const LoadOptions& options);
+                                                                  const LoadOptions& options,
+                                                                  int64_t grid_size = 0);
 
   const CausalLmConfig& config() const { return config_; }
-  KvCache NewCache(int64_t batch, int64_t capacity) const;
 
-  // tokens int64 [B, n] at positions cache.length() .. + n - 1, each attending the cached rows
-  // and the new ones up to itself; the cache keeps them. Logits float32 [B, n, V] (or
-  // [B, 1, V] for the last position only with `last_only`). INVALID_ARGUMENT naming `tokens`
-  // for ids outside the vocabulary or positions past max_positions.
+  // Text: tokens int64 [B, n] at positions cache.length() .. + n - 1, each attending the cached
+  // rows and the new ones up to itself; the cache keeps them. Logits float32 [B, n, V] over the
+  // whole text vocabulary (or [B, 1, V] for the last position only with `last_only`).
+  // INVALID_ARGUMENT naming `tokens` for ids outside the vocabulary or positions past
+  // max_positions.
   StatusOr<torch::Tensor> Forward(KvCache& cache, const torch::Tensor& tokens,
                                   bool last_only = false) const;
+  using DecoderOnlyModel::Forward;
 
   // `steps` argmax tokens after `prompt` (one prefill, then one token per forward).
   StatusOr<std::vector<int64_t>> GreedyContinuation(const std::vector<int64_t>& prompt,
                                                     int64_t steps) const;
 
+  // TokenModel (image tokens).
+  std::string architecture() const override { return config_.architecture; }
+  int64_t grid_size() const override { return grid_size_; }
+  const ConditionShape& condition_shape() const override { return condition_shape_; }
+  int64_t CacheRows(int64_t condition_rows) const override;
+  // The prompt's text ids (Condition::prompt_ids) through the text embedding; no guidance
+  // (INVALID_ARGUMENT naming cfg_scale with `with_null`: Tar's MLLM samples without it).
+  StatusOr<torch::Tensor> EmbedCondition(const Condition& condition,
+                                         bool with_null) const override;
+  torch::Tensor ConditionPositions(int64_t rows) const override;
+  int64_t TokenPosition(int64_t condition_rows, int64_t raster_index) const override;
+
  private:
   CausalLm() = default;
 
   CausalLmConfig config_;
-  torch::Tensor tok_embeddings_, norm_, output_;
-  std::vector<Block> layers_;
-  torch::Tensor rope_;  // [max_positions, head_dim / 2, 2] cos / sin
+  int64_t grid_size_ = 0;
+  ConditionShape condition_shape_;
+  torch::Tensor text_embeddings_, text_output_;  // [vocab_size, dim]: the whole vocabulary
 };
 
 }  // namespace mulo::engine

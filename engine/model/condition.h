@@ -1,4 +1,4 @@
-// What an image is conditioned on, in the form the transformer's condition mode expects.
+// What an image is conditioned on, in the form a token model's condition mode expects.
 #ifndef MULO_ENGINE_MODEL_CONDITION_H_
 #define MULO_ENGINE_MODEL_CONDITION_H_
 
@@ -7,7 +7,25 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/core/status.h"
+
 namespace mulo::engine {
+
+enum class ConditionMode {
+  kClipCond,    // Tar: float features [n, cond_dim] through `clip_proj`; null = zeros
+  kClassLabel,  // LlamaGen c2i: a label through `cls_embedding.embedding_table`; null = K
+  kCaption,     // LlamaGen t2i: features through `cls_embedding.cap_proj` MLP; null =
+                // `cls_embedding.uncond_embedding`
+  kPromptIds,   // a language model reading the prompt's own text token ids (Tar's MLLM)
+};
+
+// What a token model is conditioned on (TokenModel::condition_shape).
+struct ConditionShape {
+  ConditionMode mode = ConditionMode::kClipCond;
+  int64_t rows = 0;         // condition positions at most (features: exactly, captions: up to)
+  int64_t width = 0;        // feature width (kClipCond, kCaption)
+  int64_t num_classes = 0;  // kClassLabel
+};
 
 struct Condition {
   // clip_cond (Tar) and caption (LlamaGen t2i): float features [cls_token_num, cond_dim].
@@ -22,7 +40,16 @@ struct Condition {
   // Tar: TA-Tok image-token ids (a square count, cls_token_num of them) that the family's
   // de-quantiser turns into `features` before decoding (ResolveCondition in generate.h).
   std::vector<int64_t> ta_tok_ids;
+  // kPromptIds: the prompt's text token ids (chat template applied), 1..rows of them.
+  std::vector<int64_t> prompt_ids;
 };
+
+// A caption_length (Condition::caption_length) the model can take: 0, or in [1, rows] on a
+// caption model. INVALID_ARGUMENT naming "caption_length" otherwise.
+Status CheckCaptionLength(const ConditionShape& shape, int64_t caption_length);
+// A class id a class_label (LlamaGen c2i) model can take: [0, num_classes). INVALID_ARGUMENT
+// naming "class_label" otherwise, and on models of other condition modes.
+Status CheckClassLabel(const ConditionShape& shape, int64_t class_label);
 
 }  // namespace mulo::engine
 

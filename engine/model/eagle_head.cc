@@ -7,7 +7,7 @@
 namespace mulo::engine {
 
 StatusOr<std::shared_ptr<const EagleHead>> EagleHead::LoadDirectory(const std::string& dir,
-                                                                    const Transformer& target,
+                                                                    const TokenModel& target,
                                                                     const LoadOptions& options) {
   const std::string config_path = dir + "/config.json";
   MULO_ASSIGN_OR_RETURN(nlohmann::json doc, JsonFields::ParseFile(config_path));
@@ -18,8 +18,8 @@ StatusOr<std::shared_ptr<const EagleHead>> EagleHead::LoadDirectory(const std::s
   MULO_ASSIGN_OR_RETURN(s.n_head, f.Int("n_head", 1, 1024));
   MULO_ASSIGN_OR_RETURN(int64_t multiple_of, f.Int("multiple_of", 1, 1 << 16, 256));
   MULO_ASSIGN_OR_RETURN(s.norm_eps, f.Number("norm_eps", 0.0, 1.0, 1e-5));
-  if (s.dim != target.config().dim) {
-    return f.Error("dim", "must equal the target's dim " + std::to_string(target.config().dim));
+  if (s.dim != target.dim()) {
+    return f.Error("dim", "must equal the target's dim " + std::to_string(target.dim()));
   }
   if (s.dim % s.n_head != 0) return f.Error("n_head", "must divide dim");
   s.n_kv_head = s.n_head;

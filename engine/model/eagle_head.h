@@ -15,7 +15,8 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/kv_cache.h"
 #include "engine/model/packed_gemms.h"
-#include "engine/model/transformer.h"
+#include "engine/model/token_model.h"
+#include "engine/model/transformer_config.h"
 
 namespace mulo::engine {
 
@@ -31,7 +32,7 @@ class EagleHead {
  public:
   // Loads <dir>/{config.json, model.safetensors}; its width must match `target`'s.
   static StatusOr<std::shared_ptr<const EagleHead>> LoadDirectory(const std::string& dir,
-                                                                  const Transformer& target,
+                                                                  const TokenModel& target,
                                                                   const LoadOptions& options);
 
   KvCache NewCache(int64_t batch, int64_t capacity) const;

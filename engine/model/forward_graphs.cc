@@ -6,6 +6,7 @@
 
 #include "engine/core/device_upload.h"
 #include "engine/core/torch_guard.h"
+#include "engine/model/decoder_only_model.h"
 
 #ifdef MULO_WITH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
@@ -160,7 +161,7 @@ int64_t ForwardGraphs::captured() const {
   return count;
 }
 
-StatusOr<std::optional<ForwardOutput>> ForwardGraphs::Run(const Transformer& model,
+StatusOr<std::optional<ForwardOutput>> ForwardGraphs::Run(const DecoderOnlyModel& model,
                                                           KvCache& cache,
                                                           const torch::Tensor& tokens,
                                                           const torch::Tensor& positions,

@@ -1,4 +1,5 @@
-// CUDA graphs of a transformer's causal append (Transformer::ForwardTokens) over one KV cache.
+// CUDA graphs of a decoder-only model's causal append (DecoderOnlyModel::ForwardTokens) over one
+// KV cache.
 //
 // Why: on a GPU a small forward costs its kernel launches, not its arithmetic. One step of the
 // 655 M-parameter Tar LP replica launches about 600 kernels and, launched one by one from the
@@ -40,9 +41,11 @@
 
 #include "engine/core/status.h"
 #include "engine/model/kv_cache.h"
-#include "engine/model/transformer.h"
+#include "engine/model/token_model.h"
 
 namespace mulo::engine {
+
+class DecoderOnlyModel;  // decoder_only_model.h: the model whose ForwardStatic a graph captures
 
 // Whether this build can capture CUDA graphs on `device`: a build with MULO_WITH_CUDA (a CUDA
 // LibTorch) and a CUDA device. False on the CPU build, whatever the device.
@@ -68,10 +71,10 @@ class ForwardGraphs {
 
   // Runs the append of `tokens` [batch, n] at `positions` [n] to `cache` from its graph,
   // capturing the graph first when it is due, and advances the cache. `mask` (optional,
-  // [n, cache length + n] bool) as in Transformer::Forward; undefined is causal. The caller has
+  // [n, cache length + n] bool) as in TokenModel::Forward; undefined is causal. The caller has
   // checked every argument. nullopt when this call should run eagerly (too early for its key, a
   // failed capture, a masked forward without buckets, or a span beyond the cache's capacity).
-  StatusOr<std::optional<ForwardOutput>> Run(const Transformer& model, KvCache& cache,
+  StatusOr<std::optional<ForwardOutput>> Run(const DecoderOnlyModel& model, KvCache& cache,
                                              const torch::Tensor& tokens,
                                              const torch::Tensor& positions,
                                              const torch::Tensor& mask, LogitsMode mode);

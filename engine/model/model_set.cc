@@ -9,20 +9,19 @@ namespace {
 constexpr int64_t kMaxPooledNeighbors = 1000;
 
 // Checks that an AR model reads the conditioner's features and writes the VQ's tokens.
-Status CheckArModel(const std::string& role, const Transformer& model, const ModelSet& set) {
-  const auto& c = model.config();
-  if (c.vocab_size != set.vq->config().codebook_size) {
-    return FailedPreconditionError(role + ": vocab_size " + std::to_string(c.vocab_size) +
+Status CheckArModel(const std::string& role, const TokenModel& model, const ModelSet& set) {
+  const ConditionShape& c = model.condition_shape();
+  if (model.vocab_size() != set.vq->config().codebook_size) {
+    return FailedPreconditionError(role + ": vocab_size " + std::to_string(model.vocab_size()) +
                                    " != VQ codebook_size " +
                                    std::to_string(set.vq->config().codebook_size));
   }
   if (set.conditioner != nullptr) {
     const auto& t = set.conditioner->config();
-    if (c.condition_mode != ConditionMode::kClipCond || c.cond_dim != t.dim ||
-        c.cls_token_num != t.max_tokens) {
+    if (c.mode != ConditionMode::kClipCond || c.width != t.dim || c.rows != t.max_tokens) {
       return FailedPreconditionError(
-          role + ": expects clip_cond features [" + std::to_string(c.cls_token_num) + ", " +
-          std::to_string(c.cond_dim) + "], the conditioner gives [" + std::to_string(t.max_tokens) +
+          role + ": expects clip_cond features [" + std::to_string(c.rows) + ", " +
+          std::to_string(c.width) + "], the conditioner gives [" + std::to_string(t.max_tokens) +
           ", " + std::to_string(t.dim) + "]");
     }
   }
@@ -32,7 +31,7 @@ Status CheckArModel(const std::string& role, const Transformer& model, const Mod
 }  // namespace
 
 int64_t ModelSet::ImageSize() const {
-  return target->config().grid_size * vq->config().downsample_factor();
+  return target->grid_size() * vq->config().downsample_factor();
 }
 
 StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& caller_options) {
@@ -67,7 +66,7 @@ StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& calle
   };
   if (component("target").empty()) return f.Error("components.target", "missing");
   if (component("vq").empty()) return f.Error("components.vq", "missing");
-  MULO_ASSIGN_OR_RETURN(set.target, Transformer::LoadDirectory(component("target"), options));
+  MULO_ASSIGN_OR_RETURN(set.target, LoadTokenModel({component("target"), options}));
   MULO_ASSIGN_OR_RETURN(set.vq, VqDecoder::LoadDirectory(component("vq"), options));
   if (!component("conditioner").empty()) {
     MULO_ASSIGN_OR_RETURN(set.conditioner,
@@ -77,20 +76,19 @@ StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& calle
   if (!component("ta_tok").empty()) {
     MULO_ASSIGN_OR_RETURN(set.ta_tok,
                           TaTokDequantizer::LoadDirectory(component("ta_tok"), options));
-    const auto& t = set.target->config();
-    if (t.condition_mode != ConditionMode::kClipCond ||
-        t.cond_dim != set.ta_tok->config().hidden ||
-        !TaTokDequantizer::IsSquare(t.cls_token_num)) {
+    const ConditionShape& t = set.target->condition_shape();
+    if (t.mode != ConditionMode::kClipCond || t.width != set.ta_tok->config().hidden ||
+        !TaTokDequantizer::IsSquare(t.rows)) {
       return FailedPreconditionError(
           "ta_tok: the de-quantiser's [n, " + std::to_string(set.ta_tok->config().hidden) +
           "] features do not fit the target's condition (clip_cond [" +
-          std::to_string(t.cls_token_num) + ", " + std::to_string(t.cond_dim) +
+          std::to_string(t.rows) + ", " + std::to_string(t.width) +
           "] with a square count expected)");
     }
   }
   for (auto [key, slot] : {std::pair{"drafter", &set.drafter}, std::pair{"chain", &set.chain}}) {
     if (component(key).empty()) continue;
-    MULO_ASSIGN_OR_RETURN(*slot, Transformer::LoadDirectory(component(key), options));
+    MULO_ASSIGN_OR_RETURN(*slot, LoadTokenModel({component(key), options}));
     MULO_RETURN_IF_ERROR(CheckArModel(key, **slot, set));
   }
   for (auto [key, slot] :
@@ -102,8 +100,7 @@ StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& calle
     }
   }
   if (set.drafter != nullptr && set.upsampler != nullptr &&
-      set.drafter->config().grid_size * set.upsampler->config().factor !=
-          set.target->config().grid_size) {
+      set.drafter->grid_size() * set.upsampler->config().factor != set.target->grid_size()) {
     return FailedPreconditionError("drafter grid x up-sampling factor != target grid");
   }
   // Up to 1000 neighbours per entry (the papers' k), computed once for every request.

@@ -21,7 +21,8 @@
 #include "engine/model/resampler.h"
 #include "engine/model/ta_tok_dequantizer.h"
 #include "engine/model/text_conditioner.h"
-#include "engine/model/transformer.h"
+#include "engine/model/architectures.h"
+#include "engine/model/token_model.h"
 #include "engine/model/vq_decoder.h"
 #include "engine/sampling/latent_neighbors.h"
 
@@ -32,12 +33,12 @@ struct ModelSet {
   double default_cfg_scale = 4.0;
   // family.json "pixel_rounding": "round" (default) or "truncate" (Tar's uint8 cast).
   PixelRounding pixel_rounding = PixelRounding::kNearest;
-  std::shared_ptr<const Transformer> target;
+  std::shared_ptr<const TokenModel> target;  // any architecture (architectures.h)
   std::shared_ptr<const VqDecoder> vq;
   std::shared_ptr<const TextConditioner> conditioner;  // prompt -> condition features
   std::shared_ptr<const TaTokDequantizer> ta_tok;      // Tar image-token ids -> features
-  std::shared_ptr<const Transformer> drafter;          // MuLo-SD low-resolution drafter
-  std::shared_ptr<const Transformer> chain;            // small draft model (speculative)
+  std::shared_ptr<const TokenModel> drafter;           // MuLo-SD low-resolution drafter
+  std::shared_ptr<const TokenModel> chain;             // small draft model (speculative)
   std::shared_ptr<const Resampler> upsampler;          // MuLo-SD U_r
   std::shared_ptr<const Resampler> downsampler;        // MuLo-SD D_r
   std::shared_ptr<const EagleHead> eagle;              // EAGLE-style head over the target

@@ -7,19 +7,13 @@
 #include <string>
 
 #include "engine/core/status.h"
+#include "engine/model/condition.h"
 
 namespace mulo::engine {
 
 enum class PositionMode {
   kAbsPe,   // Tar: learned absolute position table `abs_pe` added to the input embeddings
   kRope2d,  // LlamaGen: 2D rotary embedding on q/k (rows then columns), zeros at conditions
-};
-
-enum class ConditionMode {
-  kClipCond,    // Tar: float features [n, cond_dim] through `clip_proj`; null = zeros
-  kClassLabel,  // LlamaGen c2i: a label through `cls_embedding.embedding_table`; null = K
-  kCaption,     // LlamaGen t2i: features through `cls_embedding.cap_proj` MLP; null =
-                // `cls_embedding.uncond_embedding`
 };
 
 struct TransformerConfig {

@@ -44,11 +44,11 @@ inline double MaxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
 }
 
 // The reference fixture's condition (the "cond" tensor) for the model's condition mode.
-inline Condition FixtureCondition(const Transformer& model,
+inline Condition FixtureCondition(const TokenModel& model,
                                   const std::map<std::string, torch::Tensor>& expected) {
   Condition c;
   const auto& cond = expected.at("cond");
-  if (model.config().condition_mode == ConditionMode::kClassLabel) {
+  if (model.condition_shape().mode == ConditionMode::kClassLabel) {
     c.class_label = cond.flatten()[0].item<int64_t>();
   } else {
     c.features = cond.squeeze(0);

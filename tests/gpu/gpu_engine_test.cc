@@ -169,7 +169,7 @@ TEST_F(GpuTest, FamilyComponentsMatchTheCpuInFp32) {
   ASSERT_OK(gpu);
   torch::manual_seed(3);
   // VQ decoder: a random grid of codes to pixels.
-  const int64_t grid = cpu->target->config().grid_size;
+  const int64_t grid = cpu->target->grid_size();
   auto ids = torch::randint(cpu->vq->config().codebook_size, {2, grid * grid}, torch::kInt64);
   auto cpu_pixels = cpu->vq->Decode(ids, grid, grid);
   auto gpu_pixels = gpu->vq->Decode(ids, grid, grid);
@@ -179,7 +179,7 @@ TEST_F(GpuTest, FamilyComponentsMatchTheCpuInFp32) {
   std::cout << "[gpu parity] vq decoder: relative error " << err << "\n";
   EXPECT_LE(err, kFp32Tolerance);
   // Resamplers: U_2 from the drafter grid up, D_2 from the target grid down.
-  const int64_t low = cpu->drafter->config().grid_size;
+  const int64_t low = cpu->drafter->grid_size();
   auto low_ids = torch::randint(cpu->upsampler->config().codebook_size, {2, low * low},
                                 torch::kInt64);
   auto up_cpu = cpu->upsampler->Logits(low_ids, low, low);
@@ -208,7 +208,7 @@ TEST_F(GpuTest, FamilyComponentsMatchTheCpuInFp32) {
   std::cout << "[gpu parity] text conditioner: relative error " << err << "\n";
   EXPECT_LE(err, kFp32Tolerance);
   // EAGLE head: target token embeddings and hidden states in, drafter hidden states out.
-  const int64_t dim = cpu->target->config().dim, n = 6;
+  const int64_t dim = cpu->target->dim(), n = 6;
   auto emb = torch::randn({2, n, dim});
   auto hidden = torch::randn({2, n, dim});
   KvCache cpu_cache = cpu->eagle->NewCache(2, 64);
@@ -400,7 +400,7 @@ TEST_F(GpuTest, BucketedGraphsReplayMaskedForwardsAndFollowEager) {
                              Tokens(**on_eager, *eager, prompts[i], 0.0, 500 + i));
       for (const ForwardEvent& e : trace) {
         if (e.model != buckets->target.get() ||
-            e.context < buckets->target->config().cls_token_num - 1) {
+            e.context < buckets->target->condition_shape().rows - 1) {
           continue;
         }
         ++forwards;

@@ -74,10 +74,10 @@ TEST_F(SynthFamilyTest, EveryComponentLoadsAndFits) {
   ASSERT_NE(family_->upsampler, nullptr);
   ASSERT_NE(family_->downsampler, nullptr);
   ASSERT_NE(family_->eagle, nullptr);
-  EXPECT_GE(family_->target->config().grid_size, 16);
+  EXPECT_GE(family_->target->grid_size(), 16);
   EXPECT_GE(family_->vq->config().codebook_size, 1024);
   EXPECT_EQ(family_->vq->config().codebook_embed_dim, 8);
-  EXPECT_EQ(family_->drafter->config().grid_size * 2, family_->target->config().grid_size);
+  EXPECT_EQ(family_->drafter->grid_size() * 2, family_->target->grid_size());
   EXPECT_EQ(family_->upsampler->config().factor, 2);
 }
 

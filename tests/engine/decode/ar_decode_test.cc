@@ -56,12 +56,12 @@ TEST_P(ArGreedyTest, GreedyTokensEqualReference) {
   auto result = ArDecoder().Decode(f.request, f.models, sink, cancel);
   ASSERT_OK(result);
   EXPECT_EQ(result->tokens, f.reference_greedy);
-  const int64_t n = f.models.target->config().num_image_tokens();
+  const int64_t n = f.models.target->num_image_tokens();
   EXPECT_EQ(result->stats.tokens, n);
   EXPECT_EQ(result->stats.target_forward_passes, n);  // prefill + n - 1 steps
   EXPECT_DOUBLE_EQ(result->stats.StepCompression(), 1.0);
   // Rows arrive once each, in order, and together they are the final grid.
-  const int64_t grid = f.models.target->config().grid_size;
+  const int64_t grid = f.models.target->grid_size();
   ASSERT_EQ(static_cast<int64_t>(sink.first_rows.size()), grid);
   for (int64_t r = 0; r < grid; ++r) {
     EXPECT_EQ(sink.first_rows[r], r);

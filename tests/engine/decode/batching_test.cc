@@ -45,16 +45,17 @@ std::vector<std::string> Prompts(int count) {
 }
 
 // A cache holding the condition of `seed`'s random features and `tokens` fed raster tokens.
-KvCache FilledCache(const Transformer& model, int64_t batch, int64_t tokens, int64_t seed) {
+KvCache FilledCache(const TokenModel& model, int64_t batch, int64_t tokens, int64_t seed) {
   torch::manual_seed(seed);
   KvCache cache = model.NewCache(batch, 16);  // small: the forwards below make it grow
-  auto condition = torch::randn({batch, model.config().cls_token_num, model.config().dim});
+  auto condition = torch::randn({batch, model.condition_shape().rows, model.dim()});
   EXPECT_TRUE(model.Prefill(cache, condition, LogitsMode::kNone).ok());
   if (tokens > 0) {
-    auto ids = torch::randint(model.config().vocab_size, {1, tokens}, torch::kInt64)
+    auto ids = torch::randint(model.vocab_size(), {1, tokens}, torch::kInt64)
                    .expand({batch, tokens})
                    .contiguous();
-    auto positions = torch::arange(model.TokenPosition(0), model.TokenPosition(tokens));
+    auto positions = torch::arange(model.TokenPosition(model.condition_shape().rows, 0),
+                                   model.TokenPosition(model.condition_shape().rows, tokens));
     EXPECT_TRUE(model.ForwardTokens(cache, ids, positions, LogitsMode::kNone).ok());
   }
   return cache;
@@ -66,13 +67,14 @@ struct CallSpec {
   bool tree_mask;  // a custom mask (every new row sees the cache and itself only)
 };
 
-ForwardCall MakeCall(const Transformer& model, KvCache& cache, const CallSpec& spec, int64_t seed) {
+ForwardCall MakeCall(const TokenModel& model, KvCache& cache, const CallSpec& spec, int64_t seed) {
   torch::manual_seed(seed);
   ForwardCall call;
   call.cache = &cache;
-  call.embeddings = torch::randn({spec.batch, spec.new_tokens, model.config().dim});
-  call.positions = torch::arange(model.TokenPosition(spec.cached_tokens),
-                                 model.TokenPosition(spec.cached_tokens + spec.new_tokens));
+  call.embeddings = torch::randn({spec.batch, spec.new_tokens, model.dim()});
+  call.positions = torch::arange(
+      model.TokenPosition(model.condition_shape().rows, spec.cached_tokens),
+      model.TokenPosition(model.condition_shape().rows, spec.cached_tokens + spec.new_tokens));
   if (spec.tree_mask) {
     const int64_t n = spec.new_tokens;
     call.mask = torch::ones({n, cache.length() + n}, torch::kBool);
@@ -83,7 +85,7 @@ ForwardCall MakeCall(const Transformer& model, KvCache& cache, const CallSpec& s
 }
 
 TEST(ForwardBatchTest, EachCallEqualsItsLoneForwardBitForBit) {
-  const Transformer& model = *Family().target;
+  const TokenModel& model = *Family().target;
   const std::vector<CallSpec> specs = {
       {2, 0, 1, LogitsMode::kLast, false},  {2, 7, 1, LogitsMode::kLast, false},
       {1, 3, 5, LogitsMode::kAll, false},   {2, 12, 4, LogitsMode::kAll, true},
@@ -130,7 +132,7 @@ TEST(ForwardBatchTest, EachCallEqualsItsLoneForwardBitForBit) {
       EXPECT_LT(testing::MaxAbsDiff((*shared_outputs)[i].logits, expected->logits), 1e-3)
           << "call " << i;
     }
-    for (int64_t layer : {int64_t{0}, model.config().n_layer - 1}) {
+    for (int64_t layer : {int64_t{0}, alone[i].num_layers() - 1}) {
       EXPECT_TRUE(batched[i].Keys(layer).equal(alone[i].Keys(layer))) << "call " << i;
       EXPECT_TRUE(batched[i].Values(layer).equal(alone[i].Values(layer))) << "call " << i;
     }
@@ -138,7 +140,7 @@ TEST(ForwardBatchTest, EachCallEqualsItsLoneForwardBitForBit) {
 }
 
 TEST(ForwardBatchTest, ABadCallFailsTheBatchBeforeAnyCacheMoves) {
-  const Transformer& model = *Family().target;
+  const TokenModel& model = *Family().target;
   KvCache a = FilledCache(model, 2, 3, 1), b = FilledCache(model, 2, 4, 2);
   ForwardCall good = MakeCall(model, a, {2, 3, 2, LogitsMode::kAll, false}, 3);
   ForwardCall bad = MakeCall(model, b, {2, 4, 2, LogitsMode::kAll, false}, 4);
@@ -148,7 +150,7 @@ TEST(ForwardBatchTest, ABadCallFailsTheBatchBeforeAnyCacheMoves) {
   EXPECT_EQ(outputs.status().code(), StatusCode::kOutOfRange);
   EXPECT_NE(outputs.status().message().find("positions"), std::string::npos);
   EXPECT_EQ(a.length(), good.cache->length());
-  EXPECT_EQ(a.length(), model.config().cls_token_num + 3);
+  EXPECT_EQ(a.length(), model.condition_shape().rows + 3);
 
   auto shared = model.ForwardBatch({good, good}, PackedGemms::kPerSequence);
   ASSERT_FALSE(shared.ok());
@@ -161,7 +163,7 @@ KvCache FilledHeadCache(const EagleHead& head, int64_t batch, int64_t committed,
   torch::manual_seed(seed);
   KvCache cache = head.NewCache(batch, 4);  // small: the forwards below make it grow
   if (committed > 0) {
-    const int64_t dim = Family().target->config().dim;
+    const int64_t dim = Family().target->dim();
     EXPECT_TRUE(head.Forward(cache, torch::randn({batch, committed, dim}),
                              torch::randn({batch, committed, dim}), torch::Tensor())
                     .ok());
@@ -176,7 +178,7 @@ struct HeadSpec {
 
 HeadCall MakeHeadCall(KvCache& cache, const HeadSpec& spec, int64_t seed) {
   torch::manual_seed(seed);
-  const int64_t dim = Family().target->config().dim, n = spec.new_rows;
+  const int64_t dim = Family().target->dim(), n = spec.new_rows;
   HeadCall call{&cache, torch::randn({spec.batch, n, dim}), torch::randn({spec.batch, n, dim}),
                 torch::Tensor()};
   if (spec.tree_mask) {
@@ -256,8 +258,7 @@ torch::Tensor RandomIds(const Resampler& resampler, int64_t h, int64_t w, int64_
 
 TEST(ForwardBatchTest, ResampledImagesEqualTheirLoneResamplingInsideABatch) {
   const ModelSet& family = Family();
-  const int64_t small = family.drafter->config().grid_size,
-                grid = family.target->config().grid_size;
+  const int64_t small = family.drafter->grid_size(), grid = family.target->grid_size();
   const int64_t r = family.upsampler->config().factor;
   struct Case {
     const Resampler* resampler;

@@ -68,7 +68,7 @@ Decoded Decode(const std::string& method, const ModelSet& models, const std::str
   if (!result.ok()) return out;
   out.tokens = result->tokens;
   for (const ForwardEvent& e : trace) {
-    if (e.model != models.target.get() || e.context < models.target->config().cls_token_num - 1) {
+    if (e.model != models.target.get() || e.context < models.target->condition_shape().rows - 1) {
       continue;  // the prefill, or another model's forward
     }
     ++out.target_forwards;

@@ -55,7 +55,7 @@ TEST(HostSyncsTest, OperatorsAreCountedOnlyWhenAsked) {
 // reads each row of the grid once, when it commits and streams it.
 TEST(HostSyncsTest, ArReadsOncePerRow) {
   SdFixture f = LoadSd();
-  const int64_t grid = f.models.target->config().grid_size;
+  const int64_t grid = f.models.target->grid_size();
   for (const SamplingParams& s : {Sampling(1.0, 1.0, 7), Sampling(1.0, 2.0, 8),
                                   Sampling(0.0, 2.0, 9)}) {
     auto ar = RunMethod(ArDecoder(), f, s);

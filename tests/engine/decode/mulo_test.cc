@@ -409,7 +409,7 @@ TEST(LocalExpansionTest, RasterRejectsEverythingAfterTheFirstRejection) {
 // with fewer drafter forwards; the window is validated against the drafter's grid.
 TEST(MuloTest, ZipArDrafterWithTheGridWidthIsTheSequentialDrafter) {
   MuloFixture f = LoadMulo();
-  const int64_t small = f.models.drafter->config().grid_size;
+  const int64_t small = f.models.drafter->grid_size();
   for (double temperature : {0.0, 1.0}) {
     for (uint64_t seed : {1, 2}) {
       SamplingParams s;
@@ -454,7 +454,7 @@ TEST(MuloTest, ZipArDrafterWithTheGridWidthIsTheSequentialDrafter) {
 // of different rows from one forward, so the target runs fewer forwards.
 TEST(MuloTest, WavefrontResamplingWithTheGridWidthIsSequential) {
   MuloFixture f = LoadMulo();
-  const int64_t grid = f.models.target->config().grid_size;
+  const int64_t grid = f.models.target->grid_size();
   for (double temperature : {0.0, 1.0}) {
     for (uint64_t seed : {1, 2, 3}) {
       SamplingParams s;

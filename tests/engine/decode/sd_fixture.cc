@@ -42,14 +42,14 @@ SdFixture LoadMuloTiny() {
   f.models.drafter = *drafter;
   f.models.upsampler = *up;
   f.models.downsampler = *down;
-  f.models.neighbors = std::make_shared<const LatentNeighbors>(
-      LatentNeighbors::Build((*up)->codebook(), 1000));
+  f.models.neighbors =
+      std::make_shared<const LatentNeighbors>(LatentNeighbors::Build((*up)->codebook(), 1000));
   f.condition.features = ReadAll(dir + "/condition.safetensors").at("cond");
   return f;
 }
 
 StatusOr<DecodeResult> RunMethod(const DecodingMethod& method, const SdFixture& f,
-                           const SamplingParams& sampling) {
+                                 const SamplingParams& sampling) {
   NullProgressSink sink;
   CancelToken cancel;
   DecodeRequest request{f.condition, sampling};
@@ -59,8 +59,8 @@ StatusOr<DecodeResult> RunMethod(const DecodingMethod& method, const SdFixture& 
 // AR's exact distribution of tokens 1 and 2 (marginals), by enumerating the target.
 std::pair<std::vector<double>, std::vector<double>> ExactMarginals(const SdFixture& f,
                                                                    const SamplingParams& s) {
-  const Transformer& t = *f.models.target;
-  const int64_t v = t.config().vocab_size;
+  const TokenModel& t = *f.models.target;
+  const int64_t v = t.vocab_size();
   auto cond = t.EmbedCondition(f.condition, true);
   auto dist = [&](const std::vector<int64_t>& prefix) {
     KvCache cache = t.NewCache(2, 8);
@@ -68,7 +68,9 @@ std::pair<std::vector<double>, std::vector<double>> ExactMarginals(const SdFixtu
     torch::Tensor logits = out->logits;
     if (!prefix.empty()) {
       auto ids = torch::tensor(prefix, torch::kInt64).unsqueeze(0).repeat({2, 1});
-      auto pos = torch::arange(t.TokenPosition(0), t.TokenPosition(prefix.size()), torch::kInt64);
+      auto pos =
+          torch::arange(t.TokenPosition(t.condition_shape().rows, 0),
+                        t.TokenPosition(t.condition_shape().rows, prefix.size()), torch::kInt64);
       logits = t.ForwardTokens(cache, ids, pos, LogitsMode::kLast)->logits;
     }
     return ToProbabilities(GuidedLogits(logits, s.cfg_scale).select(0, 0), s).to(torch::kFloat64);

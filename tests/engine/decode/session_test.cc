@@ -103,7 +103,7 @@ TEST(DecodeSessionTest, ATreeKeptDownToItsPathEqualsFeedingThePath) {
   for (int64_t node : {0, 2, 3}) rows.push_back(cached + node);
   ASSERT_OK(tree.Keep(rows, {4, 8, 6, 11, 2}));
   EXPECT_EQ(tree.fed(), path.fed());
-  for (int64_t layer = 0; layer < f->models.target->config().n_layer; ++layer) {
+  for (int64_t layer = 0; layer < tree.cache().num_layers(); ++layer) {
     EXPECT_LE(MaxAbsDiff(tree.cache().Keys(layer), path.cache().Keys(layer)), 1e-5);
     EXPECT_LE(MaxAbsDiff(tree.cache().Values(layer), path.cache().Values(layer)), 1e-5);
   }
@@ -147,7 +147,7 @@ TEST(DecodeSessionTest, EveryNodeOfTheStaticTreeSeesOnlyItsPath) {
   ASSERT_OK(tree.Feed(prefix, 0, 2));
   ASSERT_OK(path.Feed(prefix, 0, 2));
   const TreeShape shape = StaticTree57();
-  const int64_t vocab = f->models.target->config().vocab_size;
+  const int64_t vocab = f->models.target->vocab_size();
   std::vector<int64_t> ids, positions;
   for (int64_t i = 0; i < shape.size(); ++i) {
     ids.push_back((7 * i + 3) % vocab);
@@ -193,7 +193,7 @@ TEST(DecodeSessionTest, EachRoleDrawsFromItsOwnStream) {
   auto f = MakeFixture();
   auto a = Start(*f);
   auto b = Start(*f);
-  const auto logits = torch::randn({2, f->models.target->config().vocab_size});
+  const auto logits = torch::randn({2, f->models.target->vocab_size()});
   // Drafter draws do not move the target's stream.
   for (int i = 0; i < 5; ++i) a->Draw(logits, RngStream::kDrafter);
   EXPECT_EQ(a->Draw(logits, RngStream::kTarget), b->Draw(logits, RngStream::kTarget));
