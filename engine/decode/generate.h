@@ -16,7 +16,24 @@ struct GenerateOptions {
   ForwardTrace* trace = nullptr;      // receives every transformer forward (benchmarks)
   ForwardBatcher* batcher = nullptr;  // the forwards join batches with other requests'
   bool synchronize_phases = false;    // phase timers wait for the GPU (benchmarks)
+  // The MLLM stage's method (a family with one, a condition with prompt_ids): null is ar.
+  const DecodingMethod* mllm_method = nullptr;
 };
+
+// How Tar samples its MLLM (upstream t2i_inference.py): temperature 1, top-p 0.95, top-k 1200,
+// no classifier-free guidance; `seed` is the request's.
+SamplingParams TarMllmSampling(uint64_t seed);
+
+// Tar's MLLM stage: the family's MLLM (ModelSet::mllm_stage) writes the target's TA-Tok ids
+// from the prompt's text ids with `method` (ar when null) under `sampling`. INVALID_ARGUMENT
+// naming prompt_ids when the family has no MLLM or the ids do not fit it; `stage_stats`
+// (optional) receives the stage's own Stats.
+StatusOr<std::vector<int64_t>> RunMllmStage(const ModelSet& models,
+                                            const std::vector<int64_t>& prompt_ids,
+                                            const DecodingMethod* method,
+                                            const SamplingParams& sampling,
+                                            const CancelToken& cancel,
+                                            Stats* stage_stats = nullptr);
 
 struct GenerateResult {
   std::vector<int32_t> tokens;  // raster order, grid_size^2 ids
@@ -42,7 +59,9 @@ Status CheckConditionTokens(const ModelSet& models, const std::vector<int64_t>& 
 StatusOr<Condition> ResolveCondition(const ModelSet& models, const Condition& condition);
 
 // The same from precomputed condition features, TA-Tok ids (resolved and timed as part of the
-// prefill phase) or a class label.
+// prefill phase), a class label, or the prompt's text ids on a family with an MLLM stage (the
+// stage runs first, timed as the text_stage phase, with options.mllm_method and
+// TarMllmSampling(sampling.seed); its ids then go the TA-Tok way).
 StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
                                        const Condition& condition,
                                        const SamplingParams& sampling, ProgressSink& progress,

@@ -17,6 +17,7 @@ const char* PhaseName(Phase phase) {
     case Phase::kResample: return "resample";
     case Phase::kUpsample: return "upsample";
     case Phase::kDownsample: return "downsample";
+    case Phase::kTextStage: return "text_stage";
     case Phase::kImageDecode: return "image_decode";
   }
   return "unknown";

@@ -22,6 +22,7 @@ enum class Phase {
   kResample,       // re-sampling rejected positions
   kUpsample,       // MuLo-SD U_r
   kDownsample,     // MuLo-SD D_r
+  kTextStage,      // the prompt's stage before the image tokens: Tar's MLLM writing TA-Tok ids
   kImageDecode,    // VQ decoder
 };
 inline constexpr int kNumPhases = static_cast<int>(Phase::kImageDecode) + 1;

@@ -19,10 +19,10 @@ Status CheckArModel(const std::string& role, const TokenModel& model, const Mode
   if (set.conditioner != nullptr) {
     const auto& t = set.conditioner->config();
     if (c.mode != ConditionMode::kClipCond || c.width != t.dim || c.rows != t.max_tokens) {
-      return FailedPreconditionError(
-          role + ": expects clip_cond features [" + std::to_string(c.rows) + ", " +
-          std::to_string(c.width) + "], the conditioner gives [" + std::to_string(t.max_tokens) +
-          ", " + std::to_string(t.dim) + "]");
+      return FailedPreconditionError(role + ": expects clip_cond features [" +
+                                     std::to_string(c.rows) + ", " + std::to_string(c.width) +
+                                     "], the conditioner gives [" + std::to_string(t.max_tokens) +
+                                     ", " + std::to_string(t.dim) + "]");
     }
   }
   return OkStatus();
@@ -81,10 +81,33 @@ StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& calle
         !TaTokDequantizer::IsSquare(t.rows)) {
       return FailedPreconditionError(
           "ta_tok: the de-quantiser's [n, " + std::to_string(set.ta_tok->config().hidden) +
-          "] features do not fit the target's condition (clip_cond [" +
-          std::to_string(t.rows) + ", " + std::to_string(t.width) +
-          "] with a square count expected)");
+          "] features do not fit the target's condition (clip_cond [" + std::to_string(t.rows) +
+          ", " + std::to_string(t.width) + "] with a square count expected)");
     }
+  }
+  if (!component("mllm").empty()) {
+    if (set.ta_tok == nullptr) {
+      return f.Error("components.mllm", "needs components.ta_tok: the MLLM writes TA-Tok ids");
+    }
+    // The MLLM writes exactly the target's condition rows: a square of them (729 = 27^2 for
+    // Tar's scale 0, 169 and 81 for 1 and 2).
+    const int64_t rows = set.target->condition_shape().rows;
+    int64_t grid = 1;
+    while (grid * grid < rows) ++grid;
+    auto stage = std::make_shared<ModelSet>();
+    stage->name = set.name + "/mllm";
+    stage->default_cfg_scale = 1.0;
+    MULO_ASSIGN_OR_RETURN(stage->target, LoadTokenModel({component("mllm"), options, grid}));
+    if (stage->target->condition_shape().mode != ConditionMode::kPromptIds) {
+      return f.Error("components.mllm",
+                     "is a " + stage->target->architecture() + " model, which reads no prompt");
+    }
+    if (stage->target->vocab_size() != set.ta_tok->config().codebook_size) {
+      return FailedPreconditionError("mllm: " + std::to_string(stage->target->vocab_size()) +
+                                     " image tokens, the ta_tok codebook has " +
+                                     std::to_string(set.ta_tok->config().codebook_size));
+    }
+    set.mllm_stage = std::move(stage);
   }
   for (auto [key, slot] : {std::pair{"drafter", &set.drafter}, std::pair{"chain", &set.chain}}) {
     if (component(key).empty()) continue;

@@ -3,7 +3,8 @@
 //   {"name": "synth", "default_cfg_scale": 4.0,
 //    "components": {"target": "target", "vq": "vq", "conditioner": "conditioner",
 //                   "drafter": "drafter", "chain": "chain", "upsampler": "upsampler",
-//                   "downsampler": "downsampler", "eagle": "eagle", "ta_tok": "ta_tok"},
+//                   "downsampler": "downsampler", "eagle": "eagle", "ta_tok": "ta_tok",
+//                   "mllm": "mllm"},
 //    "method_defaults": {"mulo": {"tau": 1e-3, ...}}, "pixel_rounding": "round"}
 // Component paths are relative to <dir>. target and vq are required; the others enable the
 // methods that need them. Loading checks that the components fit together (vocabularies,
@@ -37,6 +38,11 @@ struct ModelSet {
   std::shared_ptr<const VqDecoder> vq;
   std::shared_ptr<const TextConditioner> conditioner;  // prompt -> condition features
   std::shared_ptr<const TaTokDequantizer> ta_tok;      // Tar image-token ids -> features
+  // Tar's MLLM stage (components.mllm, a qwen2 / llama component with image tokens): the
+  // language model that writes the target's TA-Tok ids from the prompt's text ids, as a family
+  // of its own (its target is the MLLM, no VQ), so any single-model method decodes it
+  // (RunMllmStage in generate.h). Null when the family has none.
+  std::shared_ptr<const ModelSet> mllm_stage;
   std::shared_ptr<const TokenModel> drafter;           // MuLo-SD low-resolution drafter
   std::shared_ptr<const TokenModel> chain;             // small draft model (speculative)
   std::shared_ptr<const Resampler> upsampler;          // MuLo-SD U_r

@@ -1,0 +1,161 @@
+// Tar's MLLM stage on a tiny family: text ids -> MLLM (a Qwen2 writing TA-Tok ids on the
+// decoding methods) -> TA-Tok de-quantiser -> AR-DTok -> VQ. Driving the pipeline with the
+// prompt's ids gives the image tokens that driving it with the stage's TA-Tok ids gives; the
+// stage decodes with any single-model method (sjd reproduces ar's greedy ids); refusals name
+// the field.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/decode/ar.h"
+#include "engine/decode/generate.h"
+#include "engine/decode/sjd.h"
+#include "engine/model/model_set.h"
+#include "tests/engine/test_util.h"
+
+namespace mulo::engine {
+namespace {
+
+using testing::FixtureDir;
+
+constexpr int64_t kImageTokenOffset = 128;  // TA-Tok id k is the tiny Qwen2's text id 128 + k
+
+// A family directory: tar_tiny (4 condition rows: a 2 x 2 MLLM grid), ta_tok_tiny (96 codes),
+// vq_tiny and, with `mllm`, qwen2_tiny with 96 image tokens.
+std::string TinyTarDir(const std::string& name, bool mllm, bool ta_tok = true) {
+  namespace fs = std::filesystem;
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+  fs::create_directories(dir);
+  nlohmann::json components = {{"target", "target"}, {"vq", "vq"}};
+  fs::create_directory_symlink(fs::absolute(FixtureDir("tar_tiny")), dir + "/target");
+  fs::create_directory_symlink(fs::absolute(FixtureDir("vq_tiny")), dir + "/vq");
+  if (ta_tok) {
+    fs::create_directory_symlink(fs::absolute(FixtureDir("ta_tok_tiny")), dir + "/ta_tok");
+    components["ta_tok"] = "ta_tok";
+  }
+  if (mllm) {
+    const std::string lm = FixtureDir("qwen2_tiny") + "/lm";
+    fs::create_directories(dir + "/mllm");
+    nlohmann::json config;
+    std::ifstream(lm + "/config.json") >> config;
+    config["image_token_offset"] = kImageTokenOffset;
+    config["image_token_count"] = 96;
+    std::ofstream(dir + "/mllm/config.json") << config.dump(2);
+    fs::create_symlink(fs::absolute(lm + "/model.safetensors"), dir + "/mllm/model.safetensors");
+    components["mllm"] = "mllm";
+  }
+  std::ofstream(dir + "/family.json")
+      << nlohmann::json{{"name", name}, {"components", components}}.dump(2);
+  return dir;
+}
+
+const ModelSet& Family() {
+  static const ModelSet* family = [] {
+    auto loaded = LoadModelSet(TinyTarDir("tar_mllm", true), LoadOptions());
+    EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+    return new ModelSet(loaded.ok() ? *std::move(loaded) : ModelSet());
+  }();
+  return *family;
+}
+
+class NullSink : public ProgressSink {
+ public:
+  void OnRows(int64_t, int64_t, const std::vector<int32_t>&) override {}
+};
+
+const std::vector<int64_t> kPromptIds = {11, 250, 7, 3, 99, 42, 5};
+
+TEST(MllmStageTest, TheFamilyLoadsItsMllmAsAStage) {
+  const ModelSet& family = Family();
+  ASSERT_NE(family.mllm_stage, nullptr);
+  const TokenModel& mllm = *family.mllm_stage->target;
+  EXPECT_EQ(mllm.architecture(), "qwen2");
+  EXPECT_EQ(mllm.grid_size(), 2);  // the target's 4 condition rows
+  EXPECT_EQ(mllm.vocab_size(), 96);
+  EXPECT_EQ(mllm.condition_shape().mode, ConditionMode::kPromptIds);
+}
+
+TEST(MllmStageTest, PromptIdsGiveTheImageTheStagesTaTokIdsGive) {
+  const ModelSet& family = Family();
+  ASSERT_NE(family.mllm_stage, nullptr);
+  SamplingParams sampling;
+  sampling.seed = 5;
+  sampling.temperature = 0.0;
+  CancelToken cancel;
+  NullSink sink;
+
+  auto ta_tok_ids =
+      RunMllmStage(family, kPromptIds, nullptr, TarMllmSampling(sampling.seed), cancel);
+  ASSERT_OK(ta_tok_ids);
+  ASSERT_EQ(ta_tok_ids->size(), 4u);
+  for (int64_t id : *ta_tok_ids) {
+    EXPECT_GE(id, 0);
+    EXPECT_LT(id, 96);
+  }
+
+  Condition from_prompt;
+  from_prompt.prompt_ids = kPromptIds;
+  auto staged = GenerateImage(ArDecoder(), family, from_prompt, sampling, sink, cancel);
+  ASSERT_OK(staged);
+  Condition from_ids;
+  from_ids.ta_tok_ids = *ta_tok_ids;
+  auto direct = GenerateImage(ArDecoder(), family, from_ids, sampling, sink, cancel);
+  ASSERT_OK(direct);
+  EXPECT_EQ(staged->tokens, direct->tokens);
+  EXPECT_EQ(staged->image.pixels, direct->image.pixels);
+  EXPECT_GT(staged->stats.PhaseSeconds(Phase::kTextStage), 0.0);
+  EXPECT_EQ(direct->stats.PhaseSeconds(Phase::kTextStage), 0.0);
+
+  // Another seed draws other TA-Tok ids somewhere over a few tries (temperature 1).
+  bool differs = false;
+  for (uint64_t seed = 6; seed < 12 && !differs; ++seed) {
+    auto other = RunMllmStage(family, kPromptIds, nullptr, TarMllmSampling(seed), cancel);
+    ASSERT_OK(other);
+    differs = *other != *ta_tok_ids;
+  }
+  EXPECT_TRUE(differs);
+}
+
+TEST(MllmStageTest, SjdReproducesArOnTheStage) {
+  const ModelSet& family = Family();
+  ASSERT_NE(family.mllm_stage, nullptr);
+  CancelToken cancel;
+  SamplingParams greedy = TarMllmSampling(1);
+  greedy.temperature = 0.0;
+  auto ar = RunMllmStage(family, kPromptIds, nullptr, greedy, cancel);
+  const SjdDecoder sjd;
+  auto jacobi = RunMllmStage(family, kPromptIds, &sjd, greedy, cancel);
+  ASSERT_OK(ar);
+  ASSERT_OK(jacobi);
+  EXPECT_EQ(*ar, *jacobi);
+}
+
+TEST(MllmStageTest, RefusalsNameTheField) {
+  CancelToken cancel;
+  NullSink sink;
+  SamplingParams sampling;
+  auto plain = LoadModelSet(TinyTarDir("tar_plain", false), LoadOptions());
+  ASSERT_OK(plain);
+  Condition prompt;
+  prompt.prompt_ids = kPromptIds;
+  auto refused = GenerateImage(ArDecoder(), *plain, prompt, sampling, sink, cancel);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("prompt_ids"), std::string::npos);
+
+  auto too_long = std::vector<int64_t>(200, 1);  // past the tiny model's 124 prompt rows
+  auto long_prompt = RunMllmStage(Family(), too_long, nullptr, TarMllmSampling(0), cancel);
+  ASSERT_FALSE(long_prompt.ok());
+  EXPECT_NE(long_prompt.status().message().find("prompt_ids"), std::string::npos);
+
+  auto no_ta_tok = LoadModelSet(TinyTarDir("tar_no_ta_tok", true, false), LoadOptions());
+  ASSERT_FALSE(no_ta_tok.ok());
+  EXPECT_NE(no_ta_tok.status().message().find("components.mllm"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mulo::engine
