@@ -250,6 +250,37 @@ class HfCausalLmConverter(unittest.TestCase):
             self.assertIn("layers.1.attention.wqkv.bias", ours)
             self.assertNotIn("output.weight", ours)  # tied: the engine reads the embedding
 
+    def write_tokenizer(self, d, image_ids):
+        import json
+        added = [dict(id=60, content="<|im_start|>", special=True)]
+        added += [dict(id=i, content=f"<I{k}>", special=False) for k, i in image_ids.items()]
+        with open(os.path.join(d, "tokenizer.json"), "w") as f:
+            json.dump(dict(added_tokens=added, model=dict(type="BPE")), f)
+
+    def test_image_tokens_of_the_tokenizer_are_named(self):
+        import json
+        d, _ = self.write("images")
+        self.write_tokenizer(d, {0: 40, 1: 41, 2: 42, 3: 43})
+        rc, err = self.convert(d)
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(d + "_out", "config.json")) as f:
+            config = json.load(f)
+        self.assertEqual((config["image_token_offset"], config["image_token_count"]), (40, 4))
+        with open(os.path.join(d + "_out", "tokenizer.json")) as a, \
+                open(os.path.join(d, "tokenizer.json")) as b:
+            self.assertEqual(a.read(), b.read())
+        # No tokenizer, or one without image tokens: a text-only component.
+        d, _ = self.write("plain")
+        self.assertEqual(self.convert(d)[0], 0)
+        with open(os.path.join(d + "_out", "config.json")) as f:
+            self.assertNotIn("image_token_count", json.load(f))
+        d, _ = self.write("gap")
+        self.write_tokenizer(d, {0: 40, 1: 41, 2: 43})
+        self.refuse(d, "tokenizer.json: added_tokens", "consecutive ids")
+        d, _ = self.write("past")
+        self.write_tokenizer(d, {0: 62, 1: 63, 2: 64})
+        self.refuse(d, "tokenizer.json: added_tokens", "past config.json's vocab_size 64")
+
     def test_refusals_name_the_file_and_key(self):
         d, _ = self.write("type", cfg=dict(model_type="gpt2"))
         self.refuse(d, "config.json: model_type: 'gpt2': only llama, qwen2 are supported")

@@ -6,6 +6,12 @@ num_hidden_layers, num_attention_heads, num_key_value_heads, intermediate_size, 
 rope_theta, vocab_size, tie_word_embeddings, max_position_embeddings) and the weights as
 model.safetensors or shards listed by model.safetensors.index.json.
 
+When the directory has a tokenizer.json whose added tokens include image tokens written
+`<I0>`, `<I1>`, ... (Tar's MLLM: `<I0>`-`<I65535>`), their ids must run consecutively inside the
+vocabulary; the component's config.json then names them (image_token_offset: the id of `<I0>`,
+image_token_count) and tokenizer.json is copied beside the weights, so that a family can use
+the model as its MLLM stage (engine/model/causal_lm.h) and the server can tokenise prompts.
+
 Our component keeps the block layout the engine's other transformers use: q, k and v are stacked
 into attention.wqkv (with their biases for Qwen2), gate / up / down become feed_forward.w1 / w3
 / w2. Hugging Face rotates dims i and i + d/2 of a head together; the engine rotates
@@ -13,6 +19,11 @@ interleaved pairs (2i, 2i + 1) with the same frequencies, so the rows of q and k
 biases) are reordered per head: row 2i <- i, 2i + 1 <- i + d/2. Attention scores are unchanged
 (the same reordering of q and k), so the logits are the upstream model's.
 """
+import json
+import os
+import re
+import shutil
+
 import torch
 
 import component
@@ -30,6 +41,35 @@ def _interleave_rotary_rows(w, heads, head_dim):
     order = torch.stack([torch.arange(half), torch.arange(half) + half], dim=1).reshape(-1)
     shaped = w.reshape(heads, head_dim, *w.shape[1:])
     return shaped[:, order].reshape(w.shape)
+
+
+IMAGE_TOKEN = re.compile(r"<I(0|[1-9][0-9]*)>")
+
+
+def image_tokens(directory, vocab):
+    """(offset, count) of the `<Ik>` added tokens in directory/tokenizer.json, or None."""
+    path = os.path.join(directory, "tokenizer.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        added = json.load(f).get("added_tokens") or []
+    codes = {}
+    for token in added:
+        match = IMAGE_TOKEN.fullmatch(str(token.get("content", "")))
+        if match:
+            codes[int(match.group(1))] = int(token["id"])
+    if not codes:
+        return None
+    count = len(codes)
+    offset = codes.get(0)
+    if offset is None or sorted(codes) != list(range(count)) or any(
+            codes[k] != offset + k for k in range(count)):
+        upstream.fail(path, "added_tokens", f"the {count} image tokens <I0>.. must be <I0>.."
+                                            f"<I{count - 1}> at consecutive ids")
+    if offset + count > vocab:
+        upstream.fail(path, "added_tokens", f"image tokens up to id {offset + count - 1} lie "
+                                            f"past config.json's vocab_size {vocab}")
+    return offset, count
 
 
 def convert(directory, out_dir, dtype="auto"):
@@ -103,8 +143,15 @@ def convert(directory, out_dir, dtype="auto"):
                   rope_theta=float(cfg.get("rope_theta", 10000.0)), qkv_bias=bias,
                   tie_word_embeddings=tied,
                   max_positions=int(cfg.get("max_position_embeddings", 32768)))
+    images = image_tokens(directory, vocab)
+    if images:
+        config.update(image_token_offset=images[0], image_token_count=images[1])
     print(f"{directory}: {model_type}, {n_layer} layers, {dim} wide, {n_head} / {n_kv_head} "
-          f"heads, vocabulary {vocab}", flush=True)
+          f"heads, vocabulary {vocab}" +
+          (f", image tokens {images[1]} from id {images[0]}" if images else ""), flush=True)
     component.write(out_dir, config, out, dtype,
                     dict(upstream=f"Hugging Face {model_type}", file=directory))
+    if os.path.exists(os.path.join(directory, "tokenizer.json")):
+        shutil.copyfile(os.path.join(directory, "tokenizer.json"),
+                        os.path.join(out_dir, "tokenizer.json"))
     return config
