@@ -27,7 +27,10 @@ ModelSummary Summarize(const std::string& name, const engine::ModelSet& models) 
   out.vocab_size = models.target->vocab_size();
   out.methods = engine::AvailableMethods(models);
   out.default_cfg_scale = models.default_cfg_scale;
-  if (models.conditioner != nullptr) out.conditions.push_back("prompt");
+  // A text conditioner, or an MLLM stage (the repository loads its prompt encoder with it).
+  if (models.conditioner != nullptr || models.mllm_stage != nullptr) {
+    out.conditions.push_back("prompt");
+  }
   if (target.mode != engine::ConditionMode::kClassLabel) {
     out.conditions.push_back("condition");
     out.condition_width = target.width;

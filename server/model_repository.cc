@@ -11,18 +11,28 @@ namespace mulo::server {
 absl::Status ToAbsl(const engine::Status& status) {
   using engine::StatusCode;
   switch (status.code()) {
-    case StatusCode::kOk: return absl::OkStatus();
-    case StatusCode::kCancelled: return absl::CancelledError(status.message());
-    case StatusCode::kInvalidArgument: return absl::InvalidArgumentError(status.message());
-    case StatusCode::kDeadlineExceeded: return absl::DeadlineExceededError(status.message());
-    case StatusCode::kNotFound: return absl::NotFoundError(status.message());
+    case StatusCode::kOk:
+      return absl::OkStatus();
+    case StatusCode::kCancelled:
+      return absl::CancelledError(status.message());
+    case StatusCode::kInvalidArgument:
+      return absl::InvalidArgumentError(status.message());
+    case StatusCode::kDeadlineExceeded:
+      return absl::DeadlineExceededError(status.message());
+    case StatusCode::kNotFound:
+      return absl::NotFoundError(status.message());
     case StatusCode::kFailedPrecondition:
       return absl::FailedPreconditionError(status.message());
-    case StatusCode::kOutOfRange: return absl::OutOfRangeError(status.message());
-    case StatusCode::kUnavailable: return absl::UnavailableError(status.message());
-    case StatusCode::kDataLoss: return absl::DataLossError(status.message());
-    case StatusCode::kUnimplemented: return absl::UnimplementedError(status.message());
-    case StatusCode::kInternal: break;
+    case StatusCode::kOutOfRange:
+      return absl::OutOfRangeError(status.message());
+    case StatusCode::kUnavailable:
+      return absl::UnavailableError(status.message());
+    case StatusCode::kDataLoss:
+      return absl::DataLossError(status.message());
+    case StatusCode::kUnimplemented:
+      return absl::UnimplementedError(status.message());
+    case StatusCode::kInternal:
+      break;
   }
   return absl::InternalError(status.message());
 }
@@ -57,6 +67,12 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
       failures.push_back(absl::StrCat(dir.string(), ": duplicate model name '", name, "'"));
       continue;
     }
+    auto encoder = PromptEncoder::ForFamily(dir.string(), *models);
+    if (!encoder.ok()) {
+      failures.push_back(std::string(encoder.status().message()));
+      continue;
+    }
+    if (*encoder != nullptr) repository->prompt_encoders_[name] = *std::move(encoder);
     repository->models_[name] = std::make_unique<engine::ModelSet>(std::move(*models));
   }
   if (!failures.empty()) {
@@ -68,6 +84,11 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
         absl::StrCat("model repository '", root, "' holds no directory with a family.json"));
   }
   return repository;
+}
+
+const PromptEncoder* ModelRepository::FindPromptEncoder(absl::string_view name) const {
+  auto it = prompt_encoders_.find(name);
+  return it == prompt_encoders_.end() ? nullptr : it->second.get();
 }
 
 const engine::ModelSet* ModelRepository::Find(absl::string_view name) const {

@@ -199,12 +199,27 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
                      absl::StrCat(request.prompt().size(), " bytes, more than ", kMaxPromptBytes));
     }
     if (!IsValidUtf8(request.prompt())) return Invalid("prompt", "is not valid UTF-8");
-    if (out.models->conditioner == nullptr) {
-      return Invalid("prompt", "this model has no text conditioner; send condition features");
+    if (const PromptEncoder* encoder = repository.FindPromptEncoder(out.model_name);
+        encoder != nullptr) {
+      // Tar: the prompt's ids go to the family's MLLM stage, which writes the TA-Tok ids.
+      auto ids = encoder->Encode(request.prompt());
+      if (!ids.ok()) return ids.status();  // "prompt: ..." from the tokenizer
+      const int64_t most = out.models->mllm_stage->target->condition_shape().rows;
+      if (static_cast<int64_t>(ids->size()) > most) {
+        return Invalid("prompt", absl::StrCat(ids->size(),
+                                              " tokens with Tar's chat template, "
+                                              "more than the MLLM's ",
+                                              most));
+      }
+      out.condition.prompt_ids = *std::move(ids);
+    } else {
+      if (out.models->conditioner == nullptr) {
+        return Invalid("prompt", "this model has no text conditioner; send condition features");
+      }
+      auto tokens = out.models->conditioner->Tokenize(request.prompt());
+      if (!tokens.ok()) return ToAbsl(tokens.status());  // "prompt: ..." from the engine
+      out.prompt = request.prompt();
     }
-    auto tokens = out.models->conditioner->Tokenize(request.prompt());
-    if (!tokens.ok()) return ToAbsl(tokens.status());  // "prompt: ..." from the engine
-    out.prompt = request.prompt();
   }
 
   // Sampling: unset fields take the engine's defaults (the CFG scale: the family's); the

@@ -4,13 +4,76 @@ a model repository holding a Tar family and LlamaGen t2i and c2i families:
 
   /usr/bin/python3 tests/tools/convert_tiny_families.py OUT_DIR
 writes OUT_DIR/upstream/* and OUT_DIR/repository/{tar,llamagen-t2i,llamagen-c2i}/.
+
+The Tar family gets an MLLM stage too: a tiny Hugging Face Qwen2 directory (random weights,
+tokenizer.json with the byte-level alphabet and no merges, Qwen2's chat tokens and Tar's added
+tokens <im_start>, <im_end>, <S0>-<S2>, <I0>-<I95> for the 96 TA-Tok codes) converted with
+`convert.py hf-causal-lm` into repository/tar/mllm and named in its family.json.
 """
+import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tiny_upstream  # noqa: E402
 import convert  # noqa: E402  (tools/convert/convert.py, on the path through tiny_upstream)
+
+
+def byte_level_alphabet():
+    """GPT-2's byte -> printable character map (what Qwen2's tokenizer.json vocabulary uses)."""
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1))
+                 + list(range(ord("\u00ae"), ord("\u00ff") + 1)))
+    chars, extra = dict((b, chr(b)) for b in printable), 0
+    for b in range(256):
+        if b not in chars:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return chars
+
+
+def write_tiny_mllm(directory, codes):
+    """A tiny Qwen2 MLLM in the Hugging Face layout with Tar's added tokens."""
+    import torch
+    import qwen2
+    import safetensors_io
+    os.makedirs(directory, exist_ok=True)
+    alphabet = byte_level_alphabet()
+    added = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tar = ["<im_start>", "<im_end>", "<S0>", "<S1>", "<S2>"] + [f"<I{k}>" for k in range(codes)]
+    tokens = [dict(id=256 + i, content=t, special=True) for i, t in enumerate(added)]
+    tokens += [dict(id=256 + len(added) + i, content=t, special=False)
+               for i, t in enumerate(tar)]
+    tokenizer = dict(
+        model=dict(type="BPE", vocab={alphabet[b]: b for b in range(256)}, merges=[]),
+        normalizer=None, pre_tokenizer=dict(type="ByteLevel", add_prefix_space=False),
+        added_tokens=tokens)
+    with open(os.path.join(directory, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tokenizer, f)
+    cfg = dict(model_type="qwen2", hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+               num_key_value_heads=2, intermediate_size=48, vocab_size=384, rms_norm_eps=1e-6,
+               rope_theta=1000000.0, tie_word_embeddings=True, max_position_embeddings=512)
+    assert 256 + len(tokens) <= cfg["vocab_size"]
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    torch.manual_seed(7)
+    model = qwen2.CausalLm(cfg).eval()
+    safetensors_io.save(dict(model.state_dict()), os.path.join(directory, "model.safetensors"))
+
+
+def add_mllm(out, family_dir):
+    hf = os.path.join(out, "upstream", "tar_mllm")
+    write_tiny_mllm(hf, tiny_upstream.TA_TOK["codebook_size"])
+    rc = convert.main(["hf-causal-lm", "--dir", hf, "--out", os.path.join(family_dir, "mllm"),
+                       "--dtype", "f32"])
+    if rc:
+        return rc
+    path = os.path.join(family_dir, "family.json")
+    with open(path) as f:
+        family = json.load(f)
+    family["components"]["mllm"] = "mllm"
+    with open(path, "w") as f:
+        json.dump(family, f, indent=2)
+    return 0
 
 
 def main():
@@ -22,6 +85,9 @@ def main():
                        "--target", files["tar_512"], "--drafter", files["tar_256"],
                        "--ta-tok", files["ta_tok"], "--vq", files["vq"], "--vq-model", "VQ-tiny",
                        "--ta-tok-heads", str(tiny_upstream.TA_TOK["n_head"])])
+    if rc:
+        return rc
+    rc = add_mllm(out, os.path.join(repo, "tar"))
     if rc:
         return rc
     rc = convert.main(["llamagen-family", "--out", os.path.join(repo, "llamagen-t2i"),
