@@ -41,14 +41,18 @@ std::vector<Architecture> Architectures() {
   };
 }
 
-StatusOr<std::string> ArchitectureOf(const std::string& dir) {
+namespace {
+
+// The registry entry <dir>/config.json names (llamagen when it names none).
+StatusOr<Architecture> FindArchitecture(const std::string& dir) {
   const std::string path = dir + "/config.json";
   MULO_ASSIGN_OR_RETURN(nlohmann::json doc, JsonFields::ParseFile(path));
-  if (!doc.is_object() || !doc.contains("architecture")) return std::string("llamagen");
+  const std::vector<Architecture> architectures = Architectures();
+  if (!doc.is_object() || !doc.contains("architecture")) return architectures.front();
   std::string known;
-  for (const Architecture& a : Architectures()) {
+  for (const Architecture& a : architectures) {
     if (doc["architecture"].is_string() && doc["architecture"].get<std::string>() == a.name) {
-      return a.name;
+      return a;
     }
     known += (known.empty() ? "" : ", ") + a.name;
   }
@@ -56,12 +60,16 @@ StatusOr<std::string> ArchitectureOf(const std::string& dir) {
                               " is not served (known: " + known + ")");
 }
 
+}  // namespace
+
+StatusOr<std::string> ArchitectureOf(const std::string& dir) {
+  MULO_ASSIGN_OR_RETURN(Architecture architecture, FindArchitecture(dir));
+  return architecture.name;
+}
+
 StatusOr<std::shared_ptr<const TokenModel>> LoadTokenModel(const TokenModelSource& source) {
-  MULO_ASSIGN_OR_RETURN(std::string name, ArchitectureOf(source.dir));
-  for (const Architecture& a : Architectures()) {
-    if (a.name == name) return a.load(source);
-  }
-  return InternalError("architecture " + name + " has no loader");
+  MULO_ASSIGN_OR_RETURN(Architecture architecture, FindArchitecture(source.dir));
+  return architecture.load(source);
 }
 
 }  // namespace mulo::engine

@@ -33,7 +33,7 @@ struct Architecture {
   std::function<StatusOr<std::shared_ptr<const TokenModel>>(const TokenModelSource&)> load;
 };
 
-// Every architecture this build serves, in registry order.
+// Every architecture this build serves, in registry order (the first is the default).
 std::vector<Architecture> Architectures();
 
 // The architecture <dir>/config.json names ("llamagen" when it names none), or
