@@ -1,11 +1,17 @@
 // The CUDA-graph path on the CPU (LoadOptions::emulate_cuda_graphs: every key, pad row, static
 // buffer, capture point and replay of forward_graphs.h, with each replay running the captured
 // forward eagerly). What a GPU replays is checked here on every change:
-//   - every method decodes the tokens the plain CPU engine decodes, at temperature 0 and 1;
+//   - every method decodes the tokens the plain CPU engine decodes, at temperature 0 and 1
+//     (at 1, a draw may flip on a rounding difference: padded graph shapes sum in another
+//     order, so probabilities differ in the last bits. Measured over 144 seeded images, 12
+//     methods x 12 seeds: one flip, sjd_pac seed 41 at token 187, where a coupled re-draw's
+//     residual mass read 0.924447 eager and 0.924446 emulated. A flip is then allowed if the
+//     next two seeds decode the eager tokens; a graph bug changes every seed);
 //   - with buckets, the forwards whose size changes every step (draft trees, ZipAR windows,
 //     MuLo-SD's verify) replay; without, the masked ones never do (the fourth H100 run's finding).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -92,12 +98,29 @@ TEST_F(EmulatedGraphsTest, EveryMethodDecodesTheEagerTokens) {
   const auto prompts = HeldoutPrompts(1);
   for (const std::string& method : AvailableMethods(*plain)) {
     for (double temperature : {0.0, 1.0}) {
-      const Decoded eager = Decode(method, *plain, prompts[0], temperature, 41);
-      const Decoded graphs = Decode(method, *buckets, prompts[0], temperature, 41);
-      ASSERT_EQ(eager.tokens.size(), 256u) << method;
-      EXPECT_EQ(graphs.tokens, eager.tokens) << method << " at temperature " << temperature;
-      EXPECT_EQ(eager.target_replays, 0) << method;
-      EXPECT_GT(graphs.target_replays, 0) << method;
+      // Greedy: one seed, exact. Temperature 1: seed 41, or if a rounding flip changed it,
+      // both of 42 and 43.
+      const std::vector<uint64_t> seeds =
+          temperature == 0.0 ? std::vector<uint64_t>{41} : std::vector<uint64_t>{41, 42, 43};
+      int mismatches = 0;
+      for (uint64_t seed : seeds) {
+        const Decoded eager = Decode(method, *plain, prompts[0], temperature, seed);
+        const Decoded graphs = Decode(method, *buckets, prompts[0], temperature, seed);
+        ASSERT_EQ(eager.tokens.size(), 256u) << method;
+        EXPECT_EQ(eager.target_replays, 0) << method;
+        EXPECT_GT(graphs.target_replays, 0) << method;
+        const bool same = graphs.tokens == eager.tokens;
+        if (!same) {
+          ++mismatches;
+          size_t first = 0;
+          while (graphs.tokens[first] == eager.tokens[first]) ++first;
+          std::cout << "[graphs] " << method << " at temperature " << temperature << ", seed "
+                    << seed << ": tokens differ from token " << first << "\n";
+        }
+        if (same && seed == seeds.front()) break;
+      }
+      EXPECT_LE(mismatches, temperature == 0.0 ? 0 : 1)
+          << method << " at temperature " << temperature << ": more than a rounding flip";
     }
   }
 }
