@@ -1,6 +1,9 @@
-// Debian's libsentencepiece behind a plain interface. Kept apart because sentencepiece's header
-// declares `absl::string_view` itself, which collides with Debian's Abseil: this file and its
-// .cc include no Abseil header (t5_tokenizer.h wraps it in absl::Status).
+// Debian's libsentencepiece behind a plain interface, loaded at run time from its own shared
+// object (libmulo_sentencepiece.so, sentencepiece_plugin.cc): libsentencepiece exports its own
+// copy of protobuf-lite, which crashes a process that also links libprotobuf (the server,
+// through gRPC) unless it is kept out of the process's global symbols. The plugin's header
+// declares `absl::string_view` itself too, which collides with Debian's Abseil: no Abseil here
+// (t5_tokenizer.h wraps this in absl::Status).
 #ifndef MULO_TEXT_SENTENCEPIECE_BACKEND_H_
 #define MULO_TEXT_SENTENCEPIECE_BACKEND_H_
 
