@@ -2,26 +2,34 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include "engine/decode/ar.h"
 
 namespace mulo::engine {
 
 StatusOr<Condition> ConditionFromPrompt(const ModelSet& models, const std::string& prompt) {
-  if (models.conditioner == nullptr) {
+  if (models.StageReading(ConditionForm::kPrompt) == nullptr) {
     return FailedPreconditionError("model family '" + models.name +
                                    "' has no text conditioner; send condition features");
   }
   Condition condition;
-  MULO_ASSIGN_OR_RETURN(condition.features, models.conditioner->Encode(prompt));
-  return condition;
+  condition.prompt = prompt;
+  Stats stats;
+  CancelToken cancel;
+  return RunConditionPipeline(models, condition, 0, cancel, {}, stats);
 }
 
 StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
                                        const std::string& prompt, const SamplingParams& sampling,
                                        ProgressSink& progress, const CancelToken& cancel,
                                        const GenerateOptions& options) {
-  MULO_ASSIGN_OR_RETURN(Condition condition, ConditionFromPrompt(models, prompt));
+  if (models.StageReading(ConditionForm::kPrompt) == nullptr) {
+    return FailedPreconditionError("model family '" + models.name +
+                                   "' has no text conditioner; send condition features");
+  }
+  Condition condition;
+  condition.prompt = prompt;
   return GenerateImage(method, models, condition, sampling, progress, cancel, options);
 }
 
@@ -37,15 +45,6 @@ Status CheckConditionTokens(const ModelSet& models, const std::vector<int64_t>& 
                                 " (Tar: 729, 169 or 81 by scale)");
   }
   return models.ta_tok->CheckIds(ids);
-}
-
-StatusOr<Condition> ResolveCondition(const ModelSet& models, const Condition& condition) {
-  if (condition.ta_tok_ids.empty()) return condition;
-  MULO_RETURN_IF_ERROR(CheckConditionTokens(models, condition.ta_tok_ids));
-  Condition resolved = condition;
-  MULO_ASSIGN_OR_RETURN(resolved.features, models.ta_tok->Decode(condition.ta_tok_ids));
-  resolved.ta_tok_ids.clear();
-  return resolved;
 }
 
 SamplingParams TarMllmSampling(uint64_t seed) {
@@ -68,6 +67,31 @@ class SilentProgress : public ProgressSink {
 
 }  // namespace
 
+namespace {
+
+// A stage family (its target the language model) decoded by `method` (ar when null).
+StatusOr<std::vector<int64_t>> DecodeStage(const ModelSet& stage,
+                                           const std::vector<int64_t>& prompt_ids,
+                                           const DecodingMethod* method,
+                                           const SamplingParams& sampling,
+                                           const CancelToken& cancel, Stats* stage_stats) {
+  const ArDecoder ar;
+  const DecodingMethod& stage_method = method != nullptr ? *method : ar;
+  DecodeRequest request;
+  request.condition.prompt_ids = prompt_ids;
+  request.sampling = sampling;
+  // A top-k past the image vocabulary keeps every image token (Tar's 1200 of 65,536; a small
+  // family's whole range).
+  request.sampling.top_k = std::min(sampling.top_k, stage.target->vocab_size());
+  SilentProgress progress;
+  MULO_ASSIGN_OR_RETURN(DecodeResult decoded,
+                        stage_method.Decode(request, stage, progress, cancel));
+  if (stage_stats != nullptr) *stage_stats = decoded.stats;
+  return std::vector<int64_t>(decoded.tokens.begin(), decoded.tokens.end());
+}
+
+}  // namespace
+
 StatusOr<std::vector<int64_t>> RunMllmStage(const ModelSet& models,
                                             const std::vector<int64_t>& prompt_ids,
                                             const DecodingMethod* method,
@@ -77,19 +101,60 @@ StatusOr<std::vector<int64_t>> RunMllmStage(const ModelSet& models,
     return InvalidArgumentError("prompt_ids: model family '" + models.name +
                                 "' has no MLLM stage (components.mllm)");
   }
-  const ArDecoder ar;
-  const DecodingMethod& stage_method = method != nullptr ? *method : ar;
-  DecodeRequest request;
-  request.condition.prompt_ids = prompt_ids;
-  request.sampling = sampling;
-  // A top-k past the image vocabulary keeps every image token (Tar's 1200 of 65,536; a small
-  // family's whole range).
-  request.sampling.top_k = std::min(sampling.top_k, models.mllm_stage->target->vocab_size());
-  SilentProgress progress;
-  MULO_ASSIGN_OR_RETURN(DecodeResult decoded,
-                        stage_method.Decode(request, *models.mllm_stage, progress, cancel));
-  if (stage_stats != nullptr) *stage_stats = decoded.stats;
-  return std::vector<int64_t>(decoded.tokens.begin(), decoded.tokens.end());
+  return DecodeStage(*models.mllm_stage, prompt_ids, method, sampling, cancel, stage_stats);
+}
+
+namespace {
+
+// The request's side of a decoding stage: its method, seed and cancellation; the stage's
+// tokens and forwards go to the request's text-stage counters.
+class RequestStageDecoder : public StageDecoder {
+ public:
+  RequestStageDecoder(const DecodingMethod* method, uint64_t seed, const CancelToken& cancel,
+                      Stats& stats)
+      : method_(method), seed_(seed), cancel_(cancel), stats_(stats) {}
+
+  StatusOr<std::vector<int64_t>> Decode(const ModelSet& stage,
+                                        const std::vector<int64_t>& prompt_ids) override {
+    Stats stage_stats;
+    MULO_ASSIGN_OR_RETURN(std::vector<int64_t> ids,
+                          DecodeStage(stage, prompt_ids, method_, TarMllmSampling(seed_), cancel_,
+                                      &stage_stats));
+    stats_.text_stage_tokens += stage_stats.tokens;
+    stats_.text_stage_forward_passes += stage_stats.target_forward_passes;
+    return ids;
+  }
+
+ private:
+  const DecodingMethod* method_;
+  uint64_t seed_;
+  const CancelToken& cancel_;
+  Stats& stats_;
+};
+
+}  // namespace
+
+StatusOr<Condition> RunConditionPipeline(const ModelSet& models, const Condition& condition,
+                                         uint64_t seed, const CancelToken& cancel,
+                                         const GenerateOptions& options, Stats& stats) {
+  const ConditionForm form = FormOf(condition);
+  if (form == ConditionForm::kFeatures || form == ConditionForm::kClassLabel) return condition;
+  auto stage = std::find_if(models.pipeline.begin(), models.pipeline.end(),
+                            [&](const auto& s) { return s->input() == form; });
+  if (stage == models.pipeline.end()) {
+    return InvalidArgumentError(std::string(ConditionFormField(form)) + ": model family '" +
+                                models.name + "' has no stage that reads it (see " +
+                                "ModelInfo.conditions)");
+  }
+  RequestStageDecoder decoder(options.mllm_method, seed, cancel, stats);
+  Condition current = condition;
+  for (; stage != models.pipeline.end(); ++stage) {
+    MULO_RETURN_IF_ERROR(cancel.Check());
+    PhaseTimer timer(&stats, (*stage)->reads_text() ? Phase::kTextStage : Phase::kPrefill,
+                     models.target->options().device(), options.synchronize_phases);
+    MULO_ASSIGN_OR_RETURN(current, (*stage)->Run(current, decoder));
+  }
+  return current;
 }
 
 StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
@@ -98,21 +163,13 @@ StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const Model
                                        const GenerateOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   DecodeRequest request;
-  Stats condition_stats;  // the MLLM's and the de-quantiser's times, added below
-  Condition staged = condition;
-  if (!condition.prompt_ids.empty() &&
-      models.target->condition_shape().mode != ConditionMode::kPromptIds) {
-    PhaseTimer timer(&condition_stats, Phase::kTextStage, models.target->options().device(),
-                     options.synchronize_phases);
-    MULO_ASSIGN_OR_RETURN(staged.ta_tok_ids,
-                          RunMllmStage(models, condition.prompt_ids, options.mllm_method,
-                                       TarMllmSampling(sampling.seed), cancel));
-    staged.prompt_ids.clear();
-  }
-  {
-    PhaseTimer timer(&condition_stats, Phase::kPrefill, models.target->options().device(),
-                     options.synchronize_phases);
-    MULO_ASSIGN_OR_RETURN(request.condition, ResolveCondition(models, staged));
+  Stats condition_stats;  // the pipeline's stages, added below
+  if (models.target->condition_shape().mode == ConditionMode::kPromptIds) {
+    request.condition = condition;  // the family is itself a language model reading the ids
+  } else {
+    MULO_ASSIGN_OR_RETURN(request.condition,
+                          RunConditionPipeline(models, condition, sampling.seed, cancel, options,
+                                               condition_stats));
   }
   request.sampling = sampling;
   request.trace = options.trace;
@@ -126,6 +183,8 @@ StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const Model
   for (Phase phase : {Phase::kTextStage, Phase::kPrefill}) {
     result.stats.phase_seconds[static_cast<int>(phase)] += condition_stats.PhaseSeconds(phase);
   }
+  result.stats.text_stage_tokens = condition_stats.text_stage_tokens;
+  result.stats.text_stage_forward_passes = condition_stats.text_stage_forward_passes;
   const int64_t grid = models.target->grid_size();
   {
     PhaseTimer timer(&result.stats, Phase::kImageDecode, models.target->options().device(),

@@ -51,17 +51,21 @@ StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const Model
 
 // TA-Tok ids the family can turn into its target's condition: it has a de-quantiser, and
 // the ids are the target's cls_token_num, each one the de-quantiser takes. INVALID_ARGUMENT
-// naming "condition_tokens" otherwise (the server's validation and ResolveCondition).
+// naming "condition_tokens" otherwise (the server's validation).
 Status CheckConditionTokens(const ModelSet& models, const std::vector<int64_t>& ids);
 
-// TA-Tok ids in `condition` become features through the family's de-quantiser
-// (CheckConditionTokens first); any other condition is returned as it is.
-StatusOr<Condition> ResolveCondition(const ModelSet& models, const Condition& condition);
+// The family's condition pipeline (ModelSet::pipeline, conditioner.h) from the stage that reads
+// what `condition` carries to the target's features; features or a class label come back as
+// they are. INVALID_ARGUMENT naming the condition's field when no stage reads it. Each stage
+// is timed in `stats` (stages reading text as text_stage, the others with the prefill); a stage
+// that decodes (Tar's MLLM) runs options.mllm_method (ar when null) under
+// TarMllmSampling(seed) and adds its tokens and forward passes to stats' text-stage counters.
+StatusOr<Condition> RunConditionPipeline(const ModelSet& models, const Condition& condition,
+                                         uint64_t seed, const CancelToken& cancel,
+                                         const GenerateOptions& options, Stats& stats);
 
-// The same from precomputed condition features, TA-Tok ids (resolved and timed as part of the
-// prefill phase), a class label, or the prompt's text ids on a family with an MLLM stage (the
-// stage runs first, timed as the text_stage phase, with options.mllm_method and
-// TarMllmSampling(sampling.seed); its ids then go the TA-Tok way).
+// The same from any condition the family's pipeline reads (RunConditionPipeline: the prompt's
+// text, its text ids for Tar's MLLM, FLAN-T5 ids, TA-Tok ids), or features or a class label.
 StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const ModelSet& models,
                                        const Condition& condition,
                                        const SamplingParams& sampling, ProgressSink& progress,

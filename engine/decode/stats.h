@@ -64,6 +64,10 @@ struct Stats {
   // (an OpCounting scope on the decoding thread, as methods_bench --count_ops makes).
   int64_t dispatched_ops = 0;
   int64_t kernel_ops = 0;
+  // The condition's decoding stage (Tar's MLLM writing TA-Tok ids): its tokens and its
+  // model's forward passes, apart from the image's counters above.
+  int64_t text_stage_tokens = 0;
+  int64_t text_stage_forward_passes = 0;
   std::array<double, kNumPhases> phase_seconds{};
   double total_seconds = 0.0;
 

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/core/status.h"
@@ -42,6 +43,12 @@ struct Condition {
   std::vector<int64_t> ta_tok_ids;
   // kPromptIds: the prompt's text token ids (chat template applied), 1..rows of them.
   std::vector<int64_t> prompt_ids;
+  // The stages before the target (conditioner.h) read these: the prompt's text, for a family
+  // that tokenises it in the engine (the bundled one's text encoder), and FLAN-T5 ids (LlamaGen
+  // t2i: the cleaned caption's tokens and the end token, unpadded), which its T5 stage turns
+  // into `features` and `caption_length`.
+  std::string prompt;
+  std::vector<int64_t> caption_ids;
 };
 
 // A caption_length (Condition::caption_length) the model can take: 0, or in [1, rows] on a

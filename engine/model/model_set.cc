@@ -1,6 +1,9 @@
 #include "engine/model/model_set.h"
 
+#include <algorithm>
+
 #include "engine/core/device_stream.h"
+#include "engine/model/condition_stages.h"
 #include "engine/model/json_fields.h"
 
 namespace mulo::engine {
@@ -33,6 +36,55 @@ Status CheckArModel(const std::string& role, const TokenModel& model, const Mode
 int64_t ModelSet::ImageSize() const {
   return target->grid_size() * vq->config().downsample_factor();
 }
+
+const Conditioner* ModelSet::StageReading(ConditionForm form) const {
+  for (const auto& stage : pipeline) {
+    if (stage->input() == form) return stage.get();
+  }
+  return nullptr;
+}
+
+namespace {
+
+// family.json "pipeline" (or the order the loaded conditioners imply) as a chain of stages
+// that ends in the target's features.
+Status BuildPipeline(const nlohmann::json& doc, const JsonFields& f,
+                     const std::vector<std::shared_ptr<const Conditioner>>& loaded,
+                     ModelSet& set) {
+  if (!doc.contains("pipeline")) {
+    set.pipeline = loaded;  // loaded in reading order: conditioner, t5, mllm, ta_tok
+  } else {
+    if (!doc["pipeline"].is_array()) {
+      return f.Error("pipeline", "must be a list of component names, e.g. [\"mllm\", \"ta_tok\"]");
+    }
+    for (const auto& entry : doc["pipeline"]) {
+      auto it = std::find_if(loaded.begin(), loaded.end(), [&](const auto& stage) {
+        return entry.is_string() && stage->name() == entry.get<std::string>();
+      });
+      if (it == loaded.end()) {
+        return f.Error("pipeline", entry.dump() +
+                                       " is not a loaded conditioner (conditioner, t5, mllm or "
+                                       "ta_tok, named in components)");
+      }
+      set.pipeline.push_back(*it);
+    }
+  }
+  for (size_t i = 0; i < set.pipeline.size(); ++i) {
+    const ConditionForm want = i + 1 < set.pipeline.size() ? set.pipeline[i + 1]->input()
+                                                           : ConditionForm::kFeatures;
+    if (set.pipeline[i]->output() != want) {
+      return f.Error("pipeline", set.pipeline[i]->name() + " writes " +
+                                     ConditionFormField(set.pipeline[i]->output()) + ", " +
+                                     (i + 1 < set.pipeline.size()
+                                          ? set.pipeline[i + 1]->name() + " reads "
+                                          : std::string("the target reads ")) +
+                                     ConditionFormField(want));
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
 
 StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& caller_options) {
   LoadOptions options = caller_options;
@@ -73,6 +125,20 @@ StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& calle
                           TextConditioner::LoadDirectory(component("conditioner"), options));
   }
   MULO_RETURN_IF_ERROR(CheckArModel("target", *set.target, set));
+  std::vector<std::shared_ptr<const Conditioner>> conditioners;
+  if (set.conditioner != nullptr) conditioners.push_back(TextEncoderStage(set.conditioner));
+  if (!component("t5").empty()) {
+    MULO_ASSIGN_OR_RETURN(std::shared_ptr<const T5Encoder> t5,
+                          T5Encoder::LoadDirectory(component("t5"), options));
+    const ConditionShape& c = set.target->condition_shape();
+    if (c.mode != ConditionMode::kCaption || c.width != t5->config().d_model) {
+      return FailedPreconditionError(
+          "t5: the encoder's features are " + std::to_string(t5->config().d_model) +
+          " wide; the target needs caption features (cls_embedding.cap_proj) of that width, "
+          "it reads " + std::to_string(c.width));
+    }
+    conditioners.push_back(T5CaptionStage(std::move(t5), c.rows));
+  }
   if (!component("ta_tok").empty()) {
     MULO_ASSIGN_OR_RETURN(set.ta_tok,
                           TaTokDequantizer::LoadDirectory(component("ta_tok"), options));
@@ -108,7 +174,12 @@ StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& calle
                                      std::to_string(set.ta_tok->config().codebook_size));
     }
     set.mllm_stage = std::move(stage);
+    conditioners.push_back(MllmStage(set.mllm_stage));
   }
+  if (set.ta_tok != nullptr) {
+    conditioners.push_back(TaTokStage(set.ta_tok, set.target->condition_shape().rows));
+  }
+  MULO_RETURN_IF_ERROR(BuildPipeline(doc, f, conditioners, set));
   for (auto [key, slot] : {std::pair{"drafter", &set.drafter}, std::pair{"chain", &set.chain}}) {
     if (component(key).empty()) continue;
     MULO_ASSIGN_OR_RETURN(*slot, LoadTokenModel({component(key), options}));

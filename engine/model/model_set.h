@@ -4,10 +4,13 @@
 //    "components": {"target": "target", "vq": "vq", "conditioner": "conditioner",
 //                   "drafter": "drafter", "chain": "chain", "upsampler": "upsampler",
 //                   "downsampler": "downsampler", "eagle": "eagle", "ta_tok": "ta_tok",
-//                   "mllm": "mllm"},
+//                   "mllm": "mllm", "t5": "t5"},
+//    "pipeline": ["mllm", "ta_tok"],
 //    "method_defaults": {"mulo": {"tau": 1e-3, ...}}, "pixel_rounding": "round"}
 // Component paths are relative to <dir>. target and vq are required; the others enable the
-// methods that need them. Loading checks that the components fit together (vocabularies,
+// methods that need them. "pipeline" lists the conditioners in the order a condition passes
+// through them (conditioner.h); without it the components imply it: [conditioner], [t5],
+// [mllm, ta_tok] or [ta_tok]. Loading checks that the components fit together (vocabularies,
 // grids, condition widths).
 #ifndef MULO_ENGINE_MODEL_MODEL_SET_H_
 #define MULO_ENGINE_MODEL_MODEL_SET_H_
@@ -15,9 +18,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "engine/core/status.h"
 #include "engine/model/checkpoint.h"
+#include "engine/model/conditioner.h"
 #include "engine/model/eagle_head.h"
 #include "engine/model/resampler.h"
 #include "engine/model/ta_tok_dequantizer.h"
@@ -43,6 +48,10 @@ struct ModelSet {
   // of its own (its target is the MLLM, no VQ), so any single-model method decodes it
   // (RunMllmStage in generate.h). Null when the family has none.
   std::shared_ptr<const ModelSet> mllm_stage;
+  // The conditioners from what a request sends to what the target reads, in order; each
+  // stage's output is the next one's input and the last writes features. Empty for a family
+  // whose target reads class labels or features only.
+  std::vector<std::shared_ptr<const Conditioner>> pipeline;
   std::shared_ptr<const TokenModel> drafter;           // MuLo-SD low-resolution drafter
   std::shared_ptr<const TokenModel> chain;             // small draft model (speculative)
   std::shared_ptr<const Resampler> upsampler;          // MuLo-SD U_r
@@ -59,6 +68,8 @@ struct ModelSet {
 
   // Pixels per side of the target's images.
   int64_t ImageSize() const;
+  // The pipeline's stage that reads `form`, or null.
+  const Conditioner* StageReading(ConditionForm form) const;
 };
 
 StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& options);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/decode/ar.h"
@@ -26,7 +27,9 @@ constexpr int64_t kImageTokenOffset = 128;  // TA-Tok id k is the tiny Qwen2's t
 
 // A family directory: tar_tiny (4 condition rows: a 2 x 2 MLLM grid), ta_tok_tiny (96 codes),
 // vq_tiny and, with `mllm`, qwen2_tiny with 96 image tokens.
-std::string TinyTarDir(const std::string& name, bool mllm, bool ta_tok = true) {
+// `pipeline`, when not null, is written as family.json's "pipeline".
+std::string TinyTarDir(const std::string& name, bool mllm, bool ta_tok = true,
+                       const nlohmann::json& pipeline = nullptr) {
   namespace fs = std::filesystem;
   const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
   fs::create_directories(dir);
@@ -48,8 +51,9 @@ std::string TinyTarDir(const std::string& name, bool mllm, bool ta_tok = true) {
     fs::create_symlink(fs::absolute(lm + "/model.safetensors"), dir + "/mllm/model.safetensors");
     components["mllm"] = "mllm";
   }
-  std::ofstream(dir + "/family.json")
-      << nlohmann::json{{"name", name}, {"components", components}}.dump(2);
+  nlohmann::json family = {{"name", name}, {"components", components}};
+  if (!pipeline.is_null()) family["pipeline"] = pipeline;
+  std::ofstream(dir + "/family.json") << family.dump(2);
   return dir;
 }
 
@@ -132,6 +136,71 @@ TEST(MllmStageTest, SjdReproducesArOnTheStage) {
   ASSERT_OK(ar);
   ASSERT_OK(jacobi);
   EXPECT_EQ(*ar, *jacobi);
+}
+
+TEST(MllmStageTest, ThePipelineRunsFromWhatTheRequestCarriesAndCountsTheStage) {
+  const ModelSet& family = Family();
+  ASSERT_EQ(family.pipeline.size(), 2u);
+  EXPECT_EQ(family.pipeline[0]->name(), "mllm");
+  EXPECT_EQ(family.pipeline[1]->name(), "ta_tok");
+  EXPECT_EQ(family.StageReading(ConditionForm::kTaTokIds), family.pipeline[1].get());
+  EXPECT_EQ(family.StageReading(ConditionForm::kCaptionIds), nullptr);
+  SamplingParams sampling;
+  sampling.temperature = 0.0;
+  CancelToken cancel;
+  NullSink sink;
+  const SjdDecoder sjd;
+  for (const DecodingMethod* stage_method : {static_cast<const DecodingMethod*>(nullptr),
+                                             static_cast<const DecodingMethod*>(&sjd)}) {
+    GenerateOptions options;
+    options.mllm_method = stage_method;
+    Condition from_prompt;
+    from_prompt.prompt_ids = kPromptIds;
+    auto staged = GenerateImage(ArDecoder(), family, from_prompt, sampling, sink, cancel, options);
+    ASSERT_OK(staged);
+    EXPECT_EQ(staged->stats.text_stage_tokens, 4);  // the target's 4 condition rows
+    EXPECT_GE(staged->stats.text_stage_forward_passes, 1);
+    EXPECT_LE(staged->stats.text_stage_forward_passes, 5);
+    EXPECT_EQ(staged->stats.tokens, 64);  // the image's own counters are the image's
+  }
+  // TA-Tok ids enter at the de-quantiser: the MLLM does not run.
+  Condition from_ids;
+  from_ids.ta_tok_ids = {1, 2, 3, 4};
+  auto direct = GenerateImage(ArDecoder(), family, from_ids, sampling, sink, cancel);
+  ASSERT_OK(direct);
+  EXPECT_EQ(direct->stats.text_stage_tokens, 0);
+  EXPECT_EQ(direct->stats.text_stage_forward_passes, 0);
+  // Nothing in the pipeline reads FLAN-T5 ids.
+  Condition caption;
+  caption.caption_ids = {5, 6, 1};
+  auto refused = GenerateImage(ArDecoder(), family, caption, sampling, sink, cancel);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message().rfind("caption_ids", 0), 0u) << refused.status().message();
+}
+
+TEST(MllmStageTest, AnExplicitPipelineMustChainToTheTarget) {
+  auto in_order =
+      LoadModelSet(TinyTarDir("tar_in_order", true, true, {"mllm", "ta_tok"}), LoadOptions());
+  ASSERT_OK(in_order);
+  EXPECT_EQ(in_order->pipeline.size(), 2u);
+  // Only the de-quantiser: prompt ids are then refused, TA-Tok ids served.
+  auto ta_tok_only =
+      LoadModelSet(TinyTarDir("tar_ta_tok_only", true, true, {"ta_tok"}), LoadOptions());
+  ASSERT_OK(ta_tok_only);
+  EXPECT_EQ(ta_tok_only->StageReading(ConditionForm::kPromptIds), nullptr);
+  for (const auto& [name, pipeline] :
+       std::vector<std::pair<std::string, nlohmann::json>>{
+           {"tar_reversed", {"ta_tok", "mllm"}},  // features are not prompt ids
+           {"tar_mllm_last", nlohmann::json::array({"mllm"})},  // TA-Tok ids: not features
+           {"tar_unknown", nlohmann::json::array({"t5"})},  // not a loaded component
+           {"tar_not_a_list", "mllm"}}) {
+    auto refused = LoadModelSet(TinyTarDir(name, true, true, pipeline), LoadOptions());
+    ASSERT_FALSE(refused.ok()) << name;
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << name;
+    EXPECT_NE(refused.status().message().find("'pipeline'"), std::string::npos)
+        << name << ": " << refused.status().message();
+  }
 }
 
 TEST(MllmStageTest, RefusalsNameTheField) {
