@@ -51,6 +51,9 @@ ABSL_FLAG(std::string, condition, "",
 ABSL_FLAG(int, caption_length, 0,
           "with --condition on a t2i model: the real caption rows, at the end of the window "
           "(0 = all)");
+ABSL_FLAG(std::string, text_stage_method, "",
+          "Tar with --prompt: the method that decodes the MLLM's TA-Tok ids (ar, sjd, mc_sjd, "
+          "sjd_pac; empty = the server's default, ar)");
 ABSL_FLAG(int, class_label, -1,
           "LlamaGen c2i: the class to draw, [0, the model's classes) (-1 = none sent)");
 ABSL_FLAG(std::string, method, "ar",
@@ -191,6 +194,7 @@ bool BuildRequest(const std::string& prompt, uint64_t seed,
   }
   request->set_caption_length(
       static_cast<uint32_t>(std::max(0, absl::GetFlag(FLAGS_caption_length))));
+  request->set_text_stage_method(absl::GetFlag(FLAGS_text_stage_method));
   if (absl::GetFlag(FLAGS_class_label) >= 0) {
     request->set_class_label(static_cast<uint32_t>(absl::GetFlag(FLAGS_class_label)));
   }
@@ -297,6 +301,10 @@ int Generate() {
   if (s.pooled_drafts() > 0) {
     std::printf(", pooled sets %u (mean size - 1 %.2f)", s.pooled_drafts(),
                 s.mean_pooled_neighbors());
+  }
+  if (s.text_stage_tokens() > 0) {
+    std::printf(", text stage %u tokens in %u forwards", s.text_stage_tokens(),
+                s.text_stage_forward_passes());
   }
   std::printf("\nphases:");
   for (const auto& [phase, t] : s.phase_seconds()) std::printf(" %s=%.3fs", phase.c_str(), t);

@@ -106,6 +106,7 @@ void GenerationJob::Run(engine::ForwardBatcher* batcher) {
   const ValidatedRequest& r = request_;
   engine::GenerateOptions options;
   options.batcher = batcher;
+  options.mllm_method = r.text_stage_decoder.get();
   auto result =
       r.prompt.empty()
           ? engine::GenerateImage(*r.decoder, *r.models, r.condition, r.sampling, rows, cancel_,

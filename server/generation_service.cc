@@ -27,8 +27,9 @@ ModelSummary Summarize(const std::string& name, const engine::ModelSet& models) 
   out.vocab_size = models.target->vocab_size();
   out.methods = engine::AvailableMethods(models);
   out.default_cfg_scale = models.default_cfg_scale;
-  // A text conditioner, or an MLLM stage (the repository loads its prompt encoder with it).
-  if (models.conditioner != nullptr || models.mllm_stage != nullptr) {
+  // A pipeline that starts from text: the engine's text encoder, or a stage whose ids the
+  // repository's prompt encoder writes (Tar's MLLM, LlamaGen t2i's T5).
+  if (!models.pipeline.empty() && models.pipeline.front()->reads_text()) {
     out.conditions.push_back("prompt");
   }
   if (target.mode != engine::ConditionMode::kClassLabel) {
@@ -38,7 +39,9 @@ ModelSummary Summarize(const std::string& name, const engine::ModelSet& models) 
     out.conditions.push_back("class_label");
     out.num_classes = target.num_classes;
   }
-  if (models.ta_tok != nullptr) out.conditions.push_back("condition_tokens");
+  if (models.StageReading(engine::ConditionForm::kTaTokIds) != nullptr) {
+    out.conditions.push_back("condition_tokens");
+  }
   out.condition_rows = target.rows;
   return out;
 }

@@ -2,8 +2,13 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "text/bpe_tokenizer.h"
+#include "text/clean_caption.h"
+#include "text/t5_tokenizer.h"
 #include "text/tar_prompt.h"
 
 namespace mulo::server {
@@ -19,37 +24,113 @@ int TarScaleFor(int64_t codes) {
   return 0;
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<PromptEncoder>> PromptEncoder::ForFamily(
-    const std::string& dir, const engine::ModelSet& models) {
-  if (models.mllm_stage == nullptr) return std::unique_ptr<PromptEncoder>();
-  // family.json named the component; its directory holds the tokenizer.
-  const std::string family_path = dir + "/family.json";
-  nlohmann::json family = nlohmann::json::parse(std::ifstream(family_path), nullptr, false);
-  const nlohmann::json* mllm =
-      family.is_object() && family.contains("components") ? &family["components"] : nullptr;
-  if (mllm == nullptr || !mllm->contains("mllm") || !(*mllm)["mllm"].is_string()) {
+// <dir>/<the directory family.json names for `key`>.
+absl::StatusOr<std::string> ComponentDir(const std::string& dir, const std::string& key) {
+  const std::string path = dir + "/family.json";
+  nlohmann::json family = nlohmann::json::parse(std::ifstream(path), nullptr, false);
+  if (!family.is_object() || !family.contains("components") ||
+      !family["components"].is_object() || !family["components"].contains(key) ||
+      !family["components"][key].is_string()) {
     return absl::FailedPreconditionError(
-        absl::StrCat(family_path, ": components.mllm: no component directory"));
+        absl::StrCat(path, ": components.", key, ": no component directory"));
   }
-  const std::string path = dir + "/" + (*mllm)["mllm"].get<std::string>() + "/tokenizer.json";
+  return dir + "/" + family["components"][key].get<std::string>();
+}
+
+class TarPromptEncoder final : public PromptEncoder {
+ public:
+  TarPromptEncoder(std::unique_ptr<text::BpeTokenizer> tokenizer, int scale, int64_t rows)
+      : tokenizer_(std::move(tokenizer)), scale_(scale), rows_(rows) {}
+
+  absl::Status Encode(std::string_view prompt, engine::Condition& condition) const override {
+    auto text = text::TarT2iPrompt(prompt, scale_);
+    if (!text.ok()) return text.status();
+    auto ids = tokenizer_->Encode(*text, "prompt");
+    if (!ids.ok()) return ids.status();
+    if (static_cast<int64_t>(ids->size()) > rows_) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt: ", ids->size(),
+                                                     " tokens with Tar's chat template, more "
+                                                     "than the MLLM's ",
+                                                     rows_));
+    }
+    condition.prompt_ids.assign(ids->begin(), ids->end());
+    return absl::OkStatus();
+  }
+
+ private:
+  std::unique_ptr<text::BpeTokenizer> tokenizer_;
+  int scale_;
+  int64_t rows_;  // the MLLM's positions
+};
+
+class T5PromptEncoder final : public PromptEncoder {
+ public:
+  T5PromptEncoder(std::unique_ptr<text::CaptionCleaner> cleaner,
+                  std::unique_ptr<text::T5Tokenizer> tokenizer, int64_t rows)
+      : cleaner_(std::move(cleaner)), tokenizer_(std::move(tokenizer)), rows_(rows) {}
+
+  absl::Status Encode(std::string_view prompt, engine::Condition& condition) const override {
+    // Upstream truncates to the condition's rows (120), the end token kept last.
+    auto tokens = tokenizer_->Encode(cleaner_->Clean(prompt), rows_, "prompt");
+    if (!tokens.ok()) return tokens.status();
+    condition.caption_ids.assign(tokens->ids.begin(), tokens->ids.begin() + tokens->length);
+    return absl::OkStatus();
+  }
+
+ private:
+  std::unique_ptr<text::CaptionCleaner> cleaner_;
+  std::unique_ptr<text::T5Tokenizer> tokenizer_;
+  int64_t rows_;
+};
+
+absl::StatusOr<std::unique_ptr<PromptEncoder>> ForTar(const std::string& dir,
+                                                      const engine::ModelSet& models) {
+  auto component = ComponentDir(dir, "mllm");
+  if (!component.ok()) return component.status();
+  const std::string path = *component + "/tokenizer.json";
   auto tokenizer = text::BpeTokenizer::LoadFile(path);
   if (!tokenizer.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat(path, ": the MLLM's tokenizer (convert.py hf-causal-lm copies it): ",
                      tokenizer.status().message()));
   }
-  const int scale = TarScaleFor(models.mllm_stage->target->num_image_tokens());
-  return std::unique_ptr<PromptEncoder>(new PromptEncoder(*std::move(tokenizer), scale));
+  const engine::TokenModel& mllm = *models.mllm_stage->target;
+  return std::make_unique<TarPromptEncoder>(*std::move(tokenizer),
+                                            TarScaleFor(mllm.num_image_tokens()),
+                                            mllm.condition_shape().rows);
 }
 
-absl::StatusOr<std::vector<int64_t>> PromptEncoder::Encode(std::string_view prompt) const {
-  auto text = text::TarT2iPrompt(prompt, scale_);
-  if (!text.ok()) return text.status();
-  auto ids = tokenizer_->Encode(*text, "prompt");
-  if (!ids.ok()) return ids.status();
-  return std::vector<int64_t>(ids->begin(), ids->end());
+absl::StatusOr<std::unique_ptr<PromptEncoder>> ForT5(const std::string& dir,
+                                                     const engine::ModelSet& models) {
+  auto component = ComponentDir(dir, "t5");
+  if (!component.ok()) return component.status();
+  const std::string path = *component + "/spiece.model";
+  auto tokenizer = text::T5Tokenizer::Load(path);
+  if (!tokenizer.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": FLAN-T5's sentencepiece model (convert.py hf-t5-encoder copies "
+                           "it): ",
+                     tokenizer.status().message()));
+  }
+  auto cleaner = text::CaptionCleaner::Create();
+  if (!cleaner.ok()) return cleaner.status();
+  return std::make_unique<T5PromptEncoder>(*std::move(cleaner), *std::move(tokenizer),
+                                           models.target->condition_shape().rows);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PromptEncoder>> PromptEncoder::ForFamily(
+    const std::string& dir, const engine::ModelSet& models) {
+  if (models.pipeline.empty()) return std::unique_ptr<PromptEncoder>();
+  switch (models.pipeline.front()->input()) {
+    case engine::ConditionForm::kPromptIds:
+      return ForTar(dir, models);
+    case engine::ConditionForm::kCaptionIds:
+      return ForT5(dir, models);
+    default:
+      return std::unique_ptr<PromptEncoder>();  // tokenised in the engine, or no text
+  }
 }
 
 }  // namespace mulo::server

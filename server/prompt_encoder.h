@@ -1,42 +1,38 @@
-// A text prompt -> the token ids a family's MLLM stage reads, for families whose prompt is
-// tokenised outside the engine (the engine depends on LibTorch only). Today: Tar, whose MLLM
-// (family.json components.mllm) ships Qwen2.5's tokenizer.json with Tar's added tokens beside
-// its weights (tools/convert hf-causal-lm copies it); the prompt is Tar's t2i chat
-// (text/tar_prompt.h) asking for the scale whose code count the family's target reads.
+// A text prompt -> what the first stage of a family's condition pipeline reads, for families
+// whose prompt is tokenised outside the engine (the engine depends on LibTorch only):
+//   - Tar (components.mllm): Qwen2.5's tokenizer.json with Tar's added tokens, which
+//     `convert.py hf-causal-lm` copies beside the MLLM's weights, over Tar's t2i chat prompt
+//     (text/tar_prompt.h) asking for the scale whose code count the target reads -> prompt_ids;
+//   - LlamaGen t2i (components.t5): the caption cleaned as upstream (text/clean_caption.h,
+//     twice) and cut into FLAN-T5's sentencepiece pieces (spiece.model, which
+//     `convert.py hf-t5-encoder` copies), the end token, truncated to the condition's rows
+//     -> caption_ids.
 #ifndef MULO_SERVER_PROMPT_ENCODER_H_
 #define MULO_SERVER_PROMPT_ENCODER_H_
 
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/model/model_set.h"
-#include "text/bpe_tokenizer.h"
 
 namespace mulo::server {
 
 class PromptEncoder {
  public:
-  // The encoder of the family at `dir` (loaded as `models`): null when the family has no MLLM
-  // stage; FAILED_PRECONDITION naming the file when its MLLM has no readable tokenizer.json.
+  virtual ~PromptEncoder() = default;
+
+  // The encoder of the family at `dir` (loaded as `models`), chosen by its pipeline's first
+  // stage: null when the family tokenises its prompt in the engine or reads none;
+  // FAILED_PRECONDITION naming the file when the stage's tokenizer is missing or unreadable.
   static absl::StatusOr<std::unique_ptr<PromptEncoder>> ForFamily(const std::string& dir,
                                                                   const engine::ModelSet& models);
 
-  // The prompt's ids (INVALID_ARGUMENT naming "prompt" for text the tokenizer refuses).
-  absl::StatusOr<std::vector<int64_t>> Encode(std::string_view prompt) const;
-
-  // Tar's scale the prompt asks for (0, 1, 2 for 729, 169, 81 codes).
-  int scale() const { return scale_; }
-
- private:
-  PromptEncoder(std::unique_ptr<text::BpeTokenizer> tokenizer, int scale)
-      : tokenizer_(std::move(tokenizer)), scale_(scale) {}
-
-  std::unique_ptr<text::BpeTokenizer> tokenizer_;
-  int scale_;
+  // Sets the field of `condition` the family's first stage reads. INVALID_ARGUMENT naming
+  // "prompt" for text the tokenizer refuses or that does not fit the stage.
+  virtual absl::Status Encode(std::string_view prompt, engine::Condition& condition) const = 0;
 };
 
 }  // namespace mulo::server

@@ -22,6 +22,8 @@ void FillStats(const engine::Stats& s, double queue_seconds, v1::Stats* out) {
   for (int64_t n : s.accepted_per_position) out->add_accepted_per_position(static_cast<uint32_t>(n));
   out->set_mean_accepted_length(s.MeanAcceptedLength());
   out->set_iterations(static_cast<uint32_t>(s.verify_steps));
+  out->set_text_stage_tokens(static_cast<uint32_t>(s.text_stage_tokens));
+  out->set_text_stage_forward_passes(static_cast<uint32_t>(s.text_stage_forward_passes));
   out->set_mean_tree_depth(s.MeanDraftedTreeDepth());
   out->set_mean_tree_width(s.MeanDraftedTreeWidth());
   for (int i = 0; i < engine::kNumPhases; ++i) {

@@ -201,17 +201,8 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
     if (!IsValidUtf8(request.prompt())) return Invalid("prompt", "is not valid UTF-8");
     if (const PromptEncoder* encoder = repository.FindPromptEncoder(out.model_name);
         encoder != nullptr) {
-      // Tar: the prompt's ids go to the family's MLLM stage, which writes the TA-Tok ids.
-      auto ids = encoder->Encode(request.prompt());
-      if (!ids.ok()) return ids.status();  // "prompt: ..." from the tokenizer
-      const int64_t most = out.models->mllm_stage->target->condition_shape().rows;
-      if (static_cast<int64_t>(ids->size()) > most) {
-        return Invalid("prompt", absl::StrCat(ids->size(),
-                                              " tokens with Tar's chat template, "
-                                              "more than the MLLM's ",
-                                              most));
-      }
-      out.condition.prompt_ids = *std::move(ids);
+      // Tar's MLLM ids or LlamaGen t2i's FLAN-T5 ids, for the family's first stage.
+      if (auto st = encoder->Encode(request.prompt(), out.condition); !st.ok()) return st;
     } else {
       if (out.models->conditioner == nullptr) {
         return Invalid("prompt", "this model has no text conditioner; send condition features");
@@ -262,6 +253,29 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
   out.method = config.name;
   out.method_config = config;
   out.decoder = *decoder;
+  if (!request.text_stage_method().empty()) {
+    if (out.models->mllm_stage == nullptr || out.condition.prompt_ids.empty()) {
+      return Invalid("text_stage_method",
+                     "applies to a prompt on a family with a decoding text stage (Tar's MLLM)");
+    }
+    const engine::ModelSet& stage = *out.models->mllm_stage;
+    const auto available = engine::AvailableMethods(stage);
+    const std::string& name = request.text_stage_method();
+    if (name == "auto" ||
+        std::find(available.begin(), available.end(), name) == available.end()) {
+      std::vector<std::string> listed;
+      for (const std::string& m : available) {
+        if (m != "auto") listed.push_back(m);
+      }
+      return Invalid("text_stage_method", absl::StrCat(Quoted(name), " is not one of ",
+                                                       absl::StrJoin(listed, ", ")));
+    }
+    auto stage_config = engine::DefaultMethodConfig(name, stage);
+    if (!stage_config.ok()) return ToAbsl(stage_config.status());
+    auto stage_decoder = engine::MakeMethod(*stage_config, stage);
+    if (!stage_decoder.ok()) return ToAbsl(stage_decoder.status());
+    out.text_stage_decoder = *stage_decoder;
+  }
 
   // Output.
   switch (request.image_format()) {

@@ -32,6 +32,8 @@ struct ValidatedRequest {
   engine::MethodConfig method_config;  // the method's options as mapped from the request
   // The method with this request's parameters.
   std::shared_ptr<const engine::DecodingMethod> decoder;
+  // The method of the prompt's decoding stage (Tar's MLLM); null = ar.
+  std::shared_ptr<const engine::DecodingMethod> text_stage_decoder;
   std::string prompt;  // empty when `condition` carries precomputed features
   engine::Condition condition;
   engine::SamplingParams sampling;

@@ -9,9 +9,14 @@ The Tar family gets an MLLM stage too: a tiny Hugging Face Qwen2 directory (rand
 tokenizer.json with the byte-level alphabet and no merges, Qwen2's chat tokens and Tar's added
 tokens <im_start>, <im_end>, <S0>-<S2>, <I0>-<I95> for the 96 TA-Tok codes) converted with
 `convert.py hf-causal-lm` into repository/tar/mllm and named in its family.json.
+
+The LlamaGen t2i family gets its text encoder too: a tiny Hugging Face FLAN-T5 directory
+(random weights, 32 wide as the GPT's captions, and a sentencepiece model trained here with
+Debian's spm_train, T5's special ids) through `convert.py llamagen-family --t5`.
 """
 import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -60,6 +65,38 @@ def write_tiny_mllm(directory, codes):
     safetensors_io.save(dict(model.state_dict()), os.path.join(directory, "model.safetensors"))
 
 
+T5_TINY = dict(model_type="t5", feed_forward_proj="gated-gelu", d_model=32, d_kv=8, d_ff=48,
+               num_layers=2, num_heads=4, vocab_size=128, relative_attention_num_buckets=32,
+               relative_attention_max_distance=128, layer_norm_epsilon=1e-6)
+T5_CAPTIONS = ["a red fox in the snow", "a photo of a cat on a mat", "a blue sphere and a cube",
+               "an oil painting of a lighthouse at night", "two dogs playing in a green field"]
+
+
+def write_tiny_t5(directory):
+    """A tiny FLAN-T5 in the Hugging Face layout: config.json, model.safetensors, spiece.model."""
+    import torch
+    import safetensors_io
+    import t5
+    os.makedirs(directory, exist_ok=True)
+    corpus = os.path.join(directory, "corpus.txt")
+    with open(corpus, "w") as f:
+        f.write("\n".join(T5_CAPTIONS * 4) + "\n")
+    subprocess.run(["spm_train", f"--input={corpus}",
+                    f"--model_prefix={os.path.join(directory, 'spiece')}", "--vocab_size=60",
+                    "--hard_vocab_limit=false", "--model_type=unigram", "--pad_id=0",
+                    "--eos_id=1", "--unk_id=2", "--bos_id=-1", "--character_coverage=1.0",
+                    "--minloglevel=2"], check=True, capture_output=True)
+    os.remove(corpus)
+    os.remove(os.path.join(directory, "spiece.vocab"))
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(T5_TINY, f)
+    torch.manual_seed(11)
+    model = t5.T5Encoder(T5_TINY).eval()
+    state = dict(model.state_dict())
+    state["encoder.embed_tokens.weight"] = state["shared.weight"]
+    safetensors_io.save(state, os.path.join(directory, "model.safetensors"))
+
+
 def add_mllm(out, family_dir):
     hf = os.path.join(out, "upstream", "tar_mllm")
     write_tiny_mllm(hf, tiny_upstream.TA_TOK["codebook_size"])
@@ -90,8 +127,10 @@ def main():
     rc = add_mllm(out, os.path.join(repo, "tar"))
     if rc:
         return rc
+    t5_dir = os.path.join(out, "upstream", "flan_t5")
+    write_tiny_t5(t5_dir)
     rc = convert.main(["llamagen-family", "--out", os.path.join(repo, "llamagen-t2i"),
-                       "--gpt", files["t2i"], "--vq", files["vq"]] + tiny_upstream.t2i_flags())
+                       "--gpt", files["t2i"], "--vq", files["vq"], "--t5", t5_dir] + tiny_upstream.t2i_flags())
     if rc:
         return rc
     return convert.main(["llamagen-family", "--out", os.path.join(repo, "llamagen-c2i"),

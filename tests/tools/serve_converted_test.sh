@@ -2,8 +2,9 @@
 # Upstream-layout files -> tools/convert (its command line) -> mulo_server -> mulo_client: a
 # tiny Tar family answers a text prompt (its MLLM stage: the family's tokenizer.json and Tar's
 # chat prompt -> a tiny Qwen2 writing the TA-Tok ids) and a request carrying TA-Tok ids, a tiny
-# LlamaGen t2i family one
-# carrying T5-shaped features with a shortened caption, a tiny LlamaGen c2i family one
+# LlamaGen t2i family a text prompt (its converted FLAN-T5 and sentencepiece model; the image
+# equals the one from the same caption's features computed outside) and one carrying T5-shaped
+# features with a shortened caption, a tiny LlamaGen c2i family one
 # carrying a class label; bad condition fields are refused
 # naming the field, and the Tar family without U_2 / D_2 does not offer MuLo-SD.
 set -euo pipefail
@@ -19,7 +20,7 @@ models=$("$client" models --server="$addr")
 echo "$models"
 grep -q "^tar .*methods ar,sjd,gsd,zipar,mc_sjd,sjd_pac,auto .*conditions prompt,condition,condition_tokens (9 x 24)" \
   <<<"$models" || fail "tar's listing"
-grep -q "^llamagen-t2i .*cfg 7.5 .*conditions condition (6 x 32)" <<<"$models" ||
+grep -q "^llamagen-t2i .*cfg 7.5 .*conditions prompt,condition (6 x 32)" <<<"$models" ||
   fail "llamagen-t2i's listing"
 grep -q "^llamagen-c2i .*cfg 4.0 .*conditions class_label (10 classes)" <<<"$models" ||
   fail "llamagen-c2i's listing"
@@ -38,6 +39,12 @@ for run in 1 2; do
 done
 [[ $(stat -c %s "$work/tar_prompt_1.rgb") -gt 0 ]] || fail "tar prompt image"
 cmp -s "$work/tar_prompt_1.rgb" "$work/tar_prompt_2.rgb" || fail "tar prompt: seeded images differ"
+# The request picks the stage's method; the response counts the stage's ids and forwards.
+for stage in ar sjd; do
+  out=$("$client" generate --server="$addr" --model=tar --seed=3 --prompt="a red fox" \
+    --text_stage_method=$stage --out="$work/tar_$stage.png")
+  grep -q "text stage 9 tokens in [1-9] forwards" <<<"$out" || fail "text stage $stage: $out"
+done
 
 # LlamaGen t2i: 6 x 32 features, the last 3 rows a real caption.
 /usr/bin/python3 -c "import random; random.seed(1); print(' '.join('%.4f' % random.gauss(0, 1) for _ in range(6 * 32)))" \
@@ -50,6 +57,43 @@ for length in 3 0; do
 done
 # The padding mask changes what the model sees: greedy images differ.
 ! cmp -s "$work/t2i_3.rgb" "$work/t2i_0.rgb" || fail "caption_length had no effect"
+
+# LlamaGen t2i from text: the server cleans the caption, cuts it into the family's FLAN-T5
+# pieces (5 fit, then the end token) and encodes them with the converted T5. The same
+# caption's features computed outside (spm_encode's ids, tools/reference/t5.py on the upstream
+# weights, upstream's left padding), sent as condition features, give the same greedy image.
+# Two captions clean_caption leaves as they are: 3 pieces (left-padded) and 15 (truncated).
+for caption in "a cat" "a red fox in the snow"; do
+  "$client" generate --server="$addr" --model=llamagen-t2i --seed=3 --temperature=0 \
+    --prompt="$caption" --format=raw --out="$work/t2i_prompt_${#caption}.rgb"
+  [[ $(stat -c %s "$work/t2i_prompt_${#caption}.rgb") == $((16 * 16 * 3)) ]] || fail "t2i prompt image size"
+  ids=$(echo "$caption" | spm_encode --model="$work/upstream/flan_t5/spiece.model" --output_format=id)
+  length=$(/usr/bin/python3 - "$work/upstream/flan_t5" "$ids" "$work/t2i_features.txt" <<'PY'
+import json, os, sys
+sys.path.insert(0, "tools/reference")
+import torch, safetensors_io, t5
+directory, ids, out = sys.argv[1], [int(t) for t in sys.argv[2].split()], sys.argv[3]
+cfg = json.load(open(os.path.join(directory, "config.json")))
+model = t5.T5Encoder(cfg).eval()
+state = safetensors_io.load(os.path.join(directory, "model.safetensors"))
+model.load_state_dict({k: v for k, v in state.items() if k != "encoder.embed_tokens.weight"})
+rows = 6
+tokens = ids[:rows - 1] + [1]  # truncated, then </s>
+n = len(tokens)
+with torch.no_grad():
+    f = model(torch.tensor([tokens + [0] * (rows - n)]), torch.tensor([[1] * n + [0] * (rows - n)]))[0]
+f = torch.cat([torch.zeros(rows - n, f.shape[1]), f[:n]])  # left padding, pads zeroed
+open(out, "w").write(" ".join("%.9g" % x for x in f.flatten().tolist()))
+print(n)
+PY
+  )
+  "$client" generate --server="$addr" --model=llamagen-t2i --seed=3 --temperature=0 \
+    --condition=@"$work/t2i_features.txt" --caption_length="$length" --format=raw \
+    --out="$work/t2i_features_${#caption}.rgb"
+  cmp -s "$work/t2i_prompt_${#caption}.rgb" "$work/t2i_features_${#caption}.rgb" ||
+    fail "t2i: the prompt's image differs from its features' image"
+done
+! cmp -s "$work/t2i_prompt_5.rgb" "$work/t2i_prompt_21.rgb" || fail "t2i: the caption had no effect"
 
 # LlamaGen c2i: a class label; the class decides the (greedy) image.
 for label in 0 9; do
@@ -69,6 +113,8 @@ refused() {  # expected field, then client flags
 }
 refused condition_tokens --model=tar --condition_tokens=1,2,3
 refused prompt --model=tar --prompt="$(printf 'a%.0s' $(seq 1 600))"
+refused text_stage_method --model=tar --prompt="a fox" --text_stage_method=mulo
+refused text_stage_method --model=llamagen-t2i --prompt="a fox" --text_stage_method=sjd
 refused condition_tokens --model=tar --condition_tokens=1,2,3,4,5,6,7,8,96
 refused condition_tokens --model=llamagen-t2i --condition_tokens=1,2,3,4,5,6
 refused caption_length --model=llamagen-t2i --condition=@"$work/caption.txt" --caption_length=7

@@ -10,7 +10,7 @@ Run with Debian's interpreter (python3-torch). One command per upstream family:
   # LlamaGen text-to-image (or --gpt-type c2i with a c2i_*.pt and vq_ds16_c2i.pt)
   /usr/bin/python3 tools/convert/convert.py llamagen-family --out models/llamagen-t2i \\
       --gpt t2i_XL_stage2_512.pt --gpt-model GPT-XL --gpt-type t2i --image-size 512 \\
-      --vq vq_ds16_t2i.pt
+      --vq vq_ds16_t2i.pt [--t5 flan-t5-xl/]
 
 Single components: tar-ar, ta-tok, llamagen-gpt, vq (each --ckpt FILE --out DIR).
 --dtype auto (default) stores models of >= 100 M parameters as bfloat16 and smaller ones as
@@ -121,6 +121,19 @@ def llamagen_family(a):
     if a.resamplers:
         components += family.copy_resamplers(a.resamplers, a.out, vq_cfg)
     t2i = target["condition_mode"] == "caption"
+    if a.t5:
+        # The text encoder that turns a prompt into the caption features the GPT reads.
+        if not t2i:
+            raise upstream.ConversionError(f"--t5: {a.gpt} is a c2i model; only t2i reads T5")
+        if not os.path.exists(os.path.join(a.t5, "spiece.model")):
+            raise upstream.ConversionError(f"{a.t5}/spiece.model: missing (FLAN-T5's tokenizer, "
+                                           f"needed to serve a text prompt)")
+        t5 = hf_t5_encoder.convert(a.t5, os.path.join(a.out, "t5"), a.dtype)
+        if t5["d_model"] != target["cond_dim"]:
+            raise upstream.ConversionError(
+                f"{a.t5}/config.json: d_model {t5['d_model']}, the GPT reads captions "
+                f"{target['cond_dim']} wide")
+        components.append("t5")
     # LlamaGen's sample scripts: CFG 7.5 for t2i, 4.0 for c2i; save_image rounds.
     family.write_family_json(a.out, a.name or ("llamagen-t2i" if t2i else "llamagen-c2i"),
                              7.5 if t2i else 4.0, components, "round",
@@ -162,6 +175,8 @@ def main(argv=None):
     add_family_flags(p)
     p = sub.add_parser("llamagen-family", help="a LlamaGen family directory")
     p.add_argument("--gpt", required=True)
+    p.add_argument("--t5", help="t2i: a Hugging Face FLAN-T5 directory (google/flan-t5-xl: "
+                                "config.json, safetensors, spiece.model) for text prompts")
     add_gpt_flags(p)
     add_family_flags(p)
     a = ap.parse_args(argv)

@@ -7,10 +7,17 @@ relative_attention_max_distance, layer_norm_epsilon, vocab_size) and the weights
 model.safetensors or shards. A whole T5ForConditionalGeneration checkpoint carries the decoder
 and the LM head too; only the encoder is kept.
 
+spiece.model (FLAN-T5's sentencepiece model, which the Hugging Face repository ships beside the
+weights) is copied into the component when present: the server reads it to tokenise a text
+prompt for LlamaGen t2i (server/prompt_encoder.h).
+
 Our component keeps the encoder's own names without "encoder." (block.{i}.layer.0.SelfAttention
 .{q,k,v,o}, block.0's relative_attention_bias, block.{i}.layer.1.DenseReluDense.{wi_0,wi_1,wo},
 the layer norms, final_layer_norm) and the shared embedding as embed_tokens.weight.
 """
+import os
+import shutil
+
 import torch
 
 import component
@@ -73,4 +80,10 @@ def convert(directory, out_dir, dtype="auto"):
           f"vocabulary {vocab}", flush=True)
     component.write(out_dir, config, out, dtype,
                     dict(upstream="Hugging Face t5 (encoder)", file=directory))
+    spiece = os.path.join(directory, "spiece.model")
+    if os.path.exists(spiece):
+        shutil.copyfile(spiece, os.path.join(out_dir, "spiece.model"))
+    else:
+        print(f"{directory}: no spiece.model: the component serves features, not text prompts",
+              flush=True)
     return config
