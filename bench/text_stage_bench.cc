@@ -7,7 +7,12 @@
 //       --t5=out/replicas/repository/flan-t5-xl-encoder --dtype=bfloat16 --threads=2
 //
 // The language model: seconds per new token at each of --contexts cached tokens (one token,
-// batch 1, the decode step of a 729-code image) and for a prefill of --prompt tokens. The
+// batch 1, the decode step of a 729-code image) and for a prefill of --prompt tokens; with
+// --windows, seconds per forward of W new tokens with logits at every one (a Jacobi window:
+// SJD and its successors on Tar's MLLM stage), and its ratio to the one-token step, which is
+// the step compression a Jacobi method must reach to pay off on this machine. The logits here
+// cover the whole text vocabulary (217,206 for Tar's MLLM) where the stage computes its 65,536
+// image tokens only: the ratio overstates the window's cost on the stage somewhat. The
 // encoder: seconds per encode of --caption tokens for batch 1 and 2.
 #include <torch/torch.h>
 
@@ -61,7 +66,7 @@ double Median(int repeats, Fn&& fn) {
 }
 
 int Run(int argc, char** argv) {
-  std::string lm_dir, t5_dir, dtype = "float32", contexts = "0,128,512,729";
+  std::string lm_dir, t5_dir, dtype = "float32", contexts = "0,128,512,729", windows = "1";
   int threads = 0, repeats = 5, prompt = 48, caption = 120;
   bench::FlagParser flags("text_stage_bench --lm=DIR --t5=DIR [flags]");
   flags.Add("lm", &lm_dir, "a converted causal language model (tools/convert hf-causal-lm)");
@@ -70,11 +75,14 @@ int Run(int argc, char** argv) {
   flags.Add("threads", &threads, "torch intra-op threads (0 = LibTorch's default)");
   flags.Add("repeats", &repeats, "timed repeats per figure (median)");
   flags.Add("contexts", &contexts, "cached tokens before each timed decode step");
+  flags.Add("windows", &windows, "new tokens per timed forward, logits at each (1 = decode)");
   flags.Add("prompt", &prompt, "prefill length (Tar's chat prompt is about 30-60 tokens)");
   flags.Add("caption", &caption, "T5 tokens per caption (LlamaGen: 120)");
   if (!flags.Parse(argc, argv)) return 2;
-  std::vector<int64_t> context_list;
-  if (!bench::ParseList(contexts, &context_list) || (lm_dir.empty() && t5_dir.empty()) ||
+  std::vector<int64_t> context_list, window_list;
+  if (!bench::ParseList(contexts, &context_list) || !bench::ParseList(windows, &window_list) ||
+      std::any_of(window_list.begin(), window_list.end(), [](int64_t w) { return w < 1; }) ||
+      (lm_dir.empty() && t5_dir.empty()) ||
       (dtype != "float32" && dtype != "bfloat16") || repeats < 1 || prompt < 1 || caption < 1) {
     std::fprintf(stderr, "error: give --lm and/or --t5, --dtype float32|bfloat16, --contexts "
                          "as a list, positive --repeats, --prompt, --caption\n");
@@ -108,15 +116,22 @@ int Run(int argc, char** argv) {
       (void)(*lm)->Forward(cache, ids(prompt), /*last_only=*/true);
     });
     std::printf("  prefill of %d tokens: %.3f s\n", prompt, prefill);
-    std::printf("  | cached tokens | s per new token |\n  |---:|---:|\n");
+    std::printf("  | cached tokens | new tokens | s per forward | / one-token step |\n"
+                "  |---:|---:|---:|---:|\n");
     for (int64_t context : context_list) {
-      KvCache cache = (*lm)->NewCache(1, context + 1);
-      if (context > 0) (void)(*lm)->Forward(cache, ids(context), /*last_only=*/true);
-      const double step = Median(repeats, [&] {
-        (void)(*lm)->Forward(cache, ids(1), /*last_only=*/true);
-        (void)cache.Truncate(context);
-      });
-      std::printf("  | %lld | %.4f |\n", static_cast<long long>(context), step);
+      double one = 0.0;
+      for (int64_t window : window_list) {
+        KvCache cache = (*lm)->NewCache(1, context + window);
+        if (context > 0) (void)(*lm)->Forward(cache, ids(context), /*last_only=*/true);
+        const double step = Median(repeats, [&] {
+          (void)(*lm)->Forward(cache, ids(window), /*last_only=*/window == 1);
+          (void)cache.Truncate(context);
+        });
+        if (window == 1) one = step;
+        std::printf("  | %lld | %lld | %.4f | %s |\n", static_cast<long long>(context),
+                    static_cast<long long>(window), step,
+                    one > 0 ? std::to_string(step / one).substr(0, 4).c_str() : "-");
+      }
     }
   }
   if (!t5_dir.empty()) {
