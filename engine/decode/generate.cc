@@ -70,11 +70,14 @@ class SilentProgress : public ProgressSink {
 namespace {
 
 // A stage family (its target the language model) decoded by `method` (ar when null).
+// With `batcher`, its forwards join the batches of the other requests' forwards (of this
+// model and of every other).
 StatusOr<std::vector<int64_t>> DecodeStage(const ModelSet& stage,
                                            const std::vector<int64_t>& prompt_ids,
                                            const DecodingMethod* method,
                                            const SamplingParams& sampling,
-                                           const CancelToken& cancel, Stats* stage_stats) {
+                                           const CancelToken& cancel, Stats* stage_stats,
+                                           ForwardBatcher* batcher = nullptr) {
   const ArDecoder ar;
   const DecodingMethod& stage_method = method != nullptr ? *method : ar;
   DecodeRequest request;
@@ -83,6 +86,7 @@ StatusOr<std::vector<int64_t>> DecodeStage(const ModelSet& stage,
   // A top-k past the image vocabulary keeps every image token (Tar's 1200 of 65,536; a small
   // family's whole range).
   request.sampling.top_k = std::min(sampling.top_k, stage.target->vocab_size());
+  request.batcher = batcher;
   SilentProgress progress;
   MULO_ASSIGN_OR_RETURN(DecodeResult decoded,
                         stage_method.Decode(request, stage, progress, cancel));
@@ -106,20 +110,20 @@ StatusOr<std::vector<int64_t>> RunMllmStage(const ModelSet& models,
 
 namespace {
 
-// The request's side of a decoding stage: its method, seed and cancellation; the stage's
-// tokens and forwards go to the request's text-stage counters.
+// The request's side of a decoding stage: its method, seed, cancellation and batcher; the
+// stage's tokens and forwards go to the request's text-stage counters.
 class RequestStageDecoder : public StageDecoder {
  public:
   RequestStageDecoder(const DecodingMethod* method, uint64_t seed, const CancelToken& cancel,
-                      Stats& stats)
-      : method_(method), seed_(seed), cancel_(cancel), stats_(stats) {}
+                      ForwardBatcher* batcher, Stats& stats)
+      : method_(method), seed_(seed), cancel_(cancel), batcher_(batcher), stats_(stats) {}
 
   StatusOr<std::vector<int64_t>> Decode(const ModelSet& stage,
                                         const std::vector<int64_t>& prompt_ids) override {
     Stats stage_stats;
     MULO_ASSIGN_OR_RETURN(std::vector<int64_t> ids,
                           DecodeStage(stage, prompt_ids, method_, TarMllmSampling(seed_), cancel_,
-                                      &stage_stats));
+                                      &stage_stats, batcher_));
     stats_.text_stage_tokens += stage_stats.tokens;
     stats_.text_stage_forward_passes += stage_stats.target_forward_passes;
     return ids;
@@ -129,6 +133,7 @@ class RequestStageDecoder : public StageDecoder {
   const DecodingMethod* method_;
   uint64_t seed_;
   const CancelToken& cancel_;
+  ForwardBatcher* batcher_;
   Stats& stats_;
 };
 
@@ -146,7 +151,7 @@ StatusOr<Condition> RunConditionPipeline(const ModelSet& models, const Condition
                                 models.name + "' has no stage that reads it (see " +
                                 "ModelInfo.conditions)");
   }
-  RequestStageDecoder decoder(options.mllm_method, seed, cancel, stats);
+  RequestStageDecoder decoder(options.mllm_method, seed, cancel, options.batcher, stats);
   Condition current = condition;
   for (; stage != models.pipeline.end(); ++stage) {
     MULO_RETURN_IF_ERROR(cancel.Check());
