@@ -5,14 +5,24 @@
 #include <memory>
 
 #include "engine/decode/ar.h"
+#include "engine/model/condition_stages.h"
 
 namespace mulo::engine {
 
+namespace {
+
+// A family that tokenises a prompt in the engine has a stage reading it (the bundled text
+// encoder); the converted families' prompts come as ids from the server.
+Status RequirePromptStage(const ModelSet& models) {
+  if (models.StageReading(ConditionForm::kPrompt) != nullptr) return OkStatus();
+  return FailedPreconditionError("model family '" + models.name +
+                                 "' has no text conditioner; send condition features");
+}
+
+}  // namespace
+
 StatusOr<Condition> ConditionFromPrompt(const ModelSet& models, const std::string& prompt) {
-  if (models.StageReading(ConditionForm::kPrompt) == nullptr) {
-    return FailedPreconditionError("model family '" + models.name +
-                                   "' has no text conditioner; send condition features");
-  }
+  MULO_RETURN_IF_ERROR(RequirePromptStage(models));
   Condition condition;
   condition.prompt = prompt;
   Stats stats;
@@ -24,10 +34,7 @@ StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const Model
                                        const std::string& prompt, const SamplingParams& sampling,
                                        ProgressSink& progress, const CancelToken& cancel,
                                        const GenerateOptions& options) {
-  if (models.StageReading(ConditionForm::kPrompt) == nullptr) {
-    return FailedPreconditionError("model family '" + models.name +
-                                   "' has no text conditioner; send condition features");
-  }
+  MULO_RETURN_IF_ERROR(RequirePromptStage(models));
   Condition condition;
   condition.prompt = prompt;
   return GenerateImage(method, models, condition, sampling, progress, cancel, options);
@@ -38,13 +45,7 @@ Status CheckConditionTokens(const ModelSet& models, const std::vector<int64_t>& 
     return InvalidArgumentError("condition_tokens: model family '" + models.name +
                                 "' has no TA-Tok de-quantiser (see ModelInfo.conditions)");
   }
-  const int64_t want = models.target->condition_shape().rows;
-  if (static_cast<int64_t>(ids.size()) != want) {
-    return InvalidArgumentError("condition_tokens: " + std::to_string(ids.size()) +
-                                " ids, the model takes " + std::to_string(want) +
-                                " (Tar: 729, 169 or 81 by scale)");
-  }
-  return models.ta_tok->CheckIds(ids);
+  return CheckTaTokIds(*models.ta_tok, models.target->condition_shape().rows, ids);
 }
 
 SamplingParams TarMllmSampling(uint64_t seed) {

@@ -90,12 +90,7 @@ class TaTok final : public Conditioner {
   ConditionForm input() const override { return ConditionForm::kTaTokIds; }
   ConditionForm output() const override { return ConditionForm::kFeatures; }
   StatusOr<Condition> Run(const Condition& in, StageDecoder&) const override {
-    if (static_cast<int64_t>(in.ta_tok_ids.size()) != rows_) {
-      return InvalidArgumentError("condition_tokens: " + std::to_string(in.ta_tok_ids.size()) +
-                                  " ids, the model takes " + std::to_string(rows_) +
-                                  " (Tar: 729, 169 or 81 by scale)");
-    }
-    MULO_RETURN_IF_ERROR(model_->CheckIds(in.ta_tok_ids));
+    MULO_RETURN_IF_ERROR(CheckTaTokIds(*model_, rows_, in.ta_tok_ids));
     Condition out = in;
     MULO_ASSIGN_OR_RETURN(out.features, model_->Decode(in.ta_tok_ids));
     out.ta_tok_ids.clear();
@@ -125,6 +120,16 @@ std::shared_ptr<const Conditioner> MllmStage(std::shared_ptr<const ModelSet> sta
 std::shared_ptr<const Conditioner> TaTokStage(std::shared_ptr<const TaTokDequantizer> model,
                                               int64_t rows) {
   return std::make_shared<const TaTok>(std::move(model), rows);
+}
+
+Status CheckTaTokIds(const TaTokDequantizer& model, int64_t rows,
+                     const std::vector<int64_t>& ids) {
+  if (static_cast<int64_t>(ids.size()) != rows) {
+    return InvalidArgumentError("condition_tokens: " + std::to_string(ids.size()) +
+                                " ids, the model takes " + std::to_string(rows) +
+                                " (Tar: 729, 169 or 81 by scale)");
+  }
+  return model.CheckIds(ids);
 }
 
 }  // namespace mulo::engine

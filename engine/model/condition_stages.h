@@ -5,6 +5,7 @@
 #define MULO_ENGINE_MODEL_CONDITION_STAGES_H_
 
 #include <memory>
+#include <vector>
 
 #include "engine/model/conditioner.h"
 #include "engine/model/t5_encoder.h"
@@ -27,6 +28,11 @@ std::shared_ptr<const Conditioner> MllmStage(std::shared_ptr<const ModelSet> sta
 // condition_tokens (exactly `rows`, the target's condition rows) -> features [rows, hidden].
 std::shared_ptr<const Conditioner> TaTokStage(std::shared_ptr<const TaTokDequantizer> model,
                                               int64_t rows);
+
+// What TaTokStage accepts: `rows` ids, each one the de-quantiser takes. INVALID_ARGUMENT naming
+// "condition_tokens" otherwise (also the server's early check, CheckConditionTokens).
+Status CheckTaTokIds(const TaTokDequantizer& model, int64_t rows,
+                     const std::vector<int64_t>& ids);
 
 }  // namespace mulo::engine
 
