@@ -72,8 +72,9 @@ def image_tokens(directory, vocab):
     return offset, count
 
 
-def convert(directory, out_dir, dtype="auto"):
-    config_path, cfg = hf_files.read_config(directory)
+def language_model_config(cfg, config_path):
+    """A LLaMA / Qwen2 language model's Hugging Face config dict (read from config_path) ->
+    our component config. Refusals name the file and the field."""
     model_type = cfg.get("model_type")
     if model_type not in ARCHITECTURES:
         upstream.fail(config_path, "model_type", f"{model_type!r}: only "
@@ -98,12 +99,27 @@ def convert(directory, out_dir, dtype="auto"):
     bias = ARCHITECTURES[model_type] if model_type == "qwen2" else bool(
         cfg.get("attention_bias", False))
     tied = bool(cfg.get("tie_word_embeddings", False))
+    return dict(architecture=model_type, dim=dim, n_layer=n_layer, n_head=n_head,
+                n_kv_head=n_kv_head, vocab_size=vocab, ffn_hidden_dim=hidden,
+                norm_eps=float(cfg["rms_norm_eps"]),
+                rope_theta=float(cfg.get("rope_theta", 10000.0)), qkv_bias=bias,
+                tie_word_embeddings=tied,
+                max_positions=int(cfg.get("max_position_embeddings", 32768)))
 
-    path, raw = hf_files.load_weights(directory)
-    sd = upstream.StateDict(path, raw, ("model.rotary_emb.", "*.rotary_emb.inv_freq"))
-    out = {"tok_embeddings.weight": sd.get("model.embed_tokens.weight", [vocab, dim])}
+
+def language_model_tensors(config, sd, prefix=""):
+    """The language model's tensors (keys under `prefix` in the StateDict sd: "" for a plain
+    directory, "language_model." for one nested in a multimodal checkpoint such as
+    Janus-Pro's) in our block layout, for `config` (language_model_config's). Refusals name
+    the file and the key."""
+    dim, n_layer, n_head, n_kv_head = (config["dim"], config["n_layer"], config["n_head"],
+                                       config["n_kv_head"])
+    head_dim, hidden, vocab = dim // n_head, config["ffn_hidden_dim"], config["vocab_size"]
+    bias, tied = config["qkv_bias"], config["tie_word_embeddings"]
+    m = prefix + "model."
+    out = {"tok_embeddings.weight": sd.get(m + "embed_tokens.weight", [vocab, dim])}
     for i in range(n_layer):
-        p, q = f"model.layers.{i}.", f"layers.{i}."
+        p, q = f"{m}layers.{i}.", f"layers.{i}."
         a = p + "self_attn."
         wq = _interleave_rotary_rows(sd.get(a + "q_proj.weight", [n_head * head_dim, dim]),
                                      n_head, head_dim)
@@ -124,25 +140,31 @@ def convert(directory, out_dir, dtype="auto"):
         out[q + "feed_forward.w2.weight"] = sd.get(p + "mlp.down_proj.weight", [dim, hidden])
         out[q + "attention_norm.weight"] = sd.get(p + "input_layernorm.weight", [dim])
         out[q + "ffn_norm.weight"] = sd.get(p + "post_attention_layernorm.weight", [dim])
-    if sd.has(f"model.layers.{n_layer}.input_layernorm.weight"):
-        upstream.fail(path, f"model.layers.{n_layer}.input_layernorm.weight",
+    if sd.has(f"{m}layers.{n_layer}.input_layernorm.weight"):
+        upstream.fail(sd.path, f"{m}layers.{n_layer}.input_layernorm.weight",
                       f"the checkpoint has more layers than config.json's {n_layer}")
-    out["norm.weight"] = sd.get("model.norm.weight", [dim])
+    out["norm.weight"] = sd.get(m + "norm.weight", [dim])
     if not tied:
-        out["output.weight"] = sd.get("lm_head.weight", [vocab, dim])
-    elif sd.has("lm_head.weight"):
+        out["output.weight"] = sd.get(prefix + "lm_head.weight", [vocab, dim])
+    elif sd.has(prefix + "lm_head.weight"):
         # Some tied checkpoints store the head anyway; it must be the embedding.
-        head = sd.get("lm_head.weight", [vocab, dim])
+        head = sd.get(prefix + "lm_head.weight", [vocab, dim])
         if not torch.equal(head, out["tok_embeddings.weight"]):
-            upstream.fail(path, "lm_head.weight", "differs from model.embed_tokens.weight, "
-                                                  "though config.json ties them")
+            upstream.fail(sd.path, prefix + "lm_head.weight",
+                          f"differs from {m}embed_tokens.weight, though config.json ties them")
+    return out
+
+
+def convert(directory, out_dir, dtype="auto"):
+    config_path, cfg = hf_files.read_config(directory)
+    config = language_model_config(cfg, config_path)
+    path, raw = hf_files.load_weights(directory)
+    sd = upstream.StateDict(path, raw, ("model.rotary_emb.", "*.rotary_emb.inv_freq"))
+    out = language_model_tensors(config, sd)
     sd.finish()
-    config = dict(architecture=model_type, dim=dim, n_layer=n_layer, n_head=n_head,
-                  n_kv_head=n_kv_head, vocab_size=vocab, ffn_hidden_dim=hidden,
-                  norm_eps=float(cfg["rms_norm_eps"]),
-                  rope_theta=float(cfg.get("rope_theta", 10000.0)), qkv_bias=bias,
-                  tie_word_embeddings=tied,
-                  max_positions=int(cfg.get("max_position_embeddings", 32768)))
+    model_type, vocab = config["architecture"], config["vocab_size"]
+    dim, n_layer, n_head, n_kv_head = (config["dim"], config["n_layer"], config["n_head"],
+                                       config["n_kv_head"])
     images = image_tokens(directory, vocab)
     if images:
         config.update(image_token_offset=images[0], image_token_count=images[1])
