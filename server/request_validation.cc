@@ -204,7 +204,8 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
       // Tar's MLLM ids or LlamaGen t2i's FLAN-T5 ids, for the family's first stage.
       if (auto st = encoder->Encode(request.prompt(), out.condition); !st.ok()) return st;
     } else {
-      if (out.models->conditioner == nullptr) {
+      // The engine's own text stage (the bundled family's encoder), as GenerateImage requires.
+      if (out.models->StageReading(engine::ConditionForm::kPrompt) == nullptr) {
         return Invalid("prompt", "this model has no text conditioner; send condition features");
       }
       auto tokens = out.models->conditioner->Tokenize(request.prompt());
