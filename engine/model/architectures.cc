@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model/causal_lm.h"
+#include "engine/model/janus_model.h"
 #include "engine/model/json_fields.h"
 #include "engine/model/transformer.h"
 
@@ -31,6 +32,12 @@ StatusOr<std::shared_ptr<const TokenModel>> LoadCausalLm(const TokenModelSource&
   return std::shared_ptr<const TokenModel>(std::move(model));
 }
 
+StatusOr<std::shared_ptr<const TokenModel>> LoadJanus(const TokenModelSource& source) {
+  MULO_ASSIGN_OR_RETURN(std::shared_ptr<const JanusModel> model,
+                        JanusModel::LoadDirectory(source.dir, source.options, source.grid_size));
+  return std::shared_ptr<const TokenModel>(std::move(model));
+}
+
 }  // namespace
 
 std::vector<Architecture> Architectures() {
@@ -38,6 +45,7 @@ std::vector<Architecture> Architectures() {
       {"llamagen", LoadLlamaGen},
       {"qwen2", LoadCausalLm},
       {"llama", LoadCausalLm},
+      {"janus", LoadJanus},
   };
 }
 

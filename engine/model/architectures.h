@@ -2,8 +2,9 @@
 //
 //   "architecture" absent or "llamagen": Transformer (LlamaGen GPT, Tar AR-DTok)
 //   "qwen2", "llama":                    CausalLm (a language model writing image tokens)
+//   "janus":                             JanusModel (Janus-Pro's generation path)
 //
-// A third architecture adds one entry to Architectures() (architectures.cc) and its class
+// A new architecture adds one entry to Architectures() (architectures.cc) and its class
 // (a DecoderOnlyModel, or any TokenModel); nothing in the decoding methods, the session, the
 // batcher or the server changes.
 #ifndef MULO_ENGINE_MODEL_ARCHITECTURES_H_

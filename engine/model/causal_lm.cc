@@ -7,11 +7,12 @@
 
 namespace mulo::engine {
 
-StatusOr<CausalLmConfig> LoadCausalLmConfig(const std::string& path) {
+StatusOr<CausalLmConfig> LoadCausalLmConfig(const std::string& path,
+                                            const std::vector<std::string>& architectures) {
   MULO_ASSIGN_OR_RETURN(nlohmann::json doc, JsonFields::ParseFile(path));
   JsonFields f(doc, path);
   CausalLmConfig c;
-  MULO_ASSIGN_OR_RETURN(c.architecture, f.Enum("architecture", {"qwen2", "llama"}));
+  MULO_ASSIGN_OR_RETURN(c.architecture, f.Enum("architecture", architectures));
   MULO_ASSIGN_OR_RETURN(c.dim, f.Int("dim", 2, 1 << 16));
   MULO_ASSIGN_OR_RETURN(c.n_layer, f.Int("n_layer", 1, 1024));
   MULO_ASSIGN_OR_RETURN(c.n_head, f.Int("n_head", 1, 1024));
@@ -82,19 +83,22 @@ StatusOr<std::shared_ptr<const CausalLm>> CausalLm::LoadDirectory(const std::str
     const int64_t count = c.image_token_count > 0 ? c.image_token_count : c.vocab_size;
     model->tok_embeddings_ = model->text_embeddings_.narrow(0, first, count);
     model->output_ = model->text_output_.narrow(0, first, count);
-    // Rotary table, as upstream computes it in float32: frequency i is theta^(-2i/d).
-    torch::NoGradGuard no_grad;
-    const int64_t hd = c.head_dim();
-    const auto f32 = torch::dtype(torch::kFloat32);
-    const torch::Tensor inv_freq =
-        1.0 / torch::pow(c.rope_theta, torch::arange(0, hd, 2, torch::kInt64).to(torch::kFloat32) /
-                                           static_cast<double>(hd));
-    const torch::Tensor angles =
-        torch::arange(c.max_positions, f32).unsqueeze(1) * inv_freq.unsqueeze(0);
-    model->rope_ = torch::stack({angles.cos(), angles.sin()}, -1).to(options.device);
+    model->rope_ = RotaryTable(c, options.device);
     return OkStatus();
   }));
   return std::shared_ptr<const CausalLm>(std::move(model));
+}
+
+torch::Tensor RotaryTable(const CausalLmConfig& c, const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  const int64_t hd = c.head_dim();
+  const auto f32 = torch::dtype(torch::kFloat32);
+  const torch::Tensor inv_freq =
+      1.0 / torch::pow(c.rope_theta, torch::arange(0, hd, 2, torch::kInt64).to(torch::kFloat32) /
+                                         static_cast<double>(hd));
+  const torch::Tensor angles =
+      torch::arange(c.max_positions, f32).unsqueeze(1) * inv_freq.unsqueeze(0);
+  return torch::stack({angles.cos(), angles.sin()}, -1).to(device);
 }
 
 StatusOr<torch::Tensor> CausalLm::Forward(KvCache& cache, const torch::Tensor& tokens,

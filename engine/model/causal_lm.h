@@ -52,7 +52,14 @@ struct CausalLmConfig {
   int64_t head_dim() const { return dim / n_head; }
 };
 
-StatusOr<CausalLmConfig> LoadCausalLmConfig(const std::string& path);
+// The language model's fields of <path> (config.json), its `architecture` one of
+// `architectures` (janus_model.h reads its LLaMA through this too).
+StatusOr<CausalLmConfig> LoadCausalLmConfig(
+    const std::string& path, const std::vector<std::string>& architectures = {"qwen2", "llama"});
+
+// The rotary table [max_positions, head_dim / 2, 2] (cos, sin) of a LLaMA-family model, as
+// upstream computes it in float32: frequency i is theta^(-2i/d).
+torch::Tensor RotaryTable(const CausalLmConfig& config, const torch::Device& device);
 
 class CausalLm : public DecoderOnlyModel {
  public:

@@ -220,7 +220,7 @@ std::vector<ForwardOutput> DecoderOnlyModel::ForwardBatchImpl(const std::vector<
     torch::Tensor logits;
     if (!logit_rows.empty()) {
       auto index = Upload(torch::tensor(logit_rows, torch::kInt64), hidden.device());
-      logits = torch::linear(hidden.index_select(0, index), output_).to(torch::kFloat32);
+      logits = HeadLogits(hidden.index_select(0, index));
     }
     offset = 0;
     int64_t logit_offset = 0;
@@ -276,11 +276,18 @@ ForwardOutput DecoderOnlyModel::Head(const torch::Tensor& x, LogitsMode logits_m
   ForwardOutput out;
   out.hidden = RmsNorm(x, norm_, shape_.norm_eps);
   if (logits_mode == LogitsMode::kAll) {
-    out.logits = torch::linear(out.hidden, output_).to(torch::kFloat32);
+    out.logits = HeadLogits(out.hidden);
   } else if (logits_mode == LogitsMode::kLast) {
-    out.logits = torch::linear(out.hidden.narrow(1, n - 1, 1), output_).to(torch::kFloat32);
+    out.logits = HeadLogits(out.hidden.narrow(1, n - 1, 1));
   }
   return out;
+}
+
+torch::Tensor DecoderOnlyModel::HeadLogits(const torch::Tensor& hidden) const {
+  torch::NoGradGuard no_grad;
+  torch::Tensor x = hidden;
+  if (head_hidden_.defined()) x = torch::gelu(torch::linear(x, head_hidden_, head_hidden_bias_));
+  return torch::linear(x, output_, output_bias_).to(torch::kFloat32);
 }
 
 Status DecoderOnlyModel::CheckPositions(const torch::Tensor& positions, int64_t n) const {

@@ -5,8 +5,8 @@
 //
 // An architecture derives from it, loads its tensors into the protected members, and supplies
 // what differs: its condition (EmbedCondition, ConditionPositions) and where image tokens sit
-// in its sequence (TokenPosition). transformer.h (LlamaGen / Tar) and causal_lm.h (LLaMA /
-// Qwen2) are the two.
+// in its sequence (TokenPosition). transformer.h (LlamaGen / Tar), causal_lm.h (LLaMA /
+// Qwen2) and janus_model.h (Janus-Pro) are the three.
 #ifndef MULO_ENGINE_MODEL_DECODER_ONLY_MODEL_H_
 #define MULO_ENGINE_MODEL_DECODER_ONLY_MODEL_H_
 
@@ -58,7 +58,7 @@ class DecoderOnlyModel : public TokenModel {
                                              LogitsMode logits_mode) const override;
   Status CheckPrefill(const KvCache& cache,
                       const torch::Tensor& condition_embeddings) const override;
-  const torch::Tensor& output_weight() const override { return output_; }
+  torch::Tensor HeadLogits(const torch::Tensor& hidden) const override;
   const torch::Tensor& token_embedding_weight() const override { return tok_embeddings_; }
 
   // The graph-capturable append: fixed shapes, no host synchronisation, no checks. tokens
@@ -104,7 +104,13 @@ class DecoderOnlyModel : public TokenModel {
   torch::Tensor rope_;            // [rows, head_dim / 2, 2] rotary cos / sin (or undefined)
   std::vector<Block> layers_;
   torch::Tensor norm_;
-  torch::Tensor output_;  // [vocab_size, dim]
+  // The output head over final-norm hidden states h: linear(h, output_, output_bias_), or,
+  // with head_hidden_ defined, linear(gelu(linear(h, head_hidden_, head_hidden_bias_)),
+  // output_, output_bias_) (Janus-Pro's gen_head: Linear, exact GELU, Linear). Biases may be
+  // undefined.
+  torch::Tensor head_hidden_, head_hidden_bias_;  // [head width, dim], [head width]
+  torch::Tensor output_;       // [vocab_size, dim or head width]
+  torch::Tensor output_bias_;  // [vocab_size]
 
  private:
   // One call's inputs with positions applied: x [batch, n, dim] in the model's dtype, the RoPE

@@ -118,7 +118,10 @@ StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& calle
   };
   if (component("target").empty()) return f.Error("components.target", "missing");
   if (component("vq").empty()) return f.Error("components.vq", "missing");
-  MULO_ASSIGN_OR_RETURN(set.target, LoadTokenModel({component("target"), options}));
+  // The image grid of a target that has none of its own (a language model such as Janus-Pro);
+  // 0: the target's own.
+  MULO_ASSIGN_OR_RETURN(const int64_t grid_size, f.Int("grid_size", 0, 1024, 0));
+  MULO_ASSIGN_OR_RETURN(set.target, LoadTokenModel({component("target"), options, grid_size}));
   MULO_ASSIGN_OR_RETURN(set.vq, VqDecoder::LoadDirectory(component("vq"), options));
   if (!component("conditioner").empty()) {
     MULO_ASSIGN_OR_RETURN(set.conditioner,

@@ -10,7 +10,9 @@
 //     class label, 2D RoPE or a learned position table.
 //   - CausalLm (causal_lm.h): a LLaMA / Qwen2 language model whose image tokens are a range of
 //     its text vocabulary (Tar's MLLM stage), conditioned on the prompt's token ids.
-// Both share the decoder-only forward (decoder_only_model.h); a third architecture that does not
+//   - JanusModel (janus_model.h): Janus-Pro, a LLaMA with image-token embeddings and a
+//     generation head of its own, conditioned on the prompt's token ids with guidance.
+// All share the decoder-only forward (decoder_only_model.h); a third architecture that does not
 // may implement this interface directly.
 #ifndef MULO_ENGINE_MODEL_TOKEN_MODEL_H_
 #define MULO_ENGINE_MODEL_TOKEN_MODEL_H_
@@ -126,9 +128,11 @@ class TokenModel {
                                                      const torch::Tensor& positions,
                                                      LogitsMode logits_mode) const = 0;
 
-  // For heads over the model's hidden states (EAGLE): the output head [vocab_size, dim] and
-  // the image-token embedding table [vocab_size, dim].
-  virtual const torch::Tensor& output_weight() const = 0;
+  // For heads over the model's hidden states (EAGLE): the output head applied to final-norm
+  // hidden states [..., dim] -> float32 logits [..., vocab_size] (one matrix for most
+  // architectures, a two-layer MLP for Janus-Pro's gen_head), and the image-token embedding
+  // table [vocab_size, dim] (what the model reads for each image token).
+  virtual torch::Tensor HeadLogits(const torch::Tensor& hidden) const = 0;
   virtual const torch::Tensor& token_embedding_weight() const = 0;
 };
 

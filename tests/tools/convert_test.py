@@ -366,6 +366,103 @@ class HfT5EncoderConverter(unittest.TestCase):
             self.assertIn(fragment, err)
 
 
+class JanusConverter(unittest.TestCase):
+    """convert.py janus-family on a tiny Janus-Pro directory (pytorch_model.bin as upstream
+    ships it): what it keeps, what it skips, and refusals naming the file and the key."""
+
+    @classmethod
+    def setUpClass(cls):
+        import convert_tiny_families
+        tiny_upstream.register_tiny_sizes()
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.hf = os.path.join(cls.tmp.name, "janus_pro")
+        convert_tiny_families.write_tiny_janus(cls.hf)
+
+    def variant(self, edit_state=None, edit_config=None, edit_tokenizer=None):
+        """A copy of the tiny directory with its state dict / config / tokenizer edited."""
+        import json
+        import shutil
+        d = tempfile.mkdtemp(dir=self.tmp.name)
+        shutil.copytree(self.hf, d, dirs_exist_ok=True)
+        if edit_state:
+            state = torch.load(os.path.join(d, "pytorch_model.bin"), weights_only=False)
+            edit_state(state)
+            torch.save(state, os.path.join(d, "pytorch_model.bin"))
+        for name, edit in (("config.json", edit_config), ("tokenizer.json", edit_tokenizer)):
+            if edit:
+                with open(os.path.join(d, name), encoding="utf-8") as f:
+                    doc = json.load(f)
+                edit(doc)
+                with open(os.path.join(d, name), "w", encoding="utf-8") as f:
+                    json.dump(doc, f, ensure_ascii=False)
+        return d
+
+    def convert(self, directory):
+        out = os.path.join(directory + "_out")
+        return run_cli(["janus-family", "--dir", directory, "--out", out, "--vq-model",
+                        "VQ-tiny", "--image-size", "8", "--dtype", "f32"]), out
+
+    def test_keeps_the_generation_path_and_skips_understanding(self):
+        import json
+        import safetensors_io
+        (rc, err), out = self.convert(self.hf)
+        self.assertEqual(rc, 0, err)
+        keys = set(safetensors_io.load(os.path.join(out, "target", "model.safetensors")))
+        self.assertIn("gen_embed.weight", keys)
+        self.assertIn("gen_aligner.layers.2.bias", keys)
+        self.assertIn("gen_head.vision_head.weight", keys)
+        self.assertIn("layers.1.attention.wqkv.weight", keys)
+        self.assertFalse([k for k in keys if "vision_model" in k or k.startswith("aligner")
+                          or k == "output.weight"])
+        with open(os.path.join(out, "target", "config.json")) as f:
+            config = json.load(f)
+        self.assertEqual((config["architecture"], config["pad_id"], config["bos_id"]),
+                         ("janus", 258, 256))
+        with open(os.path.join(out, "family.json")) as f:
+            family = json.load(f)
+        self.assertEqual((family["grid_size"], family["default_cfg_scale"],
+                          family["pixel_rounding"]), (4, 5.0, "truncate"))
+        self.assertTrue(os.path.exists(os.path.join(out, "target", "tokenizer.json")))
+        self.assertTrue(os.path.exists(os.path.join(out, "vq", "model.safetensors")))
+        # GSD's bound: the 6.10% quantile of squared distances between the codes' LLaMA inputs
+        # (all 64 codes here), computed independently.
+        import numpy as np
+        t = safetensors_io.load(os.path.join(out, "target", "model.safetensors"))
+        x = t["gen_embed.weight"].double().numpy()
+        x = x @ t["gen_aligner.layers.0.weight"].double().numpy().T + t["gen_aligner.layers.0.bias"].double().numpy()
+        x = np.asarray(F.gelu(torch.from_numpy(x)))
+        x = x @ t["gen_aligner.layers.2.weight"].double().numpy().T + t["gen_aligner.layers.2.bias"].double().numpy()
+        d2 = ((x[:, None, :] - x[None, :, :]) ** 2).sum(-1)[np.triu_indices(len(x), k=1)]
+        self.assertAlmostEqual(family["method_defaults"]["gsd"]["max_embedding_distance"],
+                               float(np.quantile(d2, 1000 / 16384)), delta=1e-3)
+
+    def test_refusals_name_the_file_and_key(self):
+        cases = [
+            (self.variant(edit_state=lambda s: s.pop("gen_head.vision_head.bias")),
+             ("pytorch_model.bin", "gen_head.vision_head.bias: missing")),
+            (self.variant(edit_state=lambda s: s.update(
+                {"gen_embed.weight": torch.zeros(64, 9)})),
+             ("pytorch_model.bin", "gen_embed.weight: shape [64, 9]")),
+            (self.variant(edit_state=lambda s: s.pop("gen_vision_model.decoder.conv_out.weight")),
+             ("gen_vision_model.decoder.conv_out.weight: missing",)),
+            (self.variant(edit_state=lambda s: s.update({"gen_extra.weight": torch.zeros(2)})),
+             ("gen_extra.weight: unexpected tensor",)),
+            (self.variant(edit_config=lambda c: c["gen_aligner_config"]["params"].update(
+                n_embed=32)), ("config.json", "gen_aligner_config.params.n_embed: 32, expected 64")),
+            (self.variant(edit_config=lambda c: c.pop("gen_head_config")),
+             ("config.json", "gen_head_config: missing")),
+            (self.variant(edit_tokenizer=lambda t: t.update(added_tokens=t["added_tokens"][:2])),
+             ("tokenizer.json", "added_tokens", "<｜▁pad▁｜>")),
+            (self.variant(edit_state=lambda s: s.update({"evil": Evil()})),
+             ("pytorch_model.bin", "--trust-pickle")),
+        ]
+        for directory, fragments in cases:
+            (rc, err), _ = self.convert(directory)
+            self.assertEqual(rc, 2, err)
+            for fragment in fragments:
+                self.assertIn(fragment, err)
+
+
 class TaTokReferenceIsUpstreamsFormula(unittest.TestCase):
     """tools/reference/ta_tok.py against an independent formulation of what Tar runs:
     transformers' Siglip2 vision model (eager attention = torch's MultiheadAttention here),

@@ -10,6 +10,11 @@ tokenizer.json with the byte-level alphabet and no merges, Qwen2's chat tokens a
 tokens <im_start>, <im_end>, <S0>-<S2>, <I0>-<I95> for the 96 TA-Tok codes) converted with
 `convert.py hf-causal-lm` into repository/tar/mllm and named in its family.json.
 
+A tiny Janus-Pro in the Hugging Face layout (tools/reference/janus.py's tiny config with 64 image
+codes: config.json, pytorch_model.bin written by torch.save with the understanding path's
+stand-ins and a VQ-tiny gen_vision_model, tokenizer.json with Janus-Pro's special tokens)
+converted with `convert.py janus-family` into repository/janus-pro (grid 4).
+
 The LlamaGen t2i family gets its text encoder too: a tiny Hugging Face FLAN-T5 directory
 (random weights, 32 wide as the GPT's captions, and a sentencepiece model trained here with
 Debian's spm_train, T5's special ids) through `convert.py llamagen-family --t5`.
@@ -113,6 +118,34 @@ def add_mllm(out, family_dir):
     return 0
 
 
+def write_tiny_janus(directory):
+    """A tiny Janus-Pro in the Hugging Face layout, its VQ a VQ-tiny over VOCAB codes."""
+    import copy
+    import torch
+    import janus
+    import vq_decoder
+    from random_init import spread_init
+    os.makedirs(directory, exist_ok=True)
+    cfg = copy.deepcopy(janus.TINY_CONFIG)
+    codes = tiny_upstream.VOCAB
+    cfg["gen_vision_config"]["params"]["image_token_size"] = codes
+    cfg["gen_head_config"]["params"]["image_token_size"] = codes
+    gen = torch.Generator().manual_seed(13)
+    model = janus.Janus(cfg).eval()
+    spread_init(model, gen)
+    vq_model = vq_decoder.VQModel(dict(tiny_upstream.VQ_ARCH, codebook_size=codes,
+                                       codebook_embed_dim=8), with_encoder=True).eval()
+    spread_init(vq_model, gen)
+    vq_state = dict(vq_model.state_dict())
+    vq_state["quantize.codebook_used"] = torch.zeros(codes)  # upstream's usage counter
+    torch.save(janus.upstream_state(model, gen, vq_state),
+               os.path.join(directory, "pytorch_model.bin"))
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    with open(os.path.join(directory, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(janus.tiny_tokenizer(), f, ensure_ascii=False)
+
+
 def main():
     out = sys.argv[1]
     tiny_upstream.register_tiny_sizes()
@@ -133,8 +166,15 @@ def main():
                        "--gpt", files["t2i"], "--vq", files["vq"], "--t5", t5_dir] + tiny_upstream.t2i_flags())
     if rc:
         return rc
-    return convert.main(["llamagen-family", "--out", os.path.join(repo, "llamagen-c2i"),
-                         "--gpt", files["c2i"], "--vq", files["vq"]] + tiny_upstream.c2i_flags())
+    rc = convert.main(["llamagen-family", "--out", os.path.join(repo, "llamagen-c2i"),
+                       "--gpt", files["c2i"], "--vq", files["vq"]] + tiny_upstream.c2i_flags())
+    if rc:
+        return rc
+    janus_dir = os.path.join(out, "upstream", "janus_pro")
+    write_tiny_janus(janus_dir)
+    # 8 px over VQ-tiny's 2 px per code: a 4 x 4 grid.
+    return convert.main(["janus-family", "--dir", janus_dir, "--out", os.path.join(repo, "janus-pro"),
+                         "--vq-model", "VQ-tiny", "--image-size", "8", "--dtype", "f32"])
 
 
 if __name__ == "__main__":

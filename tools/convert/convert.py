@@ -11,6 +11,8 @@ Run with Debian's interpreter (python3-torch). One command per upstream family:
   /usr/bin/python3 tools/convert/convert.py llamagen-family --out models/llamagen-t2i \\
       --gpt t2i_XL_stage2_512.pt --gpt-model GPT-XL --gpt-type t2i --image-size 512 \\
       --vq vq_ds16_t2i.pt [--t5 flan-t5-xl/]
+  # Janus-Pro: the Hugging Face directory (huggingface-cli download deepseek-ai/Janus-Pro-1B)
+  /usr/bin/python3 tools/convert/convert.py janus-family --dir Janus-Pro-1B/ --out models/janus-pro
 
 Single components: tar-ar, ta-tok, llamagen-gpt, vq (each --ckpt FILE --out DIR).
 --dtype auto (default) stores models of >= 100 M parameters as bfloat16 and smaller ones as
@@ -36,6 +38,7 @@ import family  # noqa: E402
 import llamagen_gpt  # noqa: E402
 import ta_tok_dequantizer  # noqa: E402
 import hf_causal_lm  # noqa: E402
+import hf_janus  # noqa: E402
 import hf_t5_encoder  # noqa: E402
 import tar_ar  # noqa: E402
 import upstream  # noqa: E402
@@ -179,6 +182,13 @@ def main(argv=None):
                                 "config.json, safetensors, spiece.model) for text prompts")
     add_gpt_flags(p)
     add_family_flags(p)
+    p = sub.add_parser("janus-family", help="a Janus-Pro family from its Hugging Face directory "
+                                            "(deepseek-ai/Janus-Pro-1B / -7B)")
+    p.add_argument("--dir", required=True)
+    p.add_argument("--vq-model", choices=sorted(vq16.REGISTRY), default="VQ-16")
+    p.add_argument("--image-size", type=int, default=384, help="pixels (16 per code: 384 -> 24 x 24)")
+    p.add_argument("--name")
+    add_common(p)
     a = ap.parse_args(argv)
     try:
         if a.command == "tar-ar":
@@ -196,6 +206,9 @@ def main(argv=None):
             hf_t5_encoder.convert(a.dir, a.out, a.dtype)
         elif a.command == "tar-family":
             tar_family(a)
+        elif a.command == "janus-family":
+            hf_janus.convert_family(a.dir, a.out, a.dtype, a.trust_pickle, a.vq_model,
+                                    a.image_size, a.name)
         else:
             llamagen_family(a)
     except upstream.ConversionError as e:

@@ -30,10 +30,14 @@ def require_positive(path, cfg, keys):
             upstream.fail(path, key, "missing or not positive")
 
 
-def load_weights(directory):
-    """(path, {name: tensor}): the single file or every shard the index lists."""
+def load_weights(directory, trust_pickle=False):
+    """(path, {name: tensor}): the single file or every shard the index lists, as safetensors
+    (model.safetensors[.index.json]) or PyTorch .bin files (pytorch_model.bin[.index.json],
+    what Janus-Pro ships), the latter read without running pickled code unless trust_pickle."""
     index = os.path.join(directory, "model.safetensors.index.json")
     single = os.path.join(directory, "model.safetensors")
+    if not os.path.isfile(index) and not os.path.isfile(single):
+        return _load_bin(directory, trust_pickle)
     if os.path.isfile(index):
         with open(index) as f:
             weight_map = json.load(f).get("weight_map")
@@ -48,8 +52,34 @@ def load_weights(directory):
         return index, tensors
     if os.path.isfile(single):
         return single, safetensors_io.load(single)
-    raise upstream.ConversionError(
-        f"{directory}: no model.safetensors or model.safetensors.index.json (PyTorch .bin "
-        f"shards are not read: convert them to safetensors first)")
+
+
+def _load_bin(directory, trust_pickle):
+    index = os.path.join(directory, "pytorch_model.bin.index.json")
+    single = os.path.join(directory, "pytorch_model.bin")
+    if os.path.isfile(index):
+        with open(index) as f:
+            weight_map = json.load(f).get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map:
+            upstream.fail(index, "weight_map", "missing or empty")
+        paths = []
+        for shard in sorted(set(weight_map.values())):
+            path = os.path.join(directory, shard)
+            if not os.path.isfile(path):
+                upstream.fail(index, "weight_map", f"lists {shard}, which is not in {directory}")
+            paths.append(path)
+        found = index
+    elif os.path.isfile(single):
+        paths, found = [single], single
+    else:
+        raise upstream.ConversionError(
+            f"{directory}: no model.safetensors, pytorch_model.bin or their .index.json")
+    tensors = {}
+    for path in paths:
+        state = upstream.load_pickle(path, trust_pickle)
+        if not isinstance(state, dict):
+            upstream.fail(path, "<root>", f"expected a dict of tensors, found {type(state).__name__}")
+        tensors.update(state)
+    return found, tensors
 
 

@@ -47,16 +47,25 @@ def convert(path, out_dir, vq_model="VQ-16", dtype="f32", trust_pickle=False):
     ckpt = upstream.load_pickle(path, trust_pickle)
     sd = upstream.StateDict(path, upstream.state_dict_of(path, ckpt, ("model", "state_dict")),
                             vq.UPSTREAM_BOOKKEEPING)
-    codebook = sd.shape("quantize.embedding.weight")
+    return convert_state(sd, "", out_dir, vq_model, dtype,
+                         dict(upstream="FoundationVision/LlamaGen VQ", file=path,
+                              registry_name=vq_model))
+
+
+def convert_state(sd, prefix, out_dir, vq_model, dtype, source):
+    """The VQ's tensors under `prefix` of the upstream.StateDict sd (Janus-Pro nests the same
+    model as gen_vision_model.*) -> a vq component. Marks them read in sd."""
+    if vq_model not in REGISTRY:
+        upstream.fail(sd.path, "vq_model", f"unknown {vq_model!r} (known: {', '.join(REGISTRY)})")
+    codebook = sd.shape(prefix + "quantize.embedding.weight")
     if len(codebook) != 2:
-        upstream.fail(path, "quantize.embedding.weight", f"shape {codebook}, expected [size, dim]")
+        upstream.fail(sd.path, prefix + "quantize.embedding.weight",
+                      f"shape {codebook}, expected [size, dim]")
     config = vq_config(vq_model, *codebook)
-    for key, shape in expected_shapes(config).items():
-        sd.get(key, shape)
-    tensors = sd.finish()
-    print(f"{path}: LlamaGen {vq_model}, {config['codebook_size']} x "
+    tensors = {key: sd.get(prefix + key, shape) for key, shape in expected_shapes(config).items()}
+    if not prefix:
+        sd.finish()
+    print(f"{sd.path}: LlamaGen {vq_model}, {config['codebook_size']} x "
           f"{config['codebook_embed_dim']} codebook", flush=True)
-    component.write(out_dir, config, tensors, dtype,
-                    dict(upstream="FoundationVision/LlamaGen VQ", file=path,
-                         registry_name=vq_model))
+    component.write(out_dir, config, tensors, dtype, source)
     return config

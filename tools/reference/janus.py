@@ -118,3 +118,68 @@ def generate(model, ids, pad_id, count, cfg_weight, temperature=0.0, generator=N
                 code = torch.multinomial(probs, 1, generator=generator)[0]
             codes = torch.cat([codes, code.view(1, 1).expand(2, 1)], dim=1)
     return codes[0].tolist()
+
+
+# A tiny Janus-Pro in the upstream layout, for tests (random weights): config.json with
+# upstream's sections, the tokenizer's special tokens at small ids.
+TINY_CONFIG = dict(
+    model_type="multi_modality",
+    language_config=dict(hidden_size=64, intermediate_size=96, num_attention_heads=4,
+                         num_hidden_layers=2, vocab_size=320, max_position_embeddings=64,
+                         torch_dtype="bfloat16"),
+    gen_vision_config=dict(cls="VQ-16", model_type="gen_vision",
+                           params=dict(image_token_size=128, n_embed=8)),
+    gen_aligner_config=dict(cls="MlpProjector", model_type="gen_aligner",
+                            params=dict(depth=2, input_dim=8, n_embed=64,
+                                        projector_type="mlp_gelu")),
+    gen_head_config=dict(cls="vision_head", model_type="gen_head",
+                         params=dict(image_token_embed=48, image_token_size=128, n_embed=64)),
+    vision_config=dict(cls="CLIPVisionTower", model_type="vision",
+                       params=dict(image_size=384, model_name="siglip_large_patch16_384")),
+    aligner_config=dict(cls="MlpProjector", model_type="aligner",
+                        params=dict(depth=2, input_dim=16, n_embed=64, projector_type="mlp_gelu")))
+TINY_SPECIAL = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>", "<|User|>",
+                "<|Assistant|>", "<image_placeholder>", "<begin_of_image>", "<end_of_image>"]
+TINY_PAD = 258  # 256 + TINY_SPECIAL.index("<｜▁pad▁｜>")
+
+
+def byte_level_alphabet():
+    """GPT-2's byte -> printable character map (the byte-level BPE vocabularies' alphabet)."""
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1))
+                 + list(range(0xAE, 0xFF + 1)))
+    chars, extra = dict((b, chr(b)) for b in printable), 0
+    for b in range(256):
+        if b not in chars:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return chars
+
+
+def tiny_tokenizer():
+    """tokenizer.json: byte-level BPE over the 256 bytes (no merges), a regex Split then
+    ByteLevel, and the special tokens at ids 256.. (Janus-Pro's at 100000..)."""
+    alphabet = byte_level_alphabet()
+    added = [dict(id=256 + i, content=t, special=True, single_word=False, lstrip=False,
+                  rstrip=False, normalized=False) for i, t in enumerate(TINY_SPECIAL)]
+    split = dict(type="Split", pattern=dict(Regex=r"\s?\p{L}+|\s?\p{N}+|\s?[^\s\p{L}\p{N}]+|\s+"),
+                 behavior="Isolated", invert=False)
+    return dict(
+        version="1.0", added_tokens=added, normalizer=None,
+        pre_tokenizer=dict(type="Sequence", pretokenizers=[
+            split, dict(type="ByteLevel", add_prefix_space=False, trim_offsets=True,
+                        use_regex=False)]),
+        model=dict(type="BPE", vocab={alphabet[b]: b for b in range(256)}, merges=[]))
+
+
+def upstream_state(model, gen, vq_state=None):
+    """model's state dict as MultiModalityCausalLM saves it, with stand-ins for the
+    understanding path (vision_model, aligner) and, given a LlamaGen VQ's state dict, the
+    generation VQ under gen_vision_model."""
+    state = dict(model.state_dict())
+    state["vision_model.vision_tower.pos_embed"] = torch.randn(1, 4, 16, generator=gen)
+    state["vision_model.vision_tower.blocks.0.attn.qkv.weight"] = torch.randn(48, 16, generator=gen)
+    state["aligner.layers.0.weight"] = torch.randn(64, 16, generator=gen)
+    state["aligner.layers.0.bias"] = torch.randn(64, generator=gen)
+    for key, value in (vq_state or {}).items():
+        state["gen_vision_model." + key] = value
+    return state

@@ -22,6 +22,8 @@ import safetensors_io  # noqa: E402
 from random_init import spread_init  # noqa: E402
 import eagle_head as eh  # noqa: E402
 import hf_causal_lm  # noqa: E402
+import hf_janus  # noqa: E402
+import janus  # noqa: E402
 import hf_t5_encoder  # noqa: E402
 import t5  # noqa: E402
 import qwen2  # noqa: E402
@@ -474,6 +476,41 @@ def make_t5_encoder(out_dir, seed):
           f"scale {float(features.abs().max()):.3f}")
 
 
+def make_janus(out_dir, seed):
+    """<out_dir>/hf: a tiny Janus-Pro in the upstream layout (config.json, model.safetensors
+    with the understanding path's stand-ins and the text head, tokenizer.json; no
+    gen_vision_model: the parity test needs no VQ); <out_dir>/janus: converted;
+    expected.safetensors: a prompt's guidance pair, the reference's image logits over it and
+    five codes, and the greedy codes of upstream's CFG loop (weight 5)."""
+    gen = torch.Generator().manual_seed(seed)
+    cfg = janus.TINY_CONFIG
+    model = janus.Janus(cfg).eval()
+    spread_init(model, gen)
+    hf_dir = os.path.join(out_dir, "hf")
+    write_config(hf_dir, cfg)
+    with open(os.path.join(hf_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(janus.tiny_tokenizer(), f, ensure_ascii=False)
+        f.write("\n")
+    safetensors_io.save(janus.upstream_state(model, gen), os.path.join(hf_dir, "model.safetensors"))
+    hf_janus.convert_model(hf_dir, os.path.join(out_dir, "janus"), "f32")
+    os.remove(os.path.join(out_dir, "janus", "source.json"))  # names this machine's path
+    # BOS, 8 text ids, <begin_of_image>.
+    ids = torch.cat([torch.tensor([256]), torch.randint(0, 256, (8,), generator=gen),
+                     torch.tensor([262])])
+    pair = janus.guidance_pair(ids, janus.TINY_PAD)
+    codes = torch.randint(0, 128, (1, 5), generator=gen).expand(2, 5)
+    with torch.no_grad():
+        logits = model.image_logits(pair, codes)
+    greedy = janus.generate(model, ids, janus.TINY_PAD, 16, 5.0)
+    safetensors_io.save({"ids": ids, "pair": pair, "codes": codes.contiguous(), "logits": logits,
+                         "greedy": torch.tensor(greedy, dtype=torch.int64)},
+                        os.path.join(out_dir, "expected.safetensors"))
+    mixed = logits[1] + 5.0 * (logits[0] - logits[1])
+    top2 = mixed[-1].topk(2).values
+    print(f"janus_tiny: {sum(p.numel() for p in model.parameters())} params, greedy "
+          f"{greedy[:6]}..., last margin {float(top2[0] - top2[1]):.3f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data"))
@@ -495,6 +532,7 @@ def main():
     for i, (name, cfg) in enumerate(sorted(CAUSAL_LMS.items())):
         make_causal_lm(name, cfg, os.path.join(args.out, name), args.seed + 137 + i)
     make_t5_encoder(os.path.join(args.out, "t5_encoder_tiny"), args.seed + 149)
+    make_janus(os.path.join(args.out, "janus_tiny"), args.seed + 151)
 
 
 if __name__ == "__main__":

@@ -126,8 +126,8 @@ TEST(DecodeSessionTest, NextHiddenIsTheFeatureOfNextLogits) {
   auto stream = session->Open(*f->models.target, StreamRole::kTarget);
   ASSERT_OK(stream);
   ModelStream& s = **stream;
-  const auto& out = f->models.target->output_weight();
-  auto readout = [&] { return torch::linear(s.next_hidden(), out).to(torch::kFloat32); };
+  const TokenModel& target = *f->models.target;
+  auto readout = [&] { return target.HeadLogits(s.next_hidden()); };
   EXPECT_LE(MaxAbsDiff(readout(), s.next_logits()), 1e-4);
   ASSERT_OK(s.Feed({4, 8, 6}, 0, 3, LogitsMode::kAll));
   EXPECT_EQ(s.next_hidden().size(0), s.cache().batch());
