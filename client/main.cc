@@ -439,9 +439,11 @@ int Models() {
     for (const auto& x : m.conditions()) {
       absl::StrAppend(&conditions, conditions.empty() ? "" : ",", x);
     }
-    const std::string shape = m.num_classes() > 0
-                                  ? absl::StrCat(m.num_classes(), " classes")
-                                  : absl::StrCat(m.condition_rows(), " x ", m.condition_width());
+    // A family that reads the prompt's own ids (Janus-Pro) has rows but no feature width.
+    const std::string shape =
+        m.num_classes() > 0          ? absl::StrCat(m.num_classes(), " classes")
+        : m.condition_width() == 0 ? absl::StrCat("up to ", m.condition_rows(), " prompt tokens")
+                                     : absl::StrCat(m.condition_rows(), " x ", m.condition_width());
     std::printf("%s  %ux%u px  grid %ux%u  vocab %u  methods %s  cfg %.1f  conditions %s (%s)\n",
                 m.name().c_str(), m.image_width(), m.image_height(), m.grid_size(), m.grid_size(),
                 m.vocab_size(), methods.c_str(), m.default_sampling().cfg_scale(),

@@ -28,11 +28,15 @@ ModelSummary Summarize(const std::string& name, const engine::ModelSet& models) 
   out.methods = engine::AvailableMethods(models);
   out.default_cfg_scale = models.default_cfg_scale;
   // A pipeline that starts from text: the engine's text encoder, or a stage whose ids the
-  // repository's prompt encoder writes (Tar's MLLM, LlamaGen t2i's T5).
+  // repository's prompt encoder writes (Tar's MLLM, LlamaGen t2i's T5), or a target that
+  // reads the prompt's ids.
   if (!models.pipeline.empty() && models.pipeline.front()->reads_text()) {
     out.conditions.push_back("prompt");
   }
-  if (target.mode != engine::ConditionMode::kClassLabel) {
+  if (target.mode == engine::ConditionMode::kPromptIds) {
+    // A target that reads the prompt's ids itself (Janus-Pro): the prompt is all it takes.
+    out.conditions.push_back("prompt");
+  } else if (target.mode != engine::ConditionMode::kClassLabel) {
     out.conditions.push_back("condition");
     out.condition_width = target.width;
   } else {

@@ -6,7 +6,11 @@
 //   - LlamaGen t2i (components.t5): the caption cleaned as upstream (text/clean_caption.h,
 //     twice) and cut into FLAN-T5's sentencepiece pieces (spiece.model, which
 //     `convert.py hf-t5-encoder` copies), the end token, truncated to the condition's rows
-//     -> caption_ids.
+//     -> caption_ids;
+//   - Janus-Pro (a target of architecture "janus", no pipeline): the tokenizer.json that
+//     `convert.py janus-family` copies beside the target, over Janus-Pro's t2i prompt
+//     (text/janus_prompt.h), the begin-of-sentence id (the target's config.json bos_id) first
+//     -> prompt_ids.
 #ifndef MULO_SERVER_PROMPT_ENCODER_H_
 #define MULO_SERVER_PROMPT_ENCODER_H_
 

@@ -78,7 +78,9 @@ std::vector<std::string> Characters(const std::string& text) {
 }  // namespace
 
 struct BpeTokenizer::Pieces {
-  std::unique_ptr<icu::RegexPattern> pattern;
+  // The Splits in order: each cuts every piece the one before left (DeepSeek's tokenizers
+  // chain several).
+  std::vector<std::unique_ptr<icu::RegexPattern>> patterns;
   const icu::Normalizer2* nfc = nullptr;  // ICU's singleton; null = no normaliser
 };
 
@@ -176,10 +178,10 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromJson(std::string
     if (U_FAILURE(status)) return absl::InternalError("tokenizer: ICU has no NFC normaliser");
   }
 
-  // The pre-tokenizer: ByteLevel (GPT-2's pattern), or a regex Split then a ByteLevel that
+  // The pre-tokenizer: ByteLevel (GPT-2's pattern), or regex Splits then a ByteLevel that
   // only maps bytes.
   const json& pre = file.value("pre_tokenizer", json());
-  std::string pattern;
+  std::vector<std::string> patterns;
   auto byte_level = [](const json& p, const std::string& field) -> absl::Status {
     if (p.value("add_prefix_space", false)) {
       return FieldError(absl::StrCat(field, ".add_prefix_space"), "only false is supported");
@@ -191,38 +193,43 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromJson(std::string
     if (!pre.value("use_regex", true)) {
       return FieldError("pre_tokenizer.use_regex", "a lone ByteLevel must split (true)");
     }
-    pattern = kGpt2Pattern;
+    patterns.push_back(kGpt2Pattern);
   } else if (pre.is_object() && pre.value("type", "") == "Sequence" &&
              pre.value("pretokenizers", json()).is_array() &&
-             pre["pretokenizers"].size() == 2) {
-    const json& split = pre["pretokenizers"][0];
-    const json& bytes = pre["pretokenizers"][1];
-    if (split.value("type", "") != "Split" ||
-        !split.value("pattern", json()).value("Regex", json()).is_string()) {
-      return FieldError("pre_tokenizer.pretokenizers[0]", "must be a Split with a Regex");
+             pre["pretokenizers"].size() >= 2) {
+    const json& steps = pre["pretokenizers"];
+    for (size_t i = 0; i + 1 < steps.size(); ++i) {
+      const json& split = steps[i];
+      const std::string field = absl::StrCat("pre_tokenizer.pretokenizers[", i, "]");
+      if (split.value("type", "") != "Split" ||
+          !split.value("pattern", json()).value("Regex", json()).is_string()) {
+        return FieldError(field, "must be a Split with a Regex");
+      }
+      if (split.value("behavior", "") != "Isolated" || split.value("invert", false)) {
+        return FieldError(field + ".behavior", "only \"Isolated\", not inverted, is supported");
+      }
+      patterns.push_back(split["pattern"]["Regex"].get<std::string>());
     }
-    if (split.value("behavior", "") != "Isolated" || split.value("invert", false)) {
-      return FieldError("pre_tokenizer.pretokenizers[0].behavior",
-                        "only \"Isolated\", not inverted, is supported");
-    }
+    const json& bytes = steps.back();
+    const std::string field = absl::StrCat("pre_tokenizer.pretokenizers[", steps.size() - 1, "]");
     if (bytes.value("type", "") != "ByteLevel" || bytes.value("use_regex", true)) {
-      return FieldError("pre_tokenizer.pretokenizers[1]",
-                        "must be a ByteLevel with use_regex false");
+      return FieldError(field, "must be a ByteLevel with use_regex false");
     }
-    if (auto s = byte_level(bytes, "pre_tokenizer.pretokenizers[1]"); !s.ok()) return s;
-    pattern = split["pattern"]["Regex"].get<std::string>();
+    if (auto s = byte_level(bytes, field); !s.ok()) return s;
   } else {
     return FieldError("pre_tokenizer",
-                      "only ByteLevel, or a Sequence of a regex Split and a ByteLevel, is "
+                      "only ByteLevel, or a Sequence of regex Splits and a ByteLevel, is "
                       "supported");
   }
-  UParseError where;
-  t->pieces_->pattern.reset(icu::RegexPattern::compile(
-      icu::UnicodeString::fromUTF8(WithUnicodeWhiteSpace(pattern)), 0, where, status));
-  if (U_FAILURE(status)) {
-    return FieldError("pre_tokenizer", absl::StrCat("ICU cannot compile the pattern (",
-                                                    u_errorName(status), " at offset ",
-                                                    where.offset, ")"));
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    UParseError where;
+    t->pieces_->patterns.emplace_back(icu::RegexPattern::compile(
+        icu::UnicodeString::fromUTF8(WithUnicodeWhiteSpace(patterns[i])), 0, where, status));
+    if (U_FAILURE(status)) {
+      return FieldError("pre_tokenizer",
+                        absl::StrCat("ICU cannot compile pattern ", i, " (", u_errorName(status),
+                                     " at offset ", where.offset, ")"));
+    }
   }
 
   t->id_to_token_.assign(t->size_, "");
@@ -323,34 +330,52 @@ absl::Status BpeTokenizer::EncodeText(std::string_view text, std::string_view fi
   }, ids);
 }
 
-absl::Status BpeTokenizer::PreTokenize(std::string_view text, std::string_view field,
-                                       std::vector<int32_t>& ids) const {
+namespace {
+
+// Pre-tokenizer step 3 from Split `level` on: every match of the pattern and every gap between
+// matches is a piece, cut in turn by the next Split; `leaf` gets each final piece as UTF-8.
+absl::Status SplitPieces(const std::vector<std::unique_ptr<icu::RegexPattern>>& patterns,
+                         size_t level, const icu::UnicodeString& input, std::string_view field,
+                         const std::function<void(const std::string&)>& leaf) {
+  if (level == patterns.size()) {
+    std::string bytes;
+    input.toUTF8String(bytes);
+    leaf(bytes);
+    return absl::OkStatus();
+  }
   UErrorCode status = U_ZERO_ERROR;
-  const icu::UnicodeString input = icu::UnicodeString::fromUTF8(
-      icu::StringPiece(text.data(), static_cast<int32_t>(text.size())));
-  // 3. Split: every match and every gap between matches is a piece.
-  std::unique_ptr<icu::RegexMatcher> matcher(pieces_->pattern->matcher(input, status));
+  std::unique_ptr<icu::RegexMatcher> matcher(patterns[level]->matcher(input, status));
   if (U_FAILURE(status)) {
     return absl::InternalError(absl::StrCat(std::string(field), ": ICU: ", u_errorName(status)));
   }
   int32_t done = 0;
-  auto piece = [&](int32_t from, int32_t to) {
-    if (to <= from) return;
-    std::string bytes;
-    input.tempSubStringBetween(from, to).toUTF8String(bytes);
-    EncodePiece(alphabet_.Encode(bytes), ids);  // 4.
+  auto piece = [&](int32_t from, int32_t to) -> absl::Status {
+    if (to <= from) return absl::OkStatus();
+    return SplitPieces(patterns, level + 1, icu::UnicodeString(input, from, to - from), field,
+                       leaf);
   };
   while (matcher->find(status) && U_SUCCESS(status)) {
     const int32_t start = matcher->start(status), end = matcher->end(status);
-    piece(done, start);
-    piece(start, end);
+    if (auto s = piece(done, start); !s.ok()) return s;
+    if (auto s = piece(start, end); !s.ok()) return s;
     done = end;
   }
-  piece(done, input.length());
   if (U_FAILURE(status)) {
     return absl::InternalError(absl::StrCat(std::string(field), ": ICU: ", u_errorName(status)));
   }
-  return absl::OkStatus();
+  return piece(done, input.length());
+}
+
+}  // namespace
+
+absl::Status BpeTokenizer::PreTokenize(std::string_view text, std::string_view field,
+                                       std::vector<int32_t>& ids) const {
+  const icu::UnicodeString input = icu::UnicodeString::fromUTF8(
+      icu::StringPiece(text.data(), static_cast<int32_t>(text.size())));
+  // 3. Split (each Split cutting the pieces the one before left), then 4. merge each piece.
+  return SplitPieces(pieces_->patterns, 0, input, field, [&](const std::string& bytes) {
+    EncodePiece(alphabet_.Encode(bytes), ids);
+  });
 }
 
 void BpeTokenizer::EncodePiece(const std::string& symbols_text, std::vector<int32_t>& ids) const {

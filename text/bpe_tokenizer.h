@@ -1,12 +1,15 @@
 // A byte-level BPE tokenizer read from a Hugging Face tokenizer.json: the tokenizers of the
-// LLaMA 3 and Qwen2 families (Qwen2.5 for Tar's MLLM stage). Encoding, as the reference does:
+// LLaMA 3, Qwen2 and DeepSeek families (Qwen2.5 for Tar's MLLM stage, DeepSeek's for
+// Janus-Pro). Encoding, as the reference does:
 //   1. added tokens ("<|im_start|>", Tar's "<I123>") are cut out, leftmost first and the
 //      longest where several start at one place, each its own id: those marked "normalized":
 //      false from the raw text, the others from the text after normalisation (NFC when the
 //      file says so), as the reference's added vocabulary does;
 //   2. what lies between them is normalised;
-//   3. split by the pre-tokenizer's regex (behaviour "Isolated": every match and every gap
-//      between matches is a piece), or GPT-2's pattern for a plain ByteLevel pre-tokenizer;
+//   3. split by the pre-tokenizer's regexes in turn (behaviour "Isolated": every match and
+//      every gap between matches is a piece, which the next Split cuts further; DeepSeek's
+//      tokenizers, Janus-Pro's among them, chain several), or GPT-2's pattern for a plain
+//      ByteLevel pre-tokenizer;
 //   4. each piece's bytes are written in the byte-level alphabet (byte_level.h) and merged by
 //      BPE: the adjacent pair with the lowest merge rank first, until no pair has a rank.
 // Unicode classes (\p{L}, \p{N}) and NFC come from ICU (Debian's libicu). Oniguruma's \s (the

@@ -52,10 +52,4 @@ std::string JanusT2iPrompt(std::string_view caption) {
   return std::string(StripPythonWhitespace(prompt)) + "<begin_of_image>";
 }
 
-std::vector<int64_t> JanusUnconditionalIds(const std::vector<int64_t>& ids, int64_t pad_id) {
-  std::vector<int64_t> out = ids;
-  for (size_t i = 1; i + 1 < out.size(); ++i) out[i] = pad_id;
-  return out;
-}
-
 }  // namespace mulo::text

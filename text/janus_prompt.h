@@ -5,10 +5,9 @@
 //   - the "deepseek" conversation with an empty system prompt: "<|User|>: " + the caption
 //     (stripped of whitespace as Python's str.strip does) + "\n\n" + "<|Assistant|>:", the
 //     whole stripped, then the image start tag "<begin_of_image>"; an empty caption leaves the
-//     user's turn as "<|User|>:" with nothing after it, as upstream's template does;
-//   - the unconditional row of classifier-free guidance: the prompt's ids with every id but the
-//     first (the begin-of-sentence token) and the last ("<begin_of_image>") replaced by the pad
-//     token's id.
+//     user's turn as "<|User|>:" with nothing after it, as upstream's template does.
+// The tokenizer's begin-of-sentence id goes first (server/prompt_encoder); the guidance row is
+// the engine's (engine/model/janus_model.h, JanusModel::GuidancePair).
 #ifndef MULO_TEXT_JANUS_PROMPT_H_
 #define MULO_TEXT_JANUS_PROMPT_H_
 
@@ -20,8 +19,6 @@
 namespace mulo::text {
 
 std::string JanusT2iPrompt(std::string_view caption);
-
-std::vector<int64_t> JanusUnconditionalIds(const std::vector<int64_t>& ids, int64_t pad_id);
 
 // Python's str.strip() on UTF-8 text: the characters str.isspace() accepts, off both ends.
 std::string_view StripPythonWhitespace(std::string_view text);

@@ -72,6 +72,46 @@ if ! diff <(cat -n "$work/tar_reference.jsonl") <(cat -n "$work/tar_ours.jsonl")
   fail "ids on Tar's tokenizer differ from the reference's"
 fi
 
+# A chain of Splits (DeepSeek's tokenizers, Janus-Pro's among them, cut the text with several
+# regexes in turn before ByteLevel): Qwen2.5's vocabulary and merges under a DeepSeek-style
+# Sequence of six Splits (line breaks, letters, punctuation, trailing spaces, CJK, digits),
+# over the whole corpus and Janus-Pro's prompt template with its special tokens added.
+/usr/bin/python3 - "$files/tokenizer.json" "$work/chain_tokenizer.json" "$work/chain_texts.jsonl" \
+  "$corpus" <<'PY' ||
+import json, sys
+model = json.load(open(sys.argv[1]))
+splits = [r"[\r\n]", r"\s?\p{L}+", r"\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+",
+          r"\s+$", r"[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+", r"\p{N}+"]
+model["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": p}, "behavior": "Isolated", "invert": False}
+    for p in splits] + [{"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                         "use_regex": False}]}
+next_id = 151665
+for t in ("<｜begin▁of▁sentence｜>", "<｜▁pad▁｜>", "<|User|>", "<|Assistant|>", "<begin_of_image>"):
+    model["added_tokens"].append({"id": next_id, "content": t, "single_word": False,
+                                  "lstrip": False, "rstrip": False, "normalized": False,
+                                  "special": True})
+    next_id += 1
+json.dump(model, open(sys.argv[2], "w"), ensure_ascii=False)
+with open(sys.argv[3], "w") as f:
+    for line in open(sys.argv[4], encoding="utf-8"):
+        f.write(line)
+    for caption in ("a red fox in the snow", "  two dogs, 3 cats; 中文 and 한국어  "):
+        text = f"<|User|>: {caption.strip()}\n\n<|Assistant|>:<begin_of_image>"
+        f.write(json.dumps(text, ensure_ascii=False) + "\n")
+PY
+  fail "writing the chained-Split tokenizer"
+node "$peers/reference_tokenize.mjs" "$work/chain_tokenizer.json" "$files/tokenizer_config.json" \
+  <"$work/chain_texts.jsonl" >"$work/chain_reference.jsonl" || fail "the reference on chained Splits"
+text/tokenize --tokenizer="$work/chain_tokenizer.json" <"$work/chain_texts.jsonl" \
+  >"$work/chain_ours.jsonl" || fail "text/tokenize on chained Splits"
+if ! diff <(cat -n "$work/chain_reference.jsonl") <(cat -n "$work/chain_ours.jsonl") >"$work/chain_diff"; then
+  head -20 "$work/chain_diff" >&2
+  fail "ids under chained Splits differ from the reference's"
+fi
+cmp -s <(head -n "$lines" "$work/chain_ours.jsonl") "$work/ours.jsonl" &&
+  fail "the chained Splits changed no ids: the test would not see them"
+
 # The chat template: ours (text/chat_template) against the file's own Jinja template.
 chats=tests/text/chat_corpus.jsonl
 node "$peers/reference_chat.mjs" "$files/tokenizer.json" "$files/tokenizer_config.json" \
@@ -91,4 +131,5 @@ tokens=$(python3 -c 'import json,sys; print(sum(len(json.loads(l)) for l in open
   "$work/ours.jsonl")
 echo "PASS: $lines texts, $tokens ids, identical to tokenizers.js on Qwen2.5's vocabulary;" \
   "$(wc -l <"$work/tar_texts.jsonl") texts identical with Tar's 65,541 added tokens;" \
+  "$(wc -l <"$work/chain_texts.jsonl") texts identical under six chained Splits;" \
   "$(wc -l <"$chats") chat prompts identical to its Jinja chat template's"

@@ -135,7 +135,7 @@ TEST(BpeTokenizerTest, RefusesWhatItDoesNotImplementNamingTheField) {
   file = TinyFile({});
   file["pre_tokenizer"] = {{"type", "Whitespace"}};
   EXPECT_EQ(message(file),
-            "tokenizer.json pre_tokenizer: only ByteLevel, or a Sequence of a regex Split and a "
+            "tokenizer.json pre_tokenizer: only ByteLevel, or a Sequence of regex Splits and a "
             "ByteLevel, is supported");
   file = TinyFile({});
   file["normalizer"] = {{"type", "NFKC"}};

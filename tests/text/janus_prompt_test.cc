@@ -23,12 +23,5 @@ TEST(JanusPromptTest, StripsWhatPythonsIsspaceAccepts) {
   EXPECT_EQ(StripPythonWhitespace(""), "");
 }
 
-TEST(JanusPromptTest, TheUnconditionalRowKeepsTheFirstAndLastIds) {
-  EXPECT_EQ(JanusUnconditionalIds({100000, 5, 6, 7, 100016}, 100015),
-            (std::vector<int64_t>{100000, 100015, 100015, 100015, 100016}));
-  EXPECT_EQ(JanusUnconditionalIds({1, 2}, 0), (std::vector<int64_t>{1, 2}));
-  EXPECT_EQ(JanusUnconditionalIds({}, 0), std::vector<int64_t>{});
-}
-
 }  // namespace
 }  // namespace mulo::text

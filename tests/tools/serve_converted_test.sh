@@ -5,7 +5,10 @@
 # LlamaGen t2i family a text prompt (its converted FLAN-T5 and sentencepiece model; the image
 # equals the one from the same caption's features computed outside) and one carrying T5-shaped
 # features with a shortened caption, a tiny LlamaGen c2i family one
-# carrying a class label; bad condition fields are refused
+# carrying a class label, a tiny Janus-Pro (converted from pytorch_model.bin) a text prompt
+# through its tokenizer and template, greedily the same image with ar, sjd, gsd, mc_sjd, sjd_pac
+# and zipar (window = the grid's width), the methods that need a drafter refused; bad condition
+# fields are refused
 # naming the field, and the Tar family without U_2 / D_2 does not offer MuLo-SD.
 set -euo pipefail
 cd "${TEST_SRCDIR}/${TEST_WORKSPACE}"
@@ -24,6 +27,26 @@ grep -q "^llamagen-t2i .*cfg 7.5 .*conditions prompt,condition (6 x 32)" <<<"$mo
   fail "llamagen-t2i's listing"
 grep -q "^llamagen-c2i .*cfg 4.0 .*conditions class_label (10 classes)" <<<"$models" ||
   fail "llamagen-c2i's listing"
+grep -q "^janus-pro .*methods ar,sjd,gsd,zipar,mc_sjd,sjd_pac,auto .*cfg 5.0 .*conditions prompt (up to 48 prompt tokens)" \
+  <<<"$models" || fail "janus-pro's listing"
+
+# Janus-Pro from text: 4 x 4 codes over VQ-tiny (2 px each) -> 8 x 8 pixels; the training-free
+# methods give ar's greedy image; the prompt decides it; a seed decides a sampled one.
+for method in ar sjd gsd mc_sjd sjd_pac zipar:window=4; do
+  "$client" generate --server="$addr" --model=janus-pro --seed=3 --temperature=0 \
+    --prompt="a red fox in the snow" --method=$method --format=raw \
+    --out="$work/janus_${method%%:*}.rgb"
+  [[ $(stat -c %s "$work/janus_${method%%:*}.rgb") == $((8 * 8 * 3)) ]] || fail "janus image size"
+  cmp -s "$work/janus_ar.rgb" "$work/janus_${method%%:*}.rgb" || fail "janus: $method differs from ar"
+done
+"$client" generate --server="$addr" --model=janus-pro --seed=3 --temperature=0 \
+  --prompt="two dogs playing in a green field" --format=raw --out="$work/janus_dogs.rgb"
+! cmp -s "$work/janus_ar.rgb" "$work/janus_dogs.rgb" || fail "janus: the prompt had no effect"
+for run in 1 2; do
+  "$client" generate --server="$addr" --model=janus-pro --seed=5 --prompt="a cat" --format=raw \
+    --out="$work/janus_sampled_$run.rgb"
+done
+cmp -s "$work/janus_sampled_1.rgb" "$work/janus_sampled_2.rgb" || fail "janus: seeded images differ"
 
 # Tar: a Tar MLLM's output text works as it is.
 "$client" generate --server="$addr" --model=tar --seed=3 --out="$work/tar.png" \
@@ -124,5 +147,10 @@ refused class_label --model=llamagen-c2i --prompt="a goldfish"
 refused class_label --model=llamagen-c2i --class_label=10
 refused condition --model=llamagen-c2i --class_label=1 --condition=@"$work/caption.txt"
 refused class_label --model=tar --condition_tokens=1,2,3,4,5,6,7,8,9 --class_label=1
+refused method --model=janus-pro --prompt="a fox" --method=speculative
+refused method --model=janus-pro --prompt="a fox" --method=mulo
+refused condition --model=janus-pro --condition=@"$work/caption.txt"
+refused prompt --model=janus-pro --prompt="$(printf 'a%.0s' $(seq 1 60))"
+refused text_stage_method --model=janus-pro --prompt="a fox" --text_stage_method=sjd
 kill -0 $pid || fail "the server died"
 echo "PASS"
