@@ -12,7 +12,8 @@
 #     DEPS_DEBS=/path              Debian packages to unpack when the system lacks them
 #                                  (default .gpu/debs, tools/gpu/fetch_deps.sh)
 #     CXX=g++  JOBS=$(nproc)  CXXSTD=c++17
-# Always builds OUT_DIR/libmulo_engine.a and OUT_DIR/ar_bench (default OUT_DIR: out/engine);
+# Always builds OUT_DIR/libmulo_engine.a, OUT_DIR/ar_bench and OUT_DIR/token_model_bench
+# (default OUT_DIR: out/engine);
 # with GoogleTest also OUT_DIR/gpu_engine_test; with Abseil and OpenCV also OUT_DIR/methods_bench;
 # with gRPC, protobuf, libmicrohttpd, libpng and libjpeg also OUT_DIR/mulo_server and mulo_client.
 # With a CUDA LibTorch, MULO_WITH_CUDA is defined (CUDA graphs). Objects are rebuilt only when
@@ -193,7 +194,7 @@ all_built() { for o in $(objects "$@"); do [[ -f "$o" ]] || return 1; done; }
 mapfile -t sources < <(find engine -name '*.cc' | sort)
 echo "build_engine: ${#sources[@]} engine sources, LibTorch at ${LIBTORCH:-Debian}, ABI $abi," \
   "CUDA $([[ " ${defines[*]} " == *MULO_WITH_CUDA* ]] && echo on || echo off), $jobs jobs"
-programs=(bench/ar_bench.cc)
+programs=(bench/ar_bench.cc bench/token_model_bench.cc)
 [[ ${gtest[*]} == none ]] || programs+=("${gtest_sources[@]}" tests/gpu/gpu_engine_test.cc)
 programs+=("${bench_sources[@]}" "${proto_sources[@]}" "${server_sources[@]}"
            "${client_sources[@]}")
@@ -225,6 +226,7 @@ link() {
 }
 
 link ar_bench bench/ar_bench.cc -- &
+link token_model_bench bench/token_model_bench.cc -- &
 [[ ${gtest[*]} == none ]] ||
   link gpu_engine_test tests/gpu/gpu_engine_test.cc "${gtest_sources[@]}" -- "${gtest[@]}" &
 ((${#bench_sources[@]} == 0)) ||
@@ -237,7 +239,7 @@ if ((${#server_sources[@]})); then
 fi
 wait
 built=()
-for program in ar_bench gpu_engine_test methods_bench mulo_server mulo_client; do
+for program in ar_bench token_model_bench gpu_engine_test methods_bench mulo_server mulo_client; do
   [[ -x "$out/$program" ]] && built+=("$program")
 done
 echo "build_engine: built $out/libmulo_engine.a and ${built[*]} in $out"

@@ -8,9 +8,10 @@ layouts, and converts them with convert.py into a model repository the server lo
   OUT/repository/llamagen-c2i/  LlamaGen GPT-XL class-to-image at 384 px + VQ-16
   OUT/upstream/tar-mllm/, OUT/repository/tar-mllm/   Tar's MLLM (--only tar-mllm)
   OUT/upstream/flan-t5-xl/, OUT/repository/flan-t5-xl-encoder/   (--only flan-t5-xl)
+  OUT/upstream/janus-pro-1b/, OUT/repository/janus-pro-1b/   Janus-Pro-1B (--only janus-pro-1b)
 
   /usr/bin/python3 tools/convert/write_replicas.py --out out/replicas \
-      [--only tar|llamagen-c2i|tar-mllm|flan-t5-xl]
+      [--only tar|llamagen-c2i|tar-mllm|flan-t5-xl|janus-pro-1b]
 
 The weights are random (std 0.02, as the upstream initialisers), so the images are noise;
 what a replica gives is the exact tensor shapes, counts and bytes of the real files: the
@@ -34,6 +35,13 @@ Sizes (tools/convert/tar_ar.py, llamagen_gpt.py, vq16.py registries):
   FLAN-T5-XL's encoder (only with --only flan-t5-xl): 24 blocks, 2048 wide, 32 heads of 64,
     FFN 5120, vocabulary 32,128; the decoder of the real checkpoint is not written (the
     converter drops it).
+  Janus-Pro-1B (only with --only janus-pro-1b): the LLaMA of its language_config (24 layers,
+    2048 wide, 16 heads, FFN 5632, vocabulary 102,400, 16,384 positions; the Janus-Pro paper's
+    table and the published config.json agree on these), gen_embed 16,384 x 8, gen_aligner
+    (depth 2 to 2048), gen_head (2048 -> 2048 -> 16,384), the text head, a VQ-16 as
+    gen_vision_model, all as one bfloat16 pytorch_model.bin (DeepSeek ships .bin); the
+    understanding path (SigLIP-L, aligner) as small stand-ins, which the converter skips
+    either way; a byte-level tokenizer.json with Janus-Pro's special tokens at 100,000..
 Transformers are written as bfloat16 (the converter keeps them so: >= 100 M parameters); the
 VQ and TA-Tok as float32.
 """
@@ -171,11 +179,59 @@ def write_flan_t5_xl(out, gen, start):
                          os.path.join(out, "repository", "flan-t5-xl-encoder")])
 
 
+JANUS_PRO_1B = dict(
+    model_type="multi_modality",
+    language_config=dict(hidden_size=2048, intermediate_size=5632, num_attention_heads=16,
+                         num_hidden_layers=24, num_key_value_heads=16, vocab_size=102400,
+                         max_position_embeddings=16384, torch_dtype="bfloat16"),
+    gen_vision_config=dict(cls="VQ-16", model_type="gen_vision",
+                           params=dict(image_token_size=VOCAB, n_embed=8)),
+    gen_aligner_config=dict(cls="MlpProjector", model_type="gen_aligner",
+                            params=dict(depth=2, input_dim=8, n_embed=2048,
+                                        projector_type="mlp_gelu")),
+    gen_head_config=dict(cls="vision_head", model_type="gen_head",
+                         params=dict(image_token_embed=2048, image_token_size=VOCAB,
+                                     n_embed=2048)),
+    vision_config=dict(cls="CLIPVisionTower", model_type="vision",
+                       params=dict(image_size=384, model_name="siglip_large_patch16_384")),
+    aligner_config=dict(cls="MlpProjector", model_type="aligner",
+                        params=dict(depth=2, input_dim=1024, n_embed=2048,
+                                    projector_type="gelu")))
+
+
+def write_janus_pro_1b(out, gen, start):
+    import janus  # tools/reference/janus.py
+    hf = os.path.join(out, "upstream", "janus-pro-1b")
+    os.makedirs(hf, exist_ok=True)
+    model = janus.Janus(JANUS_PRO_1B).eval()
+    upstream_init(model, gen)
+    count = sum(p.numel() for p in model.parameters())
+    vq_model = vq.VQModel(vq16.vq_config("VQ-16", VOCAB, 8), with_encoder=True).eval()
+    upstream_init(vq_model, gen)
+    state = janus.upstream_state(model, gen, vq_model.state_dict())
+    del model, vq_model
+    torch.save({k: v.to(torch.bfloat16) for k, v in state.items()},
+               os.path.join(hf, "pytorch_model.bin"))
+    del state
+    with open(os.path.join(hf, "config.json"), "w") as f:
+        json.dump(JANUS_PRO_1B, f, indent=2)
+    tokenizer = janus.tiny_tokenizer()
+    for i, token in enumerate(tokenizer["added_tokens"]):
+        token["id"] = 100000 + i
+    with open(os.path.join(hf, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tokenizer, f, ensure_ascii=False)
+    log(f"{hf}: Janus-Pro-1B generation path, {count / 1e6:.0f} M parameters (+ VQ-16)", start)
+    return convert.main(["janus-family", "--dir", hf, "--out",
+                         os.path.join(out, "repository", "janus-pro-1b"),
+                         "--name", "janus-pro-1b-replica"])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--only", choices=["tar", "llamagen-c2i", "tar-mllm", "flan-t5-xl"])
+    ap.add_argument("--only", choices=["tar", "llamagen-c2i", "tar-mllm", "flan-t5-xl",
+                                       "janus-pro-1b"])
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     os.makedirs(os.path.join(a.out, "upstream"), exist_ok=True)
@@ -183,7 +239,8 @@ def main():
     start = time.monotonic()
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     writers = (("tar", write_tar), ("llamagen-c2i", write_llamagen_c2i),
-               ("tar-mllm", write_tar_mllm), ("flan-t5-xl", write_flan_t5_xl))
+               ("tar-mllm", write_tar_mllm), ("flan-t5-xl", write_flan_t5_xl),
+               ("janus-pro-1b", write_janus_pro_1b))
     for name, write in writers:
         # The text stages' models are written only when asked for (issue 43's sizes).
         if a.only == name or (a.only is None and name in ("tar", "llamagen-c2i")):

@@ -21,6 +21,9 @@
 #     replicas  full-size random replicas in the upstream layouts, converted by tools/convert
 #               (write_replicas.py: Tar AR-DTok LP 512 px with its 256 px drafter, LlamaGen GPT-XL
 #               c2i 384 px) in bf16: cost table, AR step vs the bandwidth floor, s per image
+#     janus     the Janus-Pro-1B replica (write_replicas.py --only janus-pro-1b, converted by
+#               convert.py janus-family), token_model_bench on CUDA in bf16, eager and graphs:
+#               s per CFG decode step and per Jacobi window at 0 and 288 cached codes
 #     serve     mulo_server on CUDA: the bundled family through mulo_client bench (ar, mulo,
 #               eagle, zipar at concurrency 1; ar and mulo at concurrency 8 on eight workers or
 #               batched on one)
@@ -60,7 +63,7 @@ all_methods=$fast_methods,${tree_methods#ar,}
 # The least time, in seconds, in which a step measures something worth returning.
 declare -A need=([info]=5 [ceilings]=25 [build]=150 [test]=40 [methods]=60 [buckets]=60
                  [ops]=40 [auto]=90 [costs]=60
-                 [replicas]=240 [serve]=60 [serve_workers]=60 [serve_replica]=120)
+                 [replicas]=240 [janus]=150 [serve]=60 [serve_workers]=60 [serve_replica]=120)
 
 left() { if ((budget)); then echo $((budget - (SECONDS - began))); else echo 1000000; fi; }
 
@@ -230,6 +233,26 @@ step_replicas() {
       --json_out="$results/cost_$name.json" > "$results/cost_$name.log" 2>&1
     echo "rc $?" >> "$results/cost_$name.log"
     grep -E '^\||^Full|^AR step|^model|^rc|error' "$results/cost_$name.log" | tee -a "$summary"
+    publish
+  done
+}
+
+step_janus() {
+  section "Janus-Pro-1B replica (bf16, CFG batch 2)"
+  if [[ ! -f $replicas/repository/janus-pro-1b/family.json ]]; then
+    bounded python3 tools/convert/write_replicas.py --out "$replicas" --only janus-pro-1b \
+      > "$results/write_janus.log" 2>&1
+    local rc=$?
+    tail -3 "$results/write_janus.log" | tee -a "$summary"
+    ((rc == 0)) || return 1
+  fi
+  local graphs
+  for graphs in off on; do
+    bounded out/gpu/token_model_bench --family="$replicas/repository/janus-pro-1b" --device=cuda \
+      --dtype=bfloat16 --graphs=$graphs --contexts=0,288 --windows=1,16,32 --repeats=10 \
+      > "$results/janus_$graphs.log" 2>&1
+    echo "rc $?" >> "$results/janus_$graphs.log"
+    cat "$results/janus_$graphs.log" | tee -a "$summary"
     publish
   done
 }

@@ -1,0 +1,162 @@
+// A family's target at real scale, whatever its architecture (engine/model/architectures.h):
+// load time and resident memory, then seconds per decode step of one image token with
+// classifier-free guidance (batch 2) at each of --contexts image tokens already cached, and per
+// forward of W tokens (a Jacobi window: sjd and its successors), with its ratio to the one-token
+// step. Random condition and ids (a forward's cost does not depend on them); the median of
+// --repeats after one warm-up (each timed forward ends in one host read, as a decode step
+// does). A benchmark, not a test.
+//
+//   bazel-bin/bench/token_model_bench --family=out/replicas/repository/janus-pro-1b \
+//       --dtype=bfloat16 --threads=2 --contexts=0,288 --windows=1,16
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bench/bench_flags.h"
+#include "engine/core/cpu_threads.h"
+#include "engine/model/model_set.h"
+
+namespace mulo::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// VmRSS in GiB from /proc, 0 when unreadable.
+double RssGiB() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "VmRSS:") {
+      double kib = 0;
+      status >> kib;
+      return kib / (1024.0 * 1024.0);
+    }
+    status.ignore(1 << 20, '\n');
+  }
+  return 0;
+}
+
+// A condition of the target's kind: prompt ids, a class label or feature rows.
+Condition RandomCondition(const TokenModel& target, int64_t prompt_tokens) {
+  const ConditionShape& shape = target.condition_shape();
+  Condition condition;
+  if (shape.mode == ConditionMode::kPromptIds) {
+    for (int64_t i = 0; i < std::min(prompt_tokens, shape.rows); ++i) {
+      condition.prompt_ids.push_back(1 + i);
+    }
+  } else if (shape.mode == ConditionMode::kClassLabel) {
+    condition.class_label = 0;
+  } else {
+    condition.features = torch::randn({shape.rows, shape.width});
+  }
+  return condition;
+}
+
+int Run(int argc, char** argv) {
+  std::string family_dir, dtype = "float32", contexts = "0,288", windows = "1,16";
+  std::string device = "cpu", graphs = "off";
+  int threads = 0, repeats = 5, prompt = 40;
+  bench::FlagParser flags("token_model_bench --family=DIR [flags]");
+  flags.Add("family", &family_dir, "a family directory (family.json)");
+  flags.Add("dtype", &dtype, "float32 or bfloat16");
+  flags.Add("threads", &threads, "torch intra-op threads (0 = LibTorch's default)");
+  flags.Add("repeats", &repeats, "timed repeats per figure (median)");
+  flags.Add("contexts", &contexts, "image tokens cached before each timed forward");
+  flags.Add("windows", &windows, "new tokens per timed forward (1 = the decode step)");
+  flags.Add("prompt", &prompt, "prompt tokens of a target that reads text ids (Janus-Pro)");
+  flags.Add("device", &device, "cpu or cuda");
+  flags.Add("graphs", &graphs, "on: replay CUDA graphs (cuda only)");
+  if (!flags.Parse(argc, argv)) return 2;
+  std::vector<int64_t> context_list, window_list;
+  if (family_dir.empty() || !bench::ParseList(contexts, &context_list) ||
+      !bench::ParseList(windows, &window_list) || window_list.empty() ||
+      std::any_of(window_list.begin(), window_list.end(), [](int64_t w) { return w < 1; }) ||
+      (dtype != "float32" && dtype != "bfloat16") || repeats < 1 || prompt < 1 ||
+      (device != "cpu" && device != "cuda") || (graphs != "on" && graphs != "off")) {
+    std::fprintf(stderr, "error: give --family, --dtype float32|bfloat16, --contexts and "
+                         "--windows as lists of counts, positive --repeats and --prompt, "
+                         "--device cpu|cuda, --graphs on|off\n");
+    return 2;
+  }
+  if (threads > 0) SetCpuThreads(threads);
+  LoadOptions options;
+  options.dtype = dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
+  options.device = device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  options.cuda_graphs = graphs == "on";
+  torch::NoGradGuard no_grad;
+  const double rss_before = RssGiB();
+  const auto start = Clock::now();
+  auto family = LoadModelSet(family_dir, options);
+  if (!family.ok()) {
+    std::fprintf(stderr, "error: %s\n", family.status().ToString().c_str());
+    return 1;
+  }
+  const double load_s = Seconds(start);
+  const TokenModel& target = *family->target;
+  const int64_t tokens = target.num_image_tokens();
+  std::printf("%s: %s target, grid %ldx%ld, %ld image-token ids; %s on %s (graphs %s), %d "
+              "torch thread(s), median of %d\n",
+              family->name.c_str(), target.architecture().c_str(), target.grid_size(),
+              target.grid_size(), target.vocab_size(), dtype.c_str(), device.c_str(),
+              graphs.c_str(), torch::get_num_threads(), repeats);
+  std::printf("load %.1f s, resident %.2f GiB (%.2f GiB before loading)\n\n", load_s, RssGiB(),
+              rss_before);
+  auto embedded = target.EmbedCondition(RandomCondition(target, prompt), /*with_null=*/true);
+  if (!embedded.ok()) {
+    std::fprintf(stderr, "error: %s\n", embedded.status().ToString().c_str());
+    return 1;
+  }
+  const int64_t rows = embedded->size(1);
+  std::printf("| cached image tokens | new tokens | s per forward (CFG batch 2) | x the one-token "
+              "step |\n|---:|---:|---:|---:|\n");
+  auto ids = [&](int64_t n) { return torch::randint(target.vocab_size(), {2, n}); };
+  auto positions = [&](int64_t from, int64_t n) {
+    return torch::arange(target.TokenPosition(rows, from), target.TokenPosition(rows, from) + n,
+                         torch::kInt64);
+  };
+  for (int64_t context : context_list) {
+    // One cache per context (graphs are captured per cache), cut back after every timed forward.
+    KvCache cache = target.NewCache(2, target.CacheRows(rows));
+    if (!target.Prefill(cache, *embedded, LogitsMode::kNone).ok()) return 1;
+    if (context > 0 &&
+        !target.ForwardTokens(cache, ids(context), positions(0, context), LogitsMode::kNone)
+             .ok()) {
+      return 1;
+    }
+    const int64_t cached = cache.length();
+    double step = 0;
+    for (int64_t window : window_list) {
+      if (context + window > tokens) continue;
+      std::vector<double> times;
+      for (int i = 0; i <= repeats; ++i) {
+        const auto t0 = Clock::now();
+        auto out = target.ForwardTokens(cache, ids(window), positions(context, window),
+                                        LogitsMode::kAll);
+        if (!out.ok()) return 1;
+        (void)out->logits.sum().item<float>();  // the host waits for the device, as a step does
+        if (i > 0) times.push_back(Seconds(t0));  // the first is the warm-up (and the capture)
+        if (!cache.Truncate(cached).ok()) return 1;
+      }
+      std::sort(times.begin(), times.end());
+      const double median = times[times.size() / 2];
+      if (window == 1) step = median;
+      std::printf("| %ld | %ld | %.4f | %s |\n", context, window, median,
+                  step > 0 ? (std::to_string(median / step).substr(0, 4) + "x").c_str() : "-");
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace mulo::engine
+
+int main(int argc, char** argv) { return mulo::engine::Run(argc, argv); }
