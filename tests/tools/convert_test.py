@@ -436,6 +436,29 @@ class JanusConverter(unittest.TestCase):
         self.assertAlmostEqual(family["method_defaults"]["gsd"]["max_embedding_distance"],
                                float(np.quantile(d2, 1000 / 16384)), delta=1e-3)
 
+    def test_the_converted_component_loads_back_as_the_reference(self):
+        """janus.load_component (the teacher for heads trained on a converted family) undoes
+        the converter's layout: the same image logits as the upstream model."""
+        import janus
+        (rc, err), out = self.convert(self.hf)
+        self.assertEqual(rc, 0, err)
+        import json
+        with open(os.path.join(self.hf, "config.json")) as f:
+            cfg = json.load(f)
+        original = janus.Janus(cfg).eval()
+        state = torch.load(os.path.join(self.hf, "pytorch_model.bin"), weights_only=False)
+        original.load_state_dict({k: v for k, v in state.items()
+                                  if k.startswith(("language_model.", "gen_embed", "gen_aligner",
+                                                   "gen_head"))})
+        loaded = janus.load_component(os.path.join(out, "target"))
+        ids = torch.tensor([256, 40, 41, 42, 43, 262])
+        pair = janus.guidance_pair(ids, 258)
+        codes = torch.tensor([[3, 9, 27, 1]]).expand(2, 4)
+        with torch.no_grad():
+            want = original.image_logits(pair, codes)
+            got = loaded.image_logits(pair, codes)
+        self.assertLess(float((want - got).abs().max()), 1e-4 * float(want.abs().max()))
+
     def test_refusals_name_the_file_and_key(self):
         cases = [
             (self.variant(edit_state=lambda s: s.pop("gen_head.vision_head.bias")),

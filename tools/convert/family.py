@@ -54,10 +54,12 @@ def _write_family_doc(out_dir, doc, sort_keys=True):
     os.replace(tmp, path)
 
 
-def write_family_json(out_dir, name, default_cfg_scale, components, pixel_rounding, notes):
+def write_family_json(out_dir, name, default_cfg_scale, components, pixel_rounding, notes,
+                      extra=None):
+    """`extra`: more top-level fields (Janus-Pro's grid_size and method_defaults)."""
     doc = {"name": name, "default_cfg_scale": default_cfg_scale,
            "components": {c: c for c in components}, "pixel_rounding": pixel_rounding,
-           "converted": notes}
+           "converted": notes, **(extra or {})}
     _write_family_doc(out_dir, doc)
     print(f"wrote {os.path.join(out_dir, 'family.json')}: {name}, components "
           f"{', '.join(components)}", flush=True)

@@ -215,12 +215,8 @@ def convert_family(directory, out_dir, dtype="auto", trust_pickle=False, vq_mode
     if grid * grid >= config["max_positions"]:
         upstream.fail(directory, "--image-size", f"{grid * grid} codes do not fit "
                                                  f"max_position_embeddings {config['max_positions']}")
-    # generation_inference.py: cfg_weight 5, temperature 1, np.uint8 of the clipped pixels.
-    doc = family.write_family_json(out_dir, name or "janus-pro", 5.0, ["target", "vq"],
-                                   "truncate", {"tool": "tools/convert/convert.py janus-family"})
-    doc["grid_size"] = grid
     distance = gsd_bound(os.path.join(out_dir, "target"), config)
-    doc["method_defaults"] = {"gsd": {
+    method_defaults = {"gsd": {
         "max_embedding_distance": round(distance, 6),
         "embedding_scaling": {
             "tool": "tools/convert/hf_janus.py",
@@ -230,8 +226,11 @@ def convert_family(directory, out_dir, dtype="auto", trust_pickle=False, vq_mode
             "paper_max_embedding_distance": 0.5}}}
     if grid < 8:
         # ZipAR's window (the paper's 8 columns) cannot exceed a grid this narrow.
-        doc["method_defaults"]["zipar"] = {"window": grid}
-    family._write_family_doc(out_dir, doc)
+        method_defaults["zipar"] = {"window": grid}
+    # generation_inference.py: cfg_weight 5, temperature 1, np.uint8 of the clipped pixels.
+    family.write_family_json(out_dir, name or "janus-pro", 5.0, ["target", "vq"], "truncate",
+                             {"tool": "tools/convert/convert.py janus-family"},
+                             dict(grid_size=grid, method_defaults=method_defaults))
     print(f"  gsd.max_embedding_distance {distance:.4g} (the paper's 0.5 carried over by the "
           f"share of close code pairs)", flush=True)
     return config

@@ -183,3 +183,63 @@ def upstream_state(model, gen, vq_state=None):
     for key, value in (vq_state or {}).items():
         state["gen_vision_model." + key] = value
     return state
+
+
+def _rotate_half_rows(w, heads, head_dim):
+    """The inverse of the converter's reordering: rows of q or k from interleaved pairs back to
+    Hugging Face's rotate-half order, per head."""
+    half = head_dim // 2
+    order = torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])
+    shaped = w.reshape(heads, head_dim, *w.shape[1:])
+    return shaped[:, order].reshape(w.shape)
+
+
+def load_component(directory):
+    """A Janus (the reference, upstream key names) with the weights of a converted `janus`
+    component (tools/convert/hf_janus.py's layout: the engine's blocks, gen_* as upstream): the
+    teacher a head trained for a converted family reads features from. The text head is not
+    in the component and stays random (image logits never use it)."""
+    import json
+    import os
+
+    import safetensors_io
+    with open(os.path.join(directory, "config.json")) as f:
+        c = json.load(f)
+    cfg = dict(
+        language_config=dict(hidden_size=c["dim"], intermediate_size=c["ffn_hidden_dim"],
+                             num_attention_heads=c["n_head"], num_key_value_heads=c["n_kv_head"],
+                             num_hidden_layers=c["n_layer"], vocab_size=c["vocab_size"],
+                             rms_norm_eps=c["norm_eps"], rope_theta=c["rope_theta"],
+                             max_position_embeddings=c["max_positions"]),
+        gen_vision_config=dict(params=dict(image_token_size=c["image_token_count"],
+                                           n_embed=c["image_embed_dim"])),
+        gen_aligner_config=dict(params=dict(depth=c["aligner_depth"],
+                                            input_dim=c["image_embed_dim"], n_embed=c["dim"])),
+        gen_head_config=dict(params=dict(n_embed=c["dim"], image_token_embed=c["head_hidden_dim"],
+                                         image_token_size=c["image_token_count"])))
+    model = Janus(cfg).eval()
+    t = {k: v.float() for k, v in
+         safetensors_io.load(os.path.join(directory, "model.safetensors")).items()}
+    heads, kv_heads, dim = c["n_head"], c["n_kv_head"], c["dim"]
+    head_dim = dim // heads
+    state = {k: v for k, v in t.items() if k.startswith("gen_")}
+    m = "language_model.model."
+    state[m + "embed_tokens.weight"] = t["tok_embeddings.weight"]
+    state[m + "norm.weight"] = t["norm.weight"]
+    for i in range(c["n_layer"]):
+        p, q = f"{m}layers.{i}.", f"layers.{i}."
+        wq, wk, wv = t[q + "attention.wqkv.weight"].split(
+            [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim])
+        state[p + "self_attn.q_proj.weight"] = _rotate_half_rows(wq, heads, head_dim)
+        state[p + "self_attn.k_proj.weight"] = _rotate_half_rows(wk, kv_heads, head_dim)
+        state[p + "self_attn.v_proj.weight"] = wv
+        state[p + "self_attn.o_proj.weight"] = t[q + "attention.wo.weight"]
+        state[p + "mlp.gate_proj.weight"] = t[q + "feed_forward.w1.weight"]
+        state[p + "mlp.up_proj.weight"] = t[q + "feed_forward.w3.weight"]
+        state[p + "mlp.down_proj.weight"] = t[q + "feed_forward.w2.weight"]
+        state[p + "input_layernorm.weight"] = t[q + "attention_norm.weight"]
+        state[p + "post_attention_layernorm.weight"] = t[q + "ffn_norm.weight"]
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected, unexpected
+    assert all(k.startswith("language_model.lm_head") for k in missing), missing
+    return model
