@@ -47,6 +47,17 @@ for run in 1 2; do
     --out="$work/janus_sampled_$run.rgb"
 done
 cmp -s "$work/janus_sampled_1.rgb" "$work/janus_sampled_2.rgb" || fail "janus: seeded images differ"
+# The same family over OpenAI's Images API: a PNG for a prompt; a method it lacks is a 400
+# naming `method`.
+[[ -n "$http_port" ]] || fail "no HTTP port"
+http=$(curl -s -w '\n%{http_code}' "127.0.0.1:$http_port/v1/images/generations" \
+  -d '{"model": "janus-pro", "prompt": "a red fox", "method": "sjd", "seed": 3}')
+[[ $(tail -1 <<<"$http") == 200 ]] || fail "janus over HTTP: $http"
+grep -q '"b64_json":"iVBORw0KGgo' <<<"$http" || fail "janus over HTTP: no PNG: $http"
+http=$(curl -s -w '\n%{http_code}' "127.0.0.1:$http_port/v1/images/generations" \
+  -d '{"model": "janus-pro", "prompt": "a red fox", "method": "eagle"}')
+[[ $(tail -1 <<<"$http") == 400 ]] && grep -q '"param":"method"' <<<"$http" ||
+  fail "janus over HTTP, eagle: $http"
 
 # Tar: a Tar MLLM's output text works as it is.
 "$client" generate --server="$addr" --model=tar --seed=3 --out="$work/tar.png" \

@@ -27,6 +27,9 @@ own images by train_resamplers.py (this folder; its --help says more):
 writes models/tar/upsampler/, models/tar/downsampler/ and models/tar/resamplers_report.json
 and adds the pair to models/tar/family.json (the server then offers `mulo` for the family);
 with --out DIR it writes DIR/upsampler/ and DIR/downsampler/ instead, for --resamplers DIR.
+An EAGLE head for a converted family (Tar, LlamaGen, Janus-Pro) from a folder of images:
+  /usr/bin/python3 tools/convert/train_eagle_head.py --family models/janus-pro --images my_images/
+writes models/janus-pro/eagle/ and adds it to family.json (eagle, lantern, lantern++, peanut).
 """
 import argparse
 import os

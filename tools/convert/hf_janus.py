@@ -144,7 +144,7 @@ def convert_model(directory, out_dir, dtype="auto", trust_pickle=False, vq_out=N
     config_path, cfg = hf_files.read_config(directory)
     config = model_config(cfg, config_path)
     tokenizer, ids = token_ids(directory, config["vocab_size"])
-    config.update(pad_id=ids[PAD], bos_id=ids[BOS])
+    config.update(pad_id=ids[PAD], bos_id=ids[BOS], image_start_id=ids[IMAGE_START])
     path, raw = hf_files.load_weights(directory, trust_pickle)
     ignorable = SKIPPED + BOOKKEEPING + (() if vq_out else ("gen_vision_model.",))
     sd = upstream.StateDict(path, raw, ignorable)

@@ -39,7 +39,6 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
-from PIL import Image
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -93,22 +92,27 @@ class Family:
         return self.drafter_grid * self.downsample, self.target_grid * self.downsample
 
     def load_vq(self):
-        weights = os.path.join(self.vq_dir, "model.safetensors")
-        if not os.path.isfile(weights):
-            raise Error(f"{weights}: no such file")
-        state = safetensors_io.load(weights)
-        model = vq.VQModel(self.vq_config, with_encoder=True)
-        needed = [k for k in model.state_dict() if k.startswith(("encoder.", "quant_conv."))]
-        missing = [k for k in needed if k not in state]
-        if missing:
-            raise Error(f"{weights}: the VQ's encoder is missing ({len(missing)} of its "
-                        f"{len(needed)} tensors, e.g. {missing[0]}); training U_2 / D_2 "
-                        f"tokenises images with it: convert the upstream VQ file again with "
-                        f"tools/convert/convert.py, which keeps the encoder")
-        vq.load_state_dict(model, {k: v.float() for k, v in state.items()})
-        for p in model.parameters():
-            p.requires_grad_(False)
-        return model.eval()
+        return load_vq(self.vq_dir, self.vq_config)
+
+
+def load_vq(vq_dir, vq_config):
+    """A family's VQ with its encoder (frozen, eval), or an Error naming the file."""
+    weights = os.path.join(vq_dir, "model.safetensors")
+    if not os.path.isfile(weights):
+        raise Error(f"{weights}: no such file")
+    state = safetensors_io.load(weights)
+    model = vq.VQModel(vq_config, with_encoder=True)
+    needed = [k for k in model.state_dict() if k.startswith(("encoder.", "quant_conv."))]
+    missing = [k for k in needed if k not in state]
+    if missing:
+        raise Error(f"{weights}: the VQ's encoder is missing ({len(missing)} of its "
+                    f"{len(needed)} tensors, e.g. {missing[0]}); training tokenises images "
+                    f"with it: convert the upstream VQ file again with "
+                    f"tools/convert/convert.py, which keeps the encoder")
+    vq.load_state_dict(model, {k: v.float() for k, v in state.items()})
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model.eval()
 
 
 def image_files(folder):
@@ -123,6 +127,7 @@ def image_files(folder):
 
 def square_crops(path, sizes):
     """The image's centred square, RGB uint8 [S, S, 3], at each size, and its side before."""
+    from PIL import Image  # here: the rest of this module (and its importers) run without PIL
     try:
         with Image.open(path) as image:
             image = image.convert("RGB")

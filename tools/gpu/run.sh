@@ -24,6 +24,8 @@
 #     janus     the Janus-Pro-1B replica (write_replicas.py --only janus-pro-1b, converted by
 #               convert.py janus-family), token_model_bench on CUDA in bf16, eager and graphs:
 #               s per CFG decode step and per Jacobi window at 0 and 288 cached codes
+#     eagle     EAGLE-head training cost on the Janus-Pro-1B replica (tools/gpu/eagle_cost.py:
+#               train_eagle_head.py's step on random code sequences; EAGLE_BATCH images per step)
 #     serve     mulo_server on CUDA: the bundled family through mulo_client bench (ar, mulo,
 #               eagle, zipar at concurrency 1; ar and mulo at concurrency 8 on eight workers or
 #               batched on one)
@@ -63,7 +65,7 @@ all_methods=$fast_methods,${tree_methods#ar,}
 # The least time, in seconds, in which a step measures something worth returning.
 declare -A need=([info]=5 [ceilings]=25 [build]=150 [test]=40 [methods]=60 [buckets]=60
                  [ops]=40 [auto]=90 [costs]=60
-                 [replicas]=240 [janus]=150 [serve]=60 [serve_workers]=60 [serve_replica]=120)
+                 [replicas]=240 [janus]=150 [eagle]=90 [serve]=60 [serve_workers]=60 [serve_replica]=120)
 
 left() { if ((budget)); then echo $((budget - (SECONDS - began))); else echo 1000000; fi; }
 
@@ -239,13 +241,7 @@ step_replicas() {
 
 step_janus() {
   section "Janus-Pro-1B replica (bf16, CFG batch 2)"
-  if [[ ! -f $replicas/repository/janus-pro-1b/family.json ]]; then
-    bounded python3 tools/convert/write_replicas.py --out "$replicas" --only janus-pro-1b \
-      > "$results/write_janus.log" 2>&1
-    local rc=$?
-    tail -3 "$results/write_janus.log" | tee -a "$summary"
-    ((rc == 0)) || return 1
-  fi
+  write_janus_replica || return 1
   local graphs
   for graphs in off on; do
     bounded out/gpu/token_model_bench --family="$replicas/repository/janus-pro-1b" --device=cuda \
@@ -253,6 +249,29 @@ step_janus() {
       > "$results/janus_$graphs.log" 2>&1
     echo "rc $?" >> "$results/janus_$graphs.log"
     cat "$results/janus_$graphs.log" | tee -a "$summary"
+    publish
+  done
+}
+
+write_janus_replica() {
+  [[ -f $replicas/repository/janus-pro-1b/family.json ]] && return 0
+  bounded python3 tools/convert/write_replicas.py --out "$replicas" --only janus-pro-1b \
+    > "$results/write_janus.log" 2>&1
+  local rc=$?
+  tail -3 "$results/write_janus.log" | tee -a "$summary"
+  return $rc
+}
+
+step_eagle() {
+  section "EAGLE-head training cost, Janus-Pro-1B replica"
+  write_janus_replica || return 1
+  local batch
+  for batch in ${EAGLE_BATCH:-4 16}; do
+    bounded python3 tools/gpu/eagle_cost.py --family "$replicas/repository/janus-pro-1b" \
+      --batch "$batch" --steps "${EAGLE_STEPS:-10}" --device "${EAGLE_DEVICE:-cuda}" \
+      > "$results/eagle_cost_$batch.log" 2>&1
+    echo "rc $?" >> "$results/eagle_cost_$batch.log"
+    cat "$results/eagle_cost_$batch.log" | tee -a "$summary"
     publish
   done
 }

@@ -79,7 +79,7 @@ class Janus(nn.Module):
 
     def hidden(self, embeds):
         """Input embeddings [B, n, d] at positions 0 .. n - 1 -> normed hidden states."""
-        positions = torch.arange(embeds.shape[1])
+        positions = torch.arange(embeds.shape[1], device=embeds.device)
         x = embeds
         for layer in self.language_model.model.layers:
             x = layer(x, positions)

@@ -35,7 +35,8 @@ def rotate_half(x):
 
 
 def rotary(positions, head_dim, theta):
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64,
+                                             device=positions.device).float() / head_dim))
     freqs = positions.float()[:, None] * inv_freq[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos(), emb.sin()
@@ -66,7 +67,7 @@ class Attention(nn.Module):
         k = k.repeat_interleave(rep, dim=1)
         v = v.repeat_interleave(rep, dim=1)
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
-        causal = torch.ones(n, n, dtype=torch.bool).tril()
+        causal = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
         scores = scores.masked_fill(~causal, float("-inf"))
         attn = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
         out = (attn @ v).transpose(1, 2).reshape(b, n, -1)
@@ -120,7 +121,7 @@ class CausalLm(nn.Module):
 
     def forward(self, ids):
         """ids [B, n] -> logits [B, n, vocab] (float32), positions 0 .. n - 1."""
-        positions = torch.arange(ids.shape[1])
+        positions = torch.arange(ids.shape[1], device=ids.device)
         x = self.model.embed_tokens(ids)
         for layer in self.model.layers:
             x = layer(x, positions)
