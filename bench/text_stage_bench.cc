@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "bench/bench_flags.h"
+#include "bench/process_stats.h"
 #include "engine/core/cpu_threads.h"
 #include "engine/model/causal_lm.h"
 #include "engine/model/t5_encoder.h"
@@ -31,26 +32,9 @@
 namespace mulo::engine {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// VmRSS in GiB from /proc, 0 when unreadable.
-double RssGiB() {
-  std::ifstream status("/proc/self/status");
-  std::string key;
-  while (status >> key) {
-    if (key == "VmRSS:") {
-      double kib = 0;
-      status >> kib;
-      return kib / (1024.0 * 1024.0);
-    }
-    status.ignore(1 << 20, '\n');
-  }
-  return 0;
-}
+using bench::Clock;
+using bench::RssGiB;
+using bench::Seconds;
 
 template <typename Fn>
 double Median(int repeats, Fn&& fn) {

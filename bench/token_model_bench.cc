@@ -18,32 +18,16 @@
 #include <vector>
 
 #include "bench/bench_flags.h"
+#include "bench/process_stats.h"
 #include "engine/core/cpu_threads.h"
 #include "engine/model/model_set.h"
 
 namespace mulo::engine {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// VmRSS in GiB from /proc, 0 when unreadable.
-double RssGiB() {
-  std::ifstream status("/proc/self/status");
-  std::string key;
-  while (status >> key) {
-    if (key == "VmRSS:") {
-      double kib = 0;
-      status >> kib;
-      return kib / (1024.0 * 1024.0);
-    }
-    status.ignore(1 << 20, '\n');
-  }
-  return 0;
-}
+using bench::Clock;
+using bench::RssGiB;
+using bench::Seconds;
 
 // A condition of the target's kind: prompt ids, a class label or feature rows.
 Condition RandomCondition(const TokenModel& target, int64_t prompt_tokens) {

@@ -89,6 +89,23 @@ StatusOr<std::shared_ptr<const CausalLm>> CausalLm::LoadDirectory(const std::str
   return std::shared_ptr<const CausalLm>(std::move(model));
 }
 
+Status CheckPromptIds(const std::vector<int64_t>& ids, int64_t rows, int64_t vocab_size,
+                      const std::string& image) {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  if (n < 1 || n > rows) {
+    return InvalidArgumentError("prompt_ids: " + std::to_string(n) +
+                                " text tokens, the model takes 1.." + std::to_string(rows) +
+                                " before its " + image);
+  }
+  for (int64_t id : ids) {
+    if (id < 0 || id >= vocab_size) {
+      return InvalidArgumentError("prompt_ids: " + std::to_string(id) + " is outside [0, " +
+                                  std::to_string(vocab_size) + ")");
+    }
+  }
+  return OkStatus();
+}
+
 torch::Tensor RotaryTable(const CausalLmConfig& c, const torch::Device& device) {
   torch::NoGradGuard no_grad;
   const int64_t hd = c.head_dim();
@@ -159,20 +176,8 @@ StatusOr<torch::Tensor> CausalLm::EmbedCondition(const Condition& condition, boo
                                 " image-token model samples without classifier-free guidance");
   }
   const auto& ids = condition.prompt_ids;
-  const int64_t n = static_cast<int64_t>(ids.size());
-  if (n < 1 || n > condition_shape_.rows) {
-    return InvalidArgumentError("prompt_ids: " + std::to_string(n) +
-                                " text tokens, the model "
-                                "takes 1.." +
-                                std::to_string(condition_shape_.rows) + " before its " +
-                                std::to_string(num_image_tokens()) + " image tokens");
-  }
-  for (int64_t id : ids) {
-    if (id < 0 || id >= config_.vocab_size) {
-      return InvalidArgumentError("prompt_ids: " + std::to_string(id) + " is outside [0, " +
-                                  std::to_string(config_.vocab_size) + ")");
-    }
-  }
+  MULO_RETURN_IF_ERROR(CheckPromptIds(ids, condition_shape_.rows, config_.vocab_size,
+                                      std::to_string(num_image_tokens()) + " image tokens"));
   return GuardTorch("EmbedCondition", [&]() -> StatusOr<torch::Tensor> {
     torch::NoGradGuard no_grad;
     const auto index = torch::tensor(ids, torch::kInt64).to(text_embeddings_.device());

@@ -57,6 +57,11 @@ struct CausalLmConfig {
 StatusOr<CausalLmConfig> LoadCausalLmConfig(
     const std::string& path, const std::vector<std::string>& architectures = {"qwen2", "llama"});
 
+// A language model's prompt: 1..rows ids inside [0, vocab_size), or INVALID_ARGUMENT naming
+// prompt_ids (`image` says what follows the prompt, e.g. "576 image codes").
+Status CheckPromptIds(const std::vector<int64_t>& ids, int64_t rows, int64_t vocab_size,
+                      const std::string& image);
+
 // The rotary table [max_positions, head_dim / 2, 2] (cos, sin) of a LLaMA-family model, as
 // upstream computes it in float32: frequency i is theta^(-2i/d).
 torch::Tensor RotaryTable(const CausalLmConfig& config, const torch::Device& device);

@@ -97,20 +97,8 @@ torch::Tensor JanusModel::GuidancePair(const std::vector<int64_t>& ids, int64_t 
 StatusOr<torch::Tensor> JanusModel::EmbedCondition(const Condition& condition,
                                                    bool with_null) const {
   const auto& ids = condition.prompt_ids;
-  const int64_t n = static_cast<int64_t>(ids.size());
-  const int64_t vocab = config_.language.vocab_size;
-  if (n < 1 || n > condition_shape_.rows) {
-    return InvalidArgumentError("prompt_ids: " + std::to_string(n) +
-                                " text tokens, the model takes 1.." +
-                                std::to_string(condition_shape_.rows) + " before its " +
-                                std::to_string(num_image_tokens()) + " image codes");
-  }
-  for (int64_t id : ids) {
-    if (id < 0 || id >= vocab) {
-      return InvalidArgumentError("prompt_ids: " + std::to_string(id) + " is outside [0, " +
-                                  std::to_string(vocab) + ")");
-    }
-  }
+  MULO_RETURN_IF_ERROR(CheckPromptIds(ids, condition_shape_.rows, config_.language.vocab_size,
+                                      std::to_string(num_image_tokens()) + " image codes"));
   return GuardTorch("EmbedCondition", [&]() -> StatusOr<torch::Tensor> {
     torch::NoGradGuard no_grad;
     const torch::Tensor rows = with_null ? GuidancePair(ids, config_.pad_id)

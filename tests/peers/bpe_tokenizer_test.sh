@@ -20,17 +20,28 @@ assert [t["content"] for t in model["added_tokens"]][:3] == ["<|endoftext|>", "<
 PY
 corpus=tests/text/tokenizer_corpus.jsonl
 work=$(mktemp -d)
-node "$peers/reference_tokenize.mjs" "$files/tokenizer.json" "$files/tokenizer_config.json" \
-  <"$corpus" >"$work/reference.jsonl" || fail "the reference tokenizer"
-text/tokenize --tokenizer="$files/tokenizer.json" <"$corpus" >"$work/ours.jsonl" ||
-  fail "text/tokenize"
+# same_ids NAME TOKENIZER TEXTS WHAT: the ids of every line of TEXTS from tokenizers.js
+# ($work/NAME_reference.jsonl) and from text/tokenize ($work/NAME_ours.jsonl), line for line
+# the same, or FAIL naming WHAT with the first differing lines.
+same_ids() {
+  local name=$1 tokenizer=$2 texts=$3 what=$4
+  node "$peers/reference_tokenize.mjs" "$tokenizer" "$files/tokenizer_config.json" \
+    <"$texts" >"$work/${name}_reference.jsonl" || fail "the reference on $what"
+  text/tokenize --tokenizer="$tokenizer" <"$texts" >"$work/${name}_ours.jsonl" ||
+    fail "text/tokenize on $what"
+  local lines
+  lines=$(wc -l <"$texts")
+  [[ $(wc -l <"$work/${name}_reference.jsonl") -eq $lines &&
+     $(wc -l <"$work/${name}_ours.jsonl") -eq $lines ]] ||
+    fail "$what: expected $lines lines from each side"
+  if ! diff <(cat -n "$work/${name}_reference.jsonl") <(cat -n "$work/${name}_ours.jsonl") \
+      >"$work/${name}_diff"; then
+    head -20 "$work/${name}_diff" >&2
+    fail "ids on $what differ from the reference's (line numbers of $texts above)"
+  fi
+}
+same_ids qwen "$files/tokenizer.json" "$corpus" "Qwen2.5's tokenizer"
 lines=$(wc -l <"$corpus")
-[[ $(wc -l <"$work/reference.jsonl") -eq $lines && $(wc -l <"$work/ours.jsonl") -eq $lines ]] ||
-  fail "expected $lines lines from each side"
-if ! diff <(cat -n "$work/reference.jsonl") <(cat -n "$work/ours.jsonl") >"$work/diff"; then
-  head -20 "$work/diff" >&2
-  fail "ids differ from the reference's (line numbers of $corpus above)"
-fi
 # Tar's tokenizer: Qwen2.5's with Tar's added tokens in Tar's order (llava_arch.py):
 # <im_start>, <im_end> (special, matched on the raw text), <S0>-<S2>, <I0>-<I65535> (added as
 # plain tokens, so matched on the normalised text), over prompts and runs of codes; one text
@@ -63,14 +74,7 @@ with open(sys.argv[3], "w") as f:
         f.write(json.dumps(t, ensure_ascii=False) + "\n")
 PY
   fail "writing Tar's tokenizer"
-node "$peers/reference_tokenize.mjs" "$work/tar_tokenizer.json" "$files/tokenizer_config.json" \
-  <"$work/tar_texts.jsonl" >"$work/tar_reference.jsonl" || fail "the reference on Tar's tokenizer"
-text/tokenize --tokenizer="$work/tar_tokenizer.json" <"$work/tar_texts.jsonl" \
-  >"$work/tar_ours.jsonl" || fail "text/tokenize on Tar's tokenizer"
-if ! diff <(cat -n "$work/tar_reference.jsonl") <(cat -n "$work/tar_ours.jsonl") >"$work/tar_diff"; then
-  head -20 "$work/tar_diff" >&2
-  fail "ids on Tar's tokenizer differ from the reference's"
-fi
+same_ids tar "$work/tar_tokenizer.json" "$work/tar_texts.jsonl" "Tar's tokenizer"
 
 # A chain of Splits (DeepSeek's tokenizers, Janus-Pro's among them, cut the text with several
 # regexes in turn before ByteLevel): Qwen2.5's vocabulary and merges under a DeepSeek-style
@@ -101,15 +105,8 @@ with open(sys.argv[3], "w") as f:
         f.write(json.dumps(text, ensure_ascii=False) + "\n")
 PY
   fail "writing the chained-Split tokenizer"
-node "$peers/reference_tokenize.mjs" "$work/chain_tokenizer.json" "$files/tokenizer_config.json" \
-  <"$work/chain_texts.jsonl" >"$work/chain_reference.jsonl" || fail "the reference on chained Splits"
-text/tokenize --tokenizer="$work/chain_tokenizer.json" <"$work/chain_texts.jsonl" \
-  >"$work/chain_ours.jsonl" || fail "text/tokenize on chained Splits"
-if ! diff <(cat -n "$work/chain_reference.jsonl") <(cat -n "$work/chain_ours.jsonl") >"$work/chain_diff"; then
-  head -20 "$work/chain_diff" >&2
-  fail "ids under chained Splits differ from the reference's"
-fi
-cmp -s <(head -n "$lines" "$work/chain_ours.jsonl") "$work/ours.jsonl" &&
+same_ids chain "$work/chain_tokenizer.json" "$work/chain_texts.jsonl" "chained Splits"
+cmp -s <(head -n "$lines" "$work/chain_ours.jsonl") "$work/qwen_ours.jsonl" &&
   fail "the chained Splits changed no ids: the test would not see them"
 
 # The chat template: ours (text/chat_template) against the file's own Jinja template.
@@ -128,7 +125,7 @@ for i, (r, o) in enumerate(zip(reference, ours)):
 PY
   fail "chat prompts differ from the template's"
 tokens=$(python3 -c 'import json,sys; print(sum(len(json.loads(l)) for l in open(sys.argv[1])))' \
-  "$work/ours.jsonl")
+  "$work/qwen_ours.jsonl")
 echo "PASS: $lines texts, $tokens ids, identical to tokenizers.js on Qwen2.5's vocabulary;" \
   "$(wc -l <"$work/tar_texts.jsonl") texts identical with Tar's 65,541 added tokens;" \
   "$(wc -l <"$work/chain_texts.jsonl") texts identical under six chained Splits;" \
