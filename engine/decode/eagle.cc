@@ -17,7 +17,8 @@ class EagleState : public SteppedMethod::State {
              std::unique_ptr<PeanutShapes> shapes)
       : target_(target),
         proposer_(std::move(proposer)),
-        verifier_(options.accept, TreeRelaxation{options.relaxation, std::move(neighbors)}),
+        verifier_(options.accept, TreeRelaxation{options.relaxation, std::move(neighbors)},
+                  options.hooks),
         options_(options),
         shapes_(std::move(shapes)) {}
 

@@ -16,6 +16,7 @@
 #include "engine/decode/peanut_shapes.h"
 #include "engine/decode/session.h"
 #include "engine/sampling/pooling.h"
+#include "engine/sampling/tree_verifier.h"
 #include "engine/sampling/verifier.h"
 
 namespace mulo::engine {
@@ -24,6 +25,7 @@ struct EagleOptions {
   bool static_tree = false;     // true: EAGLE-1's static 58-node tree; false: EAGLE-2
   DynamicTreeOptions dynamic;   // EAGLE-2: total_tokens 60, depth 7, top_k 10
   AcceptRule accept;            // empty = AcceptDraft (min(1, p/q)); tests swap in broken rules
+  TreeRuleHooks hooks;          // the exact residual and sibling choice; tests swap in broken ones
   // LANTERN's latent relaxation of the acceptance test (tree_verifier.h); kNone = EAGLE.
   PoolingRule relaxation{Pooling::kNone};
   // PEANUT's policy choosing each step's dynamic tree depth and width from the neighbours'

@@ -53,15 +53,30 @@ torch::Tensor McSjdDecoder::RedrawOnDevice(DecodeSession& session, const torch::
   const torch::Tensor coupled_rows =
       mc_.coupling < 1.0 ? session.uniforms(RngStream::kAcceptance).Take(coupled) < mc_.coupling
                          : torch::Tensor();
-  const CoupledDraws carried_next =
-      CoupleRows(p_carried, x, keep_probability, ResidualRows(p_carried, q), keep_numbers,
-                 draw_numbers.narrow(0, 0, coupled), coupled_rows);
+  const CoupledDraws carried_next = CoupleRows(
+      p_carried, x, keep_probability,
+      mc_.coupled_residual ? mc_.coupled_residual(p_carried, q) : ResidualRows(p_carried, q),
+      keep_numbers, draw_numbers.narrow(0, 0, coupled), coupled_rows);
   // Rows past the carried drafts (the bonus row) had no draft: drawn from p as SJD's.
   return rows == coupled
              ? carried_next.tokens
              : torch::cat({carried_next.tokens,
                            DrawRows(tail.narrow(0, coupled, rows - coupled),
                                     draw_numbers.narrow(0, coupled, rows - coupled))});
+}
+
+std::vector<torch::Tensor> McSjdDecoder::NextQ(const torch::Tensor& p, int64_t first,
+                                               const std::vector<int64_t>& drafts,
+                                               const std::vector<int64_t>& carried,
+                                               const std::vector<torch::Tensor>& carried_q) const {
+  std::vector<torch::Tensor> q = SjdDecoder::NextQ(p, first, drafts, carried, carried_q);
+  if (!mc_.carried_q) return q;
+  // A carried draft the coupling kept is the old token: the coupling's residual has no mass
+  // there, so the token is unchanged exactly when it was kept.
+  for (size_t i = 0; i < carried.size() && i < q.size(); ++i) {
+    q[i] = mc_.carried_q(q[i], carried_q[i], drafts[i] == carried[i]);
+  }
+  return q;
 }
 
 }  // namespace mulo::engine

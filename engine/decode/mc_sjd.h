@@ -32,6 +32,14 @@ struct McSjdOptions {
   std::function<torch::Tensor(const torch::Tensor& p, const torch::Tensor& q,
                               const torch::Tensor& x)>
       coupled_keep;
+  // What a carried draft the coupling did not keep is re-drawn from, given p and q [rows, V];
+  // empty = norm(max(p - q, 0)) (ResidualRows). Tests swap in broken rules (p itself).
+  std::function<torch::Tensor(const torch::Tensor& p, const torch::Tensor& q)> coupled_residual;
+  // The q a carried draft is judged against after the coupling, given its new p row, its old q
+  // and whether the coupling kept it; empty = p (what the new draft is distributed as). Tests
+  // swap in Speculative Coupled Decoding's code's rule, the old q for a kept draft.
+  std::function<torch::Tensor(const torch::Tensor& p, const torch::Tensor& old_q, bool kept)>
+      carried_q;
 };
 
 class McSjdDecoder : public SjdDecoder {
@@ -42,6 +50,10 @@ class McSjdDecoder : public SjdDecoder {
   torch::Tensor RedrawOnDevice(DecodeSession& session, const torch::Tensor& p, int64_t first,
                                const std::vector<int64_t>& carried,
                                const std::vector<torch::Tensor>& carried_q) const override;
+  std::vector<torch::Tensor> NextQ(const torch::Tensor& p, int64_t first,
+                                   const std::vector<int64_t>& drafts,
+                                   const std::vector<int64_t>& carried,
+                                   const std::vector<torch::Tensor>& carried_q) const override;
 
  private:
   McSjdOptions mc_;

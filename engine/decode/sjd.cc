@@ -62,8 +62,7 @@ class JacobiState : public SteppedMethod::State {
                                                 window_.tokens.end());
       const std::vector<torch::Tensor> carried_q(window_.q.end() - carried, window_.q.end());
       window_.tokens = method_->Redraw(session, p, first, carried_tokens, carried_q);
-      window_.q.clear();
-      for (int64_t i = first; i < p.size(0); ++i) window_.q.push_back(p[i]);
+      window_.q = method_->NextQ(p, first, window_.tokens, carried_tokens, carried_q);
     }
     MULO_RETURN_IF_ERROR(target_->Truncate(static_cast<int64_t>(x.size()) - 1));
     session.Commit(std::move(x));
@@ -111,6 +110,15 @@ std::vector<int64_t> SjdDecoder::Redraw(DecodeSession& session, const torch::Ten
                                         const std::vector<torch::Tensor>& carried_q) const {
   if (p.size(0) - first <= 0) return {};
   return HostReadIds(RedrawOnDevice(session, p, first, carried, carried_q));
+}
+
+std::vector<torch::Tensor> SjdDecoder::NextQ(const torch::Tensor& p, int64_t first,
+                                             const std::vector<int64_t>&,
+                                             const std::vector<int64_t>&,
+                                             const std::vector<torch::Tensor>&) const {
+  std::vector<torch::Tensor> q;
+  for (int64_t i = first; i < p.size(0); ++i) q.push_back(p[i]);
+  return q;
 }
 
 std::unique_ptr<Verifier> SjdDecoder::MakeVerifier(const ModelSet&) const {

@@ -59,6 +59,13 @@ class SjdDecoder : public SteppedMethod {
   std::vector<int64_t> Redraw(DecodeSession& session, const torch::Tensor& p, int64_t first,
                               const std::vector<int64_t>& carried,
                               const std::vector<torch::Tensor>& carried_q) const;
+  // The distributions the re-drawn drafts `drafts` (rows [first, p.size(0)) of p, as Redraw's
+  // arguments) are judged against next time: the rows of p they are distributed as. MC-SJD's
+  // tests swap in other rules.
+  virtual std::vector<torch::Tensor> NextQ(const torch::Tensor& p, int64_t first,
+                                           const std::vector<int64_t>& drafts,
+                                           const std::vector<int64_t>& carried,
+                                           const std::vector<torch::Tensor>& carried_q) const;
 
  protected:
   StatusOr<std::unique_ptr<State>> Begin(DecodeSession& session) const override;

@@ -18,6 +18,8 @@ McSjdOptions ContinuationOf(const SjdPacOptions& o) {
   mc.window = o.window;
   mc.init = o.init;
   mc.coupling = o.coupling;
+  mc.coupled_residual = o.coupled_residual;
+  mc.carried_q = o.carried_q;
   return mc;
 }
 
@@ -67,7 +69,10 @@ PacTree BuildTree(const std::vector<int64_t>& window,
 class PacState : public SteppedMethod::State {
  public:
   PacState(const SjdPacDecoder* method, ModelStream* target, const SjdPacOptions& options)
-      : method_(method), target_(target), verifier_(options.accept), options_(options) {}
+      : method_(method),
+        target_(target),
+        verifier_(options.accept, {}, options.hooks),
+        options_(options) {}
 
   // Invariant: the target has been fed every committed token but the last; window_ holds the
   // drafts carried for the positions right after the committed prefix and their q, extra_ the
@@ -187,7 +192,7 @@ class PacState : public SteppedMethod::State {
           without_draft, more,
           session.uniforms(RngStream::kDrafter).Take(levels * more).view({levels, more}),
           /*greedy=*/false);
-      extra_q_ = options_.sibling_q ? options_.sibling_q(extra.q) : extra.q;
+      extra_q_ = options_.sibling_q ? options_.sibling_q(extra.q, q) : extra.q;
       read = HostReadIds(torch::cat(
           {drafts, extra.tokens.flatten(), extra.valid.to(torch::kInt64).flatten()}));
       extra_.assign(levels, {});
@@ -203,7 +208,7 @@ class PacState : public SteppedMethod::State {
       read = HostReadIds(drafts);
     }
     window_.tokens = std::move(read);
-    for (int64_t i = first; i < path_p.size(0); ++i) window_.q.push_back(path_p[i]);
+    window_.q = method_->NextQ(path_p, first, window_.tokens, carried_tokens, carried_q);
   }
 
   const SjdPacDecoder* method_;  // outlives its states (they run inside its Generate)

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "engine/decode/mc_sjd.h"
+#include "engine/sampling/tree_verifier.h"
 
 namespace mulo::engine {
 
@@ -40,9 +41,15 @@ struct SjdPacOptions {
   int64_t width = 4;      // K, candidates per branching position (paper 4; its code 3); 1 = MC-SJD
   int64_t depth = 3;      // D, tree levels counting the committed root (paper 3); 1 = MC-SJD
   AcceptRule accept;      // the tree verifier's; empty = AcceptDraft; tests swap in broken rules
+  TreeRuleHooks hooks;    // the tree verifier's residual and sibling choice (tests)
   // Tests: the distributions the extra candidates are judged as drawn from, given the exact
-  // ones ([levels, width - 1, V]); empty = the exact ones.
-  std::function<torch::Tensor(const torch::Tensor& exact)> sibling_q;
+  // ones ([levels, width - 1, V]: q with the earlier candidates removed) and q itself
+  // ([levels, V]); empty = the exact ones.
+  std::function<torch::Tensor(const torch::Tensor& exact, const torch::Tensor& q)> sibling_q;
+  // The coupling's test hooks (McSjdOptions).
+  std::function<torch::Tensor(const torch::Tensor& p, const torch::Tensor& q)> coupled_residual;
+  std::function<torch::Tensor(const torch::Tensor& p, const torch::Tensor& old_q, bool kept)>
+      carried_q;
 };
 
 class SjdPacDecoder : public McSjdDecoder {

@@ -11,7 +11,7 @@ namespace {
 class SpeculativeState : public SteppedMethod::State {
  public:
   SpeculativeState(ModelStream* target, ModelStream* draft, const SpeculativeOptions& options)
-      : target_(target), proposer_(draft), verifier_(options.accept), gamma_(options.gamma) {}
+      : target_(target), proposer_(draft), verifier_(options.accept, options.residual), gamma_(options.gamma) {}
 
   // Invariant: the target has been fed every committed token but the last.
   Status Step(DecodeSession& session) override {

@@ -16,6 +16,7 @@ constexpr int64_t kMaxGamma = 64;  // draft tokens per step a request may ask fo
 struct SpeculativeOptions {
   int64_t gamma = 4;  // draft tokens per verification step
   AcceptRule accept;  // empty = AcceptDraft (min(1, p/q)); tests swap in broken rules
+  ResidualRule residual;  // empty = norm(max(p - q, 0)); tests swap in broken rules
 };
 
 // INVALID_ARGUMENT naming "speculative.gamma" when out of range.

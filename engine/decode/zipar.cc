@@ -68,7 +68,7 @@ StatusOr<std::unique_ptr<SteppedMethod::State>> ZipArDecoder::Begin(
     DecodeSession& session) const {
   MULO_ASSIGN_OR_RETURN(ModelStream * target,
                         session.Open(*session.models().target, StreamRole::kTarget));
-  ZipArRows rows(session.grid(), options_.window);
+  ZipArRows rows(session.grid(), options_.window, {}, options_.visible);
   // Token 0 comes straight from the target's prefill, as in AR.
   rows.Set(0, session.Draw(target->next_logits(), RngStream::kTarget));
   return std::unique_ptr<State>(std::make_unique<ZipArState>(target, std::move(rows)));

@@ -19,6 +19,7 @@ namespace mulo::engine {
 
 struct ZipArOptions {
   int64_t window = 8;  // tokens of row r before row r + 1 starts (paper: 8 on LlamaGen)
+  ZipArRows::Visibility visible;  // tests: a narrower wavefront (zipar_rows.h); empty = ZipAR's
 };
 
 // One forward of a ZipAR wavefront through `stream` (its placeholders dropped from the cache

@@ -1,10 +1,14 @@
 #include "engine/decode/zipar_rows.h"
 
+#include <utility>
+
 namespace mulo::engine {
 
-ZipArRows::ZipArRows(int64_t grid, int64_t window, const std::vector<int64_t>& complete)
+ZipArRows::ZipArRows(int64_t grid, int64_t window, const std::vector<int64_t>& complete,
+                     Visibility visible)
     : grid_(grid),
       window_(window),
+      visible_(std::move(visible)),
       tokens_(grid * grid, -1),
       decoded_(grid, 0),
       fed_(grid, 0),
@@ -64,11 +68,11 @@ ZipArRows::Forward ZipArRows::Next(int64_t condition_rows) {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t own = forward.inputs[i].raster;
     for (int64_t j = 0; j < condition_rows; ++j) m[i][j] = true;
-    for (int64_t j = 0; j < cached; ++j) m[i][condition_rows + j] = cached_[j] < own;
+    auto sees = [&](int64_t seen) { return seen < own && (!visible_ || visible_(own, seen)); };
+    for (int64_t j = 0; j < cached; ++j) m[i][condition_rows + j] = sees(cached_[j]);
     for (int64_t k = 0; k < n; ++k) {
       const Input& other = forward.inputs[k];
-      m[i][condition_rows + cached + k] =
-          k == i || (!other.placeholder && other.raster < own);
+      m[i][condition_rows + cached + k] = k == i || (!other.placeholder && sees(other.raster));
     }
   }
   forward.mask = mask;

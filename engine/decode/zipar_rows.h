@@ -23,6 +23,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace mulo::engine {
@@ -42,10 +43,16 @@ class ZipArRows {
     int64_t placeholders = 0;
   };
 
+  // Tests: whether the token at raster `own` may attend the earlier real token at raster
+  // `seen` that the schedule lets it see; empty = always (ZipAR's wavefront). Distribution
+  // tests narrow it to show that a wrong wavefront is caught.
+  using Visibility = std::function<bool(int64_t own, int64_t seen)>;
+
   // window in [1, grid]; window = grid is plain AR. `complete` holds whole rows already
   // decoded and cached in raster order (after a restart from a prefix); the row after them
   // is open.
-  ZipArRows(int64_t grid, int64_t window, const std::vector<int64_t>& complete = {});
+  ZipArRows(int64_t grid, int64_t window, const std::vector<int64_t>& complete = {},
+            Visibility visible = Visibility());
 
   // Records the token drawn for raster position `raster` (the next of its row).
   void Set(int64_t raster, int64_t token);
@@ -65,6 +72,7 @@ class ZipArRows {
   int64_t OpensNextRowAt(int64_t r) const { return r == 0 ? grid_ : window_; }
 
   int64_t grid_, window_;
+  Visibility visible_;
   std::vector<int64_t> tokens_;
   std::vector<int64_t> decoded_;  // per row: tokens drawn
   std::vector<int64_t> fed_;      // per row: tokens in the cache

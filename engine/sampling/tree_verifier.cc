@@ -143,29 +143,41 @@ Verdict TreeVerifier::Sampled(const torch::Tensor& p, const torch::Tensor& q,
                               const DraftBatch& drafts,
                               const std::vector<std::vector<int64_t>>& children,
                               const VerifierRngs& rngs) const {
-  const int64_t length = drafts.size();
   Verdict verdict;
-  int64_t row = length;  // the root
+  Walk(drafts.size(), p, q, drafts, children, rngs, &verdict);
+  return verdict;
+}
+
+void TreeVerifier::Walk(int64_t row, const torch::Tensor& p, const torch::Tensor& q,
+                        const DraftBatch& drafts,
+                        const std::vector<std::vector<int64_t>>& children,
+                        const VerifierRngs& rngs, Verdict* verdict) const {
   while (true) {
     torch::Tensor target = p[row].clone();
-    int64_t kept = -1;
+    std::vector<int64_t> kept;
     for (int64_t child : children[row]) {
       const int64_t x = drafts.tokens[child];
       const double p_x = target[x].item<double>();
       const double q_x = q.defined() ? q[child][x].item<double>() : 1.0;
-      const double borrowed = Borrowed(target, x, &verdict);
+      const double borrowed = Borrowed(target, x, verdict);
       bool accept = rule_ ? rule_(p_x, q_x, *rngs.accept) : AcceptDraft(p_x, q_x, *rngs.accept);
       if (!accept && borrowed > 0.0 &&
           RelaxedSecondChance(p_x, p_x + borrowed, q_x, *rngs.accept)) {
         accept = true;
-        ++verdict.relaxed_accepts;
+        ++verdict->relaxed_accepts;
       }
       if (accept) {
-        kept = child;
-        break;
+        kept.push_back(child);
+        if (!hooks_.keep_longest_path) break;
+        continue;
       }
-      verdict.rejected.push_back(child);
-      if (q.defined()) {  // p' <- norm(max(p' - q_x, 0)), q_x without the neighbourhood
+      verdict->rejected.push_back(child);
+      if (hooks_.residual) {
+        const torch::Tensor taken =
+            q.defined() ? q[child]
+                        : torch::zeros_like(target).index_fill(0, torch::tensor({x}), 1.0);
+        target = hooks_.residual(target, taken).to(torch::kFloat64);
+      } else if (q.defined()) {  // p' <- norm(max(p' - q_x, 0)), q_x without the neighbourhood
         torch::Tensor taken = q[child];
         if (borrowed > 0.0) taken = taken.index_fill(0, RejectedNeighbourhood(x), 0.0);
         target = HostResidualDistribution(target, taken).to(torch::kFloat64);
@@ -175,12 +187,25 @@ Verdict TreeVerifier::Sampled(const torch::Tensor& p, const torch::Tensor& q,
         Renormalise(target);
       }
     }
-    if (kept < 0) {
-      verdict.next_token = SampleFromHostProbabilities(target, *rngs.draw);
-      return verdict;
+    if (kept.empty()) {
+      verdict->next_token = SampleFromHostProbabilities(target, *rngs.draw);
+      return;
     }
-    verdict.accepted.push_back(kept);
-    row = kept;
+    if (kept.size() > 1) {  // keep_longest_path: walk below every kept child, keep the longest
+      Verdict best;
+      for (int64_t child : kept) {
+        Verdict below;
+        below.accepted.push_back(child);
+        Walk(child, p, q, drafts, children, rngs, &below);
+        if (best.accepted.empty() || below.accepted.size() > best.accepted.size()) best = below;
+      }
+      verdict->accepted.insert(verdict->accepted.end(), best.accepted.begin(),
+                               best.accepted.end());
+      verdict->next_token = best.next_token;
+      return;
+    }
+    verdict->accepted.push_back(kept[0]);
+    row = kept[0];
   }
 }
 

@@ -46,11 +46,24 @@ struct TreeRelaxation {
   bool active() const { return rule.kind != Pooling::kNone; }
 };
 
+// Broken rules the distribution tests swap in to show that they catch them
+// (tests/engine/decode/exact_joint_test.cc); the defaults are the exact rules.
+struct TreeRuleHooks {
+  // p' after a rejected child x drawn from q_x ([V] each; a deterministic tree's q_x is
+  // one-hot on x); empty = norm(max(p' - q_x, 0)).
+  ResidualRule residual;
+  // Judge every child of the current node and keep, among the kept ones, the one whose kept
+  // path below is longest (the first on ties): the SJD-PAC authors' "longest accepted row".
+  // false = keep the first kept child, the rule that is lossless.
+  bool keep_longest_path = false;
+};
+
 class TreeVerifier : public Verifier {
  public:
   // `rule` empty = AcceptDraft (min(1, p/q)).
-  explicit TreeVerifier(AcceptRule rule = AcceptRule(), TreeRelaxation relaxation = {})
-      : rule_(std::move(rule)), relaxation_(std::move(relaxation)) {}
+  explicit TreeVerifier(AcceptRule rule = AcceptRule(), TreeRelaxation relaxation = {},
+                        TreeRuleHooks hooks = {})
+      : rule_(std::move(rule)), relaxation_(std::move(relaxation)), hooks_(std::move(hooks)) {}
 
   // input.p: [L + 1, V], row j < L the target's distribution after draft j (its children's
   // position), row L after the committed prefix (the root's children). drafts.q: [L, V] the
@@ -69,9 +82,15 @@ class TreeVerifier : public Verifier {
   Verdict Sampled(const torch::Tensor& p, const torch::Tensor& q, const DraftBatch& drafts,
                   const std::vector<std::vector<int64_t>>& children,
                   const VerifierRngs& rngs) const;
+  // The walk below `row` (the root: L): the kept path into verdict->accepted and the token
+  // drawn after it into verdict->next_token.
+  void Walk(int64_t row, const torch::Tensor& p, const torch::Tensor& q, const DraftBatch& drafts,
+            const std::vector<std::vector<int64_t>>& children, const VerifierRngs& rngs,
+            Verdict* verdict) const;
 
   AcceptRule rule_;
   TreeRelaxation relaxation_;
+  TreeRuleHooks hooks_;
 };
 
 }  // namespace mulo::engine

@@ -128,7 +128,7 @@ TEST(SjdPacTest, JudgingSiblingsAsUniformPadTokensFailsTheSameTest) {
   // min(1, V p'(x)), nearly always, so token 2 leans towards the stale q.
   SdFixture f = LoadSd();
   SjdPacOptions broken = Pac(3, 4, 3);
-  broken.sibling_q = [](const torch::Tensor& exact) {
+  broken.sibling_q = [](const torch::Tensor& exact, const torch::Tensor&) {
     return torch::full_like(exact, 1.0 / static_cast<double>(exact.size(2)));
   };
   auto check = SampleAndCompare(f, SjdPacDecoder(broken), kRuns);
