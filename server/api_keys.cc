@@ -20,9 +20,6 @@ absl::StatusOr<std::vector<std::string>> ReadKeys(const std::string& path) {
     if (line.empty() || absl::StartsWith(line, "#")) continue;
     keys.emplace_back(line);
   }
-  if (keys.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--api_keys_file: ", path, " holds no key"));
-  }
   return keys;
 }
 
@@ -45,6 +42,10 @@ absl::StatusOr<std::unique_ptr<ApiKeys>> ApiKeys::Load(const std::string& path) 
   keys->path_ = path;
   auto loaded = keys->Reload();
   if (!loaded.ok()) return loaded.status();
+  // At start an empty file is a mistake to report, not a server that refuses every call.
+  if (*loaded == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--api_keys_file: ", path, " holds no key"));
+  }
   return keys;
 }
 
@@ -59,8 +60,13 @@ absl::StatusOr<int> ApiKeys::Reload() {
 
 absl::Status ApiKeys::Authorize(absl::string_view authorization) const {
   if (!enabled()) return absl::OkStatus();
-  absl::string_view presented = authorization;
-  const bool bearer = absl::ConsumePrefix(&presented, "Bearer ");
+  // "Bearer" is an authentication scheme, matched case-insensitively (RFC 9110, 11.1), then
+  // one or more spaces.
+  absl::string_view presented = absl::StripLeadingAsciiWhitespace(authorization);
+  const size_t space = presented.find(' ');
+  const bool bearer =
+      space != absl::string_view::npos && absl::EqualsIgnoreCase(presented.substr(0, space), "Bearer");
+  if (bearer) presented = absl::StripAsciiWhitespace(presented.substr(space + 1));
   bool known = false;
   {
     absl::MutexLock lock(&mu_);

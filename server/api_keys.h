@@ -23,13 +23,15 @@ class ApiKeys {
   // Reads `path`; an error when it cannot be read or holds no key.
   static absl::StatusOr<std::unique_ptr<ApiKeys>> Load(const std::string& path);
 
-  // Reads the file again; on an error the keys in force stay. Returns how many keys it holds.
+  // Reads the file again; when it cannot be read the keys in force stay. A file that holds no
+  // key revokes every key: from then on every call is refused until keys are added (Load
+  // refuses an empty file at start, where it would be a mistake). Returns how many it holds.
   absl::StatusOr<int> Reload();
 
   bool enabled() const { return !path_.empty(); }
 
-  // OK when keys are off or `authorization` is "Bearer <a key>"; UNAUTHENTICATED otherwise,
-  // with a message that names the header and never the key sent.
+  // OK when keys are off or `authorization` is "Bearer <a key>" (the scheme in any case);
+  // UNAUTHENTICATED otherwise, with a message that names the header and never the key sent.
   absl::Status Authorize(absl::string_view authorization) const;
 
  private:

@@ -55,6 +55,7 @@ ModelSummary Summarize(const std::string& name, const engine::ModelSet& models) 
 void GenerationService::Call::ClientGone() {
   client_gone_ = true;
   job_->Cancel();
+  if (scheduler_ != nullptr) scheduler_->SkipDeparted();
 }
 
 GenerationService::GenerationService(Scheduler& scheduler, ServerMetrics& metrics,
@@ -144,6 +145,7 @@ absl::StatusOr<std::shared_ptr<GenerationService::Call>> GenerationService::Star
                                                  if (auto c = weak_call.lock())
                                                    OnJobEvent(c, std::move(event));
                                                });
+  call->scheduler_ = &scheduler_;
   {
     // In the set before the job can run, so that its done event finds it.
     std::lock_guard<std::mutex> lock(calls_mu_);

@@ -62,8 +62,9 @@ class GenerationService {
   // One started generation.
   class Call {
    public:
-    // The client is gone (disconnected, or its stream broke): stop within one decoding step;
-    // the request ends CANCELLED (DEADLINE_EXCEEDED when its deadline had passed).
+    // The client is gone (disconnected, or its stream broke): stop within one decoding step,
+    // or, still queued, leave the queue at once (its slot frees for the next call); the
+    // request ends CANCELLED (DEADLINE_EXCEEDED when its deadline had passed).
     void ClientGone();
     const std::string& request_id() const { return request_id_; }
     const ValidatedRequest& request() const { return job_->request(); }
@@ -75,6 +76,7 @@ class GenerationService {
     CallOptions options_;
     GenerationListener listener_;
     std::shared_ptr<GenerationJob> job_;
+    Scheduler* scheduler_ = nullptr;
     std::atomic<bool> client_gone_{false};
   };
 

@@ -10,6 +10,8 @@
 #include <grpcpp/grpcpp.h>
 #include <torch/torch.h>
 
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -58,9 +60,20 @@ ABSL_FLAG(std::string, api_keys_file, "",
 ABSL_FLAG(absl::Duration, http_idle_timeout, absl::Seconds(30),
           "an HTTP connection that sends nothing for this long is closed (slow or idle "
           "clients); whole seconds, at least 1s");
-ABSL_FLAG(int, http_max_connections, 256,
-          "HTTP connections open at once (each holds a thread while open); more wait in the "
-          "listen backlog");
+ABSL_FLAG(absl::Duration, http_request_read_timeout, absl::Seconds(10),
+          "an HTTP request (headers and body) must arrive whole within this from its "
+          "connection's opening or its previous answer, however slowly its bytes drip; 0 = no "
+          "limit");
+ABSL_FLAG(int, http_max_connections, 4096,
+          "HTTP connections open at once (they cost no thread: a few epoll threads serve "
+          "them all); beyond, new connections are refused");
+ABSL_FLAG(int, http_max_connections_per_client, 256,
+          "HTTP connections one IP address may hold open (0 = no cap); behind a balancer every "
+          "connection comes from the balancer: raise it or set 0 there");
+ABSL_FLAG(int, http_threads, 4, "threads serving every HTTP connection (epoll)");
+ABSL_FLAG(std::vector<std::string>, http_cors_origins, {},
+          "origins whose browsers may call the HTTP API (CORS), comma-separated, or * for any; "
+          "empty: no CORS headers and OPTIONS gets 405");
 ABSL_FLAG(int, metrics_port, 8002, "HTTP port for /metrics, /healthz, /readyz (0 = free one)");
 ABSL_FLAG(int, workers, 1, "requests decoded in parallel");
 ABSL_FLAG(int, max_batch, 4,
@@ -164,7 +177,17 @@ int Log(const std::string& message) {
   return 0;
 }
 
+// Every open connection is a descriptor: raise the soft limit to the hard one (commonly 1024
+// to 1M), so that --http_max_connections is not cut short by the default 1024.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 int Run() {
+  RaiseOpenFileLimit();
   // Signals are taken by one thread with sigwait; every other thread (gRPC, workers, HTTP)
   // inherits this mask and never sees them.
   sigset_t signals;
@@ -332,6 +355,12 @@ int Run() {
         std::max<int64_t>(1, absl::ToInt64Seconds(absl::GetFlag(FLAGS_http_idle_timeout))));
     http_options.max_connections =
         static_cast<unsigned>(std::max(1, absl::GetFlag(FLAGS_http_max_connections)));
+    http_options.max_connections_per_client =
+        static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_http_max_connections_per_client)));
+    http_options.threads = static_cast<unsigned>(std::max(1, absl::GetFlag(FLAGS_http_threads)));
+    http_options.request_read_timeout_seconds = static_cast<unsigned>(std::max<int64_t>(
+        0, absl::ToInt64Seconds(absl::GetFlag(FLAGS_http_request_read_timeout))));
+    http_options.cors_origins = absl::GetFlag(FLAGS_http_cors_origins);
     auto started = http::HttpFrontEnd::Start(http_options, &generation);
     if (!started.ok()) {
       Log(std::string(started.status().message()));
@@ -371,9 +400,11 @@ int Run() {
     }
     // The count only: keys never reach the log.
     auto reloaded = api_keys->Reload();
-    Log(reloaded.ok() ? absl::StrCat("SIGHUP: reloaded ", *reloaded, " API keys")
-                      : absl::StrCat("SIGHUP: ", reloaded.status().message(),
-                                     "; the keys in force stay"));
+    Log(!reloaded.ok()   ? absl::StrCat("SIGHUP: ", reloaded.status().message(),
+                                       "; the keys in force stay")
+        : *reloaded == 0 ? std::string("SIGHUP: the keys file holds no key: every key is "
+                                       "revoked, every API call is refused until keys are added")
+                         : absl::StrCat("SIGHUP: reloaded ", *reloaded, " API keys"));
   }
   Log(absl::StrCat("received ", signal == SIGTERM ? "SIGTERM" : "SIGINT", ", draining"));
   ready = false;

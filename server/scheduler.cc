@@ -42,20 +42,56 @@ Scheduler::~Scheduler() {
 }
 
 absl::Status Scheduler::Submit(std::shared_ptr<Job> job) {
+  std::vector<std::shared_ptr<Job>> departed;
+  absl::Status status = absl::OkStatus();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    departed = TakeDepartedLocked();
     if (!accepting_) {
-      return absl::UnavailableError("server is draining; retry on another replica");
+      status = absl::UnavailableError("server is draining; retry on another replica");
+    } else if (static_cast<int>(queue_.size()) >= options_.max_queue) {
+      status = absl::UnavailableError(absl::StrCat("queue is full (", options_.max_queue,
+                                                   " waiting); retry with backoff"));
+    } else {
+      queue_.push_back(std::move(job));
     }
-    if (static_cast<int>(queue_.size()) >= options_.max_queue) {
-      return absl::UnavailableError(absl::StrCat("queue is full (", options_.max_queue,
-                                                 " waiting); retry with backoff"));
-    }
-    queue_.push_back(std::move(job));
   }
+  SkipAll(departed);
   // Not notify_one: the thread it wakes may belong to a worker that cannot take the job.
-  work_cv_.notify_all();
-  return absl::OkStatus();
+  if (status.ok()) work_cv_.notify_all();
+  if (!departed.empty()) idle_cv_.notify_all();
+  return status;
+}
+
+void Scheduler::SkipDeparted() {
+  std::vector<std::shared_ptr<Job>> departed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    departed = TakeDepartedLocked();
+  }
+  SkipAll(departed);
+  if (!departed.empty()) idle_cv_.notify_all();
+}
+
+std::vector<std::shared_ptr<Job>> Scheduler::TakeDepartedLocked() {
+  std::vector<std::shared_ptr<Job>> departed;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if ((*it)->cancel().Check().ok()) {
+      ++it;
+    } else {
+      departed.push_back(std::move(*it));
+      it = queue_.erase(it);
+    }
+  }
+  return departed;
+}
+
+void Scheduler::SkipAll(const std::vector<std::shared_ptr<Job>>& departed) {
+  for (const auto& job : departed) {
+    job->Skip(job->cancel().Check().code() == engine::StatusCode::kDeadlineExceeded
+                  ? absl::DeadlineExceededError("deadline exceeded while queued")
+                  : absl::CancelledError("cancelled while queued"));
+  }
 }
 
 void Scheduler::StopAccepting() {
@@ -102,8 +138,15 @@ void Scheduler::WorkerLoop(WorkerState* worker, engine::ForwardBatcher* batcher)
           work_cv_.wait(lock);
         } else {
           // A queued job's deadline passes, or its client cancels, without a notification:
-          // look again now and then so that it is skipped promptly.
+          // look again now and then so that it is skipped promptly, wherever it waits.
           work_cv_.wait_for(lock, kQueueRecheck);
+          std::vector<std::shared_ptr<Job>> gone = TakeDepartedLocked();
+          if (!gone.empty()) {
+            lock.unlock();
+            SkipAll(gone);
+            idle_cv_.notify_all();
+            lock.lock();
+          }
         }
       }
       if (queue_.empty()) return;  // shutdown with nothing left

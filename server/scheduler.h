@@ -4,7 +4,9 @@
 // finished one's thread takes the next queued job at once;
 // a full queue or a draining server refuses it at once with UNAVAILABLE (retryable), the
 // fast rejection users ask of Triton and TGI instead of unbounded waiting. A job whose
-// deadline passes, or that is cancelled, while it waits is skipped without running.
+// deadline passes, or that is cancelled, while it waits is skipped without running, and its
+// slot frees wherever it waits (SkipDeparted): a departed client never holds a place that a
+// live one is refused for.
 #ifndef MULO_SERVER_SCHEDULER_H_
 #define MULO_SERVER_SCHEDULER_H_
 
@@ -60,8 +62,12 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Queues `job`, or refuses it with UNAVAILABLE (queue full, or draining).
+  // Queues `job`, or refuses it with UNAVAILABLE (queue full, or draining). Jobs already
+  // cancelled or out of time are skipped first, so they never count against the limit.
   absl::Status Submit(std::shared_ptr<Job> job);
+  // Skips every queued job that was cancelled or whose deadline passed, wherever it waits
+  // (a front end calls it when its client goes; workers do it every 50 ms).
+  void SkipDeparted();
 
   // Drain: refuse new jobs from now on; queued and running ones still complete.
   void StopAccepting();
@@ -82,6 +88,10 @@ class Scheduler {
   // job that must run alone waits for its worker's batch to finish, and the jobs behind it
   // wait for it.
   bool FrontCanStartLocked(const WorkerState& worker, bool batching) const;
+  // Moves the queued jobs that were cancelled or ran out of time out of the queue; the caller
+  // skips them once it has released the lock (Skip reports to the job's listener).
+  std::vector<std::shared_ptr<Job>> TakeDepartedLocked();
+  static void SkipAll(const std::vector<std::shared_ptr<Job>>& departed);
 
   const Options options_;
   mutable std::mutex mu_;

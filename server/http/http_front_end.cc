@@ -2,6 +2,7 @@
 
 #include <microhttpd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -10,9 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "server/http/openai_images.h"
 #include "server/http/playground_page.h"
@@ -22,22 +27,46 @@ namespace mulo::server::http {
 namespace {
 
 using Clock = GenerationService::Clock;
+using Headers = std::vector<std::pair<std::string, std::string>>;
 
 constexpr char kJson[] = "application/json";
 constexpr char kTimeoutHeader[] = "X-Mulo-Timeout";  // seconds; the body's `timeout` wins
+constexpr char kRequestIdHeader[] = "X-Request-Id";
+constexpr size_t kMaxRequestIdBytes = 128;
 
 const char* Header(MHD_Connection* connection, const char* name) {
   return MHD_lookup_connection_value(connection, MHD_HEADER_KIND, name);
 }
 
+int64_t UnixSeconds() { return absl::ToUnixSeconds(absl::Now()); }
+
+// What every response carries beside its body: the request's id, CORS, and whether the
+// connection closes after it.
+struct Envelope {
+  std::string request_id;
+  Headers extra;
+  bool close = false;
+};
+
+MHD_Response* AddEnvelope(MHD_Response* response, const Envelope& envelope) {
+  if (!envelope.request_id.empty()) {
+    MHD_add_response_header(response, kRequestIdHeader, envelope.request_id.c_str());
+  }
+  for (const auto& [name, value] : envelope.extra) {
+    MHD_add_response_header(response, name.c_str(), value.c_str());
+  }
+  if (envelope.close) MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
+  return response;
+}
+
 bool Send(MHD_Connection* connection, unsigned status, const char* content_type,
-          const std::string& body, const std::string& request_id = "") {
+          const std::string& body, const Envelope& envelope) {
   MHD_Response* response = MHD_create_response_from_buffer(
       body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
   if (response == nullptr) return false;
-  MHD_add_response_header(response, "Content-Type", content_type);
+  if (content_type != nullptr) MHD_add_response_header(response, "Content-Type", content_type);
   MHD_add_response_header(response, "Cache-Control", "no-store");
-  if (!request_id.empty()) MHD_add_response_header(response, "X-Request-Id", request_id.c_str());
+  AddEnvelope(response, envelope);
   // Both ask the client to come back: a full queue soon, a draining replica's balancer
   // elsewhere.
   if (status == 429) MHD_add_response_header(response, "Retry-After", "1");
@@ -49,16 +78,86 @@ bool Send(MHD_Connection* connection, unsigned status, const char* content_type,
 }
 
 bool SendError(MHD_Connection* connection, const absl::Status& status, int http_status,
-               const std::string& request_id = "") {
+               const Envelope& envelope) {
   return Send(connection, static_cast<unsigned>(http_status), kJson,
-              ErrorJson(status, http_status), request_id);
+              ErrorJson(status, http_status), envelope);
 }
 
-int64_t UnixSeconds() { return absl::ToUnixSeconds(absl::Now()); }
+// Every value of the request header `name` (case-insensitive), in order: libmicrohttpd keeps
+// repeated headers apart, which the framing checks need.
+std::vector<std::string> HeaderValues(MHD_Connection* connection, const char* name) {
+  struct Collect {
+    const char* name;
+    std::vector<std::string> values;
+  } collect{name, {}};
+  MHD_get_connection_values(
+      connection, MHD_HEADER_KIND,
+      [](void* cls, MHD_ValueKind, const char* key, const char* value) -> MHD_Result {
+        auto* c = static_cast<Collect*>(cls);
+        if (key != nullptr && absl::EqualsIgnoreCase(key, c->name)) {
+          c->values.push_back(value != nullptr ? value : "");
+        }
+        return MHD_YES;
+      },
+      &collect);
+  return collect.values;
+}
+
+// RFC 9112 section 6: what a request's framing headers allow. OK, or the status that
+// refuses it (and the connection closes after the answer).
+struct Framing {
+  int http_status = 0;  // 0: fine
+  std::string problem;
+};
+
+Framing CheckFraming(MHD_Connection* connection) {
+  const std::vector<std::string> lengths = HeaderValues(connection, "Content-Length");
+  const std::vector<std::string> codings = HeaderValues(connection, "Transfer-Encoding");
+  if (!lengths.empty() && !codings.empty()) {
+    return {400, "Content-Length together with Transfer-Encoding: the body's length is ambiguous"};
+  }
+  // Several Content-Lengths (or one holding a list) are only acceptable when they agree.
+  std::string length;
+  for (const std::string& header : lengths) {
+    for (absl::string_view part : absl::StrSplit(header, ',')) {
+      const std::string value(absl::StripAsciiWhitespace(part));
+      uint64_t bytes = 0;
+      if (!absl::SimpleAtoi(value, &bytes) || value.empty() ||
+          !std::all_of(value.begin(), value.end(), absl::ascii_isdigit)) {
+        return {400, absl::StrCat("Content-Length: not a length (", value.substr(0, 32), ")")};
+      }
+      if (!length.empty() && value != length) {
+        return {400, "Content-Length: given twice with different values"};
+      }
+      length = value;
+    }
+  }
+  for (const std::string& header : codings) {
+    if (!absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(header), "chunked")) {
+      return {501, absl::StrCat("Transfer-Encoding: only chunked is supported, got \"",
+                                header.substr(0, 64), "\"")};
+    }
+  }
+  if (codings.size() > 1) return {501, "Transfer-Encoding: chunked given more than once"};
+  return {};
+}
+
+// A client's X-Request-Id, bounded and printable (it goes into logs and response headers).
+std::string RequestIdOf(MHD_Connection* connection) {
+  const char* header = Header(connection, kRequestIdHeader);
+  if (header == nullptr) return "";
+  std::string id(header, std::min(std::strlen(header), kMaxRequestIdBytes));
+  for (char& c : id) {
+    if (!absl::ascii_isgraph(static_cast<unsigned char>(c))) c = '_';
+  }
+  return id;
+}
+
+}  // namespace
 
 // One POST /v1/images/generations while its n generations run. Events arrive on worker
-// threads; the connection's thread waits on `cv` for them (the whole result, or the next
-// stream chunk).
+// threads; the connection is suspended while it waits for them (the whole result, or the next
+// stream chunk) and an event that it waits for resumes it.
 struct Exchange {
   Exchange(int n, bool stream) : stream(stream), remaining(n), images(n), statuses(n) {}
 
@@ -82,14 +181,30 @@ struct Exchange {
     if (gone) call->ClientGone();
   }
 
+  // Suspends the connection until WakeLocked (called with `mu` held, from the access handler
+  // or the stream's content reader: libmicrohttpd allows it only there).
+  void SuspendLocked() {
+    suspended = true;
+    MHD_suspend_connection(connection);
+  }
+  // Resumes the connection if it waits (with `mu` held, from any thread); never once the front
+  // end has stopped (Shutdown resumed every suspended connection before libmicrohttpd stopped).
+  void WakeLocked() {
+    if (!suspended || stopping) return;
+    suspended = false;
+    MHD_resume_connection(connection);
+  }
+
   const bool stream;
   std::mutex mu;
-  std::condition_variable cv;
-  int remaining;                    // generations not done yet
+  MHD_Connection* connection = nullptr;
+  bool suspended = false;
+  int remaining;  // generations not done yet
   std::vector<FinishedImage> images;
   std::vector<absl::Status> statuses;
   std::vector<std::shared_ptr<GenerationService::Call>> calls;
   bool client_gone = false;
+  bool stopping = false;  // the front end shuts down: end the stream, answer nothing
   // Streaming: server-sent events ready to send, and how much of the first was sent.
   std::deque<std::string> chunks;
   size_t sent_of_front = 0;
@@ -98,13 +213,13 @@ struct Exchange {
   int64_t input_tokens = 0;
 };
 
-}  // namespace
-
 struct HttpFrontEnd::RequestState {
   std::string body;
+  std::string request_id;  // the client's X-Request-Id, echoed on every response
+  std::string origin;      // the client's Origin (CORS)
   bool answered = false;   // refused from its headers: whatever body follows is dropped
   bool too_large = false;  // the body passed the limit while arriving
-  uint64_t watch_id = 0;  // the hangup watch while a stream is open (0: none)
+  uint64_t watch_id = 0;   // the hangup watch while a generation runs (0: none)
   std::shared_ptr<Exchange> exchange;
 };
 
@@ -120,12 +235,26 @@ class HttpCallbacks {
                : MHD_NO;
   }
 
-  static void Completed(void* self, MHD_Connection* /*connection*/, void** request_state,
+  static void Completed(void* self, MHD_Connection* connection, void** request_state,
                         MHD_RequestTerminationCode /*code*/) {
+    auto* front_end = static_cast<HttpFrontEnd*>(self);
+    front_end->read_deadlines_.Answered(connection);
     auto** state = reinterpret_cast<HttpFrontEnd::RequestState**>(request_state);
     if (*state == nullptr) return;
-    static_cast<HttpFrontEnd*>(self)->OnCompleted(*state);
+    front_end->OnCompleted(connection, *state);
     *state = nullptr;
+  }
+
+  static void Connection(void* self, MHD_Connection* connection, void** /*socket_context*/,
+                         MHD_ConnectionNotificationCode code) {
+    auto* front_end = static_cast<HttpFrontEnd*>(self);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+      const MHD_ConnectionInfo* info =
+          MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+      front_end->read_deadlines_.Opened(connection, info != nullptr ? info->connect_fd : -1);
+    } else {
+      front_end->read_deadlines_.Closed(connection);
+    }
   }
 
   static void Log(void* /*self*/, const char* format, va_list args) {
@@ -134,13 +263,17 @@ class HttpCallbacks {
     std::fprintf(stderr, "http: %s", text);
   }
 
-  // The stream's content reader: blocks (on the connection's own thread) until the next
-  // event is ready.
+  // The stream's content reader: the next event's bytes, or, when none is ready, the
+  // connection suspended until an event resumes it (no thread waits).
   static ssize_t ReadStream(void* cls, uint64_t /*pos*/, char* buffer, size_t max) {
     auto* exchange = static_cast<Exchange*>(cls);
-    std::unique_lock<std::mutex> lock(exchange->mu);
-    exchange->cv.wait(lock, [&] { return !exchange->chunks.empty() || exchange->remaining == 0; });
-    if (exchange->chunks.empty()) return MHD_CONTENT_READER_END_OF_STREAM;
+    std::lock_guard<std::mutex> lock(exchange->mu);
+    if (exchange->stopping) return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (exchange->chunks.empty()) {
+      if (exchange->remaining == 0) return MHD_CONTENT_READER_END_OF_STREAM;
+      exchange->SuspendLocked();
+      return 0;
+    }
     const std::string& front = exchange->chunks.front();
     const size_t n = std::min(max, front.size() - exchange->sent_of_front);
     std::memcpy(buffer, front.data() + exchange->sent_of_front, n);
@@ -154,7 +287,10 @@ class HttpCallbacks {
 };
 
 HttpFrontEnd::HttpFrontEnd(const HttpFrontEndOptions& options, GenerationService* service)
-    : options_(options), service_(service), created_(UnixSeconds()) {}
+    : options_(options),
+      service_(service),
+      created_(UnixSeconds()),
+      read_deadlines_(std::chrono::seconds(options.request_read_timeout_seconds)) {}
 
 HttpFrontEnd::~HttpFrontEnd() { Shutdown(); }
 
@@ -171,15 +307,20 @@ absl::StatusOr<std::unique_ptr<HttpFrontEnd>> HttpFrontEnd::Start(
   if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
     return absl::FailedPreconditionError("HTTP front end: this libmicrohttpd has no TLS");
   }
-  // A thread per connection: a request may wait for its generation (or its stream's next
-  // event) without holding up any other connection. MHD reads the PEM strings while starting.
-  const unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                         MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0);
+  // A few epoll threads for every connection; waiting requests suspend theirs (ITC lets a
+  // resume from a worker thread wake its epoll thread at once). MHD reads the PEM strings
+  // while starting.
+  const unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC |
+                         MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0);
   std::vector<MHD_OptionItem> items = {
       {MHD_OPTION_SOCK_ADDR, 0, &*address},
+      {MHD_OPTION_THREAD_POOL_SIZE, std::max(1u, options.threads), nullptr},
       {MHD_OPTION_CONNECTION_TIMEOUT, options.idle_timeout_seconds, nullptr},
       {MHD_OPTION_CONNECTION_LIMIT, options.max_connections, nullptr},
+      {MHD_OPTION_PER_IP_CONNECTION_LIMIT, options.max_connections_per_client, nullptr},
       {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&HttpCallbacks::Completed),
+       front_end.get()},
+      {MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&HttpCallbacks::Connection),
        front_end.get()}};
   if (tls) {
     items.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char*>(options.tls_cert_pem.c_str())});
@@ -209,59 +350,130 @@ void HttpFrontEnd::Shutdown(absl::Duration grace) {
     requests_done_.wait_for(lock, absl::ToChronoNanoseconds(grace),
                             [this] { return requests_in_progress_ == 0; });
   }
-  MHD_stop_daemon(daemon_);  // joins every connection's thread
+  // libmicrohttpd must not stop with a connection suspended: wake every one that waits, and
+  // let none suspend again (they close: the handler answers MHD_NO, a stream ends).
+  stopping_ = true;
+  {
+    std::lock_guard<std::mutex> lock(exchanges_mu_);
+    for (const auto& exchange : exchanges_) {
+      std::lock_guard<std::mutex> exchange_lock(exchange->mu);
+      exchange->WakeLocked();
+      exchange->stopping = true;
+    }
+  }
+  MHD_stop_daemon(daemon_);
   daemon_ = nullptr;
   port_ = 0;
 }
 
-void HttpFrontEnd::OnCompleted(RequestState* state) {
+void HttpFrontEnd::OnCompleted(MHD_Connection* /*connection*/, RequestState* state) {
   {
     std::lock_guard<std::mutex> lock(requests_mu_);
     --requests_in_progress_;
   }
   requests_done_.notify_all();
   if (state->watch_id != 0) hangups_.Unwatch(state->watch_id);
-  // A stream that ends before its generation (the client went, the connection broke) stops it.
-  if (state->exchange != nullptr) state->exchange->ClientGone();
+  if (state->exchange != nullptr) {
+    // A request that ends before its generation (the client went, the connection broke)
+    // stops it.
+    state->exchange->ClientGone();
+    std::lock_guard<std::mutex> lock(exchanges_mu_);
+    exchanges_.erase(state->exchange);
+  }
   delete state;
+}
+
+bool HttpFrontEnd::OriginAllowed(const std::string& origin) const {
+  if (origin.empty()) return false;
+  for (const std::string& allowed : options_.cors_origins) {
+    if (allowed == "*" || allowed == origin) return true;
+  }
+  return false;
+}
+
+std::vector<std::pair<std::string, std::string>> HttpFrontEnd::CorsHeaders(
+    const RequestState& state) const {
+  if (!OriginAllowed(state.origin)) return {};
+  return {{"Access-Control-Allow-Origin", state.origin},
+          {"Vary", "Origin"},
+          {"Access-Control-Expose-Headers", "X-Request-Id, Retry-After"}};
+}
+
+bool HttpFrontEnd::AnswerFromHeaders(MHD_Connection* connection, const std::string& url,
+                                     const std::string& method, RequestState* state,
+                                     bool* queued) {
+  Envelope envelope{state->request_id, CorsHeaders(*state), false};
+  // Framing that could let a second request hide in the first's body: refused, and the
+  // connection closed after the answer (RFC 9112, 6.1 and 6.3).
+  if (const Framing framing = CheckFraming(connection); framing.http_status != 0) {
+    envelope.close = true;
+    *queued = SendError(connection, absl::InvalidArgumentError(framing.problem),
+                        framing.http_status, envelope);
+    return true;
+  }
+  if (method == MHD_HTTP_METHOD_OPTIONS) {
+    // A CORS preflight for an allowed origin; otherwise OPTIONS is not served.
+    if (!options_.cors_origins.empty() && OriginAllowed(state->origin)) {
+      envelope.extra.push_back({"Access-Control-Allow-Methods", "GET, POST, OPTIONS"});
+      envelope.extra.push_back(
+          {"Access-Control-Allow-Headers",
+           "Authorization, Content-Type, X-Request-Id, X-Mulo-Timeout"});
+      envelope.extra.push_back({"Access-Control-Max-Age", "600"});
+      *queued = Send(connection, 204, nullptr, "", envelope);
+      return true;
+    }
+    return false;  // Route answers 405 with Allow
+  }
+  if (options_.api_keys != nullptr && absl::StartsWith(url, "/v1/")) {
+    const char* authorization = Header(connection, MHD_HTTP_HEADER_AUTHORIZATION);
+    const absl::Status authorized =
+        options_.api_keys->Authorize(authorization != nullptr ? authorization : "");
+    if (!authorized.ok()) {
+      *queued = RefuseBeforeReading(connection, url, authorized, 401, state);
+      return true;
+    }
+  }
+  if (const char* length = Header(connection, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+    uint64_t bytes = 0;
+    if (absl::SimpleAtoi(length, &bytes) && bytes > options_.max_body_bytes) {
+      *queued = RefuseBeforeReading(
+          connection, url,
+          absl::InvalidArgumentError(
+              absl::StrCat("body: ", bytes, " bytes; at most ", options_.max_body_bytes)),
+          413, state);
+      return true;
+    }
+  }
+  return false;
 }
 
 bool HttpFrontEnd::OnRequest(MHD_Connection* connection, const std::string& url,
                              const std::string& method, const char* upload_data,
                              size_t* upload_data_size, RequestState** state) {
   if (*state == nullptr) {
-    // Headers only: a caller without a key, or a declared body over the limit, is refused
-    // before the body is read.
+    // Headers only: what they alone decide is answered before any body is read.
     *state = new RequestState();
+    (*state)->request_id = RequestIdOf(connection);
+    if (const char* origin = Header(connection, "Origin")) (*state)->origin = origin;
     {
       std::lock_guard<std::mutex> lock(requests_mu_);
       ++requests_in_progress_;
     }
-    if (options_.api_keys != nullptr && absl::StartsWith(url, "/v1/")) {
-      const char* authorization = Header(connection, MHD_HTTP_HEADER_AUTHORIZATION);
-      const absl::Status authorized =
-          options_.api_keys->Authorize(authorization != nullptr ? authorization : "");
-      if (!authorized.ok()) {
-        (*state)->answered = true;
-        return RefuseBeforeReading(connection, url, authorized, 401);
-      }
-    }
-    if (const char* length = Header(connection, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
-      uint64_t bytes = 0;
-      if (absl::SimpleAtoi(length, &bytes) && bytes > options_.max_body_bytes) {
-        (*state)->answered = true;
-        return RefuseBeforeReading(
-            connection, url,
-            absl::InvalidArgumentError(
-                absl::StrCat("body: ", bytes, " bytes; at most ", options_.max_body_bytes)),
-            413);
-      }
+    bool queued = true;
+    if (AnswerFromHeaders(connection, url, method, *state, &queued)) {
+      (*state)->answered = true;
+      return queued;
     }
     return true;
   }
   if ((*state)->answered) {
     *upload_data_size = 0;  // the response is queued: drop the rest
     return true;
+  }
+  if ((*state)->exchange != nullptr) {
+    // Resumed: the generations it waited for are done (or the front end stops).
+    if (stopping_) return false;
+    return AnswerGenerations(connection, *state);
   }
   if (*upload_data_size > 0) {
     if ((*state)->body.size() + *upload_data_size > options_.max_body_bytes) {
@@ -273,71 +485,87 @@ bool HttpFrontEnd::OnRequest(MHD_Connection* connection, const std::string& url,
     *upload_data_size = 0;
     return true;
   }
+  // The whole request has been read: from here it is handled, not timed by the read deadline.
+  read_deadlines_.RequestRead(connection);
   if ((*state)->too_large) {
     return RefuseBeforeReading(
         connection, url,
         absl::InvalidArgumentError(absl::StrCat("body: more than ", options_.max_body_bytes,
                                                 " bytes")),
-        413);
+        413, *state);
   }
+  return Route(connection, url, method, *state);
+}
+
+bool HttpFrontEnd::Route(MHD_Connection* connection, const std::string& url,
+                         const std::string& method, RequestState* state) {
+  Envelope envelope{state->request_id, CorsHeaders(*state), false};
+  const bool cors = !options_.cors_origins.empty();
+  // 405 names the methods the path takes (Allow, RFC 9110 15.5.6).
+  auto wrong_method = [&](const char* allow) {
+    envelope.extra.push_back({"Allow", cors ? absl::StrCat(allow, ", OPTIONS") : allow});
+    return SendError(connection,
+                     absl::InvalidArgumentError(absl::StrCat("method: ", url, " takes ", allow)),
+                     405, envelope);
+  };
   if (url == "/" || url == "/index.html") {
     if (method != MHD_HTTP_METHOD_GET && method != MHD_HTTP_METHOD_HEAD) {
-      return SendError(connection, absl::InvalidArgumentError("method: / takes GET"), 405);
+      return wrong_method("GET, HEAD");
     }
-    return Send(connection, 200, "text/html; charset=utf-8", PlaygroundHtml());
+    return Send(connection, 200, "text/html; charset=utf-8", PlaygroundHtml(), envelope);
   }
   if (url == "/v1/images/generations") {
-    if (method != MHD_HTTP_METHOD_POST) {
-      return SendError(connection,
-                       absl::InvalidArgumentError("method: /v1/images/generations takes POST"),
-                       405);
-    }
-    return HandleGenerations(connection, *state);
+    if (method != MHD_HTTP_METHOD_POST) return wrong_method("POST");
+    return HandleGenerations(connection, state);
   }
   if (url == "/v1/models" || absl::StartsWith(url, "/v1/models/")) {
     if (method != MHD_HTTP_METHOD_GET && method != MHD_HTTP_METHOD_HEAD) {
-      return SendError(connection, absl::InvalidArgumentError("method: /v1/models takes GET"),
-                       405);
+      return wrong_method("GET, HEAD");
     }
-    return HandleModels(connection, url);
+    return HandleModels(connection, url, state);
   }
   return SendError(connection,
-                   absl::NotFoundError(absl::StrCat("path: no route ", method, " ", url)), 404);
+                   absl::NotFoundError(absl::StrCat("path: no route ", method, " ", url)), 404,
+                   envelope);
 }
 
 bool HttpFrontEnd::RefuseBeforeReading(MHD_Connection* connection, const std::string& url,
-                                       const absl::Status& status, int http_status) {
+                                       const absl::Status& status, int http_status,
+                                       RequestState* state) {
   if (url == "/v1/images/generations") {
     GenerationService::CallOptions options;
     options.protocol = "http";
-    service_->RecordRefused("", "", options, status);
+    service_->RecordRefused(state->request_id, "", options, status);
   }
-  return SendError(connection, status, http_status);
+  return SendError(connection, status, http_status,
+                   Envelope{state->request_id, CorsHeaders(*state), false});
 }
 
-bool HttpFrontEnd::HandleModels(MHD_Connection* connection, const std::string& url) {
+bool HttpFrontEnd::HandleModels(MHD_Connection* connection, const std::string& url,
+                                RequestState* state) {
+  const Envelope envelope{state->request_id, CorsHeaders(*state), false};
   if (url == "/v1/models") {
     auto models = service_->ListModels();
-    if (!models.ok()) return SendError(connection, models.status(), 503);
-    return Send(connection, 200, kJson, ModelListJson(*models, created_));
+    if (!models.ok()) return SendError(connection, models.status(), 503, envelope);
+    return Send(connection, 200, kJson, ModelListJson(*models, created_), envelope);
   }
   auto model = service_->GetModel(url.substr(std::strlen("/v1/models/")), "model");
   if (!model.ok()) {
-    return SendError(connection, model.status(), HttpStatusOf(model.status(), false));
+    return SendError(connection, model.status(), HttpStatusOf(model.status(), false), envelope);
   }
-  return Send(connection, 200, kJson, ModelJson(*model, created_));
+  return Send(connection, 200, kJson, ModelJson(*model, created_), envelope);
 }
 
 bool HttpFrontEnd::HandleGenerations(MHD_Connection* connection, RequestState* state) {
   GenerationService::CallOptions options;
   options.protocol = "http";
   options.arrived = Clock::now();
-  const char* id_header = Header(connection, "X-Request-Id");
-  const std::string base_id = id_header != nullptr ? std::string(id_header) : "";
+  const std::string& base_id = state->request_id;
+  const Envelope envelope{base_id, CorsHeaders(*state), false};
   // Refused before a generation starts: logged and counted by the service all the same.
   const auto refuse = [&](const absl::Status& status, const std::string& model) {
     service_->RecordRefused(base_id, model, options, status);
-    return SendError(connection, status, HttpStatusOf(status, false), base_id);
+    return SendError(connection, status, HttpStatusOf(status, false), envelope);
   };
 
   auto parsed = ParseImagesRequest(state->body);
@@ -372,6 +600,7 @@ bool HttpFrontEnd::HandleGenerations(MHD_Connection* connection, RequestState* s
   }
 
   auto exchange = std::make_shared<Exchange>(images.n, images.stream);
+  exchange->connection = connection;
   exchange->size = absl::StrCat(model->image_width, "x", model->image_height);
   exchange->output_format = images.output_format;
   exchange->input_tokens = model->condition_rows;
@@ -409,14 +638,15 @@ bool HttpFrontEnd::HandleGenerations(MHD_Connection* connection, RequestState* s
           --ex->remaining;
           break;
       }
-      ex->cv.notify_all();
+      // A stream takes every chunk as it comes; a plain answer waits for all n images.
+      if (ex->stream || ex->remaining == 0) ex->WakeLocked();
     });
     if (!call.ok()) {
       // Stop what already started; its events go nowhere.
       exchange->ClientGone();
       const bool queue_full = absl::IsUnavailable(call.status()) && service_->ready();
       return SendError(connection, call.status(), HttpStatusOf(call.status(), queue_full),
-                       base_id);
+                       envelope);
     }
     if (i == 0) {
       std::lock_guard<std::mutex> lock(exchange->mu);
@@ -425,43 +655,65 @@ bool HttpFrontEnd::HandleGenerations(MHD_Connection* connection, RequestState* s
     exchange->AddCall(*std::move(call));
   }
 
+  // While it generates, the connection is suspended (libmicrohttpd does not read it then):
+  // its hang-up is watched here, so that a client that leaves stops its generation.
   const MHD_ConnectionInfo* fd_info =
       MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
   const int fd = fd_info != nullptr ? fd_info->connect_fd : -1;
   std::weak_ptr<Exchange> weak = exchange;
-  const uint64_t watch = fd >= 0 ? hangups_.Watch(fd, [weak] {
+  state->watch_id = fd >= 0 ? hangups_.Watch(fd, [weak] {
     if (auto ex = weak.lock()) ex->ClientGone();
   })
-                                 : 0;
+                            : 0;
+  state->exchange = exchange;
+  {
+    std::lock_guard<std::mutex> lock(exchanges_mu_);
+    exchanges_.insert(exchange);
+  }
+  if (stopping_) return false;
 
   if (images.stream) {
-    state->watch_id = watch;  // until the stream completes (OnCompleted)
-    state->exchange = exchange;
     MHD_Response* response = MHD_create_response_from_callback(
         MHD_SIZE_UNKNOWN, 64 * 1024, &HttpCallbacks::ReadStream, exchange.get(), nullptr);
     if (response == nullptr) return false;
     MHD_add_response_header(response, "Content-Type", "text/event-stream");
     MHD_add_response_header(response, "Cache-Control", "no-store");
     MHD_add_response_header(response, "X-Accel-Buffering", "no");  // proxies: do not buffer
+    AddEnvelope(response, envelope);
     const MHD_Result queued = MHD_queue_response(connection, 200, response);
     MHD_destroy_response(response);
     return queued == MHD_YES;
   }
-
   {
-    std::unique_lock<std::mutex> lock(exchange->mu);
-    exchange->cv.wait(lock, [&] { return exchange->remaining == 0; });
+    std::lock_guard<std::mutex> lock(exchange->mu);
+    if (exchange->remaining > 0) {
+      exchange->SuspendLocked();  // the last generation's done event resumes it
+      return true;
+    }
   }
-  if (watch != 0) hangups_.Unwatch(watch);
-  std::lock_guard<std::mutex> lock(exchange->mu);
-  if (exchange->client_gone) return false;  // nobody to answer: close the connection
-  for (const absl::Status& status : exchange->statuses) {
-    if (!status.ok()) return SendError(connection, status, HttpStatusOf(status, false), base_id);
+  return AnswerGenerations(connection, state);
+}
+
+bool HttpFrontEnd::AnswerGenerations(MHD_Connection* connection, RequestState* state) {
+  Exchange& exchange = *state->exchange;
+  if (state->watch_id != 0) {
+    hangups_.Unwatch(state->watch_id);
+    state->watch_id = 0;
+  }
+  const Envelope envelope{state->request_id, CorsHeaders(*state), false};
+  std::lock_guard<std::mutex> lock(exchange.mu);
+  if (exchange.remaining > 0) {  // resumed early (a stray wake): wait on
+    exchange.SuspendLocked();
+    return true;
+  }
+  if (exchange.client_gone) return false;  // nobody to answer: close the connection
+  for (const absl::Status& status : exchange.statuses) {
+    if (!status.ok()) return SendError(connection, status, HttpStatusOf(status, false), envelope);
   }
   return Send(connection, 200, kJson,
-              ImagesResponseJson(UnixSeconds(), exchange->method, exchange->output_format,
-                                 exchange->size, exchange->input_tokens, exchange->images),
-              base_id);
+              ImagesResponseJson(UnixSeconds(), exchange.method, exchange.output_format,
+                                 exchange.size, exchange.input_tokens, exchange.images),
+              envelope);
 }
 
 }  // namespace mulo::server::http

@@ -5,18 +5,29 @@
 //   GET  /                        the playground page (playground_page.h)
 // Like the gRPC service it knows nothing of models beyond ModelSummary: JSON conversion lives
 // in openai_images.h, and refusals, deadlines, logging and metrics in the generation service.
-// Each connection has its own thread (bounded by max_connections): a request waits for its
-// generation's events there, woken by each event; a HangupWatcher cancels the generation of
-// a client that disconnects.
+//
+// Connections cost no thread (docs/http.md, "Connections"): a few threads each wait in epoll on
+// their share of the sockets (libmicrohttpd's thread pool), and a request that waits for its
+// generation suspends its connection, which the generation's events resume. So connections that
+// send nothing useful cannot exhaust the front end: the idle timeout closes a silent one, the
+// read deadline (read_deadlines.h) one that drips a request slower than it allows, a
+// per-client cap bounds what one address holds open, and a HangupWatcher cancels the generation
+// of a client that disconnects. Framing that could smuggle a second request (two
+// Content-Lengths that differ, Content-Length with Transfer-Encoding) gets 400 and a closed
+// connection, a transfer coding other than chunked 501 (RFC 9112).
 #ifndef MULO_SERVER_HTTP_HTTP_FRONT_END_H_
 #define MULO_SERVER_HTTP_HTTP_FRONT_END_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -24,17 +35,29 @@
 #include "server/api_keys.h"
 #include "server/generation_service.h"
 #include "server/http/hangup_watcher.h"
+#include "server/http/read_deadlines.h"
 
 struct MHD_Connection;
 struct MHD_Daemon;
 
 namespace mulo::server::http {
 
+struct Exchange;  // one POST /v1/images/generations while it runs (http_front_end.cc)
+
 struct HttpFrontEndOptions {
   std::string address = "0.0.0.0:8000";  // "PORT" or "IPV4:PORT"; port 0 picks a free one
   size_t max_body_bytes = 1 << 20;        // larger bodies get 413
   unsigned idle_timeout_seconds = 30;     // an idle connection is closed after this
-  unsigned max_connections = 256;         // each is a thread while open
+  // A request (headers and body) must be read within this from its connection's opening or
+  // its previous answer, however its bytes trickle in; 0: no limit.
+  unsigned request_read_timeout_seconds = 10;
+  unsigned max_connections = 4096;         // open at once (beyond: refused at accept)
+  unsigned max_connections_per_client = 256;  // from one IP address; 0: no cap
+  unsigned threads = 4;                       // epoll threads serving every connection
+  // Origins whose browsers may call the API (CORS): each allowed Origin is echoed in
+  // Access-Control-Allow-Origin and OPTIONS preflights are answered; "*" allows any. Empty:
+  // no CORS headers, and OPTIONS gets 405.
+  std::vector<std::string> cors_origins;
   // With keys, /v1/ paths need "Authorization: Bearer <key>" (401 otherwise); the playground
   // page stays open. Null: no keys. Must outlive the front end.
   const ApiKeys* api_keys = nullptr;
@@ -67,18 +90,35 @@ class HttpFrontEnd {
   // libmicrohttpd's access handler and completion callback (http_front_end.cc).
   bool OnRequest(MHD_Connection* connection, const std::string& url, const std::string& method,
                  const char* upload_data, size_t* upload_data_size, RequestState** state);
-  void OnCompleted(RequestState* state);
+  void OnCompleted(MHD_Connection* connection, RequestState* state);
+  // What can be answered from the headers alone (framing, preflight, keys, a declared size
+  // over the limit); false when the request goes on to its body.
+  bool AnswerFromHeaders(MHD_Connection* connection, const std::string& url,
+                         const std::string& method, RequestState* state, bool* queued);
+  bool Route(MHD_Connection* connection, const std::string& url, const std::string& method,
+             RequestState* state);
   bool HandleGenerations(MHD_Connection* connection, RequestState* state);
-  bool HandleModels(MHD_Connection* connection, const std::string& url);
+  // The answer of a generation that was waited for (a suspended connection, resumed).
+  bool AnswerGenerations(MHD_Connection* connection, RequestState* state);
+  bool HandleModels(MHD_Connection* connection, const std::string& url, RequestState* state);
   // A refusal made before the generation service saw the request (401, 413): logged and
   // counted like the service's own when the path is the generations endpoint.
   bool RefuseBeforeReading(MHD_Connection* connection, const std::string& url,
-                           const absl::Status& status, int http_status);
+                           const absl::Status& status, int http_status, RequestState* state);
+  // The CORS headers a response to `state`'s Origin carries (none when it is not allowed).
+  std::vector<std::pair<std::string, std::string>> CorsHeaders(const RequestState& state) const;
+  bool OriginAllowed(const std::string& origin) const;
 
   const HttpFrontEndOptions options_;
   GenerationService* const service_;
   const int64_t created_;  // the models' `created`: when this server started
   HangupWatcher hangups_;
+  ReadDeadlines read_deadlines_;
+  // Set by Shutdown: suspended connections are resumed to be closed, none is suspended again.
+  std::atomic<bool> stopping_{false};
+  // Exchanges whose connection may be suspended, so that Shutdown can resume them all.
+  std::mutex exchanges_mu_;
+  std::set<std::shared_ptr<Exchange>> exchanges_;
   MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
   // Requests between their headers and their completion (a connection idle between requests

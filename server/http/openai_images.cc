@@ -398,7 +398,7 @@ std::string ErrorJson(const absl::Status& status, int http_status) {
       code = "invalid_api_key";
       break;
     case 404:
-      code = "model_not_found";
+      code = ParamOf(status) == "model" ? "model_not_found" : "not_found";
       break;
     case 413:
       code = "request_too_large";

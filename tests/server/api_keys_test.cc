@@ -1,5 +1,7 @@
 #include "server/api_keys.h"
 
+#include <cstdio>
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -26,8 +28,13 @@ TEST(ApiKeysTest, OnlyBearerKeysOfTheFileAreAllowed) {
   ASSERT_TRUE(keys.ok()) << keys.status();
   EXPECT_TRUE((*keys)->Authorize("Bearer sk-alpha").ok());
   EXPECT_TRUE((*keys)->Authorize("Bearer sk-beta").ok());  // trimmed
+  // The scheme is case-insensitive (RFC 9110, 11.1); spaces after it are one separator.
+  for (const char* good : {"bearer sk-alpha", "BEARER sk-alpha", "Bearer   sk-alpha"}) {
+    EXPECT_TRUE((*keys)->Authorize(good).ok()) << good;
+  }
   for (const char* bad : {"", "sk-alpha", "Bearer", "Bearer ", "Bearer sk-alph",
-                          "Bearer sk-alphaa", "bearer sk-alpha", "Bearer # team a"}) {
+                          "Bearer sk-alphaa", "Basic sk-alpha", "Bearersk-alpha",
+                          "Bearer # team a"}) {
     const absl::Status status = (*keys)->Authorize(bad);
     EXPECT_TRUE(absl::IsUnauthenticated(status)) << bad;
     EXPECT_EQ(status.message().rfind("authorization: ", 0), 0u) << status.message();
@@ -35,7 +42,7 @@ TEST(ApiKeysTest, OnlyBearerKeysOfTheFileAreAllowed) {
   }
 }
 
-TEST(ApiKeysTest, ReloadReplacesTheKeysAndABadFileKeepsThem) {
+TEST(ApiKeysTest, ReloadReplacesTheKeysAnUnreadableFileKeepsThemAnEmptyOneRevokesAll) {
   const std::string path = WriteFile("reload", "old-key\n");
   auto keys = ApiKeys::Load(path);
   ASSERT_TRUE(keys.ok());
@@ -43,9 +50,17 @@ TEST(ApiKeysTest, ReloadReplacesTheKeysAndABadFileKeepsThem) {
   EXPECT_EQ(*(*keys)->Reload(), 1);
   EXPECT_FALSE((*keys)->Authorize("Bearer old-key").ok());
   EXPECT_TRUE((*keys)->Authorize("Bearer new-key").ok());
-  WriteFile("reload", "# nothing\n");
+  // A file that cannot be read (being rewritten, permissions) keeps the keys in force.
+  ASSERT_EQ(std::rename(path.c_str(), (path + ".moved").c_str()), 0);
   EXPECT_FALSE((*keys)->Reload().ok());
   EXPECT_TRUE((*keys)->Authorize("Bearer new-key").ok());
+  ASSERT_EQ(std::rename((path + ".moved").c_str(), path.c_str()), 0);
+  // A file read with no key revokes every key: the way to lock every client out.
+  WriteFile("reload", "# nothing\n");
+  EXPECT_EQ(*(*keys)->Reload(), 0);
+  EXPECT_FALSE((*keys)->Authorize("Bearer new-key").ok());
+  EXPECT_FALSE((*keys)->Authorize("Bearer old-key").ok());
+  EXPECT_TRUE((*keys)->enabled());  // keys stay required, none is known
 }
 
 TEST(ApiKeysTest, AMissingOrEmptyFileIsAnError) {

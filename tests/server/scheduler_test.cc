@@ -248,5 +248,48 @@ TEST_F(SchedulerTest, JobsOutOfTimeOrCancelledWhileQueuedAreSkippedNotRun) {
   EXPECT_TRUE(in_time->skipped().ok());
 }
 
+TEST_F(SchedulerTest, DepartedJobsFreeTheirSlotsWhereverTheyWait) {
+  // One worker busy, one live job at the front of a 16-slot queue and 15 jobs behind it whose
+  // clients leave: the next 15 live calls are admitted at once, the departed are skipped at
+  // once (not when they reach the front), and the live ones run in order.
+  Scheduler scheduler({1, 16, nullptr});
+  StartGatedJob(scheduler, 0);
+  ASSERT_TRUE(scheduler.Submit(Job(1)).ok());
+  std::vector<std::shared_ptr<RecordingJob>> departed;
+  for (int i = 0; i < 15; ++i) {
+    departed.push_back(Job(100 + i));
+    ASSERT_TRUE(scheduler.Submit(departed.back()).ok());
+  }
+  EXPECT_EQ(scheduler.queue_depth(), 16);
+  EXPECT_EQ(scheduler.Submit(Job(99)).code(), absl::StatusCode::kUnavailable);
+  for (const auto& job : departed) job->mutable_cancel().Cancel();
+  scheduler.SkipDeparted();
+  EXPECT_EQ(scheduler.queue_depth(), 1);
+  for (const auto& job : departed) {
+    EXPECT_EQ(job->skipped().code(), absl::StatusCode::kCancelled);
+  }
+  for (int i = 0; i < 15; ++i) ASSERT_TRUE(scheduler.Submit(Job(2 + i)).ok()) << i;
+  EXPECT_EQ(scheduler.Submit(Job(99)).code(), absl::StatusCode::kUnavailable);
+  OpenGateAndWait(scheduler);
+  std::vector<int> expected = {0, 1};
+  for (int i = 0; i < 15; ++i) expected.push_back(2 + i);
+  EXPECT_EQ(ran(), expected);
+}
+
+TEST_F(SchedulerTest, ASubmitSkipsDepartedJobsBeforeCountingTheQueue) {
+  // Without anyone calling SkipDeparted: a cancelled job behind a live one does not make the
+  // next Submit see a full queue.
+  Scheduler scheduler({1, 2, nullptr});
+  StartGatedJob(scheduler, 0);
+  ASSERT_TRUE(scheduler.Submit(Job(1)).ok());
+  auto gone = Job(2);
+  ASSERT_TRUE(scheduler.Submit(gone).ok());
+  gone->mutable_cancel().Cancel();
+  EXPECT_TRUE(scheduler.Submit(Job(3)).ok());
+  EXPECT_EQ(gone->skipped().code(), absl::StatusCode::kCancelled);
+  OpenGateAndWait(scheduler);
+  EXPECT_EQ(ran(), (std::vector<int>{0, 1, 3}));
+}
+
 }  // namespace
 }  // namespace mulo::server

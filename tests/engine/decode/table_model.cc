@@ -141,13 +141,15 @@ StatusOr<ForwardOutput> TableModel::Forward(KvCache& cache, const torch::Tensor&
     auto [keys, values] = cache.Store(0, k, k);
     const torch::Tensor rows = keys.select(0, 0).select(0, 0).contiguous();  // [before + n, 2]
     const auto row = rows.accessor<float, 2>();
-    torch::Tensor m = mask.defined() ? mask.to(torch::kCPU).contiguous() : torch::Tensor();
+    const torch::Tensor m = mask.defined() ? mask.to(torch::kCPU).contiguous() : torch::Tensor();
+    const bool* allowed = m.defined() ? m.data_ptr<bool>() : nullptr;
+    const int64_t width = before + n;
     // Stream 0 reads the table, the others (guidance's null condition) the unconditional one.
     std::vector<float> logits(n * vocab), null_logits(n * vocab), hidden(n * kDim, 0.0f);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t own = static_cast<int64_t>(row[before + i][0]) - kConditionRows;
       auto attends = [&](int64_t r) {
-        if (m.defined()) return m[i][r].item<bool>();
+        if (allowed != nullptr) return allowed[i * width + r];
         return r < before || r - before <= i;
       };
       if (!attends(before + i)) {
