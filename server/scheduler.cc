@@ -12,6 +12,7 @@ constexpr std::chrono::milliseconds kQueueRecheck(50);
 }  // namespace
 
 Scheduler::Scheduler(Options options) : options_(options) {
+  skipper_ = std::thread([this] { SkipLoop(); });
   const int batch = std::max(1, options_.max_batch);
   for (int i = 0; i < std::max(1, options_.workers); ++i) {
     engine::ForwardBatcher* batcher = nullptr;
@@ -37,60 +38,72 @@ Scheduler::~Scheduler() {
     left.swap(queue_);
   }
   work_cv_.notify_all();
+  skip_cv_.notify_all();
   for (auto& job : left) job->Skip(absl::UnavailableError("server is shutting down"));
   for (auto& worker : workers_) worker.join();
+  skipper_.join();
 }
 
 absl::Status Scheduler::Submit(std::shared_ptr<Job> job) {
-  std::vector<std::shared_ptr<Job>> departed;
-  absl::Status status = absl::OkStatus();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    departed = TakeDepartedLocked();
+    TakeDepartedLocked();  // a departed job never counts against the limit
     if (!accepting_) {
-      status = absl::UnavailableError("server is draining; retry on another replica");
-    } else if (static_cast<int>(queue_.size()) >= options_.max_queue) {
-      status = absl::UnavailableError(absl::StrCat("queue is full (", options_.max_queue,
-                                                   " waiting); retry with backoff"));
-    } else {
-      queue_.push_back(std::move(job));
+      return absl::UnavailableError("server is draining; retry on another replica");
     }
+    if (static_cast<int>(queue_.size()) >= options_.max_queue) {
+      return absl::UnavailableError(absl::StrCat("queue is full (", options_.max_queue,
+                                                 " waiting); retry with backoff"));
+    }
+    queue_.push_back(std::move(job));
   }
-  SkipAll(departed);
   // Not notify_one: the thread it wakes may belong to a worker that cannot take the job.
-  if (status.ok()) work_cv_.notify_all();
-  if (!departed.empty()) idle_cv_.notify_all();
-  return status;
+  work_cv_.notify_all();
+  return absl::OkStatus();
 }
 
 void Scheduler::SkipDeparted() {
-  std::vector<std::shared_ptr<Job>> departed;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    departed = TakeDepartedLocked();
-  }
-  SkipAll(departed);
-  if (!departed.empty()) idle_cv_.notify_all();
+  std::lock_guard<std::mutex> lock(mu_);
+  TakeDepartedLocked();
 }
 
-std::vector<std::shared_ptr<Job>> Scheduler::TakeDepartedLocked() {
-  std::vector<std::shared_ptr<Job>> departed;
+void Scheduler::TakeDepartedLocked() {
+  bool took = false;
   for (auto it = queue_.begin(); it != queue_.end();) {
     if ((*it)->cancel().Check().ok()) {
       ++it;
     } else {
-      departed.push_back(std::move(*it));
+      to_skip_.push_back(std::move(*it));
       it = queue_.erase(it);
+      took = true;
     }
   }
-  return departed;
+  if (took) skip_cv_.notify_all();
 }
 
-void Scheduler::SkipAll(const std::vector<std::shared_ptr<Job>>& departed) {
-  for (const auto& job : departed) {
-    job->Skip(job->cancel().Check().code() == engine::StatusCode::kDeadlineExceeded
-                  ? absl::DeadlineExceededError("deadline exceeded while queued")
-                  : absl::CancelledError("cancelled while queued"));
+void Scheduler::SkipLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    skip_cv_.wait_for(lock, kQueueRecheck, [this] { return shutdown_ || !to_skip_.empty(); });
+    TakeDepartedLocked();
+    if (to_skip_.empty()) {
+      if (shutdown_) return;
+      continue;
+    }
+    std::vector<std::shared_ptr<Job>> departed;
+    departed.swap(to_skip_);
+    const int count = static_cast<int>(departed.size());
+    skipping_ += count;
+    lock.unlock();
+    for (const auto& job : departed) {
+      job->Skip(job->cancel().Check().code() == engine::StatusCode::kDeadlineExceeded
+                    ? absl::DeadlineExceededError("deadline exceeded while queued")
+                    : absl::CancelledError("cancelled while queued"));
+    }
+    departed.clear();  // release the requests' memory before reporting idle
+    lock.lock();
+    skipping_ -= count;
+    idle_cv_.notify_all();
   }
 }
 
@@ -101,8 +114,9 @@ void Scheduler::StopAccepting() {
 
 bool Scheduler::WaitIdle(absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  return idle_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-                           [this] { return queue_.empty() && running_ == 0; });
+  return idle_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [this] {
+    return queue_.empty() && running_ == 0 && to_skip_.empty() && skipping_ == 0;
+  });
 }
 
 int Scheduler::queue_depth() const {
@@ -138,15 +152,8 @@ void Scheduler::WorkerLoop(WorkerState* worker, engine::ForwardBatcher* batcher)
           work_cv_.wait(lock);
         } else {
           // A queued job's deadline passes, or its client cancels, without a notification:
-          // look again now and then so that it is skipped promptly, wherever it waits.
+          // look again now and then so that it is skipped promptly.
           work_cv_.wait_for(lock, kQueueRecheck);
-          std::vector<std::shared_ptr<Job>> gone = TakeDepartedLocked();
-          if (!gone.empty()) {
-            lock.unlock();
-            SkipAll(gone);
-            idle_cv_.notify_all();
-            lock.lock();
-          }
         }
       }
       if (queue_.empty()) return;  // shutdown with nothing left

@@ -65,8 +65,10 @@ class Scheduler {
   // Queues `job`, or refuses it with UNAVAILABLE (queue full, or draining). Jobs already
   // cancelled or out of time are skipped first, so they never count against the limit.
   absl::Status Submit(std::shared_ptr<Job> job);
-  // Skips every queued job that was cancelled or whose deadline passed, wherever it waits
-  // (a front end calls it when its client goes; workers do it every 50 ms).
+  // Takes every queued job that was cancelled or whose deadline passed out of the queue,
+  // wherever it waits, so that its slot frees now (a front end calls it when its client goes;
+  // the skipping thread also looks every 50 ms). The jobs are skipped on the scheduler's own
+  // thread: a caller may hold a lock that the job's Skip (its listener) takes.
   void SkipDeparted();
 
   // Drain: refuse new jobs from now on; queued and running ones still complete.
@@ -88,22 +90,28 @@ class Scheduler {
   // job that must run alone waits for its worker's batch to finish, and the jobs behind it
   // wait for it.
   bool FrontCanStartLocked(const WorkerState& worker, bool batching) const;
-  // Moves the queued jobs that were cancelled or ran out of time out of the queue; the caller
-  // skips them once it has released the lock (Skip reports to the job's listener).
-  std::vector<std::shared_ptr<Job>> TakeDepartedLocked();
-  static void SkipAll(const std::vector<std::shared_ptr<Job>>& departed);
+  // Moves the queued jobs that were cancelled or ran out of time to to_skip_ and wakes the
+  // skipping thread.
+  void TakeDepartedLocked();
+  // The skipping thread: skips what TakeDepartedLocked moved, and looks for departed jobs
+  // every 50 ms (a deadline passes without anyone telling).
+  void SkipLoop();
 
   const Options options_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // a job arrived or shutdown
   std::condition_variable idle_cv_;  // a job finished
+  std::condition_variable skip_cv_;  // departed jobs to skip, or shutdown
   std::deque<std::shared_ptr<Job>> queue_;
+  std::vector<std::shared_ptr<Job>> to_skip_;  // departed, out of the queue, not skipped yet
+  int skipping_ = 0;                           // being skipped now
   int running_ = 0;
   bool accepting_ = true;
   bool shutdown_ = false;
   std::vector<std::unique_ptr<engine::ForwardBatcher>> batchers_;  // one per worker
   std::vector<std::unique_ptr<WorkerState>> worker_states_;        // one per worker, under mu_
   std::vector<std::thread> workers_;
+  std::thread skipper_;
 };
 
 }  // namespace mulo::server

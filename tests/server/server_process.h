@@ -29,6 +29,7 @@ class ServerProcess {
   ~ServerProcess();  // SIGKILL if still running
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   int metrics_port() const { return metrics_port_; }
   // The OpenAI-compatible HTTP API's port (0 when a flag turned it off).
   int http_port() const { return http_port_; }
