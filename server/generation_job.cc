@@ -42,7 +42,9 @@ class GenerationJob::RowStream : public engine::ProgressSink {
         preview->height = preview->width;
       }
       if (preview.ok()) {
-        auto bytes = EncodeImage(*preview, r.image_format);
+        auto bytes = EncodeImage(
+            *preview, EncodeOptions{r.image_format, r.output_width, r.output_height,
+                                    r.image_quality});
         if (bytes.ok()) {
           event.preview = *std::move(bytes);
           event.preview_index = previews_sent_++;
@@ -126,7 +128,8 @@ void GenerationJob::Run(engine::ForwardBatcher* batcher) {
     Post(std::move(event));
     return;
   }
-  auto bytes = EncodeImage(result->image, r.image_format);
+  auto bytes = EncodeImage(result->image, EncodeOptions{r.image_format, r.output_width,
+                                                        r.output_height, r.image_quality});
   if (!bytes.ok()) {
     event.status = bytes.status();
     Post(std::move(event));
@@ -141,8 +144,8 @@ void GenerationJob::Run(engine::ForwardBatcher* batcher) {
   image.kind = GenerationEvent::Kind::kImage;
   image.image = *std::move(bytes);
   image.format = r.image_format;
-  image.image_width = result->image.width;
-  image.image_height = result->image.height;
+  image.image_width = r.output_width > 0 ? r.output_width : result->image.width;
+  image.image_height = r.output_height > 0 ? r.output_height : result->image.height;
   image.tokens = result->tokens;
   image.stats = result->stats;
   image.queue_seconds = queue_seconds;

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/decode/auto_method.h"
 #include "engine/decode/method_registry.h"
 #include "mulo/v1/method_names.h"
 #include "server/client_text.h"
@@ -47,6 +48,12 @@ ModelSummary Summarize(const std::string& name, const engine::ModelSet& models) 
     out.conditions.push_back("condition_tokens");
   }
   out.condition_rows = target.rows;
+  if (auto defaults = engine::DefaultMethodConfig("ar", models); defaults.ok()) {
+    if (auto choice = engine::ChooseAutoMethod(engine::AutoOptions(), models, *defaults);
+        choice.ok()) {
+      out.auto_method = choice->reason;
+    }
+  }
   return out;
 }
 
@@ -210,11 +217,23 @@ absl::StatusOr<std::vector<ModelSummary>> GenerationService::ListModels() const 
   return out;
 }
 
+std::string GenerationService::DefaultModel() const {
+  if (!default_model_.empty()) return default_model_;
+  const ModelRepository* repository = repository_;
+  if (repository == nullptr) return "";
+  const std::vector<std::string> names = repository->Names();
+  return names.empty() ? "" : names.front();
+}
+
 absl::StatusOr<ModelSummary> GenerationService::GetModel(const std::string& name,
                                                          const std::string& field) const {
   const ModelRepository* repository = repository_;
   if (repository == nullptr) return absl::UnavailableError("models are still loading");
   const engine::ModelSet* models = repository->Find(name);
+  if (models == nullptr && !repository->FailureOf(name).empty()) {
+    return absl::UnavailableError(absl::StrCat(field, ": model ", Quoted(name),
+                                               " did not load: ", repository->FailureOf(name)));
+  }
   if (models == nullptr) {
     return absl::NotFoundError(absl::StrCat(field, ": model ", Quoted(name), " is not loaded"));
   }

@@ -46,6 +46,7 @@ struct ModelSummary {
   int64_t condition_width = 0;  // "condition" rows' width
   int64_t num_classes = 0;      // "class_label" families
   int64_t condition_rows = 0;
+  std::string auto_method;  // what `auto` runs here and why (ModelInfo.auto_method)
 };
 
 class GenerationService {
@@ -89,6 +90,10 @@ class GenerationService {
   void SetRepository(const ModelRepository* repository) { repository_ = repository; }
   // The method of requests that name none (a method of the API; "ar" unless set).
   void SetDefaultMethod(std::string method) { default_method_ = std::move(method); }
+  // The family of HTTP requests that name none (OpenAI's clients may omit `model`): this one,
+  // or, unset, the first loaded family in name order.
+  void SetDefaultModel(std::string model) { default_model_ = std::move(model); }
+  std::string DefaultModel() const;
 
   // Validates and queues `request`. On success its events go to `listener`, ending with one
   // kDone event whose status is the request's outcome (logged and counted by then). A refusal
@@ -127,6 +132,7 @@ class GenerationService {
   const BatchPolicy batching_;
   const RequestLimits limits_;
   std::string default_method_ = "ar";
+  std::string default_model_;
   std::atomic<bool> accepting_{true};
   std::atomic<bool> shut_down_{false};  // CancelAll ran
   std::mutex calls_mu_;

@@ -1,4 +1,5 @@
-// RGB images to the wire formats of ImageEvent (PNG, JPEG, raw RGB), via libpng and libjpeg.
+// RGB images to the wire formats of ImageEvent (PNG, JPEG, WebP, raw RGB), via libpng,
+// libjpeg and libwebp, resized first when the request asks for another size (OpenCV's imgproc).
 #ifndef MULO_SERVER_IMAGE_ENCODING_H_
 #define MULO_SERVER_IMAGE_ENCODING_H_
 
@@ -10,7 +11,21 @@
 
 namespace mulo::server {
 
-absl::StatusOr<std::string> EncodeImage(const engine::RgbImage& image, v1::ImageFormat format);
+struct EncodeOptions {
+  v1::ImageFormat format = v1::PNG;
+  int width = 0, height = 0;  // the size to resize to; 0: the image's own
+  int quality = 0;            // JPEG / WebP quality in [1, 100]; 0: the default
+};
+
+// The image resized as `options` ask (area interpolation when shrinking, bicubic otherwise).
+engine::RgbImage ResizeImage(const engine::RgbImage& image, int width, int height);
+
+absl::StatusOr<std::string> EncodeImage(const engine::RgbImage& image,
+                                        const EncodeOptions& options);
+inline absl::StatusOr<std::string> EncodeImage(const engine::RgbImage& image,
+                                               v1::ImageFormat format) {
+  return EncodeImage(image, EncodeOptions{format});
+}
 
 }  // namespace mulo::server
 

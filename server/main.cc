@@ -12,6 +12,7 @@
 
 #include <sys/resource.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -48,6 +49,10 @@
 
 ABSL_FLAG(std::string, model_repository, "models",
           "directory whose subdirectories with a family.json are loaded and served");
+ABSL_FLAG(bool, require_all_families, false,
+          "exit when any family of --model_repository fails to load; by default the others "
+          "are served, the failure is logged, and requests naming the broken family get "
+          "UNAVAILABLE (HTTP 503) with the reason");
 ABSL_FLAG(std::string, host, "0.0.0.0", "address the gRPC and metrics ports bind to");
 ABSL_FLAG(int, port, 8001, "gRPC port (0 = pick a free one and print it)");
 ABSL_FLAG(int, http_port, 8000,
@@ -71,6 +76,17 @@ ABSL_FLAG(int, http_max_connections_per_client, 256,
           "HTTP connections one IP address may hold open (0 = no cap); behind a balancer every "
           "connection comes from the balancer: raise it or set 0 there");
 ABSL_FLAG(int, http_threads, 4, "threads serving every HTTP connection (epoll)");
+ABSL_FLAG(std::string, default_model, "",
+          "the family of HTTP requests that name no model (OpenAI's SDKs may omit it); empty: "
+          "the first loaded family in name order");
+ABSL_FLAG(absl::Duration, image_url_ttl, absl::Hours(1),
+          "how long an image asked for with response_format url stays fetchable at "
+          "/v1/images/files/...");
+ABSL_FLAG(int, image_url_memory_mb, 256,
+          "memory for images kept for response_format url; the oldest go first when full");
+ABSL_FLAG(std::string, http_public_url, "",
+          "the base of image URLs (behind a proxy, e.g. https://images.example.com); empty: "
+          "the scheme and the request's Host");
 ABSL_FLAG(std::vector<std::string>, http_cors_origins, {},
           "origins whose browsers may call the HTTP API (CORS), comma-separated, or * for any; "
           "empty: no CORS headers and OPTIONS gets 405");
@@ -361,6 +377,11 @@ int Run() {
     http_options.request_read_timeout_seconds = static_cast<unsigned>(std::max<int64_t>(
         0, absl::ToInt64Seconds(absl::GetFlag(FLAGS_http_request_read_timeout))));
     http_options.cors_origins = absl::GetFlag(FLAGS_http_cors_origins);
+    http_options.image_url_ttl = std::chrono::seconds(
+        std::max<int64_t>(1, absl::ToInt64Seconds(absl::GetFlag(FLAGS_image_url_ttl))));
+    http_options.image_url_max_bytes =
+        static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_image_url_memory_mb))) << 20;
+    http_options.public_url = absl::GetFlag(FLAGS_http_public_url);
     auto started = http::HttpFrontEnd::Start(http_options, &generation);
     if (!started.ok()) {
       Log(std::string(started.status().message()));
@@ -376,15 +397,33 @@ int Run() {
 
   Log(absl::StrCat("loading models from ", absl::GetFlag(FLAGS_model_repository)));
   const auto load_start = absl::Now();
-  auto repository = ModelRepository::Load(absl::GetFlag(FLAGS_model_repository), load_options);
+  auto repository = ModelRepository::Load(absl::GetFlag(FLAGS_model_repository), load_options,
+                                          absl::GetFlag(FLAGS_require_all_families));
   if (!repository.ok()) {
     Log(absl::StrCat("cannot load models: ", repository.status().ToString()));
     return 1;
+  }
+  for (const auto& dir : (*repository)->skipped()) {
+    Log(absl::StrCat("skipped ", dir, ": no family.json (not a family, or a conversion that did "
+                     "not finish)"));
+  }
+  for (const auto& [name, why] : (*repository)->failed()) {
+    metrics.SetModelLoaded(name, false);
+    Log(absl::StrCat("family ", name, " not loaded (requests for it get UNAVAILABLE; "
+                     "--require_all_families makes this fatal): ", why));
   }
   for (const auto& name : (*repository)->Names()) {
     metrics.SetModelLoaded(name, true);
     metrics.SetModelWeightBytes(name, load_options.device.str(),
                                 (*repository)->Find(name)->weight_bytes);
+  }
+  if (const std::string model = absl::GetFlag(FLAGS_default_model); !model.empty()) {
+    if ((*repository)->Find(model) == nullptr) {
+      Log(absl::StrCat("--default_model: ", model, " is not a loaded family (loaded: ",
+                       absl::StrJoin((*repository)->Names(), ", "), ")"));
+      return 2;
+    }
+    generation.SetDefaultModel(model);
   }
   generation.SetRepository(repository->get());
   front_end.SetServing(true);

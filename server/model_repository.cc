@@ -1,5 +1,8 @@
 #include "server/model_repository.h"
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -37,8 +40,23 @@ absl::Status ToAbsl(const engine::Status& status) {
   return absl::InternalError(status.message());
 }
 
+namespace {
+
+// The name a family.json gives itself, else its directory's name (for a family that failed).
+std::string FamilyNameOf(const std::filesystem::path& dir) {
+  std::ifstream in(dir / "family.json");
+  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_object() && doc.contains("name") && doc["name"].is_string() &&
+      !doc["name"].get<std::string>().empty()) {
+    return doc["name"].get<std::string>();
+  }
+  return dir.filename().string();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
-    const std::string& root, const engine::LoadOptions& options) {
+    const std::string& root, const engine::LoadOptions& options, bool require_all) {
   std::error_code error;
   if (!std::filesystem::is_directory(root, error)) {
     return absl::NotFoundError(absl::StrCat("model repository '", root, "' is not a directory"));
@@ -47,19 +65,27 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
   std::vector<std::string> failures;
   std::vector<std::filesystem::path> dirs;
   for (const auto& entry : std::filesystem::directory_iterator(root, error)) {
-    if (entry.is_directory() && std::filesystem::exists(entry.path() / "family.json")) {
+    if (!entry.is_directory()) continue;
+    if (std::filesystem::exists(entry.path() / "family.json")) {
       dirs.push_back(entry.path());
+    } else {
+      repository->skipped_.push_back(entry.path().string());
     }
   }
   std::sort(dirs.begin(), dirs.end());
+  std::sort(repository->skipped_.begin(), repository->skipped_.end());
   for (const auto& dir : dirs) {
+    const auto fail = [&](const std::string& why) {
+      failures.push_back(absl::StrCat(dir.string(), ": ", why));
+      repository->failed_[FamilyNameOf(dir)] = why;
+    };
     auto models = engine::LoadModelSet(dir.string(), options);
     if (!models.ok()) {
-      failures.push_back(models.status().ToString());
+      fail(models.status().ToString());
       continue;
     }
     if (auto defaults = engine::ValidateMethodDefaults(*models); !defaults.ok()) {
-      failures.push_back(defaults.ToString());
+      fail(defaults.ToString());
       continue;
     }
     const std::string name = models->name;
@@ -69,13 +95,13 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
     }
     auto encoder = PromptEncoder::ForFamily(dir.string(), *models);
     if (!encoder.ok()) {
-      failures.push_back(std::string(encoder.status().message()));
+      fail(std::string(encoder.status().message()));
       continue;
     }
     if (*encoder != nullptr) repository->prompt_encoders_[name] = *std::move(encoder);
     repository->models_[name] = std::make_unique<engine::ModelSet>(std::move(*models));
   }
-  if (!failures.empty()) {
+  if (!failures.empty() && (require_all || repository->models_.empty())) {
     return absl::FailedPreconditionError(
         absl::StrCat("model repository '", root, "': ", absl::StrJoin(failures, "; ")));
   }
@@ -84,6 +110,11 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
         absl::StrCat("model repository '", root, "' holds no directory with a family.json"));
   }
   return repository;
+}
+
+std::string ModelRepository::FailureOf(absl::string_view name) const {
+  auto it = failed_.find(name);
+  return it == failed_.end() ? std::string() : it->second;
 }
 
 const PromptEncoder* ModelRepository::FindPromptEncoder(absl::string_view name) const {

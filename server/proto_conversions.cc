@@ -75,6 +75,7 @@ void FillModelInfo(const ModelSummary& model, v1::ModelInfo* info) {
     info->set_condition_width(static_cast<uint32_t>(model.condition_width));
   }
   if (model.num_classes > 0) info->set_num_classes(static_cast<uint32_t>(model.num_classes));
+  info->set_auto_method(model.auto_method);
   info->set_condition_rows(static_cast<uint32_t>(model.condition_rows));
 }
 

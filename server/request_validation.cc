@@ -123,6 +123,17 @@ absl::Status MapMethodFields(const google::protobuf::Message& params, const std:
 
 }  // namespace
 
+std::vector<std::string> TextStageMethods(const engine::ModelSet& stage) {
+  std::vector<std::string> out;
+  for (const std::string& name : engine::AvailableMethods(stage)) {
+    const engine::MethodEntry* entry = engine::FindMethod(name);
+    if (entry == nullptr || !entry->make || !entry->lossless) continue;  // auto; relaxed ones
+    auto config = engine::DefaultMethodConfig(name, stage);
+    if (config.ok() && entry->lossless(*config)) out.push_back(name);
+  }
+  return out;
+}
+
 absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& request,
                                                  const ModelRepository& repository) {
   ValidatedRequest out;
@@ -133,6 +144,11 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
         "model", absl::StrCat("required (loaded: ", absl::StrJoin(repository.Names(), ", "), ")"));
   }
   out.models = repository.Find(request.model());
+  if (out.models == nullptr && !repository.FailureOf(request.model()).empty()) {
+    return absl::UnavailableError(absl::StrCat("model: ", Quoted(request.model()),
+                                               " did not load: ",
+                                               repository.FailureOf(request.model())));
+  }
   if (out.models == nullptr) {
     return absl::NotFoundError(
         absl::StrCat("model: ", Quoted(request.model()),
@@ -260,16 +276,11 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
                      "applies to a prompt on a family with a decoding text stage (Tar's MLLM)");
     }
     const engine::ModelSet& stage = *out.models->mllm_stage;
-    const auto available = engine::AvailableMethods(stage);
+    const std::vector<std::string> methods = TextStageMethods(stage);
     const std::string& name = request.text_stage_method();
-    if (name == "auto" ||
-        std::find(available.begin(), available.end(), name) == available.end()) {
-      std::vector<std::string> listed;
-      for (const std::string& m : available) {
-        if (m != "auto") listed.push_back(m);
-      }
+    if (std::find(methods.begin(), methods.end(), name) == methods.end()) {
       return Invalid("text_stage_method", absl::StrCat(Quoted(name), " is not one of ",
-                                                       absl::StrJoin(listed, ", ")));
+                                                       absl::StrJoin(methods, ", ")));
     }
     auto stage_config = engine::DefaultMethodConfig(name, stage);
     if (!stage_config.ok()) return ToAbsl(stage_config.status());
@@ -285,13 +296,38 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
       out.image_format = v1::PNG;
       break;
     case v1::JPEG:
+    case v1::WEBP:
     case v1::RAW_RGB:
       out.image_format = request.image_format();
       break;
     default:
-      return Invalid("image_format", absl::StrCat(static_cast<int>(request.image_format()),
-                                                  " is not a known format (PNG, JPEG, RAW_RGB)"));
+      return Invalid("image_format",
+                     absl::StrCat(static_cast<int>(request.image_format()),
+                                  " is not a known format (PNG, JPEG, WEBP, RAW_RGB)"));
   }
+  if ((request.output_width() == 0) != (request.output_height() == 0)) {
+    return Invalid(request.output_width() == 0 ? "output_width" : "output_height",
+                   "give both output_width and output_height, or neither");
+  }
+  for (const auto& [field, value] : {std::pair<const char*, uint32_t>{"output_width",
+                                                                      request.output_width()},
+                                     {"output_height", request.output_height()}}) {
+    if (value > kMaxOutputSide) {
+      return Invalid(field, absl::StrCat("must be in [1, ", kMaxOutputSide, "] pixels, got ",
+                                         value));
+    }
+  }
+  if (static_cast<uint64_t>(request.output_width()) * request.output_height() > kMaxOutputPixels) {
+    return Invalid("output_width", absl::StrCat("output_width x output_height must be at most ",
+                                                kMaxOutputPixels, " pixels"));
+  }
+  if (request.image_quality() > 100) {
+    return Invalid("image_quality", absl::StrCat("must be in [1, 100] (0: the default), got ",
+                                                 request.image_quality()));
+  }
+  out.output_width = static_cast<int>(request.output_width());
+  out.output_height = static_cast<int>(request.output_height());
+  out.image_quality = static_cast<int>(request.image_quality());
   out.stream_rows = !request.stream().has_rows() || request.stream().rows();
   if (request.stream().preview_every_rows() >
       static_cast<uint32_t>(out.models->target->grid_size())) {

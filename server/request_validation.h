@@ -24,6 +24,10 @@ inline constexpr size_t kMaxPromptBytes = 1024;
 // Images API allows 0-3).
 inline constexpr uint32_t kMaxPartialImages = 3;
 
+// Bounds of GenerateRequest.output_width / output_height.
+inline constexpr uint32_t kMaxOutputSide = 4096;
+inline constexpr uint64_t kMaxOutputPixels = 16777216;
+
 struct ValidatedRequest {
   std::string request_id;
   std::string model_name;
@@ -38,11 +42,20 @@ struct ValidatedRequest {
   engine::Condition condition;
   engine::SamplingParams sampling;
   v1::ImageFormat image_format = v1::PNG;
+  // The image's size when it differs from the family's (0: its own) and the JPEG / WebP
+  // quality (0: the default).
+  int output_width = 0, output_height = 0;
+  int image_quality = 0;
   bool stream_rows = true;
   int preview_every_rows = 0;
   int partial_images = 0;  // previews spaced evenly over the rows
   bool full_size_previews = false;
 };
+
+// The methods a text stage (Tar's MLLM) may be decoded with: those the stage family runs that
+// are lossless at its defaults (its output keeps the stage's distribution): ar, sjd, mc_sjd,
+// sjd_pac for a stage without drafters.
+std::vector<std::string> TextStageMethods(const engine::ModelSet& stage);
 
 absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& request,
                                                  const ModelRepository& repository);

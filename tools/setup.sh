@@ -11,7 +11,7 @@ PACKAGES=(
   libtorch-dev libopenblas0-pthread
   # server, client, metrics
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libabsl-dev
-  libmicrohttpd-dev nlohmann-json3-dev libpng-dev libjpeg62-turbo-dev
+  libmicrohttpd-dev nlohmann-json3-dev libpng-dev libjpeg62-turbo-dev libwebp-dev
   # text front ends (text/): Unicode classes and NFC for the BPE tokenizers; T5's sentencepiece
   # (and its command-line tools, the tests' reference)
   libicu-dev libsentencepiece-dev sentencepiece

@@ -1,6 +1,7 @@
 #include "engine/model/model_set.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "engine/core/device_stream.h"
 #include "engine/model/condition_stages.h"
@@ -111,6 +112,22 @@ StatusOr<ModelSet> LoadModelSet(const std::string& dir, const LoadOptions& calle
     return f.Error("components", "missing (an object of component -> directory)");
   }
   const auto& components = doc["components"];
+  // A key the loader does not know would be ignored, and its component silently missing.
+  static const char* const kKnown[] = {"target",  "vq",     "conditioner", "drafter",
+                                       "chain",   "upsampler", "downsampler", "eagle",
+                                       "ta_tok",  "mllm",   "t5"};
+  for (const auto& item : components.items()) {
+    const bool known = std::any_of(std::begin(kKnown), std::end(kKnown),
+                                   [&](const char* k) { return item.key() == k; });
+    if (!known) {
+      return f.Error("components." + item.key(),
+                     "unknown component (known: target, vq, conditioner, drafter, chain, "
+                     "upsampler, downsampler, eagle, ta_tok, mllm, t5)");
+    }
+    if (!item.value().is_string()) {
+      return f.Error("components." + item.key(), "must be a directory name (a string)");
+    }
+  }
   auto component = [&](const std::string& key) -> std::string {
     return components.contains(key) && components[key].is_string()
                ? dir + "/" + components[key].get<std::string>()

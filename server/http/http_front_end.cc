@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "server/client_text.h"
 #include "server/http/openai_images.h"
 #include "server/http/playground_page.h"
 #include "server/listen_address.h"
@@ -208,15 +209,16 @@ struct Exchange {
   // Streaming: server-sent events ready to send, and how much of the first was sent.
   std::deque<std::string> chunks;
   size_t sent_of_front = 0;
-  // What the stream's events say.
-  std::string size, output_format, method;
-  int64_t input_tokens = 0;
+  // What the response and the stream's events say.
+  ResponseEcho echo;
+  bool urls = false;  // response_format url: images go to the store, the response has URLs
 };
 
 struct HttpFrontEnd::RequestState {
   std::string body;
   std::string request_id;  // the client's X-Request-Id, echoed on every response
   std::string origin;      // the client's Origin (CORS)
+  std::string host;        // the client's Host (image URLs)
   bool answered = false;   // refused from its headers: whatever body follows is dropped
   bool too_large = false;  // the body passed the limit while arriving
   uint64_t watch_id = 0;   // the hangup watch while a generation runs (0: none)
@@ -290,7 +292,8 @@ HttpFrontEnd::HttpFrontEnd(const HttpFrontEndOptions& options, GenerationService
     : options_(options),
       service_(service),
       created_(UnixSeconds()),
-      read_deadlines_(std::chrono::seconds(options.request_read_timeout_seconds)) {}
+      read_deadlines_(std::chrono::seconds(options.request_read_timeout_seconds)),
+      images_(options.image_url_ttl, options.image_url_max_bytes) {}
 
 HttpFrontEnd::~HttpFrontEnd() { Shutdown(); }
 
@@ -455,6 +458,7 @@ bool HttpFrontEnd::OnRequest(MHD_Connection* connection, const std::string& url,
     *state = new RequestState();
     (*state)->request_id = RequestIdOf(connection);
     if (const char* origin = Header(connection, "Origin")) (*state)->origin = origin;
+    if (const char* host = Header(connection, MHD_HTTP_HEADER_HOST)) (*state)->host = host;
     {
       std::lock_guard<std::mutex> lock(requests_mu_);
       ++requests_in_progress_;
@@ -518,6 +522,12 @@ bool HttpFrontEnd::Route(MHD_Connection* connection, const std::string& url,
     if (method != MHD_HTTP_METHOD_POST) return wrong_method("POST");
     return HandleGenerations(connection, state);
   }
+  if (absl::StartsWith(url, "/v1/images/files/")) {
+    if (method != MHD_HTTP_METHOD_GET && method != MHD_HTTP_METHOD_HEAD) {
+      return wrong_method("GET, HEAD");
+    }
+    return HandleImageFile(connection, url, state);
+  }
   if (url == "/v1/models" || absl::StartsWith(url, "/v1/models/")) {
     if (method != MHD_HTTP_METHOD_GET && method != MHD_HTTP_METHOD_HEAD) {
       return wrong_method("GET, HEAD");
@@ -556,6 +566,33 @@ bool HttpFrontEnd::HandleModels(MHD_Connection* connection, const std::string& u
   return Send(connection, 200, kJson, ModelJson(*model, created_), envelope);
 }
 
+std::string HttpFrontEnd::PublicBase(const RequestState& state) const {
+  if (!options_.public_url.empty()) {
+    return std::string(absl::StripSuffix(options_.public_url, "/"));
+  }
+  const bool tls = !options_.tls_cert_pem.empty();
+  const std::string host =
+      !state.host.empty() ? state.host : absl::StrCat("127.0.0.1:", port_);
+  return absl::StrCat(tls ? "https://" : "http://", host);
+}
+
+bool HttpFrontEnd::HandleImageFile(MHD_Connection* connection, const std::string& url,
+                                   RequestState* state) {
+  const Envelope envelope{state->request_id, CorsHeaders(*state), false};
+  absl::string_view name = url;
+  absl::ConsumePrefix(&name, "/v1/images/files/");
+  const std::string id(name.substr(0, name.find('.')));
+  const auto image = images_.Get(id);
+  if (!image) {
+    return SendError(connection,
+                     absl::NotFoundError(absl::StrCat(
+                         "path: no image ", Quoted(std::string(name)),
+                         " (images are kept ", images_.ttl().count(), " s; --image_url_ttl)")),
+                     404, envelope);
+  }
+  return Send(connection, 200, image->content_type.c_str(), image->bytes, envelope);
+}
+
 bool HttpFrontEnd::HandleGenerations(MHD_Connection* connection, RequestState* state) {
   GenerationService::CallOptions options;
   options.protocol = "http";
@@ -572,15 +609,14 @@ bool HttpFrontEnd::HandleGenerations(MHD_Connection* connection, RequestState* s
   if (!parsed.ok()) return refuse(parsed.status(), "");
   ImagesRequest& images = *parsed;
   options.user = images.user;
+  // No model: the server's default family (OpenAI's SDKs send none unless asked to).
+  if (images.request.model().empty()) images.request.set_model(service_->DefaultModel());
   auto model = service_->GetModel(images.request.model(), "model");
   if (!model.ok()) {
     if (absl::IsNotFound(model.status()) && images.request.model().empty()) {
       return refuse(absl::InvalidArgumentError("model: required"), "");
     }
     return refuse(model.status(), images.request.model());
-  }
-  if (absl::Status size = CheckSize(images.size, *model); !size.ok()) {
-    return refuse(size, images.request.model());
   }
   std::optional<double> timeout = images.timeout_seconds;
   if (!timeout) {
@@ -601,9 +637,12 @@ bool HttpFrontEnd::HandleGenerations(MHD_Connection* connection, RequestState* s
 
   auto exchange = std::make_shared<Exchange>(images.n, images.stream);
   exchange->connection = connection;
-  exchange->size = absl::StrCat(model->image_width, "x", model->image_height);
-  exchange->output_format = images.output_format;
-  exchange->input_tokens = model->condition_rows;
+  exchange->echo.size = ApplySize(&images, *model);
+  exchange->echo.output_format = images.output_format;
+  exchange->echo.quality = images.quality;
+  exchange->echo.background = "opaque";  // what the families draw, whatever was asked
+  exchange->echo.input_tokens = model->condition_rows;
+  exchange->urls = images.response_format == "url";
   const uint64_t seed = images.request.sampling().seed();
   for (int i = 0; i < images.n; ++i) {
     v1::GenerateRequest request = images.request;
@@ -619,8 +658,8 @@ bool HttpFrontEnd::HandleGenerations(MHD_Connection* connection, RequestState* s
       switch (event.kind) {
         case GenerationEvent::Kind::kRows:
           if (ex->stream && !event.preview.empty()) {
-            ex->chunks.push_back(PartialImageEvent(event.preview, event.preview_index,
-                                                   UnixSeconds(), ex->size, ex->output_format));
+            ex->chunks.push_back(
+                PartialImageEvent(event.preview, event.preview_index, UnixSeconds(), ex->echo));
           }
           break;
         case GenerationEvent::Kind::kImage:
@@ -629,11 +668,9 @@ bool HttpFrontEnd::HandleGenerations(MHD_Connection* connection, RequestState* s
         case GenerationEvent::Kind::kDone:
           ex->statuses[i] = event.status;
           if (ex->stream) {
-            ex->chunks.push_back(
-                event.status.ok()
-                    ? CompletedEvent(ex->images[i], UnixSeconds(), ex->size, ex->output_format,
-                                     ex->method, ex->input_tokens)
-                    : ErrorEvent(event.status, HttpStatusOf(event.status, false)));
+            ex->chunks.push_back(event.status.ok()
+                                     ? CompletedEvent(ex->images[i], UnixSeconds(), ex->echo)
+                                     : ErrorEvent(event.status, HttpStatusOf(event.status, false)));
           }
           --ex->remaining;
           break;
@@ -650,7 +687,7 @@ bool HttpFrontEnd::HandleGenerations(MHD_Connection* connection, RequestState* s
     }
     if (i == 0) {
       std::lock_guard<std::mutex> lock(exchange->mu);
-      exchange->method = (*call)->request().method;
+      exchange->echo.method = (*call)->request().method;
     }
     exchange->AddCall(*std::move(call));
   }
@@ -710,10 +747,17 @@ bool HttpFrontEnd::AnswerGenerations(MHD_Connection* connection, RequestState* s
   for (const absl::Status& status : exchange.statuses) {
     if (!status.ok()) return SendError(connection, status, HttpStatusOf(status, false), envelope);
   }
+  std::vector<std::string> urls;
+  if (exchange.urls) {
+    const std::string base = PublicBase(*state);
+    const std::string& format = exchange.echo.output_format;
+    for (const FinishedImage& image : exchange.images) {
+      const std::string id = images_.Put(image.image.image, absl::StrCat("image/", format));
+      urls.push_back(absl::StrCat(base, "/v1/images/files/", id, ".", format));
+    }
+  }
   return Send(connection, 200, kJson,
-              ImagesResponseJson(UnixSeconds(), exchange.method, exchange.output_format,
-                                 exchange.size, exchange.input_tokens, exchange.images),
-              envelope);
+              ImagesResponseJson(UnixSeconds(), exchange.echo, exchange.images, urls), envelope);
 }
 
 }  // namespace mulo::server::http

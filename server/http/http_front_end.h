@@ -19,6 +19,7 @@
 #define MULO_SERVER_HTTP_HTTP_FRONT_END_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -35,6 +36,7 @@
 #include "server/api_keys.h"
 #include "server/generation_service.h"
 #include "server/http/hangup_watcher.h"
+#include "server/http/image_store.h"
 #include "server/http/read_deadlines.h"
 
 struct MHD_Connection;
@@ -58,6 +60,12 @@ struct HttpFrontEndOptions {
   // Access-Control-Allow-Origin and OPTIONS preflights are answered; "*" allows any. Empty:
   // no CORS headers, and OPTIONS gets 405.
   std::vector<std::string> cors_origins;
+  // `response_format: "url"`: images kept this long within this much memory, at
+  // <base>/v1/images/files/<id>.<ext>; the base is `public_url` when set (behind a proxy),
+  // else the scheme and the request's Host.
+  std::chrono::seconds image_url_ttl{3600};
+  size_t image_url_max_bytes = 256 << 20;
+  std::string public_url;
   // With keys, /v1/ paths need "Authorization: Bearer <key>" (401 otherwise); the playground
   // page stays open. Null: no keys. Must outlive the front end.
   const ApiKeys* api_keys = nullptr;
@@ -101,6 +109,9 @@ class HttpFrontEnd {
   // The answer of a generation that was waited for (a suspended connection, resumed).
   bool AnswerGenerations(MHD_Connection* connection, RequestState* state);
   bool HandleModels(MHD_Connection* connection, const std::string& url, RequestState* state);
+  bool HandleImageFile(MHD_Connection* connection, const std::string& url, RequestState* state);
+  // Where `state`'s request can fetch what the image store keeps.
+  std::string PublicBase(const RequestState& state) const;
   // A refusal made before the generation service saw the request (401, 413): logged and
   // counted like the service's own when the path is the generations endpoint.
   bool RefuseBeforeReading(MHD_Connection* connection, const std::string& url,
@@ -114,6 +125,7 @@ class HttpFrontEnd {
   const int64_t created_;  // the models' `created`: when this server started
   HangupWatcher hangups_;
   ReadDeadlines read_deadlines_;
+  ImageStore images_;
   // Set by Shutdown: suspended connections are resumed to be closed, none is suspended again.
   std::atomic<bool> stopping_{false};
   // Exchanges whose connection may be suspended, so that Shutdown can resume them all.

@@ -6,6 +6,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -15,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "mulo/v1/method_names.h"
 #include "server/client_text.h"
+#include "server/request_validation.h"
 
 namespace mulo::server::http {
 namespace {
@@ -210,6 +212,7 @@ Json ModelObject(const ModelSummary& m, int64_t created) {
                  {"temperature", m.default_temperature},
                  {"top_p", m.default_top_p}}}};
   if (m.num_classes > 0) info["num_classes"] = m.num_classes;
+  if (!m.auto_method.empty()) info["auto_method"] = m.auto_method;
   if (m.condition_width > 0) info["condition_width"] = m.condition_width;
   return {{"id", m.name}, {"object", "model"}, {"created", created}, {"owned_by", "mulo"},
           {"mulo", info}};
@@ -234,7 +237,10 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body) {
   r.mutable_stream()->set_full_size_previews(true);
   std::string method_name;
   const google::protobuf::FieldDescriptor* options_field = nullptr;
+  std::optional<uint64_t> compression;
   for (const auto& [key, value] : json.items()) {
+    // JSON null means "not given" (the openai SDKs send it for parameters set to None).
+    if (value.is_null() && key != "prompt") continue;
     if (key == "model") {
       MULO_HTTP_ASSIGN_OR_RETURN(model, String(value, key));
       r.set_model(model);
@@ -246,25 +252,41 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body) {
       out.n = static_cast<int>(n);
     } else if (key == "size") {
       MULO_HTTP_ASSIGN_OR_RETURN(size, String(value, key));
-      out.size = size;
+      const std::string lower = absl::AsciiStrToLower(size);
+      if (lower != "auto") {
+        const std::vector<std::string> parts = absl::StrSplit(lower, 'x');
+        int width = 0, height = 0;
+        if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &width) ||
+            !absl::SimpleAtoi(parts[1], &height) || width < 1 || height < 1 ||
+            width > static_cast<int>(kMaxOutputSide) || height > static_cast<int>(kMaxOutputSide) ||
+            static_cast<uint64_t>(width) * height > kMaxOutputPixels) {
+          return Invalid(key, absl::StrCat("must be \"auto\" or \"WIDTHxHEIGHT\" with each side in "
+                                           "[1, ", kMaxOutputSide, "], got ",
+                                           Quoted(size)));
+        }
+        out.width = width;
+        out.height = height;
+      }
     } else if (key == "response_format") {
       MULO_HTTP_ASSIGN_OR_RETURN(format, String(value, key));
-      if (format == "url") {
-        return Invalid(key, "url is not supported: this server returns images inline; use "
-                            "b64_json");
-      }
-      if (format != "b64_json") return Invalid(key, "must be b64_json");
+      if (format != "b64_json" && format != "url") return Invalid(key, "must be b64_json or url");
+      out.response_format = format;
     } else if (key == "output_format") {
       MULO_HTTP_ASSIGN_OR_RETURN(format, String(value, key));
       if (format == "png") {
         r.set_image_format(v1::PNG);
-      } else if (format == "jpeg") {
+      } else if (format == "jpeg" || format == "jpg") {
         r.set_image_format(v1::JPEG);
+      } else if (format == "webp") {
+        r.set_image_format(v1::WEBP);
       } else {
-        return Invalid(key, absl::StrCat("must be png or jpeg, got \"", absl::CHexEscape(format),
-                                         "\""));
+        return Invalid(key, absl::StrCat("must be png, jpeg or webp, got \"",
+                                         absl::CHexEscape(format), "\""));
       }
-      out.output_format = format;
+      out.output_format = format == "jpg" ? "jpeg" : format;
+    } else if (key == "output_compression") {
+      MULO_HTTP_ASSIGN_OR_RETURN(level, Integer(value, key, 0, 100));
+      compression = level;
     } else if (key == "stream") {
       MULO_HTTP_ASSIGN_OR_RETURN(stream, Bool(value, key));
       out.stream = stream;
@@ -276,8 +298,27 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body) {
       MULO_HTTP_ASSIGN_OR_RETURN(user, String(value, key));
       if (user.size() > 256) return Invalid(key, "at most 256 bytes");
       out.user = user;
-    } else if (key == "quality" || key == "background" || key == "moderation") {
-      if (absl::Status s = OnlyValue(value, key, {"auto"}); !s.ok()) return s;
+    } else if (key == "quality") {
+      MULO_HTTP_ASSIGN_OR_RETURN(quality, String(value, key));
+      if (absl::Status s = OnlyValue(value, key, {"auto", "low", "medium", "high", "standard", "hd"});
+          !s.ok()) {
+        return s;
+      }
+      out.quality = quality;
+    } else if (key == "style") {
+      if (absl::Status s = OnlyValue(value, key, {"vivid", "natural"}); !s.ok()) return s;
+      out.style = value.get<std::string>();
+    } else if (key == "moderation") {
+      if (absl::Status s = OnlyValue(value, key, {"auto", "low"}); !s.ok()) return s;
+      out.moderation = value.get<std::string>();
+    } else if (key == "background") {
+      MULO_HTTP_ASSIGN_OR_RETURN(background, String(value, key));
+      if (background == "transparent") {
+        return Invalid(key, "transparent is not available: the model families draw opaque "
+                            "images (no alpha channel); use opaque or auto");
+      }
+      if (absl::Status s = OnlyValue(value, key, {"opaque", "auto"}); !s.ok()) return s;
+      out.background = background;
     } else if (key == "method") {
       MULO_HTTP_ASSIGN_OR_RETURN(name, String(value, key));
       if (v1::ApiMethodField(name) == nullptr) {
@@ -317,6 +358,18 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body) {
         MULO_HTTP_ASSIGN_OR_RETURN(t, Integer(token, key, 0, std::numeric_limits<uint32_t>::max()));
         r.add_condition_tokens(static_cast<uint32_t>(t));
       }
+    } else if (key == "condition") {
+      if (!value.is_array()) return WrongType(key, "an array of numbers", value);
+      for (const auto& x : value) {
+        MULO_HTTP_ASSIGN_OR_RETURN(number, Number(x, key));
+        r.add_condition(static_cast<float>(number));
+      }
+    } else if (key == "caption_length") {
+      MULO_HTTP_ASSIGN_OR_RETURN(length, Integer(value, key, 0, std::numeric_limits<uint32_t>::max()));
+      r.set_caption_length(static_cast<uint32_t>(length));
+    } else if (key == "text_stage_method") {
+      MULO_HTTP_ASSIGN_OR_RETURN(stage, String(value, key));
+      r.set_text_stage_method(stage);
     } else if (key == "timeout") {
       MULO_HTTP_ASSIGN_OR_RETURN(seconds, Number(value, key));
       if (seconds <= 0 || seconds > 86400) return Invalid(key, "must be in (0, 86400] seconds");
@@ -324,6 +377,9 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body) {
     } else {
       return InvalidKey(key, "unknown field");
     }
+  }
+  if (json.contains("prompt") && json["prompt"].is_null()) {
+    return WrongType("prompt", "a string", json["prompt"]);
   }
   if (!method_name.empty()) {
     const auto* field = v1::ApiMethodField(method_name);
@@ -333,16 +389,37 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body) {
                                   " but method is ", method_name));
     }
     if (options_field == nullptr) r.GetReflection()->MutableMessage(&r, field);
+  } else if (options_field == nullptr) {
+    // No method named: OpenAI's quality picks one (docs/http.md). low: the fastest method of
+    // the family's calibration whatever its quality; high / hd: the fastest lossless one (its
+    // images are distributed as ar's); medium, standard, auto: the server's default method.
+    if (out.quality == "low") {
+      r.mutable_auto_()->set_relaxed(true);
+    } else if (out.quality == "high" || out.quality == "hd") {
+      r.mutable_auto_();
+    }
+  }
+  // output_compression is the JPEG / WebP quality (OpenAI's default 100: the best); PNG is
+  // lossless and ignores it.
+  if (compression && out.output_format != "png") {
+    r.set_image_quality(static_cast<uint32_t>(std::max<uint64_t>(1, *compression)));
   }
   if (out.stream && out.n != 1) return Invalid("n", "a streamed request makes one image (n = 1)");
+  if (out.stream && out.response_format == "url") {
+    return Invalid("response_format", "a streamed request sends b64_json events; url is for "
+                                      "whole responses");
+  }
   return out;
 }
 
-absl::Status CheckSize(const std::string& size, const ModelSummary& model) {
-  const std::string own = absl::StrCat(model.image_width, "x", model.image_height);
-  if (size == "auto" || size == own) return absl::OkStatus();
-  return Invalid("size", absl::StrCat("model ", model.name, " makes ", own,
-                                      " images; ask for \"", own, "\" or \"auto\""));
+std::string ApplySize(ImagesRequest* images, const ModelSummary& model) {
+  if (images->width == 0 || (images->width == model.image_width &&
+                             images->height == model.image_height)) {
+    return absl::StrCat(model.image_width, "x", model.image_height);
+  }
+  images->request.set_output_width(static_cast<uint32_t>(images->width));
+  images->request.set_output_height(static_cast<uint32_t>(images->height));
+  return absl::StrCat(images->width, "x", images->height);
 }
 
 std::string ParamOf(const absl::Status& status) {
@@ -431,54 +508,58 @@ std::string UsageJson(int64_t input_tokens, int64_t output_tokens) {
   return Dump(UsageObject(input_tokens, output_tokens));
 }
 
-std::string ImagesResponseJson(int64_t created, const std::string& method,
-                               const std::string& output_format, const std::string& size,
-                               int64_t input_tokens, const std::vector<FinishedImage>& images) {
+std::string ImagesResponseJson(int64_t created, const ResponseEcho& echo,
+                               const std::vector<FinishedImage>& images,
+                               const std::vector<std::string>& urls) {
   Json data = Json::array();
   Json stats = Json::array();
   int64_t output_tokens = 0;
-  for (const auto& image : images) {
-    data.push_back({{"b64_json", Base64(image.image.image)}});
+  for (size_t i = 0; i < images.size(); ++i) {
+    const FinishedImage& image = images[i];
+    data.push_back(i < urls.size() ? Json{{"url", urls[i]}}
+                                   : Json{{"b64_json", Base64(image.image.image)}});
     stats.push_back(StatsJson(image));
     output_tokens += static_cast<int64_t>(image.image.tokens.size());
   }
   const Json response = {
       {"created", created},
       {"data", data},
-      {"output_format", output_format},
-      {"size", size},
-      {"usage", UsageObject(input_tokens * static_cast<int64_t>(images.size()), output_tokens)},
-      {"mulo", {{"method", method}, {"images", stats}}}};
+      {"background", echo.background},
+      {"output_format", echo.output_format},
+      {"quality", echo.quality},
+      {"size", echo.size},
+      {"usage",
+       UsageObject(echo.input_tokens * static_cast<int64_t>(images.size()), output_tokens)},
+      {"mulo", {{"method", echo.method}, {"images", stats}}}};
   return Dump(response);
 }
 
-std::string PartialImageEvent(const std::string& png_or_jpeg, int index, int64_t created_at,
-                              const std::string& size, const std::string& output_format) {
+std::string PartialImageEvent(const std::string& image, int index, int64_t created_at,
+                              const ResponseEcho& echo) {
   return SseEvent("image_generation.partial_image",
                   {{"type", "image_generation.partial_image"},
-                   {"b64_json", Base64(png_or_jpeg)},
+                   {"b64_json", Base64(image)},
                    {"created_at", created_at},
-                   {"size", size},
-                   {"quality", "auto"},
-                   {"background", "opaque"},
-                   {"output_format", output_format},
+                   {"size", echo.size},
+                   {"quality", echo.quality},
+                   {"background", echo.background},
+                   {"output_format", echo.output_format},
                    {"partial_image_index", index}});
 }
 
-std::string CompletedEvent(const FinishedImage& image, int64_t created_at, const std::string& size,
-                           const std::string& output_format, const std::string& method,
-                           int64_t input_tokens) {
+std::string CompletedEvent(const FinishedImage& image, int64_t created_at,
+                           const ResponseEcho& echo) {
   return SseEvent(
       "image_generation.completed",
       {{"type", "image_generation.completed"},
        {"b64_json", Base64(image.image.image)},
        {"created_at", created_at},
-       {"size", size},
-       {"quality", "auto"},
-       {"background", "opaque"},
-       {"output_format", output_format},
-       {"usage", UsageObject(input_tokens, static_cast<int64_t>(image.image.tokens.size()))},
-       {"mulo", {{"method", method}, {"images", Json::array({StatsJson(image)})}}}});
+       {"size", echo.size},
+       {"quality", echo.quality},
+       {"background", echo.background},
+       {"output_format", echo.output_format},
+       {"usage", UsageObject(echo.input_tokens, static_cast<int64_t>(image.image.tokens.size()))},
+       {"mulo", {{"method", echo.method}, {"images", Json::array({StatsJson(image)})}}}});
 }
 
 std::string ErrorEvent(const absl::Status& status, int http_status) {

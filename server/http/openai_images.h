@@ -19,17 +19,25 @@
 
 namespace mulo::server::http {
 
-inline constexpr int kMaxImagesPerRequest = 8;
+inline constexpr int kMaxImagesPerRequest = 10;  // OpenAI's bound on n
 // Deepest JSON nesting read; deeper bodies are refused before parsing.
 inline constexpr int kMaxJsonDepth = 16;
 
-// One POST /v1/images/generations, read.
+// One POST /v1/images/generations, read. Every field of OpenAI's Images API is accepted (JSON
+// null meaning unset) and mapped where it applies (docs/http.md, "Fields").
 struct ImagesRequest {
   v1::GenerateRequest request;  // image i of n runs it with sampling.seed + i
   int n = 1;
   bool stream = false;
-  std::string output_format = "png";  // png or jpeg
-  std::string size = "auto";          // "auto" or "WxH"; checked against the family later
+  std::string output_format = "png";     // png, jpeg or webp
+  int width = 0, height = 0;             // `size` as asked; 0: auto (the family's own)
+  std::string response_format = "b64_json";  // or "url"
+  // Recorded and echoed: what the client asked for (quality also picks the method when the
+  // request names none).
+  std::string quality = "auto";
+  std::string style;
+  std::string moderation = "auto";
+  std::string background = "auto";
   std::string user;
   std::optional<double> timeout_seconds;  // the `timeout` extension
 };
@@ -38,8 +46,9 @@ struct ImagesRequest {
 // the client spelled it ("temperature", "mulo.tau", "n"); ParamOf(status) gives it exactly.
 absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body);
 
-// INVALID_ARGUMENT unless `size` is "auto" or the family's own "WxH".
-absl::Status CheckSize(const std::string& size, const ModelSummary& model);
+// Sets the request's output size when `images` asks for one other than the family's (the
+// image is then resized); returns the size the images will have, "WxH".
+std::string ApplySize(ImagesRequest* images, const ModelSummary& model);
 
 // The field an error message names, as the HTTP client spells it: the text before the first
 // ": " mapped from the proto's path ("sampling.temperature" -> "temperature",
@@ -65,17 +74,24 @@ struct FinishedImage {
 // The `usage` object: output tokens are the image's tokens, input tokens its condition rows.
 std::string UsageJson(int64_t input_tokens, int64_t output_tokens);
 
-// {"created", "data": [{"b64_json"}], "output_format", "size", "usage", "mulo": {...}}.
-std::string ImagesResponseJson(int64_t created, const std::string& method,
-                               const std::string& output_format, const std::string& size,
-                               int64_t input_tokens, const std::vector<FinishedImage>& images);
+// What a response echoes of its request.
+struct ResponseEcho {
+  std::string output_format = "png", size, quality = "auto", background = "opaque";
+  std::string method;  // the method that ran
+  int64_t input_tokens = 0;
+};
+
+// {"created", "data": [{"b64_json"} or {"url"}], "background", "output_format", "quality",
+// "size", "usage", "mulo": {...}}. `urls` (same length as `images`) replaces b64_json when given.
+std::string ImagesResponseJson(int64_t created, const ResponseEcho& echo,
+                               const std::vector<FinishedImage>& images,
+                               const std::vector<std::string>& urls = {});
 
 // One server-sent event, "event: <type>\ndata: <json>\n\n".
-std::string PartialImageEvent(const std::string& png_or_jpeg, int index, int64_t created_at,
-                              const std::string& size, const std::string& output_format);
-std::string CompletedEvent(const FinishedImage& image, int64_t created_at, const std::string& size,
-                           const std::string& output_format, const std::string& method,
-                           int64_t input_tokens);
+std::string PartialImageEvent(const std::string& image, int index, int64_t created_at,
+                              const ResponseEcho& echo);
+std::string CompletedEvent(const FinishedImage& image, int64_t created_at,
+                           const ResponseEcho& echo);
 std::string ErrorEvent(const absl::Status& status, int http_status);
 
 // GET /v1/models and /v1/models/{id}.

@@ -158,7 +158,7 @@ TEST(HttpFramingTest, AmbiguousBodiesAreRefusedAndTheConnectionClosed) {
     EXPECT_TRUE(raw.closed);
   }
   // The same Content-Length twice is one length; chunked alone is read (its body, {}, lacks
-  // the model); the connection stays open for the next request.
+  // a prompt); the connection stays open for the next request.
   {
     const Raw same = Send(port,
                           "POST /v1/images/generations HTTP/1.1\r\nHost: x\r\n"
@@ -167,7 +167,7 @@ TEST(HttpFramingTest, AmbiguousBodiesAreRefusedAndTheConnectionClosed) {
                           1.5);
     ASSERT_EQ(same.responses.size(), 2u);
     EXPECT_EQ(same.responses[0].status, 400);
-    EXPECT_NE(same.responses[0].body.find("model: required"), std::string::npos);
+    EXPECT_NE(same.responses[0].body.find("prompt"), std::string::npos);
     EXPECT_EQ(same.responses[1].status, 200);
     const Raw chunked = Send(port,
                              "POST /v1/images/generations HTTP/1.1\r\nHost: x\r\n"
@@ -175,7 +175,7 @@ TEST(HttpFramingTest, AmbiguousBodiesAreRefusedAndTheConnectionClosed) {
                              1.5);
     ASSERT_EQ(chunked.responses.size(), 1u);
     EXPECT_EQ(chunked.responses[0].status, 400);
-    EXPECT_NE(chunked.responses[0].body.find("model: required"), std::string::npos);
+    EXPECT_NE(chunked.responses[0].body.find("prompt"), std::string::npos);
     EXPECT_FALSE(chunked.closed);
   }
 }

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+
 namespace mulo::server::http {
 namespace {
 
@@ -30,7 +32,8 @@ TEST(OpenAiImagesTest, OpenAisFieldsAndOurExtensionsMapToTheRequest) {
   EXPECT_EQ(r.model(), "synth");
   EXPECT_EQ(r.prompt(), "a red circle");
   EXPECT_EQ(parsed->n, 3);
-  EXPECT_EQ(parsed->size, "64x64");
+  EXPECT_EQ(parsed->width, 64);
+  EXPECT_EQ(parsed->height, 64);
   EXPECT_EQ(r.image_format(), v1::JPEG);
   EXPECT_EQ(parsed->output_format, "jpeg");
   EXPECT_EQ(r.stream().partial_images(), 2u);
@@ -69,9 +72,19 @@ TEST(OpenAiImagesTest, BadBodiesAreRefusedNamingTheField) {
   EXPECT_EQ(RefusedParam(R"({"seed": -1})"), "seed");
   EXPECT_EQ(RefusedParam(R"({"top_k": 4294967296})"), "top_k");
   EXPECT_EQ(RefusedParam(R"({"temperature": 1e400})"), "body");  // overflows: not JSON we read
-  EXPECT_EQ(RefusedParam(R"({"response_format": "url"})"), "response_format");
-  EXPECT_EQ(RefusedParam(R"({"output_format": "webp"})"), "output_format");
-  EXPECT_EQ(RefusedParam(R"({"quality": "hd"})"), "quality");
+  EXPECT_EQ(RefusedParam(R"({"response_format": "uri"})"), "response_format");
+  EXPECT_EQ(RefusedParam(R"({"output_format": "gif"})"), "output_format");
+  EXPECT_EQ(RefusedParam(R"({"quality": "ultra"})"), "quality");
+  EXPECT_EQ(RefusedParam(R"({"background": "transparent"})"), "background");
+  EXPECT_EQ(RefusedParam(R"({"style": "cartoon"})"), "style");
+  EXPECT_EQ(RefusedParam(R"({"moderation": "none"})"), "moderation");
+  EXPECT_EQ(RefusedParam(R"({"output_compression": 101})"), "output_compression");
+  EXPECT_EQ(RefusedParam(R"({"n": 11})"), "n");
+  EXPECT_EQ(RefusedParam(R"({"size": "0x64"})"), "size");
+  EXPECT_EQ(RefusedParam(R"({"size": "4097x64"})"), "size");
+  EXPECT_EQ(RefusedParam(R"({"size": "large"})"), "size");
+  EXPECT_EQ(RefusedParam(R"({"prompt": null})"), "prompt");
+  EXPECT_EQ(RefusedParam(R"({"stream": true, "response_format": "url"})"), "response_format");
   EXPECT_EQ(RefusedParam(R"({"method": "warp"})"), "method");
   EXPECT_EQ(RefusedParam(R"({"mulo": 1})"), "mulo");
   EXPECT_EQ(RefusedParam(R"({"mulo": {"tau": "x"}})"), "mulo");
@@ -81,7 +94,7 @@ TEST(OpenAiImagesTest, BadBodiesAreRefusedNamingTheField) {
   EXPECT_EQ(RefusedParam(R"({"stream": "yes"})"), "stream");
   EXPECT_EQ(RefusedParam(R"({"timeout": 0})"), "timeout");
   EXPECT_EQ(RefusedParam(R"({"condition_tokens": [1, -2]})"), "condition_tokens");
-  EXPECT_EQ(RefusedParam(R"({"extra": null})"), "extra");
+  EXPECT_EQ(RefusedParam(R"({"extra": 1})"), "extra");
   EXPECT_EQ(RefusedParam(R"({"an: odd key": 1})"), "an: odd key");  // exact, whatever it holds
   EXPECT_EQ(RefusedParam(R"({"user": ")" + std::string(300, 'u') + R"("})"), "user");
   // Not a JSON object, invalid UTF-8, NaN, too deep.
@@ -119,14 +132,92 @@ TEST(OpenAiImagesTest, StatusesBecomeOpenAisHttpCodesAndErrorObjects) {
   EXPECT_FALSE(Json::parse(ErrorJson(absl::InvalidArgumentError("model: \xff"), 400)).is_discarded());
 }
 
-TEST(OpenAiImagesTest, SizeMustBeTheFamilysOrAuto) {
+TEST(OpenAiImagesTest, EveryFieldOfOpenAisImagesApiIsAcceptedAndMapped) {
+  // openai-python sends parameters set to None as JSON null: unset. Every value of every
+  // OpenAI field is accepted but a transparent background (refused above).
+  auto nulls = ParseImagesRequest(R"({"model": null, "prompt": "p", "n": null, "size": null,
+      "quality": null, "style": null, "response_format": null, "output_format": null,
+      "output_compression": null, "background": null, "moderation": null, "user": null,
+      "stream": null, "partial_images": null})");
+  ASSERT_TRUE(nulls.ok()) << nulls.status();
+  EXPECT_EQ(nulls->request.model(), "");  // the server's default family
+  EXPECT_EQ(nulls->n, 1);
+  for (const char* quality : {"auto", "low", "medium", "high", "standard", "hd"}) {
+    auto parsed = ParseImagesRequest(absl::StrCat(R"({"prompt": "p", "quality": ")", quality,
+                                                  R"("})"));
+    ASSERT_TRUE(parsed.ok()) << quality;
+    EXPECT_EQ(parsed->quality, quality);
+  }
+  auto all = ParseImagesRequest(R"({"prompt": "p", "n": 10, "size": "1792X1024",
+      "style": "natural", "moderation": "low", "background": "opaque",
+      "response_format": "url", "output_format": "webp", "output_compression": 80})");
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->n, 10);
+  EXPECT_EQ(all->width, 1792);  // case-insensitive
+  EXPECT_EQ(all->height, 1024);
+  EXPECT_EQ(all->style, "natural");
+  EXPECT_EQ(all->moderation, "low");
+  EXPECT_EQ(all->response_format, "url");
+  EXPECT_EQ(all->request.image_format(), v1::WEBP);
+  EXPECT_EQ(all->request.image_quality(), 80u);
+  // output_compression is a JPEG / WebP quality; PNG ignores it.
+  auto png = ParseImagesRequest(R"({"prompt": "p", "output_compression": 50})");
+  ASSERT_TRUE(png.ok());
+  EXPECT_EQ(png->request.image_quality(), 0u);
+  // Our extensions for conditions other than a prompt, and the text stage's method.
+  auto condition = ParseImagesRequest(
+      R"({"condition": [0.5, -1], "caption_length": 1, "text_stage_method": "sjd"})");
+  ASSERT_TRUE(condition.ok()) << condition.status();
+  EXPECT_EQ(condition->request.condition_size(), 2);
+  EXPECT_EQ(condition->request.caption_length(), 1u);
+  EXPECT_EQ(condition->request.text_stage_method(), "sjd");
+}
+
+TEST(OpenAiImagesTest, QualityPicksTheMethodWhenTheRequestNamesNone) {
+  // low: the fastest method whatever its quality; high / hd: the fastest lossless one (auto);
+  // standard, medium, auto: the server's default (no method set).
+  auto low = ParseImagesRequest(R"({"prompt": "p", "quality": "low"})");
+  ASSERT_TRUE(low.ok());
+  ASSERT_TRUE(low->request.has_auto_());
+  EXPECT_TRUE(low->request.auto_().relaxed());
+  for (const char* quality : {"high", "hd"}) {
+    auto high = ParseImagesRequest(absl::StrCat(R"({"prompt": "p", "quality": ")", quality,
+                                                R"("})"));
+    ASSERT_TRUE(high.ok());
+    ASSERT_TRUE(high->request.has_auto_()) << quality;
+    EXPECT_FALSE(high->request.auto_().relaxed());
+  }
+  for (const char* quality : {"standard", "medium", "auto"}) {
+    auto plain = ParseImagesRequest(absl::StrCat(R"({"prompt": "p", "quality": ")", quality,
+                                                 R"("})"));
+    ASSERT_TRUE(plain.ok());
+    EXPECT_EQ(plain->request.method_case(), v1::GenerateRequest::METHOD_NOT_SET) << quality;
+  }
+  // A named method wins; quality is only recorded then.
+  auto named = ParseImagesRequest(R"({"prompt": "p", "quality": "low", "method": "sjd"})");
+  ASSERT_TRUE(named.ok());
+  EXPECT_TRUE(named->request.has_sjd());
+  EXPECT_EQ(named->quality, "low");
+}
+
+TEST(OpenAiImagesTest, ASizeOtherThanTheFamilysResizes) {
   ModelSummary model;
   model.name = "synth";
   model.image_width = 64;
   model.image_height = 64;
-  EXPECT_TRUE(CheckSize("auto", model).ok());
-  EXPECT_TRUE(CheckSize("64x64", model).ok());
-  EXPECT_EQ(ParamOf(CheckSize("1024x1024", model).message()), "size");
+  auto parsed = ParseImagesRequest(R"({"prompt": "p", "size": "auto"})");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(ApplySize(&*parsed, model), "64x64");
+  EXPECT_EQ(parsed->request.output_width(), 0u);
+  parsed = ParseImagesRequest(R"({"prompt": "p", "size": "64x64"})");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(ApplySize(&*parsed, model), "64x64");
+  EXPECT_EQ(parsed->request.output_width(), 0u);
+  parsed = ParseImagesRequest(R"({"prompt": "p", "size": "512x256"})");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(ApplySize(&*parsed, model), "512x256");
+  EXPECT_EQ(parsed->request.output_width(), 512u);
+  EXPECT_EQ(parsed->request.output_height(), 256u);
 }
 
 }  // namespace
