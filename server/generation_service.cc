@@ -121,17 +121,24 @@ absl::StatusOr<std::shared_ptr<GenerationService::Call>> GenerationService::Star
   if (repository == nullptr) {
     return refuse(absl::UnavailableError("models are still loading; retry shortly"), "");
   }
-  // A request that names no method takes the server's default (--default_method).
+  // A request that names no method takes the server's default (--default_method); one that
+  // names a model alias (--model_aliases) the family it stands for.
   v1::GenerateRequest with_default;
   const bool defaulted =
       request.GetReflection()->GetOneofFieldDescriptor(request, &v1::MethodOneof()) == nullptr &&
       default_method_ != "ar";
-  if (defaulted) {
+  const auto alias = aliases_.find(request.model());
+  if (defaulted || alias != aliases_.end()) {
     with_default = request;
-    with_default.GetReflection()->MutableMessage(&with_default,
-                                                 v1::ApiMethodField(default_method_));
+    if (defaulted) {
+      with_default.GetReflection()->MutableMessage(&with_default,
+                                                   v1::ApiMethodField(default_method_));
+    }
+    if (alias != aliases_.end()) with_default.set_model(alias->second);
   }
-  auto validated = ValidateRequest(defaulted ? with_default : request, *repository);
+  const bool rewritten = defaulted || alias != aliases_.end();
+  if (alias != aliases_.end()) call->model_ = alias->second;  // logged and counted as the family
+  auto validated = ValidateRequest(rewritten ? with_default : request, *repository);
   if (!validated.ok()) return refuse(validated.status(), "");
   if (absl::Status bounded = CheckRequestLimits(*validated, limits_); !bounded.ok()) {
     return refuse(bounded, "");
@@ -225,8 +232,10 @@ std::string GenerationService::DefaultModel() const {
   return names.empty() ? "" : names.front();
 }
 
-absl::StatusOr<ModelSummary> GenerationService::GetModel(const std::string& name,
+absl::StatusOr<ModelSummary> GenerationService::GetModel(const std::string& asked,
                                                          const std::string& field) const {
+  const auto alias = aliases_.find(asked);
+  const std::string& name = alias != aliases_.end() ? alias->second : asked;
   const ModelRepository* repository = repository_;
   if (repository == nullptr) return absl::UnavailableError("models are still loading");
   const engine::ModelSet* models = repository->Find(name);

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -94,6 +95,11 @@ class GenerationService {
   // or, unset, the first loaded family in name order.
   void SetDefaultModel(std::string model) { default_model_ = std::move(model); }
   std::string DefaultModel() const;
+  // Other names for loaded families (--model_aliases: "dall-e-3=synth"), for clients that send
+  // a model name of their own; a request naming an alias runs the family.
+  void SetModelAliases(std::map<std::string, std::string> aliases) {
+    aliases_ = std::move(aliases);
+  }
 
   // Validates and queues `request`. On success its events go to `listener`, ending with one
   // kDone event whose status is the request's outcome (logged and counted by then). A refusal
@@ -133,6 +139,7 @@ class GenerationService {
   const RequestLimits limits_;
   std::string default_method_ = "ar";
   std::string default_model_;
+  std::map<std::string, std::string> aliases_;
   std::atomic<bool> accepting_{true};
   std::atomic<bool> shut_down_{false};  // CancelAll ran
   std::mutex calls_mu_;

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -79,6 +80,9 @@ ABSL_FLAG(int, http_threads, 4, "threads serving every HTTP connection (epoll)")
 ABSL_FLAG(std::string, default_model, "",
           "the family of HTTP requests that name no model (OpenAI's SDKs may omit it); empty: "
           "the first loaded family in name order");
+ABSL_FLAG(std::vector<std::string>, model_aliases, {},
+          "other names for loaded families, comma-separated NAME=FAMILY pairs (e.g. "
+          "dall-e-3=synth,gpt-image-1=synth), for clients that send a model name of their own");
 ABSL_FLAG(absl::Duration, image_url_ttl, absl::Hours(1),
           "how long an image asked for with response_format url stays fetchable at "
           "/v1/images/files/...");
@@ -417,6 +421,18 @@ int Run() {
     metrics.SetModelWeightBytes(name, load_options.device.str(),
                                 (*repository)->Find(name)->weight_bytes);
   }
+  std::map<std::string, std::string> aliases;
+  for (const std::string& pair : absl::GetFlag(FLAGS_model_aliases)) {
+    const size_t equals = pair.find('=');
+    const std::string family = equals == std::string::npos ? "" : pair.substr(equals + 1);
+    if (equals == 0 || family.empty() || (*repository)->Find(family) == nullptr) {
+      Log(absl::StrCat("--model_aliases: \"", pair, "\" is not NAME=FAMILY with a loaded family "
+                       "(loaded: ", absl::StrJoin((*repository)->Names(), ", "), ")"));
+      return 2;
+    }
+    aliases[pair.substr(0, equals)] = family;
+  }
+  generation.SetModelAliases(std::move(aliases));
   if (const std::string model = absl::GetFlag(FLAGS_default_model); !model.empty()) {
     if ((*repository)->Find(model) == nullptr) {
       Log(absl::StrCat("--default_model: ", model, " is not a loaded family (loaded: ",
