@@ -319,5 +319,16 @@ TEST_F(RequestValidationTest, EngineChecksBecomeTheRequestsErrorNamingTheField) 
   }
 }
 
+TEST_F(RequestValidationTest, ATextStageDecodesWithItsLosslessMethodsOnly) {
+  // A stage family (Tar's MLLM: a target and nothing else) runs ar, sjd, gsd, zipar, mc_sjd,
+  // sjd_pac and auto; its text may be decoded only by the lossless ones (the docs' list),
+  // not by relaxed gsd or zipar, nor auto.
+  engine::ModelSet stage;
+  stage.name = "stage";
+  stage.target = repository_->Find("tiny")->target;
+  EXPECT_EQ(TextStageMethods(stage),
+            (std::vector<std::string>{"ar", "sjd", "mc_sjd", "sjd_pac"}));
+}
+
 }  // namespace
 }  // namespace mulo::server

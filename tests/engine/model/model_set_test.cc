@@ -94,6 +94,11 @@ TEST(ModelSetTest, ErrorsNameTheFieldOrTheMismatch) {
                 "drafter": "target", "upsampler": "upsampler"}})",
             "drafter grid x up-sampling factor"},
            {"{not json", "family.json"},
+           // A key the loader does not know would leave its component silently missing.
+           {R"({"name": "x", "components": {"target": "target", "vq": "vq", "mlm": "m"}})",
+            "'components.mlm': unknown component (known: target, vq,"},
+           {R"({"name": "x", "components": {"target": "target", "vq": "vq", "eagle": 3}})",
+            "'components.eagle': must be a directory name"},
        }) {
     family.Write(c.json);
     auto set = LoadModelSet(family.dir(), LoadOptions());
