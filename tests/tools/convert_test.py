@@ -95,7 +95,8 @@ class ConverterRefusals(unittest.TestCase):
 
     def test_not_tar_layout(self):
         self.refuse(["tar-ar", "--ckpt", self.files["vq"], "--out", self.out("t")],
-                    self.files["vq"], "model")
+                    self.files["vq"], "quantize.embedding.weight", "LlamaGen VQ tokenizer",
+                    "not the Tar AR-DTok checkpoint", "give it as --vq")
 
     def test_missing_and_garbage_files(self):
         self.refuse(["vq", "--ckpt", "/nonexistent.pt", "--out", self.out("v")],
@@ -165,6 +166,135 @@ class ConverterRefusals(unittest.TestCase):
         self.refuse(["tar-family", "--out", self.out("f2"), "--target", path] + base,
                     self.files["vq"], "64 entries", "65")
 
+    def test_a_file_given_to_the_wrong_option_is_named_by_what_it_is(self):
+        """Each refusal names the file, the key that gave it away, what it is, what the option
+        takes and what to do instead."""
+        f = self.files
+        tar = ["--ta-tok-heads", "2", "--vq-model", "VQ-tiny"]
+        cases = [
+            # A Tar AR-DTok .pth as a LlamaGen GPT (was: "name: expected a tensor, found str").
+            (["llamagen-gpt", "--ckpt", f["tar_512"], "--out", self.out("a")]
+             + tiny_upstream.t2i_flags()[:-2],
+             (f["tar_512"] + ": model.name", "this is a Tar AR-DTok checkpoint",
+              "not the LlamaGen GPT (c2i_*.pt / t2i_*.pt) llamagen-gpt --ckpt takes",
+              "tar-family's --target or --drafter")),
+            (["llamagen-family", "--out", self.out("b"), "--gpt", f["tar_512"], "--vq", f["vq"]]
+             + tiny_upstream.t2i_flags(),
+             (f["tar_512"] + ": model.name", "LlamaGen GPT (c2i_*.pt / t2i_*.pt) --gpt takes")),
+            # A VQ checkpoint as --ta-tok (was: "model.sd: missing").
+            (["tar-family", "--out", self.out("c"), "--target", f["tar_512"], "--ta-tok",
+              f["vq"], "--vq", f["vq"]] + tar,
+             (f["vq"] + ": quantize.embedding.weight", "this is a LlamaGen VQ tokenizer",
+              "not Tar's TA-Tok (ta_tok.pth from csuhan/TA-Tok) that --ta-tok takes",
+              "give it as --vq")),
+            # TA-Tok as --target, a GPT as --vq.
+            (["tar-family", "--out", self.out("d"), "--target", f["ta_tok"], "--ta-tok",
+              f["ta_tok"], "--vq", f["vq"]] + tar,
+             (f["ta_tok"] + ": model.sd", "this is Tar's TA-Tok", "--target takes",
+              "give it as tar-family's --ta-tok")),
+            (["llamagen-family", "--out", self.out("e"), "--gpt", f["t2i"], "--vq", f["t2i"]]
+             + tiny_upstream.t2i_flags(),
+             (f["t2i"] + ": cls_embedding.cap_proj.fc1.weight", "LlamaGen text-to-image GPT",
+              "--vq takes", "llamagen-family --gpt FILE --gpt-type t2i")),
+            # c2i converted as t2i and the reverse: the hint is --gpt-type.
+            (["llamagen-gpt", "--ckpt", f["c2i"], "--out", self.out("f")]
+             + tiny_upstream.t2i_flags()[:-2],
+             (f["c2i"] + ": cls_embedding.embedding_table.weight", "a LlamaGen c2i GPT",
+              "--gpt-type says t2i", "pass --gpt-type c2i (with vq_ds16_c2i.pt as --vq)")),
+            (["llamagen-family", "--out", self.out("g"), "--gpt", f["t2i"], "--vq", f["vq"]]
+             + tiny_upstream.c2i_flags(),
+             (f["t2i"] + ": cls_embedding.cap_proj.fc1.weight", "a LlamaGen t2i GPT",
+              "--gpt-type says c2i", "pass --gpt-type t2i")),
+        ]
+        for argv, fragments in cases:
+            self.refuse(argv, *fragments)
+
+    def test_gpt_type_is_read_off_the_keys_when_not_given(self):
+        flags = tiny_upstream.t2i_flags()[:-2]
+        i = flags.index("--gpt-type")
+        rc, err = run_cli(["llamagen-gpt", "--ckpt", self.files["t2i"], "--out", self.out("g")]
+                          + flags[:i] + flags[i + 2:])
+        self.assertEqual(rc, 0, err)
+        import json
+        with open(os.path.join(self.out("g"), "config.json")) as f:
+            self.assertEqual(json.load(f)["condition_mode"], "caption")
+
+    def test_missing_inputs_are_named_before_anything_is_converted(self):
+        f = self.files
+        tar = ["--ta-tok-heads", "2", "--vq-model", "VQ-tiny"]
+        self.refuse(["tar-family", "--out", self.out("f"), "--target", f["tar_512"], "--ta-tok",
+                     f["ta_tok"], "--vq", "/nonexistent/vq_ds16_t2i.pt"] + tar,
+                    "/nonexistent/vq_ds16_t2i.pt: no such file (--vq takes")
+        self.refuse(["tar-family", "--out", self.out("f"), "--target", f["tar_512"], "--ta-tok",
+                     f["ta_tok"], "--vq", f["vq"], "--mllm", "/nonexistent/Tar-1.5B"] + tar,
+                    "/nonexistent/Tar-1.5B: no such directory (--mllm takes")
+        self.refuse(["llamagen-family", "--out", self.out("f"), "--gpt", f["t2i"], "--vq",
+                     f["vq"], "--t5", "/nonexistent/flan-t5-xl"] + tiny_upstream.t2i_flags(),
+                    "/nonexistent/flan-t5-xl: no such directory (--t5 takes")
+        self.refuse(["janus-family", "--out", self.out("f"), "--dir", "/nonexistent/Janus-Pro"],
+                    "/nonexistent/Janus-Pro: no such directory (janus-family --dir takes")
+        self.refuse(["tar-family", "--out", self.out("f"), "--target", self.tmp.name,
+                     "--ta-tok", f["ta_tok"], "--vq", f["vq"]] + tar,
+                    self.tmp.name + ": a directory; --target takes")
+        self.assertFalse(os.path.exists(self.out("f")))
+
+    def test_ta_tok_heads_are_never_guessed_silently(self):
+        # The tiny decoder is 24 wide: not the released 1152, and the file does not say.
+        self.refuse(["ta-tok", "--ckpt", self.files["ta_tok"], "--out", self.out("t")],
+                    self.files["ta_tok"], "decoder.vision_model.embeddings.patch_embedding.weight",
+                    "the decoder is 24 wide, not the released TA-Tok's 1152",
+                    "pass --ta-tok-heads N")
+        self.refuse(["tar-family", "--out", self.out("f"), "--target", self.files["tar_512"],
+                     "--ta-tok", self.files["ta_tok"], "--vq", self.files["vq"], "--vq-model",
+                     "VQ-tiny"], "pass --ta-tok-heads N")
+        self.refuse(["ta-tok", "--ckpt", self.files["ta_tok"], "--out", self.out("t"),
+                     "--ta-tok-heads", "5"], "the decoder is 24 wide, which --ta-tok-heads 5 does "
+                                             "not divide")
+        self.assertFalse(os.path.exists(self.out("t")))
+        # The released width: Tar's 12 (Siglip2VisionConfig's default), and said.
+        cfg = dict(tiny_upstream.TA_TOK, hidden=1152, n_head=12, n_layer=1, codebook_size=16)
+        model = tt.TaTokDequantizer(cfg).eval()
+        path = os.path.join(self.tmp.name, "ta_tok_1152.pth")
+        tiny_upstream.upstream_layouts.ta_tok(path, model, torch.Generator().manual_seed(0))
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            rc = convert.main(["ta-tok", "--ckpt", path, "--out", self.out("w")])
+        self.assertEqual(rc, 0)
+        self.assertIn("width 1152, 12 heads (the released TA-Tok's", out.getvalue())
+        import json
+        with open(os.path.join(self.out("w"), "config.json")) as f:
+            self.assertEqual(json.load(f)["n_head"], 12)
+
+    def test_a_failed_conversion_leaves_no_partial_folder(self):
+        """Written into a temporary sibling and renamed into place: a refusal after the target
+        was written leaves neither the family folder nor the temporary one."""
+        parent = self.out("fresh")
+        out = os.path.join(parent, "repository", "tar")
+        self.refuse(["tar-family", "--out", out, "--target", self.files["tar_512"], "--ta-tok",
+                     self.files["ta_tok"], "--vq", self.files["c2i"], "--vq-model", "VQ-tiny",
+                     "--ta-tok-heads", "2"], "--vq takes", "nothing written")
+        self.assertFalse(os.path.exists(parent))  # the parents it made are gone too
+        self.refuse(["vq", "--ckpt", self.files["t2i"], "--out", self.out("v")], "LlamaGen")
+        self.assertEqual(os.listdir(os.path.dirname(self.out("v"))) if os.path.exists(
+            os.path.dirname(self.out("v"))) else [], [])
+
+    def test_a_component_converted_again_replaces_its_files_only(self):
+        out = self.out("v")
+        self.assertEqual(run_cli(["vq", "--ckpt", self.files["vq"], "--out", out, "--vq-model",
+                                  "VQ-tiny"])[0], 0)
+        with open(os.path.join(out, "notes.txt"), "w") as f:
+            f.write("mine")
+        path = self.rewrite("vq", lambda c: c["model"].update(
+            {"quantize.embedding.weight": torch.ones(64, 8)}))
+        rc, err = run_cli(["vq", "--ckpt", path, "--out", out, "--vq-model", "VQ-tiny"])
+        self.assertEqual(rc, 0, err)
+        import safetensors_io
+        stored = safetensors_io.load(os.path.join(out, "model.safetensors"))
+        self.assertTrue(torch.equal(stored["quantize.embedding.weight"], torch.ones(64, 8)))
+        self.assertEqual(read(os.path.join(out, "notes.txt")), "mine")
+        self.assertIn(path, read(os.path.join(out, "source.json")))
+        self.assertEqual([n for n in os.listdir(os.path.dirname(out)) if "converting" in n], [])
+
     def test_t2i_null_rows_are_sliced(self):
         rc, err = run_cli(["llamagen-gpt", "--ckpt", self.files["t2i"], "--out", self.out("g")]
                           + tiny_upstream.t2i_flags()[:-2])
@@ -174,6 +304,181 @@ class ConverterRefusals(unittest.TestCase):
         original = torch.load(self.files["t2i"])["model"]["cls_embedding.uncond_embedding"]
         self.assertEqual(original.shape[0], 120)
         self.assertTrue(torch.equal(stored["cls_embedding.uncond_embedding"], original[:6]))
+
+
+def read(path, mode="r"):
+    with open(path, mode) as f:
+        return f.read()
+
+
+def snapshot(directory):
+    """{relative path: bytes} of every file under directory."""
+    files = {}
+    for root, _, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(root, name)
+            files[os.path.relpath(path, directory)] = read(path, "rb")
+    return files
+
+
+class TarFamilyUpdates(unittest.TestCase):
+    """convert.py tar-family --mllm (Tar's MLLM into FAMILY/mllm, named in family.json: no
+    hand edit), a family converted again keeping what it had (mllm, resamplers, eagle, fields
+    family.json carries), and refusals that leave the family as it was."""
+
+    @classmethod
+    def setUpClass(cls):
+        import convert_tiny_families
+        tiny_upstream.register_tiny_sizes()
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.files = tiny_upstream.write_files(os.path.join(cls.tmp.name, "upstream"))
+        cls.mllm = os.path.join(cls.tmp.name, "Tar-tiny")
+        convert_tiny_families.write_tiny_mllm(cls.mllm, tiny_upstream.TA_TOK["codebook_size"])
+
+    def tar_family(self, out, *extra):
+        """(exit status, stdout, stderr) of tar-family on the tiny files."""
+        f = self.files
+        argv = ["tar-family", "--out", out, "--target", f["tar_512"], "--drafter", f["tar_256"],
+                "--ta-tok", f["ta_tok"], "--vq", f["vq"], "--vq-model", "VQ-tiny",
+                "--ta-tok-heads", "2"] + list(extra)
+        out_text, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out_text), contextlib.redirect_stderr(err):
+            rc = convert.main(argv)
+        return rc, out_text.getvalue(), err.getvalue()
+
+    def family_json(self, out):
+        import json
+        return json.loads(read(os.path.join(out, "family.json")))
+
+    def test_mllm_is_converted_and_named(self):
+        import json
+        out = os.path.join(self.tmp.name, "mllm_named", "tar")
+        rc, text, err = self.tar_family(out, "--mllm", self.mllm)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(self.family_json(out)["components"]["mllm"], "mllm")
+        config = json.loads(read(os.path.join(out, "mllm", "config.json")))
+        self.assertEqual((config["image_token_offset"], config["image_token_count"]), (264, 96))
+        self.assertEqual(read(os.path.join(out, "mllm", "tokenizer.json")),
+                         read(os.path.join(self.mllm, "tokenizer.json")))
+        self.assertIn("components target, drafter, ta_tok, vq, mllm", text)
+
+    def test_converting_again_keeps_what_the_family_had(self):
+        import json
+        import family
+        out = os.path.join(self.tmp.name, "again", "tar")
+        rc, _, err = self.tar_family(out, "--mllm", self.mllm)
+        self.assertEqual(rc, 0, err)
+        mllm_bytes = snapshot(os.path.join(out, "mllm"))
+        # What the trainers add (an EAGLE head as wide as the target, with its notes) and a
+        # field set by hand.
+        os.makedirs(os.path.join(out, "eagle"))
+        with open(os.path.join(out, "eagle", "config.json"), "w") as f:
+            json.dump({"dim": 32, "n_head": 2}, f)
+        with contextlib.redirect_stdout(io.StringIO()):
+            family.add_components(out, ["eagle"], {"eagle": {"steps": 1}})
+        doc = self.family_json(out)
+        doc["pipeline"] = ["mllm", "ta_tok"]
+        with open(os.path.join(out, "family.json"), "w") as f:
+            json.dump(doc, f)
+        # Resamplers trained elsewhere (train_resamplers.py --out): added by converting again,
+        # without --mllm.
+        pair = os.path.join(self.tmp.name, "pair")
+        for name, kind in (("upsampler", "up"), ("downsampler", "down")):
+            os.makedirs(os.path.join(pair, name))
+            with open(os.path.join(pair, name, "config.json"), "w") as f:
+                json.dump({"kind": kind, "codebook_size": tiny_upstream.VOCAB}, f)
+        rc, text, err = self.tar_family(out, "--resamplers", pair)
+        self.assertEqual(rc, 0, err)
+        doc = self.family_json(out)
+        self.assertEqual(set(doc["components"]), {"target", "drafter", "ta_tok", "vq", "mllm",
+                                                  "eagle", "upsampler", "downsampler"})
+        self.assertEqual(doc["pipeline"], ["mllm", "ta_tok"])
+        self.assertEqual(doc["converted"]["eagle"], {"steps": 1})
+        self.assertEqual(snapshot(os.path.join(out, "mllm")), mllm_bytes)
+        self.assertIn(f"kept from {out}/family.json: mllm ({out}/mllm), eagle ({out}/eagle)",
+                      text)
+        # Again without --resamplers: they are kept too; a kept component whose directory is
+        # gone is dropped, and said.
+        import shutil
+        shutil.rmtree(os.path.join(out, "eagle"))
+        rc, text, err = self.tar_family(out)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("upsampler", self.family_json(out)["components"])
+        self.assertNotIn("eagle", self.family_json(out)["components"])
+        self.assertNotIn("eagle", self.family_json(out)["converted"])
+        self.assertIn(f"dropped from {out}/family.json: eagle ({out}/eagle is gone)", text)
+        self.assertFalse([n for n in os.listdir(os.path.dirname(out)) if "converting" in n])
+
+    def test_a_failed_update_leaves_the_family_as_it_was(self):
+        import json
+        out = os.path.join(self.tmp.name, "kept_safe", "tar")
+        rc, _, err = self.tar_family(out, "--mllm", self.mllm)
+        self.assertEqual(rc, 0, err)
+        before = snapshot(out)
+        # A VQ whose codebook does not fit, refused after the new target was written.
+        rc, _, err = self.tar_family(out, "--vq", self.files["t2i"])
+        self.assertEqual(rc, 2, err)
+        self.assertIn(f"{out} left as it was", err)
+        self.assertEqual(snapshot(out), before)
+        # A kept component that no longer fits: refused, naming it and what to do.
+        os.makedirs(os.path.join(out, "eagle"))
+        with open(os.path.join(out, "eagle", "config.json"), "w") as f:
+            json.dump({"dim": 16}, f)
+        doc = self.family_json(out)
+        doc["components"]["eagle"] = "eagle"
+        with open(os.path.join(out, "family.json"), "w") as f:
+            json.dump(doc, f)
+        before = snapshot(out)
+        rc, _, err = self.tar_family(out)
+        self.assertEqual(rc, 2, err)
+        self.assertIn(os.path.join(out, "eagle", "config.json") + ": dim 16 differs from the "
+                      "target's 32", err)
+        self.assertIn("train it again with train_eagle_head.py, or remove", err)
+        self.assertEqual(snapshot(out), before)
+        # A component tar-family cannot check.
+        doc["components"]["t5"] = doc["components"].pop("eagle")
+        with open(os.path.join(out, "family.json"), "w") as f:
+            json.dump(doc, f)
+        rc, _, err = self.tar_family(out)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("components.t5: tar-family does not make t5", err)
+        self.assertFalse([n for n in os.listdir(os.path.dirname(out)) if "converting" in n])
+
+    def test_mllm_refusals(self):
+        import convert_tiny_families
+        import shutil
+        no_tokenizer = os.path.join(self.tmp.name, "Tar-no-tokenizer")
+        shutil.copytree(self.mllm, no_tokenizer)
+        os.remove(os.path.join(no_tokenizer, "tokenizer.json"))
+        out = os.path.join(self.tmp.name, "refused", "tar")
+        rc, _, err = self.tar_family(out, "--mllm", no_tokenizer)
+        self.assertEqual(rc, 2, err)
+        self.assertIn(os.path.join(no_tokenizer, "tokenizer.json") + ": missing", err)
+        self.assertFalse(os.path.exists(os.path.dirname(out)))
+        fewer = os.path.join(self.tmp.name, "Tar-64-codes")
+        convert_tiny_families.write_tiny_mllm(fewer, 64)
+        rc, _, err = self.tar_family(out, "--mllm", fewer)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("tokenizer.json: added_tokens: 64 image tokens <I0>..<I63>, but the "
+                      "family's TA-Tok codebook has 96 codes", err)
+        janus_dir = os.path.join(self.tmp.name, "janus")
+        convert_tiny_families.write_tiny_janus(janus_dir)
+        rc, _, err = self.tar_family(out, "--mllm", janus_dir)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("config.json: model_type: 'multi_modality'", err)
+        self.assertIn("this is Janus-Pro", err)
+        self.assertIn("the Hugging Face Qwen2 / LLaMA language model directory --mllm takes", err)
+        self.assertFalse(os.path.exists(os.path.dirname(out)))
+
+    def test_a_qwen2_directory_given_to_janus_family(self):
+        rc, err = run_cli(["janus-family", "--dir", self.mllm, "--out",
+                           os.path.join(self.tmp.name, "janus_from_qwen")])
+        self.assertEqual(rc, 2, err)
+        for fragment in (os.path.join(self.mllm, "config.json") + ": model_type: 'qwen2'",
+                         "this is a Hugging Face Qwen2 / LLaMA language model",
+                         "not the Janus-Pro directory (deepseek-ai/Janus-Pro-1B / -7B) "
+                         "janus-family --dir takes", "tar-family's --mllm"):
+            self.assertIn(fragment, err)
 
 
 class HfCausalLmConverter(unittest.TestCase):
@@ -186,7 +491,8 @@ class HfCausalLmConverter(unittest.TestCase):
                num_key_value_heads=2, intermediate_size=48, vocab_size=64, rms_norm_eps=1e-6,
                rope_theta=1000000.0, tie_word_embeddings=True, max_position_embeddings=32)
 
-    def write(self, name, cfg=None, edit=None, shards=False, file_cfg=None):
+    def write(self, name, cfg=None, edit=None, shards=False, file_cfg=None, tokenizer=True):
+        """tokenizer: write a tokenizer.json (without image tokens)."""
         import json
         import qwen2
         import safetensors_io
@@ -198,6 +504,8 @@ class HfCausalLmConverter(unittest.TestCase):
             edit(state)
         d = os.path.join(self.tmp.name, name)
         os.makedirs(d, exist_ok=True)
+        if tokenizer:
+            self.write_tokenizer(d, {})
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump(dict(cfg, **(file_cfg or {})), f)  # file_cfg: what the file claims
         if shards:
@@ -269,9 +577,12 @@ class HfCausalLmConverter(unittest.TestCase):
         with open(os.path.join(d + "_out", "tokenizer.json")) as a, \
                 open(os.path.join(d, "tokenizer.json")) as b:
             self.assertEqual(a.read(), b.read())
-        # No tokenizer, or one without image tokens: a text-only component.
+        # A tokenizer without image tokens: a text-only component, and said.
         d, _ = self.write("plain")
-        self.assertEqual(self.convert(d)[0], 0)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(convert.main(["hf-causal-lm", "--dir", d, "--out", d + "_out"]), 0)
+        self.assertIn("no image tokens <I0>.. in tokenizer.json", out.getvalue())
         with open(os.path.join(d + "_out", "config.json")) as f:
             self.assertNotIn("image_token_count", json.load(f))
         d, _ = self.write("gap")
@@ -305,6 +616,29 @@ class HfCausalLmConverter(unittest.TestCase):
         with open(os.path.join(empty, "config.json"), "w") as f:
             f.write("{}")
         self.refuse(empty, "model_type")
+
+    def test_a_directory_without_tokenizer_json_is_refused(self):
+        """The server would refuse it later (naming image_token_count): refused here, naming
+        the file and what to do, and nothing is written."""
+        d, _ = self.write("no_tokenizer", tokenizer=False)
+        rc, err = self.convert(d)
+        self.assertEqual(rc, 2, err)
+        self.assertIn(os.path.join(d, "tokenizer.json") + ": missing", err)
+        self.assertIn("download it with the weights", err)
+        self.assertFalse(os.path.exists(d + "_out"))
+
+    def test_a_janus_or_missing_directory_is_named_as_such(self):
+        import convert_tiny_families
+        janus_dir = os.path.join(self.tmp.name, "janus")
+        convert_tiny_families.write_tiny_janus(janus_dir)
+        self.refuse(janus_dir, os.path.join(janus_dir, "config.json") + ": model_type",
+                    "this is Janus-Pro", "janus-family --dir")
+        missing = os.path.join(self.tmp.name, "not_downloaded")
+        self.refuse(missing, missing + ": no such directory (hf-causal-lm --dir takes")
+        empty = os.path.join(self.tmp.name, "no_config")
+        os.makedirs(empty)
+        self.refuse(empty, os.path.join(empty, "config.json") + ": missing",
+                    "huggingface-cli download")
 
 
 class HfT5EncoderConverter(unittest.TestCase):

@@ -7,8 +7,8 @@ writes OUT_DIR/upstream/* and OUT_DIR/repository/{tar,llamagen-t2i,llamagen-c2i}
 
 The Tar family gets an MLLM stage too: a tiny Hugging Face Qwen2 directory (random weights,
 tokenizer.json with the byte-level alphabet and no merges, Qwen2's chat tokens and Tar's added
-tokens <im_start>, <im_end>, <S0>-<S2>, <I0>-<I95> for the 96 TA-Tok codes) converted with
-`convert.py hf-causal-lm` into repository/tar/mllm and named in its family.json.
+tokens <im_start>, <im_end>, <S0>-<S2>, <I0>-<I95> for the 96 TA-Tok codes) converted by
+`convert.py tar-family --mllm` into repository/tar/mllm.
 
 A tiny Janus-Pro in the Hugging Face layout (tools/reference/janus.py's tiny config with 64 image
 codes: config.json, pytorch_model.bin written by torch.save with the understanding path's
@@ -102,22 +102,6 @@ def write_tiny_t5(directory):
     safetensors_io.save(state, os.path.join(directory, "model.safetensors"))
 
 
-def add_mllm(out, family_dir):
-    hf = os.path.join(out, "upstream", "tar_mllm")
-    write_tiny_mllm(hf, tiny_upstream.TA_TOK["codebook_size"])
-    rc = convert.main(["hf-causal-lm", "--dir", hf, "--out", os.path.join(family_dir, "mllm"),
-                       "--dtype", "f32"])
-    if rc:
-        return rc
-    path = os.path.join(family_dir, "family.json")
-    with open(path) as f:
-        family = json.load(f)
-    family["components"]["mllm"] = "mllm"
-    with open(path, "w") as f:
-        json.dump(family, f, indent=2)
-    return 0
-
-
 def write_tiny_janus(directory):
     """A tiny Janus-Pro in the Hugging Face layout, its VQ a VQ-tiny over VOCAB codes."""
     import copy
@@ -146,35 +130,41 @@ def write_tiny_janus(directory):
         json.dump(janus.tiny_tokenizer(), f, ensure_ascii=False)
 
 
+def run(argv):
+    """convert.py's command line, in this process (the tiny registry names are registered);
+    the command is printed as a user would type it."""
+    print("+ convert.py " + " ".join(argv), flush=True)
+    return convert.main(argv)
+
+
 def main():
     out = sys.argv[1]
     tiny_upstream.register_tiny_sizes()
     files = tiny_upstream.write_files(os.path.join(out, "upstream"))
     repo = os.path.join(out, "repository")
-    rc = convert.main(["tar-family", "--out", os.path.join(repo, "tar"),
-                       "--target", files["tar_512"], "--drafter", files["tar_256"],
-                       "--ta-tok", files["ta_tok"], "--vq", files["vq"], "--vq-model", "VQ-tiny",
-                       "--ta-tok-heads", str(tiny_upstream.TA_TOK["n_head"])])
-    if rc:
-        return rc
-    rc = add_mllm(out, os.path.join(repo, "tar"))
+    mllm_dir = os.path.join(out, "upstream", "tar_mllm")
+    write_tiny_mllm(mllm_dir, tiny_upstream.TA_TOK["codebook_size"])
+    rc = run(["tar-family", "--out", os.path.join(repo, "tar"),
+              "--target", files["tar_512"], "--drafter", files["tar_256"],
+              "--ta-tok", files["ta_tok"], "--vq", files["vq"], "--vq-model", "VQ-tiny",
+              "--ta-tok-heads", str(tiny_upstream.TA_TOK["n_head"]), "--mllm", mllm_dir])
     if rc:
         return rc
     t5_dir = os.path.join(out, "upstream", "flan_t5")
     write_tiny_t5(t5_dir)
-    rc = convert.main(["llamagen-family", "--out", os.path.join(repo, "llamagen-t2i"),
-                       "--gpt", files["t2i"], "--vq", files["vq"], "--t5", t5_dir] + tiny_upstream.t2i_flags())
+    rc = run(["llamagen-family", "--out", os.path.join(repo, "llamagen-t2i"),
+              "--gpt", files["t2i"], "--vq", files["vq"], "--t5", t5_dir] + tiny_upstream.t2i_flags())
     if rc:
         return rc
-    rc = convert.main(["llamagen-family", "--out", os.path.join(repo, "llamagen-c2i"),
-                       "--gpt", files["c2i"], "--vq", files["vq"]] + tiny_upstream.c2i_flags())
+    rc = run(["llamagen-family", "--out", os.path.join(repo, "llamagen-c2i"),
+              "--gpt", files["c2i"], "--vq", files["vq"]] + tiny_upstream.c2i_flags())
     if rc:
         return rc
     janus_dir = os.path.join(out, "upstream", "janus_pro")
     write_tiny_janus(janus_dir)
     # 8 px over VQ-tiny's 2 px per code: a 4 x 4 grid.
-    return convert.main(["janus-family", "--dir", janus_dir, "--out", os.path.join(repo, "janus-pro"),
-                         "--vq-model", "VQ-tiny", "--image-size", "8", "--dtype", "f32"])
+    return run(["janus-family", "--dir", janus_dir, "--out", os.path.join(repo, "janus-pro"),
+                "--vq-model", "VQ-tiny", "--image-size", "8", "--dtype", "f32"])
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 import safetensors_io  # noqa: E402
 
+import staging  # noqa: E402
 import upstream  # noqa: E402
 
 
@@ -24,7 +25,7 @@ def write(out_dir, config, tensors, dtype_name, source):
                   sort_keys=True)
         f.write("\n")
     n = upstream.parameter_count(tensors)
-    print(f"  wrote {out_dir}: {n / 1e6:.2f} M parameters as {str(dtype).replace('torch.', '')}",
+    print(f"  wrote {staging.shown(out_dir)}: {n / 1e6:.2f} M parameters as {str(dtype).replace('torch.', '')}",
           flush=True)
     return n
 

@@ -6,7 +6,8 @@ num_hidden_layers, num_attention_heads, num_key_value_heads, intermediate_size, 
 rope_theta, vocab_size, tie_word_embeddings, max_position_embeddings) and the weights as
 model.safetensors or shards listed by model.safetensors.index.json.
 
-When the directory has a tokenizer.json whose added tokens include image tokens written
+tokenizer.json must be there (the server tokenises prompts with it; convert.py refuses a
+directory without it, naming the file). When its added tokens include image tokens written
 `<I0>`, `<I1>`, ... (Tar's MLLM: `<I0>`-`<I65535>`), their ids must run consecutively inside the
 vocabulary; the component's config.json then names them (image_token_offset: the id of `<I0>`,
 image_token_count) and tokenizer.json is copied beside the weights, so that a family can use
@@ -28,6 +29,7 @@ import torch
 
 import component
 import hf_files
+import kinds
 import upstream
 
 ARCHITECTURES = {"qwen2": True, "llama": False}  # model_type -> q/k/v biases by default
@@ -51,13 +53,22 @@ def image_tokens(directory, vocab):
     path = os.path.join(directory, "tokenizer.json")
     if not os.path.exists(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        added = json.load(f).get("added_tokens") or []
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except ValueError as e:
+        raise upstream.ConversionError(f"{path}: not JSON ({e}): expected the model's "
+                                       f"Hugging Face tokenizer.json")
+    added = (doc.get("added_tokens") if isinstance(doc, dict) else None) or []
     codes = {}
     for token in added:
+        if not isinstance(token, dict):
+            continue
         match = IMAGE_TOKEN.fullmatch(str(token.get("content", "")))
         if match:
-            codes[int(match.group(1))] = int(token["id"])
+            if not isinstance(token.get("id"), int):
+                upstream.fail(path, "added_tokens", f"{match.group(0)} has no integer id")
+            codes[int(match.group(1))] = token["id"]
     if not codes:
         return None
     count = len(codes)
@@ -155,9 +166,42 @@ def language_model_tensors(config, sd, prefix=""):
     return out
 
 
-def convert(directory, out_dir, dtype="auto"):
-    config_path, cfg = hf_files.read_config(directory)
+def inspect(directory, flag="hf-causal-lm --dir", require_tokenizer=True):
+    """What the directory's config.json and tokenizer.json say, read before any weight (so a
+    family command can refuse early): (config_path, our config, (offset, count) of the image
+    tokens or None). Refuses a directory that is not a Qwen2 / LLaMA language model, naming
+    what it is, and (require_tokenizer) one without tokenizer.json."""
+    config_path, cfg = hf_files.read_config(directory, flag)
+    kinds.check_config(config_path, cfg, ("hf-lm",),
+                       f"the Hugging Face Qwen2 / LLaMA language model directory {flag} takes")
     config = language_model_config(cfg, config_path)
+    tokenizer = os.path.join(directory, "tokenizer.json")
+    if require_tokenizer and not os.path.isfile(tokenizer):
+        raise upstream.ConversionError(
+            f"{tokenizer}: missing: the server tokenises prompts with the model's own "
+            f"tokenizer.json (and finds Tar's image tokens <I0>.. in it); download it with the "
+            f"weights (huggingface-cli download csuhan/Tar-1.5B fetches it) into {directory}")
+    return config_path, config, image_tokens(directory, config["vocab_size"])
+
+
+def convert(directory, out_dir, dtype="auto", flag="hf-causal-lm --dir", require_tokenizer=False,
+            image_token_count=None):
+    """`flag`: the option that named the directory, for refusals. require_tokenizer: refuse a
+    directory without tokenizer.json (the command line does). image_token_count: the number of
+    image tokens <I0>.. the tokenizer must name (a Tar MLLM: the TA-Tok codebook's size)."""
+    config_path, config, images = inspect(directory, flag, require_tokenizer)
+    tokenizer = os.path.join(directory, "tokenizer.json")
+    if image_token_count is not None:
+        if not images:
+            upstream.fail(tokenizer, "added_tokens",
+                          f"no image tokens <I0>..: a Tar MLLM writes the {image_token_count} "
+                          f"TA-Tok ids as <I0>..<I{image_token_count - 1}>; give {flag} the "
+                          f"Tar MLLM's own directory (csuhan/Tar-1.5B)")
+        if images[1] != image_token_count:
+            upstream.fail(tokenizer, "added_tokens",
+                          f"{images[1]} image tokens <I0>..<I{images[1] - 1}>, but the family's "
+                          f"TA-Tok codebook has {image_token_count} codes: the MLLM and ta_tok "
+                          f"must come from the same Tar release")
     path, raw = hf_files.load_weights(directory)
     sd = upstream.StateDict(path, raw, ("model.rotary_emb.", "*.rotary_emb.inv_freq"))
     out = language_model_tensors(config, sd)
@@ -165,15 +209,15 @@ def convert(directory, out_dir, dtype="auto"):
     model_type, vocab = config["architecture"], config["vocab_size"]
     dim, n_layer, n_head, n_kv_head = (config["dim"], config["n_layer"], config["n_head"],
                                        config["n_kv_head"])
-    images = image_tokens(directory, vocab)
     if images:
         config.update(image_token_offset=images[0], image_token_count=images[1])
     print(f"{directory}: {model_type}, {n_layer} layers, {dim} wide, {n_head} / {n_kv_head} "
           f"heads, vocabulary {vocab}" +
-          (f", image tokens {images[1]} from id {images[0]}" if images else ""), flush=True)
+          (f", image tokens {images[1]} from id {images[0]}" if images else
+           "; no image tokens <I0>.. in tokenizer.json: a text-only component, which cannot be "
+           "a family's mllm" if os.path.isfile(tokenizer) else ""), flush=True)
     component.write(out_dir, config, out, dtype,
                     dict(upstream=f"Hugging Face {model_type}", file=directory))
-    if os.path.exists(os.path.join(directory, "tokenizer.json")):
-        shutil.copyfile(os.path.join(directory, "tokenizer.json"),
-                        os.path.join(out_dir, "tokenizer.json"))
+    if os.path.isfile(tokenizer):
+        shutil.copyfile(tokenizer, os.path.join(out_dir, "tokenizer.json"))
     return config

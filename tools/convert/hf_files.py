@@ -8,11 +8,17 @@ import safetensors_io
 import upstream
 
 
-def read_config(directory):
-    """(path, dict) of <directory>/config.json."""
+def read_config(directory, flag="--dir"):
+    """(path, dict) of <directory>/config.json; `flag`: the option that named the directory."""
+    what = "a Hugging Face model directory (config.json beside the weights)"
+    upstream.require_dir(directory, flag, what)
     path = os.path.join(directory, "config.json")
     if not os.path.isfile(path):
-        raise upstream.ConversionError(f"{directory}: no config.json")
+        found = sorted(os.listdir(directory))
+        raise upstream.ConversionError(
+            f"{path}: missing: {flag} takes {what}, as huggingface-cli download writes it; "
+            f"{directory} holds " + (", ".join(found[:8]) + (" ..." if len(found) > 8 else "")
+                                     if found else "nothing"))
     try:
         with open(path) as f:
             cfg = json.load(f)

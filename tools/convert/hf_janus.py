@@ -27,6 +27,7 @@ import component
 import family
 import hf_causal_lm
 import hf_files
+import kinds
 import upstream
 import vq16
 
@@ -138,10 +139,13 @@ def token_ids(directory, vocab):
 
 
 def convert_model(directory, out_dir, dtype="auto", trust_pickle=False, vq_out=None,
-                  vq_model="VQ-16"):
+                  vq_model="VQ-16", flag="janus-family --dir"):
     """The janus component at out_dir (and, with vq_out, the VQ at vq_out; without it the
-    checkpoint's gen_vision_model.* is left unread). Returns the component's config."""
-    config_path, cfg = hf_files.read_config(directory)
+    checkpoint's gen_vision_model.* is left unread). Returns the component's config. `flag`:
+    the option that named the directory, for refusals."""
+    config_path, cfg = hf_files.read_config(directory, flag)
+    kinds.check_config(config_path, cfg, ("janus",),
+                       f"the Janus-Pro directory (deepseek-ai/Janus-Pro-1B / -7B) {flag} takes")
     config = model_config(cfg, config_path)
     tokenizer, ids = token_ids(directory, config["vocab_size"])
     config.update(pad_id=ids[PAD], bos_id=ids[BOS], image_start_id=ids[IMAGE_START])
@@ -200,14 +204,17 @@ def gsd_bound(target_dir, config):
 
 
 def convert_family(directory, out_dir, dtype="auto", trust_pickle=False, vq_model="VQ-16",
-                   image_size=384, name=None):
-    """target/ + vq/ + family.json; the grid is image_size over the VQ's downsampling (16)."""
+                   image_size=384, name=None, existing=None, shown_dir=None):
+    """target/ + vq/ + family.json; the grid is image_size over the VQ's downsampling (16).
+    existing: the family.json of a family converted again into shown_dir (out_dir: where this
+    conversion writes, a staging directory); its eagle head is kept if it still fits."""
     if vq_model not in vq16.REGISTRY:
         upstream.fail(directory, "--vq-model", f"unknown {vq_model!r}")
     factor = 2 ** (len(vq16.REGISTRY[vq_model]["ch_mult"]) - 1)
     if image_size <= 0 or image_size % factor:
         upstream.fail(directory, "--image-size", f"{image_size} is not a multiple of the VQ's "
                                                  f"{factor} pixels per code")
+    upstream.require_dir(directory, "janus-family --dir", "a Janus-Pro Hugging Face directory")
     os.makedirs(out_dir, exist_ok=True)
     config, _ = convert_model(directory, os.path.join(out_dir, "target"), dtype, trust_pickle,
                               os.path.join(out_dir, "vq"), vq_model)
@@ -228,9 +235,13 @@ def convert_family(directory, out_dir, dtype="auto", trust_pickle=False, vq_mode
         # ZipAR's window (the paper's 8 columns) cannot exceed a grid this narrow.
         method_defaults["zipar"] = {"window": grid}
     # generation_inference.py: cfg_weight 5, temperature 1, np.uint8 of the clipped pixels.
-    family.write_family_json(out_dir, name or "janus-pro", 5.0, ["target", "vq"], "truncate",
+    kept = family.keep_components(shown_dir or out_dir, existing, ("target", "vq"),
+                                  {"eagle": family.check_eagle(config)}, "janus-family")
+    family.write_family_json(out_dir, name or (existing or {}).get("name") or "janus-pro", 5.0,
+                             ["target", "vq"], "truncate",
                              {"tool": "tools/convert/convert.py janus-family"},
-                             dict(grid_size=grid, method_defaults=method_defaults))
+                             dict(grid_size=grid, method_defaults=method_defaults),
+                             base=existing, kept=kept, shown_dir=shown_dir)
     print(f"  gsd.max_embedding_distance {distance:.4g} (the paper's 0.5 carried over by the "
           f"share of close code pairs)", flush=True)
     return config

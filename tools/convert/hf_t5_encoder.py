@@ -22,13 +22,17 @@ import torch
 
 import component
 import hf_files
+import kinds
 import upstream
 
 IGNORED = ("decoder.", "lm_head.weight")  # the rest of a full T5 checkpoint
 
 
-def convert(directory, out_dir, dtype="auto"):
-    config_path, cfg = hf_files.read_config(directory)
+def convert(directory, out_dir, dtype="auto", flag="hf-t5-encoder --dir"):
+    """`flag`: the option that named the directory, for refusals."""
+    config_path, cfg = hf_files.read_config(directory, flag)
+    kinds.check_config(config_path, cfg, ("t5",),
+                       f"the Hugging Face T5 v1.1 directory (google/flan-t5-xl) {flag} takes")
     if cfg.get("model_type") != "t5":
         upstream.fail(config_path, "model_type", f"{cfg.get('model_type')!r}: expected 't5'")
     if cfg.get("feed_forward_proj") != "gated-gelu":

@@ -5,10 +5,13 @@ The upstream files hold {"model" | "module" | "state_dict": <state dict>, ...} a
 training checkpoints, the argparse "args"; they do not name the model size reliably, so the
 sample scripts' flags choose it (--gpt-model, --image-size, --downsample-size, --gpt-type,
 --cls-token-num, --t5-feature-dim, --codebook-size), falling back on the checkpoint's own
-args where it has them.
+args where it has them. c2i or t2i is read off the keys when neither --gpt-type nor the saved
+args say it (cls_embedding.embedding_table: c2i; cls_embedding.cap_proj: t2i); a type given that
+the keys contradict is refused, naming --gpt-type.
 """
-import upstream
 import component
+import kinds
+import upstream
 
 # GPT_models: name -> (n_layer, n_head, dim).
 REGISTRY = {
@@ -34,9 +37,12 @@ def option(cli, saved, key, default):
 
 def convert(path, out_dir, gpt_model=None, gpt_type=None, image_size=None, downsample_size=None,
             cls_token_num=None, num_classes=None, t5_feature_dim=None, codebook_size=None,
-            dtype="auto",
-            trust_pickle=False):
+            dtype="auto", trust_pickle=False, flag="llamagen-gpt --ckpt"):
+    """`flag`: the option that named the file, for refusals."""
     ckpt = upstream.load_pickle(path, trust_pickle)
+    found, key, evidence = kinds.check_checkpoint(
+        path, ckpt, ("llamagen-c2i", "llamagen-t2i"),
+        f"the LlamaGen GPT (c2i_*.pt / t2i_*.pt) {flag} takes")
     sd_raw = upstream.state_dict_of(path, ckpt, ("model", "module", "state_dict"))
     saved = upstream.as_dict(ckpt.get("args")) if isinstance(ckpt, dict) else {}
     cli = dict(gpt_model=gpt_model, gpt_type=gpt_type, image_size=image_size,
@@ -51,9 +57,16 @@ def convert(path, out_dir, gpt_model=None, gpt_type=None, image_size=None, downs
         upstream.fail(path, "gpt_model", f"unknown registry name {name!r} (known: "
                                          f"{', '.join(REGISTRY)})")
     n_layer, n_head, dim = REGISTRY[name]
-    kind = option(cli, saved, "gpt_type", "c2i")
+    keys_say = {"llamagen-c2i": "c2i", "llamagen-t2i": "t2i"}.get(found)
+    kind = option(cli, saved, "gpt_type", keys_say or "c2i")
     if kind not in ("c2i", "t2i"):
         upstream.fail(path, "gpt_type", f"{kind!r}: expected c2i or t2i")
+    if keys_say and kind != keys_say:
+        said = "--gpt-type" if gpt_type is not None else "its saved args.gpt_type"
+        upstream.fail(path, key, f"{evidence}: this is a LlamaGen {keys_say} GPT "
+                                 f"({keys_say}_*.pt), but {said} says {kind}; pass --gpt-type "
+                                 f"{keys_say} (with vq_ds16_{keys_say}.pt as --vq), or give a "
+                                 f"{kind}_*.pt")
     image = int(option(cli, saved, "image_size", 256 if kind == "c2i" else 512))
     down = int(option(cli, saved, "downsample_size", 16))
     if image % down:

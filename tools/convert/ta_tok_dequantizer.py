@@ -6,12 +6,20 @@ The upstream file: torch.save({"model": {"args": <TextAlignedTokenizer kwargs>, 
 loaded upstream with strict=True. Sizes: the bottleneck args give the codebook; the decoder is
 transformers' Siglip2VisionConfig() updated with patch_size 1, num_hidden_layers
 decoder_depth, hidden_size 1152, so its 12 heads and layer_norm_eps 1e-6 are the library
-defaults (flags here, since the file cannot say them).
+defaults. The file does not record them: 12 heads are taken for the released 1152-wide
+decoder, where Tar's code is known to have built it so, and said; a decoder of any other width
+needs --ta-tok-heads (n_head here), which must divide its width. Never a silent guess.
 """
 import math
 
 import component
+import kinds
 import upstream
+
+# Tar builds the decoder from transformers' Siglip2VisionConfig() defaults: 12 heads; the
+# released ta_tok.pth's decoder is 1152 wide (its SigLIP2 so400m teacher's width).
+DEFAULT_HEADS = 12
+RELEASED_WIDTH = 1152
 
 # The parts of TextAlignedTokenizer that encoding uses and decoding never does.
 ENCODE_ONLY = ("encoder.", "encode_task_layer.", "bottleneck.in_linear.", "teacher.",
@@ -25,8 +33,33 @@ def nested(path, args, keys, default=None):
     return default if obj is None else obj
 
 
-def convert(path, out_dir, n_head=12, layer_norm_eps=1e-6, dtype="f32", trust_pickle=False):
+def heads_for(path, key, hidden, n_head, flag):
+    """(heads, where the count comes from) for a decoder `hidden` wide; n_head: the flag's
+    value or None."""
+    if n_head is not None:
+        if n_head <= 0 or hidden % n_head:
+            upstream.fail(path, key, f"the decoder is {hidden} wide, which {flag} {n_head} does "
+                                     f"not divide into heads; pass the head count it was built "
+                                     f"with")
+        return n_head, flag
+    if hidden == RELEASED_WIDTH:
+        return DEFAULT_HEADS, (f"the released TA-Tok's: Tar builds its {RELEASED_WIDTH}-wide "
+                               f"decoder with Siglip2VisionConfig's default; {flag} to change")
+    divides = "" if hidden % DEFAULT_HEADS == 0 else f", which does not even divide {hidden}"
+    upstream.fail(path, key, f"the decoder is {hidden} wide, not the released TA-Tok's "
+                             f"{RELEASED_WIDTH}, and the file does not record its attention "
+                             f"heads (Tar's code would use Siglip2VisionConfig's default, "
+                             f"{DEFAULT_HEADS}{divides}); pass {flag} N with the count it was "
+                             f"built with")
+
+
+def convert(path, out_dir, n_head=None, layer_norm_eps=1e-6, dtype="f32", trust_pickle=False,
+            flag="ta-tok --ckpt", heads_flag="--ta-tok-heads"):
+    """n_head None: 12 for the released 1152-wide decoder, else refused (heads_for).
+    `flag`: the option that named the file, for refusals."""
     ckpt = upstream.load_pickle(path, trust_pickle)
+    kinds.check_checkpoint(path, ckpt, ("ta-tok",),
+                           f"Tar's TA-Tok (ta_tok.pth from csuhan/TA-Tok) that {flag} takes")
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("model"), dict):
         upstream.fail(path, "model", "expected ckpt['model'] = {args, sd} (TA-Tok's layout)")
     entry = ckpt["model"]
@@ -52,9 +85,8 @@ def convert(path, out_dir, n_head=12, layer_norm_eps=1e-6, dtype="f32", trust_pi
         upstream.fail(path, vm + "embeddings.position_embedding.weight",
                       f"{num_patches} positions do not form a square table")
     intermediate = sd.shape(vm + "encoder.layers.0.mlp.fc1.weight")[0]
-    if hidden % n_head:
-        upstream.fail(path, vm + "embeddings.patch_embedding.weight",
-                      f"hidden size {hidden} is not divisible by {n_head} heads")
+    n_head, heads_from = heads_for(path, vm + "embeddings.patch_embedding.weight", hidden,
+                                   n_head, heads_flag)
     sd.get(reg + "embedding.weight", [codebook_size, bottleneck_dim])
     sd.get(reg + "embedding_proj.weight", [bottleneck_dim, bottleneck_dim])
     sd.get(reg + "embedding_proj.bias", [bottleneck_dim])
@@ -89,7 +121,7 @@ def convert(path, out_dir, n_head=12, layer_norm_eps=1e-6, dtype="f32", trust_pi
                   intermediate=intermediate, num_patches=num_patches,
                   layer_norm_eps=layer_norm_eps)
     print(f"{path}: TA-Tok de-quantiser, {codebook_size} codes of width {bottleneck_dim}, "
-          f"{depth}-layer decoder of width {hidden}", flush=True)
+          f"{depth}-layer decoder of width {hidden}, {n_head} heads ({heads_from})", flush=True)
     component.write(out_dir, config, tensors, dtype,
                     dict(upstream="csuhan/Tar TA-Tok", file=path))
     return config

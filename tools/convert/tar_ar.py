@@ -4,8 +4,9 @@ The upstream file: torch.save({"model": {"name": <registry key>, "args": <ModelA
 "sd": <state dict>}}). Sizes come from the registry name; the grid from max_seq_len; the
 condition width from clip_proj. No RoPE: a learned abs_pe [1, max_seq_len + cls - 1, dim].
 """
-import upstream
 import component
+import kinds
+import upstream
 
 # llama-abs registry: name -> (n_layer, n_head, dim).
 REGISTRY = {
@@ -18,8 +19,11 @@ REGISTRY = {
 }
 
 
-def convert(path, out_dir, dtype="auto", trust_pickle=False):
+def convert(path, out_dir, dtype="auto", trust_pickle=False, flag="tar-ar --ckpt"):
+    """`flag`: the option that named the file, for refusals."""
     ckpt = upstream.load_pickle(path, trust_pickle)
+    kinds.check_checkpoint(path, ckpt, ("tar-ar",),
+                           f"the Tar AR-DTok checkpoint (ar_dtok_*.pth) {flag} takes")
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("model"), dict):
         upstream.fail(path, "model", "expected ckpt['model'] = {name, args, sd} (Tar's layout)")
     entry = ckpt["model"]

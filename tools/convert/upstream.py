@@ -23,7 +23,25 @@ def fail(path, key, problem):
     raise ConversionError(f"{path}: {key}: {problem}")
 
 
+def require_file(path, flag, what):
+    """An input file given as `flag` (what: the file expected) exists and is a file."""
+    if os.path.isdir(path):
+        raise ConversionError(f"{path}: a directory; {flag} takes {what}")
+    if not os.path.isfile(path):
+        raise ConversionError(f"{path}: no such file ({flag} takes {what}; check the path)")
+
+
+def require_dir(path, flag, what):
+    """An input directory given as `flag` exists and is a directory."""
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise ConversionError(f"{path}: a file; {flag} takes {what}")
+    if not os.path.isdir(path):
+        raise ConversionError(f"{path}: no such directory ({flag} takes {what}; check the path)")
+
+
 def load_pickle(path, trust_pickle=False):
+    if os.path.isdir(path):
+        raise ConversionError(f"{path}: a directory, expected a checkpoint file (.pth / .pt)")
     if not os.path.isfile(path):
         raise ConversionError(f"{path}: no such file")
     if not trust_pickle:

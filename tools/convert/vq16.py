@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 import vq_decoder as vq  # noqa: E402
 
 import component  # noqa: E402
+import kinds  # noqa: E402
 import upstream  # noqa: E402
 
 # VQ_models: name -> the architecture (ModelArgs defaults: ch 128, 2 res blocks,
@@ -39,12 +40,16 @@ def expected_shapes(cfg):
     return {k: list(v.shape) for k, v in model.state_dict().items()}
 
 
-def convert(path, out_dir, vq_model="VQ-16", dtype="f32", trust_pickle=False):
+def convert(path, out_dir, vq_model="VQ-16", dtype="f32", trust_pickle=False,
+            flag="vq --ckpt"):
     """The codebook's size and width are read off quantize.embedding.weight (upstream's
-    --codebook-size / --codebook-embed-dim); the rest of the architecture from `vq_model`."""
+    --codebook-size / --codebook-embed-dim); the rest of the architecture from `vq_model`.
+    `flag`: the option that named the file, for refusals."""
     if vq_model not in REGISTRY:
         upstream.fail(path, "vq_model", f"unknown {vq_model!r} (known: {', '.join(REGISTRY)})")
     ckpt = upstream.load_pickle(path, trust_pickle)
+    kinds.check_checkpoint(path, ckpt, ("vq",),
+                           f"the LlamaGen VQ tokenizer (vq_ds16_*.pt) {flag} takes")
     sd = upstream.StateDict(path, upstream.state_dict_of(path, ckpt, ("model", "state_dict")),
                             vq.UPSTREAM_BOOKKEEPING)
     return convert_state(sd, "", out_dir, vq_model, dtype,

@@ -23,7 +23,7 @@ Sizes (tools/convert/tar_ar.py, llamagen_gpt.py, vq16.py registries):
     729 TA-Tok condition rows of width 1152; 32x32 grid at 512 px, 16x16 at 256 px.
   TA-Tok de-quantiser: 65536 SimVQ codes of width 1536 (an assumption: Tar initialises the
     codebook from Qwen2.5-1.5B's 1536-wide word embeddings; a real ta_tok.pth's args say it),
-    3 SigLIP2 layers of width 1152 with 12 heads (the converter's --ta-tok-heads default),
+    3 SigLIP2 layers of width 1152 with 12 heads (what the converter takes for that width),
     MLP 4304, a 27x27 position table.
   GPT-XL: 36 layers, 20 heads, dim 1280, 1000 classes, 24x24 grid at 384 px.
   VQ-16: 16384 x 8 codebook, ch 128, ch_mult 1,1,2,2,4, z 256 (encoder kept).
@@ -31,7 +31,8 @@ Sizes (tools/convert/tar_ar.py, llamagen_gpt.py, vq16.py registries):
     wide, 12 / 2 heads, FFN 8960, theta 1e6, tied head) with Tar's added tokens: a vocabulary
     of 217,206 (Qwen2.5's 151,665 tokens, <im_start>, <im_end>, <S0>-<S2>, <I0>-<I65535>; the
     count is inferred from Tar's code, its released config is not read here), Hugging Face
-    layout, bfloat16 safetensors.
+    layout, bfloat16 safetensors, and a byte-level tokenizer.json with those added tokens (so
+    the converted component names its 65,536 image tokens).
   FLAN-T5-XL's encoder (only with --only flan-t5-xl): 24 blocks, 2048 wide, 32 heads of 64,
     FFN 5120, vocabulary 32,128; the decoder of the real checkpoint is not written (the
     converter drops it).
@@ -165,9 +166,32 @@ def write_hf(directory, cfg, model, gen, start):
     log(f"{directory}: {count / 1e6:.0f} M parameters", start)
 
 
+def tar_mllm_tokenizer():
+    """A byte-level tokenizer.json with Qwen2.5's chat tokens and Tar's added tokens at their
+    ids (<im_start>, <im_end>, <S0>-<S2>, <I0>-<I65535> from 151,665); the merges are not
+    Qwen2.5's (ids 256-151,642 are never produced): enough for the converter and the server."""
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1))
+                 + list(range(0xAE, 0xFF + 1)))
+    alphabet, extra = {b: chr(b) for b in printable}, 0
+    for b in range(256):
+        if b not in alphabet:
+            alphabet[b] = chr(256 + extra)
+            extra += 1
+    added = [dict(id=151643 + i, content=t, special=True)
+             for i, t in enumerate(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])]
+    tar = ["<im_start>", "<im_end>", "<S0>", "<S1>", "<S2>"] + [f"<I{k}>" for k in range(65536)]
+    added += [dict(id=151665 + i, content=t, special=False) for i, t in enumerate(tar)]
+    assert added[-1]["id"] == TAR_MLLM["vocab_size"] - 1
+    return dict(model=dict(type="BPE", vocab={alphabet[b]: b for b in range(256)}, merges=[]),
+                normalizer=None, pre_tokenizer=dict(type="ByteLevel", add_prefix_space=False),
+                added_tokens=added)
+
+
 def write_tar_mllm(out, gen, start):
     hf = os.path.join(out, "upstream", "tar-mllm")
     write_hf(hf, TAR_MLLM, qwen2.CausalLm(TAR_MLLM).eval(), gen, start)
+    with open(os.path.join(hf, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tar_mllm_tokenizer(), f)
     return convert.main(["hf-causal-lm", "--dir", hf, "--out",
                          os.path.join(out, "repository", "tar-mllm")])
 
