@@ -7,8 +7,9 @@ writes OUT_DIR/upstream/* and OUT_DIR/repository/{tar,llamagen-t2i,llamagen-c2i}
 
 The Tar family gets an MLLM stage too: a tiny Hugging Face Qwen2 directory (random weights,
 tokenizer.json with the byte-level alphabet and no merges, Qwen2's chat tokens and Tar's added
-tokens <im_start>, <im_end>, <S0>-<S2>, <I0>-<I95> for the 96 TA-Tok codes) converted by
-`convert.py tar-family --mllm` into repository/tar/mllm.
+tokens <im_start>, <im_end>, <S0>-<S2>, <I0>-<I95> for the 96 TA-Tok codes; its image-token
+logits driven by the caption: write_tiny_mllm) converted by `convert.py tar-family --mllm` into
+repository/tar/mllm.
 
 A tiny Janus-Pro in the Hugging Face layout (tools/reference/janus.py's tiny config with 64 image
 codes: config.json, pytorch_model.bin written by torch.save with the understanding path's
@@ -41,8 +42,36 @@ def byte_level_alphabet():
     return chars
 
 
+TAR_SYSTEM = "You are a helpful assistant."  # text/tar_prompt's system message
+
+
+def tar_prompt_ids(caption, scale=0):
+    """The ids the server gives the tiny MLLM for a caption (text/tar_prompt over this
+    tokenizer: one id per byte, the added tokens by their ids)."""
+    special = {"<|im_start|>": 257, "<|im_end|>": 258, "<im_start>": 259, f"<S{scale}>": 261 + scale}
+    text = (f"<|im_start|>system\n{TAR_SYSTEM}<|im_end|>\n<|im_start|>user\n{caption}"
+            f"<|im_end|>\n<|im_start|>assistant\n<im_start><S{scale}>")
+    ids, i = [], 0
+    while i < len(text):
+        for token, token_id in special.items():
+            if text.startswith(token, i):
+                ids.append(token_id)
+                i += len(token)
+                break
+        else:
+            ids += list(text[i].encode())
+            i += 1
+    return ids
+
+
 def write_tiny_mllm(directory, codes):
-    """A tiny Qwen2 MLLM in the Hugging Face layout with Tar's added tokens."""
+    """A tiny Qwen2 MLLM in the Hugging Face layout with Tar's added tokens, whose image-token
+    logits the caption drives: layer 0's attention has zero queries, so every position reads
+    the mean of the values before it, and the value bias cancels the chat template's own mean,
+    so what reaches the head is the caption's bytes (a bag of bytes; the other sublayers keep
+    random weights). The untied head's image rows turn that into TA-Tok id logits with a few
+    nats of spread: different captions give different ids under the same seed."""
+    import math
     import torch
     import qwen2
     import safetensors_io
@@ -61,12 +90,30 @@ def write_tiny_mllm(directory, codes):
         json.dump(tokenizer, f)
     cfg = dict(model_type="qwen2", hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                num_key_value_heads=2, intermediate_size=48, vocab_size=384, rms_norm_eps=1e-6,
-               rope_theta=1000000.0, tie_word_embeddings=True, max_position_embeddings=512)
+               rope_theta=1000000.0, tie_word_embeddings=False, max_position_embeddings=512)
     assert 256 + len(tokens) <= cfg["vocab_size"]
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(cfg, f)
     torch.manual_seed(7)
     model = qwen2.CausalLm(cfg).eval()
+    gen = torch.Generator().manual_seed(7)
+    first = 256 + len(added) + 5  # <I0>
+    dim = cfg["hidden_size"]
+    kv = cfg["num_key_value_heads"] * dim // cfg["num_attention_heads"]
+    with torch.no_grad():
+        embed = model.model.embed_tokens.weight
+        embed.copy_(torch.randn(embed.shape, generator=gen))
+        attention = model.model.layers[0].self_attn
+        attention.q_proj.weight.zero_()
+        attention.q_proj.bias.zero_()
+        attention.v_proj.weight.copy_(torch.randn(kv, dim, generator=gen) / math.sqrt(dim))
+        template = model.model.layers[0].input_layernorm(embed[tar_prompt_ids("")])
+        attention.v_proj.bias.copy_(-(template @ attention.v_proj.weight.t()).mean(0))
+        attention.o_proj.weight.copy_(torch.randn(dim, dim, generator=gen) * 8 / math.sqrt(kv))
+        model.model.norm.weight.fill_(1.0)
+        head = model.lm_head.weight
+        head.copy_(torch.randn(head.shape, generator=gen) * 0.1)
+        head[first:first + codes] = torch.randn(codes, dim, generator=gen) * 0.6
     safetensors_io.save(dict(model.state_dict()), os.path.join(directory, "model.safetensors"))
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Upstream-layout files -> tools/convert (its command line) -> mulo_server -> mulo_client: a
-# tiny Tar family answers a text prompt (its MLLM stage: the family's tokenizer.json and Tar's
-# chat prompt -> a tiny Qwen2 writing the TA-Tok ids) and a request carrying TA-Tok ids, a tiny
+# tiny Tar family answers a text prompt (its MLLM stage, converted by tar-family --mllm: the
+# family's tokenizer.json and Tar's chat prompt -> a tiny Qwen2 writing the TA-Tok ids; two
+# captions give different images under the same seed) and a request carrying TA-Tok ids, a tiny
 # LlamaGen t2i family a text prompt (its converted FLAN-T5 and sentencepiece model; the image
 # equals the one from the same caption's features computed outside) and one carrying T5-shaped
 # features with a shortened caption, a tiny LlamaGen c2i family one
@@ -73,6 +74,23 @@ for run in 1 2; do
 done
 [[ $(stat -c %s "$work/tar_prompt_1.rgb") -gt 0 ]] || fail "tar prompt image"
 cmp -s "$work/tar_prompt_1.rgb" "$work/tar_prompt_2.rgb" || fail "tar prompt: seeded images differ"
+# The prompt decides the image: the caption drives the tiny MLLM's TA-Tok ids
+# (convert_tiny_families.write_tiny_mllm), so under the same seed two captions give different
+# images for (nearly) every seed; the same caption and seed, the same image.
+changed=0
+for seed in $(seq 1 10); do
+  for caption in fox dogs; do
+    [[ $caption == fox ]] && text="a red fox in the snow" || text="two dogs playing in a green field"
+    "$client" generate --server="$addr" --model=tar --seed=$seed --prompt="$text" --format=raw \
+      --out="$work/tar_${caption}_$seed.rgb" >/dev/null
+  done
+  cmp -s "$work/tar_fox_$seed.rgb" "$work/tar_dogs_$seed.rgb" || changed=$((changed + 1))
+done
+echo "tar: the caption changed the image for $changed of 10 seeds"
+((changed >= 8)) || fail "tar: the caption changed the image for only $changed of 10 seeds"
+"$client" generate --server="$addr" --model=tar --seed=7 --prompt="two dogs playing in a green field" \
+  --format=raw --out="$work/tar_dogs_7_again.rgb" >/dev/null
+cmp -s "$work/tar_dogs_7.rgb" "$work/tar_dogs_7_again.rgb" || fail "tar: the same prompt and seed differ"
 # The request picks the stage's method; the response counts the stage's ids and forwards.
 for stage in ar sjd; do
   out=$("$client" generate --server="$addr" --model=tar --seed=3 --prompt="a red fox" \
