@@ -88,6 +88,9 @@ ABSL_FLAG(absl::Duration, image_url_ttl, absl::Hours(1),
           "/v1/images/files/...");
 ABSL_FLAG(int, image_url_memory_mb, 256,
           "memory for images kept for response_format url; the oldest go first when full");
+ABSL_FLAG(bool, image_url_needs_key, false,
+          "with --api_keys_file: image URLs need a key too; by default a URL (128 random bits) "
+          "works without one while the key that made it is valid, as OpenAI's signed URLs do");
 ABSL_FLAG(std::string, http_public_url, "",
           "the base of image URLs (behind a proxy, e.g. https://images.example.com); empty: "
           "the scheme and the request's Host");
@@ -386,6 +389,7 @@ int Run() {
     http_options.image_url_max_bytes =
         static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_image_url_memory_mb))) << 20;
     http_options.public_url = absl::GetFlag(FLAGS_http_public_url);
+    http_options.image_url_needs_key = absl::GetFlag(FLAGS_image_url_needs_key);
     auto started = http::HttpFrontEnd::Start(http_options, &generation);
     if (!started.ok()) {
       Log(std::string(started.status().message()));

@@ -219,6 +219,7 @@ struct HttpFrontEnd::RequestState {
   std::string request_id;  // the client's X-Request-Id, echoed on every response
   std::string origin;      // the client's Origin (CORS)
   std::string host;        // the client's Host (image URLs)
+  std::string authorization;  // the client's Authorization ("" if none): an image URL's owner
   bool answered = false;   // refused from its headers: whatever body follows is dropped
   bool too_large = false;  // the body passed the limit while arriving
   uint64_t watch_id = 0;   // the hangup watch while a generation runs (0: none)
@@ -429,8 +430,14 @@ bool HttpFrontEnd::AnswerFromHeaders(MHD_Connection* connection, const std::stri
   }
   if (options_.api_keys != nullptr && absl::StartsWith(url, "/v1/")) {
     const char* authorization = Header(connection, MHD_HTTP_HEADER_AUTHORIZATION);
-    const absl::Status authorized =
-        options_.api_keys->Authorize(authorization != nullptr ? authorization : "");
+    if (authorization != nullptr) state->authorization = authorization;
+    // An image URL without a key is a signed link: HandleImageFile checks that the key which
+    // made the image is still valid.
+    if (authorization == nullptr && !options_.image_url_needs_key &&
+        absl::StartsWith(url, "/v1/images/files/")) {
+      return false;
+    }
+    const absl::Status authorized = options_.api_keys->Authorize(state->authorization);
     if (!authorized.ok()) {
       *queued = RefuseBeforeReading(connection, url, authorized, 401, state);
       return true;
@@ -589,6 +596,14 @@ bool HttpFrontEnd::HandleImageFile(MHD_Connection* connection, const std::string
                          "path: no image ", Quoted(std::string(name)),
                          " (images are kept ", images_.ttl().count(), " s; --image_url_ttl)")),
                      404, envelope);
+  }
+  if (options_.api_keys != nullptr && state->authorization.empty() &&
+      !options_.api_keys->Authorize(image->owner).ok()) {
+    return SendError(connection,
+                     absl::UnauthenticatedError(
+                         "authorization: the key that made this image is no longer valid; "
+                         "send \"Authorization: Bearer <key>\""),
+                     401, envelope);
   }
   return Send(connection, 200, image->content_type.c_str(), image->bytes, envelope);
 }
@@ -752,7 +767,8 @@ bool HttpFrontEnd::AnswerGenerations(MHD_Connection* connection, RequestState* s
     const std::string base = PublicBase(*state);
     const std::string& format = exchange.echo.output_format;
     for (const FinishedImage& image : exchange.images) {
-      const std::string id = images_.Put(image.image.image, absl::StrCat("image/", format));
+      const std::string id =
+          images_.Put(image.image.image, absl::StrCat("image/", format), state->authorization);
       urls.push_back(absl::StrCat(base, "/v1/images/files/", id, ".", format));
     }
   }

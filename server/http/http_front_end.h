@@ -66,6 +66,10 @@ struct HttpFrontEndOptions {
   std::chrono::seconds image_url_ttl{3600};
   size_t image_url_max_bytes = 256 << 20;
   std::string public_url;
+  // With keys: whether fetching an image URL needs a key too. By default a URL is a signed
+  // link (128 random bits) that works without one while the key that made it is valid, as
+  // clients that fetch OpenAI's URLs anonymously (LibreChat) expect.
+  bool image_url_needs_key = false;
   // With keys, /v1/ paths need "Authorization: Bearer <key>" (401 otherwise); the playground
   // page stays open. Null: no keys. Must outlive the front end.
   const ApiKeys* api_keys = nullptr;

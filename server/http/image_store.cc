@@ -24,7 +24,7 @@ std::string RandomId() {
 ImageStore::ImageStore(std::chrono::seconds ttl, size_t max_bytes)
     : ttl_(ttl), max_bytes_(max_bytes) {}
 
-std::string ImageStore::Put(std::string bytes, std::string content_type) {
+std::string ImageStore::Put(std::string bytes, std::string content_type, std::string owner) {
   if (bytes.size() > max_bytes_) return "";
   std::lock_guard<std::mutex> lock(mu_);
   const Clock::time_point now = Clock::now();
@@ -32,7 +32,7 @@ std::string ImageStore::Put(std::string bytes, std::string content_type) {
   while (bytes_ + bytes.size() > max_bytes_ && !order_.empty()) DropOldestLocked();
   std::string id = RandomId();
   bytes_ += bytes.size();
-  images_[id] = Entry{Image{std::move(bytes), std::move(content_type)}, now + ttl_};
+  images_[id] = Entry{Image{std::move(bytes), std::move(content_type), std::move(owner)}, now + ttl_};
   order_.push_back(id);
   return id;
 }

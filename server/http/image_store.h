@@ -1,8 +1,10 @@
 // Images kept for `response_format: "url"` (OpenAI's Images API): each finished image is kept
 // under a random 128-bit id for a bounded time (the TTL) within a bounded memory budget, the
-// oldest dropped first when a new one does not fit, and served at /v1/images/files/<id>.<ext>
-// behind the same API keys as every /v1/ path. An id is unguessable, not a secret: with keys
-// on, fetching it still needs a key.
+// oldest dropped first when a new one does not fit, and served at /v1/images/files/<id>.<ext>.
+// Each image remembers the Authorization its request carried (its owner), so that with API
+// keys on its URL works as a signed link does (OpenAI's own image URLs need no key, and
+// clients such as LibreChat fetch them without one) only while the key that made it is valid:
+// revoking the key revokes its URLs.
 #ifndef MULO_SERVER_HTTP_IMAGE_STORE_H_
 #define MULO_SERVER_HTTP_IMAGE_STORE_H_
 
@@ -23,13 +25,14 @@ class ImageStore {
   struct Image {
     std::string bytes;
     std::string content_type;
+    std::string owner;  // the Authorization header of the request that made it ("" if none)
   };
 
   ImageStore(std::chrono::seconds ttl, size_t max_bytes);
 
   // Keeps the image; returns its id (32 lowercase hex digits). An image larger than the whole
   // budget is not kept (returns "").
-  std::string Put(std::string bytes, std::string content_type);
+  std::string Put(std::string bytes, std::string content_type, std::string owner = "");
   // The image, or none when the id is unknown, expired or evicted.
   std::optional<Image> Get(const std::string& id);
 

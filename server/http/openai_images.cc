@@ -238,6 +238,7 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body) {
   std::string method_name;
   const google::protobuf::FieldDescriptor* options_field = nullptr;
   std::optional<uint64_t> compression;
+  bool response_format_given = false;
   for (const auto& [key, value] : json.items()) {
     // JSON null means "not given" (the openai SDKs send it for parameters set to None).
     if (value.is_null() && key != "prompt") continue;
@@ -271,6 +272,7 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body) {
       MULO_HTTP_ASSIGN_OR_RETURN(format, String(value, key));
       if (format != "b64_json" && format != "url") return Invalid(key, "must be b64_json or url");
       out.response_format = format;
+      response_format_given = true;
     } else if (key == "output_format") {
       MULO_HTTP_ASSIGN_OR_RETURN(format, String(value, key));
       if (format == "png") {
@@ -403,6 +405,12 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body) {
   // lossless and ignores it.
   if (compression && out.output_format != "png") {
     r.set_image_quality(static_cast<uint32_t>(std::max<uint64_t>(1, *compression)));
+  }
+  // No response_format: OpenAI answers dall-e-2 and dall-e-3 with URLs and every other model
+  // with base64, and clients written for it read what it gives (LibreChat's DALL-E 3 tool reads
+  // data[0].url without asking for one). A streamed answer is base64 events whatever the model.
+  if (!response_format_given && !out.stream && absl::StartsWith(r.model(), "dall-e-")) {
+    out.response_format = "url";
   }
   if (out.stream && out.n != 1) return Invalid("n", "a streamed request makes one image (n = 1)");
   if (out.stream && out.response_format == "url") {

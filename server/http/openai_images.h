@@ -31,7 +31,8 @@ struct ImagesRequest {
   bool stream = false;
   std::string output_format = "png";     // png, jpeg or webp
   int width = 0, height = 0;             // `size` as asked; 0: auto (the family's own)
-  std::string response_format = "b64_json";  // or "url"
+  // Or "url"; when the body has none, "url" for models named dall-e-* (as OpenAI answers them).
+  std::string response_format = "b64_json";
   // Recorded and echoed: what the client asked for (quality also picks the method when the
   // request names none).
   std::string quality = "auto";

@@ -1,8 +1,9 @@
 // Replays the request bodies of popular OpenAI clients (tests/peers/client_payloads.json: each
 // body byte for byte as its client sends it, the source file and commit cited) against a
-// running mulo_server, and reads each answer the way its client does: b64_json decoded, or the
-// url fetched with the client's own Authorization header. Every image must decode (PNG, JPEG or
-// WebP magic) and come in the number and size asked.
+// running mulo_server, and reads each answer the way its client does: b64_json decoded, the url
+// fetched with the client's own Authorization header (url) or with none (url-anonymous), or an
+// error the client shows (error: the status and param of `expect`). Every image must decode
+// (PNG, JPEG or WebP magic) and come in the number and size asked.
 //   node tests/peers/client_payloads_test.mjs http://127.0.0.1:PORT API_KEY
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -29,14 +30,24 @@ for (const p of payloads) {
     method: "POST", headers, body: p.body,
   });
   const text = await response.text();
+  if (p.read === "error") {
+    assert.equal(response.status, p.expect.status, `${label} -> ${response.status} ${text}`);
+    const { error } = JSON.parse(text);
+    assert.equal(error.param, p.expect.param, `${label}: ${text}`);
+    assert.ok(error.message.length > 0, label);
+    accepted++;
+    console.log(`ok ${accepted} - ${label} (${response.status}, param ${error.param}: ${error.message})`);
+    continue;
+  }
   assert.equal(response.status, 200, `${label} -> ${response.status} ${text.slice(0, 300)}`);
   const answer = JSON.parse(text);
   assert.equal(answer.data.length, body.n ?? 1, label);
   for (const item of answer.data) {
     let bytes;
-    if (p.read === "url") {
+    if (p.read === "url" || p.read === "url-anonymous") {
       assert.ok(item.url, `${label}: no url`);
-      const image = await fetch(item.url, { headers: { Authorization: headers.Authorization } });
+      const image = await fetch(item.url, p.read === "url" ?
+          { headers: { Authorization: headers.Authorization } } : {});
       assert.equal(image.status, 200, `${label}: ${item.url} -> ${image.status}`);
       assert.match(image.headers.get("content-type"), /^image\//, label);
       bytes = Buffer.from(await image.arrayBuffer());
@@ -50,4 +61,4 @@ for (const p of payloads) {
   accepted++;
   console.log(`ok ${accepted} - ${label} (${answer.size}, ${answer.data.length} image(s))`);
 }
-console.log(`all ${accepted} of ${payloads.length} payloads accepted`);
+console.log(`all ${accepted} of ${payloads.length} payloads answered as their clients expect`);

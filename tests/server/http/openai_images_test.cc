@@ -173,6 +173,22 @@ TEST(OpenAiImagesTest, EveryFieldOfOpenAisImagesApiIsAcceptedAndMapped) {
   EXPECT_EQ(condition->request.text_stage_method(), "sjd");
 }
 
+TEST(OpenAiImagesTest, WithoutResponseFormatDallEModelsGetUrlsAsFromOpenAi) {
+  const auto format = [](const std::string& body) {
+    auto parsed = ParseImagesRequest(body);
+    EXPECT_TRUE(parsed.ok()) << body << " " << parsed.status();
+    return parsed.ok() ? parsed->response_format : "";
+  };
+  EXPECT_EQ(format(R"({"prompt": "p"})"), "b64_json");
+  EXPECT_EQ(format(R"({"prompt": "p", "model": "tiny"})"), "b64_json");
+  EXPECT_EQ(format(R"({"prompt": "p", "model": "gpt-image-1"})"), "b64_json");
+  EXPECT_EQ(format(R"({"model": "dall-e-3", "quality": "standard", "prompt": "p"})"), "url");
+  EXPECT_EQ(format(R"({"prompt": "p", "model": "dall-e-2", "response_format": null})"), "url");
+  EXPECT_EQ(format(R"({"prompt": "p", "model": "dall-e-2", "response_format": "b64_json"})"),
+            "b64_json");
+  EXPECT_EQ(format(R"({"prompt": "p", "model": "dall-e-3", "stream": true})"), "b64_json");
+}
+
 TEST(OpenAiImagesTest, QualityPicksTheMethodWhenTheRequestNamesNone) {
   // low: the fastest method whatever its quality; high / hd: the fastest lossless one (auto);
   // standard, medium, auto: the server's default (no method set).
