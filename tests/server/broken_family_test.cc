@@ -73,6 +73,15 @@ TEST(BrokenFamilyTest, TheOthersAreServedAndTheBrokenOneSaysWhy) {
   EXPECT_NE(Json::parse(listed->body)["data"][0]["mulo"]["auto_method"].get<std::string>().find(
                 "ran ar"),
             std::string::npos);
+  // And a request for auto says it in its own response.
+  options.body = Json{{"model", "tiny"}, {"prompt", kPrompt}, {"method", "auto"}}.dump();
+  auto ran = HttpRequest((*server)->http_port(), "POST", "/v1/images/generations", options);
+  ASSERT_TRUE(ran.ok());
+  ASSERT_EQ(ran->status, 200) << ran->body;
+  const Json stats = Json::parse(ran->body)["mulo"]["images"][0];
+  EXPECT_EQ(stats.value("method", ""), "ar");
+  EXPECT_NE(stats.value("method_choice", "").find("has no cpu calibration"), std::string::npos)
+      << stats.dump();
 }
 
 TEST(BrokenFamilyTest, RequireAllFamiliesMakesTheFailureFatal) {
