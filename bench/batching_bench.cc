@@ -1,26 +1,23 @@
 // The engine's continuous batching, without the server: `requests` requests of one method
-// decoded one after another on one thread (batching off) against the same requests on
-// `concurrency` threads sharing a ForwardBatcher (on), for each GEMM grouping, the variants
-// taking turns round after round so that the machine's drift falls on all alike. Prints a
-// markdown table of images/s and mean request latency; run it pinned to one core
-// (taskset -c 0) so that the threads of the batched runs share the single core the sequential
-// run has. A benchmark, not a test.
+// decoded one after another (batching off) against the same requests stepped `concurrency` at
+// a time by one engine loop (on), for each GEMM grouping, the variants taking turns round
+// after round so that the machine's drift falls on all alike. Prints a markdown table of
+// images/s and mean request latency. Both run on one thread with one intra-op thread; pin it
+// to one core (taskset -c 0) for steadier numbers. A benchmark, not a test.
 //
 //   batching_bench --models=models/synth --method=ar --concurrency=1,4,8,16 --requests=16
 //   batching_bench --gemm_requests=8   (only the GEMM cost table)
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <map>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "bench/bench_flags.h"
 #include "bench/family_inputs.h"
-#include "engine/decode/forward_batcher.h"
+#include "engine/decode/engine_loop.h"
 #include "engine/decode/generate.h"
 #include "engine/decode/method_registry.h"
 #include "engine/model/transformer.h"
@@ -38,7 +35,6 @@ struct Flags {
   std::string gemms = "per_sequence,shared";
   int requests = 16;
   int rounds = 3;
-  int max_wait_us = 5000;
   int gemm_requests = 0;  // > 0: also the GEMM table for batches of this many requests
 };
 
@@ -48,36 +44,38 @@ struct Measure {
   double calls_per_forward = 0;
 };
 
-// Decodes requests [0, n) on `threads` threads (batcher may be null: plain decoding).
+// Decodes requests [0, n): one after another (loop null: plain decoding), or stepped by
+// `loop` on this thread, `concurrency` at a time.
 Measure Decode(const engine::ModelSet& family, const engine::DecodingMethod& method,
-               const std::vector<engine::Condition>& conditions, int n, int threads,
-               engine::ForwardBatcher* batcher) {
-  std::atomic<int> next{0};
+               const std::vector<engine::Condition>& conditions, int n, int concurrency,
+               engine::EngineLoop* loop) {
+  engine::SetCpuThreads(1);
   std::vector<double> latencies(n);
+  const auto decode = [&](int i) {
+    engine::DecodeRequest request;
+    request.condition = conditions[i % conditions.size()];
+    request.sampling.cfg_scale = family.default_cfg_scale;
+    request.sampling.seed = 1 + i;
+    request.loop = loop;
+    engine::NullProgressSink sink;
+    engine::CancelToken cancel;
+    const auto begin = Clock::now();
+    auto result = method.Decode(request, family, sink, cancel);
+    if (!result.ok()) {
+      std::fprintf(stderr, "error: %s\n", result.status().ToString().c_str());
+      std::exit(1);
+    }
+    latencies[i] = std::chrono::duration<double>(Clock::now() - begin).count();
+  };
   const auto start = Clock::now();
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&] {
-      engine::SetCpuThreads(1);
-      for (int i = next++; i < n; i = next++) {
-        engine::DecodeRequest request;
-        request.condition = conditions[i % conditions.size()];
-        request.sampling.cfg_scale = family.default_cfg_scale;
-        request.sampling.seed = 1 + i;
-        request.batcher = batcher;
-        engine::NullProgressSink sink;
-        engine::CancelToken cancel;
-        const auto begin = Clock::now();
-        auto result = method.Decode(request, family, sink, cancel);
-        if (!result.ok()) {
-          std::fprintf(stderr, "error: %s\n", result.status().ToString().c_str());
-          std::exit(1);
-        }
-        latencies[i] = std::chrono::duration<double>(Clock::now() - begin).count();
-      }
-    });
+  if (loop == nullptr) {
+    for (int i = 0; i < n; ++i) decode(i);
+  } else {
+    std::vector<engine::EngineLoop::Task> tasks;
+    for (int i = 0; i < n; ++i) tasks.push_back([&decode, i] { decode(i); });
+    engine::EngineLoop::ListSource source(std::move(tasks), concurrency);
+    if (!loop->Serve(source).ok()) std::exit(1);
   }
-  for (auto& thread : pool) thread.join();
   Measure m;
   m.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   for (double l : latencies) m.mean_latency += l / n;
@@ -193,10 +191,9 @@ int Run(const Flags& flags) {
       runs[level]["off"].push_back(
           Decode(family, **method, conditions, flags.requests, 1, nullptr));
       for (const std::string& variant : variants) {
-        engine::ForwardBatcher batcher(
-            {/*max_rows=*/1 << 20, std::chrono::microseconds(flags.max_wait_us), kinds[variant]});
-        Measure m = Decode(family, **method, conditions, flags.requests, level, &batcher);
-        const auto c = batcher.counters();
+        engine::EngineLoop loop({/*max_rows=*/1 << 20, kinds[variant]});
+        Measure m = Decode(family, **method, conditions, flags.requests, level, &loop);
+        const auto c = loop.counters();
         m.calls_per_forward = static_cast<double>(c.calls) / std::max<int64_t>(1, c.forwards);
         runs[level][variant].push_back(m);
       }
@@ -253,7 +250,6 @@ int main(int argc, char** argv) {
   parser.Add("gemms", &flags.gemms, "comma list of GEMM groupings: per_sequence, shared");
   parser.Add("requests", &flags.requests, "requests per run");
   parser.Add("rounds", &flags.rounds, "paired rounds (median reported)");
-  parser.Add("max_wait_us", &flags.max_wait_us, "ForwardBatcher max_wait in microseconds");
   parser.Add("gemm_requests", &flags.gemm_requests,
              "> 0: print only the target's GEMM costs, 2 rows against this many requests' rows");
   if (!parser.Parse(argc, argv)) return 2;

@@ -93,7 +93,7 @@ void GenerationJob::Skip(const absl::Status& why) {
   Post(std::move(event));
 }
 
-void GenerationJob::Run(engine::ForwardBatcher* batcher) {
+void GenerationJob::Run(engine::EngineLoop* loop) {
   const auto started = JobRecord::Clock::now();
   double queue_seconds;
   {
@@ -107,7 +107,7 @@ void GenerationJob::Run(engine::ForwardBatcher* batcher) {
   RowStream rows(this);
   const ValidatedRequest& r = request_;
   engine::GenerateOptions options;
-  options.batcher = batcher;
+  options.loop = loop;
   options.mllm_method = r.text_stage_decoder.get();
   auto result =
       r.prompt.empty()

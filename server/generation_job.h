@@ -38,7 +38,7 @@ class GenerationJob : public Job {
                 bool has_deadline, bool joins_batches, absl::Duration max_decode_time,
                 GenerationListener listener);
 
-  void Run(engine::ForwardBatcher* batcher) override;
+  void Run(engine::EngineLoop* loop) override;
   void Skip(const absl::Status& why) override;
   const engine::CancelToken& cancel() const override { return cancel_; }
   bool joins_batches() const override { return joins_batches_; }

@@ -105,8 +105,9 @@ ABSL_FLAG(int, max_batch, 4,
 ABSL_FLAG(int, max_batch_tokens, 256,
           "token rows (guidance streams x new positions) per batched forward; a larger single "
           "forward still runs, alone");
-ABSL_FLAG(absl::Duration, batch_wait, absl::Milliseconds(5),
-          "how long a queued forward waits for batch members busy elsewhere before it runs");
+ABSL_FLAG(absl::Duration, batch_wait, absl::ZeroDuration(),
+          "no longer used (accepted so that old command lines still start): each worker's "
+          "engine loop runs a batch as soon as every request it steps waits for a forward");
 // The methods measured to gain from batching on CPU (README, "Continuous batching"); the
 // others lost 3-16% there (bench/batching_server_bench.sh).
 ABSL_FLAG(std::string, default_method, "ar",
@@ -166,10 +167,10 @@ class BatchMetricsRelay {
     BatchMetricsRelay* relay_;
   };
 
-  void Record(const engine::ForwardBatcher::BatchEvent& event) {
+  void Record(const engine::EngineLoop::BatchEvent& event) {
     absl::MutexLock lock(&mu_);
     if (metrics_ != nullptr)
-      metrics_->RecordBatch(engine::ForwardBatcher::ComponentName(event.component), event.calls,
+      metrics_->RecordBatch(engine::EngineLoop::ComponentName(event.component), event.calls,
                             event.rows);
   }
 
@@ -251,8 +252,6 @@ int Run() {
   scheduler_options.workers = absl::GetFlag(FLAGS_workers);
   scheduler_options.max_batch = absl::GetFlag(FLAGS_max_batch);
   scheduler_options.batching.max_rows = absl::GetFlag(FLAGS_max_batch_tokens);
-  scheduler_options.batching.max_wait =
-      absl::ToChronoMicroseconds(absl::GetFlag(FLAGS_batch_wait));
   if (const std::string gemms = absl::GetFlag(FLAGS_batch_gemms); gemms == "shared") {
     scheduler_options.batching.gemms = engine::PackedGemms::kShared;
   } else if (gemms != "per_sequence") {
@@ -267,9 +266,9 @@ int Run() {
     Log("--max_batch_tokens: must be >= 1");
     return 2;
   }
-  if (absl::GetFlag(FLAGS_batch_wait) < absl::ZeroDuration()) {
-    Log("--batch_wait: must not be negative");
-    return 2;
+  if (absl::GetFlag(FLAGS_batch_wait) != absl::ZeroDuration()) {
+    Log("--batch_wait: no longer used, ignored (the engine loop batches when every request "
+        "waits for a forward)");
   }
   const std::string default_method = absl::GetFlag(FLAGS_default_method);
   if (v1::ApiMethodField(default_method) == nullptr) {
@@ -287,7 +286,7 @@ int Run() {
           : absl::StrCat("batching: up to ", scheduler_options.max_batch,
                          " requests per worker, methods ", batch_policy->ToString()));
   BatchMetricsRelay batch_metrics;
-  scheduler_options.on_batch = [&batch_metrics](const engine::ForwardBatcher::BatchEvent& e) {
+  scheduler_options.on_batch = [&batch_metrics](const engine::EngineLoop::BatchEvent& e) {
     batch_metrics.Record(e);
   };
   scheduler_options.max_queue = absl::GetFlag(FLAGS_max_queue);

@@ -1,6 +1,7 @@
 #include "server/scheduler.h"
 
 #include <chrono>
+#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 
@@ -11,21 +12,68 @@ constexpr std::chrono::milliseconds kQueueRecheck(50);
 
 }  // namespace
 
+// The queue as one worker's engine loop sees it: the next job it may start, as a task that
+// runs the job and then reports its end.
+class Scheduler::WorkerSource : public engine::EngineLoop::Source {
+ public:
+  WorkerSource(Scheduler* scheduler, WorkerState* worker, engine::EngineLoop* loop)
+      : scheduler_(scheduler), worker_(worker), loop_(loop) {}
+
+  engine::EngineLoop::Task Next(int active) override {
+    Scheduler& s = *scheduler_;
+    std::shared_ptr<Job> job;
+    bool alone = false;
+    {
+      std::unique_lock<std::mutex> lock(s.mu_);
+      s.TakeDepartedLocked();  // a departed job is skipped, never started
+      while (!s.shutdown_ && !s.FrontCanStartLocked(*worker_)) {
+        if (active > 0) return nullptr;  // the loop has jobs to step: never wait
+        if (s.queue_.empty()) {
+          s.work_cv_.wait(lock);
+        } else {
+          // A queued job's deadline passes, or its client cancels, without a notification:
+          // look again now and then so that it is skipped promptly.
+          s.work_cv_.wait_for(lock, kQueueRecheck);
+        }
+        s.TakeDepartedLocked();
+      }
+      if (s.queue_.empty() || (s.shutdown_ && !s.FrontCanStartLocked(*worker_))) return nullptr;
+      job = std::move(s.queue_.front());
+      s.queue_.pop_front();
+      ++s.running_;
+      ++worker_->running;
+      alone = loop_ != nullptr && !job->joins_batches();
+      worker_->alone = alone;
+    }
+    engine::EngineLoop* loop = alone ? nullptr : loop_;
+    return [this, job = std::move(job), loop, alone]() mutable {
+      job->Run(loop);
+      job.reset();  // release the request's memory before reporting idle
+      scheduler_->Finished(worker_, alone);
+    };
+  }
+
+ private:
+  Scheduler* const scheduler_;
+  WorkerState* const worker_;
+  engine::EngineLoop* const loop_;  // null: batching off
+};
+
 Scheduler::Scheduler(Options options) : options_(options) {
   skipper_ = std::thread([this] { SkipLoop(); });
   const int batch = std::max(1, options_.max_batch);
   for (int i = 0; i < std::max(1, options_.workers); ++i) {
-    engine::ForwardBatcher* batcher = nullptr;
-    if (batch > 1) {
-      batchers_.push_back(
-          std::make_unique<engine::ForwardBatcher>(options_.batching, options_.on_batch));
-      batcher = batchers_.back().get();
-    }
+    loops_.push_back(std::make_unique<engine::EngineLoop>(options_.batching, options_.on_batch));
     worker_states_.push_back(std::make_unique<WorkerState>());
     WorkerState* state = worker_states_.back().get();
-    for (int slot = 0; slot < batch; ++slot) {
-      workers_.emplace_back([this, state, batcher] { WorkerLoop(state, batcher); });
-    }
+    engine::EngineLoop* loop = loops_.back().get();
+    workers_.emplace_back([this, state, loop, batch] {
+      if (options_.on_worker_start) options_.on_worker_start();
+      // Batching off: the loop still runs the jobs, one at a time, their forwards direct.
+      WorkerSource source(this, state, batch > 1 ? loop : nullptr);
+      const engine::Status served = loop->Serve(source);
+      if (!served.ok()) std::fprintf(stderr, "%s\n", served.ToString().c_str());
+    });
   }
 }
 
@@ -129,59 +177,23 @@ int Scheduler::running() const {
   return running_;
 }
 
-bool Scheduler::FrontCanStartLocked(const WorkerState& worker, bool batching) const {
+bool Scheduler::FrontCanStartLocked(const WorkerState& worker) const {
   if (queue_.empty()) return false;
-  const Job& front = *queue_.front();
-  // Out of time or cancelled: it is only skipped, so any thread takes it at once rather than
-  // letting it wait (and hold back the queue) until a worker is free for it.
-  if (!front.cancel().Check().ok()) return true;
   if (worker.alone) return false;
-  return worker.running == 0 || (batching && front.joins_batches());
+  const int batch = std::max(1, options_.max_batch);
+  if (worker.running >= batch) return false;
+  return worker.running == 0 || queue_.front()->joins_batches();
 }
 
-void Scheduler::WorkerLoop(WorkerState* worker, engine::ForwardBatcher* batcher) {
-  if (options_.on_worker_start) options_.on_worker_start();
-  const bool batching = batcher != nullptr;
-  while (true) {
-    std::shared_ptr<Job> job;
-    bool alone = false;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      while (!shutdown_ && !FrontCanStartLocked(*worker, batching)) {
-        if (queue_.empty()) {
-          work_cv_.wait(lock);
-        } else {
-          // A queued job's deadline passes, or its client cancels, without a notification:
-          // look again now and then so that it is skipped promptly.
-          work_cv_.wait_for(lock, kQueueRecheck);
-        }
-      }
-      if (queue_.empty()) return;  // shutdown with nothing left
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      ++running_;
-      ++worker->running;
-      alone = batching && !job->joins_batches() && job->cancel().Check().ok();
-      worker->alone = alone;
-    }
-    const engine::Status ready = job->cancel().Check();
-    if (!ready.ok()) {
-      job->Skip(ready.code() == engine::StatusCode::kDeadlineExceeded
-                    ? absl::DeadlineExceededError("deadline exceeded while queued")
-                    : absl::CancelledError("cancelled while queued"));
-    } else {
-      job->Run(alone ? nullptr : batcher);
-    }
-    job.reset();  // release the request's memory before reporting idle
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      --running_;
-      --worker->running;
-      if (alone) worker->alone = false;
-    }
-    idle_cv_.notify_all();
-    work_cv_.notify_all();  // this worker may now take a job that must run alone, or any
+void Scheduler::Finished(WorkerState* worker, bool alone) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --running_;
+    --worker->running;
+    if (alone) worker->alone = false;
   }
+  idle_cv_.notify_all();
+  work_cv_.notify_all();  // a worker may now take a job that must run alone, or any
 }
 
 }  // namespace mulo::server

@@ -1,8 +1,8 @@
-// Bounded FIFO queue in front of a fixed pool of worker threads. Every request becomes a Job;
-// with continuous batching (max_batch > 1) each worker is max_batch decoding threads sharing
-// one engine::ForwardBatcher, so up to max_batch requests advance in the same forwards and a
-// finished one's thread takes the next queued job at once;
-// a full queue or a draining server refuses it at once with UNAVAILABLE (retryable), the
+// Bounded FIFO queue in front of a fixed pool of workers. Every request becomes a Job; each
+// worker is one thread running an engine::EngineLoop, which steps up to max_batch jobs as
+// fibers and runs their forwards as one batched forward per model (continuous batching); a
+// finished job's place goes to the next queued one between two steps of the others.
+// A full queue or a draining server refuses a job at once with UNAVAILABLE (retryable), the
 // fast rejection users ask of Triton and TGI instead of unbounded waiting. A job whose
 // deadline passes, or that is cancelled, while it waits is skipped without running, and its
 // slot frees wherever it waits (SkipDeparted): a departed client never holds a place that a
@@ -21,16 +21,18 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "engine/decode/cancel_token.h"
-#include "engine/decode/forward_batcher.h"
+#include "engine/decode/engine_loop.h"
 
 namespace mulo::server {
 
 class Job {
  public:
   virtual ~Job() = default;
-  // Runs on a worker thread; must honour cancel() every decoding step. `batcher` (null when
-  // batching is off) is the worker's: the job's transformer forwards go through it.
-  virtual void Run(engine::ForwardBatcher* batcher) = 0;
+  // Runs as a fiber of a worker's engine loop; must honour cancel() every decoding step.
+  // `loop` (null when batching is off or the job runs alone) is the worker's: the job's
+  // forwards go through it. Must not hold a lock across a forward (the loop's other jobs run
+  // on the same thread).
+  virtual void Run(engine::EngineLoop* loop) = 0;
   // The job will never run: cancelled or out of time while queued, or the server stopped.
   virtual void Skip(const absl::Status& why) = 0;
   virtual const engine::CancelToken& cancel() const = 0;
@@ -50,9 +52,9 @@ class Scheduler {
     std::function<void()> on_worker_start;
     // Requests each worker decodes together (continuous batching); 1 turns batching off.
     int max_batch = 1;
-    engine::ForwardBatcher::Options batching;
-    // Called after every batched forward (metrics), on the thread that ran it.
-    engine::ForwardBatcher::Observer on_batch;
+    engine::EngineLoop::Options batching;
+    // Called after every batched forward (metrics), on the worker's thread.
+    engine::EngineLoop::Observer on_batch;
   };
 
   explicit Scheduler(Options options);
@@ -80,16 +82,18 @@ class Scheduler {
   int running() const;
 
  private:
-  // What runs on one worker (its max_batch threads share one batcher).
+  // What runs on one worker's loop.
   struct WorkerState {
     int running = 0;
     bool alone = false;  // a job that does not join batches runs: nothing else starts
   };
-  void WorkerLoop(WorkerState* worker, engine::ForwardBatcher* batcher);
+  class WorkerSource;  // the queue as one worker's loop sees it (scheduler.cc)
   // Whether the first queued job may start on `worker` now. Jobs start in queue order: a
   // job that must run alone waits for its worker's batch to finish, and the jobs behind it
   // wait for it.
-  bool FrontCanStartLocked(const WorkerState& worker, bool batching) const;
+  bool FrontCanStartLocked(const WorkerState& worker) const;
+  // The job's end on its worker: counted, the idle and the waiting workers told.
+  void Finished(WorkerState* worker, bool alone);
   // Moves the queued jobs that were cancelled or ran out of time to to_skip_ and wakes the
   // skipping thread.
   void TakeDepartedLocked();
@@ -108,7 +112,7 @@ class Scheduler {
   int running_ = 0;
   bool accepting_ = true;
   bool shutdown_ = false;
-  std::vector<std::unique_ptr<engine::ForwardBatcher>> batchers_;  // one per worker
+  std::vector<std::unique_ptr<engine::EngineLoop>> loops_;     // one per worker
   std::vector<std::unique_ptr<WorkerState>> worker_states_;        // one per worker, under mu_
   std::vector<std::thread> workers_;
   std::thread skipper_;

@@ -36,7 +36,7 @@ class ServerMetrics {
   void RecordRequest(const RequestLogLine& line);
   void SetModelLoaded(const std::string& model, bool loaded);
   // One batched forward (continuous batching) of `component` (transformer, eagle_head,
-  // resampler: a closed set, engine::ForwardBatcher::ComponentName): how many requests' calls
+  // resampler: a closed set, engine::EngineLoop::ComponentName): how many requests' calls
   // it carried and how many rows.
   void RecordBatch(const std::string& component, int64_t requests, int64_t rows);
   // Memory the family's resident weights take on `device` (engine::ModelSet::weight_bytes).

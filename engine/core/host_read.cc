@@ -1,19 +1,12 @@
 #include "engine/core/host_read.h"
 
+#include "engine/core/execution_counters.h"
+
 namespace mulo::engine {
-namespace {
 
-// The one per-thread counter (see the header for why it is not per-request state).
-int64_t& Counter() {
-  thread_local int64_t count = 0;
-  return count;
-}
+int64_t HostReadCount() { return CurrentCounters().host_reads; }
 
-}  // namespace
-
-int64_t HostReadCount() { return Counter(); }
-
-void CountHostRead() { ++Counter(); }
+void CountHostRead() { ++CurrentCounters().host_reads; }
 
 torch::Tensor HostRead(const torch::Tensor& tensor) {
   CountHostRead();

@@ -7,11 +7,12 @@
 // every device, so a CPU run reports the synchronisations the same request would pay on a GPU.
 // Reads of tensors already copied to the host are plain torch calls and are not counted.
 //
-// Why a thread_local counter instead of per-request state: the reads sit in sampling and
-// verification functions (sampler, verifiers, resampler) that take no request, and threading
-// a counter through all of them would change a dozen signatures for bookkeeping. A request
-// decodes on one thread from Begin to Finish (SteppedMethod::Decode), which reads the counter
-// before and after and stores the difference in the request's Stats; the counter only grows.
+// Why a counter per execution context instead of per-request state: the reads sit in sampling
+// and verification functions (sampler, verifiers, resampler) that take no request, and
+// threading a counter through all of them would change a dozen signatures for bookkeeping. A
+// request decodes in one context from Begin to Finish (its fiber on the engine loop, or its
+// thread; execution_counters.h), and SteppedMethod::Decode reads the counter before and after
+// and stores the difference in the request's Stats; the counter only grows.
 #ifndef MULO_ENGINE_CORE_HOST_READ_H_
 #define MULO_ENGINE_CORE_HOST_READ_H_
 
@@ -22,7 +23,7 @@
 
 namespace mulo::engine {
 
-// Device -> host reads made so far on this thread (never reset; take differences).
+// Device -> host reads made so far in this execution context (never reset; take differences).
 int64_t HostReadCount();
 void CountHostRead();
 

@@ -4,16 +4,18 @@
 #include <ATen/record_function.h>
 
 #include <cstring>
+
+#include "engine/core/execution_counters.h"
 #include <memory>
 #include <vector>
 
 namespace mulo::engine {
 namespace {
 
-// Per-thread observer state. `open_calls` holds, for each operator still running on the
-// thread, whether it is a kernel or runs inside one.
+// Per-thread observer state (the counts themselves go to the execution context's counters,
+// execution_counters.h). `open_calls` holds, for each operator still running on the thread,
+// whether it is a kernel or runs inside one.
 struct ThreadState {
-  OpCounts counts;
   int scopes = 0;
   at::CallbackHandle handle = 0;
   std::vector<bool> open_calls;
@@ -43,11 +45,12 @@ bool HasOwnKernel(const at::RecordFunction& call) {
 // again.
 std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& call) {
   ThreadState& state = State();
-  ++state.counts.dispatched;
+  ExecutionCounters& counters = CurrentCounters();
+  ++counters.ops_dispatched;
   const bool inside_kernel = !state.open_calls.empty() && state.open_calls.back();
   const bool kernel = !inside_kernel && !IsMetadataOnlyOp(call.name()) && HasOwnKernel(call);
   if (kernel) {
-    ++state.counts.kernels;
+    ++counters.ops_kernels;
     if (state.kernel_names != nullptr) state.kernel_names->push_back(call.name());
   }
   state.open_calls.push_back(inside_kernel || kernel);
@@ -61,7 +64,10 @@ void OnEnd(const at::RecordFunction&, at::ObserverContext*) {
 
 }  // namespace
 
-OpCounts ThreadOpCounts() { return State().counts; }
+OpCounts ThreadOpCounts() {
+  const ExecutionCounters& counters = CurrentCounters();
+  return OpCounts{counters.ops_dispatched, counters.ops_kernels};
+}
 
 OpCounting::OpCounting() : OpCounting(nullptr) {}
 

@@ -4,8 +4,10 @@
 //
 // Counting runs only while an OpCounting scope is alive on the thread (a RecordFunction
 // observer costs every operator some time, so a server never pays it). Like the host-read
-// counter the counts are per thread and only grow: a request decodes on one thread from Begin
-// to Finish, and its Stats take the difference.
+// counter the counts belong to the execution context (the running fiber, else the thread;
+// execution_counters.h) and only grow: a request decodes in one context from Begin to Finish,
+// and its Stats take the difference. A scope is the thread's: while any is alive every
+// context on the thread counts, each into its own counters.
 //
 // Two numbers per operator:
 // - dispatched: every ATen operator call, including those a composite operator makes (linear
@@ -27,7 +29,7 @@ struct OpCounts {
   int64_t kernels = 0;
 };
 
-// What has been counted on this thread so far (never reset; take differences).
+// What has been counted in this execution context so far (never reset; take differences).
 OpCounts ThreadOpCounts();
 
 // While alive, counts the operators dispatched on the thread that made it. Scopes nest (the

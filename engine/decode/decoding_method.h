@@ -17,7 +17,7 @@
 
 namespace mulo::engine {
 
-class ForwardBatcher;  // forward_batcher.h
+class EngineLoop;  // engine_loop.h
 
 struct DecodeRequest {
   Condition condition;
@@ -25,8 +25,8 @@ struct DecodeRequest {
   // Optional: every transformer forward of the request is appended here (benchmarks).
   ForwardTrace* trace = nullptr;
   // Optional: the request's transformer forwards join batches with other requests' (continuous
-  // batching); its tokens are the same as without (forward_batcher.h).
-  ForwardBatcher* batcher = nullptr;
+  // batching); its tokens are the same as without (engine_loop.h).
+  EngineLoop* loop = nullptr;
   // Phase timers wait for the GPU, so each phase is charged its kernels (benchmarks' phase
   // tables). Off (servers): no waits beyond the method's own reads, the phases' seconds are the
   // host's, and the device runs ahead of it.

@@ -71,14 +71,14 @@ class SilentProgress : public ProgressSink {
 namespace {
 
 // A stage family (its target the language model) decoded by `method` (ar when null).
-// With `batcher`, its forwards join the batches of the other requests' forwards (of this
+// With `loop`, its forwards join the batches of the other requests' forwards (of this
 // model and of every other).
 StatusOr<std::vector<int64_t>> DecodeStage(const ModelSet& stage,
                                            const std::vector<int64_t>& prompt_ids,
                                            const DecodingMethod* method,
                                            const SamplingParams& sampling,
                                            const CancelToken& cancel, Stats* stage_stats,
-                                           ForwardBatcher* batcher = nullptr) {
+                                           EngineLoop* loop = nullptr) {
   const ArDecoder ar;
   const DecodingMethod& stage_method = method != nullptr ? *method : ar;
   DecodeRequest request;
@@ -87,7 +87,7 @@ StatusOr<std::vector<int64_t>> DecodeStage(const ModelSet& stage,
   // A top-k past the image vocabulary keeps every image token (Tar's 1200 of 65,536; a small
   // family's whole range).
   request.sampling.top_k = std::min(sampling.top_k, stage.target->vocab_size());
-  request.batcher = batcher;
+  request.loop = loop;
   SilentProgress progress;
   MULO_ASSIGN_OR_RETURN(DecodeResult decoded,
                         stage_method.Decode(request, stage, progress, cancel));
@@ -111,20 +111,20 @@ StatusOr<std::vector<int64_t>> RunMllmStage(const ModelSet& models,
 
 namespace {
 
-// The request's side of a decoding stage: its method, seed, cancellation and batcher; the
+// The request's side of a decoding stage: its method, seed, cancellation and loop; the
 // stage's tokens and forwards go to the request's text-stage counters.
 class RequestStageDecoder : public StageDecoder {
  public:
   RequestStageDecoder(const DecodingMethod* method, uint64_t seed, const CancelToken& cancel,
-                      ForwardBatcher* batcher, Stats& stats)
-      : method_(method), seed_(seed), cancel_(cancel), batcher_(batcher), stats_(stats) {}
+                      EngineLoop* loop, Stats& stats)
+      : method_(method), seed_(seed), cancel_(cancel), loop_(loop), stats_(stats) {}
 
   StatusOr<std::vector<int64_t>> Decode(const ModelSet& stage,
                                         const std::vector<int64_t>& prompt_ids) override {
     Stats stage_stats;
     MULO_ASSIGN_OR_RETURN(std::vector<int64_t> ids,
                           DecodeStage(stage, prompt_ids, method_, TarMllmSampling(seed_), cancel_,
-                                      &stage_stats, batcher_));
+                                      &stage_stats, loop_));
     stats_.text_stage_tokens += stage_stats.tokens;
     stats_.text_stage_forward_passes += stage_stats.target_forward_passes;
     return ids;
@@ -134,7 +134,7 @@ class RequestStageDecoder : public StageDecoder {
   const DecodingMethod* method_;
   uint64_t seed_;
   const CancelToken& cancel_;
-  ForwardBatcher* batcher_;
+  EngineLoop* loop_;
   Stats& stats_;
 };
 
@@ -152,7 +152,7 @@ StatusOr<Condition> RunConditionPipeline(const ModelSet& models, const Condition
                                 models.name + "' has no stage that reads it (see " +
                                 "ModelInfo.conditions)");
   }
-  RequestStageDecoder decoder(options.mllm_method, seed, cancel, options.batcher, stats);
+  RequestStageDecoder decoder(options.mllm_method, seed, cancel, options.loop, stats);
   Condition current = condition;
   for (; stage != models.pipeline.end(); ++stage) {
     MULO_RETURN_IF_ERROR(cancel.Check());
@@ -179,7 +179,7 @@ StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const Model
   }
   request.sampling = sampling;
   request.trace = options.trace;
-  request.batcher = options.batcher;
+  request.loop = options.loop;
   request.synchronize_phases = options.synchronize_phases;
   MULO_ASSIGN_OR_RETURN(DecodeResult decoded, method.Decode(request, models, progress, cancel));
   MULO_RETURN_IF_ERROR(cancel.Check());

@@ -14,7 +14,7 @@ namespace mulo::engine {
 // How a request runs, besides what it asks for (DecodeRequest's fields of the same names).
 struct GenerateOptions {
   ForwardTrace* trace = nullptr;      // receives every transformer forward (benchmarks)
-  ForwardBatcher* batcher = nullptr;  // the forwards join batches with other requests'
+  EngineLoop* loop = nullptr;  // the forwards join batches with other requests'
   bool synchronize_phases = false;    // phase timers wait for the GPU (benchmarks)
   // The MLLM stage's method (a family with one, a condition with prompt_ids): null is ar.
   const DecodingMethod* mllm_method = nullptr;

@@ -15,9 +15,9 @@
 namespace mulo::engine {
 
 ModelStream::ModelStream(const TokenModel& model, int64_t batch, int64_t capacity, StreamRole role,
-                         Stats* stats, ForwardTrace* trace, ForwardBatcher* batcher)
+                         Stats* stats, ForwardTrace* trace, EngineLoop* loop)
     : model_(model),
-      batcher_(batcher),
+      loop_(loop),
       cache_(model.NewCache(batch, capacity)),
       role_(role),
       stats_(stats) {
@@ -31,8 +31,8 @@ void ModelStream::CountForward() {
 StatusOr<ForwardOutput> ModelStream::RunForward(const torch::Tensor& embeddings,
                                                 const torch::Tensor& positions,
                                                 const torch::Tensor& mask, LogitsMode mode) {
-  if (batcher_ != nullptr)
-    return batcher_->Run(model_, {&cache_, embeddings, positions, mask, mode});
+  if (loop_ != nullptr)
+    return loop_->Run(model_, {&cache_, embeddings, positions, mask, mode});
   return model_.Forward(cache_, embeddings, positions, mask, mode);
 }
 
@@ -55,7 +55,7 @@ StatusOr<ForwardOutput> ModelStream::Append(const torch::Tensor& input, int64_t 
   auto positions = torch::arange(model_.TokenPosition(condition_rows_, at),
                                  model_.TokenPosition(condition_rows_, at + n), torch::kInt64);
   ForwardOutput out;
-  if (batcher_ != nullptr && !batcher_->Alone()) {
+  if (loop_ != nullptr && !loop_->Alone()) {
     MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings,
                           drawn ? model_.EmbedDrawnTokens(input) : model_.EmbedTokens(input));
     MULO_ASSIGN_OR_RETURN(out, RunForward(embeddings, positions, torch::Tensor(), mode));
@@ -135,7 +135,7 @@ StatusOr<ForwardOutput> ModelStream::FeedSet(const std::vector<int64_t>& ids,
       torch::tensor(ids, torch::kInt64).unsqueeze(0).expand({cache_.batch(), n}).contiguous();
   const auto sequence = torch::tensor(sequence_positions, torch::kInt64);
   ForwardOutput out;
-  if (batcher_ != nullptr && !batcher_->Alone()) {
+  if (loop_ != nullptr && !loop_->Alone()) {
     MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings, model_.EmbedTokens(input));
     MULO_ASSIGN_OR_RETURN(out, RunForward(embeddings, sequence, mask, mode));
   } else {
@@ -199,23 +199,23 @@ StatusOr<ModelStream*> DecodeSession::Open(const TokenModel& model, StreamRole r
                         model.EmbedCondition(request_.condition, batch == 2));
   streams_.push_back(std::make_unique<ModelStream>(model, batch, model.CacheRows(condition.size(1)),
                                                    role, &stats_, request_.trace,
-                                                   request_.batcher));
+                                                   request_.loop));
   MULO_RETURN_IF_ERROR(streams_.back()->Prefill(condition));
   return streams_.back().get();
 }
 
 StatusOr<torch::Tensor> DecodeSession::RunHead(const EagleHead& head, const HeadCall& call) {
-  if (request_.batcher != nullptr) return request_.batcher->Run(head, call);
+  if (request_.loop != nullptr) return request_.loop->Run(head, call);
   return head.Forward(*call.cache, call.token_embeddings, call.features, call.mask);
 }
 
 StatusOr<std::vector<int64_t>> DecodeSession::Resample(const Resampler& resampler,
                                                        const std::vector<int64_t>& ids, int64_t h,
                                                        int64_t w) {
-  if (request_.batcher == nullptr) return resampler.Apply(ids, h, w);
+  if (request_.loop == nullptr) return resampler.Apply(ids, h, w);
   MULO_ASSIGN_OR_RETURN(
       torch::Tensor out,
-      request_.batcher->Run(resampler, {torch::tensor(ids, torch::kInt64).unsqueeze(0), h, w}));
+      request_.loop->Run(resampler, {torch::tensor(ids, torch::kInt64).unsqueeze(0), h, w}));
   return HostReadIds(out);
 }
 
@@ -224,8 +224,8 @@ StatusOr<torch::Tensor> DecodeSession::ResampleDrawn(const Resampler& resampler,
                                                      int64_t w) {
   const torch::Tensor image = ids.reshape({1, -1});
   MULO_ASSIGN_OR_RETURN(torch::Tensor out,
-                        request_.batcher != nullptr
-                            ? request_.batcher->Run(resampler, {image, h, w, /*drawn=*/true})
+                        request_.loop != nullptr
+                            ? request_.loop->Run(resampler, {image, h, w, /*drawn=*/true})
                             : resampler.ApplyDrawn(image, h, w));
   return out.flatten();
 }
@@ -334,17 +334,16 @@ StatusOr<DecodeResult> SteppedMethod::Decode(const DecodeRequest& request, const
                         DecodeSession::Start(name(), request, models, progress, cancel));
   return GuardTorch(name(), [&]() -> StatusOr<DecodeResult> {
     torch::NoGradGuard no_grad;
-    // The request runs on this thread from Begin to Finish, so the thread's read count over
-    // that span is the request's own.
+    // The request runs in one execution context from Begin to Finish (its fiber on the
+    // engine loop, or this thread), so the context's read count over that span is its own.
     const int64_t reads_before = HostReadCount();
     const OpCounts ops_before = ThreadOpCounts();
-    // Seated from the first forward (Begin's prefills) to the last: batches wait for it.
-    std::optional<ForwardBatcher::Seat> seat;
-    if (request.batcher != nullptr) seat.emplace(request.batcher);
     MULO_ASSIGN_OR_RETURN(std::unique_ptr<State> state, Begin(*session));
     while (!session->done()) {
       MULO_RETURN_IF_ERROR(session->CheckCancelled());
       MULO_RETURN_IF_ERROR(state->Step(*session));
+      // Between steps the loop may admit new requests (a cancelled one leaves here).
+      if (request.loop != nullptr) request.loop->StepDone();
     }
     session->stats().host_syncs = HostReadCount() - reads_before;
     const OpCounts ops_after = ThreadOpCounts();

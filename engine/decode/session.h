@@ -5,9 +5,9 @@
 //
 // Methods are step functions over a session (SteppedMethod): Begin opens the streams a method
 // needs, each Step advances the image by one draft-and-verify round (or one token), and the
-// session finishes the result, so a method's file holds only its algorithm. Each request
-// decodes on its own thread; concurrent requests meet in batched forwards (forward_batcher.h),
-// not in a loop that steps every session (docs/design.md says why).
+// session finishes the result, so a method's file holds only its algorithm. On a server each
+// request decodes as a fiber of its worker's engine loop (engine_loop.h), which steps every
+// session and runs their forwards as one batched forward per model (docs/design.md).
 #ifndef MULO_ENGINE_DECODE_SESSION_H_
 #define MULO_ENGINE_DECODE_SESSION_H_
 
@@ -22,7 +22,7 @@
 
 #include "engine/core/status.h"
 #include "engine/decode/decoding_method.h"
-#include "engine/decode/forward_batcher.h"
+#include "engine/decode/engine_loop.h"
 #include "engine/model/token_model.h"
 #include "engine/sampling/rng.h"
 #include "engine/sampling/uniform_cache.h"
@@ -39,9 +39,9 @@ enum class StreamRole { kTarget, kDraft };
 // after them waiting for Keep.
 class ModelStream {
  public:
-  // With a `batcher`, every forward of the stream runs inside its batches.
+  // With a `loop`, every forward of the stream runs inside its batches.
   ModelStream(const TokenModel& model, int64_t batch, int64_t capacity, StreamRole role,
-              Stats* stats, ForwardTrace* trace, ForwardBatcher* batcher = nullptr);
+              Stats* stats, ForwardTrace* trace, EngineLoop* loop = nullptr);
 
   const TokenModel& model() const { return model_; }
   KvCache& cache() { return cache_; }
@@ -95,18 +95,18 @@ class ModelStream {
  private:
   void CountForward();
   // The causal append of `input` [batch, n] at raster positions [at, at + n): inside the
-  // batcher's next batch when other requests are seated, else directly (where a GPU model may
+  // loop's next batch when other requests are active, else directly (where a GPU model may
   // replay a captured graph). `drawn`: ids drawn on the device, whose range check would read
   // them back. Moves next_logits() / next_hidden() to the last row; fed() is the caller's.
   StatusOr<ForwardOutput> Append(const torch::Tensor& input, int64_t at, bool drawn,
                                  LogitsMode mode);
-  // Forward through the cache, inside the batcher's next batch when there is one.
+  // Forward through the cache, inside the loop's next batch when there is one.
   StatusOr<ForwardOutput> RunForward(const torch::Tensor& embeddings,
                                      const torch::Tensor& positions, const torch::Tensor& mask,
                                      LogitsMode mode);
 
   const TokenModel& model_;
-  ForwardBatcher* batcher_;
+  EngineLoop* loop_;
   KvCache cache_;
   StreamRole role_;
   Stats* stats_;
@@ -141,8 +141,8 @@ class DecodeSession {
                               const SamplingParams* sampling = nullptr);
 
   // The EAGLE head's forward (EagleHead::Forward) and a resampler's (Resampler::Apply, h x w
-  // ids on the host in, the output grid's ids out): inside the batcher's next batch when the
-  // request has one, at once otherwise. Same results either way (forward_batcher.h).
+  // ids on the host in, the output grid's ids out): inside the loop's next batch when the
+  // request has one, at once otherwise. Same results either way (engine_loop.h).
   StatusOr<torch::Tensor> RunHead(const EagleHead& head, const HeadCall& call);
   StatusOr<std::vector<int64_t>> Resample(const Resampler& resampler,
                                           const std::vector<int64_t>& ids, int64_t h, int64_t w);

@@ -6,7 +6,7 @@
 //
 // A new architecture adds one entry to Architectures() (architectures.cc) and its class
 // (a DecoderOnlyModel, or any TokenModel); nothing in the decoding methods, the session, the
-// batcher or the server changes.
+// engine loop or the server changes.
 #ifndef MULO_ENGINE_MODEL_ARCHITECTURES_H_
 #define MULO_ENGINE_MODEL_ARCHITECTURES_H_
 

@@ -42,7 +42,7 @@ class EagleHead {
   StatusOr<torch::Tensor> Forward(KvCache& cache, const torch::Tensor& token_embeddings,
                                   const torch::Tensor& features, const torch::Tensor& mask) const;
 
-  // The errors Forward returns, without running it (ForwardBatcher refuses a bad call before
+  // The errors Forward returns, without running it (EngineLoop refuses a bad call before
   // it reaches a batch).
   Status CheckForward(const HeadCall& call) const;
 

@@ -1,4 +1,4 @@
-// How a batched forward (several requests' calls in one, see ForwardBatcher) runs its
+// How a batched forward (several requests' calls in one, see EngineLoop) runs its
 // arithmetic: grouped per request, so that each request's numbers are bit for bit those of its
 // lone call on a CPU in float32, or shared over the whole batch (fewer, larger GEMMs and
 // convolutions; the last bits may differ, the README's tolerance policy).

@@ -65,7 +65,7 @@ class Resampler {
   // host read; the ids out stay where the model is.
   StatusOr<torch::Tensor> ApplyDrawn(const torch::Tensor& ids, int64_t h, int64_t w) const;
 
-  // The errors Logits returns for these arguments (ForwardBatcher refuses a bad call before
+  // The errors Logits returns for these arguments (EngineLoop refuses a bad call before
   // it reaches a batch, where it would fail the others' calls too); with `values` false only
   // the shapes (drawn ids).
   Status CheckIds(const torch::Tensor& ids, int64_t h, int64_t w, bool values = true) const;

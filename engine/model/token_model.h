@@ -1,5 +1,5 @@
 // What a decoding method needs from a model of image tokens, whatever its architecture: the
-// interface every method, ModelStream, the forward batcher and the EAGLE head reach a model
+// interface every method, ModelStream, the engine loop and the EAGLE head reach a model
 // through (docs/design.md, "Architectures").
 //
 // A token model reads a condition (features, a class label, a caption, or the prompt's own
@@ -109,7 +109,7 @@ class TokenModel {
                                           const torch::Tensor& positions,
                                           const torch::Tensor& mask,
                                           LogitsMode logits_mode) const = 0;
-  // Forward's checks alone, for callers that queue a forward to run later (ForwardBatcher).
+  // Forward's checks alone, for callers that queue a forward to run later (EngineLoop).
   virtual Status CheckForward(const KvCache& cache, const torch::Tensor& embeddings,
                               const torch::Tensor& positions, const torch::Tensor& mask) const = 0;
   // Several caches' forwards in one pass (continuous batching); see DecoderOnlyModel.

@@ -29,10 +29,15 @@ class RecordingJob : public Job {
         gate_(gate),
         cancel_(deadline ? engine::CancelToken(*deadline) : engine::CancelToken()) {}
 
-  void Run(engine::ForwardBatcher* batcher) override {
-    batcher_ = batcher;
+  void Run(engine::EngineLoop* loop) override {
+    loop_ = loop;
     started_ = true;
-    while (gate_ != nullptr && !gate_->load()) std::this_thread::yield();
+    // Waits as a decoding job does, pausing between its steps so that the loop steps the
+    // others (with no loop it has its worker alone).
+    while (gate_ != nullptr && !gate_->load()) {
+      if (loop != nullptr) loop->StepDone();
+      std::this_thread::yield();
+    }
     std::lock_guard<std::mutex> lock(*mu_);
     ran_->push_back(id_);
   }
@@ -46,7 +51,7 @@ class RecordingJob : public Job {
   void set_joins_batches(bool joins) { joins_batches_ = joins; }
 
   bool started() const { return started_; }
-  engine::ForwardBatcher* batcher() const { return batcher_; }
+  engine::EngineLoop* loop() const { return loop_; }
   absl::Status skipped() const {
     std::lock_guard<std::mutex> lock(*mu_);
     return skipped_;
@@ -57,7 +62,7 @@ class RecordingJob : public Job {
   std::vector<int>* ran_;
   std::mutex* mu_;
   const std::atomic<bool>* gate_;
-  std::atomic<engine::ForwardBatcher*> batcher_{nullptr};
+  std::atomic<engine::EngineLoop*> loop_{nullptr};
   std::atomic<bool> started_{false};
   engine::CancelToken cancel_;
   bool joins_batches_ = true;
@@ -130,8 +135,8 @@ TEST_F(SchedulerTest, OneWorkerRunsJobsInArrivalOrder) {
   EXPECT_EQ(scheduler.running(), 0);
 }
 
-// With max_batch = 3 one worker runs three jobs at once, all handed that worker's batcher;
-// the fourth waits for a slot. Without batching the batcher is null.
+// With max_batch = 3 one worker runs three jobs at once, all handed that worker's engine loop;
+// the fourth waits for a slot. Without batching the loop is null.
 TEST_F(SchedulerTest, ABatchingWorkerRunsMaxBatchJobsSharingOneBatcher) {
   Scheduler::Options options{1, 16, nullptr};
   options.max_batch = 3;
@@ -141,9 +146,9 @@ TEST_F(SchedulerTest, ABatchingWorkerRunsMaxBatchJobsSharingOneBatcher) {
   ASSERT_TRUE(scheduler.Submit(Job(3)).ok());
   EXPECT_EQ(scheduler.running(), 3);
   EXPECT_EQ(scheduler.queue_depth(), 1);
-  ASSERT_NE(gated[0]->batcher(), nullptr);
-  EXPECT_EQ(gated[1]->batcher(), gated[0]->batcher());
-  EXPECT_EQ(gated[2]->batcher(), gated[0]->batcher());
+  ASSERT_NE(gated[0]->loop(), nullptr);
+  EXPECT_EQ(gated[1]->loop(), gated[0]->loop());
+  EXPECT_EQ(gated[2]->loop(), gated[0]->loop());
   OpenGateAndWait(scheduler);
   EXPECT_EQ(ran().size(), 4u);
 
@@ -152,11 +157,11 @@ TEST_F(SchedulerTest, ABatchingWorkerRunsMaxBatchJobsSharingOneBatcher) {
   ASSERT_TRUE(plain.Submit(job).ok());
   ASSERT_TRUE(plain.WaitIdle(absl::Seconds(5)));
   EXPECT_TRUE(job->started());
-  EXPECT_EQ(job->batcher(), nullptr);
+  EXPECT_EQ(job->loop(), nullptr);
 }
 
 // A job that does not join batches waits for its worker's batch to finish, runs with no
-// batcher and nothing beside it, and the jobs queued behind it wait for it (queue order).
+// loop and nothing beside it, and the jobs queued behind it wait for it (queue order).
 TEST_F(SchedulerTest, AJobThatDoesNotBatchGetsItsWorkerAlone) {
   Scheduler::Options options{1, 16, nullptr};
   options.max_batch = 3;
@@ -179,7 +184,7 @@ TEST_F(SchedulerTest, AJobThatDoesNotBatchGetsItsWorkerAlone) {
 
   batch_gate = true;
   while (!alone->started()) std::this_thread::yield();
-  EXPECT_EQ(alone->batcher(), nullptr);
+  EXPECT_EQ(alone->loop(), nullptr);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_FALSE(behind->started()) << "a job started beside one that runs alone";
   EXPECT_EQ(scheduler.running(), 1);
@@ -187,8 +192,8 @@ TEST_F(SchedulerTest, AJobThatDoesNotBatchGetsItsWorkerAlone) {
   alone_gate = true;
   ASSERT_TRUE(scheduler.WaitIdle(absl::Seconds(5)));
   EXPECT_EQ(ran(), (std::vector<int>{0, 1, 2}));
-  EXPECT_NE(behind->batcher(), nullptr);
-  EXPECT_EQ(behind->batcher(), batched->batcher());
+  EXPECT_NE(behind->loop(), nullptr);
+  EXPECT_EQ(behind->loop(), batched->loop());
 }
 
 // A job that would have to wait for its worker's batch is still skipped as soon as its

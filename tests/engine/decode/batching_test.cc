@@ -1,19 +1,17 @@
 // Continuous batching is exact: a forward inside a batch returns, bit for bit, what it returns
 // alone (Transformer::ForwardBatch), and every method decodes the same tokens inside batches of
-// other requests, methods and lengths as it does alone (ForwardBatcher), on the CPU in float32.
+// other requests, methods and lengths as it does alone (EngineLoop), on the CPU in float32.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "engine/core/cpu_threads.h"
-#include "engine/decode/forward_batcher.h"
+#include "engine/decode/engine_loop.h"
 #include "engine/decode/generate.h"
 #include "engine/decode/method_registry.h"
 #include "engine/model/model_set.h"
@@ -242,12 +240,12 @@ TEST(ForwardBatchTest, ABadHeadCallFailsTheBatchBeforeAnyCacheMoves) {
   auto shared = head.ForwardBatch({good, good}, PackedGemms::kPerSequence);
   ASSERT_FALSE(shared.ok());
   EXPECT_NE(shared.status().message().find("share a cache"), std::string::npos);
-  // The batcher refuses the bad call at once, without queueing it.
-  ForwardBatcher batcher({256, std::chrono::seconds(10), PackedGemms::kPerSequence});
-  auto refused = batcher.Run(head, bad);
+  // The loop refuses the bad call at once, without queueing it.
+  EngineLoop loop({256, PackedGemms::kPerSequence});
+  auto refused = loop.Run(head, bad);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(batcher.counters().forwards, 0);
+  EXPECT_EQ(loop.counters().forwards, 0);
 }
 
 // Random ids on an h x w grid of `resampler`'s input codebook.
@@ -309,7 +307,7 @@ struct Job {
   double temperature;
 };
 
-StatusOr<DecodeResult> DecodeJob(const Job& job, ForwardBatcher* batcher, const CancelToken& cancel,
+StatusOr<DecodeResult> DecodeJob(const Job& job, EngineLoop* loop, const CancelToken& cancel,
                                  ProgressSink& sink) {
   const ModelSet& family = Family();
   static const std::vector<std::string> prompts = Prompts(8);
@@ -321,7 +319,7 @@ StatusOr<DecodeResult> DecodeJob(const Job& job, ForwardBatcher* batcher, const 
   request.sampling.cfg_scale = family.default_cfg_scale;
   request.sampling.temperature = job.temperature;
   request.sampling.seed = 1000 + job.prompt;
-  request.batcher = batcher;
+  request.loop = loop;
   return method->Decode(request, family, sink, cancel);
 }
 
@@ -334,28 +332,25 @@ std::vector<Job> EveryMethodTwice() {
   return jobs;
 }
 
-// The jobs run `concurrency` at a time on their own threads, sharing one batcher: a finished
-// job's thread takes the next, so requests join and leave running batches.
+// The jobs stepped by `loop` on this thread, `concurrency` at a time.
 std::vector<StatusOr<DecodeResult>> DecodeTogether(const std::vector<Job>& jobs, int concurrency,
-                                                   ForwardBatcher& batcher) {
+                                                   EngineLoop& loop) {
+  SetCpuThreads(1);
   std::vector<StatusOr<DecodeResult>> results(jobs.size(), InternalError("not run"));
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < concurrency; ++t) {
-    threads.emplace_back([&] {
-      SetCpuThreads(1);
+  std::vector<EngineLoop::Task> tasks;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    tasks.push_back([&, i] {
       NullProgressSink sink;
       CancelToken cancel;
-      for (size_t i = next++; i < jobs.size(); i = next++) {
-        results[i] = DecodeJob(jobs[i], &batcher, cancel, sink);
-      }
+      results[i] = DecodeJob(jobs[i], &loop, cancel, sink);
     });
   }
-  for (auto& thread : threads) thread.join();
+  EngineLoop::ListSource source(std::move(tasks), concurrency);
+  EXPECT_TRUE(loop.Serve(source).ok());
   return results;
 }
 
-// Each job's tokens decoded alone, without a batcher.
+// Each job's tokens decoded alone, without a loop.
 void DecodeAlone(const std::vector<Job>& jobs, std::vector<std::vector<int32_t>>* tokens) {
   for (const Job& job : jobs) {
     NullProgressSink sink;
@@ -366,71 +361,106 @@ void DecodeAlone(const std::vector<Job>& jobs, std::vector<std::vector<int32_t>>
   }
 }
 
-TEST(ForwardBatcherTest, EveryMethodDecodesItsLoneTokensInsideMixedBatches) {
+TEST(EngineLoopTest, EveryMethodDecodesItsLoneTokensInsideMixedBatches) {
   const std::vector<Job> jobs = EveryMethodTwice();
   ASSERT_GE(AvailableMethods(Family()).size(), 10u);
   std::vector<std::vector<int32_t>> alone;
   ASSERT_NO_FATAL_FAILURE(DecodeAlone(jobs, &alone));
-  ForwardBatcher batcher(
-      {/*max_rows=*/256, std::chrono::milliseconds(50), PackedGemms::kPerSequence});
-  auto together = DecodeTogether(jobs, 6, batcher);
+  EngineLoop loop({/*max_rows=*/256, PackedGemms::kPerSequence});
+  auto together = DecodeTogether(jobs, 6, loop);
   for (size_t i = 0; i < jobs.size(); ++i) {
     ASSERT_OK(together[i]);
     EXPECT_EQ(together[i]->tokens, alone[i])
         << jobs[i].method << " at temperature " << jobs[i].temperature;
   }
   // The batches really mixed requests: most forwards carried several.
-  const ForwardBatcher::Counters counters = batcher.counters();
+  const EngineLoop::Counters counters = loop.counters();
   EXPECT_GE(counters.max_calls, 4);
   EXPECT_GT(counters.calls, 2 * counters.forwards)
       << counters.calls << " calls in " << counters.forwards << " forwards";
+  EXPECT_EQ(counters.requests, static_cast<int64_t>(jobs.size()));
+  EXPECT_EQ(counters.most_active, 6);
 }
 
-TEST(ForwardBatcherTest, ALoneRequestsAppendsSkipTheBatcher) {
-  // One request seated alone: its 255 causal appends run directly (ForwardTokens, where a GPU
-  // replays graphs; a batch of one never could), only its prefill goes through the batcher,
-  // and its tokens are its tokens without a batcher.
+TEST(EngineLoopTest, RequestsInStepMeetInEveryForwardWithoutWaiting) {
+  // Four ar requests step together: the loop runs a forward only once all four wait for one,
+  // so each of their 256 forwards (the prefill and 255 appends) is one batch of four. With
+  // threads meeting at a timed rendezvous, a request busy sampling missed batches.
+  const std::vector<Job> jobs = {{"ar", 0, 1.0}, {"ar", 1, 1.0}, {"ar", 2, 0.0}, {"ar", 3, 1.0}};
+  std::vector<std::vector<int32_t>> alone;
+  ASSERT_NO_FATAL_FAILURE(DecodeAlone(jobs, &alone));
+  EngineLoop loop({256, PackedGemms::kPerSequence});
+  auto together = DecodeTogether(jobs, 4, loop);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_OK(together[i]);
+    EXPECT_EQ(together[i]->tokens, alone[i]) << i;
+    EXPECT_EQ(together[i]->stats.target_forward_passes, 256);
+  }
+  const EngineLoop::Counters counters = loop.counters();
+  EXPECT_EQ(counters.forwards, 256);
+  EXPECT_EQ(counters.calls, 4 * 256);
+  EXPECT_EQ(counters.rounds, 256);
+}
+
+TEST(EngineLoopTest, ALoneRequestsAppendsSkipTheLoop) {
+  // One request alone: its 255 causal appends run directly (ForwardTokens, where a GPU
+  // replays graphs; a batch of one never could), only its prefill goes through the loop, and
+  // its tokens are its tokens without a loop.
   const std::vector<Job> jobs = {{"ar", 3, 1.0}};
   std::vector<std::vector<int32_t>> alone;
   ASSERT_NO_FATAL_FAILURE(DecodeAlone(jobs, &alone));
-  ForwardBatcher batcher({256, std::chrono::milliseconds(50), PackedGemms::kPerSequence});
-  auto result = DecodeTogether(jobs, 1, batcher);
+  EngineLoop loop({256, PackedGemms::kPerSequence});
+  auto result = DecodeTogether(jobs, 1, loop);
   ASSERT_OK(result[0]);
   EXPECT_EQ(result[0]->tokens, alone[0]);
-  EXPECT_EQ(batcher.counters().calls, 1) << "the prefill only";
+  EXPECT_EQ(loop.counters().calls, 1) << "the prefill only";
   EXPECT_EQ(result[0]->stats.target_forward_passes, 256);
 }
 
-TEST(ForwardBatcherTest, TheHeadAndTheResamplersBatchAcrossRequestsExactly) {
+TEST(EngineLoopTest, RequestsJoinARunningLoopBetweenSteps) {
+  // Six requests, at most two at once: each new one starts as soon as one ends, while the
+  // other is mid-image, and decodes its lone tokens.
+  const std::vector<Job> jobs = {{"ar", 0, 1.0},  {"sjd", 1, 1.0}, {"mulo", 2, 1.0},
+                                 {"ar", 3, 0.0},  {"eagle", 4, 1.0}, {"zipar", 5, 1.0}};
+  std::vector<std::vector<int32_t>> alone;
+  ASSERT_NO_FATAL_FAILURE(DecodeAlone(jobs, &alone));
+  EngineLoop loop({256, PackedGemms::kPerSequence});
+  auto together = DecodeTogether(jobs, 2, loop);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_OK(together[i]);
+    EXPECT_EQ(together[i]->tokens, alone[i]) << jobs[i].method;
+  }
+  EXPECT_EQ(loop.counters().requests, 6);
+  EXPECT_EQ(loop.counters().most_active, 2);
+  EXPECT_EQ(loop.counters().max_calls, 2);
+}
+
+TEST(EngineLoopTest, TheHeadAndTheResamplersBatchAcrossRequestsExactly) {
   // Three MuLo-SD and three EAGLE-head requests decode together: their U_r / D_r calls and
   // head forwards run as batched forwards of several requests, and every request decodes
   // exactly its lone tokens. Two of each kind are the same request: they make the same calls
-  // in the same order, so they meet in the same batches whatever the machine's load (distinct
-  // requests meet only when their phases happen to line up, which a busy machine can keep
-  // from happening); the third of each differs.
+  // in the same order, so they meet in the same batches; the third of each differs.
   const std::vector<Job> jobs = {{"mulo", 1, 1.0},  {"mulo", 1, 1.0},  {"mulo", 2, 0.0},
                                  {"eagle", 4, 1.0}, {"eagle", 4, 1.0}, {"lantern", 5, 1.0}};
   std::vector<std::vector<int32_t>> alone;
   ASSERT_NO_FATAL_FAILURE(DecodeAlone(jobs, &alone));
   std::mutex mu;
-  std::map<ForwardBatcher::Component, int64_t> most_calls, batched_calls;
-  ForwardBatcher batcher({256, std::chrono::milliseconds(50), PackedGemms::kPerSequence},
-                         [&](const ForwardBatcher::BatchEvent& event) {
-                           std::lock_guard<std::mutex> lock(mu);
-                           most_calls[event.component] =
-                               std::max(most_calls[event.component], event.calls);
-                           if (event.calls > 1) batched_calls[event.component] += event.calls;
-                         });
-  auto together = DecodeTogether(jobs, static_cast<int>(jobs.size()), batcher);
+  std::map<EngineLoop::Component, int64_t> most_calls, batched_calls;
+  EngineLoop loop({256, PackedGemms::kPerSequence}, [&](const EngineLoop::BatchEvent& event) {
+    std::lock_guard<std::mutex> lock(mu);
+    most_calls[event.component] = std::max(most_calls[event.component], event.calls);
+    if (event.calls > 1) batched_calls[event.component] += event.calls;
+  });
+  auto together = DecodeTogether(jobs, static_cast<int>(jobs.size()), loop);
   for (size_t i = 0; i < jobs.size(); ++i) {
     ASSERT_OK(together[i]);
     EXPECT_EQ(together[i]->tokens, alone[i])
         << jobs[i].method << " at temperature " << jobs[i].temperature;
   }
-  using C = ForwardBatcher::Component;
+  using C = EngineLoop::Component;
   for (C component : {C::kTransformer, C::kEagleHead, C::kResampler}) {
-    EXPECT_GE(most_calls[component], 2) << ForwardBatcher::ComponentName(component);
-    EXPECT_GT(batched_calls[component], 0) << ForwardBatcher::ComponentName(component);
+    EXPECT_GE(most_calls[component], 2) << EngineLoop::ComponentName(component);
+    EXPECT_GT(batched_calls[component], 0) << EngineLoop::ComponentName(component);
   }
   EXPECT_LE(most_calls[C::kEagleHead], 3);  // only the three tree requests have a head
   EXPECT_LE(most_calls[C::kResampler], 3);  // only the three MuLo-SD requests resample
@@ -449,33 +479,38 @@ class CancelAfterRows : public ProgressSink {
   int64_t rows_;
 };
 
-TEST(ForwardBatcherTest, ACancelledRequestLeavesAndTheOthersFinishExactly) {
+TEST(EngineLoopTest, ACancelledRequestLeavesAndTheOthersFinishExactly) {
   const std::vector<Job> jobs = {{"ar", 0, 1.0}, {"mulo", 1, 1.0}, {"ar", 2, 0.0}};
   std::vector<std::vector<int32_t>> alone;
   ASSERT_NO_FATAL_FAILURE(DecodeAlone(jobs, &alone));
-  // A short max_wait would hide a seat that is never given back; 10 s would time the test out.
-  ForwardBatcher batcher({256, std::chrono::seconds(10), PackedGemms::kPerSequence});
+  EngineLoop loop({256, PackedGemms::kPerSequence});
   std::vector<StatusOr<DecodeResult>> results(jobs.size() + 1, InternalError("not run"));
-  std::vector<std::thread> threads;
+  std::vector<EngineLoop::Task> tasks;
   for (size_t i = 0; i < jobs.size(); ++i) {
-    threads.emplace_back([&, i] {
-      SetCpuThreads(1);
+    tasks.push_back([&, i] {
       NullProgressSink sink;
       CancelToken cancel;
-      results[i] = DecodeJob(jobs[i], &batcher, cancel, sink);
+      results[i] = DecodeJob(jobs[i], &loop, cancel, sink);
     });
   }
-  threads.emplace_back([&] {
-    SetCpuThreads(1);
+  int64_t cancelled_after_rounds = -1;
+  tasks.push_back([&] {
     CancelToken cancel;
     CancelAfterRows sink(&cancel, 2);
-    results.back() = DecodeJob({"speculative", 3, 1.0}, &batcher, cancel, sink);
+    results.back() = DecodeJob({"speculative", 3, 1.0}, &loop, cancel, sink);
+    cancelled_after_rounds = loop.counters().rounds;
   });
-  const auto start = std::chrono::steady_clock::now();
-  for (auto& thread : threads) thread.join();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  SetCpuThreads(1);
+  EngineLoop::ListSource source(std::move(tasks), 4);
+  ASSERT_TRUE(loop.Serve(source).ok());
   ASSERT_FALSE(results.back().ok());
   EXPECT_EQ(results.back().status().code(), StatusCode::kCancelled);
+  // It left within a step of its second row, while the others had most of their images to
+  // go (the ar requests alone take 256 rounds).
+  const int64_t rounds = loop.counters().rounds;
+  EXPECT_GT(cancelled_after_rounds, 0);
+  EXPECT_LT(cancelled_after_rounds, rounds / 2) << "of " << rounds;
+  EXPECT_GE(rounds, 256);
   for (size_t i = 0; i < jobs.size(); ++i) {
     ASSERT_OK(results[i]);
     EXPECT_EQ(results[i]->tokens, alone[i]) << jobs[i].method;

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "engine/decode/ar.h"
-#include "engine/decode/forward_batcher.h"
+#include "engine/decode/engine_loop.h"
 #include "engine/decode/generate.h"
 #include "engine/decode/sjd.h"
 #include "engine/model/model_set.h"
@@ -185,26 +185,7 @@ TEST(MllmStageTest, ThePipelineRunsFromWhatTheRequestCarriesAndCountsTheStage) {
   EXPECT_EQ(refused.status().message().rfind("caption_ids", 0), 0u) << refused.status().message();
 }
 
-// Releases its callers together once `count` have arrived (C++17 has no std::barrier).
-class StartLine {
- public:
-  explicit StartLine(int count) : waiting_(count) {}
-  void ArriveAndWait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (--waiting_ == 0) {
-      ready_.notify_all();
-    } else {
-      ready_.wait(lock, [&] { return waiting_ == 0; });
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable ready_;
-  int waiting_;
-};
-
-// Two prompts at once with a batcher: the MLLM's forwards batch across the requests (and with
+// Two prompts at once on an engine loop: the MLLM's forwards batch across the requests (and with
 // the image's), and each request gets exactly the ids and image tokens it gets alone.
 TEST(MllmStageTest, TheStageBatchesAcrossRequestsExactly) {
   const ModelSet& family = Family();
@@ -224,34 +205,32 @@ TEST(MllmStageTest, TheStageBatchesAcrossRequestsExactly) {
   ASSERT_NE(alone[0], alone[1]);  // the seeds draw other TA-Tok ids and images
   int64_t most_calls = 0;
   std::mutex mu;
-  ForwardBatcher batcher({256, std::chrono::seconds(10), PackedGemms::kPerSequence},
-                         [&](const ForwardBatcher::BatchEvent& event) {
-                           std::lock_guard<std::mutex> lock(mu);
-                           most_calls = std::max(most_calls, event.calls);
-                         });
+  EngineLoop loop({256, PackedGemms::kPerSequence}, [&](const EngineLoop::BatchEvent& event) {
+    most_calls = std::max(most_calls, event.calls);
+  });
   std::vector<std::vector<int32_t>> batched(seeds.size());
-  std::vector<std::thread> threads;
-  StartLine start(static_cast<int>(seeds.size()));
+  std::vector<EngineLoop::Task> tasks;
   for (size_t i = 0; i < seeds.size(); ++i) {
-    threads.emplace_back([&, i] {
-      start.ArriveAndWait();
+    tasks.push_back([&, i] {
       SamplingParams sampling;
       sampling.seed = seeds[i];
       Condition prompt;
       prompt.prompt_ids = kPromptIds;
       GenerateOptions options;
-      options.batcher = &batcher;
+      options.loop = &loop;
       NullSink own_sink;
       auto result = GenerateImage(ArDecoder(), family, prompt, sampling, own_sink, cancel, options);
       EXPECT_TRUE(result.ok()) << result.status().ToString();
       if (result.ok()) batched[i] = result->tokens;
     });
   }
-  for (auto& t : threads) t.join();
+  EngineLoop::ListSource source(std::move(tasks), static_cast<int>(seeds.size()));
+  ASSERT_TRUE(loop.Serve(source).ok());
   EXPECT_EQ(batched, alone);
   EXPECT_GE(most_calls, 2);  // some forward carried both requests' calls
 
-  // The stage's language model alone: its forwards from two requests share batches.
+  // The stage's language model alone: its forwards from two requests share every batch (the
+  // loop starts both before it runs a forward).
   most_calls = 0;
   std::vector<std::vector<int32_t>> stage_alone, stage_batched(seeds.size());
   for (uint64_t seed : seeds) {
@@ -263,28 +242,23 @@ TEST(MllmStageTest, TheStageBatchesAcrossRequestsExactly) {
     ASSERT_OK(decoded);
     stage_alone.push_back(decoded->tokens);
   }
-  // The stage is 4 steps, so one request may finish before the other is seated: up to 20
-  // tries, every one exact, until a forward carries both.
-  for (int attempt = 0; attempt < 20 && most_calls < 2; ++attempt) {
-    threads.clear();
-    StartLine stage_start(static_cast<int>(seeds.size()));
-    for (size_t i = 0; i < seeds.size(); ++i) {
-      threads.emplace_back([&, i] {
-        stage_start.ArriveAndWait();
-        DecodeRequest request;
-        request.condition.prompt_ids = kPromptIds;
-        request.sampling = TarMllmSampling(seeds[i]);
-        request.sampling.top_k = 96;
-        request.batcher = &batcher;
-        NullSink own_sink;
-        auto decoded = ArDecoder().Decode(request, *family.mllm_stage, own_sink, cancel);
-        EXPECT_TRUE(decoded.ok()) << decoded.status().ToString();
-        if (decoded.ok()) stage_batched[i] = decoded->tokens;
-      });
-    }
-    for (auto& t : threads) t.join();
-    EXPECT_EQ(stage_batched, stage_alone);
+  std::vector<EngineLoop::Task> stage_tasks;
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    stage_tasks.push_back([&, i] {
+      DecodeRequest request;
+      request.condition.prompt_ids = kPromptIds;
+      request.sampling = TarMllmSampling(seeds[i]);
+      request.sampling.top_k = 96;
+      request.loop = &loop;
+      NullSink own_sink;
+      auto decoded = ArDecoder().Decode(request, *family.mllm_stage, own_sink, cancel);
+      EXPECT_TRUE(decoded.ok()) << decoded.status().ToString();
+      if (decoded.ok()) stage_batched[i] = decoded->tokens;
+    });
   }
+  EngineLoop::ListSource stage_source(std::move(stage_tasks), static_cast<int>(seeds.size()));
+  ASSERT_TRUE(loop.Serve(stage_source).ok());
+  EXPECT_EQ(stage_batched, stage_alone);
   EXPECT_GE(most_calls, 2);
 }
 

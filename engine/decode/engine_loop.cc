@@ -1,0 +1,250 @@
+#include "engine/decode/engine_loop.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "engine/core/fiber.h"
+
+namespace mulo::engine {
+namespace {
+
+// How each kind of model runs one call alone and several as one batched forward.
+StatusOr<ForwardOutput> RunAlone(const TokenModel& model, const ForwardCall& c) {
+  return model.Forward(*c.cache, c.embeddings, c.positions, c.mask, c.logits_mode);
+}
+StatusOr<std::vector<ForwardOutput>> RunTogether(const TokenModel& model,
+                                                 const std::vector<ForwardCall>& calls,
+                                                 PackedGemms gemms) {
+  return model.ForwardBatch(calls, gemms);
+}
+
+StatusOr<torch::Tensor> RunAlone(const EagleHead& head, const HeadCall& c) {
+  return head.Forward(*c.cache, c.token_embeddings, c.features, c.mask);
+}
+StatusOr<std::vector<torch::Tensor>> RunTogether(const EagleHead& head,
+                                                 const std::vector<HeadCall>& calls,
+                                                 PackedGemms gemms) {
+  return head.ForwardBatch(calls, gemms);
+}
+
+StatusOr<torch::Tensor> RunAlone(const Resampler& resampler, const ResampleCall& c) {
+  return c.drawn ? resampler.ApplyDrawn(c.ids, c.h, c.w) : resampler.Apply(c.ids, c.h, c.w);
+}
+StatusOr<std::vector<torch::Tensor>> RunTogether(const Resampler& resampler,
+                                                 const std::vector<ResampleCall>& calls,
+                                                 PackedGemms gemms) {
+  return resampler.ApplyBatch(calls, gemms);
+}
+
+// One request the loop steps: its fiber, and whether it waits for a queued forward.
+struct ActiveRequest {
+  std::unique_ptr<Fiber> fiber;
+  bool waiting = false;
+};
+
+}  // namespace
+
+struct EngineLoop::Pending {
+  virtual ~Pending() = default;
+  // Runs `group` (calls of this call's model, so of its kind) as one forward and stores each
+  // call's result.
+  virtual void RunGroup(const std::vector<Pending*>& group, PackedGemms gemms) = 0;
+
+  const void* model = nullptr;  // calls of one model batch together
+  Component component = Component::kTransformer;
+  int64_t rows = 0;         // reported rows
+  int64_t budget_rows = 0;  // rows counted against max_rows
+  bool done = false;
+};
+
+template <typename Model, typename Call, typename Result>
+struct EngineLoop::Queued : EngineLoop::Pending {
+  Queued(const Model& m, const Call& c) : callee(m), call(c) { model = &m; }
+
+  void RunGroup(const std::vector<Pending*>& group, PackedGemms gemms) override {
+    if (group.size() == 1) {
+      // Alone: exactly the forward a request outside the loop runs.
+      result = RunAlone(callee, call);
+      return;
+    }
+    std::vector<Call> calls;
+    calls.reserve(group.size());
+    for (Pending* p : group) calls.push_back(static_cast<Queued*>(p)->call);
+    StatusOr<std::vector<Result>> outputs = RunTogether(callee, calls, gemms);
+    for (size_t i = 0; i < group.size(); ++i) {
+      auto* queued = static_cast<Queued*>(group[i]);
+      if (outputs.ok()) {
+        queued->result = std::move((*outputs)[i]);
+      } else {
+        queued->result = outputs.status();
+      }
+    }
+  }
+
+  const Model& callee;  // the model whose calls these are
+  Call call;
+  StatusOr<Result> result = InternalError("EngineLoop: the forward never ran");
+};
+
+EngineLoop::EngineLoop(Options options, Observer observer)
+    : options_(options), observer_(std::move(observer)) {}
+
+const char* EngineLoop::ComponentName(Component component) {
+  switch (component) {
+    case Component::kTransformer:
+      return "transformer";
+    case Component::kEagleHead:
+      return "eagle_head";
+    case Component::kResampler:
+      return "resampler";
+  }
+  return "unknown";
+}
+
+bool EngineLoop::Alone() const { return active_ <= 1; }
+
+EngineLoop::Counters EngineLoop::counters() const {
+  std::lock_guard<std::mutex> lock(counters_mu_);
+  return counters_;
+}
+
+Status EngineLoop::Serve(Source& source) {
+  std::vector<ActiveRequest> active;
+  Status status;
+  // Requests join between rounds and between any request's steps; with none active the
+  // source may wait for one.
+  const auto admit = [&] {
+    while (true) {
+      Task task = source.Next(static_cast<int>(active.size()));
+      if (!task) break;
+      std::string error;
+      std::unique_ptr<Fiber> fiber = Fiber::Make(std::move(task), &error);
+      if (fiber == nullptr) {
+        status = InternalError("EngineLoop: " + error);
+        continue;
+      }
+      active.push_back({std::move(fiber)});
+      std::lock_guard<std::mutex> lock(counters_mu_);
+      ++counters_.requests;
+      counters_.most_active =
+          std::max<int64_t>(counters_.most_active, static_cast<int64_t>(active.size()));
+    }
+    active_ = static_cast<int>(active.size());
+  };
+  serving_ = true;
+  // The batched forwards run here, outside any request's scope: inference only.
+  torch::NoGradGuard no_grad;
+  while (true) {
+    admit();
+    if (active.empty()) break;
+    // A round: every request goes on until it waits for a forward or ends. One that pauses
+    // between its steps goes on again at once, after the loop has admitted new requests.
+    while (true) {
+      bool resumed = false;
+      for (size_t i = 0; i < active.size(); ++i) {
+        ActiveRequest& request = active[i];
+        if (request.waiting || request.fiber->finished()) continue;
+        paused_for_forward_ = false;
+        request.fiber->Resume();
+        request.waiting = paused_for_forward_;
+        resumed = true;
+      }
+      active.erase(std::remove_if(active.begin(), active.end(),
+                                  [](const ActiveRequest& r) { return r.fiber->finished(); }),
+                   active.end());
+      active_ = static_cast<int>(active.size());
+      if (!resumed) break;
+      admit();
+    }
+    RunQueued();
+    for (ActiveRequest& request : active) request.waiting = false;
+  }
+  serving_ = false;
+  active_ = 0;
+  return status;
+}
+
+void EngineLoop::StepDone() {
+  if (serving_ && Fiber::Current() != nullptr) Fiber::Yield();
+}
+
+void EngineLoop::RunQueued() {
+  if (queue_.empty()) return;
+  std::vector<std::vector<Pending*>> batches;
+  std::map<const void*, size_t> open_batch;  // model -> its batch being filled
+  std::vector<int64_t> batch_rows;
+  for (Pending* p : queue_) {
+    auto it = open_batch.find(p->model);
+    if (it == open_batch.end() || batch_rows[it->second] + p->budget_rows > options_.max_rows) {
+      open_batch[p->model] = batches.size();
+      batches.emplace_back();
+      batch_rows.push_back(0);
+      it = open_batch.find(p->model);
+    }
+    batches[it->second].push_back(p);
+    batch_rows[it->second] += p->budget_rows;
+  }
+  queue_.clear();
+  for (const auto& batch : batches) Execute(batch);
+  std::lock_guard<std::mutex> lock(counters_mu_);
+  ++counters_.rounds;
+}
+
+StatusOr<ForwardOutput> EngineLoop::Run(const TokenModel& model, const ForwardCall& call) {
+  if (call.cache == nullptr) return InvalidArgumentError("EngineLoop::Run: no cache");
+  MULO_RETURN_IF_ERROR(model.CheckForward(*call.cache, call.embeddings, call.positions, call.mask));
+  Queued<TokenModel, ForwardCall, ForwardOutput> self(model, call);
+  self.component = Component::kTransformer;
+  self.rows = self.budget_rows = call.embeddings.size(0) * call.embeddings.size(1);
+  Enqueue(&self);
+  return std::move(self.result);
+}
+
+StatusOr<torch::Tensor> EngineLoop::Run(const EagleHead& head, const HeadCall& call) {
+  MULO_RETURN_IF_ERROR(head.CheckForward(call));
+  Queued<EagleHead, HeadCall, torch::Tensor> self(head, call);
+  self.component = Component::kEagleHead;
+  self.rows = self.budget_rows = call.features.size(0) * call.features.size(1);
+  Enqueue(&self);
+  return std::move(self.result);
+}
+
+StatusOr<torch::Tensor> EngineLoop::Run(const Resampler& resampler, const ResampleCall& call) {
+  MULO_RETURN_IF_ERROR(resampler.CheckIds(call.ids, call.h, call.w, !call.drawn));
+  Queued<Resampler, ResampleCall, torch::Tensor> self(resampler, call);
+  self.component = Component::kResampler;
+  self.rows = call.ids.size(0) * resampler.OutputRows(call.h) * resampler.OutputCols(call.w);
+  self.budget_rows = 0;
+  Enqueue(&self);
+  return std::move(self.result);
+}
+
+void EngineLoop::Enqueue(Pending* self) {
+  if (!serving_ || Fiber::Current() == nullptr) {
+    Execute({self});  // not one of the loop's requests: a batch of one, now
+    return;
+  }
+  queue_.push_back(self);
+  // The loop runs the queue once every request waits, then resumes each: by then `self` ran.
+  paused_for_forward_ = true;
+  Fiber::Yield();
+}
+
+void EngineLoop::Execute(const std::vector<Pending*>& batch) {
+  int64_t rows = 0;
+  for (const Pending* p : batch) rows += p->rows;
+  batch[0]->RunGroup(batch, options_.gemms);
+  for (Pending* p : batch) p->done = true;
+  if (observer_) {
+    observer_({batch[0]->component, static_cast<int64_t>(batch.size()), rows});
+  }
+  std::lock_guard<std::mutex> lock(counters_mu_);
+  ++counters_.forwards;
+  counters_.calls += static_cast<int64_t>(batch.size());
+  counters_.max_calls = std::max<int64_t>(counters_.max_calls, batch.size());
+}
+
+}  // namespace mulo::engine

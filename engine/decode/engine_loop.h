@@ -1,0 +1,163 @@
+// One engine loop per worker: it steps every active request and packs the forwards they ask
+// for into one batched forward per model.
+//
+// A request's decoding (a method's Begin and Steps over a DecodeSession) runs as a fiber on
+// the loop's thread (engine/core/fiber.h). Each forward it makes of a transformer (ModelStream:
+// prefill, feed, tree / window sets), of the EAGLE head (EagleProposer) or of a MuLo-SD
+// resampler (DecodeSession::Resample) is queued here and the fiber pauses. A round of the loop
+// resumes every request that can go on, each until it waits for a forward or ends; then every
+// request is waiting, and the loop runs what they queued: one batched forward per model
+// (TokenModel::ForwardBatch, EagleHead::ForwardBatch, Resampler::ApplyBatch; target and
+// drafter forwards of different requests and methods side by side), split where a model's rows
+// exceed max_rows, and resumes each with its result. Requests join between rounds (the
+// Source gives the loop new ones) and leave when their fiber ends, so a cancelled request
+// leaves within one step.
+//
+// Why fibers rather than rewriting each method as a state machine that returns its forwards:
+// a method's file keeps reading like its paper's algorithm box (a forward, then the next line
+// uses it), and a lone request runs exactly the code it ran before: its causal appends skip
+// the loop (Alone), where a GPU model replays CUDA graphs, and its other forwards are a batch
+// of one, a plain TokenModel::Forward. Why one thread rather than a thread per request meeting
+// at a rendezvous (the EngineLoop this replaces): the loop knows when every request waits,
+// so no batch waits on a timer for a request busy elsewhere, and the requests' host work no
+// longer contends for the cores their batched forward uses.
+#ifndef MULO_ENGINE_DECODE_ENGINE_LOOP_H_
+#define MULO_ENGINE_DECODE_ENGINE_LOOP_H_
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/model/eagle_head.h"
+#include "engine/model/resampler.h"
+#include "engine/model/token_model.h"
+
+namespace mulo::engine {
+
+class EngineLoop {
+ public:
+  struct Options {
+    // Rows (guidance streams x new positions) per batched transformer or head forward; a
+    // single call above it still runs, alone. Resampler calls are not counted against it.
+    int64_t max_rows = 256;
+    // kPerSequence: every request's tokens are exactly those it decodes alone (CPU float32);
+    // kShared: fewer, larger GEMMs, equal up to the last bits (packed_gemms.h).
+    PackedGemms gemms = PackedGemms::kPerSequence;
+  };
+  // What a batched forward ran: a transformer (target or drafter), the EAGLE head, or a
+  // resampler (U_r or D_r).
+  enum class Component { kTransformer, kEagleHead, kResampler };
+  static const char* ComponentName(Component component);
+
+  // One executed forward: of what, how many requests' calls it carried and how many rows
+  // (token rows; for a resampler, the output grid positions).
+  struct BatchEvent {
+    Component component = Component::kTransformer;
+    int64_t calls = 0;
+    int64_t rows = 0;
+  };
+  using Observer = std::function<void(const BatchEvent&)>;
+
+  // A request as the loop runs it: a function run as a fiber, whose forwards go through Run.
+  // It must catch its own errors and must not hold a lock across a forward.
+  using Task = std::function<void()>;
+  // Where the loop's requests come from (the server's scheduler, a test).
+  class Source {
+   public:
+    virtual ~Source() = default;
+    // The next request to start, or an empty Task for none. `active`: how many the loop is
+    // stepping. With none active it may block until there is one, and an empty Task then ends
+    // Serve; with some active it must answer at once.
+    virtual Task Next(int active) = 0;
+  };
+
+  // Requests from a list, at most `concurrency` active at once: a finished one's place goes
+  // to the next between two steps of the others (offline generation, tests, benchmarks).
+  class ListSource : public Source {
+   public:
+    ListSource(std::vector<Task> tasks, int concurrency)
+        : tasks_(std::move(tasks)), concurrency_(concurrency) {}
+    Task Next(int active) override {
+      if (next_ >= tasks_.size() || active >= concurrency_) return nullptr;
+      return std::move(tasks_[next_++]);
+    }
+
+   private:
+    std::vector<Task> tasks_;
+    size_t next_ = 0;
+    const int concurrency_;
+  };
+
+  explicit EngineLoop(Options options, Observer observer = nullptr);
+  EngineLoop(const EngineLoop&) = delete;
+  EngineLoop& operator=(const EngineLoop&) = delete;
+
+  // Steps the source's requests on the calling thread until it has no more (see Source).
+  // INTERNAL when a request's fiber cannot be made (its task is then dropped unrun).
+  Status Serve(Source& source);
+
+  // TokenModel::Forward(call) of `model`, run in the loop's next batched forward of that
+  // model; checked first (the errors Forward returns), so a bad call never reaches a batch.
+  // From outside the loop's requests it runs at once. The caller's cache must not be touched by
+  // anyone else meanwhile.
+  StatusOr<ForwardOutput> Run(const TokenModel& model, const ForwardCall& call);
+  // EagleHead::Forward(call), the same way.
+  StatusOr<torch::Tensor> Run(const EagleHead& head, const HeadCall& call);
+  // Resampler::Apply(call.ids, call.h, call.w), the same way.
+  StatusOr<torch::Tensor> Run(const Resampler& resampler, const ResampleCall& call);
+
+  // From a request, between two of its steps: lets the loop admit new requests (a request
+  // that runs alone makes its causal appends directly and would otherwise never pause).
+  // Outside the loop's requests: nothing.
+  void StepDone();
+
+  // Whether at most one request is active: its forwards would run alone, so it may run its
+  // causal appends directly (TokenModel::ForwardTokens, which a GPU model replays from CUDA
+  // graphs; a batch of one never could).
+  bool Alone() const;
+
+  // Totals since construction (tests, benchmarks).
+  struct Counters {
+    int64_t forwards = 0;   // executed forwards
+    int64_t calls = 0;      // calls they carried
+    int64_t max_calls = 0;  // most calls in one forward
+    int64_t rounds = 0;     // rounds of the loop that ran forwards
+    int64_t requests = 0;   // requests started
+    int64_t most_active = 0;  // most requests active at once
+  };
+  Counters counters() const;
+
+ private:
+  // A queued call: what every model's calls share (queue order, rows, its request's wake-up).
+  struct Pending;
+  // A queued call of one kind of model, holding its call and result (engine_loop.cc).
+  template <typename Model, typename Call, typename Result>
+  struct Queued;
+
+  // Queues `self` and pauses the calling request until its batch has run; runs it at once
+  // when called from outside the loop's requests.
+  void Enqueue(Pending* self);
+  // Runs everything queued: one forward per model in order of first arrival, each split at
+  // max_rows.
+  void RunQueued();
+  // Runs `batch` (all of one model) and posts each call's result.
+  void Execute(const std::vector<Pending*>& batch);
+
+  const Options options_;
+  const Observer observer_;
+  // The loop's thread only: the queued calls, how many requests are active, and whether the
+  // one running now paused for a forward (rather than between its steps).
+  std::vector<Pending*> queue_;
+  int active_ = 0;
+  bool paused_for_forward_ = false;
+  bool serving_ = false;
+  mutable std::mutex counters_mu_;  // counters are read from other threads
+  Counters counters_;
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_DECODE_ENGINE_LOOP_H_
