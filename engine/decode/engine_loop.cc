@@ -39,13 +39,13 @@ StatusOr<std::vector<torch::Tensor>> RunTogether(const Resampler& resampler,
   return resampler.ApplyBatch(calls, gemms);
 }
 
+}  // namespace
+
 // One request the loop steps: its fiber, and whether it waits for a queued forward.
-struct ActiveRequest {
+struct EngineLoop::ActiveRequest {
   std::unique_ptr<Fiber> fiber;
   bool waiting = false;
 };
-
-}  // namespace
 
 struct EngineLoop::Pending {
   virtual ~Pending() = default;
@@ -92,6 +92,8 @@ struct EngineLoop::Queued : EngineLoop::Pending {
 EngineLoop::EngineLoop(Options options, Observer observer)
     : options_(options), observer_(std::move(observer)) {}
 
+EngineLoop::~EngineLoop() = default;
+
 const char* EngineLoop::ComponentName(Component component) {
   switch (component) {
     case Component::kTransformer:
@@ -112,7 +114,7 @@ EngineLoop::Counters EngineLoop::counters() const {
 }
 
 Status EngineLoop::Serve(Source& source) {
-  std::vector<ActiveRequest> active;
+  std::vector<ActiveRequest>& active = active_requests_;
   Status status;
   // Requests join between rounds and between any request's steps; with none active the
   // source may wait for one.

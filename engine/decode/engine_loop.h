@@ -92,6 +92,7 @@ class EngineLoop {
   };
 
   explicit EngineLoop(Options options, Observer observer = nullptr);
+  ~EngineLoop();
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
 
@@ -148,8 +149,12 @@ class EngineLoop {
 
   const Options options_;
   const Observer observer_;
-  // The loop's thread only: the queued calls, how many requests are active, and whether the
-  // one running now paused for a forward (rather than between its steps).
+  // The loop's thread only: the active requests (a member, not Serve's local: while a fiber
+  // runs, a leak checker sees its stack, not the thread's), the queued calls, how many
+  // requests are active, and whether the one running now paused for a forward (rather than
+  // between its steps).
+  struct ActiveRequest;
+  std::vector<ActiveRequest> active_requests_;
   std::vector<Pending*> queue_;
   int active_ = 0;
   bool paused_for_forward_ = false;
