@@ -57,7 +57,6 @@ struct EngineLoop::Pending {
   Component component = Component::kTransformer;
   int64_t rows = 0;         // reported rows
   int64_t budget_rows = 0;  // rows counted against max_rows
-  bool done = false;
 };
 
 template <typename Model, typename Call, typename Result>
@@ -239,7 +238,6 @@ void EngineLoop::Execute(const std::vector<Pending*>& batch) {
   int64_t rows = 0;
   for (const Pending* p : batch) rows += p->rows;
   batch[0]->RunGroup(batch, options_.gemms);
-  for (Pending* p : batch) p->done = true;
   if (observer_) {
     observer_({batch[0]->component, static_cast<int64_t>(batch.size()), rows});
   }
