@@ -227,14 +227,8 @@ TEST(HttpFramingTest, MethodsPathsAndRequestIds) {
   EXPECT_NE(stream.responses[0].body.find("image_generation.completed"), std::string::npos);
 }
 
-std::string WriteKeys(const std::string& name, const std::string& text) {
-  const std::string path = TestTempDir() + "/" + name;
-  std::ofstream(path) << text;
-  return path;
-}
-
 TEST(HttpFramingTest, CorsPreflightsAndKeysInAnyCaseAndRevokedByAnEmptyFile) {
-  const std::string keys = WriteKeys("framing_keys", "sk-one\n");
+  const std::string keys = WriteTestFile("framing_keys", "sk-one\n");
   std::vector<std::string> flags = kRepository;
   flags.push_back("--api_keys_file=" + keys);
   flags.push_back("--http_cors_origins=https://app.example,https://b.example");
@@ -269,7 +263,7 @@ TEST(HttpFramingTest, CorsPreflightsAndKeysInAnyCaseAndRevokedByAnEmptyFile) {
   EXPECT_EQ(r.status, 401);
   EXPECT_EQ(r.headers["access-control-allow-origin"], "https://b.example");
   // Emptied and reloaded: every key is revoked (the log says so).
-  WriteKeys("framing_keys", "# every key revoked\n");
+  WriteTestFile("framing_keys", "# every key revoked\n");
   (*server)->Signal(SIGHUP);
   bool revoked = false;
   for (int i = 0; i < 50 && !revoked; ++i) {

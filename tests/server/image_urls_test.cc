@@ -25,12 +25,6 @@ using Json = nlohmann::json;
 using server::metrics::testing::HttpOptions;
 using server::metrics::testing::HttpRequest;
 
-std::string WriteKeys(const std::string& name, const std::string& text) {
-  const std::string path = TestTempDir() + "/" + name;
-  std::ofstream(path) << text;
-  return path;
-}
-
 // The paths (/v1/images/files/<id>.png) of `n` images made with `key`.
 std::vector<std::string> MakeImages(int port, const std::string& key, int n) {
   HttpOptions options;
@@ -69,15 +63,16 @@ int Fetch(int port, const std::string& path, const std::string& authorization,
 }
 
 TEST(ImageUrlsTest, AUrlIsASignedLinkWhileItsKeyIsValidAndUntilItsTime) {
-  const std::string keys = WriteKeys("url_keys", "sk-one\n");
+  const std::string keys = WriteTestFile("url_keys", "sk-one\n");
   std::vector<std::string> flags = kRepository;
   flags.push_back("--api_keys_file=" + keys);
   flags.push_back("--image_url_ttl=8s");
   auto server = ServerProcess::Start(flags);
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->http_port();
-  const auto made = Clock::now();
   const std::vector<std::string> paths = MakeImages(port, "sk-one", 2);
+  // The server keeps each image from before its answer: its time is up by made + TTL.
+  const auto made = Clock::now();
   ASSERT_EQ(paths.size(), 2u);
   std::string content_type;
   for (const std::string& path : paths) {
@@ -89,7 +84,7 @@ TEST(ImageUrlsTest, AUrlIsASignedLinkWhileItsKeyIsValidAndUntilItsTime) {
   EXPECT_EQ(Fetch(port, "/v1/images/files/0123456789abcdef0123456789abcdef.png", ""), 404);
 
   // sk-one revoked, sk-two added: the URLs sk-one made need a key from now on.
-  WriteKeys("url_keys", "sk-two\n");
+  WriteTestFile("url_keys", "sk-two\n");
   (*server)->Signal(SIGHUP);
   bool revoked = false;
   for (int i = 0; i < 50 && !revoked; ++i) {
@@ -111,7 +106,7 @@ TEST(ImageUrlsTest, AUrlIsASignedLinkWhileItsKeyIsValidAndUntilItsTime) {
 
 TEST(ImageUrlsTest, NeedsKeyMakesEveryFetchShowAKey) {
   std::vector<std::string> flags = kRepository;
-  flags.push_back("--api_keys_file=" + WriteKeys("strict_keys", "sk-one\n"));
+  flags.push_back("--api_keys_file=" + WriteTestFile("strict_keys", "sk-one\n"));
   flags.push_back("--image_url_needs_key");
   auto server = ServerProcess::Start(flags);
   ASSERT_TRUE(server.ok()) << server.status();

@@ -39,6 +39,12 @@ int FreeLoopbackPort() {
   return ntohs(address.sin_port);
 }
 
+std::string WriteTestFile(const std::string& name, const std::string& text) {
+  const std::string path = TestTempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
 std::string ReadTextFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream text;

@@ -19,6 +19,8 @@ std::string TestTempDir();
 int FreeLoopbackPort();
 // A whole file's text ("" when it cannot be read).
 std::string ReadTextFile(const std::string& path);
+// Writes `text` to TestTempDir()/name (replacing it) and returns the path.
+std::string WriteTestFile(const std::string& name, const std::string& text);
 
 class ServerProcess {
  public:
