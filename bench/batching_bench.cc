@@ -42,7 +42,28 @@ struct Measure {
   double seconds = 0;       // wall time of all requests
   double mean_latency = 0;  // per request, start to finish
   double calls_per_forward = 0;
+  std::vector<std::vector<int32_t>> tokens;  // each request's
 };
+
+// The share of image tokens `m` decoded equal to `off`'s (the same requests alone) and the
+// number of requests whose every token is: per-request GEMMs give 100%, shared GEMMs change
+// the last bits of the logits and so, on a knife edge, a token and the rest of its image.
+std::string TokensEqual(const Measure& m, const Measure& off) {
+  int64_t equal = 0, total = 0, whole = 0;
+  for (size_t i = 0; i < m.tokens.size() && i < off.tokens.size(); ++i) {
+    int64_t same = 0;
+    for (size_t j = 0; j < m.tokens[i].size() && j < off.tokens[i].size(); ++j) {
+      same += m.tokens[i][j] == off.tokens[i][j];
+    }
+    equal += same;
+    total += static_cast<int64_t>(off.tokens[i].size());
+    whole += same == static_cast<int64_t>(off.tokens[i].size());
+  }
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.1f%%, %ld/%zu", total ? 100.0 * equal / total : 0.0,
+                whole, off.tokens.size());
+  return text;
+}
 
 // Decodes requests [0, n): one after another (loop null: plain decoding), or stepped by
 // `loop` on this thread, `concurrency` at a time.
@@ -51,6 +72,7 @@ Measure Decode(const engine::ModelSet& family, const engine::DecodingMethod& met
                engine::EngineLoop* loop) {
   engine::SetCpuThreads(1);
   std::vector<double> latencies(n);
+  std::vector<std::vector<int32_t>> tokens(n);
   const auto decode = [&](int i) {
     engine::DecodeRequest request;
     request.condition = conditions[i % conditions.size()];
@@ -66,6 +88,7 @@ Measure Decode(const engine::ModelSet& family, const engine::DecodingMethod& met
       std::exit(1);
     }
     latencies[i] = std::chrono::duration<double>(Clock::now() - begin).count();
+    tokens[i] = result->tokens;
   };
   const auto start = Clock::now();
   if (loop == nullptr) {
@@ -79,6 +102,7 @@ Measure Decode(const engine::ModelSet& family, const engine::DecodingMethod& met
   Measure m;
   m.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   for (double l : latencies) m.mean_latency += l / n;
+  m.tokens = std::move(tokens);
   return m;
 }
 
@@ -208,9 +232,9 @@ int Run(const Flags& flags) {
               flags.method.c_str(), flags.requests, flags.rounds);
   std::printf("| concurrency | off images/s | off latency s |");
   for (const auto& v : variants)
-    std::printf(" %s images/s | x off | latency s | calls/forward |", v.c_str());
+    std::printf(" %s images/s | x off | latency s | calls/forward | tokens = off |", v.c_str());
   std::printf("\n|---:|---:|---:|");
-  for (size_t i = 0; i < variants.size(); ++i) std::printf("---:|---:|---:|---:|");
+  for (size_t i = 0; i < variants.size(); ++i) std::printf("---:|---:|---:|---:|---:|");
   std::printf("\n");
   for (int level : levels) {
     std::vector<double> off_rate, off_latency;
@@ -228,8 +252,8 @@ int Run(const Flags& flags) {
         latency.push_back(ms[r].mean_latency);
         calls.push_back(ms[r].calls_per_forward);
       }
-      std::printf(" %.2f | %.2f | %.3f | %.1f |", median(rate), median(ratio), median(latency),
-                  median(calls));
+      std::printf(" %.2f | %.2f | %.3f | %.1f | %s |", median(rate), median(ratio),
+                  median(latency), median(calls), TokensEqual(ms[0], runs[level]["off"][0]).c_str());
     }
     std::printf("\n");
   }

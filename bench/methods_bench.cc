@@ -47,6 +47,8 @@
 #include "engine/decode/ar.h"
 #include "engine/core/op_count.h"
 #include "engine/decode/generate.h"
+#include "engine/decode/kv_demand.h"
+#include "engine/decode/kv_pools.h"
 #include "engine/decode/method_registry.h"
 #include "engine/decode/mulo.h"
 #include "engine/decode/mulo_options.h"
@@ -110,6 +112,9 @@ ABSL_FLAG(std::string, grid_out, "",
           "also write a PNG grid of the first --grid_prompts prompts (first seed): one column "
           "per method row");
 ABSL_FLAG(int, grid_prompts, 8, "rows of --grid_out");
+ABSL_FLAG(bool, kv_pool, false,
+          "take every request's KV caches from a worker's pool of fixed slots, as the server "
+          "does (engine/decode/kv_pools.h), instead of caches of their own");
 ABSL_FLAG(bool, count_ops, false,
           "also count the ATen operators each request dispatches (engine/core/op_count.h: all, "
           "and the kernels among them) and print them per decode step; the observer slows "
@@ -485,6 +490,15 @@ int Run() {
       }
     }
   }
+  std::unique_ptr<engine::KvPools> kv_pools;
+  if (absl::GetFlag(FLAGS_kv_pool)) {
+    auto made = engine::KvPools::Make({{family->name, family}}, 1);
+    if (!made.ok()) {
+      std::fprintf(stderr, "error: --kv_pool: %s\n", made.status().ToString().c_str());
+      return 1;
+    }
+    kv_pools = std::move(*made);
+  }
   for (size_t i = 0; i < count; ++i) {
     const auto& entry = (*prompts)[i];
     std::vector<std::vector<cv::Mat>> samples(rows.size());
@@ -502,6 +516,12 @@ int Run() {
         engine::GenerateOptions options;
         options.trace = trace_file.is_open() ? &trace : nullptr;
         options.synchronize_phases = absl::GetFlag(FLAGS_sync_phases);
+        std::unique_ptr<engine::KvReservation> reservation;
+        if (kv_pools != nullptr) {
+          reservation = kv_pools->Reserve(
+              engine::RequestKvDemand(*family, row.config.method->name(), sampling));
+          options.kv = reservation.get();
+        }
         auto result = engine::GenerateImage(*row.config.method, *family, entry.prompt, sampling,
                                             sink, cancel, options);
         if (!result.ok()) {

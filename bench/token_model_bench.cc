@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/bench_flags.h"
@@ -107,6 +108,7 @@ int Run(int argc, char** argv) {
     return torch::arange(target.TokenPosition(rows, from), target.TokenPosition(rows, from) + n,
                          torch::kInt64);
   };
+  std::vector<std::pair<int64_t, double>> paged_rows;  // cached rows, one-token step
   for (int64_t context : context_list) {
     // One cache per context (graphs are captured per cache), cut back after every timed forward.
     KvCache cache = target.NewCache(2, target.CacheRows(rows));
@@ -136,6 +138,37 @@ int Run(int argc, char** argv) {
       std::printf("| %ld | %ld | %.4f | %s |\n", context, window, median,
                   step > 0 ? (std::to_string(median / step).substr(0, 4) + "x").c_str() : "-");
     }
+    if (step > 0) paged_rows.push_back({cached, step});
+  }
+  // Why the KV-cache pool has fixed slots (docs/design.md): a paged layout, read by LibTorch's
+  // attention (no paged-attention kernel), must first gather a request's blocks of every layer
+  // into one tensor each step; a slot is already one (a view). The gather's cost per step, for
+  // the cache lengths above, against the step itself.
+  std::printf("\n| cached rows | paged gather per step (16-row blocks, all layers, K and V) | "
+              "x the one-token step |\n|---:|---:|---:|\n");
+  const torch::Tensor probe = target.NewCache(1, 1).Keys(0);  // [1, heads, 0, head dim]
+  const int64_t layers = target.NewCache(1, 1).num_layers(), block = 16;
+  for (const auto& [cached, step] : paged_rows) {
+    const int64_t blocks = 2 * ((cached + block - 1) / block);  // two guidance streams
+    const torch::Tensor pool =
+        torch::zeros({4 * blocks, probe.size(1), block, probe.size(3)}, probe.options());
+    const torch::Tensor table = torch::randperm(4 * blocks, torch::dtype(torch::kInt64)
+                                                                .device(probe.device()))
+                                    .narrow(0, 0, blocks);
+    std::vector<double> times;
+    for (int i = 0; i <= repeats; ++i) {
+      const auto t0 = Clock::now();
+      torch::Tensor sum;
+      for (int64_t layer = 0; layer < 2 * layers; ++layer) {
+        torch::Tensor gathered = pool.index_select(0, table);
+        if (layer == 0) sum = gathered.sum();
+      }
+      (void)sum.item<float>();
+      if (i > 0) times.push_back(Seconds(t0));
+    }
+    std::sort(times.begin(), times.end());
+    const double median = times[times.size() / 2];
+    std::printf("| %ld | %.5f s | %.2fx |\n", cached, median, median / step);
   }
   return 0;
 }

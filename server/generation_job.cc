@@ -1,6 +1,7 @@
 #include "server/generation_job.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/decode/kv_demand.h"
 #include "server/image_encoding.h"
 #include "server/preview_schedule.h"
 
@@ -68,6 +69,10 @@ GenerationJob::GenerationJob(ValidatedRequest request,
                              GenerationListener listener)
     : request_(std::move(request)),
       joins_batches_(joins_batches),
+      kv_demand_(request_.models == nullptr
+                     ? engine::KvDemand()
+                     : engine::RequestKvDemand(*request_.models, request_.method,
+                                               request_.sampling)),
       max_decode_time_(max_decode_time),
       listener_(std::move(listener)),
       cancel_(has_deadline ? engine::CancelToken(deadline) : engine::CancelToken()) {
@@ -93,7 +98,7 @@ void GenerationJob::Skip(const absl::Status& why) {
   Post(std::move(event));
 }
 
-void GenerationJob::Run(engine::EngineLoop* loop) {
+void GenerationJob::Run(engine::EngineLoop* loop, engine::KvReservation* kv) {
   const auto started = JobRecord::Clock::now();
   double queue_seconds;
   {
@@ -108,6 +113,7 @@ void GenerationJob::Run(engine::EngineLoop* loop) {
   const ValidatedRequest& r = request_;
   engine::GenerateOptions options;
   options.loop = loop;
+  options.kv = kv;
   options.mllm_method = r.text_stage_decoder.get();
   auto result =
       r.prompt.empty()

@@ -38,7 +38,8 @@ class GenerationJob : public Job {
                 bool has_deadline, bool joins_batches, absl::Duration max_decode_time,
                 GenerationListener listener);
 
-  void Run(engine::EngineLoop* loop) override;
+  void Run(engine::EngineLoop* loop, engine::KvReservation* kv) override;
+  engine::KvDemand kv_demand() const override { return kv_demand_; }
   void Skip(const absl::Status& why) override;
   const engine::CancelToken& cancel() const override { return cancel_; }
   bool joins_batches() const override { return joins_batches_; }
@@ -56,6 +57,7 @@ class GenerationJob : public Job {
 
   const ValidatedRequest request_;
   const bool joins_batches_;
+  const engine::KvDemand kv_demand_;
   const absl::Duration max_decode_time_;
   const GenerationListener listener_;
   engine::CancelToken cancel_;

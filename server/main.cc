@@ -33,6 +33,7 @@
 #include "absl/time/clock.h"
 #include "engine/core/cpu_threads.h"
 #include "engine/core/device_stream.h"
+#include "engine/decode/kv_pools.h"
 #include "mulo/v1/method_names.h"
 #include "server/batch_policy.h"
 #include "server/cuda_graph_policy.h"
@@ -41,6 +42,7 @@
 #include "server/generation_service.h"
 #include "server/http/http_front_end.h"
 #include "server/image_generation_service.h"
+#include "server/kv_pool_sizing.h"
 #include "server/request_limits.h"
 #include "server/model_repository.h"
 #include "server/request_log.h"
@@ -105,6 +107,10 @@ ABSL_FLAG(int, max_batch, 4,
 ABSL_FLAG(int, max_batch_tokens, 256,
           "token rows (guidance streams x new positions) per batched forward; a larger single "
           "forward still runs, alone");
+ABSL_FLAG(int64_t, kv_cache_memory, 0,
+          "MiB of KV cache each worker allocates at load, as fixed slots shared by its "
+          "requests (a request waits in the queue until its slots are free); 0: --max_batch "
+          "requests' worth");
 ABSL_FLAG(absl::Duration, batch_wait, absl::ZeroDuration(),
           "no longer used (accepted so that old command lines still start): each worker's "
           "engine loop runs a batch as soon as every request it steps waits for a forward");
@@ -210,6 +216,51 @@ void RaiseOpenFileLimit() {
   setrlimit(RLIMIT_NOFILE, &limit);
 }
 
+// Each worker's KV-cache pools for every loaded family (engine/decode/kv_pools.h), sized by
+// --kv_cache_memory, handed to the scheduler and watched by the metrics.
+absl::Status InstallKvPools(const ModelRepository& repository,
+                            const Scheduler::Options& scheduler_options, Scheduler& scheduler,
+                            ServerMetrics& metrics) {
+  std::vector<engine::KvPools::Family> families;
+  for (const std::string& name : repository.Names()) {
+    families.push_back({name, repository.Find(name)});
+  }
+  const int64_t request_bytes = engine::KvPools::RequestBytes(families);
+  const absl::StatusOr<int64_t> requests = KvPoolRequests(
+      absl::GetFlag(FLAGS_kv_cache_memory), scheduler_options.max_batch, request_bytes);
+  if (!requests.ok()) return requests.status();
+  std::vector<std::unique_ptr<engine::KvPools>> pools;
+  for (int worker = 0; worker < std::max(1, scheduler_options.workers); ++worker) {
+    auto made = engine::KvPools::Make(families, *requests);
+    if (!made.ok()) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("--kv_cache_memory: ", made.status().message()));
+    }
+    pools.push_back(std::move(*made));
+  }
+  std::vector<std::string> layout;
+  for (const engine::KvPools::Usage& u : pools[0]->usage()) {
+    layout.push_back(absl::StrCat(u.family, " ", u.component, " ", u.slots, "x", u.slot_rows,
+                                  " rows"));
+  }
+  Log(absl::StrCat("KV-cache pools: ", *requests, " requests' worth per worker, ",
+                   (pools[0]->MemoryBytes() + (1 << 20) - 1) >> 20, " MiB each (",
+                   absl::StrJoin(layout, ", "), ")"));
+  scheduler.SetKvPools(std::move(pools));
+  metrics.WatchKvPools([&scheduler] {
+    std::vector<ServerMetrics::KvPoolReading> readings;
+    const std::vector<const engine::KvPools*> workers = scheduler.kv_pools();
+    for (size_t w = 0; w < workers.size(); ++w) {
+      for (const engine::KvPools::Usage& u : workers[w]->usage()) {
+        readings.push_back({u.family, u.component, static_cast<int>(w), u.slots, u.used,
+                            u.bytes, u.overflows});
+      }
+    }
+    return readings;
+  });
+  return absl::OkStatus();
+}
+
 int Run() {
   RaiseOpenFileLimit();
   // Signals are taken by one thread with sigwait; every other thread (gRPC, workers, HTTP)
@@ -264,6 +315,11 @@ int Run() {
   }
   if (scheduler_options.batching.max_rows < 1) {
     Log("--max_batch_tokens: must be >= 1");
+    return 2;
+  }
+  // Checked again against the families' sizes once they load (InstallKvPools).
+  if (auto requests = KvPoolRequests(absl::GetFlag(FLAGS_kv_cache_memory), 1, 0); !requests.ok()) {
+    Log(std::string(requests.status().message()));
     return 2;
   }
   if (absl::GetFlag(FLAGS_batch_wait) != absl::ZeroDuration()) {
@@ -443,6 +499,11 @@ int Run() {
       return 2;
     }
     generation.SetDefaultModel(model);
+  }
+  if (absl::Status pools = InstallKvPools(**repository, scheduler_options, scheduler, metrics);
+      !pools.ok()) {
+    Log(std::string(pools.message()));
+    return 2;
   }
   generation.SetRepository(repository->get());
   front_end.SetServing(true);

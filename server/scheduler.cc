@@ -22,6 +22,7 @@ class Scheduler::WorkerSource : public engine::EngineLoop::Source {
   engine::EngineLoop::Task Next(int active) override {
     Scheduler& s = *scheduler_;
     std::shared_ptr<Job> job;
+    std::shared_ptr<engine::KvReservation> kv;  // shared: a Task is copyable
     bool alone = false;
     {
       std::unique_lock<std::mutex> lock(s.mu_);
@@ -40,14 +41,17 @@ class Scheduler::WorkerSource : public engine::EngineLoop::Source {
       if (s.queue_.empty() || (s.shutdown_ && !s.FrontCanStartLocked(*worker_))) return nullptr;
       job = std::move(s.queue_.front());
       s.queue_.pop_front();
+      // FrontCanStartLocked saw the slots free, and only this worker's thread takes them.
+      if (worker_->kv_pools != nullptr) kv = worker_->kv_pools->Reserve(job->kv_demand());
       ++s.running_;
       ++worker_->running;
       alone = loop_ != nullptr && !job->joins_batches();
       worker_->alone = alone;
     }
     engine::EngineLoop* loop = alone ? nullptr : loop_;
-    return [this, job = std::move(job), loop, alone]() mutable {
-      job->Run(loop);
+    return [this, job = std::move(job), kv = std::move(kv), loop, alone]() mutable {
+      job->Run(loop, kv.get());
+      kv.reset();   // the slots return before the next job's admission
       job.reset();  // release the request's memory before reporting idle
       scheduler_->Finished(worker_, alone);
     };
@@ -155,6 +159,25 @@ void Scheduler::SkipLoop() {
   }
 }
 
+void Scheduler::SetKvPools(std::vector<std::unique_ptr<engine::KvPools>> pools) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < pools.size() && i < worker_states_.size(); ++i) {
+      worker_states_[i]->kv_pools = std::move(pools[i]);
+    }
+  }
+  work_cv_.notify_all();
+}
+
+std::vector<const engine::KvPools*> Scheduler::kv_pools() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<const engine::KvPools*> out;
+  for (const auto& worker : worker_states_) {
+    if (worker->kv_pools != nullptr) out.push_back(worker->kv_pools.get());
+  }
+  return out;
+}
+
 void Scheduler::StopAccepting() {
   std::lock_guard<std::mutex> lock(mu_);
   accepting_ = false;
@@ -182,7 +205,8 @@ bool Scheduler::FrontCanStartLocked(const WorkerState& worker) const {
   if (worker.alone) return false;
   const int batch = std::max(1, options_.max_batch);
   if (worker.running >= batch) return false;
-  return worker.running == 0 || queue_.front()->joins_batches();
+  if (worker.running > 0 && !queue_.front()->joins_batches()) return false;
+  return worker.kv_pools == nullptr || worker.kv_pools->CanReserve(queue_.front()->kv_demand());
 }
 
 void Scheduler::Finished(WorkerState* worker, bool alone) {

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "engine/decode/cancel_token.h"
 #include "engine/decode/engine_loop.h"
+#include "engine/decode/kv_pools.h"
 
 namespace mulo::server {
 
@@ -30,9 +31,13 @@ class Job {
   virtual ~Job() = default;
   // Runs as a fiber of a worker's engine loop; must honour cancel() every decoding step.
   // `loop` (null when batching is off or the job runs alone) is the worker's: the job's
-  // forwards go through it. Must not hold a lock across a forward (the loop's other jobs run
-  // on the same thread).
-  virtual void Run(engine::EngineLoop* loop) = 0;
+  // forwards go through it. `kv` (null when the worker has no KV-cache pools) holds the slots
+  // reserved for kv_demand(), which the job's caches are taken from. Must not hold a lock
+  // across a forward (the loop's other jobs run on the same thread).
+  virtual void Run(engine::EngineLoop* loop, engine::KvReservation* kv) = 0;
+  // The KV-cache slots the job may take (RequestKvDemand): it starts only once they are free
+  // on its worker.
+  virtual engine::KvDemand kv_demand() const { return {}; }
   // The job will never run: cancelled or out of time while queued, or the server stopped.
   virtual void Skip(const absl::Status& why) = 0;
   virtual const engine::CancelToken& cancel() const = 0;
@@ -73,6 +78,14 @@ class Scheduler {
   // thread: a caller may hold a lock that the job's Skip (its listener) takes.
   void SkipDeparted();
 
+  // Gives each worker its KV-cache pools (one per worker, made at load, after the scheduler
+  // starts): from then on a job starts only when its kv_demand() fits its worker's pools,
+  // and waits in the queue until it does. Before, jobs run with caches of their own.
+  void SetKvPools(std::vector<std::unique_ptr<engine::KvPools>> pools);
+  // The workers' pools (empty before SetKvPools), for metrics; they live as long as the
+  // scheduler.
+  std::vector<const engine::KvPools*> kv_pools() const;
+
   // Drain: refuse new jobs from now on; queued and running ones still complete.
   void StopAccepting();
   // True once nothing is queued or running; false if `timeout` passed first.
@@ -86,11 +99,12 @@ class Scheduler {
   struct WorkerState {
     int running = 0;
     bool alone = false;  // a job that does not join batches runs: nothing else starts
+    std::unique_ptr<engine::KvPools> kv_pools;  // null until SetKvPools
   };
   class WorkerSource;  // the queue as one worker's loop sees it (scheduler.cc)
   // Whether the first queued job may start on `worker` now. Jobs start in queue order: a
-  // job that must run alone waits for its worker's batch to finish, and the jobs behind it
-  // wait for it.
+  // job that must run alone waits for its worker's batch to finish, one whose KV-cache slots
+  // are not free waits for jobs to end, and the jobs behind it wait for it.
   bool FrontCanStartLocked(const WorkerState& worker) const;
   // The job's end on its worker: counted, the idle and the waiting workers told.
   void Finished(WorkerState* worker, bool alone);

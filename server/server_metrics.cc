@@ -51,6 +51,51 @@ class QueueCollector : public metrics::Collector {
   std::function<std::pair<int, int>()> probe_;
 };
 
+// The workers' KV-cache pools, read when Prometheus scrapes.
+class KvPoolCollector : public metrics::Collector {
+ public:
+  explicit KvPoolCollector(std::function<std::vector<ServerMetrics::KvPoolReading>()> probe)
+      : probe_(std::move(probe)) {}
+  std::vector<std::string> Describe() const override {
+    return {"mulo_kv_cache_slots", "mulo_kv_cache_used_slots", "mulo_kv_cache_usage_ratio",
+            "mulo_kv_cache_bytes", "mulo_kv_cache_overflows_total"};
+  }
+  std::vector<metrics::FamilySnapshot> Collect() const override {
+    const std::vector<std::string> labels = {"model", "component", "worker"};
+    auto family = [&](const char* name, const char* help, metrics::MetricType type) {
+      return metrics::FamilySnapshot{name, help, type, labels, {}, {}};
+    };
+    std::vector<metrics::FamilySnapshot> out = {
+        family("mulo_kv_cache_slots",
+               "KV-cache slots (one guidance stream each) a worker's pool holds, allocated at "
+               "load.",
+               metrics::MetricType::kGauge),
+        family("mulo_kv_cache_used_slots", "KV-cache slots reserved by running requests.",
+               metrics::MetricType::kGauge),
+        family("mulo_kv_cache_usage_ratio",
+               "Reserved over allocated KV-cache slots: at 1 new requests wait in the queue.",
+               metrics::MetricType::kGauge),
+        family("mulo_kv_cache_bytes", "Device memory a worker's KV-cache pool takes.",
+               metrics::MetricType::kGauge),
+        family("mulo_kv_cache_overflows_total",
+               "Caches that outgrew their slots and moved to memory of their own (slower).",
+               metrics::MetricType::kCounter)};
+    for (const ServerMetrics::KvPoolReading& r : probe_()) {
+      const std::vector<std::string> values = {r.model, r.component, std::to_string(r.worker)};
+      const double ratio = r.slots > 0 ? static_cast<double>(r.used) / r.slots : 0.0;
+      const double numbers[] = {static_cast<double>(r.slots), static_cast<double>(r.used), ratio,
+                                static_cast<double>(r.bytes), static_cast<double>(r.overflows)};
+      for (size_t i = 0; i < out.size(); ++i) {
+        out[i].metrics.push_back(metrics::MetricSnapshot{values, numbers[i]});
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::function<std::vector<ServerMetrics::KvPoolReading>()> probe_;
+};
+
 }  // namespace
 
 ServerMetrics::ServerMetrics() {
@@ -142,6 +187,14 @@ ServerMetrics::ServerMetrics() {
 
 void ServerMetrics::WatchQueue(std::function<std::pair<int, int>()> probe) {
   if (auto st = registry_.AddCollector(std::make_unique<QueueCollector>(std::move(probe)));
+      !st.ok()) {
+    std::fprintf(stderr, "metrics: %s\n", st.ToString().c_str());
+    std::abort();
+  }
+}
+
+void ServerMetrics::WatchKvPools(std::function<std::vector<KvPoolReading>()> probe) {
+  if (auto st = registry_.AddCollector(std::make_unique<KvPoolCollector>(std::move(probe)));
       !st.ok()) {
     std::fprintf(stderr, "metrics: %s\n", st.ToString().c_str());
     std::abort();

@@ -10,6 +10,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -39,6 +40,14 @@ class ServerMetrics {
   // resampler: a closed set, engine::EngineLoop::ComponentName): how many requests' calls
   // it carried and how many rows.
   void RecordBatch(const std::string& component, int64_t requests, int64_t rows);
+  // One KV-cache pool of one worker, as read at scrape time (engine/decode/kv_pools.h).
+  struct KvPoolReading {
+    std::string model, component;  // component: target, drafter, chain, eagle
+    int worker = 0;
+    int64_t slots = 0, used = 0, bytes = 0, overflows = 0;
+  };
+  // The workers' KV-cache pools are read at scrape time from `probe`.
+  void WatchKvPools(std::function<std::vector<KvPoolReading>()> probe);
   // Memory the family's resident weights take on `device` (engine::ModelSet::weight_bytes).
   void SetModelWeightBytes(const std::string& model, const std::string& device, int64_t bytes);
 

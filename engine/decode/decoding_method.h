@@ -17,7 +17,8 @@
 
 namespace mulo::engine {
 
-class EngineLoop;  // engine_loop.h
+class EngineLoop;     // engine_loop.h
+class KvReservation;  // kv_pools.h
 
 struct DecodeRequest {
   Condition condition;
@@ -27,6 +28,9 @@ struct DecodeRequest {
   // Optional: the request's transformer forwards join batches with other requests' (continuous
   // batching); its tokens are the same as without (engine_loop.h).
   EngineLoop* loop = nullptr;
+  // Optional: the worker's KV-cache slots reserved for the request, which its caches are
+  // taken from (kv_pools.h); without, each cache is memory of its own.
+  KvReservation* kv = nullptr;
   // Phase timers wait for the GPU, so each phase is charged its kernels (benchmarks' phase
   // tables). Off (servers): no waits beyond the method's own reads, the phases' seconds are the
   // host's, and the device runs ahead of it.

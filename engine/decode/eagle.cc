@@ -157,9 +157,9 @@ StatusOr<std::unique_ptr<SteppedMethod::State>> EagleDecoder::Begin(DecodeSessio
                                             session.grid(), session.sampling().seed);
   }
   const int64_t tree_rows = std::max<int64_t>(64, top_k * (depth + 1));
-  auto proposer = std::make_unique<EagleProposer>(*models.eagle, *models.target,
-                                                  target->cache().batch(),
-                                                  session.num_tokens() + tree_rows);
+  auto proposer = std::make_unique<EagleProposer>(
+      *models.eagle, *models.target,
+      session.NewCache(*models.eagle, target->cache().batch(), session.num_tokens() + tree_rows));
   proposer->Push(session.committed().back(), target->next_hidden());
   return std::unique_ptr<State>(
       std::make_unique<EagleState>(target, std::move(proposer), options_, models.neighbors,

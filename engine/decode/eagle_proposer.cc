@@ -20,9 +20,8 @@ torch::Tensor Ids(const std::vector<int64_t>& tokens, int64_t batch) {
 
 }  // namespace
 
-EagleProposer::EagleProposer(const EagleHead& head, const TokenModel& target, int64_t batch,
-                             int64_t capacity)
-    : head_(head), target_(target), cache_(head.NewCache(batch, capacity)) {}
+EagleProposer::EagleProposer(const EagleHead& head, const TokenModel& target, KvCache cache)
+    : head_(head), target_(target), cache_(std::move(cache)) {}
 
 void EagleProposer::Push(int64_t token, const torch::Tensor& feature) {
   queued_tokens_.push_back(token);

@@ -39,9 +39,8 @@ struct TreeDraft {
 
 class EagleProposer {
  public:
-  // `batch`: the target stream's batch (2 with guidance); `capacity`: head cache rows.
-  EagleProposer(const EagleHead& head, const TokenModel& target, int64_t batch,
-                int64_t capacity);
+  // `cache`: an empty cache of the head, of the target stream's batch (2 with guidance).
+  EagleProposer(const EagleHead& head, const TokenModel& target, KvCache cache);
 
   // Queues the pair of a newly committed token and the target feature [batch, dim] that
   // predicted it; Propose feeds the queue first.

@@ -180,6 +180,7 @@ StatusOr<GenerateResult> GenerateImage(const DecodingMethod& method, const Model
   request.sampling = sampling;
   request.trace = options.trace;
   request.loop = options.loop;
+  request.kv = options.kv;
   request.synchronize_phases = options.synchronize_phases;
   MULO_ASSIGN_OR_RETURN(DecodeResult decoded, method.Decode(request, models, progress, cancel));
   MULO_RETURN_IF_ERROR(cancel.Check());

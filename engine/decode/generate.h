@@ -15,6 +15,7 @@ namespace mulo::engine {
 struct GenerateOptions {
   ForwardTrace* trace = nullptr;      // receives every transformer forward (benchmarks)
   EngineLoop* loop = nullptr;  // the forwards join batches with other requests'
+  KvReservation* kv = nullptr;  // the caches come from the worker's pools (kv_pools.h)
   bool synchronize_phases = false;    // phase timers wait for the GPU (benchmarks)
   // The MLLM stage's method (a family with one, a condition with prompt_ids): null is ar.
   const DecodingMethod* mllm_method = nullptr;

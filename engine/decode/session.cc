@@ -7,6 +7,7 @@
 #include "engine/core/host_read.h"
 #include "engine/core/op_count.h"
 #include "engine/core/torch_guard.h"
+#include "engine/decode/kv_pools.h"
 #include "engine/sampling/guidance.h"
 #include "engine/sampling/logits_processor.h"
 #include "engine/sampling/row_sampler.h"
@@ -14,11 +15,11 @@
 
 namespace mulo::engine {
 
-ModelStream::ModelStream(const TokenModel& model, int64_t batch, int64_t capacity, StreamRole role,
-                         Stats* stats, ForwardTrace* trace, EngineLoop* loop)
+ModelStream::ModelStream(const TokenModel& model, KvCache cache, StreamRole role, Stats* stats,
+                         ForwardTrace* trace, EngineLoop* loop)
     : model_(model),
       loop_(loop),
-      cache_(model.NewCache(batch, capacity)),
+      cache_(std::move(cache)),
       role_(role),
       stats_(stats) {
   cache_.set_trace(trace);
@@ -197,11 +198,25 @@ StatusOr<ModelStream*> DecodeSession::Open(const TokenModel& model, StreamRole r
   const int64_t batch = CfgBatch(sampling != nullptr ? *sampling : request_.sampling);
   MULO_ASSIGN_OR_RETURN(torch::Tensor condition,
                         model.EmbedCondition(request_.condition, batch == 2));
-  streams_.push_back(std::make_unique<ModelStream>(model, batch, model.CacheRows(condition.size(1)),
-                                                   role, &stats_, request_.trace,
-                                                   request_.loop));
+  streams_.push_back(std::make_unique<ModelStream>(
+      model, NewCache(model, batch, model.CacheRows(condition.size(1))), role, &stats_,
+      request_.trace, request_.loop));
   MULO_RETURN_IF_ERROR(streams_.back()->Prefill(condition));
   return streams_.back().get();
+}
+
+KvCache DecodeSession::NewCache(const TokenModel& model, int64_t batch, int64_t capacity) {
+  if (request_.kv != nullptr) {
+    if (std::optional<KvCache> pooled = request_.kv->Take(&model, batch)) return *pooled;
+  }
+  return model.NewCache(batch, capacity);
+}
+
+KvCache DecodeSession::NewCache(const EagleHead& head, int64_t batch, int64_t capacity) {
+  if (request_.kv != nullptr) {
+    if (std::optional<KvCache> pooled = request_.kv->Take(&head, batch)) return *pooled;
+  }
+  return head.NewCache(batch, capacity);
 }
 
 StatusOr<torch::Tensor> DecodeSession::RunHead(const EagleHead& head, const HeadCall& call) {

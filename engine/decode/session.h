@@ -39,9 +39,10 @@ enum class StreamRole { kTarget, kDraft };
 // after them waiting for Keep.
 class ModelStream {
  public:
-  // With a `loop`, every forward of the stream runs inside its batches.
-  ModelStream(const TokenModel& model, int64_t batch, int64_t capacity, StreamRole role,
-              Stats* stats, ForwardTrace* trace, EngineLoop* loop = nullptr);
+  // `cache`: an empty cache of the model (its own, or a pool's slots). With a `loop`, every
+  // forward of the stream runs inside its batches.
+  ModelStream(const TokenModel& model, KvCache cache, StreamRole role, Stats* stats,
+              ForwardTrace* trace, EngineLoop* loop = nullptr);
 
   const TokenModel& model() const { return model_; }
   KvCache& cache() { return cache_; }
@@ -139,6 +140,11 @@ class DecodeSession {
   // unconditional half when `sampling` (the request's when null) asks for guidance.
   StatusOr<ModelStream*> Open(const TokenModel& model, StreamRole role,
                               const SamplingParams* sampling = nullptr);
+
+  // An empty cache of `batch` streams: from the request's reserved slots when it has them,
+  // else of its own with `capacity` rows (which it grows past as needed).
+  KvCache NewCache(const TokenModel& model, int64_t batch, int64_t capacity);
+  KvCache NewCache(const EagleHead& head, int64_t batch, int64_t capacity);
 
   // The EAGLE head's forward (EagleHead::Forward) and a resampler's (Resampler::Apply, h x w
   // ids on the host in, the output grid's ids out): inside the loop's next batch when the

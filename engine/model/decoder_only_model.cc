@@ -352,12 +352,14 @@ StatusOr<ForwardOutput> DecoderOnlyModel::ForwardRangeCheckedTokens(KvCache& cac
   }
   MULO_RETURN_IF_ERROR(CheckPositions(positions, tokens.size(1)));
   if (ForwardGraphs* graphs = cache.graphs(); graphs != nullptr) {
-    const int64_t context = cache.length();
+    const int64_t context = cache.length(), held = graphs->captured();
     MULO_ASSIGN_OR_RETURN(std::optional<ForwardOutput> replayed,
                           graphs->Run(*this, cache, tokens, positions, mask, logits_mode));
     if (replayed.has_value()) {
       if (cache.trace() != nullptr) {
-        cache.trace()->push_back({this, cache.batch(), tokens.size(1), context, /*graph=*/true});
+        ForwardEvent event{this, cache.batch(), tokens.size(1), context, /*graph=*/true};
+        event.captured = graphs->captured() > held;
+        cache.trace()->push_back(event);
       }
       return *std::move(replayed);
     }

@@ -83,6 +83,7 @@ class ForwardGraphs {
   void Clear();
 
   bool buckets() const { return buckets_; }
+  bool emulated() const { return emulated_; }
   int64_t captured() const;  // graphs held now
   int64_t replays() const { return replays_; }
   int64_t failed_captures() const { return failed_captures_; }

@@ -5,6 +5,7 @@
 
 #include "engine/core/device_upload.h"
 #include "engine/core/torch_guard.h"
+#include "engine/model/kv_pool.h"
 
 namespace mulo::engine {
 
@@ -17,6 +18,14 @@ KvCache::KvCache(int64_t n_layer, int64_t batch, int64_t n_kv_head, int64_t head
     values_.push_back(torch::zeros({batch, n_kv_head, capacity_, head_dim}, options));
   }
 }
+
+KvCache::KvCache(std::vector<torch::Tensor> keys, std::vector<torch::Tensor> values,
+                 std::shared_ptr<KvSlots> slots)
+    : batch_(keys.at(0).size(0)),
+      capacity_(keys.at(0).size(2)),
+      keys_(std::move(keys)),
+      values_(std::move(values)),
+      slots_(std::move(slots)) {}
 
 int64_t KvCache::MemoryBytes() const {
   int64_t bytes = 0;
@@ -41,6 +50,12 @@ void KvCache::Grow(int64_t min_capacity) {
   }
   capacity_ = capacity;
   ++generation_;  // graphs captured the old tensors' addresses
+  if (slots_ != nullptr) {
+    // Out of the pool's slots: the slots' graphs stay theirs, for the next request on them;
+    // this cache runs eagerly from here on.
+    slots_->pool().CountOverflow();
+    graphs_ = nullptr;
+  }
 }
 
 std::pair<torch::Tensor, torch::Tensor> KvCache::Store(int64_t layer, const torch::Tensor& k,

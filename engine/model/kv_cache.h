@@ -18,6 +18,8 @@
 namespace mulo::engine {
 
 class ForwardGraphs;  // forward_graphs.h: CUDA graphs captured over one cache's tensors
+class KvPool;         // kv_pool.h: fixed slots that caches are views of
+class KvSlots;
 
 // One transformer forward through a cache, for cost projections (tools/gpu/project.py): which
 // model ran, how many streams, how many new rows over how many cached ones, graph or eager.
@@ -31,6 +33,7 @@ struct ForwardEvent {
   // and for replayed graphs and batched forwards): what a method dispatches outside its
   // forwards is the request's count minus these.
   int64_t dispatched_ops = 0;
+  bool captured = false;  // a graph forward whose graph was captured by this call
 };
 using ForwardTrace = std::vector<ForwardEvent>;
 
@@ -44,6 +47,8 @@ class KvCache {
   int64_t batch() const { return batch_; }
   int64_t num_layers() const { return static_cast<int64_t>(keys_.size()); }
   int64_t MemoryBytes() const;
+  // Whether the cache is a view of a pool's slots (kv_pool.h) rather than memory of its own.
+  bool pooled() const { return slots_ != nullptr; }
 
   // Writes k/v [batch, n_kv_head, n, head_dim] of `layer` at rows [length, length + n) and
   // returns that layer's keys and values over [0, length + n). The length itself moves only
@@ -84,6 +89,11 @@ class KvCache {
   void set_trace(ForwardTrace* trace) { trace_ = trace; }
 
  private:
+  friend class KvPool;
+  // A cache over slots of a pool: `keys` / `values` per layer are views [batch, n_kv_head,
+  // capacity, head_dim] of them; `slots` keeps them taken while the cache lives.
+  KvCache(std::vector<torch::Tensor> keys, std::vector<torch::Tensor> values,
+          std::shared_ptr<KvSlots> slots);
   void Grow(int64_t min_capacity);
 
   int64_t batch_;
@@ -94,6 +104,7 @@ class KvCache {
   std::vector<torch::Tensor> values_;
   std::shared_ptr<ForwardGraphs> graphs_;
   ForwardTrace* trace_ = nullptr;
+  std::shared_ptr<KvSlots> slots_;  // null: the cache's own memory
 };
 
 }  // namespace mulo::engine

@@ -62,6 +62,8 @@ TEST(PrometheusEndToEndTest, ExpositionPassesPromtool) {
         "mulo_request_duration_seconds", "mulo_queue_duration_seconds",
         "mulo_time_to_first_row_seconds", "mulo_phase_duration_seconds", "mulo_queue_depth",
         "mulo_requests_running", "mulo_model_loaded", "mulo_model_weight_bytes",
+        "mulo_kv_cache_slots", "mulo_kv_cache_used_slots", "mulo_kv_cache_usage_ratio",
+        "mulo_kv_cache_bytes", "mulo_kv_cache_overflows_total",
         "process_resident_memory_bytes"}) {
     EXPECT_NE(metrics->body.find(std::string("# TYPE ") + family), std::string::npos) << family;
   }

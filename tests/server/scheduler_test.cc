@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/model/kv_pool.h"
 #include "gtest/gtest.h"
 
 namespace mulo::server {
@@ -29,8 +30,9 @@ class RecordingJob : public Job {
         gate_(gate),
         cancel_(deadline ? engine::CancelToken(*deadline) : engine::CancelToken()) {}
 
-  void Run(engine::EngineLoop* loop) override {
+  void Run(engine::EngineLoop* loop, engine::KvReservation* kv) override {
     loop_ = loop;
+    kv_ = kv;
     started_ = true;
     // Waits as a decoding job does, pausing between its steps so that the loop steps the
     // others (with no loop it has its worker alone).
@@ -47,7 +49,10 @@ class RecordingJob : public Job {
   }
   const engine::CancelToken& cancel() const override { return cancel_; }
   bool joins_batches() const override { return joins_batches_; }
+  engine::KvDemand kv_demand() const override { return kv_demand_; }
   engine::CancelToken& mutable_cancel() { return cancel_; }
+  void set_kv_demand(engine::KvDemand demand) { kv_demand_ = std::move(demand); }
+  engine::KvReservation* kv() const { return kv_; }
   void set_joins_batches(bool joins) { joins_batches_ = joins; }
 
   bool started() const { return started_; }
@@ -63,6 +68,8 @@ class RecordingJob : public Job {
   std::mutex* mu_;
   const std::atomic<bool>* gate_;
   std::atomic<engine::EngineLoop*> loop_{nullptr};
+  std::atomic<engine::KvReservation*> kv_{nullptr};
+  engine::KvDemand kv_demand_;
   std::atomic<bool> started_{false};
   engine::CancelToken cancel_;
   bool joins_batches_ = true;
@@ -321,6 +328,71 @@ TEST_F(SchedulerTest, SkipDepartedMayBeCalledUnderTheLockItsJobsSkipTakes) {
   }
   EXPECT_EQ(WaitForSkip(*job).code(), absl::StatusCode::kCancelled);
   OpenGateAndWait(scheduler);
+}
+
+// A worker's KV-cache pool of `slots` slots for the model at `model` (any address: the pool
+// only keys on it).
+std::unique_ptr<engine::KvPools> PoolsOf(const void* model, int64_t slots) {
+  auto pools = std::make_unique<engine::KvPools>();
+  engine::KvCache prototype(/*n_layer=*/1, /*batch=*/1, /*n_kv_head=*/1, /*head_dim=*/2,
+                            /*capacity=*/1, torch::dtype(torch::kFloat32));
+  auto pool = engine::KvPool::Make(prototype, slots, /*slot_rows=*/4);
+  EXPECT_TRUE(pool.ok());
+  pools->Add("family", "target", model, std::move(*pool));
+  return pools;
+}
+
+// Admission is by free KV-cache slots: with a pool of 4 slots, two jobs of 2 slots run and
+// the third waits in the queue (though max_batch would admit it) until one ends; a job of 1
+// slot behind it waits too (queue order). A job's reservation reaches Run and gives caches
+// over the pool's slots; the slots return when the job ends.
+TEST_F(SchedulerTest, AJobStartsOnlyWhenItsKvCacheSlotsAreFree) {
+  Scheduler::Options options{1, 2, nullptr};
+  options.max_batch = 8;
+  Scheduler scheduler(options);
+  const int model = 0;
+  scheduler.SetKvPools([&] {
+    std::vector<std::unique_ptr<engine::KvPools>> pools;
+    pools.push_back(PoolsOf(&model, 4));
+    return pools;
+  }());
+  const engine::KvDemand two{{{&model, 2}}}, one{{{&model, 1}}};
+  std::atomic<bool> first_gate{false}, second_gate{false};
+  auto first = JobGatedBy(0, &first_gate), second = JobGatedBy(1, &second_gate);
+  auto third = Job(2), fourth = Job(3);
+  first->set_kv_demand(two);
+  second->set_kv_demand(two);
+  third->set_kv_demand(two);
+  fourth->set_kv_demand(one);
+  ASSERT_TRUE(scheduler.Submit(first).ok());
+  ASSERT_TRUE(scheduler.Submit(second).ok());
+  while (!first->started() || !second->started()) std::this_thread::yield();
+  ASSERT_TRUE(scheduler.Submit(third).ok());
+  ASSERT_TRUE(scheduler.Submit(fourth).ok());
+  ASSERT_NE(first->kv(), nullptr);
+  std::optional<engine::KvCache> cache = first->kv()->Take(&model, 2);
+  ASSERT_TRUE(cache.has_value());
+  EXPECT_TRUE(cache->pooled());
+  EXPECT_EQ(cache->batch(), 2);
+  cache.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(third->started()) << "started with no free slots";
+  EXPECT_FALSE(fourth->started());
+  EXPECT_EQ(scheduler.running(), 2);
+  EXPECT_EQ(scheduler.queue_depth(), 2);
+  EXPECT_EQ(scheduler.kv_pools().at(0)->usage().at(0).used, 4);
+  // Waiting for slots holds a queue place: a full queue still answers UNAVAILABLE at once.
+  EXPECT_EQ(scheduler.Submit(Job(9)).code(), absl::StatusCode::kUnavailable);
+
+  // The first job's end frees its two slots: the third takes them, then the fourth its one,
+  // while the second still runs.
+  first_gate = true;
+  while (ran().size() < 3) std::this_thread::yield();
+  EXPECT_EQ(ran(), (std::vector<int>{0, 2, 3}));
+  second_gate = true;
+  ASSERT_TRUE(scheduler.WaitIdle(absl::Seconds(5)));
+  EXPECT_EQ(ran(), (std::vector<int>{0, 2, 3, 1}));
+  EXPECT_EQ(scheduler.kv_pools().at(0)->usage().at(0).used, 0);
 }
 
 TEST_F(SchedulerTest, ASubmitSkipsDepartedJobsBeforeCountingTheQueue) {

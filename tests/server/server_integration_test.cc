@@ -449,9 +449,20 @@ TEST(ServerIntegrationTest, BatchedRequestsGetTheirLoneTokensAndTheBatchesAreCou
   // The MuLo-SD requests' U_r and D_r calls run in the batches too, under their own label.
   EXPECT_GT((*batched)->MetricSum("mulo_batch_size_count", {"component=\"resampler\""}), 0);
   EXPECT_LE((*batched)->MetricSum("mulo_batch_size_count", {"component=\"eagle_head\""}), 0);
+  // The worker's KV-cache pools were made at load for six requests (two slots each), and
+  // every slot is back once the requests ended.
+  for (const char* component : {"target", "drafter", "chain"}) {
+    const std::vector<std::string> pool = {"model=\"tiny\"",
+                                           std::string("component=\"") + component + "\""};
+    EXPECT_EQ((*batched)->MetricSum("mulo_kv_cache_slots", pool), 12) << component;
+    EXPECT_EQ((*batched)->MetricSum("mulo_kv_cache_used_slots", pool), 0) << component;
+    EXPECT_EQ((*batched)->MetricSum("mulo_kv_cache_usage_ratio", pool), 0) << component;
+    EXPECT_EQ((*batched)->MetricSum("mulo_kv_cache_overflows_total", pool), 0) << component;
+  }
 
   for (const char* bad : {"--max_batch=0", "--batch_gemms=padded", "--max_batch_tokens=0",
-                          "--batch_methods=ar,warp", "--default_method=warp"}) {
+                          "--batch_methods=ar,warp", "--default_method=warp",
+                          "--kv_cache_memory=-1"}) {
     std::vector<std::string> flags = kRepository;
     flags.push_back(bad);
     auto refused = ServerProcess::Start(flags);

@@ -1,0 +1,155 @@
+// How many of each method's target forwards replay a CUDA graph, with graphs emulated on the
+// CPU (LoadOptions::emulate_cuda_graphs: the keys, capture points and replays a GPU makes):
+// `requests` requests of every method decoded with caches of their own (graphs captured per
+// request) against caches from a worker's KV-cache pool (graphs kept per run of slots,
+// engine/decode/kv_pools.h), one request at a time and `concurrency` at a time in one engine
+// loop. Prints a markdown table; counts, not timings, so one run says it. A benchmark, not a
+// test.
+//
+//   graph_reuse_bench --models=models/synth --requests=16 --concurrency=4
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/bench_flags.h"
+#include "bench/family_inputs.h"
+#include "engine/decode/engine_loop.h"
+#include "engine/decode/generate.h"
+#include "engine/decode/kv_demand.h"
+#include "engine/decode/kv_pools.h"
+#include "engine/decode/method_registry.h"
+
+namespace mulo::bench {
+namespace {
+
+struct Flags {
+  std::string models = "models/synth";
+  std::string prompts = "models/synth/heldout_prompts.jsonl";
+  int requests = 16;
+  int concurrency = 4;
+};
+
+// Target forwards over all requests, those that replayed a graph and those that captured one.
+struct GraphUse {
+  int64_t forwards = 0, replayed = 0, captured = 0;
+  std::string Replayed() const {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.1f%%", forwards ? 100.0 * replayed / forwards : 0.0);
+    return text;
+  }
+};
+
+// Decodes `conditions.size()` requests of `method`, `concurrency` at a time in one engine loop
+// (1: one after another, no loop), each with caches from `pools` when given.
+GraphUse Decode(const engine::ModelSet& family, const std::string& name,
+                const engine::DecodingMethod& method,
+                const std::vector<engine::Condition>& conditions, int concurrency,
+                engine::KvPools* pools) {
+  GraphUse use;
+  engine::EngineLoop loop({/*max_rows=*/256, engine::PackedGemms::kPerSequence});
+  const auto decode = [&](size_t i) {
+    engine::ForwardTrace trace;
+    engine::DecodeRequest request;
+    request.condition = conditions[i];
+    request.sampling.cfg_scale = family.default_cfg_scale;
+    request.sampling.seed = 1 + i;
+    request.trace = &trace;
+    request.loop = concurrency > 1 ? &loop : nullptr;
+    std::unique_ptr<engine::KvReservation> reservation;
+    if (pools != nullptr) {
+      reservation = pools->Reserve(engine::RequestKvDemand(family, name, request.sampling));
+      request.kv = reservation.get();
+    }
+    engine::NullProgressSink sink;
+    engine::CancelToken cancel;
+    auto result = method.Decode(request, family, sink, cancel);
+    if (!result.ok()) {
+      std::fprintf(stderr, "error: %s: %s\n", name.c_str(), result.status().ToString().c_str());
+      std::exit(1);
+    }
+    for (const engine::ForwardEvent& e : trace) {
+      if (e.model != family.target.get() || e.context == 0) continue;  // the target after prefill
+      ++use.forwards;
+      use.replayed += e.graph;
+      use.captured += e.captured;
+    }
+  };
+  if (concurrency <= 1) {
+    for (size_t i = 0; i < conditions.size(); ++i) decode(i);
+    return use;
+  }
+  std::vector<engine::EngineLoop::Task> tasks;
+  for (size_t i = 0; i < conditions.size(); ++i) tasks.push_back([&decode, i] { decode(i); });
+  engine::EngineLoop::ListSource source(std::move(tasks), concurrency);
+  if (!loop.Serve(source).ok()) std::exit(1);
+  return use;
+}
+
+int Run(const Flags& flags) {
+  engine::LoadOptions options;
+  options.emulate_cuda_graphs = true;
+  auto inputs = LoadFamilyInputs(flags.models, flags.prompts, flags.requests, 1, options);
+  if (!inputs) return 1;
+  const engine::ModelSet& family = inputs->family;
+  std::vector<engine::Condition> conditions;
+  for (int i = 0; i < flags.requests; ++i) {
+    auto condition = engine::ConditionFromPrompt(
+        family, inputs->prompts[i % inputs->prompts.size()].prompt);
+    if (!condition.ok()) {
+      std::fprintf(stderr, "error: %s\n", condition.status().ToString().c_str());
+      return 1;
+    }
+    conditions.push_back(*condition);
+  }
+  std::printf("%s, %d requests per cell, graphs emulated (buckets on): target forwards after "
+              "the prefill that replayed a graph, and graphs captured\n\n",
+              family.name.c_str(), flags.requests);
+  std::printf("| method | target forwards | own caches, alone: replayed / captures | pool, "
+              "alone: replayed / captures | pool, concurrency %d: replayed / captures |\n"
+              "|---|---:|---:|---:|---:|\n",
+              flags.concurrency);
+  for (const std::string& name : engine::AvailableMethods(family)) {
+    auto config = engine::DefaultMethodConfig(name, family);
+    if (!config.ok()) {
+      std::fprintf(stderr, "error: %s\n", config.status().ToString().c_str());
+      return 1;
+    }
+    auto method = engine::MakeMethod(*config, family);
+    if (!method.ok()) {
+      std::fprintf(stderr, "error: %s\n", method.status().ToString().c_str());
+      return 1;
+    }
+    const GraphUse own = Decode(family, name, **method, conditions, 1, nullptr);
+    auto alone_pools = engine::KvPools::Make({{family.name, &family}}, 1);
+    auto loop_pools = engine::KvPools::Make({{family.name, &family}}, flags.concurrency);
+    if (!alone_pools.ok() || !loop_pools.ok()) return 1;
+    const GraphUse pooled = Decode(family, name, **method, conditions, 1, alone_pools->get());
+    const GraphUse batched =
+        Decode(family, name, **method, conditions, flags.concurrency, loop_pools->get());
+    std::printf("| %s | %ld | %s / %ld | %s / %ld | %s / %ld |\n", name.c_str(), own.forwards,
+                own.Replayed().c_str(), own.captured, pooled.Replayed().c_str(), pooled.captured,
+                batched.Replayed().c_str(), batched.captured);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace mulo::bench
+
+int main(int argc, char** argv) {
+  mulo::bench::Flags flags;
+  mulo::bench::FlagParser parser(
+      "graph_reuse_bench: emulated CUDA graph replays per method, own caches against the pool");
+  parser.Add("models", &flags.models, "model family directory");
+  parser.Add("prompts", &flags.prompts, "held-out prompts (jsonl)");
+  parser.Add("requests", &flags.requests, "requests per cell");
+  parser.Add("concurrency", &flags.concurrency, "requests stepped together in the last column");
+  if (!parser.Parse(argc, argv)) return 2;
+  if (flags.requests < 1 || flags.concurrency < 2) {
+    std::fprintf(stderr, "error: --requests >= 1 and --concurrency >= 2\n");
+    return 2;
+  }
+  return mulo::bench::Run(flags);
+}

@@ -1,0 +1,156 @@
+#include "engine/decode/kv_pools.h"
+
+#include <algorithm>
+
+#include "engine/model/forward_graphs.h"
+
+namespace mulo::engine {
+namespace {
+
+// Prompt-id conditions (Janus-Pro) may be as long as the language model's context, which no
+// prompt comes near: slots hold this many condition rows, and a longer prompt's cache
+// overflows into memory of its own (kv_pool.h).
+constexpr int64_t kPooledConditionRows = 512;
+
+struct PoolPlan {
+  std::string component;
+  const void* model;
+  KvCache prototype;
+  int64_t slot_rows;
+  KvPool::GraphsFactory graphs;
+};
+
+KvPool::GraphsFactory GraphsLike(const KvCache& prototype) {
+  const ForwardGraphs* graphs = prototype.graphs();
+  if (graphs == nullptr) return nullptr;
+  return [buckets = graphs->buckets(), emulated = graphs->emulated()] {
+    return std::make_shared<ForwardGraphs>(buckets, emulated);
+  };
+}
+
+// Rows a slot holds: a request's longest cache and the draft rows after it, in whole graph
+// spans when graphs read the slots (a graph attends over whole spans).
+int64_t SlotRows(int64_t cache_rows, bool graphs) {
+  const int64_t rows = cache_rows + KvPools::kDraftRows;
+  return graphs ? ForwardGraphs::RoundUpToSpan(rows) : rows;
+}
+
+void PlanModel(const std::string& component, const TokenModel* model,
+               std::vector<PoolPlan>& plans) {
+  if (model == nullptr) return;
+  const int64_t condition_rows =
+      std::min<int64_t>(model->condition_shape().rows, kPooledConditionRows);
+  KvCache prototype = model->NewCache(1, 1);
+  KvPool::GraphsFactory graphs = GraphsLike(prototype);
+  const int64_t rows = SlotRows(model->CacheRows(condition_rows), graphs != nullptr);
+  plans.push_back({component, model, std::move(prototype), rows, std::move(graphs)});
+}
+
+std::vector<PoolPlan> Plan(const ModelSet& models) {
+  std::vector<PoolPlan> plans;
+  PlanModel("target", models.target.get(), plans);
+  PlanModel("drafter", models.drafter.get(), plans);
+  PlanModel("chain", models.chain.get(), plans);
+  if (models.eagle != nullptr && models.target != nullptr) {
+    // The head's cache holds the image's tokens and the draft tree's rows.
+    plans.push_back({"eagle", models.eagle.get(), models.eagle->NewCache(1, 1),
+                     SlotRows(models.target->num_image_tokens(), /*graphs=*/false), nullptr});
+  }
+  return plans;
+}
+
+}  // namespace
+
+std::optional<KvCache> KvReservation::Take(const void* model, int64_t batch) {
+  for (Run& run : runs_) {
+    if (run.model != model || run.taken || run.slots->count() < batch) continue;
+    run.taken = true;
+    return run.pool->CacheOver(run.slots, batch);
+  }
+  ++unreserved_;
+  return std::nullopt;
+}
+
+StatusOr<std::unique_ptr<KvPools>> KvPools::Make(const std::vector<Family>& families,
+                                                 int64_t requests) {
+  auto pools = std::make_unique<KvPools>();
+  for (const Family& family : families) {
+    for (PoolPlan& plan : Plan(*family.models)) {
+      MULO_ASSIGN_OR_RETURN(
+          std::shared_ptr<KvPool> pool,
+          KvPool::Make(plan.prototype, 2 * requests, plan.slot_rows, std::move(plan.graphs)));
+      pools->Add(family.name, plan.component, plan.model, std::move(pool));
+    }
+  }
+  return pools;
+}
+
+int64_t KvPools::RequestBytes(const std::vector<Family>& families) {
+  int64_t bytes = 0;
+  for (const Family& family : families) {
+    for (const PoolPlan& plan : Plan(*family.models)) {
+      bytes += 2 * KvPool::SlotBytes(plan.prototype, plan.slot_rows);
+    }
+  }
+  return bytes;
+}
+
+void KvPools::Add(std::string family, std::string component, const void* model,
+                  std::shared_ptr<KvPool> pool) {
+  pools_.push_back({std::move(family), std::move(component), model, std::move(pool)});
+}
+
+const KvPools::Entry* KvPools::Find(const void* model) const {
+  for (const Entry& entry : pools_) {
+    if (entry.model == model) return &entry;
+  }
+  return nullptr;
+}
+
+bool KvPools::CanReserve(const KvDemand& demand) const {
+  for (const KvDemand::Need& need : demand.needs) {
+    const Entry* entry = Find(need.model);
+    if (entry != nullptr && !entry->pool->CanTake(need.streams)) return false;
+  }
+  return true;
+}
+
+std::unique_ptr<KvReservation> KvPools::Reserve(const KvDemand& demand) {
+  auto reservation = std::make_unique<KvReservation>();
+  for (const KvDemand::Need& need : demand.needs) {
+    const Entry* entry = Find(need.model);
+    if (entry == nullptr) continue;
+    std::shared_ptr<KvSlots> slots = entry->pool->Take(need.streams);
+    if (slots == nullptr) return nullptr;  // the runs taken so far return with `reservation`
+    reservation->runs_.push_back({need.model, entry->pool.get(), std::move(slots)});
+  }
+  return reservation;
+}
+
+std::vector<KvPools::Usage> KvPools::usage() const {
+  std::vector<Usage> out;
+  for (const Entry& entry : pools_) {
+    out.push_back({entry.family, entry.component, entry.pool->slots(), entry.pool->used_slots(),
+                   entry.pool->slot_rows(), entry.pool->MemoryBytes(), entry.pool->overflows()});
+  }
+  return out;
+}
+
+KvPools::GraphCounts KvPools::graph_counts() const {
+  GraphCounts counts;
+  for (const Entry& entry : pools_) {
+    for (const auto& graphs : entry.pool->run_graphs()) {
+      counts.captured += graphs->captured();
+      counts.replays += graphs->replays();
+    }
+  }
+  return counts;
+}
+
+int64_t KvPools::MemoryBytes() const {
+  int64_t bytes = 0;
+  for (const Entry& entry : pools_) bytes += entry.pool->MemoryBytes();
+  return bytes;
+}
+
+}  // namespace mulo::engine

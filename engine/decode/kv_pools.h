@@ -1,0 +1,113 @@
+// The KV-cache pools of one worker and what a request reserves of them.
+//
+// A worker has one pool (kv_pool.h) per model that holds caches, for every family it serves:
+// the target, the MuLo-SD drafter, the speculative chain drafter and the EAGLE head. They are
+// allocated at load, sized in requests: each pool has two slots (a request's two guidance
+// streams) per request. A request reserves, before it starts, the slots the most it can open
+// needs (its target's guidance streams, two for each drafting model its method needs); its
+// session takes its caches from the reservation, and the slots return when it ends. The
+// server admits a request only when its reservation fits (server/scheduler.h): memory, not a
+// count of requests, is what admission runs out of.
+//
+// A family's Tar MLLM stage (a text stage decoded before the image) keeps caches of its own.
+#ifndef MULO_ENGINE_DECODE_KV_POOLS_H_
+#define MULO_ENGINE_DECODE_KV_POOLS_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/model/kv_pool.h"
+#include "engine/model/model_set.h"
+
+namespace mulo::engine {
+
+// The slots a request may take: streams per model (TokenModel or EagleHead, by address);
+// RequestKvDemand (kv_demand.h) says what a request's method opens.
+struct KvDemand {
+  struct Need {
+    const void* model = nullptr;
+    int64_t streams = 0;
+  };
+  std::vector<Need> needs;
+};
+
+// One request's reserved slots; its caches are taken from them.
+class KvReservation {
+ public:
+  // A cache of `batch` streams of `model` over the slots reserved for it (each model's once),
+  // or nullopt when there are none or fewer than `batch`: the caller makes a cache of its own,
+  // counted in unreserved().
+  std::optional<KvCache> Take(const void* model, int64_t batch);
+  // Caches the request made outside its reservation (a test checks every method makes none).
+  int64_t unreserved() const { return unreserved_; }
+
+ private:
+  friend class KvPools;
+  struct Run {
+    const void* model;
+    KvPool* pool;
+    std::shared_ptr<KvSlots> slots;
+    bool taken = false;
+  };
+  std::vector<Run> runs_;
+  int64_t unreserved_ = 0;
+};
+
+class KvPools {
+ public:
+  // Rows a slot holds beyond the longest request's cache: a draft tree or window appended
+  // after the image's last committed token (a cache that needs more overflows, kv_pool.h).
+  static constexpr int64_t kDraftRows = 256;
+
+  struct Family {
+    std::string name;
+    const ModelSet* models = nullptr;
+  };
+  // One pool per caching model of every family, each with 2 * `requests` slots.
+  // FAILED_PRECONDITION when the memory cannot be allocated.
+  static StatusOr<std::unique_ptr<KvPools>> Make(const std::vector<Family>& families,
+                                                 int64_t requests);
+  // The bytes of one request's worth of slots (two per caching model) over `families`: what
+  // a memory budget divides by to size the pools in requests.
+  static int64_t RequestBytes(const std::vector<Family>& families);
+
+  // Adds `pool` as `model`'s (Make adds one per caching model; tests add their own).
+  void Add(std::string family, std::string component, const void* model,
+           std::shared_ptr<KvPool> pool);
+
+  bool CanReserve(const KvDemand& demand) const;
+  // The demand's slots, taken; null when they do not all fit (nothing is taken then). A need
+  // of a model without a pool (a test's, a text stage's) is left out.
+  std::unique_ptr<KvReservation> Reserve(const KvDemand& demand);
+
+  struct Usage {
+    std::string family, component;  // component: target, drafter, chain, eagle
+    int64_t slots = 0, used = 0, slot_rows = 0, bytes = 0, overflows = 0;
+  };
+  std::vector<Usage> usage() const;
+  // The CUDA graphs (or emulated graphs) the pools' slots hold and how often they replayed, over
+  // every pool. Read while no request runs (tests, benchmarks).
+  struct GraphCounts {
+    int64_t captured = 0, replays = 0;
+  };
+  GraphCounts graph_counts() const;
+  int64_t MemoryBytes() const;
+
+ private:
+  struct Entry {
+    std::string family, component;
+    const void* model;
+    std::shared_ptr<KvPool> pool;
+  };
+  const Entry* Find(const void* model) const;
+  std::vector<Entry> pools_;
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_DECODE_KV_POOLS_H_

@@ -1,0 +1,239 @@
+// The worker's KV-cache pools (engine/decode/kv_pools.h) under every method: each request's
+// caches come from the slots it reserved, its tokens are its tokens with caches of its own,
+// alone and inside mixed batches, and the CUDA graphs (emulated) of a run of slots serve the
+// next request on them.
+#include "engine/decode/kv_pools.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/cpu_threads.h"
+#include "engine/decode/engine_loop.h"
+#include "engine/decode/generate.h"
+#include "engine/decode/kv_demand.h"
+#include "engine/decode/method_registry.h"
+#include "engine/model/model_set.h"
+#include "gtest/gtest.h"
+#include "synth/heldout.h"
+#include "tests/engine/test_util.h"
+
+namespace mulo::engine {
+namespace {
+
+std::shared_ptr<const ModelSet> LoadFamily(bool emulate_graphs) {
+  SetCpuThreads(1);
+  LoadOptions options;
+  options.emulate_cuda_graphs = emulate_graphs;
+  auto models = LoadModelSet("models/synth", options);
+  EXPECT_TRUE(models.ok()) << models.status().ToString();
+  return models.ok() ? std::make_shared<const ModelSet>(*std::move(models)) : nullptr;
+}
+
+const ModelSet& Family() {
+  static const std::shared_ptr<const ModelSet> family = LoadFamily(false);
+  return *family;
+}
+
+std::vector<std::string> Prompts() {
+  auto entries = synth::LoadHeldoutPrompts("models/synth/heldout_prompts.jsonl");
+  EXPECT_TRUE(entries.ok()) << entries.status();
+  std::vector<std::string> prompts;
+  for (int i = 0; entries.ok() && i < 8 && i < static_cast<int>(entries->size()); ++i) {
+    prompts.push_back((*entries)[i].prompt);
+  }
+  return prompts;
+}
+
+struct Job {
+  std::string method;
+  int prompt;
+  double temperature;
+};
+
+DecodeRequest RequestFor(const Job& job, const ModelSet& family) {
+  static const std::vector<std::string> prompts = Prompts();
+  DecodeRequest request;
+  auto condition = ConditionFromPrompt(family, prompts.at(job.prompt));
+  EXPECT_TRUE(condition.ok());
+  if (condition.ok()) request.condition = *condition;
+  request.sampling.cfg_scale = family.default_cfg_scale;
+  request.sampling.temperature = job.temperature;
+  request.sampling.seed = 2000 + job.prompt;
+  return request;
+}
+
+StatusOr<DecodeResult> DecodeJob(const Job& job, const ModelSet& family, EngineLoop* loop,
+                                 KvReservation* kv) {
+  MULO_ASSIGN_OR_RETURN(MethodConfig config, DefaultMethodConfig(job.method, family));
+  MULO_ASSIGN_OR_RETURN(auto method, MakeMethod(config, family));
+  DecodeRequest request = RequestFor(job, family);
+  request.loop = loop;
+  request.kv = kv;
+  NullProgressSink sink;
+  CancelToken cancel;
+  return method->Decode(request, family, sink, cancel);
+}
+
+std::vector<Job> EveryMethodTwice() {
+  std::vector<Job> jobs;
+  int prompt = 0;
+  for (const std::string& method : AvailableMethods(Family())) {
+    for (double temperature : {0.0, 1.0}) jobs.push_back({method, prompt++ % 8, temperature});
+  }
+  return jobs;
+}
+
+int64_t UsedSlots(const KvPools& pools) {
+  int64_t used = 0;
+  for (const KvPools::Usage& u : pools.usage()) used += u.used;
+  return used;
+}
+
+TEST(KvPoolsTest, TheFamilysCachingModelsEachGetAPoolOfTwoSlotsPerRequest) {
+  auto pools = KvPools::Make({{"synth", &Family()}}, 3);
+  ASSERT_OK(pools);
+  std::vector<std::string> components;
+  for (const KvPools::Usage& u : (*pools)->usage()) {
+    components.push_back(u.component);
+    EXPECT_EQ(u.family, "synth");
+    EXPECT_EQ(u.slots, 6) << u.component;
+    EXPECT_EQ(u.used, 0);
+    EXPECT_GT(u.bytes, 0);
+    EXPECT_GT(u.slot_rows, KvPools::kDraftRows) << u.component;
+  }
+  // A target slot holds its longest cache (the condition and the image) and a draft tree.
+  const TokenModel& target = *Family().target;
+  EXPECT_EQ((*pools)->usage().at(0).slot_rows,
+            target.CacheRows(target.condition_shape().rows) + KvPools::kDraftRows);
+  // The synth family has every drafting component.
+  EXPECT_EQ(components, (std::vector<std::string>{"target", "drafter", "chain", "eagle"}));
+  EXPECT_EQ(KvPools::RequestBytes({{"synth", &Family()}}) * 3, (*pools)->MemoryBytes());
+}
+
+TEST(KvPoolsTest, AReservationTakesItsDemandOrNothing) {
+  auto made = KvPools::Make({{"synth", &Family()}}, 1);
+  ASSERT_OK(made);
+  KvPools& pools = **made;
+  SamplingParams guided;
+  guided.cfg_scale = 4.0;
+  const KvDemand mulo = RequestKvDemand(Family(), "mulo", guided);
+  ASSERT_EQ(mulo.needs.size(), 2u);  // the target and the drafter; resamplers keep no cache
+  EXPECT_EQ(mulo.needs[0].streams, 2);
+  SamplingParams unguided;
+  unguided.cfg_scale = 1.0;
+  EXPECT_EQ(RequestKvDemand(Family(), "ar", unguided).needs.size(), 1u);
+  EXPECT_EQ(RequestKvDemand(Family(), "ar", unguided).needs[0].streams, 1);
+
+  auto first = pools.Reserve(mulo);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(UsedSlots(pools), 4);
+  EXPECT_FALSE(pools.CanReserve(mulo));
+  EXPECT_EQ(pools.Reserve(mulo), nullptr);
+  EXPECT_EQ(UsedSlots(pools), 4) << "a reservation that does not fit takes nothing";
+  // An unguided ar request still fits nowhere: the target's two slots are taken.
+  EXPECT_FALSE(pools.CanReserve(RequestKvDemand(Family(), "ar", unguided)));
+  first.reset();
+  EXPECT_EQ(UsedSlots(pools), 0);
+  EXPECT_TRUE(pools.CanReserve(mulo));
+}
+
+// Every method, greedy and sampled, alone: its caches all come from its reservation (none of
+// its own, no overflow), its tokens are those it decodes with caches of its own, and its
+// slots are reserved until the reservation goes.
+TEST(KvPoolsTest, EveryMethodDecodesItsOwnTokensOverItsReservedSlots) {
+  auto made = KvPools::Make({{"synth", &Family()}}, 1);
+  ASSERT_OK(made);
+  KvPools& pools = **made;
+  for (const Job& job : EveryMethodTwice()) {
+    auto own = DecodeJob(job, Family(), nullptr, nullptr);
+    ASSERT_OK(own);
+    const KvDemand demand = RequestKvDemand(Family(), job.method, RequestFor(job, Family()).sampling);
+    auto reservation = pools.Reserve(demand);
+    ASSERT_NE(reservation, nullptr) << job.method;
+    auto pooled = DecodeJob(job, Family(), nullptr, reservation.get());
+    ASSERT_OK(pooled);
+    EXPECT_EQ(pooled->tokens, own->tokens) << job.method << " at " << job.temperature;
+    EXPECT_EQ(reservation->unreserved(), 0) << job.method << " made a cache of its own";
+    int64_t demanded = 0;
+    for (const KvDemand::Need& need : demand.needs) demanded += need.streams;
+    EXPECT_EQ(UsedSlots(pools), demanded) << job.method;
+    reservation.reset();
+    EXPECT_EQ(UsedSlots(pools), 0) << job.method;
+  }
+  for (const KvPools::Usage& u : pools.usage()) EXPECT_EQ(u.overflows, 0) << u.component;
+}
+
+// Every method twice, six at a time in one engine loop, each over its own reserved slots:
+// each request's tokens are its lone tokens (the per-request-exact batches read the pool's
+// views as they read caches of their own).
+TEST(KvPoolsTest, MixedBatchesOverPooledCachesKeepEveryRequestsLoneTokens) {
+  const std::vector<Job> jobs = EveryMethodTwice();
+  std::vector<std::vector<int32_t>> alone;
+  for (const Job& job : jobs) {
+    auto own = DecodeJob(job, Family(), nullptr, nullptr);
+    ASSERT_OK(own);
+    alone.push_back(own->tokens);
+  }
+  auto made = KvPools::Make({{"synth", &Family()}}, 6);
+  ASSERT_OK(made);
+  KvPools& pools = **made;
+  std::vector<StatusOr<DecodeResult>> results(jobs.size(), InternalError("not run"));
+  std::vector<int64_t> unreserved(jobs.size(), -1);
+  EngineLoop loop({/*max_rows=*/256, PackedGemms::kPerSequence});
+  std::vector<EngineLoop::Task> tasks;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    tasks.push_back([&, i] {
+      auto reservation = pools.Reserve(
+          RequestKvDemand(Family(), jobs[i].method, RequestFor(jobs[i], Family()).sampling));
+      if (reservation == nullptr) return;  // reported as "not run"
+      results[i] = DecodeJob(jobs[i], Family(), &loop, reservation.get());
+      unreserved[i] = reservation->unreserved();
+    });
+  }
+  EngineLoop::ListSource source(std::move(tasks), 6);
+  ASSERT_OK(loop.Serve(source));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_OK(results[i]);
+    EXPECT_EQ(results[i]->tokens, alone[i]) << jobs[i].method << " at " << jobs[i].temperature;
+    EXPECT_EQ(unreserved[i], 0) << jobs[i].method;
+  }
+  EXPECT_GE(loop.counters().max_calls, 4);
+  EXPECT_EQ(UsedSlots(pools), 0);
+}
+
+// The graphs a request captured over its slots are the pool's: the next request on the same
+// slots replays them from its first forward of each shape and captures none.
+TEST(KvPoolsTest, TheNextRequestOnTheSameSlotsReplaysTheGraphsCapturedBefore) {
+  const std::shared_ptr<const ModelSet> family = LoadFamily(/*emulate_graphs=*/true);
+  ASSERT_NE(family, nullptr);
+  auto made = KvPools::Make({{"synth", family.get()}}, 1);
+  ASSERT_OK(made);
+  KvPools& pools = **made;
+  EXPECT_EQ(pools.usage().at(0).slot_rows % 256, 0) << "graphs attend over whole spans";
+  const std::vector<Job> jobs = {{"ar", 0, 1.0}, {"ar", 1, 1.0}};
+  auto own = DecodeJob(jobs[1], *family, nullptr, nullptr);
+  ASSERT_OK(own);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const Job& job = jobs[i];
+    auto reservation = pools.Reserve(
+        RequestKvDemand(*family, job.method, RequestFor(job, *family).sampling));
+    ASSERT_NE(reservation, nullptr);
+    const KvPools::GraphCounts before = pools.graph_counts();
+    auto result = DecodeJob(job, *family, nullptr, reservation.get());
+    ASSERT_OK(result);
+    const KvPools::GraphCounts after = pools.graph_counts();
+    const int64_t appends = result->stats.target_forward_passes - 1;  // after the prefill
+    if (i == 0) {
+      EXPECT_GT(after.captured, 0);
+      EXPECT_LT(after.replays, appends) << "a request's first uses of a shape run eagerly";
+    } else {
+      EXPECT_EQ(result->tokens, own->tokens);
+      EXPECT_EQ(after.captured, before.captured) << "captured again on the same slots";
+      EXPECT_EQ(after.replays - before.replays, appends) << "every append replays";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mulo::engine
