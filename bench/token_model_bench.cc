@@ -121,7 +121,7 @@ int Run(int argc, char** argv) {
     const int64_t cached = cache.length();
     double step = 0;
     for (int64_t window : window_list) {
-      if (context + window > tokens) continue;
+      if (context + window > tokens - 1) continue;  // the last token is never fed
       std::vector<double> times;
       for (int i = 0; i <= repeats; ++i) {
         const auto t0 = Clock::now();

@@ -205,18 +205,27 @@ StatusOr<ModelStream*> DecodeSession::Open(const TokenModel& model, StreamRole r
   return streams_.back().get();
 }
 
-KvCache DecodeSession::NewCache(const TokenModel& model, int64_t batch, int64_t capacity) {
-  if (request_.kv != nullptr) {
-    if (std::optional<KvCache> pooled = request_.kv->Take(&model, batch)) return *pooled;
+namespace {
+
+// A cache of `model` (a TokenModel or the EAGLE head) from the request's reservation, else
+// of its own.
+template <typename Model>
+KvCache ReservedOrOwnCache(const Model& model, KvReservation* kv, int64_t batch,
+                           int64_t capacity) {
+  if (kv != nullptr) {
+    if (std::optional<KvCache> pooled = kv->Take(&model, batch)) return *std::move(pooled);
   }
   return model.NewCache(batch, capacity);
 }
 
+}  // namespace
+
+KvCache DecodeSession::NewCache(const TokenModel& model, int64_t batch, int64_t capacity) {
+  return ReservedOrOwnCache(model, request_.kv, batch, capacity);
+}
+
 KvCache DecodeSession::NewCache(const EagleHead& head, int64_t batch, int64_t capacity) {
-  if (request_.kv != nullptr) {
-    if (std::optional<KvCache> pooled = request_.kv->Take(&head, batch)) return *pooled;
-  }
-  return head.NewCache(batch, capacity);
+  return ReservedOrOwnCache(head, request_.kv, batch, capacity);
 }
 
 StatusOr<torch::Tensor> DecodeSession::RunHead(const EagleHead& head, const HeadCall& call) {
