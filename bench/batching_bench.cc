@@ -6,6 +6,7 @@
 // to one core (taskset -c 0) for steadier numbers. A benchmark, not a test.
 //
 //   batching_bench --models=models/synth --method=ar --concurrency=1,4,8,16 --requests=16
+//   batching_bench --method=mixed --concurrency=8 --requests=26   (every method in turn)
 //   batching_bench --gemm_requests=8   (only the GEMM cost table)
 #include <algorithm>
 #include <chrono>
@@ -67,7 +68,10 @@ std::string TokensEqual(const Measure& m, const Measure& off) {
 
 // Decodes requests [0, n): one after another (loop null: plain decoding), or stepped by
 // `loop` on this thread, `concurrency` at a time.
-Measure Decode(const engine::ModelSet& family, const engine::DecodingMethod& method,
+// Request i runs methods[i % methods.size()].
+using Methods = std::vector<std::shared_ptr<const engine::DecodingMethod>>;
+
+Measure Decode(const engine::ModelSet& family, const Methods& methods,
                const std::vector<engine::Condition>& conditions, int n, int concurrency,
                engine::EngineLoop* loop) {
   engine::SetCpuThreads(1);
@@ -82,7 +86,7 @@ Measure Decode(const engine::ModelSet& family, const engine::DecodingMethod& met
     engine::NullProgressSink sink;
     engine::CancelToken cancel;
     const auto begin = Clock::now();
-    auto result = method.Decode(request, family, sink, cancel);
+    auto result = methods[i % methods.size()]->Decode(request, family, sink, cancel);
     if (!result.ok()) {
       std::fprintf(stderr, "error: %s\n", result.status().ToString().c_str());
       std::exit(1);
@@ -165,15 +169,23 @@ int Run(const Flags& flags) {
     PrintGemmTable(target->config(), flags.gemm_requests);
     return 0;
   }
-  auto config = engine::DefaultMethodConfig(flags.method, family);
-  if (!config.ok()) {
-    std::fprintf(stderr, "error: %s\n", config.status().ToString().c_str());
-    return 2;
-  }
-  auto method = engine::MakeMethod(*config, family);
-  if (!method.ok()) {
-    std::fprintf(stderr, "error: %s\n", method.status().ToString().c_str());
-    return 2;
+  // `mixed`: every method the family serves, request by request in turn.
+  const std::vector<std::string> names = flags.method == "mixed"
+                                             ? engine::AvailableMethods(family)
+                                             : std::vector<std::string>{flags.method};
+  Methods methods;
+  for (const std::string& name : names) {
+    auto config = engine::DefaultMethodConfig(name, family);
+    if (!config.ok()) {
+      std::fprintf(stderr, "error: %s\n", config.status().ToString().c_str());
+      return 2;
+    }
+    auto method = engine::MakeMethod(*config, family);
+    if (!method.ok()) {
+      std::fprintf(stderr, "error: %s\n", method.status().ToString().c_str());
+      return 2;
+    }
+    methods.push_back(*std::move(method));
   }
   std::vector<engine::Condition> conditions;
   for (const auto& entry : inputs->prompts) {
@@ -206,17 +218,17 @@ int Run(const Flags& flags) {
   }
   const std::vector<int> levels(counts.begin(), counts.end());
   // Warm-up: one request of each kind.
-  Decode(family, **method, conditions, 1, 1, nullptr);
+  Decode(family, methods, conditions, static_cast<int>(methods.size()), 1, nullptr);
 
   // seconds[level][variant] over rounds ("off" = sequential, unbatched).
   std::map<int, std::map<std::string, std::vector<Measure>>> runs;
   for (int round = 1; round <= flags.rounds; ++round) {
     for (int level : levels) {
       runs[level]["off"].push_back(
-          Decode(family, **method, conditions, flags.requests, 1, nullptr));
+          Decode(family, methods, conditions, flags.requests, 1, nullptr));
       for (const std::string& variant : variants) {
         engine::EngineLoop loop({/*max_rows=*/1 << 20, kinds[variant]});
-        Measure m = Decode(family, **method, conditions, flags.requests, level, &loop);
+        Measure m = Decode(family, methods, conditions, flags.requests, level, &loop);
         const auto c = loop.counters();
         m.calls_per_forward = static_cast<double>(c.calls) / std::max<int64_t>(1, c.forwards);
         runs[level][variant].push_back(m);
@@ -269,7 +281,8 @@ int main(int argc, char** argv) {
       "batching_bench: images/s of one method with continuous batching off and on");
   parser.Add("models", &flags.models, "model family directory");
   parser.Add("prompts", &flags.prompts, "held-out prompts (jsonl)");
-  parser.Add("method", &flags.method, "decoding method");
+  parser.Add("method", &flags.method,
+             "decoding method, or mixed: every method of the family, one request each in turn");
   parser.Add("concurrency", &flags.concurrency, "comma list of concurrent requests (batched)");
   parser.Add("gemms", &flags.gemms, "comma list of GEMM groupings: per_sequence, shared");
   parser.Add("requests", &flags.requests, "requests per run");
