@@ -15,32 +15,16 @@
 #include "engine/decode/generate.h"
 #include "engine/decode/method_registry.h"
 #include "engine/model/model_set.h"
-#include "synth/heldout.h"
+#include "tests/engine/decode/synth_jobs.h"
 #include "tests/engine/test_util.h"
 
 namespace mulo::engine {
 namespace {
 
-const ModelSet& Family() {
-  static const ModelSet* family = [] {
-    SetCpuThreads(1);
-    auto loaded = LoadModelSet("models/synth", LoadOptions());
-    EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
-    return new ModelSet(*std::move(loaded));
-  }();
-  return *family;
-}
+using testing::DecodeSynthJob;
+using testing::SynthJob;
 
-// The first `count` held-out prompts (synth/heldout.h reads the set).
-std::vector<std::string> Prompts(int count) {
-  auto entries = synth::LoadHeldoutPrompts("models/synth/heldout_prompts.jsonl");
-  EXPECT_TRUE(entries.ok()) << entries.status();
-  std::vector<std::string> prompts;
-  for (int i = 0; entries.ok() && i < count && i < static_cast<int>(entries->size()); ++i) {
-    prompts.push_back((*entries)[i].prompt);
-  }
-  return prompts;
-}
+const ModelSet& Family() { return testing::SynthFamily(); }
 
 // A cache holding the condition of `seed`'s random features and `tokens` fed raster tokens.
 KvCache FilledCache(const TokenModel& model, int64_t batch, int64_t tokens, int64_t seed) {
@@ -301,36 +285,14 @@ TEST(ForwardBatchTest, ResampledImagesEqualTheirLoneResamplingInsideABatch) {
   EXPECT_FALSE(top_padded->narrow(1, r * r * small, 2 * r * r * small).equal(*lone));
 }
 
-struct Job {
-  std::string method;
-  int prompt;
-  double temperature;
-};
+using Job = SynthJob;
 
 StatusOr<DecodeResult> DecodeJob(const Job& job, EngineLoop* loop, const CancelToken& cancel,
                                  ProgressSink& sink) {
-  const ModelSet& family = Family();
-  static const std::vector<std::string> prompts = Prompts(8);
-  MULO_ASSIGN_OR_RETURN(MethodConfig config, DefaultMethodConfig(job.method, family));
-  MULO_ASSIGN_OR_RETURN(auto method, MakeMethod(config, family));
-  MULO_ASSIGN_OR_RETURN(Condition condition, ConditionFromPrompt(family, prompts[job.prompt]));
-  DecodeRequest request;
-  request.condition = condition;
-  request.sampling.cfg_scale = family.default_cfg_scale;
-  request.sampling.temperature = job.temperature;
-  request.sampling.seed = 1000 + job.prompt;
-  request.loop = loop;
-  return method->Decode(request, family, sink, cancel);
+  return DecodeSynthJob(job, Family(), loop, nullptr, cancel, sink);
 }
 
-std::vector<Job> EveryMethodTwice() {
-  std::vector<Job> jobs;
-  int prompt = 0;
-  for (const std::string& method : AvailableMethods(Family())) {
-    for (double temperature : {0.0, 1.0}) jobs.push_back({method, prompt++ % 8, temperature});
-  }
-  return jobs;
-}
+std::vector<Job> EveryMethodTwice() { return testing::EveryMethodTwice(Family()); }
 
 // The jobs stepped by `loop` on this thread, `concurrency` at a time.
 std::vector<StatusOr<DecodeResult>> DecodeTogether(const std::vector<Job>& jobs, int concurrency,

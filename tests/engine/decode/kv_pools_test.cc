@@ -8,80 +8,33 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/cpu_threads.h"
 #include "engine/decode/engine_loop.h"
 #include "engine/decode/generate.h"
 #include "engine/decode/kv_demand.h"
 #include "engine/decode/method_registry.h"
 #include "engine/model/model_set.h"
 #include "gtest/gtest.h"
-#include "synth/heldout.h"
+#include "tests/engine/decode/synth_jobs.h"
 #include "tests/engine/test_util.h"
 
 namespace mulo::engine {
 namespace {
 
-std::shared_ptr<const ModelSet> LoadFamily(bool emulate_graphs) {
-  SetCpuThreads(1);
-  LoadOptions options;
-  options.emulate_cuda_graphs = emulate_graphs;
-  auto models = LoadModelSet("models/synth", options);
-  EXPECT_TRUE(models.ok()) << models.status().ToString();
-  return models.ok() ? std::make_shared<const ModelSet>(*std::move(models)) : nullptr;
-}
+using testing::EveryMethodTwice;
+using testing::SynthJob;
+using Job = SynthJob;
 
-const ModelSet& Family() {
-  static const std::shared_ptr<const ModelSet> family = LoadFamily(false);
-  return *family;
-}
-
-std::vector<std::string> Prompts() {
-  auto entries = synth::LoadHeldoutPrompts("models/synth/heldout_prompts.jsonl");
-  EXPECT_TRUE(entries.ok()) << entries.status();
-  std::vector<std::string> prompts;
-  for (int i = 0; entries.ok() && i < 8 && i < static_cast<int>(entries->size()); ++i) {
-    prompts.push_back((*entries)[i].prompt);
-  }
-  return prompts;
-}
-
-struct Job {
-  std::string method;
-  int prompt;
-  double temperature;
-};
+const ModelSet& Family() { return testing::SynthFamily(); }
 
 DecodeRequest RequestFor(const Job& job, const ModelSet& family) {
-  static const std::vector<std::string> prompts = Prompts();
-  DecodeRequest request;
-  auto condition = ConditionFromPrompt(family, prompts.at(job.prompt));
-  EXPECT_TRUE(condition.ok());
-  if (condition.ok()) request.condition = *condition;
-  request.sampling.cfg_scale = family.default_cfg_scale;
-  request.sampling.temperature = job.temperature;
-  request.sampling.seed = 2000 + job.prompt;
-  return request;
+  return testing::SynthRequest(job, family);
 }
 
 StatusOr<DecodeResult> DecodeJob(const Job& job, const ModelSet& family, EngineLoop* loop,
                                  KvReservation* kv) {
-  MULO_ASSIGN_OR_RETURN(MethodConfig config, DefaultMethodConfig(job.method, family));
-  MULO_ASSIGN_OR_RETURN(auto method, MakeMethod(config, family));
-  DecodeRequest request = RequestFor(job, family);
-  request.loop = loop;
-  request.kv = kv;
   NullProgressSink sink;
   CancelToken cancel;
-  return method->Decode(request, family, sink, cancel);
-}
-
-std::vector<Job> EveryMethodTwice() {
-  std::vector<Job> jobs;
-  int prompt = 0;
-  for (const std::string& method : AvailableMethods(Family())) {
-    for (double temperature : {0.0, 1.0}) jobs.push_back({method, prompt++ % 8, temperature});
-  }
-  return jobs;
+  return testing::DecodeSynthJob(job, family, loop, kv, cancel, sink);
 }
 
 int64_t UsedSlots(const KvPools& pools) {
@@ -145,7 +98,7 @@ TEST(KvPoolsTest, EveryMethodDecodesItsOwnTokensOverItsReservedSlots) {
   auto made = KvPools::Make({{"synth", &Family()}}, 1);
   ASSERT_OK(made);
   KvPools& pools = **made;
-  for (const Job& job : EveryMethodTwice()) {
+  for (const Job& job : EveryMethodTwice(Family())) {
     auto own = DecodeJob(job, Family(), nullptr, nullptr);
     ASSERT_OK(own);
     const KvDemand demand = RequestKvDemand(Family(), job.method, RequestFor(job, Family()).sampling);
@@ -168,7 +121,7 @@ TEST(KvPoolsTest, EveryMethodDecodesItsOwnTokensOverItsReservedSlots) {
 // each request's tokens are its lone tokens (the per-request-exact batches read the pool's
 // views as they read caches of their own).
 TEST(KvPoolsTest, MixedBatchesOverPooledCachesKeepEveryRequestsLoneTokens) {
-  const std::vector<Job> jobs = EveryMethodTwice();
+  const std::vector<Job> jobs = EveryMethodTwice(Family());
   std::vector<std::vector<int32_t>> alone;
   for (const Job& job : jobs) {
     auto own = DecodeJob(job, Family(), nullptr, nullptr);
@@ -205,7 +158,9 @@ TEST(KvPoolsTest, MixedBatchesOverPooledCachesKeepEveryRequestsLoneTokens) {
 // The graphs a request captured over its slots are the pool's: the next request on the same
 // slots replays them from its first forward of each shape and captures none.
 TEST(KvPoolsTest, TheNextRequestOnTheSameSlotsReplaysTheGraphsCapturedBefore) {
-  const std::shared_ptr<const ModelSet> family = LoadFamily(/*emulate_graphs=*/true);
+  LoadOptions emulated;
+  emulated.emulate_cuda_graphs = true;
+  const std::shared_ptr<const ModelSet> family = testing::LoadSynthFamily(emulated);
   ASSERT_NE(family, nullptr);
   auto made = KvPools::Make({{"synth", family.get()}}, 1);
   ASSERT_OK(made);
