@@ -33,15 +33,19 @@ const char* ComponentName(Component component) {
   return "unknown";
 }
 
-bool HasComponent(const ModelSet& models, Component component) {
+const void* ComponentModel(const ModelSet& models, Component component) {
   switch (component) {
-    case Component::kDrafter: return models.drafter != nullptr;
-    case Component::kChain: return models.chain != nullptr;
-    case Component::kUpsampler: return models.upsampler != nullptr;
-    case Component::kDownsampler: return models.downsampler != nullptr;
-    case Component::kEagle: return models.eagle != nullptr;
+    case Component::kDrafter: return models.drafter.get();
+    case Component::kChain: return models.chain.get();
+    case Component::kUpsampler: return models.upsampler.get();
+    case Component::kDownsampler: return models.downsampler.get();
+    case Component::kEagle: return models.eagle.get();
   }
-  return false;
+  return nullptr;
+}
+
+bool HasComponent(const ModelSet& models, Component component) {
+  return ComponentModel(models, component) != nullptr;
 }
 
 const std::vector<MethodEntry>& Methods() {

@@ -52,6 +52,9 @@ struct MethodConfig {
 
 enum class Component { kDrafter, kChain, kUpsampler, kDownsampler, kEagle };
 const char* ComponentName(Component component);
+// The component's model in `models` (a TokenModel, Resampler or EagleHead), null when the
+// family has none.
+const void* ComponentModel(const ModelSet& models, Component component);
 bool HasComponent(const ModelSet& models, Component component);
 
 struct MethodEntry {
