@@ -4,10 +4,10 @@
 #include <ATen/record_function.h>
 
 #include <cstring>
-
-#include "engine/core/execution_counters.h"
 #include <memory>
 #include <vector>
+
+#include "engine/core/execution_counters.h"
 
 namespace mulo::engine {
 namespace {
