@@ -1,10 +1,11 @@
-// How many of each method's target forwards replay a CUDA graph, with graphs emulated on the
-// CPU (LoadOptions::emulate_cuda_graphs: the keys, capture points and replays a GPU makes):
+// How many of each method's forwards replay a CUDA graph, with graphs emulated on the CPU
+// (LoadOptions::emulate_cuda_graphs: the keys, capture points and replays a GPU makes):
 // `requests` requests of every method decoded with caches of their own (graphs captured per
-// request) against caches from a worker's KV-cache pool (graphs kept per run of slots,
-// engine/decode/kv_pools.h), one request at a time and `concurrency` at a time in one engine
-// loop. Prints a markdown table; counts, not timings, so one run says it. A benchmark, not a
-// test.
+// request, the target's forwards after the prefill counted) against caches from a worker's
+// KV-cache pools, whose batched graphs are captured at load (engine/model/pool_graphs.h), one
+// request at a time and `concurrency` at a time in one engine loop (every forward of every
+// pooled model counted: target, drafter, chain, EAGLE head). Prints a markdown table; counts,
+// not timings, so one run says it. A benchmark, not a test.
 //
 //   graph_reuse_bench --models=models/synth --requests=16 --concurrency=4
 #include <cstdio>
@@ -47,7 +48,7 @@ GraphUse Decode(const engine::ModelSet& family, const std::string& name,
                 const std::vector<engine::Condition>& conditions, int concurrency,
                 engine::KvPools* pools) {
   GraphUse use;
-  engine::EngineLoop loop({/*max_rows=*/256, engine::PackedGemms::kPerSequence});
+  engine::EngineLoop loop({/*max_rows=*/256, engine::PackedGemms::kShared});
   const auto decode = [&](size_t i) {
     engine::ForwardTrace trace;
     engine::DecodeRequest request;
@@ -68,6 +69,7 @@ GraphUse Decode(const engine::ModelSet& family, const std::string& name,
       std::fprintf(stderr, "error: %s: %s\n", name.c_str(), result.status().ToString().c_str());
       std::exit(1);
     }
+    if (pools != nullptr) return;  // the pools count their graphs' calls
     for (const engine::ForwardEvent& e : trace) {
       if (e.model != family.target.get() || e.context == 0) continue;  // the target after prefill
       ++use.forwards;
@@ -86,6 +88,26 @@ GraphUse Decode(const engine::ModelSet& family, const std::string& name,
   return use;
 }
 
+// Per pooled model, the calls its graphs replayed out of all its calls, and the graphs
+// captured after load (none may be).
+std::string PoolUse(const engine::KvPools& pools, const engine::PoolGraphs::Counts& at_load) {
+  std::string text;
+  for (const engine::KvPools::Usage& pool : pools.usage()) {
+    const engine::PoolGraphs::Counts& c = pool.graphs;
+    const int64_t calls = c.calls + c.eager_calls;
+    if (calls == 0) continue;
+    char cell[128];
+    std::snprintf(cell, sizeof(cell), "%s%s %.1f%% of %ld (%ld replays)",
+                  text.empty() ? "" : ", ", pool.component.c_str(), 100.0 * c.calls / calls,
+                  calls, c.replays);
+    text += cell;
+  }
+  char captured[48];
+  std::snprintf(captured, sizeof(captured), " / %ld",
+                pools.graph_counts().graphs - at_load.graphs);
+  return text + captured;
+}
+
 int Run(const Flags& flags) {
   engine::LoadOptions options;
   options.emulate_cuda_graphs = true;
@@ -102,13 +124,15 @@ int Run(const Flags& flags) {
     }
     conditions.push_back(*condition);
   }
-  std::printf("%s, %d requests per cell, graphs emulated (buckets on): target forwards after "
-              "the prefill that replayed a graph, and graphs captured\n\n",
+  std::printf("%s, %d requests per cell, graphs emulated (buckets on). Own caches: the "
+              "target's forwards after the prefill that replayed a graph / graphs captured. "
+              "Pool: each pooled model's calls that replayed a graph captured at load (the "
+              "replays that carried them) / graphs captured after load\n\n",
               family.name.c_str(), flags.requests);
-  std::printf("| method | target forwards | own caches, alone: replayed / captures | pool, "
-              "alone: replayed / captures | pool, concurrency %d: replayed / captures |\n"
-              "|---|---:|---:|---:|---:|\n",
+  std::printf("| method | own caches, alone: target replayed / captures | pool, alone | pool, "
+              "concurrency %d |\n|---|---:|---|---|\n",
               flags.concurrency);
+  bool first = true;
   for (const std::string& name : engine::AvailableMethods(family)) {
     auto config = engine::DefaultMethodConfig(name, family);
     if (!config.ok()) {
@@ -124,12 +148,19 @@ int Run(const Flags& flags) {
     auto alone_pools = engine::KvPools::Make({{family.name, &family}}, 1);
     auto loop_pools = engine::KvPools::Make({{family.name, &family}}, flags.concurrency);
     if (!alone_pools.ok() || !loop_pools.ok()) return 1;
-    const GraphUse pooled = Decode(family, name, **method, conditions, 1, alone_pools->get());
-    const GraphUse batched =
-        Decode(family, name, **method, conditions, flags.concurrency, loop_pools->get());
-    std::printf("| %s | %ld | %s / %ld | %s / %ld | %s / %ld |\n", name.c_str(), own.forwards,
-                own.Replayed().c_str(), own.captured, pooled.Replayed().c_str(), pooled.captured,
-                batched.Replayed().c_str(), batched.captured);
+    const engine::PoolGraphs::Counts alone_load = (*alone_pools)->graph_counts();
+    const engine::PoolGraphs::Counts loop_load = (*loop_pools)->graph_counts();
+    if (first) {
+      std::fprintf(stderr, "graphs at load: %ld for 1 request (%.1f s), %ld for %d (%.1f s)\n",
+                   alone_load.graphs, alone_load.capture_seconds, loop_load.graphs,
+                   flags.concurrency, loop_load.capture_seconds);
+      first = false;
+    }
+    Decode(family, name, **method, conditions, 1, alone_pools->get());
+    Decode(family, name, **method, conditions, flags.concurrency, loop_pools->get());
+    std::printf("| %s | %s / %ld | %s | %s |\n", name.c_str(), own.Replayed().c_str(),
+                own.captured, PoolUse(**alone_pools, alone_load).c_str(),
+                PoolUse(**loop_pools, loop_load).c_str());
     std::fflush(stdout);
   }
   return 0;

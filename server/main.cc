@@ -28,6 +28,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -246,6 +247,19 @@ absl::Status InstallKvPools(const ModelRepository& repository,
   Log(absl::StrCat("KV-cache pools: ", *requests, " requests' worth per worker, ",
                    (pools[0]->MemoryBytes() + (1 << 20) - 1) >> 20, " MiB each (",
                    absl::StrJoin(layout, ", "), ")"));
+  engine::PoolGraphs::Counts graphs;
+  for (const auto& worker_pools : pools) graphs.Add(worker_pools->graph_counts());
+  if (graphs.graphs + graphs.failed_captures > 0) {
+    // Captured now, once: nothing is captured while serving (engine/model/pool_graphs.h).
+    Log(absl::StrCat("CUDA graphs: ", graphs.graphs, " captured over the KV-cache pools of ",
+                     pools.size(), " worker(s) in ",
+                     absl::StrFormat("%.1f s, ", graphs.capture_seconds),
+                     (graphs.memory_bytes + (1 << 20) - 1) >> 20, " MiB",
+                     graphs.failed_captures > 0
+                         ? absl::StrCat(" (", graphs.failed_captures,
+                                        " failed: their batches run eagerly)")
+                         : ""));
+  }
   scheduler.SetKvPools(std::move(pools));
   metrics.WatchKvPools([&scheduler] {
     std::vector<ServerMetrics::KvPoolReading> readings;

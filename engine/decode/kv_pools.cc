@@ -1,6 +1,7 @@
 #include "engine/decode/kv_pools.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "engine/model/forward_graphs.h"
 
@@ -17,16 +18,9 @@ struct PoolPlan {
   const void* model;
   KvCache prototype;
   int64_t slot_rows;
-  KvPool::GraphsFactory graphs;
+  // Captures the model's batched graphs over its pool (null: the model runs without graphs).
+  std::function<StatusOr<std::shared_ptr<PoolGraphs>>(const KvPool&)> capture_graphs;
 };
-
-KvPool::GraphsFactory GraphsLike(const KvCache& prototype) {
-  const ForwardGraphs* graphs = prototype.graphs();
-  if (graphs == nullptr) return nullptr;
-  return [buckets = graphs->buckets(), emulated = graphs->emulated()] {
-    return std::make_shared<ForwardGraphs>(buckets, emulated);
-  };
-}
 
 // Rows a slot holds: a request's longest cache and the draft rows after it, in whole graph
 // spans when graphs read the slots (a graph attends over whole spans).
@@ -40,10 +34,13 @@ void PlanModel(const std::string& component, const TokenModel* model,
   if (model == nullptr) return;
   const int64_t condition_rows =
       std::min<int64_t>(model->condition_shape().rows, kPooledConditionRows);
-  KvCache prototype = model->NewCache(1, 1);
-  KvPool::GraphsFactory graphs = GraphsLike(prototype);
-  const int64_t rows = SlotRows(model->CacheRows(condition_rows), graphs != nullptr);
-  plans.push_back({component, model, std::move(prototype), rows, std::move(graphs)});
+  const bool graphs = model->uses_cuda_graphs();
+  PoolPlan plan{component, model, model->NewCache(1, 1),
+                SlotRows(model->CacheRows(condition_rows), graphs), nullptr};
+  if (graphs) {
+    plan.capture_graphs = [model](const KvPool& pool) { return model->CapturePoolGraphs(pool); };
+  }
+  plans.push_back(std::move(plan));
 }
 
 std::vector<PoolPlan> Plan(const ModelSet& models) {
@@ -53,8 +50,14 @@ std::vector<PoolPlan> Plan(const ModelSet& models) {
   PlanModel("chain", models.chain.get(), plans);
   if (models.eagle != nullptr && models.target != nullptr) {
     // The head's cache holds the image's tokens and the draft tree's rows.
-    plans.push_back({"eagle", models.eagle.get(), models.eagle->NewCache(1, 1),
-                     SlotRows(models.target->num_image_tokens(), /*graphs=*/false), nullptr});
+    const EagleHead* head = models.eagle.get();
+    const bool graphs = head->uses_cuda_graphs();
+    PoolPlan plan{"eagle", head, head->NewCache(1, 1),
+                  SlotRows(models.target->num_image_tokens(), graphs), nullptr};
+    if (graphs) {
+      plan.capture_graphs = [head](const KvPool& pool) { return head->CapturePoolGraphs(pool); };
+    }
+    plans.push_back(std::move(plan));
   }
   return plans;
 }
@@ -76,9 +79,13 @@ StatusOr<std::unique_ptr<KvPools>> KvPools::Make(const std::vector<Family>& fami
   auto pools = std::make_unique<KvPools>();
   for (const Family& family : families) {
     for (PoolPlan& plan : Plan(*family.models)) {
-      MULO_ASSIGN_OR_RETURN(
-          std::shared_ptr<KvPool> pool,
-          KvPool::Make(plan.prototype, 2 * requests, plan.slot_rows, std::move(plan.graphs)));
+      const bool graphs = plan.capture_graphs != nullptr;
+      MULO_ASSIGN_OR_RETURN(std::shared_ptr<KvPool> pool,
+                            KvPool::Make(plan.prototype, 2 * requests, plan.slot_rows, graphs));
+      if (graphs) {
+        MULO_ASSIGN_OR_RETURN(std::shared_ptr<PoolGraphs> captured, plan.capture_graphs(*pool));
+        pool->SetGraphs(std::move(captured));
+      }
       pools->Add(family.name, plan.component, plan.model, std::move(pool));
     }
   }
@@ -131,20 +138,17 @@ std::vector<KvPools::Usage> KvPools::usage() const {
   std::vector<Usage> out;
   for (const Entry& entry : pools_) {
     out.push_back({entry.family, entry.component, entry.pool->slots(), entry.pool->used_slots(),
-                   entry.pool->slot_rows(), entry.pool->MemoryBytes(), entry.pool->overflows()});
+                   entry.pool->slot_rows(), entry.pool->MemoryBytes(), entry.pool->overflows(),
+                   entry.pool->graphs() != nullptr ? entry.pool->graphs()->counts()
+                                                   : PoolGraphs::Counts()});
   }
   return out;
 }
 
-KvPools::GraphCounts KvPools::graph_counts() const {
-  GraphCounts counts;
-  for (const Entry& entry : pools_) {
-    for (const auto& graphs : entry.pool->run_graphs()) {
-      counts.captured += graphs->captured();
-      counts.replays += graphs->replays();
-    }
-  }
-  return counts;
+PoolGraphs::Counts KvPools::graph_counts() const {
+  PoolGraphs::Counts total;
+  for (const Usage& pool : usage()) total.Add(pool.graphs);
+  return total;
 }
 
 int64_t KvPools::MemoryBytes() const {

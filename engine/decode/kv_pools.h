@@ -3,7 +3,8 @@
 // A worker has one pool (kv_pool.h) per model that holds caches, for every family it serves:
 // the target, the MuLo-SD drafter, the speculative chain drafter and the EAGLE head. They are
 // allocated at load, sized in requests: each pool has two slots (a request's two guidance
-// streams) per request. A request reserves, before it starts, the slots the most it can open
+// streams) per request. When the models run from CUDA graphs, each pool's batched graphs are
+// captured at load too (pool_graphs.h). A request reserves, before it starts, the slots the most it can open
 // needs (its target's guidance streams, two for each drafting model its method needs); its
 // session takes its caches from the reservation, and the slots return when it ends. The
 // server admits a request only when its reservation fits (server/scheduler.h): memory, not a
@@ -23,6 +24,7 @@
 #include "engine/core/status.h"
 #include "engine/model/kv_pool.h"
 #include "engine/model/model_set.h"
+#include "engine/model/pool_graphs.h"
 
 namespace mulo::engine {
 
@@ -88,14 +90,13 @@ class KvPools {
   struct Usage {
     std::string family, component;  // component: target, drafter, chain, eagle
     int64_t slots = 0, used = 0, slot_rows = 0, bytes = 0, overflows = 0;
+    PoolGraphs::Counts graphs;  // all zero without graphs
   };
   std::vector<Usage> usage() const;
-  // The CUDA graphs (or emulated graphs) the pools' slots hold and how often they replayed, over
-  // every pool. Read while no request runs (tests, benchmarks).
-  struct GraphCounts {
-    int64_t captured = 0, replays = 0;
-  };
-  GraphCounts graph_counts() const;
+  // The batched CUDA graphs (or emulated graphs) captured over the pools at load and how they
+  // served since, summed over every pool. Read while no request runs (tests, benchmarks) or
+  // for the start-up log.
+  PoolGraphs::Counts graph_counts() const;
   int64_t MemoryBytes() const;
 
  private:

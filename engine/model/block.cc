@@ -26,7 +26,10 @@ torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, doubl
 
 torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& freqs) {
   auto xs = x.to(torch::kFloat32).reshape({x.size(0), x.size(1), x.size(2), -1, 2});
-  auto f = freqs.view({1, xs.size(1), 1, xs.size(3), 2});
+  // One table row per new position, or per stream and position ([B, n, hd/2, 2]: a batched
+  // graph's streams sit at positions of their own).
+  auto f = freqs.dim() == 4 ? freqs.view({xs.size(0), xs.size(1), 1, xs.size(3), 2})
+                            : freqs.view({1, xs.size(1), 1, xs.size(3), 2});
   auto x0 = xs.select(-1, 0), x1 = xs.select(-1, 1);
   auto cos = f.select(-1, 0), sin = f.select(-1, 1);
   auto out = torch::stack({x0 * cos - x1 * sin, x1 * cos + x0 * sin}, -1);

@@ -52,14 +52,16 @@ class Block {
                               const BlockShape& shape);
 
   // x [B, n, dim] -> [B, n, dim].
-  //   rope:  optional [n, head_dim/2, 2] cos/sin rows for the new positions (2D RoPE)
-  //   mask:  optional [n, keys] bool, true where a query may attend (undefined = attend all)
+  //   rope:  optional [n, head_dim/2, 2] cos/sin rows for the new positions (2D RoPE), or
+  //          [B, n, head_dim/2, 2] per stream
+  //   mask:  optional, prepared (PrepareMask): [n, keys], or [B, 1, n, keys] per stream
   //   cache: when set, the new keys/values are stored as layer `layer` of the cache and the
   //          queries attend over every cached row plus the new ones; when null, attention is
   //          over the new rows only (bidirectional encoders).
   //   rows, span: graph-safe cache addressing (KvCache::StoreAt): the new keys/values go to
-  //          cache rows `rows` [n] and the queries read cache rows [0, span) under `mask`
-  //          [n, span]; undefined `rows` appends at the cache length instead.
+  //          cache rows `rows` [n] ([B, n] on a slot-indexed view of a pool) and the queries
+  //          read cache rows [0, span) under `mask`; undefined `rows` appends at the cache
+  //          length instead.
   torch::Tensor Forward(const torch::Tensor& x, const torch::Tensor& rope,
                         const torch::Tensor& mask, KvCache* cache, int64_t layer,
                         const torch::Tensor& rows = torch::Tensor(), int64_t span = 0) const;
@@ -99,7 +101,8 @@ class Block {
 // applied before the final rounding rather than after, a difference of one bf16 rounding).
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
-// Rotates interleaved pairs of x [B, n, H, hd] by table rows `freqs` [n, hd/2, 2].
+// Rotates interleaved pairs of x [B, n, H, hd] by table rows `freqs` [n, hd/2, 2], or
+// [B, n, hd/2, 2] for rows of each stream's own.
 torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& freqs);
 
 }  // namespace mulo::engine

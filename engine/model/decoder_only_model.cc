@@ -4,6 +4,7 @@
 #include "engine/core/op_count.h"
 #include "engine/core/torch_guard.h"
 #include "engine/model/forward_graphs.h"
+#include "engine/model/kv_pool.h"
 
 namespace mulo::engine {
 namespace {
@@ -30,6 +31,64 @@ Status DecoderOnlyModel::LoadLayers(Checkpoint& checkpoint, int64_t n_layer,
     layers_.push_back(std::move(block));
   }
   return OkStatus();
+}
+
+StatusOr<std::shared_ptr<PoolGraphs>> DecoderOnlyModel::CapturePoolGraphs(
+    const KvPool& pool) const {
+  if (!cuda_graphs_) return std::shared_ptr<PoolGraphs>();
+  PoolGraphs::Layout layout;
+  layout.input_widths = {shape_.dim};
+  layout.options = options();
+  return PoolGraphs::Capture(
+      pool, layout,
+      [this](KvCache& view, const PoolGraphs::Inputs& in) { return ForwardSlots(view, in); },
+      emulate_cuda_graphs_);
+}
+
+std::vector<torch::Tensor> DecoderOnlyModel::ForwardSlots(KvCache& view,
+                                                          const PoolGraphs::Inputs& in) const {
+  torch::NoGradGuard no_grad;
+  torch::Tensor x = in.inputs[0];
+  const torch::Tensor rope = ApplyPositions(&x, in.positions);
+  // [streams, 1, rows, span]: each stream's own mask, broadcast over the heads.
+  const torch::Tensor mask = Block::PrepareMask(in.mask, x).unsqueeze(1);
+  ForwardOutput out = Head(RunBlocks(view, x, rope, mask, in.rows, in.span),
+                           in.logits ? LogitsMode::kAll : LogitsMode::kNone);
+  return {out.hidden, out.logits};
+}
+
+std::optional<StatusOr<std::vector<ForwardOutput>>> DecoderOnlyModel::ForwardFromPoolGraphs(
+    const std::vector<ForwardCall>& calls) const {
+  KvPool* pool = calls.empty() ? nullptr : calls[0].cache->pool();
+  if (pool == nullptr || pool->graphs() == nullptr) return std::nullopt;
+  std::vector<PoolGraphs::Call> graph_calls;
+  for (const ForwardCall& call : calls) {
+    if (call.cache->pool() != pool) return std::nullopt;
+    graph_calls.push_back({call.cache, {call.embeddings}, call.positions, call.mask,
+                           call.logits_mode != LogitsMode::kNone});
+  }
+  std::vector<int64_t> contexts;
+  for (const ForwardCall& call : calls) contexts.push_back(call.cache->length());
+  auto ran = pool->graphs()->Run(graph_calls);
+  if (ran.ok() && !ran->has_value()) return std::nullopt;
+  if (!ran.ok()) return StatusOr<std::vector<ForwardOutput>>(ran.status());
+  return GuardTorch("ForwardFromPoolGraphs", [&]() -> StatusOr<std::vector<ForwardOutput>> {
+    std::vector<ForwardOutput> outputs;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const std::vector<torch::Tensor>& own = (**ran)[i];
+      const int64_t n = own[0].size(1);
+      ForwardOutput out;
+      out.hidden = own[0].clone();  // the graph's buffers are rewritten by its next replay
+      if (calls[i].logits_mode == LogitsMode::kAll) out.logits = own[1].clone();
+      if (calls[i].logits_mode == LogitsMode::kLast) out.logits = own[1].narrow(1, n - 1, 1).clone();
+      KvCache& cache = *calls[i].cache;
+      if (cache.trace() != nullptr) {
+        cache.trace()->push_back({this, cache.batch(), n, contexts[i], /*graph=*/true});
+      }
+      outputs.push_back(std::move(out));
+    }
+    return outputs;
+  });
 }
 
 KvCache DecoderOnlyModel::NewCache(int64_t batch, int64_t capacity) const {
@@ -95,6 +154,10 @@ StatusOr<ForwardOutput> DecoderOnlyModel::Forward(KvCache& cache, const torch::T
                                                   const torch::Tensor& mask,
                                                   LogitsMode logits_mode) const {
   MULO_RETURN_IF_ERROR(CheckForward(cache, embeddings, positions, mask));
+  if (auto replayed = ForwardFromPoolGraphs({{&cache, embeddings, positions, mask, logits_mode}})) {
+    MULO_RETURN_IF_ERROR(replayed->status());
+    return std::move((**replayed)[0]);
+  }
   return GuardTorch("Forward", [&]() -> StatusOr<ForwardOutput> {
     return ForwardImpl(cache, embeddings, positions, mask, logits_mode);
   });
@@ -128,11 +191,16 @@ torch::Tensor DecoderOnlyModel::CausalMask(const KvCache& cache, int64_t n,
 
 torch::Tensor DecoderOnlyModel::ApplyPositions(torch::Tensor* x,
                                                const torch::Tensor& positions) const {
+  // positions [n], shared by the streams, or [streams, n] (a batched graph's).
+  const bool per_stream = positions.dim() == 2;
   if (abs_pe_.defined()) {
-    *x = *x + abs_pe_.index_select(0, positions).unsqueeze(0);
+    const torch::Tensor rows = abs_pe_.index_select(0, positions.flatten());
+    *x = *x + (per_stream ? rows.view({positions.size(0), positions.size(1), -1})
+                          : rows.unsqueeze(0));
     return torch::Tensor();
   }
-  return rope_.index_select(0, positions);
+  const torch::Tensor rows = rope_.index_select(0, positions.flatten());
+  return per_stream ? rows.view({positions.size(0), positions.size(1), rope_.size(1), 2}) : rows;
 }
 
 StatusOr<ForwardOutput> DecoderOnlyModel::ForwardImpl(KvCache& cache,
@@ -170,6 +238,9 @@ StatusOr<std::vector<ForwardOutput>> DecoderOnlyModel::ForwardBatch(
     caches.push_back(call.cache);
   }
   MULO_RETURN_IF_ERROR(CheckDistinctCaches(caches, "ForwardBatch"));
+  // Graphs over a pool are shared GEMMs whatever `gemms` asks (docs/design.md, "Exactness
+  // policy"): a GPU batch computes them so in any case.
+  if (auto replayed = ForwardFromPoolGraphs(calls)) return *std::move(replayed);
   return GuardTorch("ForwardBatch", [&]() -> StatusOr<std::vector<ForwardOutput>> {
     return ForwardBatchImpl(calls, gemms);
   });
@@ -351,6 +422,21 @@ StatusOr<ForwardOutput> DecoderOnlyModel::ForwardRangeCheckedTokens(KvCache& cac
                                 ", n >= 1] (the cache's batch), found " + TensorShape(tokens));
   }
   MULO_RETURN_IF_ERROR(CheckPositions(positions, tokens.size(1)));
+  if (cache.pool() != nullptr && cache.pool()->graphs() != nullptr) {
+    MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings,
+                          GuardTorch("ForwardTokens", [&]() -> StatusOr<torch::Tensor> {
+                            torch::NoGradGuard no_grad;
+                            return EmbedCheckedTokens(tokens);
+                          }));
+    if (auto replayed =
+            ForwardFromPoolGraphs({{&cache, embeddings, positions, mask, logits_mode}})) {
+      MULO_RETURN_IF_ERROR(replayed->status());
+      return std::move((**replayed)[0]);
+    }
+    return GuardTorch("ForwardTokens", [&]() -> StatusOr<ForwardOutput> {
+      return ForwardImpl(cache, embeddings, positions, mask, logits_mode);
+    });
+  }
   if (ForwardGraphs* graphs = cache.graphs(); graphs != nullptr) {
     const int64_t context = cache.length(), held = graphs->captured();
     MULO_ASSIGN_OR_RETURN(std::optional<ForwardOutput> replayed,

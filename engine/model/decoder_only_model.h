@@ -12,6 +12,8 @@
 
 #include <torch/torch.h>
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,7 @@
 #include "engine/model/block.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/kv_cache.h"
+#include "engine/model/pool_graphs.h"
 #include "engine/model/token_model.h"
 
 namespace mulo::engine {
@@ -31,6 +34,7 @@ class DecoderOnlyModel : public TokenModel {
   int64_t vocab_size() const override { return tok_embeddings_.size(0); }
 
   KvCache NewCache(int64_t batch, int64_t capacity) const override;
+  StatusOr<std::shared_ptr<PoolGraphs>> CapturePoolGraphs(const KvPool& pool) const override;
   StatusOr<torch::Tensor> EmbedTokens(const torch::Tensor& tokens) const override;
   StatusOr<torch::Tensor> EmbedDrawnTokens(const torch::Tensor& tokens) const override;
   Status CheckForward(const KvCache& cache, const torch::Tensor& embeddings,
@@ -46,7 +50,9 @@ class DecoderOnlyModel : public TokenModel {
                                                     PackedGemms gemms) const override;
   // When the cache has CUDA graphs (NewCache on a GPU with LoadOptions::cuda_graphs), repeated
   // shapes replay a captured graph instead of launching every kernel; the results are the same
-  // function of the inputs, up to floating-point rounding.
+  // function of the inputs, up to floating-point rounding. A cache over a pool's slots replays
+  // the pool's graphs instead (pool_graphs.h), from its first forward; so do Forward and
+  // ForwardBatch over such caches.
   StatusOr<ForwardOutput> ForwardTokens(KvCache& cache, const torch::Tensor& tokens,
                                         const torch::Tensor& positions,
                                         LogitsMode logits_mode) const override;
@@ -123,6 +129,13 @@ class DecoderOnlyModel : public TokenModel {
   StatusOr<ForwardOutput> ForwardImpl(KvCache& cache, const torch::Tensor& embeddings,
                                       const torch::Tensor& positions, const torch::Tensor& mask,
                                       LogitsMode logits_mode) const;
+  // The pool graphs' batched forward (PoolGraphs::Body): embeddings in, {hidden, logits}
+  // out.
+  std::vector<torch::Tensor> ForwardSlots(KvCache& view, const PoolGraphs::Inputs& in) const;
+  // `calls` from their pool's graphs when every cache is a view of one pool that has graphs
+  // and a captured key fits them; nullopt otherwise (nothing ran). The calls are checked.
+  std::optional<StatusOr<std::vector<ForwardOutput>>> ForwardFromPoolGraphs(
+      const std::vector<ForwardCall>& calls) const;
   // After an eager forward stored `n` new rows: the trace entry, then the cache's length.
   void CommitEager(KvCache& cache, int64_t n, int64_t dispatched_ops = 0) const;
   std::vector<ForwardOutput> ForwardBatchImpl(const std::vector<ForwardCall>& calls,

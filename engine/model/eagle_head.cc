@@ -3,6 +3,7 @@
 #include "engine/core/device_upload.h"
 #include "engine/core/torch_guard.h"
 #include "engine/model/json_fields.h"
+#include "engine/model/kv_pool.h"
 
 namespace mulo::engine {
 
@@ -32,7 +33,52 @@ StatusOr<std::shared_ptr<const EagleHead>> EagleHead::LoadDirectory(const std::s
     MULO_ASSIGN_OR_RETURN(head->block_, Block::Load(ckpt, "layers.0.", s));
     return OkStatus();
   }));
+  head->cuda_graphs_ = target.uses_cuda_graphs();
+  head->emulate_cuda_graphs_ = options.emulate_cuda_graphs && !options.device.is_cuda();
   return std::shared_ptr<const EagleHead>(std::move(head));
+}
+
+StatusOr<std::shared_ptr<PoolGraphs>> EagleHead::CapturePoolGraphs(const KvPool& pool) const {
+  if (!cuda_graphs_) return std::shared_ptr<PoolGraphs>();
+  PoolGraphs::Layout layout;
+  layout.input_widths = {shape_.dim, shape_.dim};
+  layout.options = fc_weight_.options();
+  layout.logits_modes = false;
+  return PoolGraphs::Capture(
+      pool, layout,
+      [this](KvCache& view, const PoolGraphs::Inputs& in) { return ForwardSlots(view, in); },
+      emulate_cuda_graphs_);
+}
+
+std::vector<torch::Tensor> EagleHead::ForwardSlots(KvCache& view,
+                                                   const PoolGraphs::Inputs& in) const {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor h =
+      torch::linear(torch::cat({in.inputs[0], in.inputs[1]}, -1), fc_weight_, fc_bias_);
+  const torch::Tensor mask = Block::PrepareMask(in.mask, h).unsqueeze(1);
+  return {block_.Forward(h, torch::Tensor(), mask, &view, 0, in.rows, in.span)};
+}
+
+std::optional<StatusOr<std::vector<torch::Tensor>>> EagleHead::ForwardFromPoolGraphs(
+    const std::vector<HeadCall>& calls) const {
+  KvPool* pool = calls.empty() ? nullptr : calls[0].cache->pool();
+  if (pool == nullptr || pool->graphs() == nullptr) return std::nullopt;
+  std::vector<PoolGraphs::Call> graph_calls;
+  for (const HeadCall& call : calls) {
+    if (call.cache->pool() != pool) return std::nullopt;
+    graph_calls.push_back(
+        {call.cache, {call.token_embeddings, call.features}, torch::Tensor(), call.mask});
+  }
+  auto ran = pool->graphs()->Run(graph_calls);
+  if (ran.ok() && !ran->has_value()) return std::nullopt;
+  if (!ran.ok()) return StatusOr<std::vector<torch::Tensor>>(ran.status());
+  return GuardTorch("EagleHead::ForwardFromPoolGraphs",
+                    [&]() -> StatusOr<std::vector<torch::Tensor>> {
+                      std::vector<torch::Tensor> outputs;
+                      // The graph's buffers are rewritten by its next replay.
+                      for (const auto& own : **ran) outputs.push_back(own[0].clone());
+                      return outputs;
+                    });
 }
 
 KvCache EagleHead::NewCache(int64_t batch, int64_t capacity) const {
@@ -72,6 +118,10 @@ StatusOr<torch::Tensor> EagleHead::Forward(KvCache& cache, const torch::Tensor& 
                                            const torch::Tensor& mask) const {
   const HeadCall call{&cache, token_embeddings, features, mask};
   MULO_RETURN_IF_ERROR(CheckForward(call));
+  if (auto replayed = ForwardFromPoolGraphs({call})) {
+    MULO_RETURN_IF_ERROR(replayed->status());
+    return std::move((**replayed)[0]);
+  }
   return GuardTorch("EagleHead::Forward", [&]() -> StatusOr<torch::Tensor> {
     torch::NoGradGuard no_grad;
     const int64_t n = features.size(1);
@@ -91,6 +141,7 @@ StatusOr<std::vector<torch::Tensor>> EagleHead::ForwardBatch(const std::vector<H
     caches.push_back(call.cache);
   }
   MULO_RETURN_IF_ERROR(CheckDistinctCaches(caches, "EagleHead::ForwardBatch"));
+  if (auto replayed = ForwardFromPoolGraphs(calls)) return *std::move(replayed);
   return GuardTorch("EagleHead::ForwardBatch", [&]() -> StatusOr<std::vector<torch::Tensor>> {
     torch::NoGradGuard no_grad;
     std::vector<PackedSequence> sequences;

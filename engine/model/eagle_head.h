@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/kv_cache.h"
 #include "engine/model/packed_gemms.h"
+#include "engine/model/pool_graphs.h"
 #include "engine/model/token_model.h"
 #include "engine/model/transformer_config.h"
 
@@ -36,6 +38,11 @@ class EagleHead {
                                                                   const LoadOptions& options);
 
   KvCache NewCache(int64_t batch, int64_t capacity) const;
+  // Whether the head runs from CUDA graphs (as its target does): over a pool of its caches
+  // made with a scratch slot, CapturePoolGraphs captures them at load and Forward and
+  // ForwardBatch over the pool's caches replay them (pool_graphs.h).
+  bool uses_cuda_graphs() const { return cuda_graphs_; }
+  StatusOr<std::shared_ptr<PoolGraphs>> CapturePoolGraphs(const KvPool& pool) const;
 
   // token_embeddings, features: [B, n, dim]; mask: optional [n, cache.length() + n] bool
   // (undefined = causal). Returns predicted next features [B, n, dim].
@@ -60,10 +67,17 @@ class EagleHead {
   // [B, n, dim].
   torch::Tensor FcInput(const HeadCall& call) const;
   torch::Tensor Fuse(const HeadCall& call) const;
+  // The pool graphs' batched forward (PoolGraphs::Body): token embeddings and features in,
+  // predicted features out.
+  std::vector<torch::Tensor> ForwardSlots(KvCache& view, const PoolGraphs::Inputs& in) const;
+  // `calls` from their pool's graphs, as DecoderOnlyModel::ForwardFromPoolGraphs.
+  std::optional<StatusOr<std::vector<torch::Tensor>>> ForwardFromPoolGraphs(
+      const std::vector<HeadCall>& calls) const;
 
   BlockShape shape_;
   torch::Tensor fc_weight_, fc_bias_;
   Block block_;
+  bool cuda_graphs_ = false, emulate_cuda_graphs_ = false;
 };
 
 }  // namespace mulo::engine

@@ -1,91 +1,23 @@
 #include "engine/model/forward_graphs.h"
 
-#include <exception>
 #include <functional>
-#include <string>
 
 #include "engine/core/device_upload.h"
 #include "engine/core/torch_guard.h"
+#include "engine/model/cuda_graph_capture.h"
 #include "engine/model/decoder_only_model.h"
 
 #ifdef MULO_WITH_CUDA
-#include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 #include <torch/cuda.h>
 #endif
 
 namespace mulo::engine {
 
-#ifdef MULO_WITH_CUDA
+// Every graph of one cache allocates from one private pool: they replay one at a time on one
+// stream, and their outputs stay referenced.
 struct ForwardGraphs::Pool {
-  // Every graph of one cache allocates its intermediates and outputs from one private pool:
-  // they replay one at a time on one stream, and their outputs stay referenced, so sharing is
-  // safe and keeps memory to about one forward's worth.
-  c10::MempoolId_t id{0, 0};
+  GraphMemoryPool memory;
 };
-#else
-struct ForwardGraphs::Pool {};
-#endif
-
-namespace {
-
-#ifdef MULO_WITH_CUDA
-using Graph = at::cuda::CUDAGraph;
-
-// Captures `body` on a side stream of `device` (as CUDA requires: never the legacy default
-// stream), after one eager warm-up run there that creates the library handles and workspaces
-// the body needs (creating them during capture is not allowed). The body must be idempotent:
-// the warm-up's writes are repeated by the first replay.
-StatusOr<std::unique_ptr<Graph>> Capture(const torch::Device& device,
-                                         const std::function<void()>& body,
-                                         c10::MempoolId_t* pool) {
-  auto graph = std::make_unique<Graph>();
-  const c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(device.index());
-  // A worker captures on its own stream (device_stream.h), which no other thread launches on.
-  // The legacy default stream cannot be captured: a thread still on it (a tool, a test) captures
-  // on a side stream from the high-priority pool, which workers' streams never come from (an
-  // H200 run saw a worker's launches land in another's capture on a shared pool stream).
-  const bool on_default = caller == c10::cuda::getDefaultCUDAStream(device.index());
-  const c10::cuda::CUDAStream capture_stream =
-      on_default ? c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device.index()) : caller;
-  c10::cuda::CUDAStreamGuard on_capture_stream(capture_stream);
-  bool capturing = false;
-  try {
-    // The capture stream must see this thread's earlier work. Only this thread's stream is
-    // waited on: a device-wide synchronisation fails while another worker is capturing (an H200
-    // run with eight workers died of it, docs/gpu.md).
-    caller.synchronize();
-    body();
-    capture_stream.synchronize();
-    // Thread-local mode: other workers' allocations and synchronisations are unaffected.
-    graph->capture_begin(*pool, cudaStreamCaptureModeThreadLocal);
-    capturing = true;
-    body();
-    capturing = false;
-    graph->capture_end();
-  } catch (const std::exception& e) {
-    if (capturing) {
-      try {
-        graph->capture_end();  // leaves capture mode and returns the pool
-      } catch (const std::exception&) {
-      }
-    }
-    std::string message = e.what();
-    const auto newline = message.find('\n');
-    if (newline != std::string::npos) message.resize(newline);
-    return InternalError("CUDA graph capture: " + message);
-  }
-  *pool = graph->pool();
-  return graph;
-}
-#else
-struct Graph {
-  void replay() {}
-};
-#endif
-
-}  // namespace
 
 struct ForwardGraphs::Entry {
   int uses = 0;
@@ -95,7 +27,7 @@ struct ForwardGraphs::Entry {
   // mask [rows, span] bool.
   torch::Tensor ints, mask;
   ForwardOutput output;  // written by every replay
-  std::unique_ptr<Graph> graph;
+  std::unique_ptr<CapturedGraph> graph;
   // Emulated graphs: the captured forward, run again at each replay.
   std::function<void(KvCache&)> emulated;
   bool captured() const { return graph != nullptr || emulated != nullptr; }
@@ -212,12 +144,7 @@ StatusOr<std::optional<ForwardOutput>> ForwardGraphs::Run(const DecoderOnlyModel
       if (emulated_) {
         e->emulated = body;
       } else {
-#ifdef MULO_WITH_CUDA
-        auto graph = Capture(device, [&] { body(cache); }, &pool_->id);
-#else
-        StatusOr<std::unique_ptr<Graph>> graph =
-            FailedPreconditionError("CUDA graphs need a CUDA build of the engine");
-#endif
+        auto graph = CapturedGraph::Capture(device, [&] { body(cache); }, pool_->memory);
         if (!graph.ok()) {
           // Whatever the warm-up wrote lies past the cache length: the eager run rewrites it.
           e->failed = true;
@@ -230,7 +157,7 @@ StatusOr<std::optional<ForwardOutput>> ForwardGraphs::Run(const DecoderOnlyModel
     if (e->emulated) {
       e->emulated(cache);
     } else {
-      e->graph->replay();
+      e->graph->Replay();
     }
     cache.Advance(n);
     ++replays_;

@@ -27,6 +27,9 @@ KvCache::KvCache(std::vector<torch::Tensor> keys, std::vector<torch::Tensor> val
       values_(std::move(values)),
       slots_(std::move(slots)) {}
 
+KvPool* KvCache::pool() const { return slots_ != nullptr ? &slots_->pool() : nullptr; }
+int64_t KvCache::first_slot() const { return slots_ != nullptr ? slots_->first() : -1; }
+
 int64_t KvCache::MemoryBytes() const {
   int64_t bytes = 0;
   for (size_t i = 0; i < keys_.size(); ++i) {
@@ -70,6 +73,19 @@ std::pair<torch::Tensor, torch::Tensor> KvCache::Store(int64_t layer, const torc
 std::pair<torch::Tensor, torch::Tensor> KvCache::StoreAt(int64_t layer, const torch::Tensor& rows,
                                                          const torch::Tensor& k,
                                                          const torch::Tensor& v, int64_t span) {
+  if (slot_index_.defined()) {
+    // Each stream's rows go to its own slot: one scatter over (slot, head, row), then one
+    // gather of the streams' slots for attention (a copy of their spans: the price of
+    // batching requests whose slots are not adjacent without a paged attention kernel).
+    const int64_t streams = k.size(0), heads = k.size(1), n = k.size(2);
+    const auto slot = slot_index_.view({streams, 1, 1});
+    const auto head = torch::arange(heads, rows.options()).view({1, heads, 1});
+    const auto row = rows.view({streams, 1, n});
+    keys_[layer].index_put_({slot, head, row}, k);
+    values_[layer].index_put_({slot, head, row}, v);
+    return {keys_[layer].narrow(2, 0, span).index_select(0, slot_index_),
+            values_[layer].narrow(2, 0, span).index_select(0, slot_index_)};
+  }
   keys_[layer].index_copy_(2, rows, k);
   values_[layer].index_copy_(2, rows, v);
   return {keys_[layer].narrow(2, 0, span), values_[layer].narrow(2, 0, span)};

@@ -49,6 +49,9 @@ class KvCache {
   int64_t MemoryBytes() const;
   // Whether the cache is a view of a pool's slots (kv_pool.h) rather than memory of its own.
   bool pooled() const { return slots_ != nullptr; }
+  // The pool a pooled cache's slots belong to and its first slot there (null / -1 otherwise).
+  KvPool* pool() const;
+  int64_t first_slot() const;
 
   // Writes k/v [batch, n_kv_head, n, head_dim] of `layer` at rows [length, length + n) and
   // returns that layer's keys and values over [0, length + n). The length itself moves only
@@ -61,6 +64,9 @@ class KvCache {
   // rows `rows` ([n] int64 on the cache's device) and returns the layer's rows [0, span). The
   // caller guarantees rows[i] < span <= capacity(); rows past the live length are stale and
   // must be masked out of attention.
+  // On a slot-indexed view of a pool (KvPool::SlotIndexedView, its batched graphs' cache)
+  // stream b of k / v is written to the pool's slot slot_index[b] at rows[b] ([batch, n]),
+  // and the result is those slots' rows [0, span) gathered: [batch, n_kv_head, span, dim].
   std::pair<torch::Tensor, torch::Tensor> StoreAt(int64_t layer, const torch::Tensor& rows,
                                                   const torch::Tensor& k, const torch::Tensor& v,
                                                   int64_t span);
@@ -105,6 +111,9 @@ class KvCache {
   std::shared_ptr<ForwardGraphs> graphs_;
   ForwardTrace* trace_ = nullptr;
   std::shared_ptr<KvSlots> slots_;  // null: the cache's own memory
+  // A slot-indexed view: keys_ / values_ are a pool's whole tensors and stream b lives in slot
+  // slot_index_[b] ([batch] int64 on the device). Undefined otherwise.
+  torch::Tensor slot_index_;
 };
 
 }  // namespace mulo::engine

@@ -13,7 +13,7 @@ int64_t KvPool::SlotBytes(const KvCache& prototype, int64_t slot_rows) {
 }
 
 StatusOr<std::shared_ptr<KvPool>> KvPool::Make(const KvCache& prototype, int64_t slots,
-                                               int64_t slot_rows, GraphsFactory graphs) {
+                                               int64_t slot_rows, bool scratch_slot) {
   if (slots < 1 || slot_rows < 1) {
     return InvalidArgumentError("KvPool: needs at least one slot of one row, got " +
                                 std::to_string(slots) + " of " + std::to_string(slot_rows));
@@ -23,7 +23,8 @@ StatusOr<std::shared_ptr<KvPool>> KvPool::Make(const KvCache& prototype, int64_t
     torch::NoGradGuard no_grad;
     for (int64_t layer = 0; layer < prototype.num_layers(); ++layer) {
       const torch::Tensor k = prototype.Keys(layer);
-      const std::vector<int64_t> shape = {slots, k.size(1), slot_rows, k.size(3)};
+      const std::vector<int64_t> shape = {slots + (scratch_slot ? 1 : 0), k.size(1), slot_rows,
+                                          k.size(3)};
       keys.push_back(torch::zeros(shape, k.options()));
       values.push_back(torch::zeros(shape, k.options()));
     }
@@ -36,16 +37,16 @@ StatusOr<std::shared_ptr<KvPool>> KvPool::Make(const KvCache& prototype, int64_t
                                   " bytes): " + message);
   }
   return std::shared_ptr<KvPool>(
-      new KvPool(std::move(keys), std::move(values), slot_rows, std::move(graphs)));
+      new KvPool(std::move(keys), std::move(values), slots, slot_rows, scratch_slot));
 }
 
 KvPool::KvPool(std::vector<torch::Tensor> keys, std::vector<torch::Tensor> values,
-               int64_t slot_rows, GraphsFactory graphs)
+               int64_t slots, int64_t slot_rows, bool scratch)
     : keys_(std::move(keys)),
       values_(std::move(values)),
-      slots_(keys_.at(0).size(0)),
+      slots_(slots),
       slot_rows_(slot_rows),
-      make_graphs_(std::move(graphs)),
+      scratch_(scratch),
       used_(static_cast<size_t>(slots_), false) {}
 
 int64_t KvPool::MemoryBytes() const {
@@ -99,13 +100,6 @@ void KvPool::Return(int64_t first, int64_t count) {
   used_count_ -= count;
 }
 
-std::vector<std::shared_ptr<ForwardGraphs>> KvPool::run_graphs() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::shared_ptr<ForwardGraphs>> out;
-  for (const auto& [run, graphs] : graphs_) out.push_back(graphs);
-  return out;
-}
-
 void KvPool::CountOverflow() {
   std::lock_guard<std::mutex> lock(mu_);
   ++overflows_;
@@ -117,14 +111,14 @@ KvCache KvPool::CacheOver(const std::shared_ptr<KvSlots>& slots, int64_t batch) 
     keys.push_back(keys_[layer].narrow(0, slots->first(), batch));
     values.push_back(values_[layer].narrow(0, slots->first(), batch));
   }
-  KvCache cache(std::move(keys), std::move(values), slots);
-  if (make_graphs_) {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::shared_ptr<ForwardGraphs>& graphs = graphs_[{slots->first(), batch}];
-    if (graphs == nullptr) graphs = make_graphs_();
-    cache.set_graphs(graphs);
-  }
-  return cache;
+  return KvCache(std::move(keys), std::move(values), slots);
+}
+
+KvCache KvPool::SlotIndexedView(const torch::Tensor& slot_index) const {
+  KvCache view(keys_, values_, nullptr);
+  view.batch_ = slot_index.size(0);
+  view.slot_index_ = slot_index;
+  return view;
 }
 
 }  // namespace mulo::engine

@@ -10,9 +10,10 @@
 // slot sized for the longest wastes at most a draft tree's rows, and a cache that is one
 // contiguous view keeps the attention LibTorch's plain kernels and CUDA graphs read.
 //
-// Fixed addresses are the point: the CUDA graphs of a run of slots (forward_graphs.h) are
-// kept with the pool, so the next request on the same slots replays what an earlier one
-// captured instead of capturing again.
+// Fixed addresses are the point: the CUDA graphs of the model's batched forward over the pool
+// (pool_graphs.h) are captured once at load and serve every request, whichever slots it holds.
+// A pool made for them has one scratch slot more, which no request takes: the pad streams of a
+// graph's batch bucket write there.
 //
 // A cache that outgrows its slots (a draft tree longer than the slack it was sized with) moves
 // to memory of its own, as an unpooled cache grows, and is counted (overflows()): slower,
@@ -23,8 +24,6 @@
 #include <torch/torch.h>
 
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,6 +36,7 @@
 namespace mulo::engine {
 
 class KvPool;
+class PoolGraphs;  // pool_graphs.h: batched CUDA graphs over a pool's slots
 
 // A run of adjacent slots taken from a pool; they return to it when the last holder (the
 // reservation, the caches over them) lets go.
@@ -59,45 +59,48 @@ class KvSlots {
 
 class KvPool : public std::enable_shared_from_this<KvPool> {
  public:
-  // Graphs for a run of slots (a DecoderOnlyModel's, with its settings), or none.
-  using GraphsFactory = std::function<std::shared_ptr<ForwardGraphs>()>;
-
   // `slots` slots of `slot_rows` rows, laid out as `prototype` (an empty cache of the model:
-  // its layers, heads, head width, dtype and device). `graphs` (optional) makes the graphs
-  // of each run of slots on its first use. INVALID_ARGUMENT for fewer than one slot or row;
+  // its layers, heads, head width, dtype and device), and with `scratch_slot` one more for
+  // batched graphs' pad streams. INVALID_ARGUMENT for fewer than one slot or row;
   // FAILED_PRECONDITION when the memory cannot be allocated.
   static StatusOr<std::shared_ptr<KvPool>> Make(const KvCache& prototype, int64_t slots,
-                                                int64_t slot_rows, GraphsFactory graphs = nullptr);
+                                                int64_t slot_rows, bool scratch_slot = false);
   // The bytes one slot of `slot_rows` rows takes for caches laid out as `prototype`.
   static int64_t SlotBytes(const KvCache& prototype, int64_t slot_rows);
 
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
 
-  int64_t slots() const { return slots_; }
+  int64_t slots() const { return slots_; }  // the slots requests take (no scratch slot)
   int64_t slot_rows() const { return slot_rows_; }
   int64_t MemoryBytes() const;
   int64_t used_slots() const;
   // Caches that outgrew their slots and moved to memory of their own.
   int64_t overflows() const;
 
-  // The graphs of every run of slots used so far.
-  std::vector<std::shared_ptr<ForwardGraphs>> run_graphs() const;
+  // The batched graphs over this pool (set once, at load), or null.
+  PoolGraphs* graphs() const { return graphs_.get(); }
+  void SetGraphs(std::shared_ptr<PoolGraphs> graphs) { graphs_ = std::move(graphs); }
+  // The slot pad streams write to: slots() (made with scratch_slot), else -1.
+  int64_t scratch_slot() const { return scratch_ ? slots_ : -1; }
+  // A cache over the whole pool whose stream b is slot slot_index[b] ([batch] int64 on the
+  // pool's device; KvCache::StoreAt on it scatters and gathers by slot): the cache a batched
+  // graph runs over. Its length stays 0; the requests' own caches keep theirs.
+  KvCache SlotIndexedView(const torch::Tensor& slot_index) const;
 
   // Whether `count` adjacent slots are free, and taking them (null when they are not).
   bool CanTake(int64_t count) const;
   std::shared_ptr<KvSlots> Take(int64_t count);
 
   // An empty cache of `batch` streams over the first `batch` of `slots` (taken from this
-  // pool, batch <= slots->count()), holding them; with the run's graphs when the pool makes
-  // graphs.
+  // pool, batch <= slots->count()), holding them.
   KvCache CacheOver(const std::shared_ptr<KvSlots>& slots, int64_t batch);
 
  private:
   friend class KvSlots;
   friend class KvCache;
-  KvPool(std::vector<torch::Tensor> keys, std::vector<torch::Tensor> values, int64_t slot_rows,
-         GraphsFactory graphs);
+  KvPool(std::vector<torch::Tensor> keys, std::vector<torch::Tensor> values, int64_t slots,
+         int64_t slot_rows, bool scratch);
   void Return(int64_t first, int64_t count);
   void CountOverflow();
   // First fit: the lowest run of `count` free slots, or -1. Under mu_.
@@ -105,14 +108,12 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
 
   const std::vector<torch::Tensor> keys_, values_;  // per layer [slots, n_kv_head, rows, dim]
   const int64_t slots_, slot_rows_;
-  const GraphsFactory make_graphs_;
+  const bool scratch_;
+  std::shared_ptr<PoolGraphs> graphs_;
   mutable std::mutex mu_;
   std::vector<bool> used_;
   int64_t used_count_ = 0;
   int64_t overflows_ = 0;
-  // The graphs of each run of slots (first, count): they hold the run's addresses, so they
-  // serve every request that takes the same run.
-  std::map<std::pair<int64_t, int64_t>, std::shared_ptr<ForwardGraphs>> graphs_;
 };
 
 }  // namespace mulo::engine

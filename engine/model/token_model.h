@@ -20,6 +20,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@
 #include "engine/model/packed_gemms.h"
 
 namespace mulo::engine {
+
+class KvPool;      // kv_pool.h
+class PoolGraphs;  // pool_graphs.h
 
 enum class LogitsMode {
   kAll,   // logits for every new position
@@ -68,6 +72,14 @@ class TokenModel {
   virtual torch::TensorOptions options() const = 0;
   // Whether NewCache attaches CUDA graphs.
   virtual bool uses_cuda_graphs() const = 0;
+
+  // The CUDA graphs (or emulated ones) of this model's batched forward over `pool`, a pool of
+  // its caches made with a scratch slot, captured now for every key (pool_graphs.h); null when
+  // the model runs without graphs.
+  virtual StatusOr<std::shared_ptr<PoolGraphs>> CapturePoolGraphs(const KvPool& pool) const {
+    (void)pool;
+    return std::shared_ptr<PoolGraphs>();
+  }
 
   // An empty cache for `batch` streams (2 for classifier-free guidance).
   virtual KvCache NewCache(int64_t batch, int64_t capacity) const = 0;

@@ -155,9 +155,9 @@ TEST(KvPoolsTest, MixedBatchesOverPooledCachesKeepEveryRequestsLoneTokens) {
   EXPECT_EQ(UsedSlots(pools), 0);
 }
 
-// The graphs a request captured over its slots are the pool's: the next request on the same
-// slots replays them from its first forward of each shape and captures none.
-TEST(KvPoolsTest, TheNextRequestOnTheSameSlotsReplaysTheGraphsCapturedBefore) {
+// The pools' batched graphs are captured at load; every request's forwards replay them, from
+// its first (the prefill), and nothing is captured while requests decode.
+TEST(KvPoolsTest, TheGraphsCapturedAtLoadServeEveryForwardOfEveryRequest) {
   LoadOptions emulated;
   emulated.emulate_cuda_graphs = true;
   const std::shared_ptr<const ModelSet> family = testing::LoadSynthFamily(emulated);
@@ -166,27 +166,26 @@ TEST(KvPoolsTest, TheNextRequestOnTheSameSlotsReplaysTheGraphsCapturedBefore) {
   ASSERT_OK(made);
   KvPools& pools = **made;
   EXPECT_EQ(pools.usage().at(0).slot_rows % 256, 0) << "graphs attend over whole spans";
+  const PoolGraphs::Counts loaded = pools.graph_counts();
+  EXPECT_GT(loaded.graphs, 0);
+  EXPECT_EQ(loaded.failed_captures, 0);
+  EXPECT_EQ(loaded.replays, 0);
   const std::vector<Job> jobs = {{"ar", 0, 1.0}, {"ar", 1, 1.0}};
-  auto own = DecodeJob(jobs[1], *family, nullptr, nullptr);
-  ASSERT_OK(own);
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    const Job& job = jobs[i];
+  for (const Job& job : jobs) {
+    auto own = DecodeJob(job, *family, nullptr, nullptr);
+    ASSERT_OK(own);
     auto reservation = pools.Reserve(
         RequestKvDemand(*family, job.method, RequestFor(job, *family).sampling));
     ASSERT_NE(reservation, nullptr);
-    const KvPools::GraphCounts before = pools.graph_counts();
+    const PoolGraphs::Counts before = pools.graph_counts();
     auto result = DecodeJob(job, *family, nullptr, reservation.get());
     ASSERT_OK(result);
-    const KvPools::GraphCounts after = pools.graph_counts();
-    const int64_t appends = result->stats.target_forward_passes - 1;  // after the prefill
-    if (i == 0) {
-      EXPECT_GT(after.captured, 0);
-      EXPECT_LT(after.replays, appends) << "a request's first uses of a shape run eagerly";
-    } else {
-      EXPECT_EQ(result->tokens, own->tokens);
-      EXPECT_EQ(after.captured, before.captured) << "captured again on the same slots";
-      EXPECT_EQ(after.replays - before.replays, appends) << "every append replays";
-    }
+    const PoolGraphs::Counts after = pools.graph_counts();
+    EXPECT_EQ(result->tokens, own->tokens) << "the pool's graphs against the request's own";
+    EXPECT_EQ(after.graphs, loaded.graphs) << "captured while serving";
+    EXPECT_EQ(after.replays - before.replays, result->stats.target_forward_passes)
+        << "every forward, the prefill included, replays";
+    EXPECT_EQ(after.eager_batches, 0);
   }
 }
 
