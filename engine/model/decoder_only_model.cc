@@ -52,8 +52,7 @@ std::vector<torch::Tensor> DecoderOnlyModel::ForwardSlots(KvCache& view,
   const torch::Tensor rope = ApplyPositions(&x, in.positions);
   // [streams, 1, rows, span]: each stream's own mask, broadcast over the heads.
   const torch::Tensor mask = Block::PrepareMask(in.mask, x).unsqueeze(1);
-  ForwardOutput out = Head(RunBlocks(view, x, rope, mask, in.rows, in.span),
-                           in.logits ? LogitsMode::kAll : LogitsMode::kNone);
+  ForwardOutput out = Head(RunBlocks(view, x, rope, mask, in.rows, in.span), LogitsMode::kAll);
   return {out.hidden, out.logits};
 }
 
@@ -64,8 +63,7 @@ std::optional<StatusOr<std::vector<ForwardOutput>>> DecoderOnlyModel::ForwardFro
   std::vector<PoolGraphs::Call> graph_calls;
   for (const ForwardCall& call : calls) {
     if (call.cache->pool() != pool) return std::nullopt;
-    graph_calls.push_back({call.cache, {call.embeddings}, call.positions, call.mask,
-                           call.logits_mode != LogitsMode::kNone});
+    graph_calls.push_back({call.cache, {call.embeddings}, call.positions, call.mask});
   }
   std::vector<int64_t> contexts;
   for (const ForwardCall& call : calls) contexts.push_back(call.cache->length());

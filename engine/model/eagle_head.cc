@@ -43,7 +43,6 @@ StatusOr<std::shared_ptr<PoolGraphs>> EagleHead::CapturePoolGraphs(const KvPool&
   PoolGraphs::Layout layout;
   layout.input_widths = {shape_.dim, shape_.dim};
   layout.options = fc_weight_.options();
-  layout.logits_modes = false;
   return PoolGraphs::Capture(
       pool, layout,
       [this](KvCache& view, const PoolGraphs::Inputs& in) { return ForwardSlots(view, in); },

@@ -82,10 +82,7 @@ StatusOr<std::shared_ptr<PoolGraphs>> PoolGraphs::Capture(const KvPool& pool, La
       for (int64_t span = ForwardGraphs::kSpanRows; span <= pool.slot_rows();
            span += ForwardGraphs::kSpanRows) {
         if (span < rows) continue;  // a stream's new rows lie inside its span
-        for (const bool logits : {false, true}) {
-          if (logits && !graphs->layout_.logits_modes) continue;
-          MULO_RETURN_IF_ERROR(graphs->CaptureKey(pool, Key(streams, rows, span, logits)));
-        }
+        MULO_RETURN_IF_ERROR(graphs->CaptureKey(pool, Key(streams, rows, span)));
       }
     }
   }
@@ -97,7 +94,7 @@ StatusOr<std::shared_ptr<PoolGraphs>> PoolGraphs::Capture(const KvPool& pool, La
 }
 
 Status PoolGraphs::CaptureKey(const KvPool& pool, const Key& key) {
-  const auto [streams, rows, span, logits] = key;
+  const auto [streams, rows, span] = key;
   return GuardTorch("PoolGraphs::Capture", [&]() -> Status {
     torch::NoGradGuard no_grad;
     const torch::Device device = layout_.options.device();
@@ -125,7 +122,6 @@ Status PoolGraphs::CaptureKey(const KvPool& pool, const Key& key) {
     in.rows = e->ints.narrow(0, streams + cells, cells).view({streams, rows});
     in.mask = e->mask;
     in.span = span;
-    in.logits = logits;
     auto run = [this, e, in] { e->outputs = body_(*e->view, in); };
     if (emulated_) {
       run();  // what a capture's warm-up runs, and the outputs' shapes
@@ -149,16 +145,14 @@ StatusOr<std::optional<std::vector<std::vector<torch::Tensor>>>> PoolGraphs::Run
     const std::vector<Call>& calls) {
   using Result = std::optional<std::vector<std::vector<torch::Tensor>>>;
   int64_t live_streams = 0, most_new = 0, most_rows = 0;
-  bool logits = false;
   for (const Call& call : calls) {
     live_streams += call.cache->batch();
     most_new = std::max<int64_t>(most_new, call.inputs.at(0).size(1));
-    logits = logits || call.logits;
   }
   const int64_t streams = Bucket(live_streams), rows = Bucket(most_new);
   for (const Call& call : calls) most_rows = std::max(most_rows, call.cache->length() + rows);
   const int64_t span = ForwardGraphs::RoundUpToSpan(most_rows);
-  auto it = entries_.find(Key(streams, rows, span, logits && layout_.logits_modes));
+  auto it = entries_.find(Key(streams, rows, span));
   if (span > slot_rows_ || it == entries_.end()) {
     std::lock_guard<std::mutex> lock(mu_);
     ++counts_.eager_batches;

@@ -14,9 +14,11 @@
 //   - every stream attends over its slot's rows [0, span), the longest call's cache after the
 //     forward rounded up to whole ForwardGraphs::kSpanRows, under a mask uploaded per forward
 //     (causal rows built on the host, a call's own mask copied in).
-// Key: (streams, rows, span, with logits or not). Every key with streams <= the pool's slots
-// rounded up, rows <= max_rows and streams x rows <= max_total_rows is captured at load
-// (Capture), so nothing is captured while serving; a batch no key fits runs eagerly, counted.
+// Key: (streams, rows, span). Every key with streams <= the pool's slots rounded up, rows <=
+// max_rows and streams x rows <= max_total_rows is captured at load (Capture), so nothing is
+// captured while serving; a batch no key fits runs eagerly, counted. A model's graphs compute
+// everything any call may want (a TokenModel's logits of every row): one graph per key, at the
+// price of an output head a call without logits did not need.
 //
 // Why one set of graphs for the whole pool rather than per request: a request's graphs were
 // captured during its own decoding (a key replays from its third use) and died with it; the
@@ -60,7 +62,6 @@ class PoolGraphs {
     torch::Tensor rows;       // [streams, rows] int64
     torch::Tensor mask;       // [streams, rows, span] bool
     int64_t span = 0;
-    bool logits = false;  // whether the forward computes logits (a TokenModel's kAll / kLast)
   };
   // The model's forward over a slot-indexed view of the pool (KvPool::SlotIndexedView): its
   // outputs, each [streams, rows, width]. Graph-capturable: no host synchronisation.
@@ -71,7 +72,6 @@ class PoolGraphs {
     torch::TensorOptions options;       // the inputs' dtype and device
     int64_t max_rows = 256;             // most new rows per stream a graph holds
     int64_t max_total_rows = 512;       // most streams x rows in one graph
-    bool logits_modes = true;           // keys with and without logits (else one, logits off)
   };
 
   // Captures every key's graph over `pool` (made with a scratch slot), or emulates them.
@@ -82,13 +82,12 @@ class PoolGraphs {
 
   // One cache's forward in a batch: its `inputs` [cache batch, n, width_i] (on the device),
   // positions [n] int64 (on the host), an optional mask [n, cache length + n] bool (undefined:
-  // causal) and whether it needs logits.
+  // causal).
   struct Call {
     KvCache* cache = nullptr;
     std::vector<torch::Tensor> inputs;
     torch::Tensor positions;
     torch::Tensor mask;
-    bool logits = false;
   };
   // Runs `calls` (caches of this pool's slots, checked by the caller, distinct) from the graph
   // of their key and advances each cache by its n. Per call, each body output's live rows
@@ -118,7 +117,7 @@ class PoolGraphs {
   static int64_t Bucket(int64_t n);
 
  private:
-  using Key = std::tuple<int64_t, int64_t, int64_t, bool>;  // (streams, rows, span, logits)
+  using Key = std::tuple<int64_t, int64_t, int64_t>;  // (streams, rows, span)
   struct Entry;
   PoolGraphs(Layout layout, Body body, bool emulated, int64_t scratch_slot, int64_t slot_rows);
   // Makes (and on a GPU captures) the graph of `key` over `pool`.
