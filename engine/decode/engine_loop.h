@@ -16,8 +16,10 @@
 // Why fibers rather than rewriting each method as a state machine that returns its forwards:
 // a method's file keeps reading like its paper's algorithm box (a forward, then the next line
 // uses it), and a lone request runs exactly the code it ran before: its causal appends skip
-// the loop (Alone), where a GPU model replays CUDA graphs, and its other forwards are a batch
-// of one, a plain TokenModel::Forward. Why one thread rather than a thread per request meeting
+// the loop (Alone), and its other forwards are a batch of one, a plain TokenModel::Forward.
+// With CUDA graphs, every forward over a KV-cache pool's slots replays the pool's graphs,
+// captured at load (pool_graphs.h), lone or batched; a cache of a request's own replays graphs
+// only through its causal appends (ForwardTokens, forward_graphs.h). Why one thread rather than a thread per request meeting
 // at a rendezvous (the EngineLoop this replaces): the loop knows when every request waits,
 // so no batch waits on a timer for a request busy elsewhere, and the requests' host work no
 // longer contends for the cores their batched forward uses.
@@ -116,8 +118,8 @@ class EngineLoop {
   void StepDone();
 
   // Whether at most one request is active: its forwards would run alone, so it may run its
-  // causal appends directly (TokenModel::ForwardTokens, which a GPU model replays from CUDA
-  // graphs; a batch of one never could).
+  // causal appends directly (TokenModel::ForwardTokens, which replays CUDA graphs over a cache
+  // of the request's own too; a batch replays them only over a pool's slots).
   bool Alone() const;
 
   // Totals since construction (tests, benchmarks).
