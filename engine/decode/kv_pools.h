@@ -4,11 +4,11 @@
 // the target, the MuLo-SD drafter, the speculative chain drafter and the EAGLE head. They are
 // allocated at load, sized in requests: each pool has two slots (a request's two guidance
 // streams) per request. When the models run from CUDA graphs, each pool's batched graphs are
-// captured at load too (pool_graphs.h). A request reserves, before it starts, the slots the most it can open
-// needs (its target's guidance streams, two for each drafting model its method needs); its
-// session takes its caches from the reservation, and the slots return when it ends. The
-// server admits a request only when its reservation fits (server/scheduler.h): memory, not a
-// count of requests, is what admission runs out of.
+// captured at load too (pool_graphs.h). A request reserves, before it starts, the slots the
+// most it can open needs (its target's guidance streams, two for each drafting model its
+// method needs); its session takes its caches from the reservation, and the slots return
+// when it ends. The server admits a request only when its reservation fits
+// (server/scheduler.h): memory, not a count of requests, is what admission runs out of.
 //
 // A family's Tar MLLM stage (a text stage decoded before the image) keeps caches of its own.
 #ifndef MULO_ENGINE_DECODE_KV_POOLS_H_

@@ -78,7 +78,9 @@ std::optional<StatusOr<std::vector<ForwardOutput>>> DecoderOnlyModel::ForwardFro
       ForwardOutput out;
       out.hidden = own[0].clone();  // the graph's buffers are rewritten by its next replay
       if (calls[i].logits_mode == LogitsMode::kAll) out.logits = own[1].clone();
-      if (calls[i].logits_mode == LogitsMode::kLast) out.logits = own[1].narrow(1, n - 1, 1).clone();
+      if (calls[i].logits_mode == LogitsMode::kLast) {
+        out.logits = own[1].narrow(1, n - 1, 1).clone();
+      }
       KvCache& cache = *calls[i].cache;
       if (cache.trace() != nullptr) {
         cache.trace()->push_back({this, cache.batch(), n, contexts[i], /*graph=*/true});
