@@ -4,7 +4,6 @@
 #include "engine/core/op_count.h"
 #include "engine/core/torch_guard.h"
 #include "engine/model/forward_graphs.h"
-#include "engine/model/kv_pool.h"
 
 namespace mulo::engine {
 namespace {
@@ -58,16 +57,15 @@ std::vector<torch::Tensor> DecoderOnlyModel::ForwardSlots(KvCache& view,
 
 std::optional<StatusOr<std::vector<ForwardOutput>>> DecoderOnlyModel::ForwardFromPoolGraphs(
     const std::vector<ForwardCall>& calls) const {
-  KvPool* pool = calls.empty() ? nullptr : calls[0].cache->pool();
-  if (pool == nullptr || pool->graphs() == nullptr) return std::nullopt;
+  PoolGraphs* graphs = calls.empty() ? nullptr : PoolGraphs::Of(*calls[0].cache);
+  if (graphs == nullptr) return std::nullopt;
   std::vector<PoolGraphs::Call> graph_calls;
+  std::vector<int64_t> contexts;  // cached rows before the forward, for the trace
   for (const ForwardCall& call : calls) {
-    if (call.cache->pool() != pool) return std::nullopt;
     graph_calls.push_back({call.cache, {call.embeddings}, call.positions, call.mask});
+    contexts.push_back(call.cache->length());
   }
-  std::vector<int64_t> contexts;
-  for (const ForwardCall& call : calls) contexts.push_back(call.cache->length());
-  auto ran = pool->graphs()->Run(graph_calls);
+  auto ran = graphs->Run(graph_calls);
   if (ran.ok() && !ran->has_value()) return std::nullopt;
   if (!ran.ok()) return StatusOr<std::vector<ForwardOutput>>(ran.status());
   return GuardTorch("ForwardFromPoolGraphs", [&]() -> StatusOr<std::vector<ForwardOutput>> {
@@ -422,7 +420,7 @@ StatusOr<ForwardOutput> DecoderOnlyModel::ForwardRangeCheckedTokens(KvCache& cac
                                 ", n >= 1] (the cache's batch), found " + TensorShape(tokens));
   }
   MULO_RETURN_IF_ERROR(CheckPositions(positions, tokens.size(1)));
-  if (cache.pool() != nullptr && cache.pool()->graphs() != nullptr) {
+  if (PoolGraphs::Of(cache) != nullptr) {
     MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings,
                           GuardTorch("ForwardTokens", [&]() -> StatusOr<torch::Tensor> {
                             torch::NoGradGuard no_grad;

@@ -3,7 +3,6 @@
 #include "engine/core/device_upload.h"
 #include "engine/core/torch_guard.h"
 #include "engine/model/json_fields.h"
-#include "engine/model/kv_pool.h"
 
 namespace mulo::engine {
 
@@ -60,15 +59,14 @@ std::vector<torch::Tensor> EagleHead::ForwardSlots(KvCache& view,
 
 std::optional<StatusOr<std::vector<torch::Tensor>>> EagleHead::ForwardFromPoolGraphs(
     const std::vector<HeadCall>& calls) const {
-  KvPool* pool = calls.empty() ? nullptr : calls[0].cache->pool();
-  if (pool == nullptr || pool->graphs() == nullptr) return std::nullopt;
+  PoolGraphs* graphs = calls.empty() ? nullptr : PoolGraphs::Of(*calls[0].cache);
+  if (graphs == nullptr) return std::nullopt;
   std::vector<PoolGraphs::Call> graph_calls;
   for (const HeadCall& call : calls) {
-    if (call.cache->pool() != pool) return std::nullopt;
     graph_calls.push_back(
         {call.cache, {call.token_embeddings, call.features}, torch::Tensor(), call.mask});
   }
-  auto ran = pool->graphs()->Run(graph_calls);
+  auto ran = graphs->Run(graph_calls);
   if (ran.ok() && !ran->has_value()) return std::nullopt;
   if (!ran.ok()) return StatusOr<std::vector<torch::Tensor>>(ran.status());
   return GuardTorch("EagleHead::ForwardFromPoolGraphs",

@@ -39,13 +39,11 @@ int64_t PoolGraphs::Bucket(int64_t n) {
   return bucket;
 }
 
-PoolGraphs::PoolGraphs(Layout layout, Body body, bool emulated, int64_t scratch_slot,
-                       int64_t slot_rows)
+PoolGraphs::PoolGraphs(const KvPool& pool, Layout layout, Body body, bool emulated)
     : layout_(std::move(layout)),
       body_(std::move(body)),
       emulated_(emulated),
-      scratch_slot_(scratch_slot),
-      slot_rows_(slot_rows),
+      pool_(pool),
       memory_pool_(std::make_unique<MemoryPool>()) {}
 
 PoolGraphs::~PoolGraphs() = default;
@@ -71,8 +69,8 @@ StatusOr<std::shared_ptr<PoolGraphs>> PoolGraphs::Capture(const KvPool& pool, La
   if (pool.scratch_slot() < 0) {
     return InvalidArgumentError("PoolGraphs: the pool needs a scratch slot for pad streams");
   }
-  std::shared_ptr<PoolGraphs> graphs(new PoolGraphs(std::move(layout), std::move(body), emulated,
-                                                    pool.scratch_slot(), pool.slot_rows()));
+  std::shared_ptr<PoolGraphs> graphs(
+      new PoolGraphs(pool, std::move(layout), std::move(body), emulated));
   const auto start = std::chrono::steady_clock::now();
   const int64_t reserved_before = DeviceReservedBytes(graphs->layout_.options.device());
   const int64_t most_streams = Bucket(pool.slots());
@@ -82,7 +80,7 @@ StatusOr<std::shared_ptr<PoolGraphs>> PoolGraphs::Capture(const KvPool& pool, La
       for (int64_t span = ForwardGraphs::kSpanRows; span <= pool.slot_rows();
            span += ForwardGraphs::kSpanRows) {
         if (span < rows) continue;  // a stream's new rows lie inside its span
-        MULO_RETURN_IF_ERROR(graphs->CaptureKey(pool, Key(streams, rows, span)));
+        MULO_RETURN_IF_ERROR(graphs->CaptureKey(Key(streams, rows, span)));
       }
     }
   }
@@ -93,8 +91,13 @@ StatusOr<std::shared_ptr<PoolGraphs>> PoolGraphs::Capture(const KvPool& pool, La
   return graphs;
 }
 
-Status PoolGraphs::CaptureKey(const KvPool& pool, const Key& key) {
-  const auto [streams, rows, span] = key;
+PoolGraphs* PoolGraphs::Of(const KvCache& cache) {
+  return cache.pool() != nullptr ? cache.pool()->graphs() : nullptr;
+}
+
+Status PoolGraphs::CaptureKey(const Key& key) {
+  // Plain locals, not a structured binding: C++17 lets no lambda capture one (clang refuses).
+  const int64_t streams = std::get<0>(key), rows = std::get<1>(key), span = std::get<2>(key);
   return GuardTorch("PoolGraphs::Capture", [&]() -> Status {
     torch::NoGradGuard no_grad;
     const torch::Device device = layout_.options.device();
@@ -106,7 +109,7 @@ Status PoolGraphs::CaptureKey(const KvPool& pool, const Key& key) {
     }
     // Until the first call fills them: every stream a pad stream (the scratch slot, each row
     // seeing itself), so the capture's warm-up writes nowhere a request reads.
-    e->ints = torch::cat({torch::full({streams}, scratch_slot_, long_options),
+    e->ints = torch::cat({torch::full({streams}, pool_.scratch_slot(), long_options),
                           torch::zeros({streams * rows}, long_options),
                           torch::arange(rows, long_options).repeat({streams})});
     e->mask = torch::eye(rows, span, torch::dtype(torch::kBool).device(device))
@@ -115,7 +118,7 @@ Status PoolGraphs::CaptureKey(const KvPool& pool, const Key& key) {
     for (const auto& t : e->inputs) e->bytes += t.numel() * t.element_size();
     e->bytes += e->ints.numel() * e->ints.element_size() + e->mask.numel();
     const int64_t cells = streams * rows;
-    e->view.emplace(pool.SlotIndexedView(e->ints.narrow(0, 0, streams)));
+    e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, streams)));
     Inputs in;
     in.inputs = e->inputs;
     in.positions = e->ints.narrow(0, streams, cells).view({streams, rows});
@@ -146,6 +149,7 @@ StatusOr<std::optional<std::vector<std::vector<torch::Tensor>>>> PoolGraphs::Run
   using Result = std::optional<std::vector<std::vector<torch::Tensor>>>;
   int64_t live_streams = 0, most_new = 0, most_rows = 0;
   for (const Call& call : calls) {
+    if (call.cache->pool() != &pool_) return Result();
     live_streams += call.cache->batch();
     most_new = std::max<int64_t>(most_new, call.inputs.at(0).size(1));
   }
@@ -153,7 +157,7 @@ StatusOr<std::optional<std::vector<std::vector<torch::Tensor>>>> PoolGraphs::Run
   for (const Call& call : calls) most_rows = std::max(most_rows, call.cache->length() + rows);
   const int64_t span = ForwardGraphs::RoundUpToSpan(most_rows);
   auto it = entries_.find(Key(streams, rows, span));
-  if (span > slot_rows_ || it == entries_.end()) {
+  if (span > pool_.slot_rows() || it == entries_.end()) {
     std::lock_guard<std::mutex> lock(mu_);
     ++counts_.eager_batches;
     counts_.eager_calls += static_cast<int64_t>(calls.size());
@@ -171,7 +175,7 @@ StatusOr<std::optional<std::vector<std::vector<torch::Tensor>>>> PoolGraphs::Run
     int64_t* const rows_of = positions_of + cells;
     std::vector<uint8_t> mask(static_cast<size_t>(cells * span), 0);
     for (int64_t s = 0; s < streams; ++s) {
-      slots[s] = scratch_slot_;
+      slots[s] = pool_.scratch_slot();
       for (int64_t r = 0; r < rows; ++r) {
         rows_of[s * rows + r] = r;
         mask[(s * rows + r) * span + r] = 1;

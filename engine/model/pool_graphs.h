@@ -89,10 +89,15 @@ class PoolGraphs {
     torch::Tensor positions;
     torch::Tensor mask;
   };
-  // Runs `calls` (caches of this pool's slots, checked by the caller, distinct) from the graph
-  // of their key and advances each cache by its n. Per call, each body output's live rows
-  // [batch, n, width]: views of the graph's outputs, valid until the next Run (copy them).
-  // nullopt when no captured key fits: nothing has moved, the caller runs them eagerly.
+  // The graphs of the pool `cache` is a view of, or null (an unpooled cache, a pool without
+  // graphs).
+  static PoolGraphs* Of(const KvCache& cache);
+
+  // Runs `calls` (distinct caches, checked by the caller) from the graph of their key and
+  // advances each cache by its n. Per call, each body output's live rows [batch, n, width]:
+  // views of the graph's outputs, valid until the next Run (copy them). nullopt when a cache
+  // is not a view of this pool or no captured key fits (counted): nothing has moved, the
+  // caller runs them eagerly.
   StatusOr<std::optional<std::vector<std::vector<torch::Tensor>>>> Run(
       const std::vector<Call>& calls);
 
@@ -119,14 +124,14 @@ class PoolGraphs {
  private:
   using Key = std::tuple<int64_t, int64_t, int64_t>;  // (streams, rows, span)
   struct Entry;
-  PoolGraphs(Layout layout, Body body, bool emulated, int64_t scratch_slot, int64_t slot_rows);
-  // Makes (and on a GPU captures) the graph of `key` over `pool`.
-  Status CaptureKey(const KvPool& pool, const Key& key);
+  PoolGraphs(const KvPool& pool, Layout layout, Body body, bool emulated);
+  // Makes (and on a GPU captures) the graph of `key` over the pool.
+  Status CaptureKey(const Key& key);
 
   const Layout layout_;
   const Body body_;
   const bool emulated_;
-  const int64_t scratch_slot_, slot_rows_;
+  const KvPool& pool_;  // owns these graphs
   std::map<Key, std::unique_ptr<Entry>> entries_;
   struct MemoryPool;
   std::unique_ptr<MemoryPool> memory_pool_;
