@@ -175,17 +175,8 @@ int Run(const Flags& flags) {
                                              : std::vector<std::string>{flags.method};
   Methods methods;
   for (const std::string& name : names) {
-    auto config = engine::DefaultMethodConfig(name, family);
-    if (!config.ok()) {
-      std::fprintf(stderr, "error: %s\n", config.status().ToString().c_str());
-      return 2;
-    }
-    auto method = engine::MakeMethod(*config, family);
-    if (!method.ok()) {
-      std::fprintf(stderr, "error: %s\n", method.status().ToString().c_str());
-      return 2;
-    }
-    methods.push_back(*std::move(method));
+    methods.push_back(DefaultMethod(name, family));
+    if (methods.back() == nullptr) return 2;
   }
   std::vector<engine::Condition> conditions;
   for (const auto& entry : inputs->prompts) {

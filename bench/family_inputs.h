@@ -1,16 +1,19 @@
-// What the family benchmarks (synth_quality, methods_bench) start from: the model family, the
-// first `limit` held-out prompts, and torch's thread count; errors are printed for the user.
+// What the family benchmarks (synth_quality, methods_bench, batching_bench, graph_reuse_bench)
+// start from: the model family, the first `limit` held-out prompts, torch's thread count and
+// the methods with their defaults; errors are printed for the user.
 #ifndef MULO_BENCH_FAMILY_INPUTS_H_
 #define MULO_BENCH_FAMILY_INPUTS_H_
 
 #include <torch/torch.h>
 
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/core/cpu_threads.h"
+#include "engine/decode/method_registry.h"
 #include "engine/model/model_set.h"
 #include "synth/heldout.h"
 
@@ -42,6 +45,22 @@ inline std::optional<FamilyInputs> LoadFamilyInputs(
   }
   if (limit > 0 && static_cast<size_t>(limit) < prompts->size()) prompts->resize(limit);
   return FamilyInputs{*std::move(family), *std::move(prompts)};
+}
+
+// Method `name` with its defaults for `family`, or null with the error printed.
+inline std::shared_ptr<const engine::DecodingMethod> DefaultMethod(const std::string& name,
+                                                                   const engine::ModelSet& family) {
+  auto config = engine::DefaultMethodConfig(name, family);
+  if (!config.ok()) {
+    std::fprintf(stderr, "error: %s\n", config.status().ToString().c_str());
+    return nullptr;
+  }
+  auto method = engine::MakeMethod(*config, family);
+  if (!method.ok()) {
+    std::fprintf(stderr, "error: %s\n", method.status().ToString().c_str());
+    return nullptr;
+  }
+  return *std::move(method);
 }
 
 }  // namespace mulo::bench

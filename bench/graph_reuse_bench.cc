@@ -134,17 +134,9 @@ int Run(const Flags& flags) {
               flags.concurrency);
   bool first = true;
   for (const std::string& name : engine::AvailableMethods(family)) {
-    auto config = engine::DefaultMethodConfig(name, family);
-    if (!config.ok()) {
-      std::fprintf(stderr, "error: %s\n", config.status().ToString().c_str());
-      return 1;
-    }
-    auto method = engine::MakeMethod(*config, family);
-    if (!method.ok()) {
-      std::fprintf(stderr, "error: %s\n", method.status().ToString().c_str());
-      return 1;
-    }
-    const GraphUse own = Decode(family, name, **method, conditions, 1, nullptr);
+    const std::shared_ptr<const engine::DecodingMethod> method = DefaultMethod(name, family);
+    if (method == nullptr) return 1;
+    const GraphUse own = Decode(family, name, *method, conditions, 1, nullptr);
     auto alone_pools = engine::KvPools::Make({{family.name, &family}}, 1);
     auto loop_pools = engine::KvPools::Make({{family.name, &family}}, flags.concurrency);
     if (!alone_pools.ok() || !loop_pools.ok()) return 1;
@@ -156,8 +148,8 @@ int Run(const Flags& flags) {
                    flags.concurrency, loop_load.capture_seconds);
       first = false;
     }
-    Decode(family, name, **method, conditions, 1, alone_pools->get());
-    Decode(family, name, **method, conditions, flags.concurrency, loop_pools->get());
+    Decode(family, name, *method, conditions, 1, alone_pools->get());
+    Decode(family, name, *method, conditions, flags.concurrency, loop_pools->get());
     std::printf("| %s | %s / %ld | %s | %s |\n", name.c_str(), own.Replayed().c_str(),
                 own.captured, PoolUse(**alone_pools, alone_load).c_str(),
                 PoolUse(**loop_pools, loop_load).c_str());
