@@ -191,13 +191,15 @@ torch::Tensor DecoderOnlyModel::ApplyPositions(torch::Tensor* x,
                                                const torch::Tensor& positions) const {
   // positions [n], shared by the streams, or [streams, n] (a batched graph's).
   const bool per_stream = positions.dim() == 2;
+  // Flattened only when per stream: a 1-D flatten is one more operator in every eager forward.
+  const torch::Tensor index = per_stream ? positions.flatten() : positions;
   if (abs_pe_.defined()) {
-    const torch::Tensor rows = abs_pe_.index_select(0, positions.flatten());
+    const torch::Tensor rows = abs_pe_.index_select(0, index);
     *x = *x + (per_stream ? rows.view({positions.size(0), positions.size(1), -1})
                           : rows.unsqueeze(0));
     return torch::Tensor();
   }
-  const torch::Tensor rows = rope_.index_select(0, positions.flatten());
+  const torch::Tensor rows = rope_.index_select(0, index);
   return per_stream ? rows.view({positions.size(0), positions.size(1), rope_.size(1), 2}) : rows;
 }
 
