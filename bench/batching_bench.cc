@@ -218,10 +218,16 @@ int Run(const Flags& flags) {
       runs[level]["off"].push_back(
           Decode(family, methods, conditions, flags.requests, 1, nullptr));
       for (const std::string& variant : variants) {
-        engine::EngineLoop loop({/*max_rows=*/1 << 20, kinds[variant]});
+        // Calls per forward of a model (the batched token draws apart).
+        int64_t forwards = 0, calls = 0;
+        engine::EngineLoop loop({/*max_rows=*/1 << 20, kinds[variant]},
+                                [&](const engine::EngineLoop::BatchEvent& e) {
+                                  if (e.component == engine::EngineLoop::Component::kSampler) return;
+                                  ++forwards;
+                                  calls += e.calls;
+                                });
         Measure m = Decode(family, methods, conditions, flags.requests, level, &loop);
-        const auto c = loop.counters();
-        m.calls_per_forward = static_cast<double>(c.calls) / std::max<int64_t>(1, c.forwards);
+        m.calls_per_forward = static_cast<double>(calls) / std::max<int64_t>(1, forwards);
         runs[level][variant].push_back(m);
       }
       std::fprintf(stderr, "round %d, concurrency %d done\n", round, level);

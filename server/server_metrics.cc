@@ -165,12 +165,12 @@ ServerMetrics::ServerMetrics() {
   batch_size_ = OrDie(registry_.AddHistogram(
       "mulo_batch_size",
       "Requests whose calls one batched forward carried, by component (transformer, "
-      "eagle_head, resampler).",
+      "eagle_head, resampler, sampler: the batched token draw).",
       {"component"}, {1, 2, 3, 4, 6, 8, 12, 16, 24, 32}));
   batch_rows_ = OrDie(registry_.AddHistogram(
       "mulo_batch_tokens",
-      "Token rows (guidance streams x new positions; a resampler's output grid positions) per "
-      "batched forward, by component.",
+      "Token rows (guidance streams x new positions; a resampler's output grid positions; "
+      "the sampler's tokens drawn) per batched forward, by component.",
       {"component"}, {2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}));
   model_loaded_ = OrDie(registry_.AddGauge(
       "mulo_model_loaded", "1 when the model family is loaded and served.", {"model"}));

@@ -24,8 +24,9 @@ class ArState : public SteppedMethod::State {
     torch::Tensor token;
     {
       auto timer = session.Time(Phase::kSampling);
-      token = session.DrawOnDevice(target_->next_logits(),
-                                   uniforms_.defined() ? uniforms_.narrow(0, i, 1) : uniforms_);
+      MULO_ASSIGN_OR_RETURN(
+          token, session.DrawOnDevice(target_->next_logits(),
+                                      uniforms_.defined() ? uniforms_.narrow(0, i, 1) : uniforms_));
       row_.push_back(token);
       const bool last = drawn_ == session.num_tokens();
       if (last || drawn_ % session.grid() == 0) {

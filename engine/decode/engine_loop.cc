@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "engine/core/fiber.h"
+#include "engine/core/torch_guard.h"
 
 namespace mulo::engine {
 namespace {
@@ -37,6 +38,16 @@ StatusOr<std::vector<torch::Tensor>> RunTogether(const Resampler& resampler,
                                                  const std::vector<ResampleCall>& calls,
                                                  PackedGemms gemms) {
   return resampler.ApplyBatch(calls, gemms);
+}
+
+StatusOr<torch::Tensor> RunAlone(const TokenDrawer&, const DrawCall& c) {
+  return GuardTorch("DrawTokens", [&]() -> StatusOr<torch::Tensor> { return DrawTokens(c); });
+}
+StatusOr<std::vector<torch::Tensor>> RunTogether(const TokenDrawer& drawer,
+                                                 const std::vector<DrawCall>& calls, PackedGemms) {
+  return GuardTorch("DrawBatch", [&]() -> StatusOr<std::vector<torch::Tensor>> {
+    return drawer.DrawBatch(calls);
+  });
 }
 
 }  // namespace
@@ -101,11 +112,11 @@ const char* EngineLoop::ComponentName(Component component) {
       return "eagle_head";
     case Component::kResampler:
       return "resampler";
+    case Component::kSampler:
+      return "sampler";
   }
   return "unknown";
 }
-
-bool EngineLoop::Alone() const { return active_ <= 1; }
 
 EngineLoop::Counters EngineLoop::counters() const {
   std::lock_guard<std::mutex> lock(counters_mu_);
@@ -133,7 +144,6 @@ Status EngineLoop::Serve(Source& source) {
       counters_.most_active =
           std::max<int64_t>(counters_.most_active, static_cast<int64_t>(active.size()));
     }
-    active_ = static_cast<int>(active.size());
   };
   serving_ = true;
   // The batched forwards run here, outside any request's scope: inference only.
@@ -156,7 +166,6 @@ Status EngineLoop::Serve(Source& source) {
       active.erase(std::remove_if(active.begin(), active.end(),
                                   [](const ActiveRequest& r) { return r.fiber->finished(); }),
                    active.end());
-      active_ = static_cast<int>(active.size());
       if (!resumed) break;
       admit();
     }
@@ -164,7 +173,6 @@ Status EngineLoop::Serve(Source& source) {
     for (ActiveRequest& request : active) request.waiting = false;
   }
   serving_ = false;
-  active_ = 0;
   return status;
 }
 
@@ -218,6 +226,15 @@ StatusOr<torch::Tensor> EngineLoop::Run(const Resampler& resampler, const Resamp
   Queued<Resampler, ResampleCall, torch::Tensor> self(resampler, call);
   self.component = Component::kResampler;
   self.rows = call.ids.size(0) * resampler.OutputRows(call.h) * resampler.OutputCols(call.w);
+  self.budget_rows = 0;
+  Enqueue(&self);
+  return std::move(self.result);
+}
+
+StatusOr<torch::Tensor> EngineLoop::Draw(const DrawCall& call) {
+  Queued<TokenDrawer, DrawCall, torch::Tensor> self(drawer_, call);
+  self.component = Component::kSampler;
+  self.rows = call.logits.dim() == 3 ? call.logits.size(1) : 1;
   self.budget_rows = 0;
   Enqueue(&self);
   return std::move(self.result);

@@ -4,22 +4,26 @@
 // A request's decoding (a method's Begin and Steps over a DecodeSession) runs as a fiber on
 // the loop's thread (engine/core/fiber.h). Each forward it makes of a transformer (ModelStream:
 // prefill, feed, tree / window sets), of the EAGLE head (EagleProposer) or of a MuLo-SD
-// resampler (DecodeSession::Resample) is queued here and the fiber pauses. A round of the loop
+// resampler (DecodeSession::Resample), and each token draw it makes on the device
+// (DecodeSession::DrawOnDevice: ar's tokens, MuLo-SD's drafts), is queued here and the fiber
+// pauses. A round of the loop
 // resumes every request that can go on, each until it waits for a forward or ends; then every
 // request is waiting, and the loop runs what they queued: one batched forward per model
 // (TokenModel::ForwardBatch, EagleHead::ForwardBatch, Resampler::ApplyBatch; target and
 // drafter forwards of different requests and methods side by side), split where a model's rows
-// exceed max_rows, and resumes each with its result. Requests join between rounds (the
+// exceed max_rows, and one batched draw (TokenDrawer::DrawBatch), and resumes each with its
+// result. Requests join between rounds (the
 // Source gives the loop new ones) and leave when their fiber ends, so a cancelled request
 // leaves within one step.
 //
 // Why fibers rather than rewriting each method as a state machine that returns its forwards:
 // a method's file keeps reading like its paper's algorithm box (a forward, then the next line
-// uses it), and a lone request runs exactly the code it ran before: its causal appends skip
-// the loop (Alone), and its other forwards are a batch of one, a plain TokenModel::Forward.
-// With CUDA graphs, every forward over a KV-cache pool's slots replays the pool's graphs,
-// captured at load (pool_graphs.h), lone or batched; a cache of a request's own replays graphs
-// only through its causal appends (ForwardTokens, forward_graphs.h). Why one thread rather than a thread per request meeting
+// uses it). Every forward of a loop's request goes through the loop, even when the request is
+// its only one: a batch of one is a plain TokenModel::Forward, so a lone request's tokens are
+// those it decodes outside any loop. With CUDA graphs, every forward over a KV-cache pool's
+// slots replays the pool's graphs, captured at load (pool_graphs.h), lone or batched; a cache
+// of a request's own (outside a server) replays graphs only through direct causal appends
+// (ForwardTokens, forward_graphs.h). Why one thread rather than a thread per request meeting
 // at a rendezvous (the EngineLoop this replaces): the loop knows when every request waits,
 // so no batch waits on a timer for a request busy elsewhere, and the requests' host work no
 // longer contends for the cores their batched forward uses.
@@ -36,6 +40,7 @@
 #include "engine/model/eagle_head.h"
 #include "engine/model/resampler.h"
 #include "engine/model/token_model.h"
+#include "engine/sampling/token_draw.h"
 
 namespace mulo::engine {
 
@@ -43,19 +48,20 @@ class EngineLoop {
  public:
   struct Options {
     // Rows (guidance streams x new positions) per batched transformer or head forward; a
-    // single call above it still runs, alone. Resampler calls are not counted against it.
+    // single call above it still runs, alone. Resampler calls and draws are not counted
+    // against it.
     int64_t max_rows = 256;
     // kPerSequence: every request's tokens are exactly those it decodes alone (CPU float32);
     // kShared: fewer, larger GEMMs, equal up to the last bits (packed_gemms.h).
     PackedGemms gemms = PackedGemms::kPerSequence;
   };
-  // What a batched forward ran: a transformer (target or drafter), the EAGLE head, or a
-  // resampler (U_r or D_r).
-  enum class Component { kTransformer, kEagleHead, kResampler };
+  // What a batched forward ran: a transformer (target or drafter), the EAGLE head, a
+  // resampler (U_r or D_r), or the token sampler (draws on the device).
+  enum class Component { kTransformer, kEagleHead, kResampler, kSampler };
   static const char* ComponentName(Component component);
 
   // One executed forward: of what, how many requests' calls it carried and how many rows
-  // (token rows; for a resampler, the output grid positions).
+  // (token rows; for a resampler, the output grid positions; for the sampler, tokens drawn).
   struct BatchEvent {
     Component component = Component::kTransformer;
     int64_t calls = 0;
@@ -111,16 +117,13 @@ class EngineLoop {
   StatusOr<torch::Tensor> Run(const EagleHead& head, const HeadCall& call);
   // Resampler::Apply(call.ids, call.h, call.w), the same way.
   StatusOr<torch::Tensor> Run(const Resampler& resampler, const ResampleCall& call);
+  // DrawTokens(call), in the loop's next batched draw (TokenDrawer::DrawBatch): exactly the
+  // tokens it draws alone. From outside the loop's requests it draws at once.
+  StatusOr<torch::Tensor> Draw(const DrawCall& call);
 
-  // From a request, between two of its steps: lets the loop admit new requests (a request
-  // that runs alone makes its causal appends directly and would otherwise never pause).
-  // Outside the loop's requests: nothing.
+  // From a request, between two of its steps: lets the loop admit new requests (a step that
+  // makes no forward would otherwise never pause). Outside the loop's requests: nothing.
   void StepDone();
-
-  // Whether at most one request is active: its forwards would run alone, so it may run its
-  // causal appends directly (TokenModel::ForwardTokens, which replays CUDA graphs over a cache
-  // of the request's own too; a batch replays them only over a pool's slots).
-  bool Alone() const;
 
   // Totals since construction (tests, benchmarks).
   struct Counters {
@@ -151,14 +154,13 @@ class EngineLoop {
 
   const Options options_;
   const Observer observer_;
+  const TokenDrawer drawer_{};  // the key under which every request's draws batch
   // The loop's thread only: the active requests (a member, not Serve's local: while a fiber
-  // runs, a leak checker sees its stack, not the thread's), the queued calls, how many
-  // requests are active, and whether the one running now paused for a forward (rather than
-  // between its steps).
+  // runs, a leak checker sees its stack, not the thread's), the queued calls, and whether the
+  // one running now paused for a forward (rather than between its steps).
   struct ActiveRequest;
   std::vector<ActiveRequest> active_requests_;
   std::vector<Pending*> queue_;
-  int active_ = 0;
   bool paused_for_forward_ = false;
   bool serving_ = false;
   mutable std::mutex counters_mu_;  // counters are read from other threads

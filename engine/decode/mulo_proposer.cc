@@ -44,9 +44,12 @@ StatusOr<torch::Tensor> MuloProposer::DraftRows(DecodeSession& session,
                   : torch::Tensor();
   std::vector<torch::Tensor> drawn;
   for (int64_t j = start; j < end; ++j) {
-    drawn.push_back(session.DrawOnDevice(
-        drafter_->next_logits(),
-        numbers.defined() ? numbers.narrow(0, j - start, 1) : numbers, draft_sampling_));
+    MULO_ASSIGN_OR_RETURN(
+        torch::Tensor token,
+        session.DrawOnDevice(drafter_->next_logits(),
+                             numbers.defined() ? numbers.narrow(0, j - start, 1) : numbers,
+                             draft_sampling_));
+    drawn.push_back(std::move(token));
     if (j + 1 < small_ * small_) MULO_RETURN_IF_ERROR(drafter_->FeedDrawn(drawn.back()));
   }
   if (drawn.empty()) {

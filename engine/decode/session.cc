@@ -10,8 +10,8 @@
 #include "engine/decode/kv_pools.h"
 #include "engine/sampling/guidance.h"
 #include "engine/sampling/logits_processor.h"
-#include "engine/sampling/row_sampler.h"
 #include "engine/sampling/sampler.h"
+#include "engine/sampling/token_draw.h"
 
 namespace mulo::engine {
 
@@ -56,7 +56,9 @@ StatusOr<ForwardOutput> ModelStream::Append(const torch::Tensor& input, int64_t 
   auto positions = torch::arange(model_.TokenPosition(condition_rows_, at),
                                  model_.TokenPosition(condition_rows_, at + n), torch::kInt64);
   ForwardOutput out;
-  if (loop_ != nullptr && !loop_->Alone()) {
+  if (loop_ != nullptr) {
+    // Through the loop even when this request is its only one: a batch of one is a plain
+    // Forward, which replays the pool's graphs over pooled caches as a direct call would.
     MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings,
                           drawn ? model_.EmbedDrawnTokens(input) : model_.EmbedTokens(input));
     MULO_ASSIGN_OR_RETURN(out, RunForward(embeddings, positions, torch::Tensor(), mode));
@@ -136,7 +138,7 @@ StatusOr<ForwardOutput> ModelStream::FeedSet(const std::vector<int64_t>& ids,
       torch::tensor(ids, torch::kInt64).unsqueeze(0).expand({cache_.batch(), n}).contiguous();
   const auto sequence = torch::tensor(sequence_positions, torch::kInt64);
   ForwardOutput out;
-  if (loop_ != nullptr && !loop_->Alone()) {
+  if (loop_ != nullptr) {
     MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings, model_.EmbedTokens(input));
     MULO_ASSIGN_OR_RETURN(out, RunForward(embeddings, sequence, mask, mode));
   } else {
@@ -298,21 +300,21 @@ VerifierRngs DecodeSession::verifier_rngs() {
           &uniforms(RngStream::kTarget)};
 }
 
-torch::Tensor DecodeSession::DrawOnDevice(const torch::Tensor& logits,
-                                          const torch::Tensor& uniform) const {
+StatusOr<torch::Tensor> DecodeSession::DrawOnDevice(const torch::Tensor& logits,
+                                                    const torch::Tensor& uniform) {
   return DrawOnDevice(logits, uniform, request_.sampling);
 }
 
-torch::Tensor DecodeSession::DrawOnDevice(const torch::Tensor& logits, const torch::Tensor& uniform,
-                                          const SamplingParams& sampling) const {
-  return SampleRows(GuidedLogits(logits, sampling.cfg_scale).reshape({1, -1}), sampling, uniform);
+StatusOr<torch::Tensor> DecodeSession::DrawOnDevice(const torch::Tensor& logits,
+                                                    const torch::Tensor& uniform,
+                                                    const SamplingParams& sampling) {
+  const DrawCall call{logits, uniform, sampling};
+  if (request_.loop != nullptr) return request_.loop->Draw(call);
+  return GuardTorch("DrawOnDevice", [&]() -> StatusOr<torch::Tensor> { return DrawTokens(call); });
 }
 
 torch::Tensor DecodeSession::DrawRowsOnDevice(const torch::Tensor& logits, RngStream stream) {
-  const SamplingParams& sampling = request_.sampling;
-  const int64_t k = logits.size(1);
-  return SampleRows(GuidedLogits(logits, sampling.cfg_scale).reshape({k, -1}), sampling,
-                    DrawNumbers(stream, k));
+  return DrawTokens({logits, DrawNumbers(stream, logits.size(1)), request_.sampling});
 }
 
 void DecodeSession::Commit(std::vector<int64_t> tokens) {

@@ -96,8 +96,8 @@ class ModelStream {
  private:
   void CountForward();
   // The causal append of `input` [batch, n] at raster positions [at, at + n): inside the
-  // loop's next batch when other requests are active, else directly (where a GPU model may
-  // replay a captured graph). `drawn`: ids drawn on the device, whose range check would read
+  // loop's next batch with a loop, else directly (where a GPU model may replay a captured
+  // graph over a cache of the request's own). `drawn`: ids drawn on the device, whose range check would read
   // them back. Moves next_logits() / next_hidden() to the last row; fed() is the caller's.
   StatusOr<ForwardOutput> Append(const torch::Tensor& input, int64_t at, bool drawn,
                                  LogitsMode mode);
@@ -183,11 +183,12 @@ class DecodeSession {
   // A token drawn where the logits are, with no host read: int64 [1] on the logits' device.
   // With `uniform` (float64 [1], the stream's n-th number, from uniforms(stream)) it is the token
   // Draw(logits, stream) gives as the stream's n-th draw, so a method that draws each position
-  // once, in order, from one stream (ar) may use either.
-  torch::Tensor DrawOnDevice(const torch::Tensor& logits, const torch::Tensor& uniform) const;
+  // once, in order, from one stream (ar) may use either. Inside the loop's next batched draw
+  // when the request has a loop (the same token: engine_loop.h), at once otherwise.
+  StatusOr<torch::Tensor> DrawOnDevice(const torch::Tensor& logits, const torch::Tensor& uniform);
   // The same with `sampling` (a stream with its own, as Draw's overload).
-  torch::Tensor DrawOnDevice(const torch::Tensor& logits, const torch::Tensor& uniform,
-                             const SamplingParams& sampling) const;
+  StatusOr<torch::Tensor> DrawOnDevice(const torch::Tensor& logits, const torch::Tensor& uniform,
+                                       const SamplingParams& sampling);
   // Tokens for k positions at once, with no host read: logits [batch, k, V] in, int64 [k] on
   // their device out. Position j takes `stream`'s next number in order (none when greedy), so
   // they are the tokens k calls of Draw(logits[:, j], stream) would give.

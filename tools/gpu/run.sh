@@ -32,6 +32,10 @@
 #     serve_workers  ar and mulo at concurrency 8 on eight workers, CUDA graphs on and off
 #     serve_replica  the converted Tar replica through the server (s per 512 px image, the
 #               second warm), batched and alone, with and without graphs
+#     loop      one worker's engine loop (issue 60): images/s at concurrency 1, 8 and 32 for
+#               ar, sjd and mulo (the family's methods among them) on the bundled family and
+#               the Janus-Pro-1B replica, one server each: KV-cache pools and CUDA graphs made
+#               at load, shared GEMMs, every method batching (LOOP_FAMILIES="synth janus")
 #
 # Results go to RESULTS (default out/gpu/results): one log / JSON per step, summary.md with
 # every table, and, when OUT is set (the device tool), OUT/results.tar.gz and OUT/summary.md
@@ -65,7 +69,8 @@ all_methods=$fast_methods,${tree_methods#ar,}
 # The least time, in seconds, in which a step measures something worth returning.
 declare -A need=([info]=5 [ceilings]=25 [build]=150 [test]=40 [methods]=60 [buckets]=60
                  [ops]=40 [auto]=90 [costs]=60
-                 [replicas]=240 [janus]=150 [eagle]=90 [serve]=60 [serve_workers]=60 [serve_replica]=120)
+                 [replicas]=240 [janus]=150 [eagle]=90 [serve]=60 [serve_workers]=60 [serve_replica]=120
+                 [loop]=120)
 
 left() { if ((budget)); then echo $((budget - (SECONDS - began))); else echo 1000000; fi; }
 
@@ -391,6 +396,78 @@ step_serve_replica() {
       "generate --model=$name --method=ar --condition_tokens=@$ids --timeout=${REPLICA_TIMEOUT:-600} --out=$results/tar_$path.png"
     grep -E 'request id=' "$results/serve_tar_replica_ar_$path.server.log" | cut -c1-220 |
       tee -a "$summary"
+  done
+  return 0
+}
+
+# Issue 60: one server per family, one worker whose engine loop steps up to 32 requests, each
+# method at concurrency 1, 8 and 32 after one warm-up request (8, 16 and 64 requests: the c32
+# run keeps the batch full twice over). On the replica, ar at c32 should be at least 8x c1 (the
+# weights are read once per step for the whole batch); on the bundled family, c8 at least 15
+# images/s (eight graphed workers did 14.99 on the H200).
+step_loop() {
+  section "one engine loop per worker: images/s by concurrency"
+  local family model repository flags method c n log
+  for family in ${LOOP_FAMILIES:-synth janus}; do
+    case $family in
+      synth) repository=models model=synth flags="" ;;
+      janus)
+        write_janus_replica || continue
+        repository=$replicas/repository
+        model=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['name'])" \
+          "$repository/janus-pro-1b/family.json")
+        flags="--dtype=bfloat16 --max_decode_time=0"
+        ;;
+      *) echo "loop: unknown family $family" | tee -a "$summary"; continue ;;
+    esac
+    (($(left) > 60)) || { echo "loop: out of time before $family" | tee -a "$summary"; return 1; }
+    log=$results/loop_$family.server.log
+    local server_start_timeout_s=$(($(left) > 330 ? 300 : $(left) - 30))  # graphs capture at load
+    echo "### $family" | tee -a "$summary"
+    # shellcheck disable=SC2086  # the flag list splits on purpose
+    start_server "$log" "$results/loop_$family.ports" out/gpu/mulo_server --port=0 \
+      --metrics_port=0 --http_port=0 --device="${SERVE_DEVICE:-cuda}" \
+      --model_repository="$repository" --workers=1 --max_batch=32 --max_queue=64 \
+      --batch_gemms=shared $flags 2>/dev/null
+    if [[ -z $server_port ]]; then
+      tail -5 "$log" | tee -a "$summary"
+      kill "$server_pid" 2>/dev/null
+      continue
+    fi
+    grep -E 'KV-cache pools|CUDA graphs' "$log" | cut -c1-240 | tee -a "$summary"
+    local served
+    served=$(out/gpu/mulo_client models --server="localhost:$server_port" 2>/dev/null |
+      grep -m1 "^$model" || true)
+    for method in ${LOOP_METHODS:-ar sjd mulo}; do
+      if [[ $served != *"$method"* ]]; then
+        echo "$family: $method is not served by this family" | tee -a "$summary"
+        continue
+      fi
+      local bench=(bench --server="localhost:$server_port" --model="$model" --method="$method"
+                   --prompts_file=models/synth/heldout_prompts.jsonl --timeout=600)
+      bounded out/gpu/mulo_client "${bench[@]}" --requests=1 --concurrency=1 \
+        > "$results/loop_${family}_${method}_warmup.log" 2>&1
+      for c in 1 8 32; do
+        (($(left) > 30)) || { echo "loop: out of time" | tee -a "$summary"; break 2; }
+        n=$((c == 1 ? 8 : 2 * c))
+        echo "$family $method concurrency $c" >> "$results/loop_$family.log"
+        bounded out/gpu/mulo_client "${bench[@]}" --requests=$n --concurrency=$c \
+          >> "$results/loop_$family.log" 2>&1
+        echo "rc $?" >> "$results/loop_$family.log"
+      done
+    done
+    # Method, concurrency and images/s, one line each (the client's table's ninth column).
+    awk '/ concurrency [0-9]+$/ {what = $1 " " $2 " c" $4}
+         /^\| [0-9]/ {split($0, cell, "|"); print what ": " cell[10] "images/s, p50 latency" cell[7] "s"}
+         /^rc [1-9]|rror/ {print}' "$results/loop_$family.log" | tee -a "$summary"
+    # Calls per batched forward, by component, over the whole run.
+    curl -s --max-time 5 "http://127.0.0.1:$server_metrics_port/metrics" |
+      grep -E '^mulo_batch_size_(sum|count)' | tee -a "$summary"
+    kill -INT "$server_pid" 2>/dev/null
+    for _ in $(seq 1 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$server_pid" 2>/dev/null
+    wait "$server_pid" 2>/dev/null
+    publish
   done
   return 0
 }

@@ -344,38 +344,59 @@ TEST(EngineLoopTest, EveryMethodDecodesItsLoneTokensInsideMixedBatches) {
   EXPECT_EQ(counters.most_active, 6);
 }
 
-TEST(EngineLoopTest, RequestsInStepMeetInEveryForwardWithoutWaiting) {
-  // Four ar requests step together: the loop runs a forward only once all four wait for one,
-  // so each of their 256 forwards (the prefill and 255 appends) is one batch of four. With
-  // threads meeting at a timed rendezvous, a request busy sampling missed batches.
+// Batches the loop ran, by component: how many, and the calls they carried.
+struct ComponentCounts {
+  std::map<EngineLoop::Component, int64_t> batches, calls;
+  EngineLoop::Observer Observer() {
+    return [this](const EngineLoop::BatchEvent& event) {
+      ++batches[event.component];
+      calls[event.component] += event.calls;
+    };
+  }
+};
+
+TEST(EngineLoopTest, RequestsInStepMeetInEveryForwardAndDrawWithoutWaiting) {
+  // Four ar requests step together: the loop runs a batch only once all four wait, so each of
+  // their 256 forwards (the prefill and 255 appends) is one forward of four, and each of their
+  // 256 token draws one batched draw of four (one request greedy: its rows are drawn apart
+  // inside the batch, by argmax). With threads meeting at a timed rendezvous, a request busy
+  // sampling missed batches.
   const std::vector<Job> jobs = {{"ar", 0, 1.0}, {"ar", 1, 1.0}, {"ar", 2, 0.0}, {"ar", 3, 1.0}};
   std::vector<std::vector<int32_t>> alone;
   ASSERT_NO_FATAL_FAILURE(DecodeAlone(jobs, &alone));
-  EngineLoop loop({256, PackedGemms::kPerSequence});
+  ComponentCounts counts;
+  EngineLoop loop({256, PackedGemms::kPerSequence}, counts.Observer());
   auto together = DecodeTogether(jobs, 4, loop);
   for (size_t i = 0; i < jobs.size(); ++i) {
     ASSERT_OK(together[i]);
     EXPECT_EQ(together[i]->tokens, alone[i]) << i;
     EXPECT_EQ(together[i]->stats.target_forward_passes, 256);
   }
+  using C = EngineLoop::Component;
+  EXPECT_EQ(counts.batches[C::kTransformer], 256);
+  EXPECT_EQ(counts.calls[C::kTransformer], 4 * 256);
+  EXPECT_EQ(counts.batches[C::kSampler], 256);
+  EXPECT_EQ(counts.calls[C::kSampler], 4 * 256);
   const EngineLoop::Counters counters = loop.counters();
-  EXPECT_EQ(counters.forwards, 256);
-  EXPECT_EQ(counters.calls, 4 * 256);
-  EXPECT_EQ(counters.rounds, 256);
+  EXPECT_EQ(counters.forwards, 2 * 256);
+  EXPECT_EQ(counters.rounds, 2 * 256);
 }
 
-TEST(EngineLoopTest, ALoneRequestsAppendsSkipTheLoop) {
-  // One request alone: its 255 causal appends run directly (ForwardTokens, where a GPU
-  // replays graphs; a batch of one never could), only its prefill goes through the loop, and
-  // its tokens are its tokens without a loop.
+TEST(EngineLoopTest, ALoneRequestRunsEveryForwardAndDrawThroughTheLoop) {
+  // One request alone: its prefill, 255 causal appends and 256 draws are batches of one
+  // (a plain Forward, which replays a pool's graphs as a direct call would), and its tokens
+  // are its tokens without a loop.
   const std::vector<Job> jobs = {{"ar", 3, 1.0}};
   std::vector<std::vector<int32_t>> alone;
   ASSERT_NO_FATAL_FAILURE(DecodeAlone(jobs, &alone));
-  EngineLoop loop({256, PackedGemms::kPerSequence});
+  ComponentCounts counts;
+  EngineLoop loop({256, PackedGemms::kPerSequence}, counts.Observer());
   auto result = DecodeTogether(jobs, 1, loop);
   ASSERT_OK(result[0]);
   EXPECT_EQ(result[0]->tokens, alone[0]);
-  EXPECT_EQ(loop.counters().calls, 1) << "the prefill only";
+  EXPECT_EQ(counts.calls[EngineLoop::Component::kTransformer], 256);
+  EXPECT_EQ(counts.calls[EngineLoop::Component::kSampler], 256);
+  EXPECT_EQ(loop.counters().max_calls, 1);
   EXPECT_EQ(result[0]->stats.target_forward_passes, 256);
 }
 
