@@ -35,7 +35,8 @@
 #     loop      one worker's engine loop (issue 60): images/s at concurrency 1, 8 and 32 for
 #               ar, sjd and mulo (the family's methods among them) on the bundled family and
 #               the Janus-Pro-1B replica, one server each: KV-cache pools and CUDA graphs made
-#               at load, shared GEMMs, every method batching (LOOP_FAMILIES="synth janus")
+#               at load, shared GEMMs, every method batching (LOOP_FAMILIES="synth janus",
+#               LOOP_METHODS="ar sjd mulo", LOOP_CONCURRENCY="1 8 32")
 #
 # Results go to RESULTS (default out/gpu/results): one log / JSON per step, summary.md with
 # every table, and, when OUT is set (the device tool), OUT/results.tar.gz and OUT/summary.md
@@ -428,13 +429,14 @@ step_loop() {
     start_server "$log" "$results/loop_$family.ports" out/gpu/mulo_server --port=0 \
       --metrics_port=0 --http_port=0 --device="${SERVE_DEVICE:-cuda}" \
       --model_repository="$repository" --workers=1 --max_batch=32 --max_queue=64 \
-      --batch_gemms=shared $flags 2>/dev/null
+      --batch_gemms=shared --batch_methods=all $flags 2>/dev/null
     if [[ -z $server_port ]]; then
       tail -5 "$log" | tee -a "$summary"
       kill "$server_pid" 2>/dev/null
       continue
     fi
     grep -E 'KV-cache pools|CUDA graphs' "$log" | cut -c1-240 | tee -a "$summary"
+    : > "$results/loop_$family.log"
     local served
     served=$(out/gpu/mulo_client models --server="localhost:$server_port" 2>/dev/null |
       grep -m1 "^$model" || true)
@@ -447,7 +449,7 @@ step_loop() {
                    --prompts_file=models/synth/heldout_prompts.jsonl --timeout=600)
       bounded out/gpu/mulo_client "${bench[@]}" --requests=1 --concurrency=1 \
         > "$results/loop_${family}_${method}_warmup.log" 2>&1
-      for c in 1 8 32; do
+      for c in ${LOOP_CONCURRENCY:-1 8 32}; do
         (($(left) > 30)) || { echo "loop: out of time" | tee -a "$summary"; break 2; }
         n=$((c == 1 ? 8 : 2 * c))
         echo "$family $method concurrency $c" >> "$results/loop_$family.log"
@@ -459,7 +461,7 @@ step_loop() {
     # Method, concurrency and images/s, one line each (the client's table's ninth column).
     awk '/ concurrency [0-9]+$/ {what = $1 " " $2 " c" $4}
          /^\| [0-9]/ {split($0, cell, "|"); print what ": " cell[10] "images/s, p50 latency" cell[7] "s"}
-         /^rc [1-9]|rror/ {print}' "$results/loop_$family.log" | tee -a "$summary"
+         /^rc [1-9]|^error|first error/ {print}' "$results/loop_$family.log" | tee -a "$summary"
     # Calls per batched forward, by component, over the whole run.
     curl -s --max-time 5 "http://127.0.0.1:$server_metrics_port/metrics" |
       grep -E '^mulo_batch_size_(sum|count)' | tee -a "$summary"
