@@ -28,7 +28,7 @@ SamplingParams Params(double cfg, double temperature, int64_t top_k = 0, double 
 DrawCall Call(int64_t streams, int64_t k, const SamplingParams& sampling, uint64_t seed) {
   torch::manual_seed(seed);
   DrawCall call;
-  call.logits = k == 0 ? torch::randn({streams, kVocab}) * 3 : torch::randn({streams, k, kVocab}) * 3;
+  call.logits = 3 * (k == 0 ? torch::randn({streams, kVocab}) : torch::randn({streams, k, kVocab}));
   call.sampling = sampling;
   if (sampling.temperature > 0) {
     call.uniforms = torch::rand({k == 0 ? 1 : k}, torch::kFloat64);
