@@ -6,14 +6,15 @@
 // prefill, feed, tree / window sets), of the EAGLE head (EagleProposer) or of a MuLo-SD
 // resampler (DecodeSession::Resample), and each token draw it makes on the device
 // (DecodeSession::DrawOnDevice: ar's tokens, MuLo-SD's drafts), is queued here and the fiber
-// pauses. A round of the loop resumes every request that can go on, each until it waits for a
-// forward or ends; then every request is waiting, and the loop runs what they queued: one
-// batched forward per model (TokenModel::ForwardBatch, EagleHead::ForwardBatch,
-// Resampler::ApplyBatch; target and drafter forwards of different requests and methods side
-// by side), split where a model's rows exceed max_rows, and one batched draw
-// (TokenDrawer::DrawBatch), and resumes each with its result. Requests join between rounds
-// (the Source gives the loop new ones) and leave when their fiber ends, so a cancelled
-// request leaves within one step.
+// pauses. A round of the loop
+// resumes every request that can go on, each until it waits for a forward or ends; then every
+// request is waiting, and the loop runs what they queued: one batched forward per model
+// (TokenModel::ForwardBatch, EagleHead::ForwardBatch, Resampler::ApplyBatch; target and
+// drafter forwards of different requests and methods side by side), split where a model's rows
+// exceed max_rows, and one batched draw (TokenDrawer::DrawBatch), and resumes each with its
+// result. Requests join between rounds (the
+// Source gives the loop new ones) and leave when their fiber ends, so a cancelled request
+// leaves within one step.
 //
 // Why fibers rather than rewriting each method as a state machine that returns its forwards:
 // a method's file keeps reading like its paper's algorithm box (a forward, then the next line
