@@ -282,6 +282,15 @@ step_eagle() {
   done
 }
 
+# Stops the server start_server started: SIGINT, and a drain that outlasts 10 s is cut (the
+# lease's seconds go to measuring).
+stop_server() {
+  kill -INT "$server_pid" 2>/dev/null
+  for _ in $(seq 1 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$server_pid" 2>/dev/null
+  wait "$server_pid" 2>/dev/null
+}
+
 # serve_bench NAME RUNS SERVER_FLAGS CLIENT_ARGS: one server, the client RUNS times against it.
 serve_bench() {
   local name=$1 runs=$2 server_flags=$3 client_args=$4 run
@@ -314,11 +323,7 @@ serve_bench() {
       >> "$results/serve_$name.log"
   fi
   grep -E '^\||^latency|^rc|rror|^http' "$results/serve_$name.log" | tee -a "$summary"
-  kill -INT "$server_pid" 2>/dev/null
-  # A drain that outlasts 10 s is cut: the lease's seconds go to measuring.
-  for _ in $(seq 1 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$server_pid" 2>/dev/null
-  wait "$server_pid" 2>/dev/null
+  stop_server
   publish
 }
 
@@ -465,10 +470,7 @@ step_loop() {
     # Calls per batched forward, by component, over the whole run.
     curl -s --max-time 5 "http://127.0.0.1:$server_metrics_port/metrics" |
       grep -E '^mulo_batch_size_(sum|count)' | tee -a "$summary"
-    kill -INT "$server_pid" 2>/dev/null
-    for _ in $(seq 1 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$server_pid" 2>/dev/null
-    wait "$server_pid" 2>/dev/null
+    stop_server
     publish
   done
   return 0
