@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "engine/core/fiber.h"
+#include "engine/core/host_read.h"
 #include "engine/core/torch_guard.h"
 
 namespace mulo::engine {
@@ -47,6 +48,19 @@ StatusOr<std::vector<torch::Tensor>> RunTogether(const TokenDrawer& drawer,
                                                  const std::vector<DrawCall>& calls, PackedGemms) {
   return GuardTorch("DrawBatch", [&]() -> StatusOr<std::vector<torch::Tensor>> {
     return drawer.DrawBatch(calls);
+  });
+}
+
+StatusOr<ChainDecision> RunAlone(const EngineLoop::ChainRule&, const ChainCall& c) {
+  return GuardTorch("JudgeChains", [&]() -> StatusOr<ChainDecision> {
+    return JudgeChainsTogether({c})[0];
+  });
+}
+StatusOr<std::vector<ChainDecision>> RunTogether(const EngineLoop::ChainRule&,
+                                                 const std::vector<ChainCall>& calls,
+                                                 PackedGemms) {
+  return GuardTorch("JudgeChains", [&]() -> StatusOr<std::vector<ChainDecision>> {
+    return JudgeChainsTogether(calls);
   });
 }
 
@@ -114,6 +128,8 @@ const char* EngineLoop::ComponentName(Component component) {
       return "resampler";
     case Component::kSampler:
       return "sampler";
+    case Component::kVerifier:
+      return "verifier";
   }
   return "unknown";
 }
@@ -234,21 +250,32 @@ StatusOr<torch::Tensor> EngineLoop::Run(const Resampler& resampler, const Resamp
 StatusOr<torch::Tensor> EngineLoop::Draw(const DrawCall& call) {
   Queued<TokenDrawer, DrawCall, torch::Tensor> self(drawer_, call);
   self.component = Component::kSampler;
-  self.rows = call.logits.dim() == 3 ? call.logits.size(1) : 1;
+  self.rows = call.count();
   self.budget_rows = 0;
   Enqueue(&self);
   return std::move(self.result);
 }
 
-void EngineLoop::Enqueue(Pending* self) {
+StatusOr<ChainDecision> EngineLoop::Judge(const ChainCall& call) {
+  Queued<ChainRule, ChainCall, ChainDecision> self(chain_rule_, call);
+  self.component = Component::kVerifier;
+  self.rows = call.length();
+  self.budget_rows = 0;
+  // Queued, the batch's read ran in the loop's context, not this request's.
+  if (Enqueue(&self) && self.result.ok()) CountHostRead();
+  return std::move(self.result);
+}
+
+bool EngineLoop::Enqueue(Pending* self) {
   if (!serving_ || Fiber::Current() == nullptr) {
     Execute({self});  // not one of the loop's requests: a batch of one, now
-    return;
+    return false;
   }
   queue_.push_back(self);
   // The loop runs the queue once every request waits, then resumes each: by then `self` ran.
   paused_for_forward_ = true;
   Fiber::Yield();
+  return true;
 }
 
 void EngineLoop::Execute(const std::vector<Pending*>& batch) {

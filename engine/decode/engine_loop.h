@@ -5,14 +5,15 @@
 // the loop's thread (engine/core/fiber.h). Each forward it makes of a transformer (ModelStream:
 // prefill, feed, tree / window sets), of the EAGLE head (EagleProposer) or of a MuLo-SD
 // resampler (DecodeSession::Resample), and each token draw it makes on the device
-// (DecodeSession::DrawOnDevice: ar's tokens, MuLo-SD's drafts), is queued here and the fiber
-// pauses. A round of the loop
+// (DecodeSession::DrawOnDevice: ar's tokens, MuLo-SD's drafts), and each chain its verifier
+// judges (ExactVerifier through VerifierRngs::judge: speculative, SJD, GSD, MC-SJD), is queued
+// here and the fiber pauses. A round of the loop
 // resumes every request that can go on, each until it waits for a forward or ends; then every
 // request is waiting, and the loop runs what they queued: one batched forward per model
 // (TokenModel::ForwardBatch, EagleHead::ForwardBatch, Resampler::ApplyBatch; target and
 // drafter forwards of different requests and methods side by side), split where a model's rows
-// exceed max_rows, and one batched draw (TokenDrawer::DrawBatch), and resumes each with its
-// result. Requests join between rounds (the
+// exceed max_rows, one batched draw (TokenDrawer::DrawBatch) and one batched chain judgement
+// with one host read for all (JudgeChainsTogether), and resumes each with its result. Requests join between rounds (the
 // Source gives the loop new ones) and leave when their fiber ends, so a cancelled request
 // leaves within one step.
 //
@@ -40,11 +41,12 @@
 #include "engine/model/eagle_head.h"
 #include "engine/model/resampler.h"
 #include "engine/model/token_model.h"
+#include "engine/sampling/chain_judge.h"
 #include "engine/sampling/token_draw.h"
 
 namespace mulo::engine {
 
-class EngineLoop {
+class EngineLoop : public ChainJudge {
  public:
   struct Options {
     // Rows (guidance streams x new positions) per batched transformer or head forward; a
@@ -56,12 +58,15 @@ class EngineLoop {
     PackedGemms gemms = PackedGemms::kPerSequence;
   };
   // What a batched forward ran: a transformer (target or drafter), the EAGLE head, a
-  // resampler (U_r or D_r), or the token sampler (draws on the device).
-  enum class Component { kTransformer, kEagleHead, kResampler, kSampler };
+  // resampler (U_r or D_r), the token sampler (draws on the device) or the chain verifier.
+  enum class Component { kTransformer, kEagleHead, kResampler, kSampler, kVerifier };
   static const char* ComponentName(Component component);
+  // What runs a batch of chain judgements (JudgeChainsTogether): stateless, a batch's key.
+  struct ChainRule {};
 
   // One executed forward: of what, how many requests' calls it carried and how many rows
-  // (token rows; for a resampler, the output grid positions; for the sampler, tokens drawn).
+  // (token rows; for a resampler, the output grid positions; for the sampler, tokens drawn;
+  // for the verifier, drafts judged).
   struct BatchEvent {
     Component component = Component::kTransformer;
     int64_t calls = 0;
@@ -120,6 +125,10 @@ class EngineLoop {
   // DrawTokens(call), in the loop's next batched draw (TokenDrawer::DrawBatch): exactly the
   // tokens it draws alone. From outside the loop's requests it draws at once.
   StatusOr<torch::Tensor> Draw(const DrawCall& call);
+  // The chain's decision (ChainJudge), in the loop's next batched judgement: the batch's one
+  // host read, which the request waited on, counts as a read of its own, as when it judges
+  // alone. From outside the loop's requests it judges at once.
+  StatusOr<ChainDecision> Judge(const ChainCall& call) override;
 
   // From a request, between two of its steps: lets the loop admit new requests (a step that
   // makes no forward would otherwise never pause). Outside the loop's requests: nothing.
@@ -144,8 +153,8 @@ class EngineLoop {
   struct Queued;
 
   // Queues `self` and pauses the calling request until its batch has run; runs it at once
-  // when called from outside the loop's requests.
-  void Enqueue(Pending* self);
+  // when called from outside the loop's requests. True when queued.
+  bool Enqueue(Pending* self);
   // Runs everything queued: one forward per model in order of first arrival, each split at
   // max_rows.
   void RunQueued();
@@ -155,6 +164,7 @@ class EngineLoop {
   const Options options_;
   const Observer observer_;
   const TokenDrawer drawer_{};  // the key under which every request's draws batch
+  const ChainRule chain_rule_{};  // the key under which every request's chain judgements batch
   // The loop's thread only: the active requests (a member, not Serve's local: while a fiber
   // runs, a leak checker sees its stack, not the thread's), the queued calls, and whether the
   // one running now paused for a forward (rather than between its steps).

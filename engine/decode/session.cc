@@ -297,7 +297,7 @@ torch::Tensor DecodeSession::DrawNumbers(RngStream stream, int64_t count,
 
 VerifierRngs DecodeSession::verifier_rngs() {
   return {&rng(RngStream::kAcceptance), &rng(RngStream::kTarget), &uniforms(RngStream::kAcceptance),
-          &uniforms(RngStream::kTarget)};
+          &uniforms(RngStream::kTarget), request_.loop};
 }
 
 StatusOr<torch::Tensor> DecodeSession::DrawOnDevice(const torch::Tensor& logits,

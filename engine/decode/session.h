@@ -164,7 +164,8 @@ class DecodeSession {
   // the device; none (undefined) when it is greedy, whose draws take the argmax and read none.
   torch::Tensor DrawNumbers(RngStream stream, int64_t count,
                             const SamplingParams* sampling = nullptr);
-  // The acceptance and target streams for a verifier, with their device numbers.
+  // The acceptance and target streams for a verifier, with their device numbers, and the
+  // request's loop as the judge of its chains (batched with other requests').
   VerifierRngs verifier_rngs();
   // Probabilities [..., V] of logits [batch, ..., V]: guidance, then temperature / top-k /
   // top-p, exactly as every draw sees them (the request's, or `sampling`).

@@ -1,6 +1,7 @@
-// Exact verification of a chain of drafts (Leviathan et al. 2023) as tensor ops on the device
-// where the probabilities are, so a verify step costs one small host read instead of copying
-// p and q to the host.
+// Exact verification of chains of drafts (Leviathan et al. 2023) as tensor ops on the device
+// where the probabilities are, for many requests' chains at once: the engine loop judges every
+// waiting request's chain with one set of kernels and one host read (vLLM's one rejection
+// sampler over a ragged batch), and a request verifying alone is a batch of one.
 //
 // Draft i (token x_i, drawn from q_i) is kept when p_i(x_i) >= q_i(x_i) or
 // u_i * q_i(x_i) < p_i(x_i), with u_i the i-th acceptance uniform; the kept prefix ends at the
@@ -14,15 +15,10 @@
 
 #include <torch/torch.h>
 
-namespace mulo::engine {
+#include <optional>
+#include <vector>
 
-// p [L or L + 1, V] (row i: the target at draft i's position; row L, when present, the bonus
-// position), q [L, V], tokens int64 [L], accept_uniforms float64 [L], draw_uniform float64 [1],
-// all on one device. Returns int64 [2] there: the number of leading drafts kept, then the next
-// token (-1 when every draft is kept and p has no bonus row).
-torch::Tensor VerifyChain(const torch::Tensor& p, const torch::Tensor& q,
-                          const torch::Tensor& tokens, const torch::Tensor& accept_uniforms,
-                          const torch::Tensor& draw_uniform, bool greedy);
+namespace mulo::engine {
 
 // What a relaxed chain rule judges draft i by instead of x_i's own masses (GSD's groups).
 struct PooledMasses {
@@ -30,14 +26,27 @@ struct PooledMasses {
   torch::Tensor neighbors;  // int64 [L]: the tokens pooled with x_i besides itself
 };
 
-// VerifyChain, judging draft i by pooled.p[i] and pooled.q[i] (the residual and the bonus as
-// before). Returns int64 [4]: the kept length, the next token, the kept drafts that x_i's own
-// masses would have rejected with the same u_i, and the neighbours pooled for the judged
-// drafts (the kept ones and the first rejected).
-torch::Tensor VerifyPooledChain(const torch::Tensor& p, const torch::Tensor& q,
-                                const torch::Tensor& tokens, const torch::Tensor& accept_uniforms,
-                                const torch::Tensor& draw_uniform, bool greedy,
-                                const PooledMasses& pooled);
+// One request's chain, all on one device.
+struct ChainCall {
+  torch::Tensor p;                // [L or L + 1, V]: row i the target at draft i's position;
+                                  // row L, when present, the bonus position
+  torch::Tensor q;                // [L, V]
+  torch::Tensor tokens;           // int64 [L]
+  torch::Tensor accept_uniforms;  // float64 [L]
+  torch::Tensor draw_uniform;     // float64 [1]
+  bool greedy = false;
+  std::optional<PooledMasses> pooled;  // judge by these instead of x_i's own masses
+
+  int64_t length() const { return tokens.size(0); }
+};
+
+// The calls' decisions, int64 [calls, 4] on their device; per call: the number of leading
+// drafts kept, the next token (-1 when every draft is kept and p has no bonus row), the kept
+// drafts that x_i's own masses would have rejected with the same u_i, and the neighbours
+// pooled for the judged drafts (the kept ones and the first rejected); the last two are 0
+// without pooled masses. The calls share their vocabulary and device, their lengths may
+// differ; every operation is row-wise, so call c's row is its decision alone.
+torch::Tensor JudgeChains(const std::vector<ChainCall>& calls);
 
 }  // namespace mulo::engine
 

@@ -6,6 +6,7 @@
 #include "engine/core/device_upload.h"
 #include "engine/core/host_read.h"
 #include "engine/core/torch_guard.h"
+#include "engine/sampling/chain_judge.h"
 #include "engine/sampling/chain_rejection.h"
 #include "engine/sampling/philox.h"
 #include "engine/sampling/sampler.h"
@@ -53,24 +54,25 @@ StatusOr<Verdict> ExactVerifier::Verify(const VerifyInput& input,
     const torch::Tensor tokens = Upload(torch::tensor(drafts.tokens, torch::kInt64), device);
     const torch::Tensor accept_numbers = numbers(*rngs.accept, rngs.accept_numbers, length);
     const torch::Tensor draw_number = numbers(*rngs.draw, rngs.draw_numbers, 1);
-    const std::optional<PooledMasses> pooled =
-        length > 0 ? PooledMassesOnDevice(input.p.narrow(0, 0, length), drafts.q, tokens)
-                   : std::nullopt;
-    const torch::Tensor decision = HostRead(
-        pooled ? VerifyPooledChain(input.p, drafts.q, tokens, accept_numbers, draw_number,
-                                   input.greedy, *pooled)
-               : VerifyChain(input.p, drafts.q, tokens, accept_numbers, draw_number,
-                             input.greedy),
-        torch::kInt64);
-    const int64_t kept = decision[0].item<int64_t>();
+    ChainCall call{input.p, drafts.q, tokens, accept_numbers, draw_number, input.greedy};
+    if (length > 0) {
+      call.pooled = PooledMassesOnDevice(input.p.narrow(0, 0, length), drafts.q, tokens);
+    }
+    ChainDecision decision;
+    if (rngs.judge != nullptr) {
+      MULO_ASSIGN_OR_RETURN(decision, rngs.judge->Judge(call));
+    } else {
+      decision = JudgeChainsTogether({call})[0];
+    }
+    const int64_t kept = decision.kept;
     const int64_t judged = std::min(kept + 1, length);  // the kept drafts and the first rejected
     Verdict verdict;
     for (int64_t i = 0; i < kept; ++i) verdict.accepted.push_back(i);
-    verdict.next_token = decision[1].item<int64_t>();
-    if (pooled) {  // as the host loop counts them: every judged draft pools
-      verdict.relaxed_accepts = decision[2].item<int64_t>();
+    verdict.next_token = decision.next_token;
+    if (call.pooled) {  // as the host loop counts them: every judged draft pools
+      verdict.relaxed_accepts = decision.relaxed;
       verdict.pooled_drafts = judged;
-      verdict.pooled_neighbors = decision[3].item<int64_t>();
+      verdict.pooled_neighbors = decision.neighbors;
     }
     // The numbers the host loop would have drawn: one per judged draft, one for a residual or
     // a sampled bonus.

@@ -23,8 +23,9 @@ class ExactVerifier : public Verifier {
   // `rule` empty = AcceptDraft (min(1, p/q)); `residual` empty = ResidualDistribution.
   explicit ExactVerifier(AcceptRule rule = AcceptRule(), ResidualRule residual = ResidualRule())
       : rule_(std::move(rule)), residual_(std::move(residual)) {}
-  // With the default rules, the chain is judged on the device (VerifyChain) and one small
-  // read brings back the kept length and the next token; otherwise VerifyOnHost.
+  // With the default rules, the chain is judged on the device (JudgeChains: by rngs.judge,
+  // batched with other requests' chains, when there is one) and one small read brings back the
+  // kept length and the next token; otherwise VerifyOnHost.
   StatusOr<Verdict> Verify(const VerifyInput& input, const VerifierRngs& rngs) const override;
   // The same verdict from a loop on the host over p and q copied there: the rules' reference
   // (the oracle of the device path's test) and the path of custom rules and subclasses.

@@ -32,7 +32,7 @@ DrawKey KeyOf(const DrawCall& call) {
 torch::Tensor DrawTokens(const DrawCall& call) {
   torch::NoGradGuard no_grad;
   // No view for [streams, V]: a lone draw dispatches only the operators it always did.
-  const int64_t k = call.logits.dim() == 3 ? call.logits.size(1) : 1;
+  const int64_t k = call.count();
   return SampleRows(GuidedLogits(call.logits, call.sampling.cfg_scale).reshape({k, -1}),
                     call.sampling, call.uniforms);
 }
@@ -60,7 +60,7 @@ std::vector<torch::Tensor> TokenDrawer::DrawBatch(const std::vector<DrawCall>& c
     const torch::Tensor drawn = DrawTokens(together);
     int64_t offset = 0;
     for (size_t i : members) {
-      const int64_t k = calls[i].logits.dim() == 3 ? calls[i].logits.size(1) : 1;
+      const int64_t k = calls[i].count();
       tokens[i] = drawn.narrow(0, offset, k);
       offset += k;
     }

@@ -20,6 +20,9 @@ struct DrawCall {
   // float64 [k] on the logits' device: position j's number; undefined when greedy.
   torch::Tensor uniforms;
   SamplingParams sampling;
+
+  // k: the tokens drawn.
+  int64_t count() const { return logits.dim() == 3 ? logits.size(1) : 1; }
 };
 
 // The k tokens, int64 [k] on the logits' device: CFG-mixed, then SampleRows.

@@ -36,6 +36,8 @@
 
 namespace mulo::engine {
 
+class ChainJudge;  // chain_judge.h
+
 // One step's drafts, as a proposer hands them over.
 struct DraftBatch {
   std::vector<int64_t> tokens;   // draft i's token id
@@ -83,6 +85,9 @@ struct VerifierRngs {
   // them such a verifier makes the numbers it needs per call, about 200 operators each time).
   UniformCache* accept_numbers = nullptr;
   UniformCache* draw_numbers = nullptr;
+  // Where a chain verifier judges on the device (chain_judge.h): the request's engine loop,
+  // which batches the judgement with other requests'; null = at once.
+  ChainJudge* judge = nullptr;
 };
 
 class Verifier {

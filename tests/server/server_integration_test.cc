@@ -449,6 +449,9 @@ TEST(ServerIntegrationTest, BatchedRequestsGetTheirLoneTokensAndTheBatchesAreCou
   // The MuLo-SD requests' U_r and D_r calls run in the batches too, under their own label.
   EXPECT_GT((*batched)->MetricSum("mulo_batch_size_count", {"component=\"resampler\""}), 0);
   EXPECT_LE((*batched)->MetricSum("mulo_batch_size_count", {"component=\"eagle_head\""}), 0);
+  // So do the speculative requests' chain judgements, and the device draws.
+  EXPECT_GT((*batched)->MetricSum("mulo_batch_size_count", {"component=\"verifier\""}), 0);
+  EXPECT_GT((*batched)->MetricSum("mulo_batch_size_count", {"component=\"sampler\""}), 0);
   // The worker's KV-cache pools were made at load for six requests (two slots each), and
   // every slot is back once the requests ended.
   for (const char* component : {"target", "drafter", "chain"}) {

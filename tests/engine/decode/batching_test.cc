@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/core/cpu_threads.h"
+#include "engine/core/host_read.h"
 #include "engine/decode/engine_loop.h"
 #include "engine/decode/generate.h"
 #include "engine/decode/method_registry.h"
@@ -447,6 +448,43 @@ TEST(EngineLoopTest, TheHeadAndTheResamplersBatchAcrossRequestsExactly) {
   }
   EXPECT_LE(most_calls[C::kEagleHead], 3);  // only the three tree requests have a head
   EXPECT_LE(most_calls[C::kResampler], 3);  // only the three MuLo-SD requests resample
+}
+
+TEST(EngineLoopTest, ChainVerificationsBatchAcrossRequestsExactly) {
+  // The chain methods' verifications (speculative, SJD, GSD, MC-SJD; two of each, one greedy)
+  // are judged in batches of several requests, one host read per batch; every request decodes
+  // its lone tokens and counts the host reads it counts alone (the batch's read included).
+  const std::vector<Job> jobs = {{"speculative", 0, 1.0}, {"speculative", 1, 0.0},
+                                 {"sjd", 2, 1.0},         {"sjd", 3, 1.0},
+                                 {"gsd", 4, 1.0},         {"gsd", 5, 0.0},
+                                 {"mc_sjd", 6, 1.0},      {"mc_sjd", 7, 1.0}};
+  std::vector<DecodeResult> alone;
+  for (const Job& job : jobs) {
+    NullProgressSink sink;
+    CancelToken cancel;
+    auto result = DecodeJob(job, nullptr, cancel, sink);
+    ASSERT_OK(result);
+    alone.push_back(*result);
+  }
+  ComponentCounts counts;
+  EngineLoop loop({256, PackedGemms::kPerSequence}, counts.Observer());
+  const int64_t reads_before = HostReadCount();  // this thread's: the loop's batched reads
+  auto together = DecodeTogether(jobs, static_cast<int>(jobs.size()), loop);
+  const int64_t loop_reads = HostReadCount() - reads_before;
+  int64_t verify_steps = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_OK(together[i]);
+    EXPECT_EQ(together[i]->tokens, alone[i].tokens) << jobs[i].method << " " << i;
+    EXPECT_EQ(together[i]->stats.host_syncs, alone[i].stats.host_syncs) << jobs[i].method;
+    verify_steps += together[i]->stats.verify_steps;
+  }
+  using C = EngineLoop::Component;
+  EXPECT_EQ(counts.calls[C::kVerifier], verify_steps);
+  EXPECT_GT(counts.calls[C::kVerifier], 2 * counts.batches[C::kVerifier])
+      << counts.calls[C::kVerifier] << " judgements in " << counts.batches[C::kVerifier]
+      << " batches";
+  // The loop read the host once per batch of judgements (its other reads: none).
+  EXPECT_EQ(loop_reads, counts.batches[C::kVerifier]);
 }
 
 // A sink that cancels its request once `rows` rows have streamed.

@@ -1,9 +1,12 @@
 // The device chain verifier (ExactVerifier::Verify with the default rules, through
-// VerifyChain) makes the host loop's decisions (ExactVerifier::VerifyOnHost, the oracle) given
-// the same random streams, and leaves the streams where the host loop leaves them.
+// JudgeChains) makes the host loop's decisions (ExactVerifier::VerifyOnHost, the oracle) given
+// the same random streams, and leaves the streams where the host loop leaves them; judged in
+// one ragged batch, every chain gets its decision alone.
 #include "engine/sampling/chain_rejection.h"
 
 #include <gtest/gtest.h>
+
+#include "engine/sampling/chain_judge.h"
 
 #include <map>
 #include <vector>
@@ -106,22 +109,105 @@ TEST(ChainRejectionTest, AVerifyStepReadsTheHostOnce) {
   EXPECT_GE(HostReadCount() - host_before, 2) << "the oracle reads p and q";
 }
 
+// One greedy draft x = 3 under p's rows, judged alone: int64 [4].
+torch::Tensor JudgeGreedyDraft(const torch::Tensor& p, const torch::Tensor& q) {
+  ChainCall call{p, q, torch::tensor({3}, torch::kInt64), torch::tensor({0.5}, torch::kFloat64),
+                 torch::tensor({0.25}, torch::kFloat64), /*greedy=*/true};
+  return JudgeChains({call})[0];
+}
+
 TEST(ChainRejectionTest, ARejectedGreedyDraftIsReplacedByTheTargetsArgmax) {
   // q one-hot at 3, p one-hot at 5: the draft is rejected and the residual is p itself.
   const torch::Tensor q = OneHotRows(torch::tensor({3}, torch::kInt64));
-  const torch::Tensor p = OneHotRows(torch::tensor({5, 9}, torch::kInt64));
-  const torch::Tensor result =
-      VerifyChain(p, q, torch::tensor({3}, torch::kInt64), torch::tensor({0.5}, torch::kFloat64),
-                  torch::tensor({0.25}, torch::kFloat64), /*greedy=*/true);
+  const torch::Tensor result = JudgeGreedyDraft(OneHotRows(torch::tensor({5, 9})), q);
   EXPECT_EQ(result[0].item<int64_t>(), 0);
   EXPECT_EQ(result[1].item<int64_t>(), 5);
   // Kept instead (p = q): the greedy bonus is the last row's argmax.
-  const torch::Tensor kept =
-      VerifyChain(OneHotRows(torch::tensor({3, 9}, torch::kInt64)), q,
-                  torch::tensor({3}, torch::kInt64), torch::tensor({0.5}, torch::kFloat64),
-                  torch::tensor({0.25}, torch::kFloat64), /*greedy=*/true);
+  const torch::Tensor kept = JudgeGreedyDraft(OneHotRows(torch::tensor({3, 9})), q);
   EXPECT_EQ(kept[0].item<int64_t>(), 1);
   EXPECT_EQ(kept[1].item<int64_t>(), 9);
+}
+
+// A chain of `length` drafts with its own numbers; every third one judged by random pooled
+// masses (as GSD's groups are), between its own masses and 1.
+ChainCall RandomCall(int64_t length, bool bonus, bool greedy, int64_t seed) {
+  const Case c = RandomCase(length, bonus, greedy, (seed % 4) / 3.0, seed);
+  ChainCall call{c.p, c.q, torch::tensor(c.tokens, torch::kInt64),
+                 torch::rand({length}, torch::kFloat64), torch::rand({1}, torch::kFloat64),
+                 greedy};
+  if (seed % 3 == 0 && length > 0) {
+    const torch::Tensor ids = call.tokens.view({length, 1});
+    const torch::Tensor p_x = c.p.narrow(0, 0, length).gather(1, ids).squeeze(1).to(torch::kFloat64);
+    const torch::Tensor q_x = c.q.gather(1, ids).squeeze(1).to(torch::kFloat64);
+    const torch::Tensor lift = torch::rand({length}, torch::kFloat64);
+    call.pooled = PooledMasses{p_x + (1.0 - p_x) * lift, q_x + (1.0 - q_x) * lift * 0.5,
+                               torch::randint(0, 5, {length}, torch::kInt64)};
+  }
+  return call;
+}
+
+std::vector<ChainCall> RaggedCalls(int64_t seed) {
+  std::vector<ChainCall> calls;
+  for (int64_t length : {0, 1, 3, 8, 5}) {
+    for (bool bonus : {false, true}) {
+      if (length == 0 && !bonus) continue;
+      for (bool greedy : {false, true}) calls.push_back(RandomCall(length, bonus, greedy, seed++));
+    }
+  }
+  return calls;
+}
+
+TEST(ChainRejectionTest, EveryChainOfARaggedBatchGetsItsDecisionAlone) {
+  // Chains of every length, with and without a bonus row, greedy and sampled, judged by their
+  // own or by pooled masses, all in one batch: each row is the chain's decision alone.
+  int differing = 0, rows = 0;
+  for (int64_t seed : {1, 100, 200}) {
+    const std::vector<ChainCall> calls = RaggedCalls(seed);
+    const torch::Tensor together = JudgeChains(calls);
+    ASSERT_EQ(together.sizes(), (std::vector<int64_t>{static_cast<int64_t>(calls.size()), 4}));
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const torch::Tensor alone = JudgeChains({calls[i]})[0];
+      EXPECT_TRUE(together[i].equal(alone))
+          << "call " << i << " (length " << calls[i].length() << "): " << together[i] << " vs "
+          << alone;
+    }
+    // Control: the same chains with each other's numbers decide otherwise, so the rows above
+    // depend on their own call's numbers and masses.
+    std::vector<ChainCall> swapped = calls;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const ChainCall& other = calls[(i + 1) % calls.size()];
+      if (other.length() != calls[i].length()) continue;
+      swapped[i].accept_uniforms = other.accept_uniforms;
+      swapped[i].draw_uniform = other.draw_uniform;
+      swapped[i].p = other.p;
+    }
+    const torch::Tensor control = JudgeChains(swapped);
+    for (size_t i = 0; i < calls.size(); ++i) {
+      differing += !control[i].equal(together[i]);
+      ++rows;
+    }
+  }
+  EXPECT_GE(differing, rows / 4) << differing << " of " << rows;
+}
+
+TEST(ChainRejectionTest, JudgedTogetherChainsReadTheHostOncePerBatch) {
+  // Two vocabularies: two batches, two reads, and every decision as alone.
+  std::vector<ChainCall> calls = RaggedCalls(7);
+  ChainCall wide = calls[3];
+  wide.p = torch::cat({wide.p, torch::zeros({wide.p.size(0), 8})}, 1);
+  wide.q = torch::cat({wide.q, torch::zeros({wide.q.size(0), 8})}, 1);
+  calls.push_back(wide);
+  const int64_t before = HostReadCount();
+  const std::vector<ChainDecision> decisions = JudgeChainsTogether(calls);
+  EXPECT_EQ(HostReadCount() - before, 2);
+  ASSERT_EQ(decisions.size(), calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const torch::Tensor alone = JudgeChains({calls[i]})[0];
+    EXPECT_EQ(decisions[i].kept, alone[0].item<int64_t>()) << i;
+    EXPECT_EQ(decisions[i].next_token, alone[1].item<int64_t>()) << i;
+    EXPECT_EQ(decisions[i].relaxed, alone[2].item<int64_t>()) << i;
+    EXPECT_EQ(decisions[i].neighbors, alone[3].item<int64_t>()) << i;
+  }
 }
 
 }  // namespace

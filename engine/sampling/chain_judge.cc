@@ -1,0 +1,32 @@
+#include "engine/sampling/chain_judge.h"
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "engine/core/host_read.h"
+
+namespace mulo::engine {
+
+std::vector<ChainDecision> JudgeChainsTogether(const std::vector<ChainCall>& calls) {
+  // Batches by (device, vocabulary), each call's index kept.
+  std::map<std::pair<std::string, int64_t>, std::vector<size_t>> batches;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    batches[{calls[i].p.device().str(), calls[i].p.size(1)}].push_back(i);
+  }
+  std::vector<ChainDecision> decisions(calls.size());
+  for (const auto& [key, members] : batches) {
+    std::vector<ChainCall> batch;
+    batch.reserve(members.size());
+    for (size_t i : members) batch.push_back(calls[i]);
+    const torch::Tensor rows = HostRead(JudgeChains(batch), torch::kInt64).contiguous();
+    const int64_t* values = rows.data_ptr<int64_t>();
+    for (size_t j = 0; j < members.size(); ++j) {
+      const int64_t* row = values + 4 * j;
+      decisions[members[j]] = {row[0], row[1], row[2], row[3]};
+    }
+  }
+  return decisions;
+}
+
+}  // namespace mulo::engine
