@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/core/status.h"
+
 namespace mulo::engine {
 
 // Device -> host reads made so far in this execution context (never reset; take differences).
@@ -33,6 +35,28 @@ torch::Tensor HostRead(const torch::Tensor& tensor, torch::ScalarType dtype);
 
 // The values of an int64 tensor (token ids) in flat order, counted as one read.
 std::vector<int64_t> HostReadIds(const torch::Tensor& tensor);
+
+// Where a request's reads go: at once (no reader), or, from a request of the engine loop, into
+// the loop's next batched read (engine_loop.h), which brings every waiting request's tensors to
+// the host in one transfer per device and dtype: on a GPU, a round of many requests then waits
+// on the device once, not once per request.
+class HostReader {
+ public:
+  virtual ~HostReader() = default;
+  // tensor.to(kCPU, dtype), counted as one read of the caller's; INTERNAL when it failed.
+  virtual StatusOr<torch::Tensor> Read(const torch::Tensor& tensor, torch::ScalarType dtype) = 0;
+};
+
+// HostRead(tensor, dtype) through `reader` when there is one, else at once.
+StatusOr<torch::Tensor> HostReadWith(HostReader* reader, const torch::Tensor& tensor,
+                                     torch::ScalarType dtype);
+// HostReadIds through `reader` when there is one, else at once.
+StatusOr<std::vector<int64_t>> HostReadIdsWith(HostReader* reader, const torch::Tensor& tensor);
+
+// Each tensor on the host in its dtype: one transfer, counted as one read, per device and
+// dtype (the tensors flattened into one buffer, then split).
+std::vector<torch::Tensor> HostReadTogether(const std::vector<torch::Tensor>& tensors,
+                                            const std::vector<torch::ScalarType>& dtypes);
 
 // tensor.item<T>(), counted as one read.
 template <typename T>

@@ -30,7 +30,7 @@ class ArState : public SteppedMethod::State {
       row_.push_back(token);
       const bool last = drawn_ == session.num_tokens();
       if (last || drawn_ % session.grid() == 0) {
-        const std::vector<int64_t> ids = HostReadIds(torch::cat(row_));
+        MULO_ASSIGN_OR_RETURN(const std::vector<int64_t> ids, session.ReadIds(torch::cat(row_)));
         target_->ResolveDrawn(drawn_ - static_cast<int64_t>(ids.size()), ids);
         for (int64_t id : ids) session.Append(id);
         row_.clear();

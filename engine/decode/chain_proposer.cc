@@ -24,7 +24,7 @@ StatusOr<DraftBatch> ChainProposer::Propose(DecodeSession& session, int64_t coun
   }
   DraftBatch drafts;
   if (count > 0) {
-    drafts.tokens = HostReadIds(torch::cat(drawn));
+    MULO_ASSIGN_OR_RETURN(drafts.tokens, session.ReadIds(torch::cat(drawn)));
     draft_->ResolveDrawn(n, drafts.tokens);
   }
   drafts.parents = DraftBatch::ChainParents(count);

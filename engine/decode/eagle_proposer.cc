@@ -177,8 +177,8 @@ StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t
   // The tree's one read: tokens, then whether each was drawn. Nodes left undrawn (a
   // distribution with fewer tokens than children, e.g. under top-k) are dropped with their
   // subtrees.
-  const std::vector<int64_t> host =
-      HostReadIds(torch::cat({nodes.tokens, nodes.valid.to(torch::kInt64)}));
+  MULO_ASSIGN_OR_RETURN(const std::vector<int64_t> host,
+                        session.ReadIds(torch::cat({nodes.tokens, nodes.valid.to(torch::kInt64)})));
   TreeDraft draft;
   std::vector<int64_t> kept_index(length, -1), kept_parents, kept_nodes;
   for (int64_t i = 0; i < length; ++i) {

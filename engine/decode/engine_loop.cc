@@ -64,6 +64,25 @@ StatusOr<std::vector<ChainDecision>> RunTogether(const EngineLoop::ChainRule&,
   });
 }
 
+StatusOr<torch::Tensor> RunAlone(const EngineLoop::HostTransfer&, const EngineLoop::ReadCall& c) {
+  return GuardTorch("HostRead", [&]() -> StatusOr<torch::Tensor> {
+    return HostRead(c.tensor, c.dtype);
+  });
+}
+StatusOr<std::vector<torch::Tensor>> RunTogether(const EngineLoop::HostTransfer&,
+                                                 const std::vector<EngineLoop::ReadCall>& calls,
+                                                 PackedGemms) {
+  return GuardTorch("HostReadTogether", [&]() -> StatusOr<std::vector<torch::Tensor>> {
+    std::vector<torch::Tensor> tensors;
+    std::vector<torch::ScalarType> dtypes;
+    for (const EngineLoop::ReadCall& c : calls) {
+      tensors.push_back(c.tensor);
+      dtypes.push_back(c.dtype);
+    }
+    return HostReadTogether(tensors, dtypes);
+  });
+}
+
 }  // namespace
 
 // One request the loop steps: its fiber, and whether it waits for a queued forward.
@@ -130,6 +149,8 @@ const char* EngineLoop::ComponentName(Component component) {
       return "sampler";
     case Component::kVerifier:
       return "verifier";
+    case Component::kHostRead:
+      return "host_read";
   }
   return "unknown";
 }
@@ -263,6 +284,15 @@ StatusOr<ChainDecision> EngineLoop::Judge(const ChainCall& call) {
   self.budget_rows = 0;
   // Queued, the batch's read ran in the loop's context, not this request's.
   if (Enqueue(&self) && self.result.ok()) CountHostRead();
+  return std::move(self.result);
+}
+
+StatusOr<torch::Tensor> EngineLoop::Read(const torch::Tensor& tensor, torch::ScalarType dtype) {
+  Queued<HostTransfer, ReadCall, torch::Tensor> self(host_transfer_, {tensor, dtype});
+  self.component = Component::kHostRead;
+  self.rows = tensor.numel();
+  self.budget_rows = 0;
+  if (Enqueue(&self) && self.result.ok()) CountHostRead();  // as Judge's
   return std::move(self.result);
 }
 

@@ -6,14 +6,16 @@
 // prefill, feed, tree / window sets), of the EAGLE head (EagleProposer) or of a MuLo-SD
 // resampler (DecodeSession::Resample), and each token draw it makes on the device
 // (DecodeSession::DrawOnDevice: ar's tokens, MuLo-SD's drafts), and each chain its verifier
-// judges (ExactVerifier through VerifierRngs::judge: speculative, SJD, GSD, MC-SJD), is queued
-// here and the fiber pauses. A round of the loop
+// judges (ExactVerifier through VerifierRngs::judge: speculative, SJD, GSD, MC-SJD), and each
+// device -> host read it makes through the loop (DecodeSession::ReadIds, a verifier's
+// VerifierRngs::reader), is queued here and the fiber pauses. A round of the loop
 // resumes every request that can go on, each until it waits for a forward or ends; then every
 // request is waiting, and the loop runs what they queued: one batched forward per model
 // (TokenModel::ForwardBatch, EagleHead::ForwardBatch, Resampler::ApplyBatch; target and
 // drafter forwards of different requests and methods side by side), split where a model's rows
 // exceed max_rows, one batched draw (TokenDrawer::DrawBatch) and one batched chain judgement
-// with one host read for all (JudgeChainsTogether), and resumes each with its result. Requests join between rounds (the
+// with one host read for all (JudgeChainsTogether), and one batched read of every queued
+// tensor (HostReadTogether), and resumes each with its result. Requests join between rounds (the
 // Source gives the loop new ones) and leave when their fiber ends, so a cancelled request
 // leaves within one step.
 //
@@ -37,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/core/host_read.h"
 #include "engine/core/status.h"
 #include "engine/model/eagle_head.h"
 #include "engine/model/resampler.h"
@@ -46,7 +49,7 @@
 
 namespace mulo::engine {
 
-class EngineLoop : public ChainJudge {
+class EngineLoop : public ChainJudge, public HostReader {
  public:
   struct Options {
     // Rows (guidance streams x new positions) per batched transformer or head forward; a
@@ -59,14 +62,21 @@ class EngineLoop : public ChainJudge {
   };
   // What a batched forward ran: a transformer (target or drafter), the EAGLE head, a
   // resampler (U_r or D_r), the token sampler (draws on the device) or the chain verifier.
-  enum class Component { kTransformer, kEagleHead, kResampler, kSampler, kVerifier };
+  // Or a batched device -> host read.
+  enum class Component { kTransformer, kEagleHead, kResampler, kSampler, kVerifier, kHostRead };
   static const char* ComponentName(Component component);
-  // What runs a batch of chain judgements (JudgeChainsTogether): stateless, a batch's key.
+  // What runs a batch of chain judgements (JudgeChainsTogether) or of reads
+  // (HostReadTogether): stateless, a batch's key.
   struct ChainRule {};
+  struct HostTransfer {};
+  struct ReadCall {
+    torch::Tensor tensor;
+    torch::ScalarType dtype;
+  };
 
   // One executed forward: of what, how many requests' calls it carried and how many rows
   // (token rows; for a resampler, the output grid positions; for the sampler, tokens drawn;
-  // for the verifier, drafts judged).
+  // for the verifier, drafts judged; for a read, values read).
   struct BatchEvent {
     Component component = Component::kTransformer;
     int64_t calls = 0;
@@ -129,6 +139,9 @@ class EngineLoop : public ChainJudge {
   // host read, which the request waited on, counts as a read of its own, as when it judges
   // alone. From outside the loop's requests it judges at once.
   StatusOr<ChainDecision> Judge(const ChainCall& call) override;
+  // tensor.to(kCPU, dtype) (HostReader), in the loop's next batched read, counted as a read of
+  // the request's own, as Judge's. From outside the loop's requests it reads at once.
+  StatusOr<torch::Tensor> Read(const torch::Tensor& tensor, torch::ScalarType dtype) override;
 
   // From a request, between two of its steps: lets the loop admit new requests (a step that
   // makes no forward would otherwise never pause). Outside the loop's requests: nothing.
@@ -165,6 +178,7 @@ class EngineLoop : public ChainJudge {
   const Observer observer_;
   const TokenDrawer drawer_{};  // the key under which every request's draws batch
   const ChainRule chain_rule_{};  // the key under which every request's chain judgements batch
+  const HostTransfer host_transfer_{};  // the key under which every request's reads batch
   // The loop's thread only: the active requests (a member, not Serve's local: while a fiber
   // runs, a leak checker sees its stack, not the thread's), the queued calls, and whether the
   // one running now paused for a forward (rather than between its steps).

@@ -60,11 +60,12 @@ class MuloState : public SteppedMethod::State {
       const int64_t drawn = proposal.drafter_ids.numel();
       const torch::Tensor judged =
           verifier_.PooledAndOwn(session.Probabilities(verify_logits), proposal.drafts);
-      const torch::Tensor host =
-          HostRead(torch::cat({proposal.drafter_ids.to(torch::kFloat64),
-                               proposal.drafts.to(torch::kFloat64),
-                               judged.flatten().to(torch::kFloat64)}),
-                   torch::kFloat64);
+      MULO_ASSIGN_OR_RETURN(
+          const torch::Tensor host,
+          session.ReadHost(torch::cat({proposal.drafter_ids.to(torch::kFloat64),
+                                       proposal.drafts.to(torch::kFloat64),
+                                       judged.flatten().to(torch::kFloat64)}),
+                           torch::kFloat64));
       const torch::Tensor ids = host.narrow(0, 0, drawn + length).to(torch::kInt64);
       const int64_t* id = ids.data_ptr<int64_t>();
       std::vector<int64_t> drafter_ids(id, id + drawn), drafts(id + drawn, id + drawn + length);

@@ -242,7 +242,7 @@ StatusOr<std::vector<int64_t>> DecodeSession::Resample(const Resampler& resample
   MULO_ASSIGN_OR_RETURN(
       torch::Tensor out,
       request_.loop->Run(resampler, {torch::tensor(ids, torch::kInt64).unsqueeze(0), h, w}));
-  return HostReadIds(out);
+  return ReadIds(out);
 }
 
 StatusOr<torch::Tensor> DecodeSession::ResampleDrawn(const Resampler& resampler,
@@ -297,7 +297,7 @@ torch::Tensor DecodeSession::DrawNumbers(RngStream stream, int64_t count,
 
 VerifierRngs DecodeSession::verifier_rngs() {
   return {&rng(RngStream::kAcceptance), &rng(RngStream::kTarget), &uniforms(RngStream::kAcceptance),
-          &uniforms(RngStream::kTarget), request_.loop};
+          &uniforms(RngStream::kTarget), request_.loop, request_.loop};
 }
 
 StatusOr<torch::Tensor> DecodeSession::DrawOnDevice(const torch::Tensor& logits,
@@ -315,6 +315,19 @@ StatusOr<torch::Tensor> DecodeSession::DrawOnDevice(const torch::Tensor& logits,
 
 torch::Tensor DecodeSession::DrawRowsOnDevice(const torch::Tensor& logits, RngStream stream) {
   return DrawTokens({logits, DrawNumbers(stream, logits.size(1)), request_.sampling});
+}
+
+StatusOr<std::vector<int64_t>> DecodeSession::ReadIds(const torch::Tensor& tensor) {
+  return GuardTorch("ReadIds", [&]() -> StatusOr<std::vector<int64_t>> {
+    return HostReadIdsWith(request_.loop, tensor);
+  });
+}
+
+StatusOr<torch::Tensor> DecodeSession::ReadHost(const torch::Tensor& tensor,
+                                                torch::ScalarType dtype) {
+  return GuardTorch("ReadHost", [&]() -> StatusOr<torch::Tensor> {
+    return HostReadWith(request_.loop, tensor, dtype);
+  });
 }
 
 void DecodeSession::Commit(std::vector<int64_t> tokens) {

@@ -195,6 +195,12 @@ class DecodeSession {
   // they are the tokens k calls of Draw(logits[:, j], stream) would give.
   torch::Tensor DrawRowsOnDevice(const torch::Tensor& logits, RngStream stream);
 
+  // A device tensor's values on the host (token ids; or the tensor in `dtype`): inside the
+  // loop's next batched read when the request has a loop (one transfer for every waiting
+  // request: host_read.h's HostReader), at once otherwise; one read of the request's either way.
+  StatusOr<std::vector<int64_t>> ReadIds(const torch::Tensor& tensor);
+  StatusOr<torch::Tensor> ReadHost(const torch::Tensor& tensor, torch::ScalarType dtype);
+
   // Times a scope as `phase` (waiting for the GPU at its end when the request asks for
   // synchronize_phases).
   PhaseTimer Time(Phase phase) {

@@ -61,7 +61,8 @@ class JacobiState : public SteppedMethod::State {
       const std::vector<int64_t> carried_tokens(window_.tokens.end() - carried,
                                                 window_.tokens.end());
       const std::vector<torch::Tensor> carried_q(window_.q.end() - carried, window_.q.end());
-      window_.tokens = method_->Redraw(session, p, first, carried_tokens, carried_q);
+      MULO_ASSIGN_OR_RETURN(window_.tokens,
+                            method_->Redraw(session, p, first, carried_tokens, carried_q));
       window_.q = method_->NextQ(p, first, window_.tokens, carried_tokens, carried_q);
     }
     MULO_RETURN_IF_ERROR(target_->Truncate(static_cast<int64_t>(x.size()) - 1));
@@ -105,11 +106,11 @@ torch::Tensor SjdDecoder::RedrawOnDevice(DecodeSession& session, const torch::Te
                           : DrawRows(tail, session.uniforms(RngStream::kDrafter).Take(rows));
 }
 
-std::vector<int64_t> SjdDecoder::Redraw(DecodeSession& session, const torch::Tensor& p,
-                                        int64_t first, const std::vector<int64_t>& carried,
-                                        const std::vector<torch::Tensor>& carried_q) const {
-  if (p.size(0) - first <= 0) return {};
-  return HostReadIds(RedrawOnDevice(session, p, first, carried, carried_q));
+StatusOr<std::vector<int64_t>> SjdDecoder::Redraw(
+    DecodeSession& session, const torch::Tensor& p, int64_t first,
+    const std::vector<int64_t>& carried, const std::vector<torch::Tensor>& carried_q) const {
+  if (p.size(0) - first <= 0) return std::vector<int64_t>();
+  return session.ReadIds(RedrawOnDevice(session, p, first, carried, carried_q));
 }
 
 std::vector<torch::Tensor> SjdDecoder::NextQ(const torch::Tensor& p, int64_t first,

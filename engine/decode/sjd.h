@@ -55,8 +55,8 @@ class SjdDecoder : public SteppedMethod {
   virtual torch::Tensor RedrawOnDevice(DecodeSession& session, const torch::Tensor& p,
                                        int64_t first, const std::vector<int64_t>& carried,
                                        const std::vector<torch::Tensor>& carried_q) const;
-  // RedrawOnDevice read to the host (one read).
-  std::vector<int64_t> Redraw(DecodeSession& session, const torch::Tensor& p, int64_t first,
+  // RedrawOnDevice read to the host (one read, DecodeSession::ReadIds).
+  StatusOr<std::vector<int64_t>> Redraw(DecodeSession& session, const torch::Tensor& p, int64_t first,
                               const std::vector<int64_t>& carried,
                               const std::vector<torch::Tensor>& carried_q) const;
   // The distributions the re-drawn drafts `drafts` (rows [first, p.size(0)) of p, as Redraw's

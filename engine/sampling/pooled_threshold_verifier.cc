@@ -6,15 +6,19 @@
 namespace mulo::engine {
 
 StatusOr<Verdict> PooledThresholdVerifier::Verify(const VerifyInput& input,
-                                                  const VerifierRngs& /*rngs*/) const {
+                                                  const VerifierRngs& rngs) const {
   const int64_t length = input.drafts.size();
   if (input.p.size(0) < length) {
     return InvalidArgumentError("PooledThresholdVerifier: needs p at every draft");
   }
   return GuardTorch("PooledThresholdVerifier", [&]() -> StatusOr<Verdict> {
     // Both rows in one read: [2, length], the pooled mass then the own probability.
-    return Judge(HostRead(PooledAndOwn(input.p, torch::tensor(input.drafts.tokens, torch::kInt64)),
-                          torch::kFloat32));
+    MULO_ASSIGN_OR_RETURN(
+        torch::Tensor both,
+        HostReadWith(rngs.reader,
+                     PooledAndOwn(input.p, torch::tensor(input.drafts.tokens, torch::kInt64)),
+                     torch::kFloat32));
+    return Judge(both);
   });
 }
 

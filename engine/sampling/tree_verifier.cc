@@ -78,13 +78,18 @@ StatusOr<Verdict> TreeVerifier::Verify(const VerifyInput& input, const VerifierR
   }
   return GuardTorch("TreeVerifier", [&]() -> StatusOr<Verdict> {
     const auto children = ChildrenByRow(drafts.parents);
-    if (input.greedy) return Greedy(HostRead(input.p, torch::kFloat64), drafts, children);
-    if (!drafts.q.defined()) {
-      return Sampled(HostRead(input.p, torch::kFloat64), torch::Tensor(), drafts, children, rngs);
+    if (input.greedy || !drafts.q.defined()) {
+      MULO_ASSIGN_OR_RETURN(torch::Tensor p,
+                            HostReadWith(rngs.reader, input.p, torch::kFloat64));
+      if (input.greedy) return Greedy(p, drafts, children);
+      return Sampled(p, torch::Tensor(), drafts, children, rngs);
     }
     // p and q in one read: the rows of p, then q's.
-    const torch::Tensor both = HostRead(
-        torch::cat({input.p.to(torch::kFloat64), drafts.q.to(torch::kFloat64)}), torch::kFloat64);
+    MULO_ASSIGN_OR_RETURN(
+        const torch::Tensor both,
+        HostReadWith(rngs.reader,
+                     torch::cat({input.p.to(torch::kFloat64), drafts.q.to(torch::kFloat64)}),
+                     torch::kFloat64));
     const int64_t p_rows = input.p.size(0);
     return Sampled(both.narrow(0, 0, p_rows), both.narrow(0, p_rows, length), drafts, children,
                    rngs);

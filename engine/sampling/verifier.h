@@ -37,6 +37,7 @@
 namespace mulo::engine {
 
 class ChainJudge;  // chain_judge.h
+class HostReader;  // engine/core/host_read.h
 
 // One step's drafts, as a proposer hands them over.
 struct DraftBatch {
@@ -88,6 +89,9 @@ struct VerifierRngs {
   // Where a chain verifier judges on the device (chain_judge.h): the request's engine loop,
   // which batches the judgement with other requests'; null = at once.
   ChainJudge* judge = nullptr;
+  // Where a verifier's host reads go (the request's engine loop: one batched read for every
+  // waiting request); null = at once.
+  HostReader* reader = nullptr;
 };
 
 class Verifier {
