@@ -37,8 +37,8 @@ class ServerMetrics {
   void RecordRequest(const RequestLogLine& line);
   void SetModelLoaded(const std::string& model, bool loaded);
   // One batched forward (continuous batching) of `component` (transformer, eagle_head,
-  // resampler, sampler, verifier: a closed set, engine::EngineLoop::ComponentName): how many
-  // requests' calls it carried and how many rows.
+  // resampler, sampler, verifier, host_read: a closed set, engine::EngineLoop::ComponentName):
+  // how many requests' calls it carried and how many rows.
   void RecordBatch(const std::string& component, int64_t requests, int64_t rows);
   // One KV-cache pool of one worker, as read at scrape time (engine/decode/kv_pools.h).
   struct KvPoolReading {
