@@ -3,7 +3,6 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/host_read.h"
 
 namespace mulo::engine {
 namespace {

@@ -1,6 +1,5 @@
 #include "engine/decode/chain_proposer.h"
 
-#include "engine/core/host_read.h"
 #include "engine/sampling/row_sampler.h"
 
 namespace mulo::engine {

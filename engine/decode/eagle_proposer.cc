@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "engine/core/device_upload.h"
-#include "engine/core/host_read.h"
 #include "engine/decode/device_dynamic_tree.h"
 #include "engine/sampling/without_replacement.h"
 

@@ -4,7 +4,6 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/host_read.h"
 #include "engine/sampling/exact_verifier.h"
 #include "engine/sampling/row_sampler.h"
 

@@ -137,7 +137,8 @@ ChainCall RandomCall(int64_t length, bool bonus, bool greedy, int64_t seed) {
                  greedy};
   if (seed % 3 == 0 && length > 0) {
     const torch::Tensor ids = call.tokens.view({length, 1});
-    const torch::Tensor p_x = c.p.narrow(0, 0, length).gather(1, ids).squeeze(1).to(torch::kFloat64);
+    const torch::Tensor p_x =
+        c.p.narrow(0, 0, length).gather(1, ids).squeeze(1).to(torch::kFloat64);
     const torch::Tensor q_x = c.q.gather(1, ids).squeeze(1).to(torch::kFloat64);
     const torch::Tensor lift = torch::rand({length}, torch::kFloat64);
     call.pooled = PooledMasses{p_x + (1.0 - p_x) * lift, q_x + (1.0 - q_x) * lift * 0.5,

@@ -101,7 +101,7 @@ TEST(GroupVerifierTest, SizeOneIsTheExactRuleDrawForDraw) {
   }
 }
 
-// The device path (Verify: the groups' masses as tensor ops, VerifyPooledChain) makes the
+// The device path (Verify: the groups' masses as tensor ops, judged by JudgeChains) makes the
 // host loop's decisions (VerifyOnHost, the oracle) and counts, and leaves the random streams
 // where the host loop leaves them, over random chains whose groups pool 0 to several tokens.
 TEST(GroupVerifierTest, TheDevicePathMakesTheHostLoopsDecisions) {
