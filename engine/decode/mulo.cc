@@ -5,7 +5,6 @@
 #include <cstdlib>
 
 #include "engine/core/device_upload.h"
-#include "engine/core/host_read.h"
 #include "engine/decode/mulo_proposer.h"
 #include "engine/sampling/pooled_threshold_verifier.h"
 
@@ -117,7 +116,7 @@ class MuloState : public SteppedMethod::State {
       if (FromVerifyPass(u, drawn, session.grid())) {
         run.push_back(u);
       } else {
-        DrawFromOneForward(session, run, verify_logits, n, seq);
+        MULO_RETURN_IF_ERROR(DrawFromOneForward(session, run, verify_logits, n, seq));
         run.clear();
         const int64_t fed = static_cast<int64_t>(target_->fed().size());
         MULO_RETURN_IF_ERROR(target_->Feed(*seq, fed, u).status());
@@ -125,24 +124,24 @@ class MuloState : public SteppedMethod::State {
       }
       drawn.push_back(u);
     }
-    DrawFromOneForward(session, run, verify_logits, n, seq);
-    return OkStatus();
+    return DrawFromOneForward(session, run, verify_logits, n, seq);
   }
 
   // Draws `positions` (ascending) from one forward's logits (position p at index p - n), the
   // verify forward's or a wave's, in one batch on the device, the target stream's numbers in
   // order, and reads them once.
-  static void DrawFromOneForward(DecodeSession& session, const std::vector<int64_t>& positions,
-                                 const torch::Tensor& logits, int64_t n,
-                                 std::vector<int64_t>* seq) {
-    if (positions.empty()) return;
+  static Status DrawFromOneForward(DecodeSession& session, const std::vector<int64_t>& positions,
+                                   const torch::Tensor& logits, int64_t n,
+                                   std::vector<int64_t>* seq) {
+    if (positions.empty()) return OkStatus();
     std::vector<int64_t> index;
     for (int64_t u : positions) index.push_back(u - n);
     const torch::Tensor rows = logits.index_select(
         1, Upload(torch::tensor(index, torch::kInt64), logits.device()));
-    const std::vector<int64_t> ids =
-        HostReadIds(session.DrawRowsOnDevice(rows, RngStream::kTarget));
+    MULO_ASSIGN_OR_RETURN(const std::vector<int64_t> ids,
+                          session.ReadIds(session.DrawRowsOnDevice(rows, RngStream::kTarget)));
     for (size_t j = 0; j < positions.size(); ++j) (*seq)[positions[j]] = ids[j];
+    return OkStatus();
   }
 
   // ResampleOrder::kWavefront: the first wave from the verify forward (nothing is re-drawn
@@ -177,7 +176,7 @@ class MuloState : public SteppedMethod::State {
         MULO_ASSIGN_OR_RETURN(logits, target_->Feed(*seq, offset - 1, wave.back(),
                                                     LogitsMode::kAll));
       }
-      DrawFromOneForward(session, wave, logits, offset, seq);
+      MULO_RETURN_IF_ERROR(DrawFromOneForward(session, wave, logits, offset, seq));
       if (!first) MULO_RETURN_IF_ERROR(target_->Truncate(wave.front()));
       first = false;
       std::vector<int64_t> rest;

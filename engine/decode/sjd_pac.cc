@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "engine/core/device_upload.h"
-#include "engine/core/host_read.h"
 #include "engine/decode/draft_tree.h"
 #include "engine/sampling/tree_verifier.h"
 #include "engine/sampling/without_replacement.h"
@@ -151,7 +150,8 @@ class PacState : public SteppedMethod::State {
     stats.resampled_tokens += std::count(tree.parents.begin(), tree.parents.end(), last) > 0;
     {  // 5. Adaptive continuation along the carried path, then the next tree's candidates.
       auto timer = session.Time(Phase::kSampling);
-      Continue(session, p, tree, n, length, static_cast<int64_t>(x.size()) - n);
+      MULO_RETURN_IF_ERROR(
+          Continue(session, p, tree, n, length, static_cast<int64_t>(x.size()) - n));
     }
     session.Commit(std::move(x));
     return OkStatus();
@@ -160,9 +160,10 @@ class PacState : public SteppedMethod::State {
  private:
   // The drafts past the new prefix (`first` rows after n) from the carried path's
   // distributions, and for the next window's first depth - 1 positions width - 1 candidates
-  // more, drawn without replacement from the same q after the draft: one host read.
-  void Continue(DecodeSession& session, const torch::Tensor& p, const PacTree& tree, int64_t n,
-                int64_t length, int64_t first) {
+  // more, drawn without replacement from the same q after the draft: one host read
+  // (DecodeSession::ReadIds: batched with other requests' in a loop).
+  Status Continue(DecodeSession& session, const torch::Tensor& p, const PacTree& tree, int64_t n,
+                  int64_t length, int64_t first) {
     // p at the carried path's positions, n .. n + length - 1, and the one after when a
     // position follows: exactly the rows SJD's chain forward gives.
     std::vector<int64_t> path_rows = {0};
@@ -177,7 +178,7 @@ class PacState : public SteppedMethod::State {
     const std::vector<torch::Tensor> carried_q(window_.q.end() - carried, window_.q.end());
     window_ = JacobiWindow();
     extra_.clear();
-    if (rows <= 0) return;
+    if (rows <= 0) return OkStatus();
     const torch::Tensor drafts =
         method_->RedrawOnDevice(session, path_p, first, carried_tokens, carried_q);
     const int64_t levels =
@@ -193,8 +194,9 @@ class PacState : public SteppedMethod::State {
           session.uniforms(RngStream::kDrafter).Take(levels * more).view({levels, more}),
           /*greedy=*/false);
       extra_q_ = options_.sibling_q ? options_.sibling_q(extra.q, q) : extra.q;
-      read = HostReadIds(torch::cat(
-          {drafts, extra.tokens.flatten(), extra.valid.to(torch::kInt64).flatten()}));
+      MULO_ASSIGN_OR_RETURN(read, session.ReadIds(torch::cat({drafts, extra.tokens.flatten(),
+                                                              extra.valid.to(torch::kInt64)
+                                                                  .flatten()})));
       extra_.assign(levels, {});
       for (int64_t l = 0; l < levels; ++l) {
         // Draws past the tokens with mass are invalid; the valid ones come first.
@@ -205,10 +207,11 @@ class PacState : public SteppedMethod::State {
       }
       read.resize(rows);
     } else {
-      read = HostReadIds(drafts);
+      MULO_ASSIGN_OR_RETURN(read, session.ReadIds(drafts));
     }
     window_.tokens = std::move(read);
     window_.q = method_->NextQ(path_p, first, window_.tokens, carried_tokens, carried_q);
+    return OkStatus();
   }
 
   const SjdPacDecoder* method_;  // outlives its states (they run inside its Generate)
