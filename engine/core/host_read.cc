@@ -22,9 +22,18 @@ torch::Tensor HostRead(const torch::Tensor& tensor, torch::ScalarType dtype) {
   return tensor.to(torch::kCPU, dtype);
 }
 
-std::vector<int64_t> HostReadIds(const torch::Tensor& tensor) {
-  const torch::Tensor flat = HostRead(tensor.flatten(), torch::kInt64).contiguous();
+namespace {
+
+// The values of an int64 tensor already on the host, in flat order.
+std::vector<int64_t> IdsOf(const torch::Tensor& host) {
+  const torch::Tensor flat = host.contiguous();
   return std::vector<int64_t>(flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel());
+}
+
+}  // namespace
+
+std::vector<int64_t> HostReadIds(const torch::Tensor& tensor) {
+  return IdsOf(HostRead(tensor.flatten(), torch::kInt64));
 }
 
 StatusOr<torch::Tensor> HostReadWith(HostReader* reader, const torch::Tensor& tensor,
@@ -35,9 +44,8 @@ StatusOr<torch::Tensor> HostReadWith(HostReader* reader, const torch::Tensor& te
 
 StatusOr<std::vector<int64_t>> HostReadIdsWith(HostReader* reader, const torch::Tensor& tensor) {
   if (reader == nullptr) return HostReadIds(tensor);
-  MULO_ASSIGN_OR_RETURN(torch::Tensor flat, reader->Read(tensor.flatten(), torch::kInt64));
-  flat = flat.contiguous();
-  return std::vector<int64_t>(flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel());
+  MULO_ASSIGN_OR_RETURN(const torch::Tensor flat, reader->Read(tensor.flatten(), torch::kInt64));
+  return IdsOf(flat);
 }
 
 std::vector<torch::Tensor> HostReadTogether(const std::vector<torch::Tensor>& tensors,
