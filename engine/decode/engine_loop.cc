@@ -99,6 +99,7 @@ struct EngineLoop::Pending {
 
   const void* model = nullptr;  // calls of one model batch together
   Component component = Component::kTransformer;
+  const Fiber* request = nullptr;  // the request that waits on it
   int64_t rows = 0;         // reported rows
   int64_t budget_rows = 0;  // rows counted against max_rows
 };
@@ -207,7 +208,6 @@ Status EngineLoop::Serve(Source& source) {
       admit();
     }
     RunQueued();
-    for (ActiveRequest& request : active) request.waiting = false;
   }
   serving_ = false;
   return status;
@@ -217,12 +217,34 @@ void EngineLoop::StepDone() {
   if (serving_ && Fiber::Current() != nullptr) Fiber::Yield();
 }
 
+namespace {
+
+// Draws, chain judgements and host reads: short next to a forward, and each is a step's
+// midpoint, between two forwards.
+bool IsCheap(EngineLoop::Component component) {
+  return component == EngineLoop::Component::kSampler ||
+         component == EngineLoop::Component::kVerifier ||
+         component == EngineLoop::Component::kHostRead;
+}
+
+}  // namespace
+
 void EngineLoop::RunQueued() {
   if (queue_.empty()) return;
+  // While any request waits on a cheap call, run only those and let their requests go on to
+  // their next forward within this round. Otherwise a request that queued a draw while the
+  // others queued forwards would stay half a step behind them for good, and no forward of
+  // the loop would carry every request (its batches, and a pool's graph replays, halve).
+  const bool cheap_first = std::any_of(queue_.begin(), queue_.end(),
+                                       [](const Pending* p) { return IsCheap(p->component); });
+  std::vector<Pending*> run;
+  std::vector<Pending*> later;
+  for (Pending* p : queue_) (!cheap_first || IsCheap(p->component) ? run : later).push_back(p);
+  queue_ = std::move(later);
   std::vector<std::vector<Pending*>> batches;
   std::map<const void*, size_t> open_batch;  // model -> its batch being filled
   std::vector<int64_t> batch_rows;
-  for (Pending* p : queue_) {
+  for (Pending* p : run) {
     auto it = open_batch.find(p->model);
     if (it == open_batch.end() || batch_rows[it->second] + p->budget_rows > options_.max_rows) {
       open_batch[p->model] = batches.size();
@@ -233,8 +255,14 @@ void EngineLoop::RunQueued() {
     batches[it->second].push_back(p);
     batch_rows[it->second] += p->budget_rows;
   }
-  queue_.clear();
   for (const auto& batch : batches) Execute(batch);
+  // Wake the requests whose calls ran; the others still wait on theirs.
+  for (ActiveRequest& request : active_requests_) {
+    if (std::any_of(run.begin(), run.end(),
+                    [&](const Pending* p) { return p->request == request.fiber.get(); })) {
+      request.waiting = false;
+    }
+  }
   std::lock_guard<std::mutex> lock(counters_mu_);
   ++counters_.rounds;
 }
@@ -301,6 +329,7 @@ bool EngineLoop::Enqueue(Pending* self) {
     Execute({self});  // not one of the loop's requests: a batch of one, now
     return false;
   }
+  self->request = Fiber::Current();
   queue_.push_back(self);
   // The loop runs the queue once every request waits, then resumes each: by then `self` ran.
   paused_for_forward_ = true;
