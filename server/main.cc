@@ -32,6 +32,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "engine/core/blas_kernels.h"
 #include "engine/core/cpu_threads.h"
 #include "engine/core/device_stream.h"
 #include "engine/decode/kv_pools.h"
@@ -288,6 +289,7 @@ int Run() {
 
   const int torch_threads = absl::GetFlag(FLAGS_torch_threads);  // SetCpuThreads clamps to >= 1
   engine::SetCpuThreads(torch_threads);
+  if (const std::string advice = engine::BlasKernelAdvice(); !advice.empty()) Log(advice);
   engine::LoadOptions load_options;
   try {
     load_options.device = torch::Device(absl::GetFlag(FLAGS_device));

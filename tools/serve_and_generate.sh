@@ -29,6 +29,7 @@ fi
 
 mkdir -p out
 log=out/mulo_server.log
+source tools/blas_env.sh  # OpenBLAS's fast kernels where it would pick its generic ones
 # The conventional ports (HTTP 8000, gRPC 8001, metrics 8002, as the README's commands use)
 # when all three are free; otherwise free ones, printed below.
 in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }

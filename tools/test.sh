@@ -14,7 +14,11 @@ find -L bazel-testlogs/ -name test.xml -delete 2>/dev/null || true
 mkdir -p out/test
 events=out/test/build_events.json
 rm -f "$events"
-bazel test //... --nocache_test_results --build_event_json_file="$events" "$@"
+# OpenBLAS's fast kernels where it would pick its generic ones (the tokens are the same).
+source tools/blas_env.sh
+blas_env=()
+[[ -n "${OPENBLAS_CORETYPE:-}" ]] && blas_env=(--test_env=OPENBLAS_CORETYPE)
+bazel test //... --nocache_test_results --build_event_json_file="$events" "${blas_env[@]}" "$@"
 status=$?
 
 # Targets first: a target that timed out or crashed has no failed case of its own.
