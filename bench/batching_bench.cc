@@ -218,11 +218,16 @@ int Run(const Flags& flags) {
       runs[level]["off"].push_back(
           Decode(family, methods, conditions, flags.requests, 1, nullptr));
       for (const std::string& variant : variants) {
-        // Calls per forward of a model (the batched token draws apart).
+        // Calls per forward of a model (the batched draws, judgements and reads apart).
         int64_t forwards = 0, calls = 0;
         engine::EngineLoop loop({/*max_rows=*/1 << 20, kinds[variant]},
                                 [&](const engine::EngineLoop::BatchEvent& e) {
-                                  if (e.component == engine::EngineLoop::Component::kSampler) return;
+                                  using Component = engine::EngineLoop::Component;
+                                  if (e.component == Component::kSampler ||
+                                      e.component == Component::kVerifier ||
+                                      e.component == Component::kHostRead) {
+                                    return;
+                                  }
                                   ++forwards;
                                   calls += e.calls;
                                 });

@@ -267,61 +267,55 @@ void EngineLoop::RunQueued() {
   ++counters_.rounds;
 }
 
+template <typename Model, typename Call, typename Result>
+StatusOr<Result> EngineLoop::Submit(const Model& model, const Call& call, Component component,
+                                    int64_t rows, int64_t budget_rows, bool counts_read) {
+  Queued<Model, Call, Result> self(model, call);
+  self.component = component;
+  self.rows = rows;
+  self.budget_rows = budget_rows;
+  if (Enqueue(&self) && counts_read && self.result.ok()) CountHostRead();
+  return std::move(self.result);
+}
+
 StatusOr<ForwardOutput> EngineLoop::Run(const TokenModel& model, const ForwardCall& call) {
   if (call.cache == nullptr) return InvalidArgumentError("EngineLoop::Run: no cache");
   MULO_RETURN_IF_ERROR(model.CheckForward(*call.cache, call.embeddings, call.positions, call.mask));
-  Queued<TokenModel, ForwardCall, ForwardOutput> self(model, call);
-  self.component = Component::kTransformer;
-  self.rows = self.budget_rows = call.embeddings.size(0) * call.embeddings.size(1);
-  Enqueue(&self);
-  return std::move(self.result);
+  const int64_t rows = call.embeddings.size(0) * call.embeddings.size(1);
+  return Submit<TokenModel, ForwardCall, ForwardOutput>(model, call, Component::kTransformer,
+                                                        rows, rows);
 }
 
 StatusOr<torch::Tensor> EngineLoop::Run(const EagleHead& head, const HeadCall& call) {
   MULO_RETURN_IF_ERROR(head.CheckForward(call));
-  Queued<EagleHead, HeadCall, torch::Tensor> self(head, call);
-  self.component = Component::kEagleHead;
-  self.rows = self.budget_rows = call.features.size(0) * call.features.size(1);
-  Enqueue(&self);
-  return std::move(self.result);
+  const int64_t rows = call.features.size(0) * call.features.size(1);
+  return Submit<EagleHead, HeadCall, torch::Tensor>(head, call, Component::kEagleHead, rows,
+                                                    rows);
 }
 
 StatusOr<torch::Tensor> EngineLoop::Run(const Resampler& resampler, const ResampleCall& call) {
   MULO_RETURN_IF_ERROR(resampler.CheckIds(call.ids, call.h, call.w, !call.drawn));
-  Queued<Resampler, ResampleCall, torch::Tensor> self(resampler, call);
-  self.component = Component::kResampler;
-  self.rows = call.ids.size(0) * resampler.OutputRows(call.h) * resampler.OutputCols(call.w);
-  self.budget_rows = 0;
-  Enqueue(&self);
-  return std::move(self.result);
+  const int64_t rows =
+      call.ids.size(0) * resampler.OutputRows(call.h) * resampler.OutputCols(call.w);
+  return Submit<Resampler, ResampleCall, torch::Tensor>(resampler, call, Component::kResampler,
+                                                        rows, /*budget_rows=*/0);
 }
 
 StatusOr<torch::Tensor> EngineLoop::Draw(const DrawCall& call) {
-  Queued<TokenDrawer, DrawCall, torch::Tensor> self(drawer_, call);
-  self.component = Component::kSampler;
-  self.rows = call.count();
-  self.budget_rows = 0;
-  Enqueue(&self);
-  return std::move(self.result);
+  return Submit<TokenDrawer, DrawCall, torch::Tensor>(drawer_, call, Component::kSampler,
+                                                      call.count(), /*budget_rows=*/0);
 }
 
 StatusOr<ChainDecision> EngineLoop::Judge(const ChainCall& call) {
-  Queued<ChainRule, ChainCall, ChainDecision> self(chain_rule_, call);
-  self.component = Component::kVerifier;
-  self.rows = call.length();
-  self.budget_rows = 0;
-  // Queued, the batch's read ran in the loop's context, not this request's.
-  if (Enqueue(&self) && self.result.ok()) CountHostRead();
-  return std::move(self.result);
+  return Submit<ChainRule, ChainCall, ChainDecision>(chain_rule_, call, Component::kVerifier,
+                                                     call.length(), /*budget_rows=*/0,
+                                                     /*counts_read=*/true);
 }
 
 StatusOr<torch::Tensor> EngineLoop::Read(const torch::Tensor& tensor, torch::ScalarType dtype) {
-  Queued<HostTransfer, ReadCall, torch::Tensor> self(host_transfer_, {tensor, dtype});
-  self.component = Component::kHostRead;
-  self.rows = tensor.numel();
-  self.budget_rows = 0;
-  if (Enqueue(&self) && self.result.ok()) CountHostRead();  // as Judge's
-  return std::move(self.result);
+  return Submit<HostTransfer, ReadCall, torch::Tensor>(host_transfer_, {tensor, dtype},
+                                                       Component::kHostRead, tensor.numel(),
+                                                       /*budget_rows=*/0, /*counts_read=*/true);
 }
 
 bool EngineLoop::Enqueue(Pending* self) {

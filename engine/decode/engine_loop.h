@@ -8,16 +8,19 @@
 // (DecodeSession::DrawOnDevice: ar's tokens, MuLo-SD's drafts), and each chain its verifier
 // judges (ExactVerifier through VerifierRngs::judge: speculative, SJD, GSD, MC-SJD), and each
 // device -> host read it makes through the loop (DecodeSession::ReadIds, a verifier's
-// VerifierRngs::reader), is queued here and the fiber pauses. A round of the loop
-// resumes every request that can go on, each until it waits for a forward or ends; then every
-// request is waiting, and the loop runs what they queued: one batched forward per model
-// (TokenModel::ForwardBatch, EagleHead::ForwardBatch, Resampler::ApplyBatch; target and
-// drafter forwards of different requests and methods side by side), split where a model's rows
-// exceed max_rows, one batched draw (TokenDrawer::DrawBatch) and one batched chain judgement
-// with one host read for all (JudgeChainsTogether), and one batched read of every queued
-// tensor (HostReadTogether), and resumes each with its result. Requests join between rounds (the
-// Source gives the loop new ones) and leave when their fiber ends, so a cancelled request
-// leaves within one step.
+// VerifierRngs::reader), is queued here and the fiber pauses. A round of the loop resumes
+// every request that can go on, each until it queues a call or ends; then every request is
+// waiting. If any waits on a cheap call (a draw, a chain judgement, a read), the loop runs
+// only those, as one batched draw (TokenDrawer::DrawBatch), one batched judgement with one
+// host read for all (JudgeChainsTogether) and one batched read of every queued tensor
+// (HostReadTogether), and lets their requests go on to their next forward: a request that
+// queued a draw while the others queued forwards would otherwise stay half a step behind them
+// for good, and no forward would carry them all. Once every request waits on a forward, the
+// loop runs one batched forward per model (TokenModel::ForwardBatch, EagleHead::ForwardBatch,
+// Resampler::ApplyBatch; target and drafter forwards of different requests and methods side
+// by side), split where a model's rows exceed max_rows, and resumes each request with its
+// result. Requests join between rounds (the Source gives the loop new ones) and leave when
+// their fiber ends, so a cancelled request leaves within one step.
 //
 // Why fibers rather than rewriting each method as a state machine that returns its forwards:
 // a method's file keeps reading like its paper's algorithm box (a forward, then the next line
@@ -152,7 +155,7 @@ class EngineLoop : public ChainJudge, public HostReader {
     int64_t forwards = 0;   // executed forwards
     int64_t calls = 0;      // calls they carried
     int64_t max_calls = 0;  // most calls in one forward
-    int64_t rounds = 0;     // rounds of the loop that ran forwards
+    int64_t rounds = 0;     // runs of queued calls (of cheap calls, or of forwards)
     int64_t requests = 0;   // requests started
     int64_t most_active = 0;  // most requests active at once
   };
@@ -165,11 +168,19 @@ class EngineLoop : public ChainJudge, public HostReader {
   template <typename Model, typename Call, typename Result>
   struct Queued;
 
+  // A call of `model` (its kind of Component) through the loop: queued, and the calling
+  // request paused until its batch has run; at once when called from outside the loop's
+  // requests. `rows` are reported, `budget_rows` counted against max_rows. With `counts_read`
+  // (a judgement or a read), a queued call counts as a host read of the request's own: the
+  // batch's one read ran in the loop's context, and the request waited on it as on its own.
+  template <typename Model, typename Call, typename Result>
+  StatusOr<Result> Submit(const Model& model, const Call& call, Component component,
+                          int64_t rows, int64_t budget_rows, bool counts_read = false);
   // Queues `self` and pauses the calling request until its batch has run; runs it at once
   // when called from outside the loop's requests. True when queued.
   bool Enqueue(Pending* self);
-  // Runs everything queued: one forward per model in order of first arrival, each split at
-  // max_rows.
+  // Runs the queued cheap calls if there are any, else every queued forward (one per model in
+  // order of first arrival, each split at max_rows), and wakes the requests whose calls ran.
   void RunQueued();
   // Runs `batch` (all of one model) and posts each call's result.
   void Execute(const std::vector<Pending*>& batch);
