@@ -1,6 +1,7 @@
 #include "engine/decode/device_dynamic_tree.h"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "engine/core/host_read.h"
@@ -83,28 +84,43 @@ void DeviceDynamicTree::Expand(const torch::Tensor& log_probs) {
   ++expansions_;
 }
 
-StatusOr<DynamicTreeBuilder::Chosen> DeviceDynamicTree::Finish() const {
-  return GuardTorch("DeviceDynamicTree::Finish",
-                    [&]() -> StatusOr<DynamicTreeBuilder::Chosen> {
+StatusOr<torch::Tensor> DeviceDynamicTree::ChosenOnDevice() const {
+  return GuardTorch("DeviceDynamicTree::ChosenOnDevice", [&]() -> StatusOr<torch::Tensor> {
     torch::NoGradGuard no_grad;
     const int64_t recorded = tokens_.size(0);
     const int64_t total = std::min<int64_t>(options_.total_tokens, recorded);
     const torch::Tensor chosen = BestInIndexOrder(scores_, total);
-    // Parents re-indexed into the chosen list (a chosen node's parent is chosen: it scores
-    // at least as much and was created earlier).
+    // Parents re-indexed into the chosen list (a chosen node's parent is chosen: it scores at
+    // least as much and was created earlier).
     const torch::Tensor index_of =
         torch::full({recorded}, -1, chosen.options()).index_put_({chosen}, Arange(total, chosen));
     const torch::Tensor parent = parents_.index_select(0, chosen);
-    const torch::Tensor chosen_parent = torch::where(
-        parent < 0, torch::full_like(parent, -1), index_of.index_select(0, parent.clamp_min(0)));
-    const std::vector<int64_t> host =
-        HostReadIds(torch::cat({chosen, tokens_.index_select(0, chosen), chosen_parent}));
-    DynamicTreeBuilder::Chosen out;
-    out.nodes.assign(host.begin(), host.begin() + total);
-    out.tokens.assign(host.begin() + total, host.begin() + 2 * total);
-    std::vector<int64_t> parents(host.begin() + 2 * total, host.end());
-    MULO_ASSIGN_OR_RETURN(out.shape, TreeFromParents(parents));
-    return out;
+    const torch::Tensor chosen_parent = torch::where(parent < 0, torch::full_like(parent, -1),
+                                                     index_of.index_select(0, parent.clamp_min(0)));
+    return torch::cat({chosen, tokens_.index_select(0, chosen), chosen_parent});
+  });
+}
+
+StatusOr<DynamicTreeBuilder::Chosen> DeviceDynamicTree::ChosenFromHost(
+    const std::vector<int64_t>& host) const {
+  const int64_t total = std::min<int64_t>(options_.total_tokens, tokens_.size(0));
+  if (static_cast<int64_t>(host.size()) != 3 * total) {
+    return InvalidArgumentError(
+        "DeviceDynamicTree::ChosenFromHost: " + std::to_string(host.size()) + " values for " +
+        std::to_string(total) + " chosen nodes (expected 3 per node)");
+  }
+  DynamicTreeBuilder::Chosen out;
+  out.nodes.assign(host.begin(), host.begin() + total);
+  out.tokens.assign(host.begin() + total, host.begin() + 2 * total);
+  std::vector<int64_t> parents(host.begin() + 2 * total, host.end());
+  MULO_ASSIGN_OR_RETURN(out.shape, TreeFromParents(parents));
+  return out;
+}
+
+StatusOr<DynamicTreeBuilder::Chosen> DeviceDynamicTree::Finish() const {
+  MULO_ASSIGN_OR_RETURN(torch::Tensor ids, ChosenOnDevice());
+  return GuardTorch("DeviceDynamicTree::Finish", [&]() -> StatusOr<DynamicTreeBuilder::Chosen> {
+    return ChosenFromHost(HostReadIds(ids));
   });
 }
 

@@ -18,6 +18,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/core/status.h"
 #include "engine/decode/dynamic_tree.h"
@@ -46,8 +47,14 @@ class DeviceDynamicTree {
   int64_t slots_fed() const { return slots_fed_; }
   int64_t expansions_left() const { return options_.depth - expansions_; }
 
-  // The chosen tree, as DynamicTreeBuilder::Finish gives it (nodes: recorded ids); reads it
-  // from the device once.
+  // The chosen tree, as DynamicTreeBuilder::Finish gives it (nodes: recorded ids), in two
+  // halves so that the one host read between them can go where the caller's reads go (a
+  // request's engine loop batches it with other requests'): the chosen nodes, their tokens
+  // and their parents (re-indexed into the chosen list), as one int64 tensor on the device;
+  // then the tree from those values read to the host.
+  StatusOr<torch::Tensor> ChosenOnDevice() const;
+  StatusOr<DynamicTreeBuilder::Chosen> ChosenFromHost(const std::vector<int64_t>& host) const;
+  // Both, reading at once.
   StatusOr<DynamicTreeBuilder::Chosen> Finish() const;
 
  private:

@@ -75,8 +75,7 @@ class EagleState : public SteppedMethod::State {
           verdict,
           verifier_.Verify({tree.drafts, torch::cat({p.narrow(0, 1, length), p.narrow(0, 0, 1)}),
                             session.greedy()},
-                           {&session.rng(RngStream::kAcceptance),
-                            &session.rng(RngStream::kTarget)}));
+                           session.verifier_rngs()));
     }
     // 4. The target keeps the root and the accepted path; the head gets their features.
     const int64_t accepted = static_cast<int64_t>(verdict.accepted.size());

@@ -212,7 +212,10 @@ StatusOr<TreeDraft> EagleProposer::ProposeDynamic(DecodeSession& session,
   }
   MULO_RETURN_IF_ERROR(cache_.Truncate(committed_rows_));
   tree_features_ = torch::Tensor();
-  MULO_ASSIGN_OR_RETURN(DynamicTreeBuilder::Chosen chosen, tree.Finish());
+  // The one read of the tree, batched with other requests' in an engine loop.
+  MULO_ASSIGN_OR_RETURN(torch::Tensor chosen_on_device, tree.ChosenOnDevice());
+  MULO_ASSIGN_OR_RETURN(std::vector<int64_t> chosen_ids, session.ReadIds(chosen_on_device));
+  MULO_ASSIGN_OR_RETURN(DynamicTreeBuilder::Chosen chosen, tree.ChosenFromHost(chosen_ids));
   TreeDraft draft;
   draft.drafts.tokens = chosen.tokens;
   draft.drafts.parents = chosen.shape.parents;

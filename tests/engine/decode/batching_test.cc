@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -493,6 +494,41 @@ TEST(EngineLoopTest, ChainVerificationsBatchAcrossRequestsExactly) {
   int64_t request_reads = 0;
   for (const auto& result : together) request_reads += result->stats.host_syncs;
   EXPECT_LT(2 * loop_reads, request_reads) << loop_reads << " reads for " << request_reads;
+}
+
+TEST(EngineLoopTest, DynamicTreeReadsBatchAcrossRequestsExactly) {
+  // EAGLE-2's dynamic trees (eagle, lantern++): the tree's one read of its chosen nodes and the
+  // tree verifier's read of p and q go through the loop, batched with the other requests';
+  // each request decodes its lone tokens and counts the reads it counts alone.
+  const std::vector<Job> jobs = {{"eagle", 0, 1.0}, {"eagle", 1, 0.0}, {"lantern++", 2, 1.0}};
+  std::vector<DecodeResult> alone;
+  for (const Job& job : jobs) {
+    NullProgressSink sink;
+    CancelToken cancel;
+    auto result = DecodeJob(job, nullptr, cancel, sink);
+    ASSERT_OK(result);
+    alone.push_back(*result);
+  }
+  ComponentCounts counts;
+  EngineLoop loop({256, PackedGemms::kPerSequence}, counts.Observer());
+  auto together = DecodeTogether(jobs, static_cast<int>(jobs.size()), loop);
+  int64_t request_reads = 0, verify_steps = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_OK(together[i]);
+    EXPECT_EQ(together[i]->tokens, alone[i].tokens) << jobs[i].method << " " << i;
+    EXPECT_EQ(together[i]->stats.host_syncs, alone[i].stats.host_syncs) << jobs[i].method;
+    request_reads += together[i]->stats.host_syncs;
+    verify_steps += together[i]->stats.verify_steps;
+  }
+  using C = EngineLoop::Component;
+  // Two reads per step through the loop (the tree's choice, the verifier's p and q): every
+  // read the requests count but each one's first token (a host draw, not routed yet).
+  EXPECT_EQ(counts.calls[C::kHostRead], 2 * verify_steps);
+  EXPECT_EQ(counts.calls[C::kHostRead] + static_cast<int64_t>(jobs.size()), request_reads);
+  EXPECT_LT(counts.batches[C::kHostRead], counts.calls[C::kHostRead]);
+  std::cout << "[reads] requests " << request_reads << ", through the loop "
+            << counts.calls[C::kHostRead] << " in " << counts.batches[C::kHostRead]
+            << " batches, verify steps " << verify_steps << std::endl;
 }
 
 // A sink that cancels its request once `rows` rows have streamed.
