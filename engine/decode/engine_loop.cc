@@ -83,6 +83,14 @@ StatusOr<std::vector<torch::Tensor>> RunTogether(const EngineLoop::HostTransfer&
   });
 }
 
+// Draws, chain judgements and host reads: short next to a forward, and each is a step's
+// midpoint, between two forwards.
+bool IsCheap(EngineLoop::Component component) {
+  return component == EngineLoop::Component::kSampler ||
+         component == EngineLoop::Component::kVerifier ||
+         component == EngineLoop::Component::kHostRead;
+}
+
 }  // namespace
 
 // One request the loop steps: its fiber, and whether it waits for a queued forward.
@@ -189,7 +197,7 @@ Status EngineLoop::Serve(Source& source) {
   while (true) {
     admit();
     if (active.empty()) break;
-    // A round: every request goes on until it waits for a forward or ends. One that pauses
+    // A round: every request goes on until it waits on a queued call or ends. One that pauses
     // between its steps goes on again at once, after the loop has admitted new requests.
     while (true) {
       bool resumed = false;
@@ -216,18 +224,6 @@ Status EngineLoop::Serve(Source& source) {
 void EngineLoop::StepDone() {
   if (serving_ && Fiber::Current() != nullptr) Fiber::Yield();
 }
-
-namespace {
-
-// Draws, chain judgements and host reads: short next to a forward, and each is a step's
-// midpoint, between two forwards.
-bool IsCheap(EngineLoop::Component component) {
-  return component == EngineLoop::Component::kSampler ||
-         component == EngineLoop::Component::kVerifier ||
-         component == EngineLoop::Component::kHostRead;
-}
-
-}  // namespace
 
 void EngineLoop::RunQueued() {
   if (queue_.empty()) return;
