@@ -4,7 +4,7 @@
 // loads, from the CPU's family and model numbers. A model it does not know (common on virtual
 // machines, whose CPU may report itself as "Intel(R) Xeon(R) Processor") gets the generic SSE3
 // "Prescott" kernels even on a CPU with AVX-512. On such a machine (this project's CI) the
-// SkylakeX kernels decoded ar 2.2x faster alone and 1.9x faster at concurrency 8, with the same
+// SkylakeX kernels decoded ar 1.6-2.2x faster alone and 1.2-1.9x faster at concurrency 8, same
 // tokens (docs/benchmarks.md). The choice cannot change after load: OPENBLAS_CORETYPE must be
 // set before the process starts.
 #ifndef MULO_ENGINE_CORE_BLAS_KERNELS_H_
