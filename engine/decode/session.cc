@@ -1,6 +1,8 @@
 #include "engine/decode/session.h"
 
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "engine/core/device_upload.h"
@@ -280,7 +282,15 @@ int64_t DecodeSession::Draw(const torch::Tensor& logits, RngStream stream) {
 
 int64_t DecodeSession::Draw(const torch::Tensor& logits, RngStream stream,
                             const SamplingParams& sampling) {
-  return SampleToken(GuidedLogits(logits, sampling.cfg_scale), sampling, rng(stream));
+  Rng& draws = rng(stream);
+  const PreparedTokenDraw draw =
+      PrepareTokenDraw(GuidedLogits(logits, sampling.cfg_scale), sampling, draws);
+  // SampleToken's one read, through the request's engine loop (batched with other requests').
+  StatusOr<torch::Tensor> host = HostReadWith(request_.loop, draw.to_read, draw.dtype);
+  // Draw returns no Status: a failed read is thrown, and the step's guard
+  // (SteppedMethod::Decode) makes it the request's INTERNAL error, as a failed lone read is.
+  if (!host.ok()) throw std::runtime_error(std::string(host.status().message()));
+  return FinishTokenDraw(draw, *host, draws);
 }
 
 UniformCache& DecodeSession::uniforms(RngStream stream) {

@@ -129,6 +129,36 @@ TEST(SamplerTest, NeverDrawsZeroProbabilityTokens) {
   }
 }
 
+// The device draw (used on CUDA tensors) run on the CPU: the index the host draw picks with
+// the same stream, trailing and inner zeros included, in one int64 [1].
+TEST(SamplerTest, TheDeviceDrawPicksTheHostDrawsIndex) {
+  const auto probs = torch::tensor({0.0f, 0.3f, 0.0f, 0.25f, 0.2f, 0.25f, 0.0f, 0.0f});
+  Rng device(77), host(77);
+  for (int i = 0; i < 2000; ++i) {
+    const torch::Tensor index = DrawIndexOnDevice(probs, device);
+    ASSERT_EQ(index.sizes(), torch::IntArrayRef({1}));
+    ASSERT_EQ(index.scalar_type(), torch::kInt64);
+    ASSERT_EQ(index.item<int64_t>(), SampleFromHostProbabilities(probs, host)) << "draw " << i;
+  }
+}
+
+// SampleToken split at its read (PrepareTokenDraw, FinishTokenDraw) draws SampleToken's
+// tokens from the same stream, greedy and sampled.
+TEST(SamplerTest, APreparedDrawFinishesAsSampleToken) {
+  const auto logits = torch::tensor({0.5f, 2.0f, 1.0f, -1.0f, 1.5f});
+  for (double temperature : {0.0, 1.0}) {
+    SamplingParams params;
+    params.temperature = temperature;
+    Rng split(11), whole(11);
+    for (int i = 0; i < 200; ++i) {
+      const PreparedTokenDraw draw = PrepareTokenDraw(logits, params, split);
+      const int64_t token = FinishTokenDraw(draw, draw.to_read.to(draw.dtype), split);
+      ASSERT_EQ(token, SampleToken(logits, params, whole)) << "temperature " << temperature;
+    }
+    EXPECT_EQ(split.Next(), whole.Next()) << "the streams moved apart";
+  }
+}
+
 TEST(SamplerTest, GreedyConsumesNoRandomness) {
   SamplingParams greedy;
   greedy.temperature = 0.0;
