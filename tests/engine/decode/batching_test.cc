@@ -314,15 +314,22 @@ std::vector<StatusOr<DecodeResult>> DecodeTogether(const std::vector<Job>& jobs,
   return results;
 }
 
-// Each job's tokens decoded alone, without a loop.
-void DecodeAlone(const std::vector<Job>& jobs, std::vector<std::vector<int32_t>>* tokens) {
+// Each job decoded alone, without a loop.
+void DecodeAlone(const std::vector<Job>& jobs, std::vector<DecodeResult>* results) {
   for (const Job& job : jobs) {
     NullProgressSink sink;
     CancelToken cancel;
     auto result = DecodeJob(job, nullptr, cancel, sink);
     ASSERT_OK(result);
-    tokens->push_back(result->tokens);
+    results->push_back(*result);
   }
+}
+
+// Each job's tokens decoded alone, without a loop.
+void DecodeAlone(const std::vector<Job>& jobs, std::vector<std::vector<int32_t>>* tokens) {
+  std::vector<DecodeResult> results;
+  ASSERT_NO_FATAL_FAILURE(DecodeAlone(jobs, &results));
+  for (const DecodeResult& result : results) tokens->push_back(result.tokens);
 }
 
 TEST(EngineLoopTest, EveryMethodDecodesItsLoneTokensInsideMixedBatches) {
@@ -464,13 +471,7 @@ TEST(EngineLoopTest, ChainVerificationsBatchAcrossRequestsExactly) {
                                  {"gsd", 4, 1.0},         {"gsd", 5, 0.0},
                                  {"mc_sjd", 6, 1.0},      {"mc_sjd", 7, 1.0}};
   std::vector<DecodeResult> alone;
-  for (const Job& job : jobs) {
-    NullProgressSink sink;
-    CancelToken cancel;
-    auto result = DecodeJob(job, nullptr, cancel, sink);
-    ASSERT_OK(result);
-    alone.push_back(*result);
-  }
+  ASSERT_NO_FATAL_FAILURE(DecodeAlone(jobs, &alone));
   ComponentCounts counts;
   EngineLoop loop({256, PackedGemms::kPerSequence}, counts.Observer());
   const int64_t reads_before = HostReadCount();  // this thread's: the loop's batched reads
@@ -507,13 +508,7 @@ TEST(EngineLoopTest, DynamicTreeReadsBatchAcrossRequestsExactly) {
   // each request decodes its lone tokens and counts the reads it counts alone.
   const std::vector<Job> jobs = {{"eagle", 0, 1.0}, {"eagle", 1, 0.0}, {"lantern++", 2, 1.0}};
   std::vector<DecodeResult> alone;
-  for (const Job& job : jobs) {
-    NullProgressSink sink;
-    CancelToken cancel;
-    auto result = DecodeJob(job, nullptr, cancel, sink);
-    ASSERT_OK(result);
-    alone.push_back(*result);
-  }
+  ASSERT_NO_FATAL_FAILURE(DecodeAlone(jobs, &alone));
   ComponentCounts counts;
   EngineLoop loop({256, PackedGemms::kPerSequence}, counts.Observer());
   auto together = DecodeTogether(jobs, static_cast<int>(jobs.size()), loop);
