@@ -112,6 +112,12 @@ ABSL_FLAG(std::string, grid_out, "",
           "also write a PNG grid of the first --grid_prompts prompts (first seed): one column "
           "per method row");
 ABSL_FLAG(int, grid_prompts, 8, "rows of --grid_out");
+ABSL_FLAG(bool, emulate_cuda_graphs, false,
+          "on the CPU, run the CUDA-graph path with each replay emulated (its captured body run "
+          "eagerly; LoadOptions::emulate_cuda_graphs): the host-syncs table then counts graph "
+          "replays per step and, with --count_ops, only the operators a GPU would dispatch "
+          "outside graphs. With --kv_pool the graphs are the pools' (captured at load, as a "
+          "server's); without, each request's own");
 ABSL_FLAG(bool, kv_pool, false,
           "take every request's KV caches from a worker's pool of fixed slots, as the server "
           "does (engine/decode/kv_pools.h), instead of caches of their own");
@@ -135,6 +141,7 @@ namespace {
 
 // How a CUDA run's transformers launch their forwards, for the table's caption.
 const char* GraphsLabel(const engine::LoadOptions& load) {
+  if (load.emulate_cuda_graphs) return " with emulated CUDA graphs";
   if (!load.cuda_graphs) return " eager";
   return load.cuda_graph_buckets ? " with CUDA graphs (buckets)"
                                  : " with CUDA graphs (exact shapes)";
@@ -157,7 +164,7 @@ struct Row {
          tokens = 0, resampled = 0, relaxed = 0, expansion = 0, prefix_own = 0,
          prefix_down = 0, verify_steps = 0, pooled_drafts = 0, pooled_neighbors = 0,
          tree_depth = 0, tree_width = 0, host_syncs = 0, dispatched_ops = 0,
-         kernel_ops = 0;
+         kernel_ops = 0, graph_replays = 0;
   std::vector<double> accepted_per_position;  // summed over samples
   std::array<double, engine::kNumPhases> phase_seconds{};
   std::vector<int> passes;         // per sample, in run order (paired with ar's)
@@ -296,6 +303,12 @@ int Run() {
   }
   load.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   load.cuda_graph_buckets = absl::GetFlag(FLAGS_cuda_graph_buckets);
+  load.emulate_cuda_graphs = absl::GetFlag(FLAGS_emulate_cuda_graphs);
+  if (load.emulate_cuda_graphs && load.device.is_cuda()) {
+    std::fprintf(stderr, "error: --emulate_cuda_graphs: only on --device=cpu (a GPU replays "
+                         "its graphs)\n");
+    return 2;
+  }
   auto inputs = bench::LoadFamilyInputs(absl::GetFlag(FLAGS_models), absl::GetFlag(FLAGS_prompts),
                                         absl::GetFlag(FLAGS_limit), absl::GetFlag(FLAGS_threads),
                                         load);
@@ -555,6 +568,7 @@ int Run() {
         row.host_syncs += s.host_syncs;
         row.dispatched_ops += s.dispatched_ops;
         row.kernel_ops += s.kernel_ops;
+        row.graph_replays += s.graph_replays;
         if (row.accepted_per_position.size() < s.accepted_per_position.size()) {
           row.accepted_per_position.resize(s.accepted_per_position.size(), 0.0);
         }
@@ -570,7 +584,8 @@ int Run() {
                                  {"seed", sampling.seed},
                                  {"seconds", s.total_seconds},
                                  {"tokens", s.tokens},
-                                 {"host_syncs", s.host_syncs}};
+                                 {"host_syncs", s.host_syncs},
+                                 {"graph_replays", s.graph_replays}};
           if (absl::GetFlag(FLAGS_count_ops)) {
             line["dispatched_ops"] = s.dispatched_ops;
             line["kernel_ops"] = s.kernel_ops;
@@ -610,7 +625,7 @@ int Run() {
       count, seeds, absl::GetFlag(FLAGS_prompts), absl::GetFlag(FLAGS_seed),
       seeds > 1 ? " + 100000 s" : "", absl::GetFlag(FLAGS_temperature),
       family->default_cfg_scale, absl::GetFlag(FLAGS_threads), device_name, dtype,
-      load.device.is_cuda() ? GraphsLabel(load) : "", n_tokens,
+      load.device.is_cuda() || load.emulate_cuda_graphs ? GraphsLabel(load) : "", n_tokens,
       n_draft, warmup,
       seeds > 1 ? "; diversity = mean pairwise pixel distance (0-255) between one prompt's "
                   "samples, relative to ar's"
@@ -723,18 +738,20 @@ int Run() {
   // Device -> host reads (host synchronisations on a GPU, counted on every device): a decoding
   // step is a verify step (parallel step), or a sampled token for methods without them (ar).
   std::string syncs =
-      "\nhost syncs (device -> host reads; prefill and decoding, not the image decode)\n\n"
+      "\nhost syncs (device -> host reads), graph replays and operators dispatched outside "
+      "graphs (prefill and decoding, not the image decode)\n\n"
       "| method | host syncs / image | decode steps / image | host syncs / step |"
-      " dispatched ops / step | kernels / step |\n"
-      "|---|---:|---:|---:|---:|---:|\n";
+      " graph replays / step | dispatched ops / step | kernels / step |\n"
+      "|---|---:|---:|---:|---:|---:|---:|\n";
   const bool counted_ops = absl::GetFlag(FLAGS_count_ops);
   for (const Row& row : rows) {
     const double steps = row.verify_steps > 0 ? row.verify_steps : row.tokens;
     auto per_step = [&](double total) { return steps > 0 ? total / steps : 0.0; };
     absl::StrAppend(
         &syncs,
-        absl::StrFormat("| %s | %.1f | %.1f | %.2f | %s | %s |\n", row.config.name,
+        absl::StrFormat("| %s | %.1f | %.1f | %.2f | %.2f | %s | %s |\n", row.config.name,
                         row.host_syncs / row.n, steps / row.n, per_step(row.host_syncs),
+                        per_step(row.graph_replays),
                         counted_ops ? absl::StrFormat("%.0f", per_step(row.dispatched_ops)) : "-",
                         counted_ops ? absl::StrFormat("%.0f", per_step(row.kernel_ops)) : "-"));
   }

@@ -1,5 +1,5 @@
 // What the engine counts as a request decodes, for the GPU cost it would pay: device -> host
-// reads (host_read.h) and dispatched ATen operators (op_count.h).
+// reads (host_read.h), dispatched ATen operators and CUDA graph replays (op_count.h).
 //
 // Counted per execution context rather than per request, because the reads and operators sit
 // in functions that take no request (samplers, verifiers, forwards): a context is the thread,
@@ -18,6 +18,7 @@ struct ExecutionCounters {
   int64_t host_reads = 0;
   int64_t ops_dispatched = 0;  // op_count.h: every ATen operator call
   int64_t ops_kernels = 0;     // op_count.h: the calls that launch a kernel
+  int64_t graph_replays = 0;   // op_count.h: CUDA graphs replayed (or emulated), GraphReplay
 };
 
 // The counters of what runs now on this thread: the running fiber's, else the thread's own.

@@ -20,6 +20,7 @@ struct ThreadState {
   at::CallbackHandle handle = 0;
   std::vector<bool> open_calls;
   std::vector<std::string>* kernel_names = nullptr;
+  int replay_depth = 0;  // open GraphReplay scopes: their operators are the graph's
 };
 
 ThreadState& State() {
@@ -45,6 +46,10 @@ bool HasOwnKernel(const at::RecordFunction& call) {
 // again.
 std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& call) {
   ThreadState& state = State();
+  if (state.replay_depth > 0) {
+    state.open_calls.push_back(true);  // popped by OnEnd; nothing inside is counted
+    return nullptr;
+  }
   ExecutionCounters& counters = CurrentCounters();
   ++counters.ops_dispatched;
   const bool inside_kernel = !state.open_calls.empty() && state.open_calls.back();
@@ -66,8 +71,15 @@ void OnEnd(const at::RecordFunction&, at::ObserverContext*) {
 
 OpCounts ThreadOpCounts() {
   const ExecutionCounters& counters = CurrentCounters();
-  return OpCounts{counters.ops_dispatched, counters.ops_kernels};
+  return OpCounts{counters.ops_dispatched, counters.ops_kernels, counters.graph_replays};
 }
+
+GraphReplay::GraphReplay() {
+  ++CurrentCounters().graph_replays;
+  ++State().replay_depth;
+}
+
+GraphReplay::~GraphReplay() { --State().replay_depth; }
 
 OpCounting::OpCounting() : OpCounting(nullptr) {}
 

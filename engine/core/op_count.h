@@ -9,7 +9,7 @@
 // and its Stats take the difference. A scope is the thread's: while any is alive every
 // context on the thread counts, each into its own counters.
 //
-// Two numbers per operator:
+// Two numbers per operator (and, beside them, the graph replays; GraphReplay below):
 // - dispatched: every ATen operator call, including those a composite operator makes (linear
 //   calls matmul, matmul calls mm);
 // - kernels: the calls of operators that have a kernel of their own (not only a decomposition
@@ -27,6 +27,7 @@ namespace mulo::engine {
 struct OpCounts {
   int64_t dispatched = 0;
   int64_t kernels = 0;
+  int64_t graph_replays = 0;  // GraphReplay scopes opened (counted with or without OpCounting)
 };
 
 // What has been counted in this execution context so far (never reset; take differences).
@@ -46,6 +47,20 @@ class OpCounting {
 
  private:
   std::vector<std::string>* previous_names_ = nullptr;
+};
+
+// While alive, what the thread runs is a CUDA graph's replay, one launch for the whole graph:
+// the context counts one replay, and the operators an emulated replay dispatches (the
+// captured body run eagerly on the CPU, LoadOptions::emulate_cuda_graphs) are not counted,
+// since a GPU replays them without the host dispatching any. So on the CPU with emulated
+// graphs, `dispatched` and `kernels` are the operators a GPU would dispatch outside graphs.
+// The capture itself is not a replay: its operators count, as a GPU dispatches them once.
+class GraphReplay {
+ public:
+  GraphReplay();
+  ~GraphReplay();
+  GraphReplay(const GraphReplay&) = delete;
+  GraphReplay& operator=(const GraphReplay&) = delete;
 };
 
 // True for operators that only make a view or an uninitialised allocation (no kernel on a

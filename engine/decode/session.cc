@@ -398,6 +398,7 @@ StatusOr<DecodeResult> SteppedMethod::Decode(const DecodeRequest& request, const
     const OpCounts ops_after = ThreadOpCounts();
     session->stats().dispatched_ops = ops_after.dispatched - ops_before.dispatched;
     session->stats().kernel_ops = ops_after.kernels - ops_before.kernels;
+    session->stats().graph_replays = ops_after.graph_replays - ops_before.graph_replays;
     return session->Finish();
   });
 }

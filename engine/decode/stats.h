@@ -61,9 +61,14 @@ struct Stats {
   int64_t host_syncs = 0;
   // Operators dispatched over the same span (engine/core/op_count.h): all of them, and those
   // that are about one kernel launch each on a GPU. Zero unless the caller counts operators
-  // (an OpCounting scope on the decoding thread, as methods_bench --count_ops makes).
+  // (an OpCounting scope on the decoding thread, as methods_bench --count_ops makes). Those a
+  // CUDA graph replays are not dispatched by the host and not counted, emulated graphs
+  // included: these are the operators outside graphs.
   int64_t dispatched_ops = 0;
   int64_t kernel_ops = 0;
+  // CUDA graphs replayed over the same span (real or emulated), counted always. Forwards a
+  // loop batches run on the loop's thread and count there, not here.
+  int64_t graph_replays = 0;
   // The condition's decoding stage (Tar's MLLM writing TA-Tok ids): its tokens and its
   // model's forward passes, apart from the image's counters above.
   int64_t text_stage_tokens = 0;

@@ -3,6 +3,7 @@
 #include <functional>
 
 #include "engine/core/device_upload.h"
+#include "engine/core/op_count.h"
 #include "engine/core/torch_guard.h"
 #include "engine/model/cuda_graph_capture.h"
 #include "engine/model/decoder_only_model.h"
@@ -154,10 +155,13 @@ StatusOr<std::optional<ForwardOutput>> ForwardGraphs::Run(const DecoderOnlyModel
         e->graph = std::move(*graph);
       }
     }
-    if (e->emulated) {
-      e->emulated(cache);
-    } else {
-      e->graph->Replay();
+    {
+      GraphReplay replay;  // counted as one launch (op_count.h)
+      if (e->emulated) {
+        e->emulated(cache);
+      } else {
+        e->graph->Replay();
+      }
     }
     cache.Advance(n);
     ++replays_;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "engine/core/device_upload.h"
+#include "engine/core/op_count.h"
 #include "engine/core/torch_guard.h"
 #include "engine/model/cuda_graph_capture.h"
 #include "engine/model/forward_graphs.h"
@@ -230,10 +231,13 @@ StatusOr<std::optional<std::vector<std::vector<torch::Tensor>>>> PoolGraphs::Run
       }
       first_stream += batch;
     }
-    if (e->emulated) {
-      e->emulated();
-    } else {
-      e->graph->Replay();
+    {
+      GraphReplay replay;  // counted as one launch (op_count.h)
+      if (e->emulated) {
+        e->emulated();
+      } else {
+        e->graph->Replay();
+      }
     }
     std::vector<std::vector<torch::Tensor>> outputs;
     first_stream = 0;

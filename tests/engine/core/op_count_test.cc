@@ -2,7 +2,7 @@
 // each ATen call counts as dispatched, and kernels are the calls with a kernel of their own
 // that are not views and run inside no other kernel (an add is one kernel, a view none, a
 // linear layer with bias one addmm, not the bias copy addmm makes on the CPU); nested scopes
-// count once.
+// count once; a graph replay counts one replay and none of the operators run inside it.
 #include "engine/core/op_count.h"
 
 #include <gtest/gtest.h>
@@ -17,7 +17,8 @@ namespace {
 
 OpCounts Since(const OpCounts& before) {
   const OpCounts now = ThreadOpCounts();
-  return {now.dispatched - before.dispatched, now.kernels - before.kernels};
+  return {now.dispatched - before.dispatched, now.kernels - before.kernels,
+          now.graph_replays - before.graph_replays};
 }
 
 TEST(OpCountTest, NothingIsCountedOutsideAScope) {
@@ -74,6 +75,28 @@ TEST(OpCountTest, NestedScopesCountOnceAndOtherThreadsNotAtAll) {
   before = ThreadOpCounts();
   std::thread([&] { torch::Tensor d = a.exp(); }).join();
   EXPECT_EQ(Since(before).dispatched, 0);
+}
+
+TEST(OpCountTest, AGraphReplayIsOneReplayAndNoDispatchedOperators) {
+  const torch::Tensor a = torch::ones({8});
+  OpCounts before = ThreadOpCounts();
+  { GraphReplay replay; }
+  EXPECT_EQ(Since(before).graph_replays, 1) << "replays count without a counting scope too";
+  OpCounting counting;
+  before = ThreadOpCounts();
+  torch::Tensor b = a * 2;  // dispatched by the host
+  {
+    GraphReplay replay;  // an emulated replay: what runs inside is the graph's
+    torch::Tensor c = (b + 1).exp().sum();
+    {
+      GraphReplay nested;
+      torch::Tensor d = c * 3;
+    }
+  }
+  torch::Tensor e = b - 1;  // counting resumes after the replay
+  const OpCounts counted = Since(before);
+  EXPECT_EQ(counted.kernels, 2) << "the mul and the sub; nothing inside the replays";
+  EXPECT_EQ(counted.graph_replays, 2);
 }
 
 TEST(OpCountTest, MetadataOnlyOperatorsAreNamed) {
