@@ -1,8 +1,6 @@
-// Which methods' requests join their worker's batches (--batch_methods). Batching keeps every
-// method's tokens exact, so this is a speed choice only: on this CPU it pays for some methods
-// and costs others (README, "Continuous batching"), so the server batches the ones where it
-// was measured to win; a request of another method gets its worker alone (Job::joins_batches),
-// as with batching off.
+// Which methods' requests join their worker's batches (--batch_methods, default all). Batching
+// keeps every method's tokens exact, so this is a speed choice only; a request of a method
+// left out gets its worker alone (Job::joins_batches), as with batching off.
 #ifndef MULO_SERVER_BATCH_POLICY_H_
 #define MULO_SERVER_BATCH_POLICY_H_
 

@@ -116,12 +116,13 @@ ABSL_FLAG(int64_t, kv_cache_memory, 0,
 ABSL_FLAG(absl::Duration, batch_wait, absl::ZeroDuration(),
           "no longer used (accepted so that old command lines still start): each worker's "
           "engine loop runs a batch as soon as every request it steps waits for a forward");
-// The methods measured to gain from batching on CPU (README, "Continuous batching"); the
-// others lost 3-16% there (bench/batching_server_bench.sh).
 ABSL_FLAG(std::string, default_method, "ar",
           "the method of requests that name none (any method of the API; `auto`: the fastest "
           "the family's calibration table allows)");
-ABSL_FLAG(std::string, batch_methods, "ar,mulo",
+// Every method by default: with the engine loop no method loses in the batch beyond this CPU's
+// noise (docs/benchmarks.md, "Which methods batch"), and on a GPU a batch reads the weights
+// once for all its requests. A list keeps the others out (each then has its worker alone).
+ABSL_FLAG(std::string, batch_methods, "all",
           "methods whose requests join the batch (all, none or a comma list such as ar,mulo); "
           "a request of another method has its worker to itself");
 ABSL_FLAG(std::string, batch_gemms, "per_sequence",

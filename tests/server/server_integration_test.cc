@@ -424,7 +424,7 @@ TEST(ServerIntegrationTest, BatchedRequestsGetTheirLoneTokensAndTheBatchesAreCou
   std::vector<std::string> batch_flags = kRepository;
   batch_flags.push_back("--max_batch=6");
   batch_flags.push_back("--batch_wait=200ms");
-  batch_flags.push_back("--batch_methods=all");  // the default leaves speculative out
+  batch_flags.push_back("--batch_methods=all");  // the default, named so the test keeps it
   auto batched = ServerProcess::Start(batch_flags);
   ASSERT_TRUE(batched.ok()) << batched.status();
   std::vector<StreamResult> results(requests.size());
