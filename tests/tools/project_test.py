@@ -78,6 +78,26 @@ class ProjectTest(unittest.TestCase):
         self.assertAlmostEqual(methods["x"]["projected_speedup"], 0.0082 / 0.0077)
         self.assertEqual(doc["read_us"], 100)
 
+    def test_untraced_replays_are_priced_per_replay(self):
+        # An emulated-graphs trace: x replays 5 graphs, 1 of them its traced 4-token forward
+        # (graph true), so 4 replays (an EAGLE head's) are not traced forwards. The table has
+        # eager costs only, so the forwards are priced eager (--graphs none).
+        ar = dict(AR, host_syncs=1, dispatched_ops=10, graph_replays=0,
+                  forwards=[f + [0] for f in AR["forwards"]])
+        x = dict(X, host_syncs=1, dispatched_ops=10, graph_replays=5,
+                 forwards=[X["forwards"][0] + [0], ["target", 2, 4, 1, True, 0]])
+        with tempfile.TemporaryDirectory() as tmp:
+            unpriced, _ = project(tmp, "counts", trace=(ar, x),
+                                  extra=("--read_us", "100", "--op_us", "10", "--graphs", "none"))
+            priced, doc = project(tmp, "counts", trace=(ar, x),
+                                  extra=("--read_us", "100", "--op_us", "10", "--graphs", "none",
+                                         "--replay_us", "50"))
+        self.assertEqual(priced["x"]["untraced_replays"], 4)
+        self.assertEqual(priced["ar"]["untraced_replays"], 0)
+        self.assertAlmostEqual(priced["x"]["host_s"] - unpriced["x"]["host_s"], 4 * 50e-6)
+        self.assertAlmostEqual(priced["ar"]["host_s"], unpriced["ar"]["host_s"])
+        self.assertEqual(doc["replay_us"], 50)
+
     def test_graphs_all_prices_every_forward_as_a_replay(self):
         global TABLE
         eager = TABLE
@@ -103,32 +123,38 @@ class ProjectTest(unittest.TestCase):
 
 
 class FitHostCostsTest(unittest.TestCase):
-    def test_recovers_the_constants_a_run_was_made_with(self):
+    def fit(self, replays_column):
         # Three methods priced at 300 us per replayed forward, 2 us per operator, 100 us per
-        # read, plus 1 ms of image decode (left out of the fit).
+        # read, plus 1 ms of image decode (left out of the fit). methods_bench's table, with
+        # or without its "graph replays / step" column: the fit finds columns by name.
         methods = {"ar": (20, 10, 50, 2), "a": (5, 4, 400, 9), "b": (8, 6, 120, 12)}
-        trace, table, ops = [], ["| method | host syncs / image | decode steps / image | "
-                                 "host syncs / step | dispatched ops / step | kernels / step |"], \
-            ["| method | host syncs / image | decode steps / image | host syncs / step | "
-             "dispatched ops / step | kernels / step |"]
+        replays = " graph replays / step |" if replays_column else ""
+        header = ("| method | host syncs / image | decode steps / image | host syncs / step |"
+                  + replays + " dispatched ops / step | kernels / step |")
+        trace, table, ops = [], [header], [header]
         for name, (graphs, steps, ops_per_step, reads) in methods.items():
             seconds = 300e-6 * graphs + 2e-6 * steps * ops_per_step + 100e-6 * reads + 0.001
             trace.append({"method": name, "seconds": seconds, "phases": {"image_decode": 0.001},
                           "forwards": [["target", 2, 24, 0, False]] +
                                       [["target", 2, 1, 24 + i, True] for i in range(graphs)]})
-            table.append(f"| {name} | {reads} | {steps} | 0 | - | - |")
-            ops.append(f"| {name} | {reads} | {steps} | 0 | {ops_per_step} | 1 |")
+            replay_cell = " 1.00 |" if replays_column else ""
+            table.append(f"| {name} | {reads} | {steps} | 0 |{replay_cell} - | - |")
+            ops.append(f"| {name} | {reads} | {steps} | 0 |{replay_cell} {ops_per_step} | 1 |")
         with tempfile.TemporaryDirectory() as tmp:
             paths = [os.path.join(tmp, f) for f in ("t.jsonl", "run.md", "ops.md")]
             for path, text in zip(paths, ["\n".join(json.dumps(t) for t in trace),
                                           "\n".join(table), "\n".join(ops)]):
                 with open(path, "w") as f:
                     f.write(text + "\n")
-            out = subprocess.run([sys.executable, FIT, "--trace", paths[0], "--table", paths[1],
-                                  "--ops_table", paths[2]], check=True, capture_output=True,
-                                 text=True).stdout
-        self.assertIn("graph forward 300.0 us, operator 2.00 us, read 100.0 us", out)
-        self.assertIn("+0.0%", out)
+            return subprocess.run([sys.executable, FIT, "--trace", paths[0], "--table",
+                                   paths[1], "--ops_table", paths[2]], check=True,
+                                  capture_output=True, text=True).stdout
+
+    def test_recovers_the_constants_a_run_was_made_with(self):
+        for replays_column in (False, True):
+            out = self.fit(replays_column)
+            self.assertIn("graph forward 300.0 us, operator 2.00 us, read 100.0 us", out)
+            self.assertIn("+0.0%", out)
 
 
 if __name__ == "__main__":

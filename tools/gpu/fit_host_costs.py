@@ -21,18 +21,28 @@ import sys
 
 
 def host_table(path):
-    """method -> (decode steps / image, host syncs / image, dispatched ops / step or None)."""
+    """method -> (decode steps / image, host syncs / image, dispatched ops / step or None),
+    from methods_bench's host-syncs table, its columns found by name (tables before and after
+    the "graph replays / step" column was added)."""
     out = {}
     with open(path) as f:
         rows = [line for line in f if line.startswith("| ")]
+    columns = None
     for line in rows:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 6 and cells[0] != "method":
-            try:
-                ops = float(cells[4]) if cells[4] != "-" else None
-                out[cells[0]] = (float(cells[2]), float(cells[1]), ops)
-            except ValueError:
-                continue
+        if cells[0] == "method":
+            columns = {name: i for i, name in enumerate(cells)} \
+                if "host syncs / image" in cells else None
+            continue
+        if columns is None or len(cells) != len(columns):
+            continue
+        try:
+            ops_cell = cells[columns["dispatched ops / step"]]
+            ops = float(ops_cell) if ops_cell != "-" else None
+            out[cells[0]] = (float(cells[columns["decode steps / image"]]),
+                             float(cells[columns["host syncs / image"]]), ops)
+        except (KeyError, ValueError):
+            continue
     return out
 
 

@@ -28,6 +28,9 @@ by 13%; the README's GPU section has the table).
 With --host=counts (a trace written with methods_bench --count_ops) host work is priced from
 what the decode loop asks of the device instead of calibrated per step:
     reads * --read_us + (dispatched operators outside the traced forwards) * --op_us
+      + (graph replays that are not traced forwards, e.g. the EAGLE head's) * --replay_us
+(a trace written with --emulate_cuda_graphs counts replays and leaves a replay's operators
+out, as a GPU dispatches none of them; --replay_us defaults to 0, unpriced)
 so a method that reads the host less or dispatches fewer sampling and verification operators
 is projected faster, which the per-step model cannot see. Both constants are inputs; the
 defaults are a least-squares fit on the H200 (docs/gpu.md: run 4's seconds of six methods
@@ -109,13 +112,17 @@ NON_TRANSFORMER_PHASES = ("upsample", "downsample", "image_decode")
 
 
 def request_counts(line):
-    """(host reads, dispatched operators outside the traced forwards) of one request traced
-    with --count_ops."""
+    """(host reads, dispatched operators outside the traced forwards, graph replays that are
+    not traced forwards) of one request traced with --count_ops."""
     if "host_syncs" not in line or "dispatched_ops" not in line:
         raise KeyError("--host=counts needs a trace written with methods_bench --count_ops "
                        f"(method '{line.get('method')}' has no host_syncs / dispatched_ops)")
     inside = sum(f[5] for f in line["forwards"] if len(f) > 5)
-    return line["host_syncs"], line["dispatched_ops"] - inside
+    # A trace with graph replays counted (methods_bench --emulate_cuda_graphs, or a GPU run)
+    # also replays graphs it records no transformer forward for: the EAGLE head's.
+    traced_replays = sum(1 for f in line["forwards"] if f[4])
+    untraced = max(0, line.get("graph_replays", 0) - traced_replays)
+    return line["host_syncs"], line["dispatched_ops"] - inside, untraced
 
 
 def request_terms(line, tables, traced_cls, scale, host="step", graphs="traced"):
@@ -168,8 +175,14 @@ def main():
     ap.add_argument("--op_us", type=float, default=1.3,
                     help="--host=counts: microseconds per dispatched operator outside the "
                     "forwards (host dispatch and launch)")
+    ap.add_argument("--replay_us", type=float, default=0.0,
+                    help="--host=counts: microseconds per graph replay the trace records no "
+                    "transformer forward for (the EAGLE head's, in a trace written with "
+                    "methods_bench --emulate_cuda_graphs); 0 leaves them unpriced, and the "
+                    "table shows how many there were")
     ap.add_argument("--json", help="also write the table as JSON here")
     args = ap.parse_args()
+    untraced_replays = {}  # method -> graph replays per image outside the traced forwards
 
     def read_tables(items, flag):
         docs = collections.defaultdict(list)
@@ -208,8 +221,10 @@ def main():
             # The resamplers' operators are among those counted outside the forwards, so
             # their measured phases (the trace's device, often a CPU) are not added; the VQ
             # image decode, the same for every method, is left out.
-            rows = [(f, (reads * args.read_us + ops * args.op_us) * 1e-6 * s, 0.0)
-                    for (f, _, _), (reads, ops) in zip(rows, counts)]
+            rows = [(f, (reads * args.read_us + ops * args.op_us + replays * args.replay_us)
+                     * 1e-6 * s, 0.0)
+                    for (f, _, _), (reads, ops, replays) in zip(rows, counts)]
+            untraced_replays[method] = sum(c[2] for c in counts) / len(counts)
         k = len(rows)
         return tuple(sum(r[i] for r in rows) / k for i in range(3))
 
@@ -230,18 +245,24 @@ def main():
         out.append({"method": method, "requests": len(by_method[method]),
                     "forward_s": forwards, "host_s": o_unit * units, "phases_s": phases,
                     "projected_s": projected, "measured_s": measured})
+        if method in untraced_replays:
+            out[-1]["untraced_replays"] = untraced_replays[method]
     ar_projected = out[0]["projected_s"] if out[0]["method"] == "ar" else \
         next(r["projected_s"] for r in out if r["method"] == "ar")
     tokens = args.scale_tokens or traced_tokens
     print(f"{len(lines)} traced requests, {traced_tokens} tokens each"
           + (f", stretched to {tokens}" if scale != 1 else "")
           + (f"; host work {args.read_us:g} us per read, {args.op_us:g} us per operator "
-             "outside the forwards\n" if args.host == "counts"
+             f"outside the forwards, {args.replay_us:g} us per untraced graph replay\n"
+             if args.host == "counts"
              else f"; host work per {args.host} (from ar) {o_unit * 1e6:.1f} us\n"))
     header = "| method | forwards s | host s | other phases s | projected s / image | " \
              "projected speedup |"
     rule = "|---|---:|---:|---:|---:|---:|"
     validating = scale == 1 and not args.project_cost and args.host != "counts"
+    if args.host == "counts":
+        header += " untraced replays / image |"
+        rule += "---:|"
     if validating:
         header += " measured s / image | error |"
         rule += "---:|---:|"
@@ -251,6 +272,8 @@ def main():
         r["projected_speedup"] = ar_projected / r["projected_s"]
         line = (f"| {r['method']} | {r['forward_s']:.4f} | {r['host_s']:.4f} | "
                 f"{r['phases_s']:.4f} | {r['projected_s']:.4f} | {r['projected_speedup']:.2f}x |")
+        if args.host == "counts":
+            line += f" {r.get('untraced_replays', 0):.1f} |"
         if validating:
             r["error"] = r["projected_s"] / r["measured_s"] - 1
             line += f" {r['measured_s']:.4f} | {100 * r['error']:+.1f}% |"
@@ -259,6 +282,7 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"host": args.host, "host_s_per_unit": o_unit, "tokens": tokens,
                        "read_us": args.read_us, "op_us": args.op_us,
+                       "replay_us": args.replay_us,
                        "methods": out}, f, indent=1)
     return 0
 
