@@ -147,8 +147,9 @@ ABSL_FLAG(std::string, dtype, "float32",
           "float32 by rounding)");
 ABSL_FLAG(int, max_message_mb, 64, "largest gRPC message accepted or sent, MiB");
 ABSL_FLAG(int, max_tree_nodes, mulo::server::kDefaultMaxTreeNodes,
-          "most draft-tree nodes a tree method (eagle, lantern, peanut) may expand (depth x "
-          "top_k) or verify (total_tokens) per step; larger trees are refused (0 = no bound)");
+          "most draft-tree nodes a tree method (eagle, lantern, peanut, sjd_pac) may expand "
+          "(depth x top_k) or verify (total_tokens; sjd_pac: width + ... + width^(depth - 1)) "
+          "per step; larger trees are refused (0 = no bound)");
 ABSL_FLAG(absl::Duration, max_decode_time, mulo::server::kDefaultMaxDecodeTime,
           "longest a request may decode, from when a worker starts it, whatever its deadline; "
           "longer ones end DEADLINE_EXCEEDED saying so (0 = no limit)");

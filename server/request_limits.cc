@@ -56,6 +56,18 @@ absl::Status CheckRequestLimits(const ValidatedRequest& request, const RequestLi
                       widest, bound);
     }
   }
+  if (request.method == "sjd_pac") {
+    // Its first depth - 1 window positions branch width ways under every node of the level
+    // above: width + width^2 + ... + width^(depth - 1) tree nodes per step.
+    const auto& pac = config.sjd_pac;
+    int64_t nodes = 0, level = 1;
+    for (int64_t d = 1; d < pac.depth; ++d) nodes += (level *= pac.width);  // validated: <= 16^7
+    if (nodes > bound) {
+      return TooLarge("sjd_pac.width",
+                      absl::StrCat("a tree branching width ", pac.width, " to depth ", pac.depth),
+                      nodes, bound);
+    }
+  }
   // EAGLE-1's and LANTERN++'s static trees are fixed (58 nodes), and the other methods draft
   // chains or windows bounded by their own validation.
   return absl::OkStatus();

@@ -28,7 +28,8 @@ struct RequestLimits {
   // InfiniteDuration = no limit.
   absl::Duration max_decode_time = kDefaultMaxDecodeTime;
   // --max_tree_nodes: the most draft-tree nodes a tree method may expand per step (depth x
-  // top_k, the head's work) or verify per step (total_tokens, the target's); 0 = no bound.
+  // top_k, the head's work) or verify per step (total_tokens, the target's; SJD-PAC's tree of
+  // width + ... + width^(depth - 1) candidates); 0 = no bound.
   int64_t max_tree_nodes = kDefaultMaxTreeNodes;
 };
 

@@ -209,6 +209,12 @@ TEST(HostileRequestsTest, TreesBeyondTheServerBoundAreRefusedNamingTheField) {
          r->mutable_peanut()->set_max_depth(10);
          r->mutable_peanut()->set_max_top_k(40);  // the paper's LlamaGen range: 9 x 39 = 351
        }},
+      // SJD-PAC's tree: width + width^2 = 10 + 100 = 110 nodes, within its own 256 (issue 62:
+      // such trees were never held to the bound).
+      {"sjd_pac.width", [](auto* r) {
+         r->mutable_sjd_pac()->set_width(10);
+         r->mutable_sjd_pac()->set_depth(3);
+       }},
   };
   const auto sent = Clock::now();
   ExpectEachRefusedNamingItsField(*stub, too_large);
@@ -226,6 +232,10 @@ TEST(HostileRequestsTest, TreesBeyondTheServerBoundAreRefusedNamingTheField) {
            [&](auto* r) { tree(r->mutable_eagle(), 60, 7, 10); },
            [](auto* r) { r->mutable_eagle()->set_static_tree(true); },
            [](auto* r) { r->mutable_peanut()->set_max_depth(6); },
+           [](auto* r) {  // 4 + 16 = 20 nodes: the paper's tree
+             r->mutable_sjd_pac()->set_width(4);
+             r->mutable_sjd_pac()->set_depth(3);
+           },
        }) {
     v1::GenerateRequest request = ValidRequest(11);
     fits(&request);
