@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/decode/dynamic_tree.h"
+#include "engine/decode/pac_tree_size.h"
 
 namespace mulo::server {
 namespace {
@@ -57,11 +58,8 @@ absl::Status CheckRequestLimits(const ValidatedRequest& request, const RequestLi
     }
   }
   if (request.method == "sjd_pac") {
-    // Its first depth - 1 window positions branch width ways under every node of the level
-    // above: width + width^2 + ... + width^(depth - 1) tree nodes per step.
     const auto& pac = config.sjd_pac;
-    int64_t nodes = 0, level = 1;
-    for (int64_t d = 1; d < pac.depth; ++d) nodes += (level *= pac.width);  // validated: <= 16^7
+    const int64_t nodes = engine::PacTreeNodes(pac.width, pac.depth);
     if (nodes > bound) {
       return TooLarge("sjd_pac.width",
                       absl::StrCat("a tree branching width ", pac.width, " to depth ", pac.depth),

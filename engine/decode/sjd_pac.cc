@@ -6,6 +6,7 @@
 
 #include "engine/core/device_upload.h"
 #include "engine/decode/draft_tree.h"
+#include "engine/decode/pac_tree_size.h"
 #include "engine/sampling/tree_verifier.h"
 #include "engine/sampling/without_replacement.h"
 
@@ -235,8 +236,7 @@ Status SjdPacDecoder::Validate(const ModelSet& models) const {
   if (pac_.depth < 1 || pac_.depth > 8) {
     return InvalidArgumentError("sjd_pac.depth: must be in [1, 8]");
   }
-  int64_t nodes = 0, level = 1;
-  for (int64_t d = 1; d < pac_.depth; ++d) nodes += (level *= pac_.width);
+  const int64_t nodes = PacTreeNodes(pac_.width, pac_.depth);
   if (nodes > kMaxPacTreeNodes) {
     return InvalidArgumentError(
         "sjd_pac.depth: width " + std::to_string(pac_.width) + " and depth " +
