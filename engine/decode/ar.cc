@@ -11,14 +11,38 @@ namespace {
 // per row of the grid, when the row is committed and streamed (one host synchronisation per
 // row on a GPU instead of one per token). Position i's token uses the target stream's i-th
 // number, so the tokens are those of a host draw (DecodeSession::DrawOnDevice); the numbers
-// of every position are made at once, in one batch of tensor ops.
+// of every position are made at once, in one batch of tensor ops. Where the target's pool has
+// graphs of whole rows (row_graphs.h), a row's draws and forwards are one replay of them: the
+// same tokens, with one launch per row instead of a forward and a draw per token.
 class ArState : public SteppedMethod::State {
  public:
   ArState(ModelStream* target, torch::Tensor uniforms)
       : target_(target), uniforms_(std::move(uniforms)) {}
 
-  // x_i ~ p(. | x_<i); feed x_i (the last token is never fed back).
   Status Step(DecodeSession& session) override {
+    if (drawn_ % session.grid() == 0 && target_->CanFeedRow(session.grid(), session.sampling())) {
+      return StepRow(session);
+    }
+    return StepToken(session);
+  }
+
+ private:
+  // The next row of the grid, drawn, fed and read back in one replay, then committed.
+  Status StepRow(DecodeSession& session) {
+    const int64_t count = session.grid();
+    auto timer = session.Time(Phase::kTargetForward);
+    MULO_ASSIGN_OR_RETURN(
+        const std::vector<int64_t> ids,
+        target_->DrawAndFeedRow(
+            uniforms_.defined() ? uniforms_.narrow(0, drawn_, count) : uniforms_,
+            session.sampling(), count));
+    drawn_ += count;
+    for (int64_t id : ids) session.Append(id);
+    return OkStatus();
+  }
+
+  // x_i ~ p(. | x_<i); feed x_i (the last token is never fed back).
+  Status StepToken(DecodeSession& session) {
     const int64_t i = drawn_++;
     torch::Tensor token;
     {
@@ -40,7 +64,6 @@ class ArState : public SteppedMethod::State {
     return target_->FeedDrawn(token);
   }
 
- private:
   ModelStream* target_;
   torch::Tensor uniforms_;          // [tokens] on the device; undefined when greedy
   int64_t drawn_ = 0;               // tokens drawn so far (the next one's raster position)

@@ -41,6 +41,17 @@ StatusOr<std::vector<torch::Tensor>> RunTogether(const Resampler& resampler,
   return resampler.ApplyBatch(calls, gemms);
 }
 
+StatusOr<RowGraphs::Output> RunAlone(const RowGraphs& rows, const RowGraphs::Call& c) {
+  MULO_ASSIGN_OR_RETURN(std::vector<RowGraphs::Output> outputs, rows.Run({c}));
+  return std::move(outputs[0]);
+}
+
+StatusOr<std::vector<RowGraphs::Output>> RunTogether(const RowGraphs& rows,
+                                                     const std::vector<RowGraphs::Call>& calls,
+                                                     PackedGemms) {
+  return rows.Run(calls);
+}
+
 StatusOr<torch::Tensor> RunAlone(const TokenDrawer&, const DrawCall& c) {
   return GuardTorch("DrawTokens", [&]() -> StatusOr<torch::Tensor> { return DrawTokens(c); });
 }
@@ -295,6 +306,17 @@ StatusOr<torch::Tensor> EngineLoop::Run(const Resampler& resampler, const Resamp
       call.ids.size(0) * resampler.OutputRows(call.h) * resampler.OutputCols(call.w);
   return Submit<Resampler, ResampleCall, torch::Tensor>(resampler, call, Component::kResampler,
                                                         rows, /*budget_rows=*/0);
+}
+
+StatusOr<RowGraphs::Output> EngineLoop::Run(const RowGraphs& rows, const RowGraphs::Call& call) {
+  if (call.cache == nullptr || !rows.Fits(*call.cache, call.sampling)) {
+    return InvalidArgumentError("EngineLoop::Run: the row does not fit the row graphs");
+  }
+  // Two streams of one new row each at every step of the row; the batch's one read of the
+  // rows' tokens counts as a read of each request's own, as a judgement's does.
+  return Submit<RowGraphs, RowGraphs::Call, RowGraphs::Output>(
+      rows, call, Component::kTransformer, /*rows=*/2 * rows.tokens(), /*budget_rows=*/2,
+      /*counts_read=*/true);
 }
 
 StatusOr<torch::Tensor> EngineLoop::Draw(const DrawCall& call) {

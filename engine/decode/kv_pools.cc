@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "engine/model/forward_graphs.h"
+#include "engine/model/row_graphs.h"
 
 namespace mulo::engine {
 namespace {
@@ -20,6 +21,8 @@ struct PoolPlan {
   int64_t slot_rows;
   // Captures the model's batched graphs over its pool (null: the model runs without graphs).
   std::function<StatusOr<std::shared_ptr<PoolGraphs>>(const KvPool&)> capture_graphs;
+  // Captures its graphs of whole ar rows (the target's only: what ar decodes from).
+  std::function<StatusOr<std::shared_ptr<RowGraphs>>(const KvPool&)> capture_rows = nullptr;
 };
 
 // Rows a slot holds: a request's longest cache and the draft rows after it, in whole graph
@@ -39,6 +42,9 @@ void PlanModel(const std::string& component, const TokenModel* model,
                 SlotRows(model->CacheRows(condition_rows), graphs), nullptr};
   if (graphs) {
     plan.capture_graphs = [model](const KvPool& pool) { return model->CapturePoolGraphs(pool); };
+    if (component == "target") {
+      plan.capture_rows = [model](const KvPool& pool) { return model->CaptureRowGraphs(pool); };
+    }
   }
   plans.push_back(std::move(plan));
 }
@@ -85,6 +91,10 @@ StatusOr<std::unique_ptr<KvPools>> KvPools::Make(const std::vector<Family>& fami
       if (graphs) {
         MULO_ASSIGN_OR_RETURN(std::shared_ptr<PoolGraphs> captured, plan.capture_graphs(*pool));
         pool->SetGraphs(std::move(captured));
+      }
+      if (graphs && plan.capture_rows != nullptr) {
+        MULO_ASSIGN_OR_RETURN(std::shared_ptr<RowGraphs> rows, plan.capture_rows(*pool));
+        pool->SetRowGraphs(std::move(rows));
       }
       pools->Add(family.name, plan.component, plan.model, std::move(pool));
     }
@@ -137,10 +147,13 @@ std::unique_ptr<KvReservation> KvPools::Reserve(const KvDemand& demand) {
 std::vector<KvPools::Usage> KvPools::usage() const {
   std::vector<Usage> out;
   for (const Entry& entry : pools_) {
+    // The pool's forward graphs and its row graphs, together.
+    PoolGraphs::Counts graphs;
+    if (entry.pool->graphs() != nullptr) graphs.Add(entry.pool->graphs()->counts());
+    if (entry.pool->row_graphs() != nullptr) graphs.Add(entry.pool->row_graphs()->counts());
     out.push_back({entry.family, entry.component, entry.pool->slots(), entry.pool->used_slots(),
                    entry.pool->slot_rows(), entry.pool->MemoryBytes(), entry.pool->overflows(),
-                   entry.pool->graphs() != nullptr ? entry.pool->graphs()->counts()
-                                                   : PoolGraphs::Counts()});
+                   graphs});
   }
   return out;
 }

@@ -90,7 +90,7 @@ class KvPools {
   struct Usage {
     std::string family, component;  // component: target, drafter, chain, eagle
     int64_t slots = 0, used = 0, slot_rows = 0, bytes = 0, overflows = 0;
-    PoolGraphs::Counts graphs;  // all zero without graphs
+    PoolGraphs::Counts graphs;  // its forward and row graphs together; zero without graphs
   };
   std::vector<Usage> usage() const;
   // The batched CUDA graphs (or emulated graphs) captured over the pools at load and how they

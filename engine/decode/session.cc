@@ -1,5 +1,6 @@
 #include "engine/decode/session.h"
 
+#include <algorithm>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -124,6 +125,42 @@ void ModelStream::ResolveDrawn(int64_t from, const std::vector<int64_t>& ids) {
     const int64_t at = from + static_cast<int64_t>(i);
     if (at < static_cast<int64_t>(fed_.size())) fed_[at] = ids[i];
   }
+}
+
+bool ModelStream::CanFeedRow(int64_t count, const SamplingParams& sampling) const {
+  const RowGraphs* rows = RowGraphs::Of(cache_);
+  return rows != nullptr && rows->tokens() == count && rows->Fits(cache_, sampling);
+}
+
+StatusOr<std::vector<int64_t>> ModelStream::DrawAndFeedRow(const torch::Tensor& uniforms,
+                                                           const SamplingParams& sampling,
+                                                           int64_t count) {
+  if (!CanFeedRow(count, sampling)) {
+    return FailedPreconditionError("ModelStream::DrawAndFeedRow: no row graph fits " +
+                                   std::to_string(count) + " tokens of this stream");
+  }
+  const RowGraphs& rows = *RowGraphs::Of(cache_);
+  const int64_t at = static_cast<int64_t>(fed_.size()), context = cache_.length();
+  const RowGraphs::Call call{
+      &cache_, next_logits_, uniforms, sampling, model_.TokenPosition(condition_rows_, at),
+      model_.TokenPosition(condition_rows_, std::max<int64_t>(0, model_.num_image_tokens() - 2))};
+  RowGraphs::Output out;
+  if (loop_ != nullptr) {
+    MULO_ASSIGN_OR_RETURN(out, loop_->Run(rows, call));
+  } else {
+    MULO_ASSIGN_OR_RETURN(std::vector<RowGraphs::Output> outputs, rows.Run({call}));
+    out = std::move(outputs[0]);
+  }
+  next_logits_ = out.logits;
+  next_hidden_ = torch::Tensor();
+  fed_.insert(fed_.end(), out.tokens.begin(), out.tokens.end());
+  for (int64_t j = 0; j < count; ++j) {
+    CountForward();  // a row's forwards count as the forwards they are, replayed together
+    if (cache_.trace() != nullptr) {
+      cache_.trace()->push_back({&model_, cache_.batch(), 1, context + j, /*graph=*/true});
+    }
+  }
+  return out.tokens;
 }
 
 StatusOr<ForwardOutput> ModelStream::FeedSet(const std::vector<int64_t>& ids,

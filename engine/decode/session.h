@@ -87,6 +87,19 @@ class ModelStream {
   // Records `ids` as the values of the drawn tokens at raster positions [from, from + n).
   void ResolveDrawn(int64_t from, const std::vector<int64_t>& ids);
 
+  // Whether the next `count` tokens may be drawn and fed by one replay of the pool's row
+  // graphs (row_graphs.h: `count` is their row length, the cache a two-stream pool view and
+  // `sampling` without filters).
+  bool CanFeedRow(int64_t count, const SamplingParams& sampling) const;
+  // Draws the next row's tokens from next_logits() onwards and feeds every one of them (the
+  // image's last included), in one replay, inside the loop's next batch of rows when there is
+  // a loop: step j's token is the one DecodeSession::DrawOnDevice gives with uniforms[j]
+  // (float64 [count] on the device; undefined when greedy), as CanFeedRow allows. Returns the
+  // `count` ids, read back in the row's one host read (the batch's, counted as the request's
+  // own); next_hidden() is left undefined (a row keeps no hidden state: ar never reads it).
+  StatusOr<std::vector<int64_t>> DrawAndFeedRow(const torch::Tensor& uniforms,
+                                                const SamplingParams& sampling, int64_t count);
+
   // Rolls back to the first n raster tokens (their next_logits are stale until the next Feed).
   Status Truncate(int64_t n);
 

@@ -4,6 +4,7 @@
 #include "engine/core/op_count.h"
 #include "engine/core/torch_guard.h"
 #include "engine/model/forward_graphs.h"
+#include "engine/model/row_graphs.h"
 
 namespace mulo::engine {
 namespace {
@@ -42,6 +43,21 @@ StatusOr<std::shared_ptr<PoolGraphs>> DecoderOnlyModel::CapturePoolGraphs(
       pool, layout,
       [this](KvCache& view, const PoolGraphs::Inputs& in) { return ForwardSlots(view, in); },
       emulate_cuda_graphs_);
+}
+
+StatusOr<std::shared_ptr<RowGraphs>> DecoderOnlyModel::CaptureRowGraphs(
+    const KvPool& pool) const {
+  if (!cuda_graphs_) return std::shared_ptr<RowGraphs>();
+  RowGraphs::Model model;
+  model.embed = [this](const torch::Tensor& ids) { return EmbedCheckedTokens(ids); };
+  model.forward = [this](KvCache& view, const PoolGraphs::Inputs& in) {
+    return ForwardSlots(view, in);
+  };
+  model.dim = shape_.dim;
+  model.vocab = vocab_size();
+  model.options = options();
+  // A row of the image's grid per replay.
+  return RowGraphs::Capture(pool, grid_size(), std::move(model), emulate_cuda_graphs_);
 }
 
 std::vector<torch::Tensor> DecoderOnlyModel::ForwardSlots(KvCache& view,

@@ -37,6 +37,7 @@ namespace mulo::engine {
 
 class KvPool;
 class PoolGraphs;  // pool_graphs.h: batched CUDA graphs over a pool's slots
+class RowGraphs;   // row_graphs.h: graphs of a whole ar row over a pool's slots
 
 // A run of adjacent slots taken from a pool; they return to it when the last holder (the
 // reservation, the caches over them) lets go.
@@ -81,6 +82,9 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
   // The batched graphs over this pool (set once, at load), or null.
   PoolGraphs* graphs() const { return graphs_.get(); }
   void SetGraphs(std::shared_ptr<PoolGraphs> graphs) { graphs_ = std::move(graphs); }
+  // The graphs of whole ar rows over this pool (set once, at load), or null.
+  RowGraphs* row_graphs() const { return row_graphs_.get(); }
+  void SetRowGraphs(std::shared_ptr<RowGraphs> graphs) { row_graphs_ = std::move(graphs); }
   // The slot pad streams write to: slots() (made with scratch_slot), else -1.
   int64_t scratch_slot() const { return scratch_ ? slots_ : -1; }
   // A cache over the whole pool whose stream b is slot slot_index[b] ([batch] int64 on the
@@ -110,6 +114,7 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
   const int64_t slots_, slot_rows_;
   const bool scratch_;
   std::shared_ptr<PoolGraphs> graphs_;
+  std::shared_ptr<RowGraphs> row_graphs_;
   mutable std::mutex mu_;
   std::vector<bool> used_;
   int64_t used_count_ = 0;

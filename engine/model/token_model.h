@@ -33,6 +33,7 @@ namespace mulo::engine {
 
 class KvPool;      // kv_pool.h
 class PoolGraphs;  // pool_graphs.h
+class RowGraphs;   // row_graphs.h
 
 enum class LogitsMode {
   kAll,   // logits for every new position
@@ -79,6 +80,13 @@ class TokenModel {
   virtual StatusOr<std::shared_ptr<PoolGraphs>> CapturePoolGraphs(const KvPool& pool) const {
     (void)pool;
     return std::shared_ptr<PoolGraphs>();
+  }
+
+  // The graphs of whole ar rows (row_graphs.h) over `pool`, as CapturePoolGraphs; null when
+  // the model runs without graphs.
+  virtual StatusOr<std::shared_ptr<RowGraphs>> CaptureRowGraphs(const KvPool& pool) const {
+    (void)pool;
+    return std::shared_ptr<RowGraphs>();
   }
 
   // An empty cache for `batch` streams (2 for classifier-free guidance).

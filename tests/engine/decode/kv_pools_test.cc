@@ -183,7 +183,9 @@ TEST(KvPoolsTest, TheGraphsCapturedAtLoadServeEveryForwardOfEveryRequest) {
     const PoolGraphs::Counts after = pools.graph_counts();
     EXPECT_EQ(result->tokens, own->tokens) << "the pool's graphs against the request's own";
     EXPECT_EQ(after.graphs, loaded.graphs) << "captured while serving";
-    EXPECT_EQ(after.replays - before.replays, result->stats.target_forward_passes)
+    // Every forward replays, the prefill included, and ar's rows one replay each
+    // (row_graphs.h): the prefill, then a row of the grid per replay.
+    EXPECT_EQ(after.replays - before.replays, 1 + family->target->grid_size())
         << "every forward, the prefill included, replays";
     EXPECT_EQ(after.eager_batches, 0);
   }

@@ -1,0 +1,247 @@
+#include "engine/model/row_graphs.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "engine/core/device_upload.h"
+#include "engine/core/host_read.h"
+#include "engine/core/op_count.h"
+#include "engine/core/torch_guard.h"
+#include "engine/model/cuda_graph_capture.h"
+#include "engine/model/forward_graphs.h"
+#include "engine/model/kv_pool.h"
+#include "engine/sampling/row_sampler.h"
+
+namespace mulo::engine {
+
+struct RowGraphs::MemoryPool {
+  GraphMemoryPool memory;  // every key's graph allocates from it (one worker replays them)
+};
+
+struct RowGraphs::Entry {
+  // Static inputs on the device, each filled by one copy per replay (a lone request's with
+  // no view made: every operator outside the graph counts on a GPU):
+  //   ints [4 x streams + 2 x requests] int64: every stream's slot, cache length before the
+  //     row, the sequence position of the row's first token and the last position fed; then
+  //     every request's cfg_scale and temperature (0: greedy), float64 bits;
+  //   uniforms [requests x tokens] float64: request r's step j number at r x tokens + j;
+  //   logits [streams, vocab] float32: what the row's first token is drawn from.
+  torch::Tensor ints, uniforms, logits;
+  std::optional<KvCache> view;  // the pool's slots as the ints' slot column indexes them
+  torch::Tensor tokens;         // [requests, tokens] int64, written by every replay
+  torch::Tensor last_logits;    // [streams, vocab] float32, written by every replay
+  std::unique_ptr<CapturedGraph> graph;
+  std::function<void()> emulated;
+};
+
+RowGraphs::RowGraphs(const KvPool& pool, int64_t tokens, Model model, bool emulated)
+    : pool_(pool),
+      tokens_(tokens),
+      model_(std::move(model)),
+      emulated_(emulated),
+      memory_pool_(std::make_unique<MemoryPool>()) {}
+
+RowGraphs::~RowGraphs() = default;
+
+PoolGraphs::Counts RowGraphs::counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counts_;
+}
+
+RowGraphs* RowGraphs::Of(const KvCache& cache) {
+  return cache.pool() != nullptr ? cache.pool()->row_graphs() : nullptr;
+}
+
+StatusOr<std::shared_ptr<RowGraphs>> RowGraphs::Capture(const KvPool& pool, int64_t tokens,
+                                                        Model model, bool emulated) {
+  if (pool.scratch_slot() < 0) {
+    return InvalidArgumentError("RowGraphs: the pool needs a scratch slot for pad requests");
+  }
+  if (tokens < 1) return InvalidArgumentError("RowGraphs: a row needs at least one token");
+  std::shared_ptr<RowGraphs> graphs(new RowGraphs(pool, tokens, std::move(model), emulated));
+  const auto start = std::chrono::steady_clock::now();
+  const torch::Device device = graphs->model_.options.device();
+  const int64_t reserved_before = DeviceReservedBytes(device);
+  // Two streams per request; the requests of a batch fill the pool's slots at most.
+  for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
+    for (int64_t span = ForwardGraphs::kSpanRows; span <= pool.slot_rows();
+         span += ForwardGraphs::kSpanRows) {
+      if (span < tokens) continue;
+      MULO_RETURN_IF_ERROR(graphs->CaptureKey(Key(streams, span)));
+    }
+  }
+  PoolGraphs::Counts& counts = graphs->counts_;
+  counts.capture_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  counts.memory_bytes += DeviceReservedBytes(device) - reserved_before;
+  return graphs;
+}
+
+void RowGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
+  torch::NoGradGuard no_grad;
+  const int64_t requests = streams / 2;
+  const torch::Device device = model_.options.device();
+  const torch::Tensor lengths = e.ints.narrow(0, streams, streams);
+  const torch::Tensor first_positions = e.ints.narrow(0, 2 * streams, streams);
+  const torch::Tensor last_positions = e.ints.narrow(0, 3 * streams, streams);
+  const torch::Tensor columns = torch::arange(span, torch::dtype(torch::kInt64).device(device));
+  const torch::Tensor params = e.ints.narrow(0, 4 * streams, 2 * requests)
+                                   .view(torch::kFloat64)
+                                   .view({2, requests});
+  const torch::Tensor cfg = params.select(0, 0).to(torch::kFloat32).unsqueeze(1);
+  const torch::Tensor temperature = params.select(0, 1).to(torch::kFloat32);
+  const torch::Tensor uniforms = e.uniforms.view({requests, tokens_});
+  const torch::Tensor greedy = temperature == 0;
+  // Greedy requests divide by 1 (their tempered draw is computed and discarded).
+  const torch::Tensor divisor = torch::where(greedy, torch::ones_like(temperature), temperature)
+                                    .unsqueeze(1);
+  torch::Tensor logits = e.logits;
+  std::vector<torch::Tensor> drawn;
+  for (int64_t j = 0; j < tokens_; ++j) {
+    // MixCfg per request: uncond + scale x (cond - uncond), the conditional stream first.
+    const torch::Tensor pairs = logits.reshape({requests, 2, -1});
+    const torch::Tensor cond = pairs.select(1, 0), uncond = pairs.select(1, 1);
+    const torch::Tensor guided = uncond + cfg * (cond - uncond);
+    const torch::Tensor sampled =
+        DrawRows(torch::softmax(guided / divisor, -1), uniforms.select(1, j));
+    const torch::Tensor token = torch::where(greedy, guided.argmax(-1), sampled);
+    drawn.push_back(token);
+    // Both streams of a request read its token (expanded, not repeat_interleave: that one
+    // reads its output size back from the device, which a capture forbids).
+    const torch::Tensor ids = token.unsqueeze(1).expand({requests, 2}).reshape({streams, 1});
+    PoolGraphs::Inputs in;
+    in.inputs = {model_.embed(ids)};
+    in.positions = torch::minimum(first_positions + j, last_positions).unsqueeze(1);
+    in.rows = (lengths + j).unsqueeze(1);
+    in.mask = (columns.unsqueeze(0) <= (lengths + j).unsqueeze(1)).unsqueeze(1);
+    in.span = span;
+    const std::vector<torch::Tensor> out = model_.forward(*e.view, in);
+    logits = out[1].select(1, 0).to(torch::kFloat32);
+  }
+  e.tokens = torch::stack(drawn, 1);
+  e.last_logits = logits;
+}
+
+Status RowGraphs::CaptureKey(const Key& key) {
+  const int64_t streams = key.first, span = key.second;
+  return GuardTorch("RowGraphs::Capture", [&]() -> Status {
+    torch::NoGradGuard no_grad;
+    const torch::Device device = model_.options.device();
+    const int64_t requests = streams / 2;
+    auto entry = std::make_unique<Entry>();
+    Entry* e = entry.get();
+    const auto long_options = torch::dtype(torch::kInt64).device(device);
+    const auto double_options = torch::dtype(torch::kFloat64).device(device);
+    // Until the first call fills them: every request a pad (the scratch slot, length 0,
+    // greedy), so the capture's warm-up writes nowhere a request reads.
+    e->ints = torch::cat({torch::full({streams}, pool_.scratch_slot(), long_options),
+                          torch::zeros({3 * streams + 2 * requests}, long_options)});
+    e->uniforms = torch::zeros({requests * tokens_}, double_options);
+    e->logits = torch::zeros({streams, model_.vocab}, torch::dtype(torch::kFloat32).device(device));
+    e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, streams)));
+    auto run = [this, e, streams, span] { Body(*e, streams, span); };
+    if (emulated_) {
+      run();
+      e->emulated = run;
+    } else {
+      auto graph = CapturedGraph::Capture(device, run, memory_pool_->memory);
+      if (!graph.ok()) {
+        ++counts_.failed_captures;
+        return OkStatus();
+      }
+      e->graph = std::move(*graph);
+    }
+    counts_.memory_bytes += (e->ints.numel() + e->uniforms.numel()) * 8 +
+                            e->logits.numel() * 4;
+    ++counts_.graphs;
+    entries_[key] = std::move(entry);
+    return OkStatus();
+  });
+}
+
+bool RowGraphs::Fits(const KvCache& cache, const SamplingParams& sampling) const {
+  if (cache.pool() != &pool_ || cache.batch() != 2) return false;
+  if (sampling.top_k > 0 && sampling.top_k < model_.vocab) return false;
+  if (sampling.top_p < 1.0) return false;
+  const int64_t span = ForwardGraphs::RoundUpToSpan(cache.length() + tokens_);
+  return span <= pool_.slot_rows() && entries_.count(Key(2, span)) > 0;
+}
+
+StatusOr<std::vector<RowGraphs::Output>> RowGraphs::Run(const std::vector<Call>& calls) const {
+  int64_t longest = 0;
+  for (const Call& call : calls) {
+    if (call.cache == nullptr || !Fits(*call.cache, call.sampling)) {
+      return InvalidArgumentError("RowGraphs::Run: a call does not fit the row graphs");
+    }
+    longest = std::max(longest, call.cache->length() + tokens_);
+  }
+  const int64_t streams = PoolGraphs::Bucket(2 * static_cast<int64_t>(calls.size()));
+  const int64_t span = ForwardGraphs::RoundUpToSpan(longest);
+  auto it = entries_.find(Key(streams, span));
+  if (it == entries_.end()) {
+    return FailedPreconditionError("RowGraphs::Run: no graph of " + std::to_string(streams) +
+                                   " streams over " + std::to_string(span) + " rows");
+  }
+  Entry* e = it->second.get();
+  const int64_t requests = streams / 2;
+  return GuardTorch("RowGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
+    torch::NoGradGuard no_grad;
+    // Host side in plain memory; pad requests keep the scratch slot, length 0 and greedy
+    // (cfg_scale and temperature 0.0, all bits zero).
+    std::vector<int64_t> ints(4 * streams + 2 * requests, 0);
+    double* const params = reinterpret_cast<double*>(ints.data() + 4 * streams);
+    static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
+    for (int64_t s = 0; s < streams; ++s) ints[s] = pool_.scratch_slot();
+    for (size_t r = 0; r < calls.size(); ++r) {
+      const Call& call = calls[r];
+      for (int64_t b = 0; b < 2; ++b) {
+        const int64_t s = 2 * static_cast<int64_t>(r) + b;
+        ints[s] = call.cache->first_slot() + b;
+        ints[streams + s] = call.cache->length();
+        ints[2 * streams + s] = call.first_position;
+        ints[3 * streams + s] = call.last_position;
+      }
+      params[r] = call.sampling.cfg_scale;
+      params[requests + r] = call.sampling.temperature;
+    }
+    UploadInto(e->ints, torch::from_blob(ints.data(), {4 * streams + 2 * requests},
+                                         torch::kInt64));
+    const bool whole = requests == 1;  // a lone request fills the buffers without views
+    for (size_t r = 0; r < calls.size(); ++r) {
+      const int64_t at = static_cast<int64_t>(r);
+      (whole ? e->logits : e->logits.narrow(0, 2 * at, 2)).copy_(calls[r].logits);
+      // A greedy request's numbers are never read (its draw is the argmax).
+      if (calls[r].uniforms.defined()) {
+        (whole ? e->uniforms : e->uniforms.narrow(0, at * tokens_, tokens_))
+            .copy_(calls[r].uniforms);
+      }
+    }
+    {
+      GraphReplay replay;  // one launch (op_count.h)
+      if (e->emulated) {
+        e->emulated();
+      } else {
+        e->graph->Replay();
+      }
+    }
+    // Every request's tokens in one read ([requests, tokens], pads' rows included: no view).
+    const torch::Tensor ids = HostRead(e->tokens);
+    const int64_t* const host = ids.data_ptr<int64_t>();
+    std::vector<Output> outputs;
+    for (size_t r = 0; r < calls.size(); ++r) {
+      const int64_t at = static_cast<int64_t>(r);
+      // A copy: the next replay rewrites the graph's outputs.
+      outputs.push_back({std::vector<int64_t>(host + at * tokens_, host + (at + 1) * tokens_),
+                         (whole ? e->last_logits : e->last_logits.narrow(0, 2 * at, 2)).clone()});
+      calls[r].cache->Advance(tokens_);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counts_.replays;
+    counts_.calls += static_cast<int64_t>(calls.size());
+    return outputs;
+  });
+}
+
+}  // namespace mulo::engine

@@ -1,0 +1,125 @@
+// CUDA graphs of a whole row of plain autoregressive decoding over a model's KV-cache pool:
+// one replay draws and feeds `tokens` tokens (a row of the image's grid) for every request in
+// the batch, with guidance, tempering and the draw inside the graph, so that an ar row costs
+// the host one launch and one read instead of a launch, a draw and ~140 operators per token
+// (issue 61; gpt-fast compiles sampling into its step for the same reason).
+//
+// A batch is any set of calls whose caches are two-stream views (conditional, unconditional)
+// of the pool's slots. Per step j of the row, every request:
+//   - mixes its streams' logits (uncond + cfg_scale x (cond - uncond), MixCfg), divides them by
+//     its temperature and draws with its j-th number (DrawRows: the host's inverse-CDF draw),
+//     or takes the argmax at temperature 0;
+//   - feeds the token to both streams at cache row length + j, position first_position + j,
+//     attending over its slot's rows [0, length + j] (built on the device from the lengths).
+// Every request's parameters are tensors, so one graph serves any mix of temperatures and
+// guidance scales; a request with top-k or top-p filtering, or with one stream (cfg_scale 1),
+// steps token by token through the pool's forward graphs instead (Fits). The tokens are those
+// of DecodeSession::DrawOnDevice and a fed forward per token, up to the last bits that a graph's
+// longer span may change (as for pool_graphs.h's spans).
+//
+// Keys: (streams, span), streams padded up to a power of two (pad requests write to the
+// scratch slot and see only their own rows), span the longest call's cache after the row
+// rounded up to ForwardGraphs::kSpanRows. Every key is captured at load, as pool_graphs.h's.
+// Emulated graphs (LoadOptions::emulate_cuda_graphs) run the captured body eagerly at each
+// replay, counted as one replay with none of its operators (op_count.h).
+#ifndef MULO_ENGINE_MODEL_ROW_GRAPHS_H_
+#define MULO_ENGINE_MODEL_ROW_GRAPHS_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/model/kv_cache.h"
+#include "engine/model/pool_graphs.h"
+#include "engine/sampling/sampling_params.h"
+
+namespace mulo::engine {
+
+class KvPool;
+
+class RowGraphs {
+ public:
+  // The model's pieces a row is made of, both graph-capturable: the embeddings [streams, 1,
+  // dim] of drawn ids [streams, 1] (int64, on the device, not range-checked), and the batched
+  // forward over a slot-indexed view of the pool (PoolGraphs::Body: {hidden, logits}).
+  struct Model {
+    std::function<torch::Tensor(const torch::Tensor& ids)> embed;
+    PoolGraphs::Body forward;
+    int64_t dim = 0;
+    int64_t vocab = 0;
+    torch::TensorOptions options;  // the embeddings' dtype and device
+  };
+
+  // Captures (or emulates) every key's graph of a row of `tokens` steps over `pool` (made with
+  // a scratch slot). INVALID_ARGUMENT without a scratch slot; a key whose capture fails is
+  // left out and counted (Run then reports that no graph fits).
+  static StatusOr<std::shared_ptr<RowGraphs>> Capture(const KvPool& pool, int64_t tokens,
+                                                      Model model, bool emulated);
+  // The row graphs of the pool `cache` is a view of, or null.
+  static RowGraphs* Of(const KvCache& cache);
+
+  int64_t tokens() const { return tokens_; }
+  // Whether a request with `sampling` and `cache` (a view of this pool) may run its next row
+  // from these graphs: two guidance streams, no top-k or top-p filter, and the row fits its
+  // slots and a captured span.
+  bool Fits(const KvCache& cache, const SamplingParams& sampling) const;
+
+  // One request's row.
+  struct Call {
+    KvCache* cache = nullptr;
+    torch::Tensor logits;     // [2, vocab] float32: the streams' logits for the row's first token
+    torch::Tensor uniforms;   // float64 [tokens] on the device: step j's number; undefined: greedy
+    SamplingParams sampling;  // cfg_scale and temperature (Fits holds)
+    int64_t first_position = 0;  // the sequence position of the row's first token
+    // The last position a token is fed at (the image's second to last token's; its last is
+    // never fed): a row that ends the image feeds its last token too (the graph's rows are all
+    // alike) at a position clamped to this one, into a cache row nothing reads (a learned
+    // position table has no row beyond it).
+    int64_t last_position = 0;
+  };
+  struct Output {
+    std::vector<int64_t> tokens;  // the row's `tokens` ids, read back
+    torch::Tensor logits;         // [2, vocab] float32: predicting the token after the row
+  };
+  // Runs every call's row from one replay, reads every call's tokens back in one host read
+  // (the batch's one synchronisation), and advances each cache by `tokens`. INVALID_ARGUMENT
+  // for a call that does not Fit; FAILED_PRECONDITION when no captured graph fits the batch.
+  // Const as TokenModel::Forward is: the graphs' buffers are scratch, written by each replay.
+  StatusOr<std::vector<Output>> Run(const std::vector<Call>& calls) const;
+
+  PoolGraphs::Counts counts() const;
+
+  RowGraphs(const RowGraphs&) = delete;
+  RowGraphs& operator=(const RowGraphs&) = delete;
+  ~RowGraphs();
+
+ private:
+  using Key = std::pair<int64_t, int64_t>;  // (streams, span)
+  struct Entry;
+  RowGraphs(const KvPool& pool, int64_t tokens, Model model, bool emulated);
+  Status CaptureKey(const Key& key);
+  // The row's steps over a key's static buffers (what is captured).
+  void Body(Entry& e, int64_t streams, int64_t span) const;
+
+  const KvPool& pool_;  // owns these graphs
+  const int64_t tokens_;
+  const Model model_;
+  const bool emulated_;
+  std::map<Key, std::unique_ptr<Entry>> entries_;
+  struct MemoryPool;
+  std::unique_ptr<MemoryPool> memory_pool_;
+  mutable std::mutex mu_;  // counts_ only
+  mutable PoolGraphs::Counts counts_;
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_MODEL_ROW_GRAPHS_H_
