@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "engine/sampling/philox.h"
+#include "engine/core/device_upload.h"
 
 namespace mulo::engine {
 
@@ -11,7 +11,12 @@ torch::Tensor UniformCache::Peek(int64_t count) {
   const bool inside = block_.defined() && from >= first_ &&
                       from + static_cast<uint64_t>(count) <= first_ + block_.size(0);
   if (!inside) {
-    block_ = StreamUniforms(*rng_, std::max(kBlock, count), device_);
+    const int64_t size = std::max(kBlock, count);
+    torch::Tensor host = torch::empty({size}, torch::kFloat64);
+    double* const numbers = host.data_ptr<double>();
+    Rng stream = *rng_;  // a copy: Peek does not move the stream
+    for (int64_t i = 0; i < size; ++i) numbers[i] = stream.Uniform();
+    block_ = Upload(host, device_);
     first_ = from;
   }
   return block_.narrow(0, static_cast<int64_t>(from - first_), count);

@@ -1,9 +1,12 @@
 // A random stream's numbers on a device, made a block at a time.
 //
-// Why: the counter-based generator runs as integer tensor ops (philox.h), about 200 operators
-// however many numbers one call makes. A verifier or drafter that asked for its one or five
-// numbers each time paid those operators per draw (a speculative step dispatched 2,400 kernels
-// instead of 500); this cache makes a block of the stream's numbers once and hands out slices.
+// Why blocks: a verifier or drafter that made its one or five numbers each time paid the
+// generator per draw (as tensor ops, philox.h, about 650 operators however many numbers one
+// call makes: a speculative step dispatched 2,400 kernels instead of 500); this cache makes a
+// block of the stream's numbers once and hands out slices. Why on the host: a block is the
+// host generator's numbers (Rng::Uniform, the same Philox words as StreamUniforms' tensor ops)
+// uploaded in one copy, so a block costs the device one transfer instead of those operators
+// (on a GPU each is a launch outside any graph: an ar image's numbers were 650 of its 864).
 #ifndef MULO_ENGINE_SAMPLING_UNIFORM_CACHE_H_
 #define MULO_ENGINE_SAMPLING_UNIFORM_CACHE_H_
 

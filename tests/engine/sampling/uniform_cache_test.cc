@@ -43,11 +43,29 @@ TEST(UniformCacheTest, ABlockIsMadeOnceForManySmallPeeks) {
     const OpCounts after = ThreadOpCounts();
     counts.kernels = after.kernels - before.kernels;
   }
-  // 100 slices of one block: no kernel (a fresh block is about 200 of them).
+  // 100 slices of one block: no kernel.
   EXPECT_EQ(counts.kernels, 0);
   // A peek past the block makes a new one there.
   rng.Skip(UniformCache::kBlock);
   EXPECT_TRUE(cache.Peek(3).equal(StreamUniforms(rng, 3, torch::kCPU)));
+}
+
+// A block is the host generator's numbers uploaded at once: a handful of operators, where the
+// generator's tensor ops (StreamUniforms) dispatch hundreds for the same numbers.
+TEST(UniformCacheTest, ABlockCostsAFewOperatorsNotTheGeneratorsTensorOps) {
+  Rng rng(11, RngStream::kTarget);
+  UniformCache cache(&rng, torch::kCPU);
+  OpCounting counting;
+  const OpCounts before = ThreadOpCounts();
+  const torch::Tensor block = cache.Take(256);
+  const OpCounts middle = ThreadOpCounts();
+  Rng reference(11, RngStream::kTarget);
+  const torch::Tensor expected = StreamUniforms(reference, 256, torch::kCPU);
+  const OpCounts after = ThreadOpCounts();
+  EXPECT_TRUE(block.equal(expected));
+  EXPECT_EQ(rng.index(), 256u);
+  EXPECT_LE(middle.dispatched - before.dispatched, 5);  // measured: 4
+  EXPECT_GT(after.dispatched - middle.dispatched, 100) << "the control: tensor-op Philox";
 }
 
 }  // namespace
