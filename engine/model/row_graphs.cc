@@ -180,6 +180,15 @@ StatusOr<std::vector<RowGraphs::Output>> RowGraphs::Run(const std::vector<Call>&
   const int64_t streams = PoolGraphs::Bucket(2 * static_cast<int64_t>(calls.size()));
   const int64_t span = ForwardGraphs::RoundUpToSpan(longest);
   auto it = entries_.find(Key(streams, span));
+  if (it == entries_.end() && calls.size() > 1) {
+    // A batch whose key failed to capture: each call alone (Fits holds the lone key).
+    std::vector<Output> outputs;
+    for (const Call& call : calls) {
+      MULO_ASSIGN_OR_RETURN(std::vector<Output> one, Run({call}));
+      outputs.push_back(std::move(one[0]));
+    }
+    return outputs;
+  }
   if (it == entries_.end()) {
     return FailedPreconditionError("RowGraphs::Run: no graph of " + std::to_string(streams) +
                                    " streams over " + std::to_string(span) + " rows");
