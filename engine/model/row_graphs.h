@@ -91,7 +91,8 @@ class RowGraphs {
   };
   // Runs every call's row from one replay, reads every call's tokens back in one host read
   // (the batch's one synchronisation), and advances each cache by `tokens`. INVALID_ARGUMENT
-  // for a call that does not Fit; FAILED_PRECONDITION when no captured graph fits the batch.
+  // for a call that does not Fit. A batch whose key failed to capture runs call by call;
+  // FAILED_PRECONDITION only for a lone call whose key failed to capture.
   // Const as TokenModel::Forward is: the graphs' buffers are scratch, written by each replay.
   StatusOr<std::vector<Output>> Run(const std::vector<Call>& calls) const;
 
