@@ -52,6 +52,17 @@ StatusOr<std::vector<RowGraphs::Output>> RunTogether(const RowGraphs& rows,
   return rows.Run(calls);
 }
 
+StatusOr<VerifyGraphs::Output> RunAlone(const VerifyGraphs& verify,
+                                        const VerifyGraphs::Call& c) {
+  MULO_ASSIGN_OR_RETURN(std::vector<VerifyGraphs::Output> outputs, verify.Run({c}));
+  return std::move(outputs[0]);
+}
+
+StatusOr<std::vector<VerifyGraphs::Output>> RunTogether(
+    const VerifyGraphs& verify, const std::vector<VerifyGraphs::Call>& calls, PackedGemms) {
+  return verify.Run(calls);
+}
+
 StatusOr<torch::Tensor> RunAlone(const TokenDrawer&, const DrawCall& c) {
   return GuardTorch("DrawTokens", [&]() -> StatusOr<torch::Tensor> { return DrawTokens(c); });
 }
@@ -313,10 +324,21 @@ StatusOr<RowGraphs::Output> EngineLoop::Run(const RowGraphs& rows, const RowGrap
     return InvalidArgumentError("EngineLoop::Run: the row does not fit the row graphs");
   }
   // Two streams of one new row each at every step of the row; the batch's one read of the
-  // rows' tokens counts as a read of each request's own, as a judgement's does.
+  // rows' tokens counts as a read of each request's own, as a judgement's does (a chain of
+  // drafts reads nothing).
   return Submit<RowGraphs, RowGraphs::Call, RowGraphs::Output>(
-      rows, call, Component::kTransformer, /*rows=*/2 * rows.tokens(), /*budget_rows=*/2,
-      /*counts_read=*/true);
+      rows, call, Component::kTransformer, /*rows=*/2 * rows.rows_written(), /*budget_rows=*/2,
+      /*counts_read=*/!rows.shape().drafts);
+}
+
+StatusOr<VerifyGraphs::Output> EngineLoop::Run(const VerifyGraphs& verify,
+                                               const VerifyGraphs::Call& call) {
+  if (call.cache == nullptr || !verify.Fits(*call.cache, call.sampling)) {
+    return InvalidArgumentError("EngineLoop::Run: the chain does not fit the verify graphs");
+  }
+  const int64_t rows = 2 * (verify.drafts() + 1);  // two streams of the chain's rows
+  return Submit<VerifyGraphs, VerifyGraphs::Call, VerifyGraphs::Output>(
+      verify, call, Component::kTransformer, rows, /*budget_rows=*/rows, /*counts_read=*/true);
 }
 
 StatusOr<torch::Tensor> EngineLoop::Draw(const DrawCall& call) {

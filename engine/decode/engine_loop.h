@@ -47,6 +47,7 @@
 #include "engine/model/eagle_head.h"
 #include "engine/model/resampler.h"
 #include "engine/model/row_graphs.h"
+#include "engine/model/verify_graphs.h"
 #include "engine/model/token_model.h"
 #include "engine/sampling/chain_judge.h"
 #include "engine/sampling/token_draw.h"
@@ -136,9 +137,12 @@ class EngineLoop : public ChainJudge, public HostReader {
   StatusOr<torch::Tensor> Run(const EagleHead& head, const HeadCall& call);
   // Resampler::Apply(call.ids, call.h, call.w), the same way.
   StatusOr<torch::Tensor> Run(const Resampler& resampler, const ResampleCall& call);
-  // RowGraphs::Run({call}) (a whole ar row, row_graphs.h), in the loop's next batch of rows
-  // of the same graphs: one replay for every request waiting on a row.
+  // RowGraphs::Run({call}) (a whole ar row or a drafter's chain, row_graphs.h), in the loop's
+  // next batch of calls of the same graphs: one replay for every request waiting on one.
   StatusOr<RowGraphs::Output> Run(const RowGraphs& rows, const RowGraphs::Call& call);
+  // VerifyGraphs::Run({call}) (a speculative chain's verification, verify_graphs.h), the same
+  // way; the batch's one read counts as a read of each request's own.
+  StatusOr<VerifyGraphs::Output> Run(const VerifyGraphs& verify, const VerifyGraphs::Call& call);
   // DrawTokens(call), in the loop's next batched draw (TokenDrawer::DrawBatch): exactly the
   // tokens it draws alone. From outside the loop's requests it draws at once.
   StatusOr<torch::Tensor> Draw(const DrawCall& call);

@@ -5,6 +5,7 @@
 
 #include "engine/model/forward_graphs.h"
 #include "engine/model/row_graphs.h"
+#include "engine/model/verify_graphs.h"
 
 namespace mulo::engine {
 namespace {
@@ -21,8 +22,10 @@ struct PoolPlan {
   int64_t slot_rows;
   // Captures the model's batched graphs over its pool (null: the model runs without graphs).
   std::function<StatusOr<std::shared_ptr<PoolGraphs>>(const KvPool&)> capture_graphs;
-  // Captures its graphs of whole ar rows (the target's only: what ar decodes from).
+  // Captures its graphs of whole decode steps (row_graphs.h: the target's ar rows, the chain
+  // drafter's chains; verify_graphs.h: the target's chain verification); null: none.
   std::function<StatusOr<std::shared_ptr<RowGraphs>>(const KvPool&)> capture_rows = nullptr;
+  std::function<StatusOr<std::shared_ptr<VerifyGraphs>>(const KvPool&)> capture_verify = nullptr;
 };
 
 // Rows a slot holds: a request's longest cache and the draft rows after it, in whole graph
@@ -32,7 +35,9 @@ int64_t SlotRows(int64_t cache_rows, bool graphs) {
   return graphs ? ForwardGraphs::RoundUpToSpan(rows) : rows;
 }
 
-void PlanModel(const std::string& component, const TokenModel* model,
+// `chain`: whether the family has speculative's chain drafter (whose chains the target's
+// graphs then verify).
+void PlanModel(const std::string& component, const TokenModel* model, bool chain,
                std::vector<PoolPlan>& plans) {
   if (model == nullptr) return;
   const int64_t condition_rows =
@@ -42,8 +47,22 @@ void PlanModel(const std::string& component, const TokenModel* model,
                 SlotRows(model->CacheRows(condition_rows), graphs), nullptr};
   if (graphs) {
     plan.capture_graphs = [model](const KvPool& pool) { return model->CapturePoolGraphs(pool); };
-    if (component == "target") {
-      plan.capture_rows = [model](const KvPool& pool) { return model->CaptureRowGraphs(pool); };
+    const std::optional<RowGraphs::Model> steps = model->StepGraphModel();
+    if (steps && component == "target") {
+      // A row of the image's grid per replay (ar).
+      plan.capture_rows = [steps, model](const KvPool& pool) {
+        return RowGraphs::Capture(pool, {model->grid_size(), /*drafts=*/false}, *steps);
+      };
+      if (chain) {
+        plan.capture_verify = [steps](const KvPool& pool) {
+          return VerifyGraphs::Capture(pool, KvPools::kGraphedChain, *steps);
+        };
+      }
+    }
+    if (steps && component == "chain") {
+      plan.capture_rows = [steps](const KvPool& pool) {
+        return RowGraphs::Capture(pool, {KvPools::kGraphedChain, /*drafts=*/true}, *steps);
+      };
     }
   }
   plans.push_back(std::move(plan));
@@ -51,9 +70,10 @@ void PlanModel(const std::string& component, const TokenModel* model,
 
 std::vector<PoolPlan> Plan(const ModelSet& models) {
   std::vector<PoolPlan> plans;
-  PlanModel("target", models.target.get(), plans);
-  PlanModel("drafter", models.drafter.get(), plans);
-  PlanModel("chain", models.chain.get(), plans);
+  const bool chain = models.chain != nullptr;
+  PlanModel("target", models.target.get(), chain, plans);
+  PlanModel("drafter", models.drafter.get(), chain, plans);
+  PlanModel("chain", models.chain.get(), chain, plans);
   if (models.eagle != nullptr && models.target != nullptr) {
     // The head's cache holds the image's tokens and the draft tree's rows.
     const EagleHead* head = models.eagle.get();
@@ -95,6 +115,10 @@ StatusOr<std::unique_ptr<KvPools>> KvPools::Make(const std::vector<Family>& fami
       if (graphs && plan.capture_rows != nullptr) {
         MULO_ASSIGN_OR_RETURN(std::shared_ptr<RowGraphs> rows, plan.capture_rows(*pool));
         pool->SetRowGraphs(std::move(rows));
+      }
+      if (graphs && plan.capture_verify != nullptr) {
+        MULO_ASSIGN_OR_RETURN(std::shared_ptr<VerifyGraphs> verify, plan.capture_verify(*pool));
+        pool->SetVerifyGraphs(std::move(verify));
       }
       pools->Add(family.name, plan.component, plan.model, std::move(pool));
     }
@@ -147,10 +171,11 @@ std::unique_ptr<KvReservation> KvPools::Reserve(const KvDemand& demand) {
 std::vector<KvPools::Usage> KvPools::usage() const {
   std::vector<Usage> out;
   for (const Entry& entry : pools_) {
-    // The pool's forward graphs and its row graphs, together.
+    // The pool's forward graphs and its graphs of whole steps, together.
     PoolGraphs::Counts graphs;
     if (entry.pool->graphs() != nullptr) graphs.Add(entry.pool->graphs()->counts());
     if (entry.pool->row_graphs() != nullptr) graphs.Add(entry.pool->row_graphs()->counts());
+    if (entry.pool->verify_graphs() != nullptr) graphs.Add(entry.pool->verify_graphs()->counts());
     out.push_back({entry.family, entry.component, entry.pool->slots(), entry.pool->used_slots(),
                    entry.pool->slot_rows(), entry.pool->MemoryBytes(), entry.pool->overflows(),
                    graphs});

@@ -65,6 +65,9 @@ class KvPools {
   // Rows a slot holds beyond the longest request's cache: a draft tree or window appended
   // after the image's last committed token (a cache that needs more overflows, kv_pool.h).
   static constexpr int64_t kDraftRows = 256;
+  // The chain length speculative decoding's graphs are captured for at load (its default
+  // gamma, speculative.h): a chain of another length drafts and verifies eagerly.
+  static constexpr int64_t kGraphedChain = 4;
 
   struct Family {
     std::string name;

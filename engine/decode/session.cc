@@ -129,7 +129,88 @@ void ModelStream::ResolveDrawn(int64_t from, const std::vector<int64_t>& ids) {
 
 bool ModelStream::CanFeedRow(int64_t count, const SamplingParams& sampling) const {
   const RowGraphs* rows = RowGraphs::Of(cache_);
-  return rows != nullptr && rows->tokens() == count && rows->Fits(cache_, sampling);
+  return rows != nullptr && !rows->shape().drafts && rows->tokens() == count &&
+         rows->Fits(cache_, sampling);
+}
+
+bool ModelStream::CanDraftChain(int64_t count, int64_t committed,
+                                const SamplingParams& sampling) const {
+  const RowGraphs* rows = RowGraphs::Of(cache_);
+  const int64_t unseen = committed - static_cast<int64_t>(fed_.size());
+  return rows != nullptr && rows->shape().drafts && rows->tokens() == count && unseen >= 1 &&
+         unseen <= RowGraphs::kMaxPrefix && rows->Fits(cache_, sampling);
+}
+
+StatusOr<RowGraphs::Output> ModelStream::DraftChain(const std::vector<int64_t>& committed,
+                                                    const torch::Tensor& uniforms,
+                                                    const SamplingParams& sampling,
+                                                    int64_t count) {
+  if (!CanDraftChain(count, static_cast<int64_t>(committed.size()), sampling)) {
+    return FailedPreconditionError("ModelStream::DraftChain: no chain graph fits " +
+                                   std::to_string(count) + " drafts of this stream");
+  }
+  const RowGraphs& rows = *RowGraphs::Of(cache_);
+  const int64_t at = static_cast<int64_t>(fed_.size()), context = cache_.length();
+  RowGraphs::Call call{
+      &cache_, torch::Tensor(), {committed.begin() + at, committed.end()}, uniforms, sampling,
+      model_.TokenPosition(condition_rows_, at),
+      model_.TokenPosition(condition_rows_, std::max<int64_t>(0, model_.num_image_tokens() - 2))};
+  RowGraphs::Output out;
+  if (loop_ != nullptr) {
+    MULO_ASSIGN_OR_RETURN(out, loop_->Run(rows, call));
+  } else {
+    MULO_ASSIGN_OR_RETURN(std::vector<RowGraphs::Output> outputs, rows.Run({call}));
+    out = std::move(outputs[0]);
+  }
+  next_logits_ = torch::Tensor();  // a chain's last logits are never read (Truncate follows)
+  next_hidden_ = torch::Tensor();
+  fed_.insert(fed_.end(), committed.begin() + at, committed.end());
+  fed_.insert(fed_.end(), count - 1, -1);
+  // The prefix's forward (its rows padded to kMaxPrefix), then one per fed draft.
+  const int64_t prefix = static_cast<int64_t>(committed.size()) - at;
+  for (int64_t j = 0; j < count; ++j) {
+    CountForward();
+    if (cache_.trace() != nullptr) {
+      cache_.trace()->push_back({&model_, cache_.batch(), j == 0 ? RowGraphs::kMaxPrefix : 1,
+                                 j == 0 ? context : context + prefix + j - 1, /*graph=*/true});
+    }
+  }
+  return out;
+}
+
+bool ModelStream::CanVerifyChain(int64_t count, const SamplingParams& sampling) const {
+  const VerifyGraphs* verify = VerifyGraphs::Of(cache_);
+  return verify != nullptr && verify->drafts() == count && verify->Fits(cache_, sampling);
+}
+
+StatusOr<VerifyGraphs::Output> ModelStream::VerifyChain(VerifyGraphs::Call call) {
+  const int64_t count = call.drafts.defined() ? call.drafts.numel() : 0;
+  if (!CanVerifyChain(count, call.sampling)) {
+    return FailedPreconditionError("ModelStream::VerifyChain: no verify graph fits " +
+                                   std::to_string(count) + " drafts of this stream");
+  }
+  const VerifyGraphs& verify = *VerifyGraphs::Of(cache_);
+  const int64_t at = static_cast<int64_t>(fed_.size()), context = cache_.length();
+  call.cache = &cache_;
+  call.first_position = model_.TokenPosition(condition_rows_, at);
+  call.last_position =
+      model_.TokenPosition(condition_rows_, std::max<int64_t>(0, model_.num_image_tokens() - 2));
+  VerifyGraphs::Output out;
+  if (loop_ != nullptr) {
+    MULO_ASSIGN_OR_RETURN(out, loop_->Run(verify, call));
+  } else {
+    MULO_ASSIGN_OR_RETURN(std::vector<VerifyGraphs::Output> outputs, verify.Run({call}));
+    out = std::move(outputs[0]);
+  }
+  next_logits_ = torch::Tensor();  // the verdict replaces them (Truncate follows)
+  next_hidden_ = torch::Tensor();
+  fed_.push_back(call.last_token);
+  fed_.insert(fed_.end(), out.drafts.begin(), out.drafts.end());
+  CountForward();
+  if (cache_.trace() != nullptr) {
+    cache_.trace()->push_back({&model_, cache_.batch(), count + 1, context, /*graph=*/true});
+  }
+  return out;
 }
 
 StatusOr<std::vector<int64_t>> ModelStream::DrawAndFeedRow(const torch::Tensor& uniforms,
@@ -142,7 +223,8 @@ StatusOr<std::vector<int64_t>> ModelStream::DrawAndFeedRow(const torch::Tensor& 
   const RowGraphs& rows = *RowGraphs::Of(cache_);
   const int64_t at = static_cast<int64_t>(fed_.size()), context = cache_.length();
   const RowGraphs::Call call{
-      &cache_, next_logits_, uniforms, sampling, model_.TokenPosition(condition_rows_, at),
+      &cache_, next_logits_, /*prefix=*/{}, uniforms, sampling,
+      model_.TokenPosition(condition_rows_, at),
       model_.TokenPosition(condition_rows_, std::max<int64_t>(0, model_.num_image_tokens() - 2))};
   RowGraphs::Output out;
   if (loop_ != nullptr) {

@@ -100,6 +100,27 @@ class ModelStream {
   StatusOr<std::vector<int64_t>> DrawAndFeedRow(const torch::Tensor& uniforms,
                                                 const SamplingParams& sampling, int64_t count);
 
+  // Whether a chain drafter may feed the `committed` tokens it has not been fed (1 ..
+  // RowGraphs::kMaxPrefix of them) and draft `count` tokens from there in one replay of its
+  // pool's chain graphs (row_graphs.h, Shape::drafts), as `sampling` allows.
+  bool CanDraftChain(int64_t count, int64_t committed, const SamplingParams& sampling) const;
+  // That replay, inside the loop's next batch of chains when there is a loop: feeds
+  // committed[fed().size(), end), then draws `count` drafts, feeding all but the last; draft j
+  // is the one ChainProposer draws with uniforms[j] (float64 [count] on the device; undefined
+  // when greedy). Nothing is read back: the drafts and their q stay on the device (Output::
+  // drafts, probabilities) and fed() holds -1 for the fed drafts until ResolveDrawn.
+  StatusOr<RowGraphs::Output> DraftChain(const std::vector<int64_t>& committed,
+                                         const torch::Tensor& uniforms,
+                                         const SamplingParams& sampling, int64_t count);
+  // Whether a target may verify a chain of `count` drafts in one replay of its pool's verify
+  // graphs (verify_graphs.h), as `sampling` allows.
+  bool CanVerifyChain(int64_t count, const SamplingParams& sampling) const;
+  // That replay and its one read, inside the loop's next batch of verifications when there is
+  // a loop: feeds call.last_token at fed().size() and the call's drafts after it, and judges
+  // them (the call's cache and positions are this stream's). fed() then holds the token and
+  // every draft; the caller truncates to what it keeps.
+  StatusOr<VerifyGraphs::Output> VerifyChain(VerifyGraphs::Call call);
+
   // Rolls back to the first n raster tokens (their next_logits are stale until the next Feed).
   Status Truncate(int64_t n);
 

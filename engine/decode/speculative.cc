@@ -11,10 +11,16 @@ namespace {
 class SpeculativeState : public SteppedMethod::State {
  public:
   SpeculativeState(ModelStream* target, ModelStream* draft, const SpeculativeOptions& options)
-      : target_(target), proposer_(draft), verifier_(options.accept, options.residual), gamma_(options.gamma) {}
+      : target_(target),
+        draft_(draft),
+        proposer_(draft),
+        verifier_(options.accept, options.residual),
+        gamma_(options.gamma),
+        default_rules_(!options.accept && !options.residual) {}
 
   // Invariant: the target has been fed every committed token but the last.
   Status Step(DecodeSession& session) override {
+    if (InGraphs(session)) return StepInGraphs(session);
     Stats& stats = session.stats();
     std::vector<int64_t> x = session.committed();
     const int64_t n = static_cast<int64_t>(x.size());
@@ -52,10 +58,62 @@ class SpeculativeState : public SteppedMethod::State {
   }
 
  private:
+  // Whether this step may run as the pools' two graphs: a whole gamma-long chain before the
+  // image's end, the default rules, and graphs that fit both streams.
+  bool InGraphs(DecodeSession& session) const {
+    const int64_t n = static_cast<int64_t>(session.committed().size());
+    return default_rules_ && n + gamma_ <= session.num_tokens() &&
+           draft_->CanDraftChain(gamma_, n, session.sampling()) &&
+           target_->CanVerifyChain(gamma_, session.sampling());
+  }
+
+  // Step's algorithm as two graph replays and one host read (issue 61): the drafter feeds what
+  // it has not seen and drafts the chain (one replay, nothing read); the target scores it,
+  // judges it and draws the next token (one replay); one read brings back the chain, the kept
+  // length and the next token. Given the same numbers, Step's decisions.
+  Status StepInGraphs(DecodeSession& session) {
+    Stats& stats = session.stats();
+    std::vector<int64_t> x = session.committed();
+    const int64_t n = static_cast<int64_t>(x.size());
+    RowGraphs::Output drafts;
+    {  // 1. Draft gamma tokens x_n.. from q.
+      auto timer = session.Time(Phase::kDraft);
+      const torch::Tensor numbers =
+          session.greedy() ? torch::Tensor() : session.uniforms(RngStream::kDrafter).Take(gamma_);
+      MULO_ASSIGN_OR_RETURN(drafts, draft_->DraftChain(x, numbers, session.sampling(), gamma_));
+    }
+    stats.drafted_tokens += gamma_;
+    VerifyGraphs::Output verdict;
+    const bool bonus_possible = n + gamma_ < session.num_tokens();
+    {  // 2-3. One target forward scores them; keep with min(1, p/q), re-draw the first rejection.
+      auto timer = session.Time(Phase::kVerify);
+      const VerifierRngs rngs = session.verifier_rngs();
+      const ChainNumbers numbers = PeekChainNumbers(rngs, gamma_, session.device());
+      MULO_ASSIGN_OR_RETURN(verdict, target_->VerifyChain({nullptr, x.back(), drafts.drafts,
+                                                           drafts.probabilities, numbers.accept,
+                                                           numbers.draw, session.sampling()}));
+      ++stats.verify_steps;
+      SkipChainNumbers(rngs, gamma_, verdict.kept, bonus_possible && !session.greedy());
+    }
+    const int64_t accepted = verdict.kept;
+    stats.CountAcceptedPath(accepted);
+    stats.resampled_tokens += accepted < gamma_;
+    draft_->ResolveDrawn(n, verdict.drafts);
+    x.insert(x.end(), verdict.drafts.begin(), verdict.drafts.begin() + accepted);
+    // At the image's end the chain has no bonus: its row was fed at the last position, unread.
+    if (accepted < gamma_ || bonus_possible) x.push_back(verdict.next_token);
+    MULO_RETURN_IF_ERROR(target_->Truncate(static_cast<int64_t>(x.size()) - 1));
+    MULO_RETURN_IF_ERROR(proposer_.Retain(n + std::min<int64_t>(accepted, gamma_ - 1)));
+    session.Commit(std::move(x));
+    return OkStatus();
+  }
+
   ModelStream* target_;
+  ModelStream* draft_;
   ChainProposer proposer_;
   ExactVerifier verifier_;
   int64_t gamma_;
+  bool default_rules_;  // the graphs judge with the exact rule only
 };
 
 }  // namespace

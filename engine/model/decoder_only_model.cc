@@ -45,9 +45,8 @@ StatusOr<std::shared_ptr<PoolGraphs>> DecoderOnlyModel::CapturePoolGraphs(
       emulate_cuda_graphs_);
 }
 
-StatusOr<std::shared_ptr<RowGraphs>> DecoderOnlyModel::CaptureRowGraphs(
-    const KvPool& pool) const {
-  if (!cuda_graphs_) return std::shared_ptr<RowGraphs>();
+std::optional<RowGraphs::Model> DecoderOnlyModel::StepGraphModel() const {
+  if (!cuda_graphs_) return std::nullopt;
   RowGraphs::Model model;
   model.embed = [this](const torch::Tensor& ids) { return EmbedCheckedTokens(ids); };
   model.forward = [this](KvCache& view, const PoolGraphs::Inputs& in) {
@@ -56,8 +55,8 @@ StatusOr<std::shared_ptr<RowGraphs>> DecoderOnlyModel::CaptureRowGraphs(
   model.dim = shape_.dim;
   model.vocab = vocab_size();
   model.options = options();
-  // A row of the image's grid per replay.
-  return RowGraphs::Capture(pool, grid_size(), std::move(model), emulate_cuda_graphs_);
+  model.emulated = emulate_cuda_graphs_;
+  return model;
 }
 
 std::vector<torch::Tensor> DecoderOnlyModel::ForwardSlots(KvCache& view,

@@ -35,7 +35,7 @@ class DecoderOnlyModel : public TokenModel {
 
   KvCache NewCache(int64_t batch, int64_t capacity) const override;
   StatusOr<std::shared_ptr<PoolGraphs>> CapturePoolGraphs(const KvPool& pool) const override;
-  StatusOr<std::shared_ptr<RowGraphs>> CaptureRowGraphs(const KvPool& pool) const override;
+  std::optional<RowGraphs::Model> StepGraphModel() const override;
   StatusOr<torch::Tensor> EmbedTokens(const torch::Tensor& tokens) const override;
   StatusOr<torch::Tensor> EmbedDrawnTokens(const torch::Tensor& tokens) const override;
   Status CheckForward(const KvCache& cache, const torch::Tensor& embeddings,

@@ -37,7 +37,8 @@ namespace mulo::engine {
 
 class KvPool;
 class PoolGraphs;  // pool_graphs.h: batched CUDA graphs over a pool's slots
-class RowGraphs;   // row_graphs.h: graphs of a whole ar row over a pool's slots
+class RowGraphs;   // row_graphs.h: graphs of a whole ar row (or a chain of drafts)
+class VerifyGraphs;  // verify_graphs.h: graphs of a speculative chain's verification
 
 // A run of adjacent slots taken from a pool; they return to it when the last holder (the
 // reservation, the caches over them) lets go.
@@ -82,9 +83,16 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
   // The batched graphs over this pool (set once, at load), or null.
   PoolGraphs* graphs() const { return graphs_.get(); }
   void SetGraphs(std::shared_ptr<PoolGraphs> graphs) { graphs_ = std::move(graphs); }
-  // The graphs of whole ar rows over this pool (set once, at load), or null.
+  // The graphs of whole ar rows, or of a drafter's chains, over this pool (set once, at
+  // load), or null.
   RowGraphs* row_graphs() const { return row_graphs_.get(); }
   void SetRowGraphs(std::shared_ptr<RowGraphs> graphs) { row_graphs_ = std::move(graphs); }
+  // The graphs of a speculative chain's verification over this pool (set once, at load), or
+  // null.
+  VerifyGraphs* verify_graphs() const { return verify_graphs_.get(); }
+  void SetVerifyGraphs(std::shared_ptr<VerifyGraphs> graphs) {
+    verify_graphs_ = std::move(graphs);
+  }
   // The slot pad streams write to: slots() (made with scratch_slot), else -1.
   int64_t scratch_slot() const { return scratch_ ? slots_ : -1; }
   // A cache over the whole pool whose stream b is slot slot_index[b] ([batch] int64 on the
@@ -115,6 +123,7 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
   const bool scratch_;
   std::shared_ptr<PoolGraphs> graphs_;
   std::shared_ptr<RowGraphs> row_graphs_;
+  std::shared_ptr<VerifyGraphs> verify_graphs_;
   mutable std::mutex mu_;
   std::vector<bool> used_;
   int64_t used_count_ = 0;

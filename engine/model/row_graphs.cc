@@ -20,27 +20,36 @@ struct RowGraphs::MemoryPool {
   GraphMemoryPool memory;  // every key's graph allocates from it (one worker replays them)
 };
 
+namespace {
+
+// The ints' columns per stream: slot, cache length before the replay, the sequence position of
+// the first token fed, the last position fed, the prefix's length (drafts; 1 otherwise).
+constexpr int64_t kStreamFields = 5;
+
+}  // namespace
+
 struct RowGraphs::Entry {
   // Static inputs on the device, each filled by one copy per replay (a lone request's with
   // no view made: every operator outside the graph counts on a GPU):
-  //   ints [4 x streams + 2 x requests] int64: every stream's slot, cache length before the
-  //     row, the sequence position of the row's first token and the last position fed; then
-  //     every request's cfg_scale and temperature (0: greedy), float64 bits;
+  //   ints [kStreamFields x streams + (2 + kMaxPrefix) x requests] int64: every stream's
+  //     fields (above), column by column; then every request's cfg_scale and temperature
+  //     (0: greedy) as float64 bits; then every request's prefix, padded with token 0;
   //   uniforms [requests x tokens] float64: request r's step j number at r x tokens + j;
   //   logits [streams, vocab] float32: what the row's first token is drawn from.
   torch::Tensor ints, uniforms, logits;
   std::optional<KvCache> view;  // the pool's slots as the ints' slot column indexes them
   torch::Tensor tokens;         // [requests, tokens] int64, written by every replay
-  torch::Tensor last_logits;    // [streams, vocab] float32, written by every replay
+  torch::Tensor last_logits;    // [streams, vocab] float32, written by every replay (rows)
+  torch::Tensor probabilities;  // [requests, tokens, vocab] float32, every replay (drafts)
   std::unique_ptr<CapturedGraph> graph;
   std::function<void()> emulated;
 };
 
-RowGraphs::RowGraphs(const KvPool& pool, int64_t tokens, Model model, bool emulated)
+RowGraphs::RowGraphs(const KvPool& pool, Shape shape, Model model)
     : pool_(pool),
-      tokens_(tokens),
+      shape_(shape),
+      tokens_(shape.tokens),
       model_(std::move(model)),
-      emulated_(emulated),
       memory_pool_(std::make_unique<MemoryPool>()) {}
 
 RowGraphs::~RowGraphs() = default;
@@ -54,13 +63,13 @@ RowGraphs* RowGraphs::Of(const KvCache& cache) {
   return cache.pool() != nullptr ? cache.pool()->row_graphs() : nullptr;
 }
 
-StatusOr<std::shared_ptr<RowGraphs>> RowGraphs::Capture(const KvPool& pool, int64_t tokens,
-                                                        Model model, bool emulated) {
+StatusOr<std::shared_ptr<RowGraphs>> RowGraphs::Capture(const KvPool& pool, Shape shape,
+                                                        Model model) {
   if (pool.scratch_slot() < 0) {
     return InvalidArgumentError("RowGraphs: the pool needs a scratch slot for pad requests");
   }
-  if (tokens < 1) return InvalidArgumentError("RowGraphs: a row needs at least one token");
-  std::shared_ptr<RowGraphs> graphs(new RowGraphs(pool, tokens, std::move(model), emulated));
+  if (shape.tokens < 1) return InvalidArgumentError("RowGraphs: a row needs at least one token");
+  std::shared_ptr<RowGraphs> graphs(new RowGraphs(pool, shape, std::move(model)));
   const auto start = std::chrono::steady_clock::now();
   const torch::Device device = graphs->model_.options.device();
   const int64_t reserved_before = DeviceReservedBytes(device);
@@ -68,7 +77,7 @@ StatusOr<std::shared_ptr<RowGraphs>> RowGraphs::Capture(const KvPool& pool, int6
   for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
     for (int64_t span = ForwardGraphs::kSpanRows; span <= pool.slot_rows();
          span += ForwardGraphs::kSpanRows) {
-      if (span < tokens) continue;
+      if (span < graphs->rows_written()) continue;
       MULO_RETURN_IF_ERROR(graphs->CaptureKey(Key(streams, span)));
     }
   }
@@ -83,11 +92,11 @@ void RowGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
   torch::NoGradGuard no_grad;
   const int64_t requests = streams / 2;
   const torch::Device device = model_.options.device();
-  const torch::Tensor lengths = e.ints.narrow(0, streams, streams);
-  const torch::Tensor first_positions = e.ints.narrow(0, 2 * streams, streams);
+  torch::Tensor lengths = e.ints.narrow(0, streams, streams);
+  torch::Tensor first_positions = e.ints.narrow(0, 2 * streams, streams);
   const torch::Tensor last_positions = e.ints.narrow(0, 3 * streams, streams);
   const torch::Tensor columns = torch::arange(span, torch::dtype(torch::kInt64).device(device));
-  const torch::Tensor params = e.ints.narrow(0, 4 * streams, 2 * requests)
+  const torch::Tensor params = e.ints.narrow(0, kStreamFields * streams, 2 * requests)
                                    .view(torch::kFloat64)
                                    .view({2, requests});
   const torch::Tensor cfg = params.select(0, 0).to(torch::kFloat32).unsqueeze(1);
@@ -98,16 +107,47 @@ void RowGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
   const torch::Tensor divisor = torch::where(greedy, torch::ones_like(temperature), temperature)
                                     .unsqueeze(1);
   torch::Tensor logits = e.logits;
-  std::vector<torch::Tensor> drawn;
+  if (shape_.drafts) {
+    // The prefix: both streams of a request feed its tokens at rows length .. length + 1 (a
+    // one-token prefix's pad row is overwritten by the first draft, or lies past the cache's
+    // length), and the first draft is drawn from its last real row.
+    const torch::Tensor counts = e.ints.narrow(0, 4 * streams, streams);
+    const torch::Tensor ids = e.ints.narrow(0, kStreamFields * streams + 2 * requests,
+                                            kMaxPrefix * requests)
+                                  .view({requests, 1, kMaxPrefix})
+                                  .expand({requests, 2, kMaxPrefix})
+                                  .reshape({streams, kMaxPrefix});
+    const torch::Tensor steps =
+        torch::arange(kMaxPrefix, torch::dtype(torch::kInt64).device(device)).unsqueeze(0);
+    PoolGraphs::Inputs in;
+    in.inputs = {model_.embed(ids)};
+    in.positions = torch::minimum(first_positions.unsqueeze(1) + steps, last_positions.unsqueeze(1));
+    in.rows = lengths.unsqueeze(1) + steps;
+    in.mask = columns.view({1, 1, span}) <= in.rows.unsqueeze(2);
+    in.span = span;
+    const torch::Tensor out = model_.forward(*e.view, in)[1];
+    logits = out.gather(1, (counts - 1).view({streams, 1, 1}).expand({streams, 1, model_.vocab}))
+                 .squeeze(1)
+                 .to(torch::kFloat32);
+    lengths = lengths + counts;
+    first_positions = first_positions + counts;
+  }
+  std::vector<torch::Tensor> drawn, probabilities;
   for (int64_t j = 0; j < tokens_; ++j) {
     // MixCfg per request: uncond + scale x (cond - uncond), the conditional stream first.
     const torch::Tensor pairs = logits.reshape({requests, 2, -1});
     const torch::Tensor cond = pairs.select(1, 0), uncond = pairs.select(1, 1);
     const torch::Tensor guided = uncond + cfg * (cond - uncond);
-    const torch::Tensor sampled =
-        DrawRows(torch::softmax(guided / divisor, -1), uniforms.select(1, j));
-    const torch::Tensor token = torch::where(greedy, guided.argmax(-1), sampled);
+    const torch::Tensor probs = torch::softmax(guided / divisor, -1);
+    const torch::Tensor best = guided.argmax(-1);
+    const torch::Tensor token = torch::where(greedy, best, DrawRows(probs, uniforms.select(1, j)));
     drawn.push_back(token);
+    if (shape_.drafts) {
+      // What the verifier judges the draft by: ToProbabilities' one-hot at temperature 0.
+      const torch::Tensor one_hot = torch::zeros_like(probs).scatter_(1, best.unsqueeze(1), 1.0);
+      probabilities.push_back(torch::where(greedy.unsqueeze(1), one_hot, probs));
+      if (j + 1 == tokens_) break;  // the last draft is fed after verification, if kept
+    }
     // Both streams of a request read its token (expanded, not repeat_interleave: that one
     // reads its output size back from the device, which a capture forbids).
     const torch::Tensor ids = token.unsqueeze(1).expand({requests, 2}).reshape({streams, 1});
@@ -121,7 +161,11 @@ void RowGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
     logits = out[1].select(1, 0).to(torch::kFloat32);
   }
   e.tokens = torch::stack(drawn, 1);
-  e.last_logits = logits;
+  if (shape_.drafts) {
+    e.probabilities = torch::stack(probabilities, 1);
+  } else {
+    e.last_logits = logits;
+  }
 }
 
 Status RowGraphs::CaptureKey(const Key& key) {
@@ -136,13 +180,16 @@ Status RowGraphs::CaptureKey(const Key& key) {
     const auto double_options = torch::dtype(torch::kFloat64).device(device);
     // Until the first call fills them: every request a pad (the scratch slot, length 0,
     // greedy), so the capture's warm-up writes nowhere a request reads.
+    // (prefix length 1, so that the prefix's last row is row 0).
     e->ints = torch::cat({torch::full({streams}, pool_.scratch_slot(), long_options),
-                          torch::zeros({3 * streams + 2 * requests}, long_options)});
+                          torch::zeros({3 * streams}, long_options),
+                          torch::ones({streams}, long_options),
+                          torch::zeros({(2 + kMaxPrefix) * requests}, long_options)});
     e->uniforms = torch::zeros({requests * tokens_}, double_options);
     e->logits = torch::zeros({streams, model_.vocab}, torch::dtype(torch::kFloat32).device(device));
     e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, streams)));
     auto run = [this, e, streams, span] { Body(*e, streams, span); };
-    if (emulated_) {
+    if (model_.emulated) {
       run();
       e->emulated = run;
     } else {
@@ -165,7 +212,7 @@ bool RowGraphs::Fits(const KvCache& cache, const SamplingParams& sampling) const
   if (cache.pool() != &pool_ || cache.batch() != 2) return false;
   if (sampling.top_k > 0 && sampling.top_k < model_.vocab) return false;
   if (sampling.top_p < 1.0) return false;
-  const int64_t span = ForwardGraphs::RoundUpToSpan(cache.length() + tokens_);
+  const int64_t span = ForwardGraphs::RoundUpToSpan(cache.length() + rows_written());
   return span <= pool_.slot_rows() && entries_.count(Key(2, span)) > 0;
 }
 
@@ -175,7 +222,12 @@ StatusOr<std::vector<RowGraphs::Output>> RowGraphs::Run(const std::vector<Call>&
     if (call.cache == nullptr || !Fits(*call.cache, call.sampling)) {
       return InvalidArgumentError("RowGraphs::Run: a call does not fit the row graphs");
     }
-    longest = std::max(longest, call.cache->length() + tokens_);
+    const int64_t prefix = static_cast<int64_t>(call.prefix.size());
+    if (shape_.drafts ? prefix < 1 || prefix > kMaxPrefix : prefix != 0) {
+      return InvalidArgumentError("RowGraphs::Run: a prefix of " + std::to_string(prefix) +
+                                  " tokens does not suit these graphs");
+    }
+    longest = std::max(longest, call.cache->length() + rows_written());
   }
   const int64_t streams = PoolGraphs::Bucket(2 * static_cast<int64_t>(calls.size()));
   const int64_t span = ForwardGraphs::RoundUpToSpan(longest);
@@ -199,10 +251,15 @@ StatusOr<std::vector<RowGraphs::Output>> RowGraphs::Run(const std::vector<Call>&
     torch::NoGradGuard no_grad;
     // Host side in plain memory; pad requests keep the scratch slot, length 0 and greedy
     // (cfg_scale and temperature 0.0, all bits zero).
-    std::vector<int64_t> ints(4 * streams + 2 * requests, 0);
-    double* const params = reinterpret_cast<double*>(ints.data() + 4 * streams);
+    const int64_t size = kStreamFields * streams + (2 + kMaxPrefix) * requests;
+    std::vector<int64_t> ints(size, 0);
+    double* const params = reinterpret_cast<double*>(ints.data() + kStreamFields * streams);
     static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
-    for (int64_t s = 0; s < streams; ++s) ints[s] = pool_.scratch_slot();
+    int64_t* const prefixes = ints.data() + kStreamFields * streams + 2 * requests;
+    for (int64_t s = 0; s < streams; ++s) {
+      ints[s] = pool_.scratch_slot();
+      ints[4 * streams + s] = 1;
+    }
     for (size_t r = 0; r < calls.size(); ++r) {
       const Call& call = calls[r];
       for (int64_t b = 0; b < 2; ++b) {
@@ -211,16 +268,17 @@ StatusOr<std::vector<RowGraphs::Output>> RowGraphs::Run(const std::vector<Call>&
         ints[streams + s] = call.cache->length();
         ints[2 * streams + s] = call.first_position;
         ints[3 * streams + s] = call.last_position;
+        if (!call.prefix.empty()) ints[4 * streams + s] = static_cast<int64_t>(call.prefix.size());
       }
+      std::copy(call.prefix.begin(), call.prefix.end(), prefixes + r * kMaxPrefix);
       params[r] = call.sampling.cfg_scale;
       params[requests + r] = call.sampling.temperature;
     }
-    UploadInto(e->ints, torch::from_blob(ints.data(), {4 * streams + 2 * requests},
-                                         torch::kInt64));
+    UploadInto(e->ints, torch::from_blob(ints.data(), {size}, torch::kInt64));
     const bool whole = requests == 1;  // a lone request fills the buffers without views
     for (size_t r = 0; r < calls.size(); ++r) {
       const int64_t at = static_cast<int64_t>(r);
-      (whole ? e->logits : e->logits.narrow(0, 2 * at, 2)).copy_(calls[r].logits);
+      if (!shape_.drafts) (whole ? e->logits : e->logits.narrow(0, 2 * at, 2)).copy_(calls[r].logits);
       // A greedy request's numbers are never read (its draw is the argmax).
       if (calls[r].uniforms.defined()) {
         (whole ? e->uniforms : e->uniforms.narrow(0, at * tokens_, tokens_))
@@ -235,10 +293,28 @@ StatusOr<std::vector<RowGraphs::Output>> RowGraphs::Run(const std::vector<Call>&
         e->graph->Replay();
       }
     }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++counts_.replays;
+      counts_.calls += static_cast<int64_t>(calls.size());
+    }
+    std::vector<Output> outputs;
+    if (shape_.drafts) {
+      // Copies (the next replay rewrites the graph's outputs), left on the device for the
+      // verifier: no read.
+      const torch::Tensor drafts = e->tokens.clone();
+      const torch::Tensor probabilities = e->probabilities.clone();
+      for (size_t r = 0; r < calls.size(); ++r) {
+        const int64_t at = static_cast<int64_t>(r);
+        outputs.push_back({{}, torch::Tensor(), drafts.select(0, at),
+                           probabilities.select(0, at)});
+        calls[r].cache->Advance(static_cast<int64_t>(calls[r].prefix.size()) + tokens_ - 1);
+      }
+      return outputs;
+    }
     // Every request's tokens in one read ([requests, tokens], pads' rows included: no view).
     const torch::Tensor ids = HostRead(e->tokens);
     const int64_t* const host = ids.data_ptr<int64_t>();
-    std::vector<Output> outputs;
     for (size_t r = 0; r < calls.size(); ++r) {
       const int64_t at = static_cast<int64_t>(r);
       // A copy: the next replay rewrites the graph's outputs.
@@ -246,9 +322,6 @@ StatusOr<std::vector<RowGraphs::Output>> RowGraphs::Run(const std::vector<Call>&
                          (whole ? e->last_logits : e->last_logits.narrow(0, 2 * at, 2)).clone()});
       calls[r].cache->Advance(tokens_);
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    ++counts_.replays;
-    counts_.calls += static_cast<int64_t>(calls.size());
     return outputs;
   });
 }

@@ -17,6 +17,13 @@
 // of DecodeSession::DrawOnDevice and a fed forward per token, up to the last bits that a graph's
 // longer span may change (as for pool_graphs.h's spans).
 //
+// Speculative decoding's drafter runs the same steps as a chain of drafts (Shape::drafts): the
+// replay first feeds the one or two committed tokens the drafter has not seen (padded to two
+// rows, the pad overwritten by the first draft), draws `tokens` drafts from there, feeds all
+// but the last, and leaves the drafts and the distributions they were drawn from on the device
+// for the verifier (chain_graphs.h), with no host read: speculative's whole drafting is one
+// replay instead of gamma forwards, gamma draws and ~500 operators.
+//
 // Keys: (streams, span), streams padded up to a power of two (pad requests write to the
 // scratch slot and see only their own rows), span the longest call's cache after the row
 // rounded up to ForwardGraphs::kSpanRows. Every key is captured at load, as pool_graphs.h's.
@@ -56,17 +63,31 @@ class RowGraphs {
     int64_t dim = 0;
     int64_t vocab = 0;
     torch::TensorOptions options;  // the embeddings' dtype and device
+    bool emulated = false;  // replays run the body eagerly (LoadOptions::emulate_cuda_graphs)
   };
 
-  // Captures (or emulates) every key's graph of a row of `tokens` steps over `pool` (made with
-  // a scratch slot). INVALID_ARGUMENT without a scratch slot; a key whose capture fails is
-  // left out and counted (Run then reports that no graph fits).
-  static StatusOr<std::shared_ptr<RowGraphs>> Capture(const KvPool& pool, int64_t tokens,
-                                                      Model model, bool emulated);
+  // What one replay does.
+  struct Shape {
+    int64_t tokens = 0;  // draws per request
+    // Drafts for a verifier: each call first feeds its 1 .. kMaxPrefix host tokens (Call::
+    // prefix) and draws from the last one's logits; the last draw is not fed; Run reads
+    // nothing back and returns the drafts and their distributions on the device.
+    bool drafts = false;
+  };
+  static constexpr int64_t kMaxPrefix = 2;
+
+  // Captures (or, with model.emulated, emulates) every key's graph of `shape` over `pool`
+  // (made with a scratch slot). INVALID_ARGUMENT without a scratch slot; a key whose capture
+  // fails is left out and counted (Run then reports that no graph fits).
+  static StatusOr<std::shared_ptr<RowGraphs>> Capture(const KvPool& pool, Shape shape,
+                                                      Model model);
   // The row graphs of the pool `cache` is a view of, or null.
   static RowGraphs* Of(const KvCache& cache);
 
-  int64_t tokens() const { return tokens_; }
+  int64_t tokens() const { return shape_.tokens; }
+  const Shape& shape() const { return shape_; }
+  // Cache rows one replay writes per stream (what a call's span must hold).
+  int64_t rows_written() const { return shape_.tokens + (shape_.drafts ? kMaxPrefix : 0); }
   // Whether a request with `sampling` and `cache` (a view of this pool) may run its next row
   // from these graphs: two guidance streams, no top-k or top-p filter, and the row fits its
   // slots and a captured span.
@@ -76,9 +97,12 @@ class RowGraphs {
   struct Call {
     KvCache* cache = nullptr;
     torch::Tensor logits;     // [2, vocab] float32: the streams' logits for the row's first token
+                              // (unread with Shape::drafts)
+    std::vector<int64_t> prefix;  // Shape::drafts: the 1 .. kMaxPrefix tokens fed first
     torch::Tensor uniforms;   // float64 [tokens] on the device: step j's number; undefined: greedy
     SamplingParams sampling;  // cfg_scale and temperature (Fits holds)
     int64_t first_position = 0;  // the sequence position of the row's first token
+    // (with drafts, of the prefix's first token).
     // The last position a token is fed at (the image's second to last token's; its last is
     // never fed): a row that ends the image feeds its last token too (the graph's rows are all
     // alike) at a position clamped to this one, into a cache row nothing reads (a learned
@@ -86,12 +110,17 @@ class RowGraphs {
     int64_t last_position = 0;
   };
   struct Output {
-    std::vector<int64_t> tokens;  // the row's `tokens` ids, read back
+    std::vector<int64_t> tokens;  // the row's `tokens` ids, read back (not with drafts)
     torch::Tensor logits;         // [2, vocab] float32: predicting the token after the row
+                                  // (not with drafts)
+    torch::Tensor drafts;         // Shape::drafts: int64 [tokens] on the device
+    torch::Tensor probabilities;  // Shape::drafts: [tokens, vocab] float32, what each was
+                                  // drawn from (DecodeSession::Probabilities; one-hot greedy)
   };
   // Runs every call's row from one replay, reads every call's tokens back in one host read
-  // (the batch's one synchronisation), and advances each cache by `tokens`. INVALID_ARGUMENT
-  // for a call that does not Fit. A batch whose key failed to capture runs call by call;
+  // (the batch's one synchronisation; none with drafts), and advances each cache by `tokens`
+  // (with drafts: by its prefix and the fed drafts, tokens - 1). INVALID_ARGUMENT for a call
+  // that does not Fit or whose prefix does not suit the shape. A batch whose key failed to capture runs call by call;
   // FAILED_PRECONDITION only for a lone call whose key failed to capture.
   // Const as TokenModel::Forward is: the graphs' buffers are scratch, written by each replay.
   StatusOr<std::vector<Output>> Run(const std::vector<Call>& calls) const;
@@ -105,15 +134,15 @@ class RowGraphs {
  private:
   using Key = std::pair<int64_t, int64_t>;  // (streams, span)
   struct Entry;
-  RowGraphs(const KvPool& pool, int64_t tokens, Model model, bool emulated);
+  RowGraphs(const KvPool& pool, Shape shape, Model model);
   Status CaptureKey(const Key& key);
   // The row's steps over a key's static buffers (what is captured).
   void Body(Entry& e, int64_t streams, int64_t span) const;
 
   const KvPool& pool_;  // owns these graphs
-  const int64_t tokens_;
+  const Shape shape_;
+  const int64_t tokens_;  // shape_.tokens
   const Model model_;
-  const bool emulated_;
   std::map<Key, std::unique_ptr<Entry>> entries_;
   struct MemoryPool;
   std::unique_ptr<MemoryPool> memory_pool_;

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,12 +29,12 @@
 #include "engine/model/condition.h"
 #include "engine/model/kv_cache.h"
 #include "engine/model/packed_gemms.h"
+#include "engine/model/row_graphs.h"
 
 namespace mulo::engine {
 
 class KvPool;      // kv_pool.h
 class PoolGraphs;  // pool_graphs.h
-class RowGraphs;   // row_graphs.h
 
 enum class LogitsMode {
   kAll,   // logits for every new position
@@ -82,12 +83,10 @@ class TokenModel {
     return std::shared_ptr<PoolGraphs>();
   }
 
-  // The graphs of whole ar rows (row_graphs.h) over `pool`, as CapturePoolGraphs; null when
+  // What graphs of whole decode steps over this model's pool are made of (row_graphs.h:
+  // ar's rows, a drafter's chains; verify_graphs.h: a chain's verification), or nullopt when
   // the model runs without graphs.
-  virtual StatusOr<std::shared_ptr<RowGraphs>> CaptureRowGraphs(const KvPool& pool) const {
-    (void)pool;
-    return std::shared_ptr<RowGraphs>();
-  }
+  virtual std::optional<RowGraphs::Model> StepGraphModel() const { return std::nullopt; }
 
   // An empty cache for `batch` streams (2 for classifier-free guidance).
   virtual KvCache NewCache(int64_t batch, int64_t capacity) const = 0;

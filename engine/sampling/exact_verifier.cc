@@ -40,6 +40,20 @@ Status CheckChain(const VerifyInput& input) {
 
 }  // namespace
 
+ChainNumbers PeekChainNumbers(const VerifierRngs& rngs, int64_t length,
+                              const torch::Device& device) {
+  auto numbers = [&](const Rng& rng, UniformCache* cache, int64_t count) {
+    return cache != nullptr ? cache->Peek(count) : StreamUniforms(rng, count, device);
+  };
+  return {numbers(*rngs.accept, rngs.accept_numbers, length),
+          numbers(*rngs.draw, rngs.draw_numbers, 1)};
+}
+
+void SkipChainNumbers(const VerifierRngs& rngs, int64_t length, int64_t kept, bool bonus_drawn) {
+  rngs.accept->Skip(static_cast<uint64_t>(std::min(kept + 1, length)));
+  if (kept < length || bonus_drawn) rngs.draw->Skip(1);
+}
+
 StatusOr<Verdict> ExactVerifier::Verify(const VerifyInput& input,
                                         const VerifierRngs& rngs) const {
   if (!JudgesOnDevice()) return VerifyOnHost(input, rngs);
@@ -48,13 +62,9 @@ StatusOr<Verdict> ExactVerifier::Verify(const VerifyInput& input,
     const DraftBatch& drafts = input.drafts;
     const int64_t length = drafts.size();
     const torch::Device device = input.p.device();
-    auto numbers = [&](const Rng& rng, UniformCache* cache, int64_t count) {
-      return cache != nullptr ? cache->Peek(count) : StreamUniforms(rng, count, device);
-    };
     const torch::Tensor tokens = Upload(torch::tensor(drafts.tokens, torch::kInt64), device);
-    const torch::Tensor accept_numbers = numbers(*rngs.accept, rngs.accept_numbers, length);
-    const torch::Tensor draw_number = numbers(*rngs.draw, rngs.draw_numbers, 1);
-    ChainCall call{input.p, drafts.q, tokens, accept_numbers, draw_number, input.greedy};
+    const ChainNumbers numbers = PeekChainNumbers(rngs, length, device);
+    ChainCall call{input.p, drafts.q, tokens, numbers.accept, numbers.draw, input.greedy};
     if (length > 0) {
       call.pooled = PooledMassesOnDevice(input.p.narrow(0, 0, length), drafts.q, tokens);
     }
@@ -74,11 +84,7 @@ StatusOr<Verdict> ExactVerifier::Verify(const VerifyInput& input,
       verdict.pooled_drafts = judged;
       verdict.pooled_neighbors = decision.neighbors;
     }
-    // The numbers the host loop would have drawn: one per judged draft, one for a residual or
-    // a sampled bonus.
-    rngs.accept->Skip(static_cast<uint64_t>(judged));
-    const bool drew = kept < length || (input.p.size(0) > length && !input.greedy);
-    if (drew) rngs.draw->Skip(1);
+    SkipChainNumbers(rngs, length, kept, input.p.size(0) > length && !input.greedy);
     return verdict;
   });
 }

@@ -18,6 +18,21 @@
 
 namespace mulo::engine {
 
+// The numbers a chain of `length` drafts is judged with on the device: the acceptance
+// stream's next `length` and the draw stream's next one (from their UniformCaches when the
+// rngs have them), without moving either stream.
+struct ChainNumbers {
+  torch::Tensor accept;  // float64 [length]
+  torch::Tensor draw;    // float64 [1]
+};
+ChainNumbers PeekChainNumbers(const VerifierRngs& rngs, int64_t length,
+                              const torch::Device& device);
+// Moves the streams past the numbers the host loop would have drawn for a chain of `length`
+// that kept `kept`: one acceptance number per judged draft (the kept ones and the first
+// rejected), and one draw for a residual or, when `bonus_drawn` (a bonus row, sampling), for
+// the bonus.
+void SkipChainNumbers(const VerifierRngs& rngs, int64_t length, int64_t kept, bool bonus_drawn);
+
 class ExactVerifier : public Verifier {
  public:
   // `rule` empty = AcceptDraft (min(1, p/q)); `residual` empty = ResidualDistribution.

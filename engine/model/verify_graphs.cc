@@ -1,0 +1,276 @@
+#include "engine/model/verify_graphs.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "engine/core/device_upload.h"
+#include "engine/core/host_read.h"
+#include "engine/core/op_count.h"
+#include "engine/core/torch_guard.h"
+#include "engine/model/cuda_graph_capture.h"
+#include "engine/model/forward_graphs.h"
+#include "engine/model/kv_pool.h"
+#include "engine/sampling/chain_rejection.h"
+
+namespace mulo::engine {
+
+namespace {
+
+// The ints' columns per stream: slot, cache length before the chain, the last committed
+// token's sequence position, the last position fed.
+constexpr int64_t kStreamFields = 4;
+
+}  // namespace
+
+struct VerifyGraphs::MemoryPool {
+  GraphMemoryPool memory;  // every key's graph allocates from it (one worker replays them)
+};
+
+struct VerifyGraphs::Entry {
+  // Static inputs on the device, each filled by one copy per replay:
+  //   ints [kStreamFields x streams + 3 x requests] int64: every stream's fields (above),
+  //     column by column; every request's cfg_scale and temperature (0: greedy) as float64
+  //     bits; every request's last committed token;
+  //   drafts [requests, drafts] int64, q [requests, drafts, vocab] float32;
+  //   accept [requests, drafts] and draw [requests] float64: the rule's numbers.
+  torch::Tensor ints, drafts, q, accept, draw;
+  std::optional<KvCache> view;  // the pool's slots as the ints' slot column indexes them
+  // [requests, drafts + 2] int64, written by every replay: the drafts, the kept length and
+  // the next token (the one read).
+  torch::Tensor result;
+  std::unique_ptr<CapturedGraph> graph;
+  std::function<void()> emulated;
+};
+
+VerifyGraphs::VerifyGraphs(const KvPool& pool, int64_t drafts, RowGraphs::Model model)
+    : pool_(pool),
+      drafts_(drafts),
+      model_(std::move(model)),
+      memory_pool_(std::make_unique<MemoryPool>()) {}
+
+VerifyGraphs::~VerifyGraphs() = default;
+
+PoolGraphs::Counts VerifyGraphs::counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counts_;
+}
+
+VerifyGraphs* VerifyGraphs::Of(const KvCache& cache) {
+  return cache.pool() != nullptr ? cache.pool()->verify_graphs() : nullptr;
+}
+
+StatusOr<std::shared_ptr<VerifyGraphs>> VerifyGraphs::Capture(const KvPool& pool,
+                                                              int64_t drafts,
+                                                              RowGraphs::Model model) {
+  if (pool.scratch_slot() < 0) {
+    return InvalidArgumentError("VerifyGraphs: the pool needs a scratch slot for pad requests");
+  }
+  if (drafts < 1) return InvalidArgumentError("VerifyGraphs: a chain needs at least one draft");
+  std::shared_ptr<VerifyGraphs> graphs(new VerifyGraphs(pool, drafts, std::move(model)));
+  const auto start = std::chrono::steady_clock::now();
+  const torch::Device device = graphs->model_.options.device();
+  const int64_t reserved_before = DeviceReservedBytes(device);
+  for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
+    for (int64_t span = ForwardGraphs::kSpanRows; span <= pool.slot_rows();
+         span += ForwardGraphs::kSpanRows) {
+      if (span < drafts + 1) continue;
+      MULO_RETURN_IF_ERROR(graphs->CaptureKey(Key(streams, span)));
+    }
+  }
+  PoolGraphs::Counts& counts = graphs->counts_;
+  counts.capture_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  counts.memory_bytes += DeviceReservedBytes(device) - reserved_before;
+  return graphs;
+}
+
+void VerifyGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
+  torch::NoGradGuard no_grad;
+  const int64_t requests = streams / 2, rows = drafts_ + 1, vocab = model_.vocab;
+  const torch::Device device = model_.options.device();
+  const auto long_options = torch::dtype(torch::kInt64).device(device);
+  const torch::Tensor lengths = e.ints.narrow(0, streams, streams);
+  const torch::Tensor first_positions = e.ints.narrow(0, 2 * streams, streams);
+  const torch::Tensor last_positions = e.ints.narrow(0, 3 * streams, streams);
+  const torch::Tensor params = e.ints.narrow(0, kStreamFields * streams, 2 * requests)
+                                   .view(torch::kFloat64)
+                                   .view({2, requests});
+  const torch::Tensor last_tokens =
+      e.ints.narrow(0, kStreamFields * streams + 2 * requests, requests);
+  // The chain's rows, the same ids in both streams of a request (expanded: see row_graphs.cc).
+  const torch::Tensor chain = torch::cat({last_tokens.unsqueeze(1), e.drafts}, 1);
+  const torch::Tensor ids =
+      chain.unsqueeze(1).expand({requests, 2, rows}).reshape({streams, rows});
+  const torch::Tensor steps = torch::arange(rows, long_options).unsqueeze(0);
+  const torch::Tensor columns = torch::arange(span, long_options);
+  PoolGraphs::Inputs in;
+  in.inputs = {model_.embed(ids)};
+  in.positions = torch::minimum(first_positions.unsqueeze(1) + steps, last_positions.unsqueeze(1));
+  in.rows = lengths.unsqueeze(1) + steps;
+  in.mask = columns.view({1, 1, span}) <= in.rows.unsqueeze(2);
+  in.span = span;
+  const torch::Tensor logits =
+      model_.forward(*e.view, in)[1].to(torch::kFloat32).view({requests, 2, rows, vocab});
+  // p as DecodeSession::Probabilities makes it: MixCfg, tempering, softmax; one-hot greedy.
+  const torch::Tensor cfg = params.select(0, 0).to(torch::kFloat32).view({requests, 1, 1});
+  const torch::Tensor temperature = params.select(0, 1).to(torch::kFloat32).view({requests, 1, 1});
+  const torch::Tensor greedy = temperature == 0;
+  const torch::Tensor cond = logits.select(1, 0), uncond = logits.select(1, 1);
+  const torch::Tensor guided = uncond + cfg * (cond - uncond);
+  const torch::Tensor divisor = torch::where(greedy, torch::ones_like(temperature), temperature);
+  const torch::Tensor one_hot =
+      torch::zeros_like(guided).scatter_(2, guided.argmax(2, /*keepdim=*/true), 1.0);
+  const torch::Tensor p = torch::where(greedy, one_hot, torch::softmax(guided / divisor, -1));
+  // Judged as sampled chains: on a one-hot p the residual and the bonus draws give the argmax,
+  // which is what a greedy chain takes (so no host flag enters the graph).
+  std::vector<ChainCall> calls;
+  for (int64_t r = 0; r < requests; ++r) {
+    calls.push_back({p.select(0, r), e.q.select(0, r), e.drafts.select(0, r),
+                     e.accept.select(0, r), e.draw.narrow(0, r, 1), /*greedy=*/false});
+  }
+  const torch::Tensor decisions = JudgeChains(calls);
+  e.result = torch::cat({e.drafts, decisions.narrow(1, 0, 2)}, 1);
+}
+
+Status VerifyGraphs::CaptureKey(const Key& key) {
+  const int64_t streams = key.first, span = key.second;
+  return GuardTorch("VerifyGraphs::Capture", [&]() -> Status {
+    torch::NoGradGuard no_grad;
+    const torch::Device device = model_.options.device();
+    const int64_t requests = streams / 2;
+    auto entry = std::make_unique<Entry>();
+    Entry* e = entry.get();
+    const auto long_options = torch::dtype(torch::kInt64).device(device);
+    const auto double_options = torch::dtype(torch::kFloat64).device(device);
+    // Until the first call fills them: every request a pad (the scratch slot, length 0,
+    // greedy, token 0), so the capture's warm-up writes nowhere a request reads.
+    e->ints = torch::cat({torch::full({streams}, pool_.scratch_slot(), long_options),
+                          torch::zeros({(kStreamFields - 1) * streams + 3 * requests},
+                                       long_options)});
+    e->drafts = torch::zeros({requests, drafts_}, long_options);
+    e->q = torch::zeros({requests, drafts_, model_.vocab},
+                        torch::dtype(torch::kFloat32).device(device));
+    e->accept = torch::zeros({requests, drafts_}, double_options);
+    e->draw = torch::zeros({requests}, double_options);
+    e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, streams)));
+    auto run = [this, e, streams, span] { Body(*e, streams, span); };
+    if (model_.emulated) {
+      run();
+      e->emulated = run;
+    } else {
+      auto graph = CapturedGraph::Capture(device, run, memory_pool_->memory);
+      if (!graph.ok()) {
+        ++counts_.failed_captures;
+        return OkStatus();
+      }
+      e->graph = std::move(*graph);
+    }
+    counts_.memory_bytes += (e->ints.numel() + e->drafts.numel() + e->accept.numel() +
+                             e->draw.numel()) * 8 + e->q.numel() * 4;
+    ++counts_.graphs;
+    entries_[key] = std::move(entry);
+    return OkStatus();
+  });
+}
+
+bool VerifyGraphs::Fits(const KvCache& cache, const SamplingParams& sampling) const {
+  if (cache.pool() != &pool_ || cache.batch() != 2) return false;
+  if (sampling.top_k > 0 && sampling.top_k < model_.vocab) return false;
+  if (sampling.top_p < 1.0) return false;
+  const int64_t span = ForwardGraphs::RoundUpToSpan(cache.length() + drafts_ + 1);
+  return span <= pool_.slot_rows() && entries_.count(Key(2, span)) > 0;
+}
+
+StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
+    const std::vector<Call>& calls) const {
+  int64_t longest = 0;
+  for (const Call& call : calls) {
+    if (call.cache == nullptr || !Fits(*call.cache, call.sampling)) {
+      return InvalidArgumentError("VerifyGraphs::Run: a call does not fit the verify graphs");
+    }
+    if (!call.drafts.defined() || call.drafts.numel() != drafts_ || !call.q.defined() ||
+        !call.accept_uniforms.defined() || !call.draw_uniform.defined()) {
+      return InvalidArgumentError("VerifyGraphs::Run: a call needs " + std::to_string(drafts_) +
+                                  " drafts, their q and the rule's numbers");
+    }
+    longest = std::max(longest, call.cache->length() + drafts_ + 1);
+  }
+  const int64_t streams = PoolGraphs::Bucket(2 * static_cast<int64_t>(calls.size()));
+  const int64_t span = ForwardGraphs::RoundUpToSpan(longest);
+  auto it = entries_.find(Key(streams, span));
+  if (it == entries_.end() && calls.size() > 1) {
+    std::vector<Output> outputs;  // each call alone (Fits holds the lone key)
+    for (const Call& call : calls) {
+      MULO_ASSIGN_OR_RETURN(std::vector<Output> one, Run({call}));
+      outputs.push_back(std::move(one[0]));
+    }
+    return outputs;
+  }
+  if (it == entries_.end()) {
+    return FailedPreconditionError("VerifyGraphs::Run: no graph of " + std::to_string(streams) +
+                                   " streams over " + std::to_string(span) + " rows");
+  }
+  Entry* e = it->second.get();
+  const int64_t requests = streams / 2;
+  return GuardTorch("VerifyGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
+    torch::NoGradGuard no_grad;
+    // Pads keep the scratch slot, length 0, greedy and token 0.
+    const int64_t size = kStreamFields * streams + 3 * requests;
+    std::vector<int64_t> ints(size, 0);
+    double* const params = reinterpret_cast<double*>(ints.data() + kStreamFields * streams);
+    static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
+    int64_t* const last_tokens = ints.data() + kStreamFields * streams + 2 * requests;
+    for (int64_t s = 0; s < streams; ++s) ints[s] = pool_.scratch_slot();
+    for (size_t r = 0; r < calls.size(); ++r) {
+      const Call& call = calls[r];
+      for (int64_t b = 0; b < 2; ++b) {
+        const int64_t s = 2 * static_cast<int64_t>(r) + b;
+        ints[s] = call.cache->first_slot() + b;
+        ints[streams + s] = call.cache->length();
+        ints[2 * streams + s] = call.first_position;
+        ints[3 * streams + s] = call.last_position;
+      }
+      params[r] = call.sampling.cfg_scale;
+      params[requests + r] = call.sampling.temperature;
+      last_tokens[r] = call.last_token;
+    }
+    UploadInto(e->ints, torch::from_blob(ints.data(), {size}, torch::kInt64));
+    const bool whole = requests == 1;  // a lone request fills the buffers without views
+    for (size_t r = 0; r < calls.size(); ++r) {
+      const Call& call = calls[r];
+      const int64_t at = static_cast<int64_t>(r);
+      const auto row = [&](const torch::Tensor& t) { return whole ? t : t.narrow(0, at, 1); };
+      row(e->drafts).copy_(call.drafts.view({1, drafts_}));
+      row(e->q).copy_(call.q.view({1, drafts_, model_.vocab}));
+      row(e->accept).copy_(call.accept_uniforms.view({1, drafts_}));
+      row(e->draw).copy_(call.draw_uniform.view({1}));
+    }
+    {
+      GraphReplay replay;  // one launch (op_count.h)
+      if (e->emulated) {
+        e->emulated();
+      } else {
+        e->graph->Replay();
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++counts_.replays;
+      counts_.calls += static_cast<int64_t>(calls.size());
+    }
+    // Every request's drafts and decision in one read (pads' rows included: no view).
+    const torch::Tensor result = HostRead(e->result);
+    const int64_t* const host = result.data_ptr<int64_t>();
+    std::vector<Output> outputs;
+    for (size_t r = 0; r < calls.size(); ++r) {
+      const int64_t* const row = host + static_cast<int64_t>(r) * (drafts_ + 2);
+      outputs.push_back({std::vector<int64_t>(row, row + drafts_), row[drafts_], row[drafts_ + 1]});
+      calls[r].cache->Advance(drafts_ + 1);
+    }
+    return outputs;
+  });
+}
+
+}  // namespace mulo::engine

@@ -1,0 +1,108 @@
+// CUDA graphs of speculative decoding's verification over the target's KV-cache pool: one
+// replay feeds every request's last committed token and its chain of drafts, mixes guidance,
+// makes p, judges the chain with the exact rule (chain_rejection.h: min(1, p/q), the residual
+// re-draw at the first rejection, the bonus after a fully kept chain) and leaves each request's
+// drafts, kept length and next token in one small tensor, read back in one host read. With the
+// drafter's chain drafted by one replay of its row graphs (row_graphs.h, Shape::drafts), a
+// speculative step is two replays and one read instead of ~5 replays, 2 reads and ~900
+// operators (issue 61; SGLang captures its draft and its verify the same way).
+//
+// Every request's parameters are tensors (cfg_scale, temperature: 0 makes p and q one-hot, as
+// ToProbabilities does, and then the rule keeps a draft exactly when it is the argmax), so one
+// graph serves any mix; requests with top-k or top-p filters verify eagerly (Fits). The chain
+// always has a bonus row: at the image's end the caller ignores the bonus token (the draft
+// after the last is fed at the last position into a row nothing reads, as row_graphs.h's last
+// row). Decisions are those of ExactVerifier given the same numbers and the same p, which the
+// graph computes from a forward of exactly the chain's rows (the eager verification pads them
+// to a power of two, which may change the last bits; pool_graphs.h).
+//
+// Keys (streams, span), as row_graphs.h's: streams padded to a power of two (pad requests write
+// to the scratch slot), span the longest cache after the chain, in whole kSpanRows.
+#ifndef MULO_ENGINE_MODEL_VERIFY_GRAPHS_H_
+#define MULO_ENGINE_MODEL_VERIFY_GRAPHS_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/model/kv_cache.h"
+#include "engine/model/pool_graphs.h"
+#include "engine/model/row_graphs.h"
+#include "engine/sampling/sampling_params.h"
+
+namespace mulo::engine {
+
+class KvPool;
+
+class VerifyGraphs {
+ public:
+  // Captures (or, with model.emulated, emulates) every key's graph of a chain of `drafts`
+  // drafts over `pool` (made with a scratch slot). INVALID_ARGUMENT without a scratch slot or
+  // drafts; a key whose capture fails is left out and counted.
+  static StatusOr<std::shared_ptr<VerifyGraphs>> Capture(const KvPool& pool, int64_t drafts,
+                                                         RowGraphs::Model model);
+  // The verify graphs of the pool `cache` is a view of, or null.
+  static VerifyGraphs* Of(const KvCache& cache);
+
+  int64_t drafts() const { return drafts_; }
+  // Whether a request with `sampling` and `cache` (a view of this pool) may verify a chain
+  // from these graphs: two guidance streams, no top-k or top-p filter, and the chain fits its
+  // slots and a captured span.
+  bool Fits(const KvCache& cache, const SamplingParams& sampling) const;
+
+  // One request's chain.
+  struct Call {
+    KvCache* cache = nullptr;  // fed every committed token but the last
+    int64_t last_token = 0;    // the last committed token, fed first
+    torch::Tensor drafts;      // int64 [drafts] on the device
+    torch::Tensor q;           // [drafts, vocab] float32: what each draft was drawn from
+    torch::Tensor accept_uniforms;  // float64 [drafts]: the acceptance stream's next numbers
+    torch::Tensor draw_uniform;     // float64 [1]: the draw stream's next number
+    SamplingParams sampling;        // cfg_scale and temperature (Fits holds)
+    int64_t first_position = 0;     // last_token's sequence position
+    int64_t last_position = 0;      // the last position a token is fed at (row_graphs.h)
+  };
+  struct Output {
+    std::vector<int64_t> drafts;  // the chain, read back
+    int64_t kept = 0;             // leading drafts kept
+    int64_t next_token = -1;      // the residual's draw, or the bonus after a kept chain
+  };
+  // Runs every call's verification from one replay, reads every call's output in one host
+  // read and advances each cache by drafts + 1 (the caller truncates it to what it keeps).
+  // INVALID_ARGUMENT for a call that does not Fit; a batch whose key failed to capture runs
+  // call by call; FAILED_PRECONDITION for a lone call whose key failed to capture.
+  StatusOr<std::vector<Output>> Run(const std::vector<Call>& calls) const;
+
+  PoolGraphs::Counts counts() const;
+
+  VerifyGraphs(const VerifyGraphs&) = delete;
+  VerifyGraphs& operator=(const VerifyGraphs&) = delete;
+  ~VerifyGraphs();
+
+ private:
+  using Key = std::pair<int64_t, int64_t>;  // (streams, span)
+  struct Entry;
+  VerifyGraphs(const KvPool& pool, int64_t drafts, RowGraphs::Model model);
+  Status CaptureKey(const Key& key);
+  // The verification over a key's static buffers (what is captured).
+  void Body(Entry& e, int64_t streams, int64_t span) const;
+
+  const KvPool& pool_;  // owns these graphs
+  const int64_t drafts_;
+  const RowGraphs::Model model_;
+  std::map<Key, std::unique_ptr<Entry>> entries_;
+  struct MemoryPool;
+  std::unique_ptr<MemoryPool> memory_pool_;
+  mutable std::mutex mu_;  // counts_ only
+  mutable PoolGraphs::Counts counts_;
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_MODEL_VERIFY_GRAPHS_H_
