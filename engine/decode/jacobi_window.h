@@ -29,6 +29,11 @@ struct JacobiWindow {
 // keeps it with probability p(x)). Random tokens take the drafter stream's numbers.
 void FillJacobiWindow(DecodeSession& session, JacobiInit init, const std::vector<int64_t>& x,
                       int64_t length, JacobiWindow& window);
+// FillJacobiWindow's tokens alone (the same tokens and numbers): `tokens` cut or topped up to
+// `length`, for a caller that makes the new tokens' one-hot q itself (verify_graphs.h does it
+// inside its graph).
+void FillJacobiTokens(DecodeSession& session, JacobiInit init, const std::vector<int64_t>& x,
+                      int64_t length, std::vector<int64_t>& tokens);
 
 }  // namespace mulo::engine
 

@@ -23,9 +23,11 @@ struct PoolPlan {
   // Captures the model's batched graphs over its pool (null: the model runs without graphs).
   std::function<StatusOr<std::shared_ptr<PoolGraphs>>(const KvPool&)> capture_graphs;
   // Captures its graphs of whole decode steps (row_graphs.h: the target's ar rows, the chain
-  // drafter's chains; verify_graphs.h: the target's chain verification); null: none.
+  // drafter's chains; verify_graphs.h: the target's verifications of speculative's chains and
+  // SJD's windows); none when null / empty.
   std::function<StatusOr<std::shared_ptr<RowGraphs>>(const KvPool&)> capture_rows = nullptr;
-  std::function<StatusOr<std::shared_ptr<VerifyGraphs>>(const KvPool&)> capture_verify = nullptr;
+  std::vector<std::function<StatusOr<std::shared_ptr<VerifyGraphs>>(const KvPool&)>>
+      capture_verify = {};
 };
 
 // Rows a slot holds: a request's longest cache and the draft rows after it, in whole graph
@@ -54,10 +56,14 @@ void PlanModel(const std::string& component, const TokenModel* model, bool chain
         return RowGraphs::Capture(pool, {model->grid_size(), /*drafts=*/false}, *steps);
       };
       if (chain) {
-        plan.capture_verify = [steps](const KvPool& pool) {
-          return VerifyGraphs::Capture(pool, KvPools::kGraphedChain, *steps);
-        };
+        plan.capture_verify.push_back([steps](const KvPool& pool) {
+          return VerifyGraphs::Capture(pool, {KvPools::kGraphedChain, /*redraw=*/false}, *steps);
+        });
       }
+      // SJD's windows (the target alone: every family).
+      plan.capture_verify.push_back([steps](const KvPool& pool) {
+        return VerifyGraphs::Capture(pool, {KvPools::kGraphedWindow, /*redraw=*/true}, *steps);
+      });
     }
     if (steps && component == "chain") {
       plan.capture_rows = [steps](const KvPool& pool) {
@@ -116,9 +122,9 @@ StatusOr<std::unique_ptr<KvPools>> KvPools::Make(const std::vector<Family>& fami
         MULO_ASSIGN_OR_RETURN(std::shared_ptr<RowGraphs> rows, plan.capture_rows(*pool));
         pool->SetRowGraphs(std::move(rows));
       }
-      if (graphs && plan.capture_verify != nullptr) {
-        MULO_ASSIGN_OR_RETURN(std::shared_ptr<VerifyGraphs> verify, plan.capture_verify(*pool));
-        pool->SetVerifyGraphs(std::move(verify));
+      for (const auto& capture_verify : plan.capture_verify) {
+        MULO_ASSIGN_OR_RETURN(std::shared_ptr<VerifyGraphs> verify, capture_verify(*pool));
+        pool->AddVerifyGraphs(std::move(verify));
       }
       pools->Add(family.name, plan.component, plan.model, std::move(pool));
     }
@@ -175,7 +181,7 @@ std::vector<KvPools::Usage> KvPools::usage() const {
     PoolGraphs::Counts graphs;
     if (entry.pool->graphs() != nullptr) graphs.Add(entry.pool->graphs()->counts());
     if (entry.pool->row_graphs() != nullptr) graphs.Add(entry.pool->row_graphs()->counts());
-    if (entry.pool->verify_graphs() != nullptr) graphs.Add(entry.pool->verify_graphs()->counts());
+    for (const auto& verify : entry.pool->verify_graphs()) graphs.Add(verify->counts());
     out.push_back({entry.family, entry.component, entry.pool->slots(), entry.pool->used_slots(),
                    entry.pool->slot_rows(), entry.pool->MemoryBytes(), entry.pool->overflows(),
                    graphs});

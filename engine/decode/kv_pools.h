@@ -68,6 +68,8 @@ class KvPools {
   // The chain length speculative decoding's graphs are captured for at load (its default
   // gamma, speculative.h): a chain of another length drafts and verifies eagerly.
   static constexpr int64_t kGraphedChain = 4;
+  // The Jacobi window SJD's graphs are captured for (its default window, sjd.h).
+  static constexpr int64_t kGraphedWindow = 16;
 
   struct Family {
     std::string name;

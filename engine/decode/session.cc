@@ -178,18 +178,20 @@ StatusOr<RowGraphs::Output> ModelStream::DraftChain(const std::vector<int64_t>& 
   return out;
 }
 
-bool ModelStream::CanVerifyChain(int64_t count, const SamplingParams& sampling) const {
-  const VerifyGraphs* verify = VerifyGraphs::Of(cache_);
-  return verify != nullptr && verify->drafts() == count && verify->Fits(cache_, sampling);
+bool ModelStream::CanVerifyChain(const VerifyGraphs::Shape& shape,
+                                 const SamplingParams& sampling) const {
+  const VerifyGraphs* verify = VerifyGraphs::Of(cache_, shape);
+  return verify != nullptr && verify->Fits(cache_, sampling);
 }
 
-StatusOr<VerifyGraphs::Output> ModelStream::VerifyChain(VerifyGraphs::Call call) {
-  const int64_t count = call.drafts.defined() ? call.drafts.numel() : 0;
-  if (!CanVerifyChain(count, call.sampling)) {
+StatusOr<VerifyGraphs::Output> ModelStream::VerifyChain(const VerifyGraphs::Shape& shape,
+                                                        VerifyGraphs::Call call) {
+  const int64_t count = shape.drafts;
+  if (!CanVerifyChain(shape, call.sampling)) {
     return FailedPreconditionError("ModelStream::VerifyChain: no verify graph fits " +
                                    std::to_string(count) + " drafts of this stream");
   }
-  const VerifyGraphs& verify = *VerifyGraphs::Of(cache_);
+  const VerifyGraphs& verify = *VerifyGraphs::Of(cache_, shape);
   const int64_t at = static_cast<int64_t>(fed_.size()), context = cache_.length();
   call.cache = &cache_;
   call.first_position = model_.TokenPosition(condition_rows_, at);

@@ -112,14 +112,15 @@ class ModelStream {
   StatusOr<RowGraphs::Output> DraftChain(const std::vector<int64_t>& committed,
                                          const torch::Tensor& uniforms,
                                          const SamplingParams& sampling, int64_t count);
-  // Whether a target may verify a chain of `count` drafts in one replay of its pool's verify
-  // graphs (verify_graphs.h), as `sampling` allows.
-  bool CanVerifyChain(int64_t count, const SamplingParams& sampling) const;
+  // Whether a target may verify a chain of `shape` in one replay of its pool's verify graphs
+  // (verify_graphs.h), as `sampling` allows.
+  bool CanVerifyChain(const VerifyGraphs::Shape& shape, const SamplingParams& sampling) const;
   // That replay and its one read, inside the loop's next batch of verifications when there is
   // a loop: feeds call.last_token at fed().size() and the call's drafts after it, and judges
   // them (the call's cache and positions are this stream's). fed() then holds the token and
   // every draft; the caller truncates to what it keeps.
-  StatusOr<VerifyGraphs::Output> VerifyChain(VerifyGraphs::Call call);
+  StatusOr<VerifyGraphs::Output> VerifyChain(const VerifyGraphs::Shape& shape,
+                                             VerifyGraphs::Call call);
 
   // Rolls back to the first n raster tokens (their next_logits are stale until the next Feed).
   Status Truncate(int64_t n);

@@ -1,6 +1,7 @@
 #include "engine/decode/sjd.h"
 
 #include <algorithm>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -14,11 +15,24 @@ class JacobiState : public SteppedMethod::State {
  public:
   JacobiState(const SjdDecoder* method, ModelStream* target, std::unique_ptr<Verifier> verifier,
               const SjdOptions& options)
-      : method_(method), target_(target), verifier_(std::move(verifier)), options_(options) {}
+      : method_(method),
+        target_(target),
+        verifier_(std::move(verifier)),
+        options_(options),
+        // The graphs hold SJD's own rules: not GSD's groups nor MC-SJD's coupling, nor a test's
+        // broken rule.
+        graphed_rules_(typeid(*method) == typeid(SjdDecoder) && !options.accept &&
+                       !options.residual) {}
 
   // Invariant: the target has been fed every committed token but the last; window_ holds the
-  // drafts carried for the positions right after the committed prefix and their q.
+  // drafts carried for the positions right after the committed prefix and their q (in the
+  // graphs, carried_q_ holds the q).
   Status Step(DecodeSession& session) override {
+    if (InGraphs(session)) return StepInGraphs(session);
+    if (carried_q_.defined()) {  // leaving the graphs (the image's last window): q by rows
+      window_.q = carried_q_.unbind(0);
+      carried_q_ = torch::Tensor();
+    }
     Stats& stats = session.stats();
     std::vector<int64_t> x = session.committed();
     const int64_t n = static_cast<int64_t>(x.size());
@@ -70,11 +84,76 @@ class JacobiState : public SteppedMethod::State {
   }
 
  private:
+  VerifyGraphs::Shape GraphShape() const { return {options_.window, /*redraw=*/true}; }
+  // Whether this iteration may run as one replay of the pool's verify graphs: SJD's own
+  // rules and graphs that fit.
+  bool InGraphs(DecodeSession& session) const {
+    return graphed_rules_ && target_->CanVerifyChain(GraphShape(), session.sampling());
+  }
+
+  // Step's iteration as one graph replay and one host read (issue 61): the forward, the
+  // verification and the Jacobi re-draw of every row run in the graph, which also makes the
+  // new tokens' one-hot q; the read brings back the kept length, the next token and the
+  // re-draws, and p stays on the device as the carried drafts' q. Given the same numbers,
+  // Step's decisions. The image's last windows are shorter than the graphs': the graph's
+  // window is padded with token 0 past the image's end, judged but never kept.
+  Status StepInGraphs(DecodeSession& session) {
+    Stats& stats = session.stats();
+    std::vector<int64_t> x = session.committed();
+    const int64_t n = static_cast<int64_t>(x.size()), window = options_.window;
+    const int64_t length = std::min<int64_t>(window, session.num_tokens() - n);
+    {  // 1. Fill the window: carried drafts, then new initial tokens.
+      auto timer = session.Time(Phase::kDraft);
+      FillJacobiTokens(session, options_.init, x, length, window_.tokens);
+      if (carried_q_.defined() && carried_q_.size(0) > length) {
+        carried_q_ = carried_q_.narrow(0, 0, length);
+      }
+    }
+    stats.drafted_tokens += length;
+    const bool bonus_possible = n + length < session.num_tokens();
+    const VerifierRngs rngs = session.verifier_rngs();
+    VerifyGraphs::Output out;
+    {  // 2-4. The forward, the verification and every row's re-draw, in one replay.
+      auto timer = session.Time(Phase::kVerify);
+      const ChainNumbers numbers = PeekChainNumbers(rngs, window, session.device());
+      const torch::Tensor redraw_numbers =
+          session.greedy() ? torch::Tensor()
+                           : session.uniforms(RngStream::kDrafter).Peek(window + 1);
+      std::vector<int64_t> drafts = window_.tokens;
+      drafts.resize(window, 0);
+      MULO_ASSIGN_OR_RETURN(
+          out, target_->VerifyChain(
+                   GraphShape(),
+                   {nullptr, x.back(), torch::from_blob(drafts.data(), {window}, torch::kInt64),
+                    carried_q_, numbers.accept, numbers.draw, redraw_numbers,
+                    session.sampling()}));
+      ++stats.verify_steps;
+    }
+    const int64_t accepted = std::min(out.kept, length);
+    SkipChainNumbers(rngs, length, accepted, bonus_possible && !session.greedy());
+    stats.CountAcceptedPath(accepted);
+    stats.resampled_tokens += accepted < length;
+    x.insert(x.end(), window_.tokens.begin(), window_.tokens.begin() + accepted);
+    if (accepted < length || bonus_possible) x.push_back(out.next_token);
+    // 4. The positions past the new prefix carry this iteration's re-draws, q their rows of p
+    //    (rows up to the bonus position's; the drafter stream moves by the numbers they took).
+    const int64_t first = static_cast<int64_t>(x.size()) - n;
+    const int64_t rows = std::max<int64_t>(0, (bonus_possible ? length + 1 : length) - first);
+    if (!session.greedy()) session.rng(RngStream::kDrafter).Skip(static_cast<uint64_t>(rows));
+    window_.tokens.assign(out.redraws.begin() + first, out.redraws.begin() + first + rows);
+    carried_q_ = rows > 0 ? out.p.narrow(0, first, rows) : torch::Tensor();
+    MULO_RETURN_IF_ERROR(target_->Truncate(static_cast<int64_t>(x.size()) - 1));
+    session.Commit(std::move(x));
+    return OkStatus();
+  }
+
   const SjdDecoder* method_;  // outlives its states (they run inside its Generate)
   ModelStream* target_;
   std::unique_ptr<Verifier> verifier_;
   SjdOptions options_;
   JacobiWindow window_;
+  torch::Tensor carried_q_;  // in the graphs: [carried drafts, V], the window's q
+  const bool graphed_rules_;
 };
 
 }  // namespace

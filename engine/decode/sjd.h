@@ -13,6 +13,8 @@
 //      becomes its q; the target's cache rolls back past the last committed token.
 // Lossless: q is the distribution each draft was actually drawn from, so the kept tokens
 // follow the target's p exactly; greedy equals AR greedy (tests/engine/decode/sjd_test.cc).
+// With CUDA graphs over the KV-cache pools, an iteration of the default window is one replay
+// and one host read (verify_graphs.h, Shape::redraw): steps 2-4 inside the graph.
 // GSD (gsd.h) is this loop with a grouped acceptance test.
 #ifndef MULO_ENGINE_DECODE_SJD_H_
 #define MULO_ENGINE_DECODE_SJD_H_
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "engine/decode/jacobi_window.h"
+#include "engine/decode/kv_pools.h"
 #include "engine/decode/session.h"
 #include "engine/sampling/verifier.h"
 
@@ -31,7 +34,9 @@ namespace mulo::engine {
 constexpr int64_t kMaxJacobiWindow = 256;
 
 struct SjdOptions {
-  int64_t window = 16;  // draft positions per iteration (paper: 16)
+  // Draft positions per iteration (paper: 16); the default is what the pools' graphs hold
+  // (kv_pools.h: another window verifies without them).
+  int64_t window = KvPools::kGraphedWindow;
   JacobiInit init = JacobiInit::kRandom;
   AcceptRule accept;      // empty = AcceptDraft; tests swap in broken rules
   ResidualRule residual;  // empty = norm(max(p - q, 0)); tests swap in broken rules

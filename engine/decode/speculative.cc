@@ -58,50 +58,55 @@ class SpeculativeState : public SteppedMethod::State {
   }
 
  private:
-  // Whether this step may run as the pools' two graphs: a whole gamma-long chain before the
-  // image's end, the default rules, and graphs that fit both streams.
+  // Whether this step may run as the pools' two graphs: the default rules, and graphs that fit
+  // both streams.
   bool InGraphs(DecodeSession& session) const {
     const int64_t n = static_cast<int64_t>(session.committed().size());
-    return default_rules_ && n + gamma_ <= session.num_tokens() &&
-           draft_->CanDraftChain(gamma_, n, session.sampling()) &&
-           target_->CanVerifyChain(gamma_, session.sampling());
+    return default_rules_ && draft_->CanDraftChain(gamma_, n, session.sampling()) &&
+           target_->CanVerifyChain({gamma_, /*redraw=*/false}, session.sampling());
   }
 
   // Step's algorithm as two graph replays and one host read (issue 61): the drafter feeds what
   // it has not seen and drafts the chain (one replay, nothing read); the target scores it,
   // judges it and draws the next token (one replay); one read brings back the chain, the kept
-  // length and the next token. Given the same numbers, Step's decisions.
+  // length and the next token. Given the same numbers, Step's decisions. At the image's end
+  // the graphs' chain runs past it: its drafts there are drawn and judged but never kept, and
+  // the streams move only by the numbers Step would have taken.
   Status StepInGraphs(DecodeSession& session) {
     Stats& stats = session.stats();
     std::vector<int64_t> x = session.committed();
     const int64_t n = static_cast<int64_t>(x.size());
+    const int64_t gamma = std::min<int64_t>(gamma_, session.num_tokens() - n);
     RowGraphs::Output drafts;
     {  // 1. Draft gamma tokens x_n.. from q.
       auto timer = session.Time(Phase::kDraft);
       const torch::Tensor numbers =
-          session.greedy() ? torch::Tensor() : session.uniforms(RngStream::kDrafter).Take(gamma_);
+          session.greedy() ? torch::Tensor() : session.uniforms(RngStream::kDrafter).Peek(gamma_);
       MULO_ASSIGN_OR_RETURN(drafts, draft_->DraftChain(x, numbers, session.sampling(), gamma_));
+      if (!session.greedy()) session.rng(RngStream::kDrafter).Skip(static_cast<uint64_t>(gamma));
     }
-    stats.drafted_tokens += gamma_;
+    stats.drafted_tokens += gamma;
     VerifyGraphs::Output verdict;
-    const bool bonus_possible = n + gamma_ < session.num_tokens();
+    const bool bonus_possible = n + gamma < session.num_tokens();
+    const VerifierRngs rngs = session.verifier_rngs();
     {  // 2-3. One target forward scores them; keep with min(1, p/q), re-draw the first rejection.
       auto timer = session.Time(Phase::kVerify);
-      const VerifierRngs rngs = session.verifier_rngs();
       const ChainNumbers numbers = PeekChainNumbers(rngs, gamma_, session.device());
-      MULO_ASSIGN_OR_RETURN(verdict, target_->VerifyChain({nullptr, x.back(), drafts.drafts,
-                                                           drafts.probabilities, numbers.accept,
-                                                           numbers.draw, session.sampling()}));
+      MULO_ASSIGN_OR_RETURN(
+          verdict, target_->VerifyChain({gamma_, /*redraw=*/false},
+                                        {nullptr, x.back(), drafts.drafts, drafts.probabilities,
+                                         numbers.accept, numbers.draw, torch::Tensor(),
+                                         session.sampling()}));
       ++stats.verify_steps;
-      SkipChainNumbers(rngs, gamma_, verdict.kept, bonus_possible && !session.greedy());
     }
-    const int64_t accepted = verdict.kept;
+    const int64_t accepted = std::min(verdict.kept, gamma);
+    SkipChainNumbers(rngs, gamma, accepted, bonus_possible && !session.greedy());
     stats.CountAcceptedPath(accepted);
-    stats.resampled_tokens += accepted < gamma_;
+    stats.resampled_tokens += accepted < gamma;
     draft_->ResolveDrawn(n, verdict.drafts);
     x.insert(x.end(), verdict.drafts.begin(), verdict.drafts.begin() + accepted);
     // At the image's end the chain has no bonus: its row was fed at the last position, unread.
-    if (accepted < gamma_ || bonus_possible) x.push_back(verdict.next_token);
+    if (accepted < gamma || bonus_possible) x.push_back(verdict.next_token);
     MULO_RETURN_IF_ERROR(target_->Truncate(static_cast<int64_t>(x.size()) - 1));
     MULO_RETURN_IF_ERROR(proposer_.Retain(n + std::min<int64_t>(accepted, gamma_ - 1)));
     session.Commit(std::move(x));

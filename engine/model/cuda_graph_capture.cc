@@ -4,6 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "engine/core/op_count.h"
+
 #ifdef MULO_WITH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -84,6 +86,29 @@ void CapturedGraph::Replay() {
 #ifdef MULO_WITH_CUDA
   impl_->graph.replay();
 #endif
+}
+
+StatusOr<std::unique_ptr<ReplayableGraph>> ReplayableGraph::Make(const torch::Device& device,
+                                                                  std::function<void()> body,
+                                                                  bool emulated,
+                                                                  GraphMemoryPool& pool) {
+  std::unique_ptr<ReplayableGraph> graph(new ReplayableGraph());
+  if (emulated) {
+    body();
+    graph->emulated_ = std::move(body);
+  } else {
+    MULO_ASSIGN_OR_RETURN(graph->graph_, CapturedGraph::Capture(device, body, pool));
+  }
+  return graph;
+}
+
+void ReplayableGraph::Replay() {
+  GraphReplay replay;  // one launch (op_count.h)
+  if (emulated_) {
+    emulated_();
+  } else {
+    graph_->Replay();
+  }
 }
 
 int64_t DeviceReservedBytes(const torch::Device& device) {

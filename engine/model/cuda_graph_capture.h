@@ -1,5 +1,5 @@
 // Capturing and replaying one CUDA graph: what the per-cache graphs (forward_graphs.h) and a
-// KV-cache pool's batched graphs (pool_graphs.h) share. On a build without CUDA a capture
+// KV-cache pool's graphs (pool_graphs.h, row_graphs.h, verify_graphs.h) share. On a build without CUDA a capture
 // fails with FAILED_PRECONDITION and nothing replays.
 #ifndef MULO_ENGINE_MODEL_CUDA_GRAPH_CAPTURE_H_
 #define MULO_ENGINE_MODEL_CUDA_GRAPH_CAPTURE_H_
@@ -50,6 +50,25 @@ class CapturedGraph {
   struct Impl;
   explicit CapturedGraph(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+};
+
+// A pool graph's body as one launch: captured (CapturedGraph), or with emulated graphs (tests
+// and CPU benchmarks, LoadOptions::emulate_cuda_graphs) kept and run eagerly at each replay.
+// Either way a replay counts as one launch and none of its operators (GraphReplay,
+// op_count.h), so the CPU counts what a GPU dispatches outside graphs.
+class ReplayableGraph {
+ public:
+  // Emulated: runs `body` once, as a capture's warm-up does, and keeps it. Otherwise
+  // CapturedGraph::Capture, with its errors.
+  static StatusOr<std::unique_ptr<ReplayableGraph>> Make(const torch::Device& device,
+                                                         std::function<void()> body,
+                                                         bool emulated, GraphMemoryPool& pool);
+  void Replay();
+
+ private:
+  ReplayableGraph() = default;
+  std::unique_ptr<CapturedGraph> graph_;
+  std::function<void()> emulated_;
 };
 
 // The bytes the CUDA caching allocator holds reserved on `device` (0 off CUDA): the difference

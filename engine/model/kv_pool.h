@@ -38,7 +38,7 @@ namespace mulo::engine {
 class KvPool;
 class PoolGraphs;  // pool_graphs.h: batched CUDA graphs over a pool's slots
 class RowGraphs;   // row_graphs.h: graphs of a whole ar row (or a chain of drafts)
-class VerifyGraphs;  // verify_graphs.h: graphs of a speculative chain's verification
+class VerifyGraphs;  // verify_graphs.h: graphs of a chain's verification (speculative, SJD)
 
 // A run of adjacent slots taken from a pool; they return to it when the last holder (the
 // reservation, the caches over them) lets go.
@@ -87,11 +87,13 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
   // load), or null.
   RowGraphs* row_graphs() const { return row_graphs_.get(); }
   void SetRowGraphs(std::shared_ptr<RowGraphs> graphs) { row_graphs_ = std::move(graphs); }
-  // The graphs of a speculative chain's verification over this pool (set once, at load), or
-  // null.
-  VerifyGraphs* verify_graphs() const { return verify_graphs_.get(); }
-  void SetVerifyGraphs(std::shared_ptr<VerifyGraphs> graphs) {
-    verify_graphs_ = std::move(graphs);
+  // The graphs of chains' verifications over this pool, one per shape (added at load;
+  // VerifyGraphs::Of finds a shape's).
+  const std::vector<std::shared_ptr<VerifyGraphs>>& verify_graphs() const {
+    return verify_graphs_;
+  }
+  void AddVerifyGraphs(std::shared_ptr<VerifyGraphs> graphs) {
+    verify_graphs_.push_back(std::move(graphs));
   }
   // The slot pad streams write to: slots() (made with scratch_slot), else -1.
   int64_t scratch_slot() const { return scratch_ ? slots_ : -1; }
@@ -123,7 +125,7 @@ class KvPool : public std::enable_shared_from_this<KvPool> {
   const bool scratch_;
   std::shared_ptr<PoolGraphs> graphs_;
   std::shared_ptr<RowGraphs> row_graphs_;
-  std::shared_ptr<VerifyGraphs> verify_graphs_;
+  std::vector<std::shared_ptr<VerifyGraphs>> verify_graphs_;
   mutable std::mutex mu_;
   std::vector<bool> used_;
   int64_t used_count_ = 0;

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "engine/core/device_upload.h"
-#include "engine/core/op_count.h"
 #include "engine/core/torch_guard.h"
 #include "engine/model/cuda_graph_capture.h"
 #include "engine/model/forward_graphs.h"
@@ -29,8 +28,7 @@ struct PoolGraphs::Entry {
   torch::Tensor ints, mask;
   std::optional<KvCache> view;  // the pool's slots as the ints' slot column indexes them
   std::vector<torch::Tensor> outputs;  // written by every replay
-  std::unique_ptr<CapturedGraph> graph;
-  std::function<void()> emulated;  // emulated graphs: the captured body, run at each replay
+  std::unique_ptr<ReplayableGraph> graph;
   int64_t bytes = 0;               // static buffers
 };
 
@@ -127,17 +125,12 @@ Status PoolGraphs::CaptureKey(const Key& key) {
     in.mask = e->mask;
     in.span = span;
     auto run = [this, e, in] { e->outputs = body_(*e->view, in); };
-    if (emulated_) {
-      run();  // what a capture's warm-up runs, and the outputs' shapes
-      e->emulated = run;
-    } else {
-      auto graph = CapturedGraph::Capture(device, run, memory_pool_->memory);
-      if (!graph.ok()) {
-        ++counts_.failed_captures;
-        return OkStatus();  // this key's batches run eagerly
-      }
-      e->graph = std::move(*graph);
+    auto graph = ReplayableGraph::Make(device, run, emulated_, memory_pool_->memory);
+    if (!graph.ok()) {
+      ++counts_.failed_captures;
+      return OkStatus();  // this key's batches run eagerly
     }
+    e->graph = std::move(*graph);
     counts_.memory_bytes += e->bytes;
     ++counts_.graphs;
     entries_[key] = std::move(entry);
@@ -231,14 +224,7 @@ StatusOr<std::optional<std::vector<std::vector<torch::Tensor>>>> PoolGraphs::Run
       }
       first_stream += batch;
     }
-    {
-      GraphReplay replay;  // counted as one launch (op_count.h)
-      if (e->emulated) {
-        e->emulated();
-      } else {
-        e->graph->Replay();
-      }
-    }
+    e->graph->Replay();
     std::vector<std::vector<torch::Tensor>> outputs;
     first_stream = 0;
     for (const Call& call : calls) {

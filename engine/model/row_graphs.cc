@@ -7,7 +7,6 @@
 
 #include "engine/core/device_upload.h"
 #include "engine/core/host_read.h"
-#include "engine/core/op_count.h"
 #include "engine/core/torch_guard.h"
 #include "engine/model/cuda_graph_capture.h"
 #include "engine/model/forward_graphs.h"
@@ -41,8 +40,7 @@ struct RowGraphs::Entry {
   torch::Tensor tokens;         // [requests, tokens] int64, written by every replay
   torch::Tensor last_logits;    // [streams, vocab] float32, written by every replay (rows)
   torch::Tensor probabilities;  // [requests, tokens, vocab] float32, every replay (drafts)
-  std::unique_ptr<CapturedGraph> graph;
-  std::function<void()> emulated;
+  std::unique_ptr<ReplayableGraph> graph;
 };
 
 RowGraphs::RowGraphs(const KvPool& pool, Shape shape, Model model)
@@ -189,17 +187,12 @@ Status RowGraphs::CaptureKey(const Key& key) {
     e->logits = torch::zeros({streams, model_.vocab}, torch::dtype(torch::kFloat32).device(device));
     e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, streams)));
     auto run = [this, e, streams, span] { Body(*e, streams, span); };
-    if (model_.emulated) {
-      run();
-      e->emulated = run;
-    } else {
-      auto graph = CapturedGraph::Capture(device, run, memory_pool_->memory);
-      if (!graph.ok()) {
-        ++counts_.failed_captures;
-        return OkStatus();
-      }
-      e->graph = std::move(*graph);
+    auto graph = ReplayableGraph::Make(device, run, model_.emulated, memory_pool_->memory);
+    if (!graph.ok()) {
+      ++counts_.failed_captures;
+      return OkStatus();
     }
+    e->graph = std::move(*graph);
     counts_.memory_bytes += (e->ints.numel() + e->uniforms.numel()) * 8 +
                             e->logits.numel() * 4;
     ++counts_.graphs;
@@ -285,14 +278,7 @@ StatusOr<std::vector<RowGraphs::Output>> RowGraphs::Run(const std::vector<Call>&
             .copy_(calls[r].uniforms);
       }
     }
-    {
-      GraphReplay replay;  // one launch (op_count.h)
-      if (e->emulated) {
-        e->emulated();
-      } else {
-        e->graph->Replay();
-      }
-    }
+    e->graph->Replay();
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++counts_.replays;

@@ -7,12 +7,12 @@
 
 #include "engine/core/device_upload.h"
 #include "engine/core/host_read.h"
-#include "engine/core/op_count.h"
 #include "engine/core/torch_guard.h"
 #include "engine/model/cuda_graph_capture.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/kv_pool.h"
 #include "engine/sampling/chain_rejection.h"
+#include "engine/sampling/row_sampler.h"
 
 namespace mulo::engine {
 
@@ -30,23 +30,25 @@ struct VerifyGraphs::MemoryPool {
 
 struct VerifyGraphs::Entry {
   // Static inputs on the device, each filled by one copy per replay:
-  //   ints [kStreamFields x streams + 3 x requests] int64: every stream's fields (above),
+  //   ints [kStreamFields x streams + 4 x requests] int64: every stream's fields (above),
   //     column by column; every request's cfg_scale and temperature (0: greedy) as float64
-  //     bits; every request's last committed token;
+  //     bits; every request's last committed token; every request's count of drafts with a q;
   //   drafts [requests, drafts] int64, q [requests, drafts, vocab] float32;
-  //   accept [requests, drafts] and draw [requests] float64: the rule's numbers.
-  torch::Tensor ints, drafts, q, accept, draw;
+  //   accept [requests, drafts] and draw [requests] float64: the rule's numbers;
+  //   redraw [requests, drafts + 1] float64: the re-draws' numbers (Shape::redraw).
+  torch::Tensor ints, drafts, q, accept, draw, redraw;
   std::optional<KvCache> view;  // the pool's slots as the ints' slot column indexes them
-  // [requests, drafts + 2] int64, written by every replay: the drafts, the kept length and
-  // the next token (the one read).
+  // [requests, drafts + 2 (+ drafts + 1 with redraw)] int64, written by every replay: the
+  // drafts, the kept length, the next token (and the re-draws): the one read.
   torch::Tensor result;
-  std::unique_ptr<CapturedGraph> graph;
-  std::function<void()> emulated;
+  torch::Tensor p;  // [requests, drafts + 1, vocab] float32, every replay (Shape::redraw)
+  std::unique_ptr<ReplayableGraph> graph;
 };
 
-VerifyGraphs::VerifyGraphs(const KvPool& pool, int64_t drafts, RowGraphs::Model model)
+VerifyGraphs::VerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model)
     : pool_(pool),
-      drafts_(drafts),
+      shape_(shape),
+      drafts_(shape.drafts),
       model_(std::move(model)),
       memory_pool_(std::make_unique<MemoryPool>()) {}
 
@@ -57,18 +59,26 @@ PoolGraphs::Counts VerifyGraphs::counts() const {
   return counts_;
 }
 
-VerifyGraphs* VerifyGraphs::Of(const KvCache& cache) {
-  return cache.pool() != nullptr ? cache.pool()->verify_graphs() : nullptr;
+VerifyGraphs* VerifyGraphs::Of(const KvCache& cache, const Shape& shape) {
+  if (cache.pool() == nullptr) return nullptr;
+  for (const std::shared_ptr<VerifyGraphs>& graphs : cache.pool()->verify_graphs()) {
+    if (graphs->drafts() == shape.drafts && graphs->shape().redraw == shape.redraw) {
+      return graphs.get();
+    }
+  }
+  return nullptr;
 }
 
-StatusOr<std::shared_ptr<VerifyGraphs>> VerifyGraphs::Capture(const KvPool& pool,
-                                                              int64_t drafts,
+StatusOr<std::shared_ptr<VerifyGraphs>> VerifyGraphs::Capture(const KvPool& pool, Shape shape,
                                                               RowGraphs::Model model) {
   if (pool.scratch_slot() < 0) {
     return InvalidArgumentError("VerifyGraphs: the pool needs a scratch slot for pad requests");
   }
-  if (drafts < 1) return InvalidArgumentError("VerifyGraphs: a chain needs at least one draft");
-  std::shared_ptr<VerifyGraphs> graphs(new VerifyGraphs(pool, drafts, std::move(model)));
+  if (shape.drafts < 1) {
+    return InvalidArgumentError("VerifyGraphs: a chain needs at least one draft");
+  }
+  const int64_t drafts = shape.drafts;
+  std::shared_ptr<VerifyGraphs> graphs(new VerifyGraphs(pool, shape, std::move(model)));
   const auto start = std::chrono::steady_clock::now();
   const torch::Device device = graphs->model_.options.device();
   const int64_t reserved_before = DeviceReservedBytes(device);
@@ -99,6 +109,8 @@ void VerifyGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
                                    .view({2, requests});
   const torch::Tensor last_tokens =
       e.ints.narrow(0, kStreamFields * streams + 2 * requests, requests);
+  const torch::Tensor carried =
+      e.ints.narrow(0, kStreamFields * streams + 3 * requests, requests);
   // The chain's rows, the same ids in both streams of a request (expanded: see row_graphs.cc).
   const torch::Tensor chain = torch::cat({last_tokens.unsqueeze(1), e.drafts}, 1);
   const torch::Tensor ids =
@@ -123,15 +135,32 @@ void VerifyGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
   const torch::Tensor one_hot =
       torch::zeros_like(guided).scatter_(2, guided.argmax(2, /*keepdim=*/true), 1.0);
   const torch::Tensor p = torch::where(greedy, one_hot, torch::softmax(guided / divisor, -1));
+  // q: the carried rows, then the fixed tokens' one-hot rows.
+  const torch::Tensor fixed =
+      torch::zeros_like(e.q).scatter_(2, e.drafts.unsqueeze(2), 1.0);
+  const torch::Tensor has_q = (steps.narrow(1, 0, drafts_) < carried.unsqueeze(1)).unsqueeze(2);
+  const torch::Tensor q = torch::where(has_q, e.q, fixed);
   // Judged as sampled chains: on a one-hot p the residual and the bonus draws give the argmax,
   // which is what a greedy chain takes (so no host flag enters the graph).
   std::vector<ChainCall> calls;
   for (int64_t r = 0; r < requests; ++r) {
-    calls.push_back({p.select(0, r), e.q.select(0, r), e.drafts.select(0, r),
+    calls.push_back({p.select(0, r), q.select(0, r), e.drafts.select(0, r),
                      e.accept.select(0, r), e.draw.narrow(0, r, 1), /*greedy=*/false});
   }
   const torch::Tensor decisions = JudgeChains(calls);
-  e.result = torch::cat({e.drafts, decisions.narrow(1, 0, 2)}, 1);
+  std::vector<torch::Tensor> result = {e.drafts, decisions.narrow(1, 0, 2)};
+  if (shape_.redraw) {
+    // Row i takes the number i - (kept + 1): the host's draw of rows kept + 1 .. from the
+    // drafter stream's next numbers (earlier rows' draws are discarded); argmax when greedy,
+    // which a one-hot p gives too.
+    const torch::Tensor first = decisions.select(1, 0).unsqueeze(1) + 1;
+    const torch::Tensor index = (steps - first).clamp_min(0);
+    const torch::Tensor numbers = e.redraw.gather(1, index);
+    result.push_back(DrawRows(p.reshape({requests * rows, vocab}), numbers.reshape({-1}))
+                         .view({requests, rows}));
+    e.p = p;
+  }
+  e.result = torch::cat(result, 1);
 }
 
 Status VerifyGraphs::CaptureKey(const Key& key) {
@@ -147,28 +176,24 @@ Status VerifyGraphs::CaptureKey(const Key& key) {
     // Until the first call fills them: every request a pad (the scratch slot, length 0,
     // greedy, token 0), so the capture's warm-up writes nowhere a request reads.
     e->ints = torch::cat({torch::full({streams}, pool_.scratch_slot(), long_options),
-                          torch::zeros({(kStreamFields - 1) * streams + 3 * requests},
+                          torch::zeros({(kStreamFields - 1) * streams + 4 * requests},
                                        long_options)});
     e->drafts = torch::zeros({requests, drafts_}, long_options);
     e->q = torch::zeros({requests, drafts_, model_.vocab},
                         torch::dtype(torch::kFloat32).device(device));
     e->accept = torch::zeros({requests, drafts_}, double_options);
     e->draw = torch::zeros({requests}, double_options);
+    e->redraw = torch::zeros({requests, drafts_ + 1}, double_options);
     e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, streams)));
     auto run = [this, e, streams, span] { Body(*e, streams, span); };
-    if (model_.emulated) {
-      run();
-      e->emulated = run;
-    } else {
-      auto graph = CapturedGraph::Capture(device, run, memory_pool_->memory);
-      if (!graph.ok()) {
-        ++counts_.failed_captures;
-        return OkStatus();
-      }
-      e->graph = std::move(*graph);
+    auto graph = ReplayableGraph::Make(device, run, model_.emulated, memory_pool_->memory);
+    if (!graph.ok()) {
+      ++counts_.failed_captures;
+      return OkStatus();
     }
+    e->graph = std::move(*graph);
     counts_.memory_bytes += (e->ints.numel() + e->drafts.numel() + e->accept.numel() +
-                             e->draw.numel()) * 8 + e->q.numel() * 4;
+                             e->draw.numel() + e->redraw.numel()) * 8 + e->q.numel() * 4;
     ++counts_.graphs;
     entries_[key] = std::move(entry);
     return OkStatus();
@@ -190,10 +215,11 @@ StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
     if (call.cache == nullptr || !Fits(*call.cache, call.sampling)) {
       return InvalidArgumentError("VerifyGraphs::Run: a call does not fit the verify graphs");
     }
-    if (!call.drafts.defined() || call.drafts.numel() != drafts_ || !call.q.defined() ||
+    if (!call.drafts.defined() || call.drafts.numel() != drafts_ ||
+        (call.q.defined() && (call.q.dim() != 2 || call.q.size(0) > drafts_)) ||
         !call.accept_uniforms.defined() || !call.draw_uniform.defined()) {
       return InvalidArgumentError("VerifyGraphs::Run: a call needs " + std::to_string(drafts_) +
-                                  " drafts, their q and the rule's numbers");
+                                  " drafts, at most as many q rows and the rule's numbers");
     }
     longest = std::max(longest, call.cache->length() + drafts_ + 1);
   }
@@ -217,11 +243,12 @@ StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
   return GuardTorch("VerifyGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
     torch::NoGradGuard no_grad;
     // Pads keep the scratch slot, length 0, greedy and token 0.
-    const int64_t size = kStreamFields * streams + 3 * requests;
+    const int64_t size = kStreamFields * streams + 4 * requests;
     std::vector<int64_t> ints(size, 0);
     double* const params = reinterpret_cast<double*>(ints.data() + kStreamFields * streams);
     static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
     int64_t* const last_tokens = ints.data() + kStreamFields * streams + 2 * requests;
+    int64_t* const carried = last_tokens + requests;
     for (int64_t s = 0; s < streams; ++s) ints[s] = pool_.scratch_slot();
     for (size_t r = 0; r < calls.size(); ++r) {
       const Call& call = calls[r];
@@ -235,6 +262,7 @@ StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
       params[r] = call.sampling.cfg_scale;
       params[requests + r] = call.sampling.temperature;
       last_tokens[r] = call.last_token;
+      carried[r] = call.q.defined() ? call.q.size(0) : 0;
     }
     UploadInto(e->ints, torch::from_blob(ints.data(), {size}, torch::kInt64));
     const bool whole = requests == 1;  // a lone request fills the buffers without views
@@ -243,18 +271,17 @@ StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
       const int64_t at = static_cast<int64_t>(r);
       const auto row = [&](const torch::Tensor& t) { return whole ? t : t.narrow(0, at, 1); };
       row(e->drafts).copy_(call.drafts.view({1, drafts_}));
-      row(e->q).copy_(call.q.view({1, drafts_, model_.vocab}));
+      if (call.q.defined() && call.q.size(0) > 0) {
+        const int64_t c = call.q.size(0);
+        (c == drafts_ ? row(e->q) : row(e->q).narrow(1, 0, c)).copy_(call.q.unsqueeze(0));
+      }
       row(e->accept).copy_(call.accept_uniforms.view({1, drafts_}));
       row(e->draw).copy_(call.draw_uniform.view({1}));
-    }
-    {
-      GraphReplay replay;  // one launch (op_count.h)
-      if (e->emulated) {
-        e->emulated();
-      } else {
-        e->graph->Replay();
+      if (shape_.redraw && call.redraw_uniforms.defined()) {
+        row(e->redraw).copy_(call.redraw_uniforms.view({1, drafts_ + 1}));
       }
     }
+    e->graph->Replay();
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++counts_.replays;
@@ -263,10 +290,18 @@ StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
     // Every request's drafts and decision in one read (pads' rows included: no view).
     const torch::Tensor result = HostRead(e->result);
     const int64_t* const host = result.data_ptr<int64_t>();
+    const int64_t width = result.size(1);
+    // A copy of p (the next replay rewrites it), left on the device as the next q.
+    const torch::Tensor p = shape_.redraw ? e->p.clone() : torch::Tensor();
     std::vector<Output> outputs;
     for (size_t r = 0; r < calls.size(); ++r) {
-      const int64_t* const row = host + static_cast<int64_t>(r) * (drafts_ + 2);
-      outputs.push_back({std::vector<int64_t>(row, row + drafts_), row[drafts_], row[drafts_ + 1]});
+      const int64_t* const row = host + static_cast<int64_t>(r) * width;
+      Output out{std::vector<int64_t>(row, row + drafts_), row[drafts_], row[drafts_ + 1]};
+      if (shape_.redraw) {
+        out.redraws.assign(row + drafts_ + 2, row + width);
+        out.p = p.select(0, static_cast<int64_t>(r));
+      }
+      outputs.push_back(std::move(out));
       calls[r].cache->Advance(drafts_ + 1);
     }
     return outputs;

@@ -7,6 +7,12 @@
 // speculative step is two replays and one read instead of ~5 replays, 2 reads and ~900
 // operators (issue 61; SGLang captures its draft and its verify the same way).
 //
+// SJD's Jacobi iteration is the same verification of a window of drafts (Shape::redraw): a
+// draft without a carried q is a fixed token (its q one-hot, built in the graph), and the
+// replay also re-draws every row of p for the next window (row i with the drafter stream's
+// number i - (kept + 1), the host draw's) and keeps p, the re-drawn drafts' q, on the device:
+// an SJD step is one replay and one read instead of a replay, two reads and ~420 operators.
+//
 // Every request's parameters are tensors (cfg_scale, temperature: 0 makes p and q one-hot, as
 // ToProbabilities does, and then the rule keeps a draft exactly when it is the argmax), so one
 // graph serves any mix; requests with top-k or top-p filters verify eagerly (Fits). The chain
@@ -42,15 +48,20 @@ class KvPool;
 
 class VerifyGraphs {
  public:
-  // Captures (or, with model.emulated, emulates) every key's graph of a chain of `drafts`
-  // drafts over `pool` (made with a scratch slot). INVALID_ARGUMENT without a scratch slot or
-  // drafts; a key whose capture fails is left out and counted.
-  static StatusOr<std::shared_ptr<VerifyGraphs>> Capture(const KvPool& pool, int64_t drafts,
+  struct Shape {
+    int64_t drafts = 0;  // the chain's length
+    bool redraw = false;  // also re-draw every row of p and keep p (SJD's Jacobi update)
+  };
+  // Captures (or, with model.emulated, emulates) every key's graph of `shape` over `pool`
+  // (made with a scratch slot). INVALID_ARGUMENT without a scratch slot or drafts; a key whose
+  // capture fails is left out and counted.
+  static StatusOr<std::shared_ptr<VerifyGraphs>> Capture(const KvPool& pool, Shape shape,
                                                          RowGraphs::Model model);
-  // The verify graphs of the pool `cache` is a view of, or null.
-  static VerifyGraphs* Of(const KvCache& cache);
+  // The verify graphs of `shape` over the pool `cache` is a view of, or null.
+  static VerifyGraphs* Of(const KvCache& cache, const Shape& shape);
 
   int64_t drafts() const { return drafts_; }
+  const Shape& shape() const { return shape_; }
   // Whether a request with `sampling` and `cache` (a view of this pool) may verify a chain
   // from these graphs: two guidance streams, no top-k or top-p filter, and the chain fits its
   // slots and a captured span.
@@ -60,10 +71,15 @@ class VerifyGraphs {
   struct Call {
     KvCache* cache = nullptr;  // fed every committed token but the last
     int64_t last_token = 0;    // the last committed token, fed first
-    torch::Tensor drafts;      // int64 [drafts] on the device
-    torch::Tensor q;           // [drafts, vocab] float32: what each draft was drawn from
+    torch::Tensor drafts;      // int64 [drafts], on the device or the host
+    // [c <= drafts, vocab] float32: what the first c drafts were drawn from; the others are
+    // fixed tokens (one-hot q). Undefined: c = 0.
+    torch::Tensor q;
     torch::Tensor accept_uniforms;  // float64 [drafts]: the acceptance stream's next numbers
     torch::Tensor draw_uniform;     // float64 [1]: the draw stream's next number
+    // Shape::redraw: float64 [drafts + 1], the drafter stream's next numbers (undefined when
+    // greedy: the re-draw is p's argmax).
+    torch::Tensor redraw_uniforms;
     SamplingParams sampling;        // cfg_scale and temperature (Fits holds)
     int64_t first_position = 0;     // last_token's sequence position
     int64_t last_position = 0;      // the last position a token is fed at (row_graphs.h)
@@ -72,6 +88,10 @@ class VerifyGraphs {
     std::vector<int64_t> drafts;  // the chain, read back
     int64_t kept = 0;             // leading drafts kept
     int64_t next_token = -1;      // the residual's draw, or the bonus after a kept chain
+    // Shape::redraw: row i of p re-drawn with redraw_uniforms[i - kept - 1] (rows up to
+    // kept hold no meaningful draw), and p itself ([drafts + 1, vocab] float32, on the device).
+    std::vector<int64_t> redraws;
+    torch::Tensor p;
   };
   // Runs every call's verification from one replay, reads every call's output in one host
   // read and advances each cache by drafts + 1 (the caller truncates it to what it keeps).
@@ -88,13 +108,14 @@ class VerifyGraphs {
  private:
   using Key = std::pair<int64_t, int64_t>;  // (streams, span)
   struct Entry;
-  VerifyGraphs(const KvPool& pool, int64_t drafts, RowGraphs::Model model);
+  VerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model);
   Status CaptureKey(const Key& key);
   // The verification over a key's static buffers (what is captured).
   void Body(Entry& e, int64_t streams, int64_t span) const;
 
   const KvPool& pool_;  // owns these graphs
-  const int64_t drafts_;
+  const Shape shape_;
+  const int64_t drafts_;  // shape_.drafts
   const RowGraphs::Model model_;
   std::map<Key, std::unique_ptr<Entry>> entries_;
   struct MemoryPool;

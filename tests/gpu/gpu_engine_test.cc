@@ -22,6 +22,8 @@
 #include "engine/core/device_stream.h"
 #include "engine/decode/ar.h"
 #include "engine/decode/generate.h"
+#include "engine/decode/kv_demand.h"
+#include "engine/decode/kv_pools.h"
 #include "engine/decode/method_registry.h"
 #include "engine/decode/mulo.h"
 #include "engine/decode/speculative.h"
@@ -280,6 +282,44 @@ TEST_F(GpuTest, LosslessMethodsGiveArsGreedyTokensOnTheGpu) {
   // Rounding differs between the devices, so a near-tie may flip; the walk after a flip
   // diverges, so this bounds how often that happens rather than asserting equality.
   EXPECT_GE(cpu_agreement, 0.9);
+}
+
+// Issue 61: the graphs a worker's pools capture at load on the device (row_graphs.h,
+// verify_graphs.h) decode ar's rows and speculative's two-replay steps with the tokens of the
+// per-request graphs: greedy, exactly ar's; every key captured; one replay per ar row.
+TEST_F(GpuTest, PooledStepGraphsGiveArsGreedyTokensOnTheGpu) {
+  auto graphs = LoadModelSet("models/synth", GpuOptions(torch::kFloat32, true));
+  ASSERT_OK(graphs);
+  auto pools = KvPools::Make({{"synth", &*graphs}}, 2);
+  ASSERT_OK(pools);
+  const PoolGraphs::Counts loaded = (*pools)->graph_counts();
+  std::cout << "[gpu] pools: " << loaded.graphs << " graphs captured at load in "
+            << loaded.capture_seconds << " s, " << loaded.memory_bytes / (1 << 20) << " MiB, "
+            << loaded.failed_captures << " failed\n";
+  EXPECT_EQ(loaded.failed_captures, 0);
+  SamplingParams sampling;
+  sampling.cfg_scale = graphs->default_cfg_scale;
+  const auto prompts = HeldoutPrompts(2);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto ar = Tokens(ArDecoder(), *graphs, prompts[i], 0.0, i);
+    ASSERT_EQ(ar.size(), 256u);
+    for (const std::string method : {"ar", "speculative"}) {
+      auto reservation = (*pools)->Reserve(RequestKvDemand(*graphs, method, sampling));
+      ASSERT_NE(reservation, nullptr);
+      GenerateOptions options;
+      options.kv = reservation.get();
+      const PoolGraphs::Counts before = (*pools)->graph_counts();
+      const auto pooled =
+          method == "ar"
+              ? Tokens(ArDecoder(), *graphs, prompts[i], 0.0, i, options)
+              : Tokens(SpeculativeDecoder(), *graphs, prompts[i], 0.0, i, options);
+      const int64_t replays = (*pools)->graph_counts().replays - before.replays;
+      std::cout << "[gpu] pooled " << method << ", prompt " << i << ": " << replays
+                << " replays\n";
+      EXPECT_EQ(pooled, ar) << method << " from the pools' graphs, prompt " << i;
+      if (method == "ar") EXPECT_EQ(replays, 1 + graphs->target->grid_size());
+    }
+  }
 }
 
 TEST_F(GpuTest, TemperatureOneDrawsFollowTheCpu) {

@@ -6,13 +6,17 @@
 // with the normalised order every sequence still matched); all 192 sequences at temperature 1
 // were re-recorded when the request's random streams became counter-based (Philox4x32-10,
 // engine/sampling/rng.h, issue 40), and the 192 greedy ones were unchanged by it. Refactors
-// of the decoding code must leave them unchanged. To re-record (only for a deliberate change of behaviour, said in the commit):
+// of the decoding code must leave them unchanged. One test per configuration, so that Bazel's
+// shards split them. To re-record (only for a deliberate change of behaviour, said in the
+// commit; every test appends its configuration's lines):
+//   rm tests/data/golden_tokens.jsonl
 //   MULO_RECORD_GOLDEN=$PWD/tests/data/golden_tokens.jsonl bazel run //tests/engine/decode:golden_tokens_test
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -53,7 +57,10 @@ std::string Key(const std::string& config, double temperature, int prompt) {
          std::to_string(prompt);
 }
 
-TEST(GoldenTokensTest, EveryMethodReproducesItsRecordedTokens) {
+class GoldenTokensTest : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(GoldenTokensTest, TheConfigurationReproducesItsRecordedTokens) {
+  const Config config = Configs()[GetParam()];
   SetCpuThreads(1);  // BLAS results depend on the thread count
   auto family = LoadModelSet("models/synth", LoadOptions());
   ASSERT_TRUE(family.ok()) << family.status().ToString();
@@ -78,13 +85,13 @@ TEST(GoldenTokensTest, EveryMethodReproducesItsRecordedTokens) {
     ASSERT_EQ(golden.size(), Configs().size() * 2 * kPrompts);
   }
   std::ofstream out;
-  if (record != nullptr) out.open(record);
+  if (record != nullptr) out.open(record, std::ios::app);
   int compared = 0;
   for (const auto& [id, prompt] : prompts) {
     auto condition = ConditionFromPrompt(*family, prompt);
     ASSERT_TRUE(condition.ok()) << condition.status().ToString();
     for (double temperature : {0.0, 1.0}) {
-      for (const Config& config : Configs()) {
+      {
         DecodeRequest request;
         request.condition = *condition;
         request.sampling.cfg_scale = family->default_cfg_scale;
@@ -105,9 +112,12 @@ TEST(GoldenTokensTest, EveryMethodReproducesItsRecordedTokens) {
     }
   }
   if (record == nullptr) {
-    EXPECT_EQ(compared, static_cast<int>(golden.size()));
+    EXPECT_EQ(compared, 2 * kPrompts);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(EveryConfiguration, GoldenTokensTest,
+                         ::testing::Range<size_t>(0, Configs().size()));
 
 }  // namespace
 }  // namespace mulo::engine
