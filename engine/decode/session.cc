@@ -17,6 +17,19 @@
 #include "engine/sampling/token_draw.h"
 
 namespace mulo::engine {
+namespace {
+
+// One call of a pool's graphs of whole steps (row_graphs.h, verify_graphs.h): in `loop`'s next
+// batch of calls of the same graphs when there is a loop, else alone.
+template <typename Graphs>
+StatusOr<typename Graphs::Output> RunStepGraphs(EngineLoop* loop, const Graphs& graphs,
+                                                const typename Graphs::Call& call) {
+  if (loop != nullptr) return loop->Run(graphs, call);
+  MULO_ASSIGN_OR_RETURN(std::vector<typename Graphs::Output> outputs, graphs.Run({call}));
+  return std::move(outputs[0]);
+}
+
+}  // namespace
 
 ModelStream::ModelStream(const TokenModel& model, KvCache cache, StreamRole role, Stats* stats,
                          ForwardTrace* trace, EngineLoop* loop)
@@ -155,13 +168,7 @@ StatusOr<RowGraphs::Output> ModelStream::DraftChain(const std::vector<int64_t>& 
       &cache_, torch::Tensor(), {committed.begin() + at, committed.end()}, uniforms, sampling,
       model_.TokenPosition(condition_rows_, at),
       model_.TokenPosition(condition_rows_, std::max<int64_t>(0, model_.num_image_tokens() - 2))};
-  RowGraphs::Output out;
-  if (loop_ != nullptr) {
-    MULO_ASSIGN_OR_RETURN(out, loop_->Run(rows, call));
-  } else {
-    MULO_ASSIGN_OR_RETURN(std::vector<RowGraphs::Output> outputs, rows.Run({call}));
-    out = std::move(outputs[0]);
-  }
+  MULO_ASSIGN_OR_RETURN(RowGraphs::Output out, RunStepGraphs(loop_, rows, call));
   next_logits_ = torch::Tensor();  // a chain's last logits are never read (Truncate follows)
   next_hidden_ = torch::Tensor();
   fed_.insert(fed_.end(), committed.begin() + at, committed.end());
@@ -197,13 +204,7 @@ StatusOr<VerifyGraphs::Output> ModelStream::VerifyChain(const VerifyGraphs::Shap
   call.first_position = model_.TokenPosition(condition_rows_, at);
   call.last_position =
       model_.TokenPosition(condition_rows_, std::max<int64_t>(0, model_.num_image_tokens() - 2));
-  VerifyGraphs::Output out;
-  if (loop_ != nullptr) {
-    MULO_ASSIGN_OR_RETURN(out, loop_->Run(verify, call));
-  } else {
-    MULO_ASSIGN_OR_RETURN(std::vector<VerifyGraphs::Output> outputs, verify.Run({call}));
-    out = std::move(outputs[0]);
-  }
+  MULO_ASSIGN_OR_RETURN(VerifyGraphs::Output out, RunStepGraphs(loop_, verify, call));
   next_logits_ = torch::Tensor();  // the verdict replaces them (Truncate follows)
   next_hidden_ = torch::Tensor();
   fed_.push_back(call.last_token);
@@ -228,13 +229,7 @@ StatusOr<std::vector<int64_t>> ModelStream::DrawAndFeedRow(const torch::Tensor& 
       &cache_, next_logits_, /*prefix=*/{}, uniforms, sampling,
       model_.TokenPosition(condition_rows_, at),
       model_.TokenPosition(condition_rows_, std::max<int64_t>(0, model_.num_image_tokens() - 2))};
-  RowGraphs::Output out;
-  if (loop_ != nullptr) {
-    MULO_ASSIGN_OR_RETURN(out, loop_->Run(rows, call));
-  } else {
-    MULO_ASSIGN_OR_RETURN(std::vector<RowGraphs::Output> outputs, rows.Run({call}));
-    out = std::move(outputs[0]);
-  }
+  MULO_ASSIGN_OR_RETURN(RowGraphs::Output out, RunStepGraphs(loop_, rows, call));
   next_logits_ = out.logits;
   next_hidden_ = torch::Tensor();
   fed_.insert(fed_.end(), out.tokens.begin(), out.tokens.end());
