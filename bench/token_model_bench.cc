@@ -6,6 +6,12 @@
 // --repeats after one warm-up (each timed forward ends in one host read, as a decode step
 // does). A benchmark, not a test.
 //
+// --logits_out=FILE also writes, before timing, the logits of a fixed sequence as a safetensors
+// file for tools/gpu/peer_compiled.py to check its own forward against (issue 63: the peer and
+// mulo must run the same model): prompt_ids (1..--prompt, the guidance pair as EmbedCondition
+// makes it), codes (kCheckedCodes fixed image tokens fed to both rows after the prompt) and
+// logits [2, kCheckedCodes, image tokens] (float32; the conditioned row first).
+//
 //   bazel-bin/bench/token_model_bench --family=out/replicas/repository/janus-pro-1b \
 //       --dtype=bfloat16 --threads=2 --contexts=0,288 --windows=1,16
 #include <torch/torch.h>
@@ -22,6 +28,7 @@
 #include "bench/process_stats.h"
 #include "engine/core/cpu_threads.h"
 #include "engine/model/model_set.h"
+#include "engine/model/safetensors.h"
 
 namespace mulo::engine {
 namespace {
@@ -29,6 +36,29 @@ namespace {
 using bench::Clock;
 using bench::RssGiB;
 using bench::Seconds;
+
+constexpr int64_t kCheckedCodes = 8;  // image tokens of the --logits_out sequence
+
+// Writes the logits of the prompt, then kCheckedCodes fixed codes, for both guidance rows.
+Status WriteCheckLogits(const TokenModel& target, const Condition& condition,
+                        const torch::Tensor& embedded, const std::string& path) {
+  const int64_t rows = embedded.size(1);
+  KvCache cache = target.NewCache(2, target.CacheRows(rows));
+  MULO_RETURN_IF_ERROR(target.Prefill(cache, embedded, LogitsMode::kNone).status());
+  // Codes spread over the vocabulary, the same in both rows (as a guided decode feeds them).
+  const torch::Tensor codes =
+      (torch::arange(kCheckedCodes, torch::kInt64) * 7919 + 11) % target.vocab_size();
+  const int64_t first = target.TokenPosition(rows, 0);
+  MULO_ASSIGN_OR_RETURN(ForwardOutput out,
+                        target.ForwardTokens(cache, codes.unsqueeze(0).repeat({2, 1}),
+                                             torch::arange(first, first + kCheckedCodes,
+                                                           torch::kInt64),
+                                             LogitsMode::kAll));
+  return WriteSafetensors(
+      path, {{"prompt_ids", torch::tensor(condition.prompt_ids, torch::kInt64)},
+             {"codes", codes},
+             {"logits", out.logits.to(torch::kCPU, torch::kFloat32).contiguous()}});
+}
 
 // A condition of the target's kind: prompt ids, a class label or feature rows.
 Condition RandomCondition(const TokenModel& target, int64_t prompt_tokens) {
@@ -48,7 +78,7 @@ Condition RandomCondition(const TokenModel& target, int64_t prompt_tokens) {
 
 int Run(int argc, char** argv) {
   std::string family_dir, dtype = "float32", contexts = "0,288", windows = "1,16";
-  std::string device = "cpu", graphs = "off";
+  std::string device = "cpu", graphs = "off", logits_out;
   int threads = 0, repeats = 5, prompt = 40;
   bench::FlagParser flags("token_model_bench --family=DIR [flags]");
   flags.Add("family", &family_dir, "a family directory (family.json)");
@@ -60,6 +90,9 @@ int Run(int argc, char** argv) {
   flags.Add("prompt", &prompt, "prompt tokens of a target that reads text ids (Janus-Pro)");
   flags.Add("device", &device, "cpu or cuda");
   flags.Add("graphs", &graphs, "on: replay CUDA graphs (cuda only)");
+  flags.Add("logits_out", &logits_out,
+            "also write a fixed sequence's logits here (safetensors) for "
+            "tools/gpu/peer_compiled.py --check");
   if (!flags.Parse(argc, argv)) return 2;
   std::vector<int64_t> context_list, window_list;
   if (family_dir.empty() || !bench::ParseList(contexts, &context_list) ||
@@ -95,10 +128,20 @@ int Run(int argc, char** argv) {
               graphs.c_str(), torch::get_num_threads(), repeats);
   std::printf("load %.1f s, resident %.2f GiB (%.2f GiB before loading)\n\n", load_s, RssGiB(),
               rss_before);
-  auto embedded = target.EmbedCondition(RandomCondition(target, prompt), /*with_null=*/true);
+  const Condition condition = RandomCondition(target, prompt);
+  auto embedded = target.EmbedCondition(condition, /*with_null=*/true);
   if (!embedded.ok()) {
     std::fprintf(stderr, "error: %s\n", embedded.status().ToString().c_str());
     return 1;
+  }
+  if (!logits_out.empty()) {
+    if (Status written = WriteCheckLogits(target, condition, *embedded, logits_out);
+        !written.ok()) {
+      std::fprintf(stderr, "error: --logits_out: %s\n", written.ToString().c_str());
+      return 1;
+    }
+    std::printf("wrote %s: the logits of %ld prompt ids and %ld codes\n\n", logits_out.c_str(),
+                static_cast<long>(condition.prompt_ids.size()), static_cast<long>(kCheckedCodes));
   }
   const int64_t rows = embedded->size(1);
   std::printf("| cached image tokens | new tokens | s per forward (CFG batch 2) | x the one-token "

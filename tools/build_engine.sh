@@ -100,20 +100,28 @@ fi
 # found there too); DEPS=auto (the default) takes the system's when it has every header.
 deps=${DEPS:-auto}
 debs=${DEPS_DEBS:-.gpu/debs}
+# The same packages unpacked and slimmed (tools/gpu/fetch_deps.sh), used when the packages are not
+# there (the device tool carries the archive: the packages would not fit beside the tree).
+deps_archive=${DEPS_ARCHIVE:-.gpu/deps.tar.xz}
 deps_root=/usr
 has_headers() { for header in "$@"; do [[ -e "$deps_root/include/$header" ]] || return 1; done; }
 if [[ $deps == auto ]]; then
   deps=system
   has_headers absl opencv4 grpcpp google/protobuf microhttpd.h png.h jpeglib.h || deps=debs
-  compgen -G "$debs/*.deb" >/dev/null || deps=system
+  compgen -G "$debs/*.deb" >/dev/null || [[ -f $deps_archive ]] || deps=system
 fi
 if [[ $deps == debs ]]; then
   prefix=$PWD/$out/deps
   mkdir -p "$prefix/.unpacked"
-  for deb in "$debs"/*.deb; do  # each package once, so that added packages are unpacked too
-    stamp=$prefix/.unpacked/$(basename "$deb")
-    [[ -f "$stamp" ]] || { dpkg-deb -x "$deb" "$prefix" && touch "$stamp"; }
-  done
+  if compgen -G "$debs/*.deb" >/dev/null; then
+    for deb in "$debs"/*.deb; do  # each package once, so that added packages are unpacked too
+      stamp=$prefix/.unpacked/$(basename "$deb")
+      [[ -f "$stamp" ]] || { dpkg-deb -x "$deb" "$prefix" && touch "$stamp"; }
+    done
+  else
+    stamp=$prefix/.unpacked/$(basename "$deps_archive")
+    [[ $stamp -nt $deps_archive ]] || { tar xJf "$deps_archive" -C "$prefix" && touch "$stamp"; }
+  fi
   deps_root=$prefix/usr
   deps_libdir=$deps_root/lib/x86_64-linux-gnu
   flags+=(-isystem "$deps_root/include" -isystem "$deps_root/include/opencv4")

@@ -6,6 +6,9 @@
 #   .gpu/debs     Debian's Abseil, OpenCV (core, imgproc), gRPC, protobuf, libmicrohttpd, libpng
 #                 and libjpeg packages with the runtime libraries they need beyond glibc (OpenSSL,
 #                 GnuTLS...), which tools/build_engine.sh unpacks there;
+#   .gpu/deps.tar.xz  the same packages unpacked, less their static libraries and documentation
+#                 (18 MB against the packages' 30: the device tool carries at most 64 MiB with the
+#                 40 MB tree); carry it instead of .gpu/debs and build_engine.sh unpacks it;
 #   .gpu/gen      the wire contract's and server reflection's C++ code from Debian's protoc and gRPC plugin (the machine
 #                 has neither; it must match the protobuf 3.21 carried).
 # Idempotent.
@@ -32,4 +35,14 @@ for proto in mulo/v1/image_generation grpc/reflection/v1/reflection; do
       --plugin=protoc-gen-grpc="$(command -v grpc_cpp_plugin)" "proto/$proto.proto"
   fi
 done
+# The slim archive, rebuilt when a package is newer.
+if [[ ! -f .gpu/deps.tar.xz ]] || [[ -n $(find .gpu/debs -newer .gpu/deps.tar.xz -name '*.deb') ]]; then
+  slim=$(mktemp -d)
+  for deb in .gpu/debs/*.deb; do dpkg-deb -x "$deb" "$slim"; done
+  find "$slim" -name '*.a' -delete
+  rm -rf "$slim"/usr/share/{doc,man,locale,lintian,X11}
+  tar cJf .gpu/deps.tar.xz -C "$slim" .
+  rm -rf "$slim"
+fi
+echo "fetch_deps: .gpu/deps.tar.xz $(du -sh .gpu/deps.tar.xz | cut -f1)"
 echo "fetch_deps: .gpu holds $(ls .gpu/debs | wc -l) packages, $(du -sh .gpu | cut -f1)"

@@ -13,6 +13,15 @@
 #     buckets   graph buckets paired on one machine: the fast methods (BUCKET_LIMIT prompts) and
 #               the tree methods (TREE_BUCKET_LIMIT) with exact-shape graphs, then with buckets
 #               (padded rows, masked forwards captured: forward_graphs.h)
+#     pool      issue 61: every method with the KV-cache pools and their graphs made at load
+#               (methods_bench --kv_pool: ar's rows, speculative's drafts and verification, SJD's
+#               window in graphs), POOL_LIMIT prompts (TREE_POOL_LIMIT for the tree methods),
+#               beside ar with per-request graphs (today's path) on the same prompts
+#     pool_ops  operators and host reads per step with the pools (OPS_LIMIT prompts)
+#     peer      issue 63: the compiled PyTorch peer (tools/gpu/peer_compiled.py) on the
+#               Janus-Pro-1B replica in bf16 beside mulo's step (token_model_bench, eager and
+#               graphs), the peer's logits checked against mulo's (PEER_MODES: eager and
+#               torch.compile modes, default eager,reduce-overhead)
 #     ops       methods_bench --count_ops: operators and host reads per decode step, one prompt
 #     auto      tools/synth/calibrate_auto.py --device=cuda on AUTO_LIMIT validation prompts
 #               (default 16) into a copy of the bundled family (RESULTS/auto_family/family.json):
@@ -69,6 +78,7 @@ tree_methods=ar,eagle,lantern,lantern++,peanut
 all_methods=$fast_methods,${tree_methods#ar,}
 # The least time, in seconds, in which a step measures something worth returning.
 declare -A need=([info]=5 [ceilings]=25 [build]=150 [test]=40 [methods]=60 [buckets]=60
+                 [pool]=60 [pool_ops]=40 [peer]=150
                  [ops]=40 [auto]=90 [costs]=60
                  [replicas]=240 [janus]=150 [eagle]=90 [serve]=60 [serve_workers]=60 [serve_replica]=120
                  [loop]=120)
@@ -179,6 +189,50 @@ step_buckets() {
       "$device" true "${TREE_BUCKET_LIMIT:-2}" --cuda_graph_buckets=$on
     publish
   done
+}
+
+# Issue 61's table: every method with the pools' graphs, and ar with per-request graphs (the
+# path before the pools) on the same prompts, then the pools' operators and host reads per step.
+step_pool() {
+  section "KV-cache pools and graphs made at load (issue 61)"
+  local device=${METHODS_DEVICE:-cuda}
+  METHODS=ar methods_run cuda_graphs_ar "$device" true "${POOL_LIMIT:-4}"
+  publish
+  METHODS=${METHODS:-$fast_methods} methods_run cuda_pool "$device" true "${POOL_LIMIT:-4}" \
+    --kv_pool
+  publish
+  METHODS=${TREE_METHODS:-$tree_methods} methods_run cuda_pool_trees "$device" true \
+    "${TREE_POOL_LIMIT:-1}" --kv_pool
+}
+
+step_pool_ops() {
+  section "operators and host reads per decode step with the pools (issue 61)"
+  methods_run cuda_pool_ops "${METHODS_DEVICE:-cuda}" true "${OPS_LIMIT:-1}" --kv_pool --count_ops
+}
+
+# Issue 63: mulo's step and the compiled peer's on the same weights, the peer checked against
+# mulo's logits of a fixed sequence.
+step_peer() {
+  section "the compiled PyTorch peer: Janus-Pro-1B replica, bf16, guidance batch 2 (issue 63)"
+  write_janus_replica || return 1
+  local family=$replicas/repository/janus-pro-1b graphs check=()
+  for graphs in on off; do
+    check=()  # mulo's logits for the peer's check, once
+    [[ $graphs == on ]] && check=(--logits_out="$results/janus_mulo_logits.safetensors")
+    bounded out/gpu/token_model_bench --family="$family" --device="${PEER_DEVICE:-cuda}" \
+      --dtype=bfloat16 --graphs=$graphs --contexts=0,288 --windows=1 --repeats=10 "${check[@]}" \
+      > "$results/peer_mulo_graphs_$graphs.log" 2>&1
+    echo "rc $?" >> "$results/peer_mulo_graphs_$graphs.log"
+    echo "mulo, graphs $graphs:" | tee -a "$summary"
+    grep -E '^\| [0-9]+ \| 1 \||^wrote|^rc|rror' "$results/peer_mulo_graphs_$graphs.log" |
+      tee -a "$summary"
+  done
+  publish
+  bounded python3 tools/gpu/peer_compiled.py --family "$family" --device="${PEER_DEVICE:-cuda}" \
+    --check "$results/janus_mulo_logits.safetensors" --modes "${PEER_MODES:-eager,reduce-overhead}" \
+    --json "$results/peer_janus.json" > "$results/peer_janus.log" 2>&1
+  echo "rc $?" >> "$results/peer_janus.log"
+  grep -vE '^\{' "$results/peer_janus.log" | tail -20 | tee -a "$summary"
 }
 
 # Operators and host reads per decode step, every method on one prompt (the observer slows
