@@ -100,18 +100,23 @@ fi
 # found there too); DEPS=auto (the default) takes the system's when it has every header.
 deps=${DEPS:-auto}
 debs=${DEPS_DEBS:-.gpu/debs}
-# The same packages unpacked and slimmed (tools/gpu/fetch_deps.sh), used when the packages are not
-# there (the device tool carries the archive: the packages would not fit beside the tree).
-deps_archive=${DEPS_ARCHIVE:-.gpu/deps.tar.xz}
+# The same packages unpacked and slimmed (tools/gpu/fetch_deps.sh: the engine's programs' and
+# the server's), used when the packages are not there (the device tool carries an archive at a
+# time: the packages would not fit beside the tree); each one found is unpacked once.
+deps_archives=()
+for archive in ${DEPS_ARCHIVES:-.gpu/deps.tar.xz .gpu/deps_server.tar.xz}; do
+  [[ -f $archive ]] && deps_archives+=("$archive")
+done
 deps_root=/usr
 has_headers() { for header in "$@"; do [[ -e "$deps_root/include/$header" ]] || return 1; done; }
 if [[ $deps == auto ]]; then
   deps=system
   has_headers absl opencv4 grpcpp google/protobuf microhttpd.h png.h jpeglib.h || deps=debs
-  compgen -G "$debs/*.deb" >/dev/null || [[ -f $deps_archive ]] || deps=system
+  compgen -G "$debs/*.deb" >/dev/null || ((${#deps_archives[@]})) || deps=system
 fi
 if [[ $deps == debs ]]; then
-  prefix=$PWD/$out/deps
+  prefix=$out/deps
+  [[ $prefix == /* ]] || prefix=$PWD/$prefix
   mkdir -p "$prefix/.unpacked"
   if compgen -G "$debs/*.deb" >/dev/null; then
     for deb in "$debs"/*.deb; do  # each package once, so that added packages are unpacked too
@@ -119,8 +124,10 @@ if [[ $deps == debs ]]; then
       [[ -f "$stamp" ]] || { dpkg-deb -x "$deb" "$prefix" && touch "$stamp"; }
     done
   else
-    stamp=$prefix/.unpacked/$(basename "$deps_archive")
-    [[ $stamp -nt $deps_archive ]] || { tar xJf "$deps_archive" -C "$prefix" && touch "$stamp"; }
+    for archive in "${deps_archives[@]}"; do
+      stamp=$prefix/.unpacked/$(basename "$archive")
+      [[ $stamp -nt $archive ]] || { tar xJf "$archive" -C "$prefix" && touch "$stamp"; }
+    done
   fi
   deps_root=$prefix/usr
   deps_libdir=$deps_root/lib/x86_64-linux-gnu
@@ -161,7 +168,8 @@ elif [[ -f .gpu/gen/${protos[0]}.pb.cc ]]; then
   gen=.gpu/gen
 fi
 proto_sources=() server_sources=() client_sources=()
-if has_headers absl grpcpp google/protobuf microhttpd.h png.h jpeglib.h &&
+if has_headers absl grpcpp google/protobuf microhttpd.h png.h jpeglib.h webp/encode.h \
+     unicode/regex.h &&
    [[ -f "$gen/${protos[0]}.pb.cc" && -f "$gen/${protos[1]}.pb.cc" ]]; then
   # A PyTorch wheel's include/ holds protobuf 3.13 headers of its own; the generated code needs
   # the headers of the protobuf it links (3.21), so they come first, through a directory of
@@ -171,10 +179,13 @@ if has_headers absl grpcpp google/protobuf microhttpd.h png.h jpeglib.h &&
   flags=(-isystem "$out/include_first" "${flags[@]}" -I"$gen" -Iproto)
   proto_sources=()
   for proto in "${protos[@]}"; do proto_sources+=("$gen/$proto.pb.cc" "$gen/$proto.grpc.pb.cc"); done
-  mapfile -t server_sources < <(find server -name '*.cc' | sort)
+  # The text front ends the server tokenises prompts with (ICU), less the tokenize tool and the
+  # sentencepiece plugin (a shared object of its own, below).
+  mapfile -t server_sources < <(find server text -name '*.cc' ! -name tokenize_main.cc \
+                                  ! -name sentencepiece_plugin.cc | sort)
   mapfile -t client_sources < <(find client -name '*.cc' | sort)
 else
-  echo "build_engine: no gRPC, protobuf, libmicrohttpd, libpng, libjpeg or generated proto" \
+  echo "build_engine: no gRPC, protobuf, libmicrohttpd, libpng, libjpeg, libwebp, ICU or generated proto" \
     "code ($deps): skipping mulo_server and mulo_client"
 fi
 
@@ -242,7 +253,14 @@ link token_model_bench bench/token_model_bench.cc -- &
 if ((${#server_sources[@]})); then
   grpc_libs=(-lgrpc++_reflection -lgrpc++ -lgrpc -lgpr -lprotobuf)
   link mulo_server "${proto_sources[@]}" "${server_sources[@]}" -- "${grpc_libs[@]}" \
-    -lmicrohttpd -lpng16 -ljpeg &
+    -lmicrohttpd -lpng16 -ljpeg -lwebp -licui18n -licuuc -ldl &
+  # LlamaGen t2i's T5 tokenizer: libsentencepiece behind a plugin the server dlopens from its
+  # own directory (text/sentencepiece_plugin.cc says why).
+  if has_headers sentencepiece_processor.h; then
+    "$cxx" "${flags[@]}" -shared -fPIC text/sentencepiece_plugin.cc -o "$out/libmulo_sentencepiece.so" \
+      "${deps_link[@]}" -lsentencepiece ||
+      echo "build_engine: FAILED libmulo_sentencepiece.so (T5 prompts unavailable)" >&2 &
+  fi
   link mulo_client "${proto_sources[@]}" "${client_sources[@]}" -- "${grpc_libs[@]}" &
 fi
 wait
