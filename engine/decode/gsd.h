@@ -31,6 +31,7 @@ class GsdDecoder : public SjdDecoder {
   explicit GsdDecoder(GsdOptions options = GsdOptions());
   std::string name() const override { return "gsd"; }
   Status Validate(const ModelSet& models) const override;
+  std::optional<GroupRule> Groups() const override { return gsd_.group; }
 
  protected:
   std::unique_ptr<Verifier> MakeVerifier(const ModelSet& models) const override;

@@ -60,9 +60,14 @@ void PlanModel(const std::string& component, const TokenModel* model, bool chain
           return VerifyGraphs::Capture(pool, {KvPools::kGraphedChain, /*redraw=*/false}, *steps);
         });
       }
-      // SJD's windows (the target alone: every family).
+      // SJD's windows (the target alone: every family), and GSD's with its groups.
       plan.capture_verify.push_back([steps](const KvPool& pool) {
         return VerifyGraphs::Capture(pool, {KvPools::kGraphedWindow, /*redraw=*/true}, *steps);
+      });
+      plan.capture_verify.push_back([steps, model](const KvPool& pool) {
+        return VerifyGraphs::Capture(
+            pool, {KvPools::kGraphedWindow, /*redraw=*/true, KvPools::kGraphedGroup}, *steps,
+            model->token_embedding_weight());
       });
     }
     if (steps && component == "chain") {

@@ -70,6 +70,9 @@ class KvPools {
   static constexpr int64_t kGraphedChain = 4;
   // The Jacobi window SJD's graphs are captured for (its default window, sjd.h).
   static constexpr int64_t kGraphedWindow = 16;
+  // The group size GSD's window graphs pool (its default, group_verifier.h's GroupRule): other
+  // sizes verify eagerly.
+  static constexpr int64_t kGraphedGroup = 14;
 
   struct Family {
     std::string name;

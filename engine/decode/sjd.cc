@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/decode/gsd.h"
 #include "engine/sampling/exact_verifier.h"
 #include "engine/sampling/row_sampler.h"
 
@@ -19,10 +20,13 @@ class JacobiState : public SteppedMethod::State {
         target_(target),
         verifier_(std::move(verifier)),
         options_(options),
-        // The graphs hold SJD's own rules: not GSD's groups nor MC-SJD's coupling, nor a test's
-        // broken rule.
-        graphed_rules_(typeid(*method) == typeid(SjdDecoder) && !options.accept &&
-                       !options.residual) {}
+        groups_(method->Groups()),
+        // The graphs hold SJD's own rules and GSD's groups of their size: not MC-SJD's
+        // coupling or SJD-PAC's trees, nor a test's broken rule.
+        graphed_rules_((typeid(*method) == typeid(SjdDecoder) ||
+                        (typeid(*method) == typeid(GsdDecoder) &&
+                         groups_->size == KvPools::kGraphedGroup)) &&
+                       !options.accept && !options.residual) {}
 
   // Invariant: the target has been fed every committed token but the last; window_ holds the
   // drafts carried for the positions right after the committed prefix and their q (in the
@@ -84,9 +88,11 @@ class JacobiState : public SteppedMethod::State {
   }
 
  private:
-  VerifyGraphs::Shape GraphShape() const { return {options_.window, /*redraw=*/true}; }
+  VerifyGraphs::Shape GraphShape() const {
+    return {options_.window, /*redraw=*/true, groups_ ? groups_->size : 0};
+  }
   // Whether this iteration may run as one replay of the pool's verify graphs: SJD's own
-  // rules and graphs that fit.
+  // rules (or GSD's groups) and graphs that fit.
   bool InGraphs(DecodeSession& session) const {
     return graphed_rules_ && target_->CanVerifyChain(GraphShape(), session.sampling());
   }
@@ -96,7 +102,8 @@ class JacobiState : public SteppedMethod::State {
   // new tokens' one-hot q; the read brings back the kept length, the next token and the
   // re-draws, and p stays on the device as the carried drafts' q. Given the same numbers,
   // Step's decisions. The image's last windows are shorter than the graphs': the graph's
-  // window is padded with token 0 past the image's end, judged but never kept.
+  // window is padded with token 0 past the image's end, judged but never kept (with GSD's
+  // groups, rejected: its counts are the real drafts').
   Status StepInGraphs(DecodeSession& session) {
     Stats& stats = session.stats();
     std::vector<int64_t> x = session.committed();
@@ -121,18 +128,23 @@ class JacobiState : public SteppedMethod::State {
                            : session.uniforms(RngStream::kDrafter).Peek(window + 1);
       std::vector<int64_t> drafts = window_.tokens;
       drafts.resize(window, 0);
-      MULO_ASSIGN_OR_RETURN(
-          out, target_->VerifyChain(
-                   GraphShape(),
-                   {nullptr, x.back(), torch::from_blob(drafts.data(), {window}, torch::kInt64),
-                    carried_q_, numbers.accept, numbers.draw, redraw_numbers,
-                    session.sampling()}));
+      VerifyGraphs::Call call{
+          nullptr, x.back(), torch::from_blob(drafts.data(), {window}, torch::kInt64),
+          carried_q_, numbers.accept, numbers.draw, redraw_numbers, session.sampling()};
+      call.group = groups_;
+      call.judged = length;
+      MULO_ASSIGN_OR_RETURN(out, target_->VerifyChain(GraphShape(), std::move(call)));
       ++stats.verify_steps;
     }
     const int64_t accepted = std::min(out.kept, length);
     SkipChainNumbers(rngs, length, accepted, bonus_possible && !session.greedy());
     stats.CountAcceptedPath(accepted);
     stats.resampled_tokens += accepted < length;
+    if (groups_) {  // as the eager verdict counts them: every judged draft pools
+      stats.relaxed_accepted_tokens += out.relaxed;
+      stats.pooled_drafts += std::min(accepted + 1, length);
+      stats.pooled_neighbors += out.neighbors;
+    }
     x.insert(x.end(), window_.tokens.begin(), window_.tokens.begin() + accepted);
     if (accepted < length || bonus_possible) x.push_back(out.next_token);
     // 4. The positions past the new prefix carry this iteration's re-draws, q their rows of p
@@ -153,6 +165,7 @@ class JacobiState : public SteppedMethod::State {
   SjdOptions options_;
   JacobiWindow window_;
   torch::Tensor carried_q_;  // in the graphs: [carried drafts, V], the window's q
+  const std::optional<GroupRule> groups_;  // GSD's
   const bool graphed_rules_;
 };
 

@@ -15,7 +15,8 @@
 // follow the target's p exactly; greedy equals AR greedy (tests/engine/decode/sjd_test.cc).
 // With CUDA graphs over the KV-cache pools, an iteration of the default window is one replay
 // and one host read (verify_graphs.h, Shape::redraw): steps 2-4 inside the graph.
-// GSD (gsd.h) is this loop with a grouped acceptance test.
+// GSD (gsd.h) is this loop with a grouped acceptance test (in the graphs too, for its default
+// group size).
 #ifndef MULO_ENGINE_DECODE_SJD_H_
 #define MULO_ENGINE_DECODE_SJD_H_
 
@@ -26,6 +27,7 @@
 #include "engine/decode/jacobi_window.h"
 #include "engine/decode/kv_pools.h"
 #include "engine/decode/session.h"
+#include "engine/sampling/group_verifier.h"
 #include "engine/sampling/verifier.h"
 
 namespace mulo::engine {
@@ -71,6 +73,9 @@ class SjdDecoder : public SteppedMethod {
                                            const std::vector<int64_t>& drafts,
                                            const std::vector<int64_t>& carried,
                                            const std::vector<torch::Tensor>& carried_q) const;
+  // The groups the acceptance test pools (GSD's rule), none for the exact test: the pools'
+  // verify graphs judge them as MakeVerifier's verifier does.
+  virtual std::optional<GroupRule> Groups() const { return std::nullopt; }
 
  protected:
   StatusOr<std::unique_ptr<State>> Begin(DecodeSession& session) const override;

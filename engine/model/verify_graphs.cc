@@ -21,6 +21,12 @@ namespace {
 // The ints' columns per stream: slot, cache length before the chain, the last committed
 // token's sequence position, the last position fed.
 constexpr int64_t kStreamFields = 4;
+// Per request: cfg_scale, temperature, GSD's probability gap and embedding distance (float64
+// bits), the last committed token, the drafts with a q, the real drafts, whether it pools.
+constexpr int64_t kRequestParams = 4;
+constexpr int64_t kRequestFields = kRequestParams + 4;
+// The decisions' columns in the result: kept, next token, relaxed, neighbours.
+constexpr int64_t kDecisionFields = 4;
 
 }  // namespace
 
@@ -30,26 +36,27 @@ struct VerifyGraphs::MemoryPool {
 
 struct VerifyGraphs::Entry {
   // Static inputs on the device, each filled by one copy per replay:
-  //   ints [kStreamFields x streams + 4 x requests] int64: every stream's fields (above),
-  //     column by column; every request's cfg_scale and temperature (0: greedy) as float64
-  //     bits; every request's last committed token; every request's count of drafts with a q;
+  //   ints [kStreamFields x streams + kRequestFields x requests] int64: every stream's fields
+  //     (above), column by column; every request's fields (above), column by column;
   //   drafts [requests, drafts] int64, q [requests, drafts, vocab] float32;
   //   accept [requests, drafts] and draw [requests] float64: the rule's numbers;
   //   redraw [requests, drafts + 1] float64: the re-draws' numbers (Shape::redraw).
   torch::Tensor ints, drafts, q, accept, draw, redraw;
   std::optional<KvCache> view;  // the pool's slots as the ints' slot column indexes them
-  // [requests, drafts + 2 (+ drafts + 1 with redraw)] int64, written by every replay: the
-  // drafts, the kept length, the next token (and the re-draws): the one read.
+  // [requests, drafts + kDecisionFields (+ drafts + 1 with redraw)] int64, written by every
+  // replay: the drafts, the decisions (and the re-draws): the one read.
   torch::Tensor result;
   torch::Tensor p;  // [requests, drafts + 1, vocab] float32, every replay (Shape::redraw)
   std::unique_ptr<ReplayableGraph> graph;
 };
 
-VerifyGraphs::VerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model)
+VerifyGraphs::VerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model,
+                           torch::Tensor embeddings)
     : pool_(pool),
       shape_(shape),
       drafts_(shape.drafts),
       model_(std::move(model)),
+      embeddings_(std::move(embeddings)),
       memory_pool_(std::make_unique<MemoryPool>()) {}
 
 VerifyGraphs::~VerifyGraphs() = default;
@@ -62,7 +69,8 @@ PoolGraphs::Counts VerifyGraphs::counts() const {
 VerifyGraphs* VerifyGraphs::Of(const KvCache& cache, const Shape& shape) {
   if (cache.pool() == nullptr) return nullptr;
   for (const std::shared_ptr<VerifyGraphs>& graphs : cache.pool()->verify_graphs()) {
-    if (graphs->drafts() == shape.drafts && graphs->shape().redraw == shape.redraw) {
+    if (graphs->drafts() == shape.drafts && graphs->shape().redraw == shape.redraw &&
+        graphs->shape().group_size == shape.group_size) {
       return graphs.get();
     }
   }
@@ -70,15 +78,29 @@ VerifyGraphs* VerifyGraphs::Of(const KvCache& cache, const Shape& shape) {
 }
 
 StatusOr<std::shared_ptr<VerifyGraphs>> VerifyGraphs::Capture(const KvPool& pool, Shape shape,
-                                                              RowGraphs::Model model) {
+                                                              RowGraphs::Model model,
+                                                              const torch::Tensor& embeddings) {
   if (pool.scratch_slot() < 0) {
     return InvalidArgumentError("VerifyGraphs: the pool needs a scratch slot for pad requests");
   }
   if (shape.drafts < 1) {
     return InvalidArgumentError("VerifyGraphs: a chain needs at least one draft");
   }
+  if (shape.group_size > 1 && (!embeddings.defined() || embeddings.dim() != 2 ||
+                               embeddings.size(0) != model.vocab)) {
+    return InvalidArgumentError("VerifyGraphs: a group size needs the [" +
+                                std::to_string(model.vocab) + ", dim] token embeddings");
+  }
   const int64_t drafts = shape.drafts;
-  std::shared_ptr<VerifyGraphs> graphs(new VerifyGraphs(pool, shape, std::move(model)));
+  torch::Tensor table;
+  if (shape.group_size > 1) {
+    MULO_ASSIGN_OR_RETURN(table, GuardTorch("VerifyGraphs::Capture", [&]() -> StatusOr<torch::Tensor> {
+      torch::NoGradGuard no_grad;
+      return embeddings.to(model.options.device(), torch::kFloat32).contiguous();
+    }));
+  }
+  std::shared_ptr<VerifyGraphs> graphs(
+      new VerifyGraphs(pool, shape, std::move(model), std::move(table)));
   const auto start = std::chrono::steady_clock::now();
   const torch::Device device = graphs->model_.options.device();
   const int64_t reserved_before = DeviceReservedBytes(device);
@@ -104,13 +126,16 @@ void VerifyGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
   const torch::Tensor lengths = e.ints.narrow(0, streams, streams);
   const torch::Tensor first_positions = e.ints.narrow(0, 2 * streams, streams);
   const torch::Tensor last_positions = e.ints.narrow(0, 3 * streams, streams);
-  const torch::Tensor params = e.ints.narrow(0, kStreamFields * streams, 2 * requests)
+  const auto request_field = [&](int64_t field) {
+    return e.ints.narrow(0, kStreamFields * streams + field * requests, requests);
+  };
+  const torch::Tensor params = e.ints.narrow(0, kStreamFields * streams, kRequestParams * requests)
                                    .view(torch::kFloat64)
-                                   .view({2, requests});
-  const torch::Tensor last_tokens =
-      e.ints.narrow(0, kStreamFields * streams + 2 * requests, requests);
-  const torch::Tensor carried =
-      e.ints.narrow(0, kStreamFields * streams + 3 * requests, requests);
+                                   .view({kRequestParams, requests});
+  const torch::Tensor last_tokens = request_field(kRequestParams);
+  const torch::Tensor carried = request_field(kRequestParams + 1);
+  const torch::Tensor judged = request_field(kRequestParams + 2);
+  const torch::Tensor grouped = request_field(kRequestParams + 3).ne(0);
   // The chain's rows, the same ids in both streams of a request (expanded: see row_graphs.cc).
   const torch::Tensor chain = torch::cat({last_tokens.unsqueeze(1), e.drafts}, 1);
   const torch::Tensor ids =
@@ -143,12 +168,32 @@ void VerifyGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
   // Judged as sampled chains: on a one-hot p the residual and the bonus draws give the argmax,
   // which is what a greedy chain takes (so no host flag enters the graph).
   std::vector<ChainCall> calls;
+  const torch::Tensor draft_steps = steps.narrow(1, 0, drafts_);
   for (int64_t r = 0; r < requests; ++r) {
     calls.push_back({p.select(0, r), q.select(0, r), e.drafts.select(0, r),
                      e.accept.select(0, r), e.draw.narrow(0, r, 1), /*greedy=*/false});
+    if (shape_.group_size > 1) {
+      // Every draft judged by pooled masses: its group's when the request pools, else its own
+      // (which is the exact rule); the padding past `judged` rejected with no neighbours.
+      const torch::Tensor tokens = e.drafts.select(0, r);
+      const torch::Tensor p_r = p.select(0, r).narrow(0, 0, drafts_), q_r = q.select(0, r);
+      const PooledMasses group =
+          GroupMasses(p_r, q_r, tokens, embeddings_, shape_.group_size,
+                      params.select(0, 2).narrow(0, r, 1), params.select(0, 3).narrow(0, r, 1));
+      const torch::Tensor x = tokens.unsqueeze(1);
+      const torch::Tensor own_p = p_r.gather(1, x).squeeze(1).to(torch::kFloat64);
+      const torch::Tensor own_q = q_r.gather(1, x).squeeze(1).to(torch::kFloat64);
+      const torch::Tensor pools = grouped.narrow(0, r, 1);
+      const torch::Tensor real = draft_steps.squeeze(0) < judged.narrow(0, r, 1);
+      PooledMasses masses;
+      masses.p = torch::where(real, torch::where(pools, group.p, own_p), 0.0);
+      masses.q = torch::where(real, torch::where(pools, group.q, own_q), 1.0);
+      masses.neighbors = torch::where(real.logical_and(pools), group.neighbors, 0);
+      calls.back().pooled = std::move(masses);
+    }
   }
   const torch::Tensor decisions = JudgeChains(calls);
-  std::vector<torch::Tensor> result = {e.drafts, decisions.narrow(1, 0, 2)};
+  std::vector<torch::Tensor> result = {e.drafts, decisions.narrow(1, 0, kDecisionFields)};
   if (shape_.redraw) {
     // Row i takes the number i - (kept + 1): the host's draw of rows kept + 1 .. from the
     // drafter stream's next numbers (earlier rows' draws are discarded); argmax when greedy,
@@ -176,7 +221,7 @@ Status VerifyGraphs::CaptureKey(const Key& key) {
     // Until the first call fills them: every request a pad (the scratch slot, length 0,
     // greedy, token 0), so the capture's warm-up writes nowhere a request reads.
     e->ints = torch::cat({torch::full({streams}, pool_.scratch_slot(), long_options),
-                          torch::zeros({(kStreamFields - 1) * streams + 4 * requests},
+                          torch::zeros({(kStreamFields - 1) * streams + kRequestFields * requests},
                                        long_options)});
     e->drafts = torch::zeros({requests, drafts_}, long_options);
     e->q = torch::zeros({requests, drafts_, model_.vocab},
@@ -215,6 +260,11 @@ StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
     if (call.cache == nullptr || !Fits(*call.cache, call.sampling)) {
       return InvalidArgumentError("VerifyGraphs::Run: a call does not fit the verify graphs");
     }
+    if (call.group && call.group->size != shape_.group_size) {
+      return InvalidArgumentError("VerifyGraphs::Run: group_size " +
+                                  std::to_string(call.group->size) + ", the graphs pool " +
+                                  std::to_string(shape_.group_size));
+    }
     if (!call.drafts.defined() || call.drafts.numel() != drafts_ ||
         (call.q.defined() && (call.q.dim() != 2 || call.q.size(0) > drafts_)) ||
         !call.accept_uniforms.defined() || !call.draw_uniform.defined()) {
@@ -243,12 +293,14 @@ StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
   return GuardTorch("VerifyGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
     torch::NoGradGuard no_grad;
     // Pads keep the scratch slot, length 0, greedy and token 0.
-    const int64_t size = kStreamFields * streams + 4 * requests;
+    const int64_t size = kStreamFields * streams + kRequestFields * requests;
     std::vector<int64_t> ints(size, 0);
     double* const params = reinterpret_cast<double*>(ints.data() + kStreamFields * streams);
     static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
-    int64_t* const last_tokens = ints.data() + kStreamFields * streams + 2 * requests;
+    int64_t* const last_tokens = ints.data() + kStreamFields * streams + kRequestParams * requests;
     int64_t* const carried = last_tokens + requests;
+    int64_t* const judged = carried + requests;
+    int64_t* const grouped = judged + requests;
     for (int64_t s = 0; s < streams; ++s) ints[s] = pool_.scratch_slot();
     for (size_t r = 0; r < calls.size(); ++r) {
       const Call& call = calls[r];
@@ -261,8 +313,14 @@ StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
       }
       params[r] = call.sampling.cfg_scale;
       params[requests + r] = call.sampling.temperature;
+      if (call.group) {
+        params[2 * requests + r] = call.group->max_probability_gap;
+        params[3 * requests + r] = call.group->max_embedding_distance;
+      }
       last_tokens[r] = call.last_token;
       carried[r] = call.q.defined() ? call.q.size(0) : 0;
+      judged[r] = call.judged >= 0 ? std::min(call.judged, drafts_) : drafts_;
+      grouped[r] = call.group.has_value();
     }
     UploadInto(e->ints, torch::from_blob(ints.data(), {size}, torch::kInt64));
     const bool whole = requests == 1;  // a lone request fills the buffers without views
@@ -296,9 +354,10 @@ StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
     std::vector<Output> outputs;
     for (size_t r = 0; r < calls.size(); ++r) {
       const int64_t* const row = host + static_cast<int64_t>(r) * width;
-      Output out{std::vector<int64_t>(row, row + drafts_), row[drafts_], row[drafts_ + 1]};
+      Output out{std::vector<int64_t>(row, row + drafts_), row[drafts_], row[drafts_ + 1],
+                 row[drafts_ + 2], row[drafts_ + 3]};
       if (shape_.redraw) {
-        out.redraws.assign(row + drafts_ + 2, row + width);
+        out.redraws.assign(row + drafts_ + kDecisionFields, row + width);
         out.p = p.select(0, static_cast<int64_t>(r));
       }
       outputs.push_back(std::move(out));

@@ -13,6 +13,13 @@
 // number i - (kept + 1), the host draw's) and keeps p, the re-drawn drafts' q, on the device:
 // an SJD step is one replay and one read instead of a replay, two reads and ~420 operators.
 //
+// GSD's grouped acceptance (group_verifier.h) rides in the same graphs (Shape::group_size): the
+// graph also computes the masses of every draft's group G(x) of that size, and a call that asks
+// for its groups (Call::group, with its own probability gap and embedding distance) is judged
+// by them, the others by their drafts' own masses. Drafts past a call's `judged` count (the
+// window's padding at the image's end) are rejected, so the relaxation counts (Output::relaxed,
+// neighbors) are those of the eager verification of the real drafts.
+//
 // Every request's parameters are tensors (cfg_scale, temperature: 0 makes p and q one-hot, as
 // ToProbabilities does, and then the rule keeps a draft exactly when it is the argmax), so one
 // graph serves any mix; requests with top-k or top-p filters verify eagerly (Fits). The chain
@@ -33,6 +40,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -40,6 +48,7 @@
 #include "engine/model/kv_cache.h"
 #include "engine/model/pool_graphs.h"
 #include "engine/model/row_graphs.h"
+#include "engine/sampling/group_verifier.h"
 #include "engine/sampling/sampling_params.h"
 
 namespace mulo::engine {
@@ -51,12 +60,15 @@ class VerifyGraphs {
   struct Shape {
     int64_t drafts = 0;  // the chain's length
     bool redraw = false;  // also re-draw every row of p and keep p (SJD's Jacobi update)
+    int64_t group_size = 0;  // > 1: calls may be judged by GSD's groups of this size
   };
   // Captures (or, with model.emulated, emulates) every key's graph of `shape` over `pool`
-  // (made with a scratch slot). INVALID_ARGUMENT without a scratch slot or drafts; a key whose
-  // capture fails is left out and counted.
+  // (made with a scratch slot). `embeddings`: the target's token embeddings [V, dim] (GSD's
+  // distances; needed with a group size). INVALID_ARGUMENT without a scratch slot, drafts or the
+  // embeddings a group size needs; a key whose capture fails is left out and counted.
   static StatusOr<std::shared_ptr<VerifyGraphs>> Capture(const KvPool& pool, Shape shape,
-                                                         RowGraphs::Model model);
+                                                         RowGraphs::Model model,
+                                                         const torch::Tensor& embeddings = {});
   // The verify graphs of `shape` over the pool `cache` is a view of, or null.
   static VerifyGraphs* Of(const KvCache& cache, const Shape& shape);
 
@@ -83,11 +95,16 @@ class VerifyGraphs {
     SamplingParams sampling;        // cfg_scale and temperature (Fits holds)
     int64_t first_position = 0;     // last_token's sequence position
     int64_t last_position = 0;      // the last position a token is fed at (row_graphs.h)
+    // GSD's rule (its size the graphs' Shape::group_size); none: the drafts' own masses.
+    std::optional<GroupRule> group;
+    int64_t judged = -1;  // the leading drafts that are real (-1: all); the others are rejected
   };
   struct Output {
     std::vector<int64_t> drafts;  // the chain, read back
     int64_t kept = 0;             // leading drafts kept
     int64_t next_token = -1;      // the residual's draw, or the bonus after a kept chain
+    int64_t relaxed = 0;    // with groups: kept drafts their own masses would have rejected
+    int64_t neighbors = 0;  // with groups: the tokens pooled for the judged drafts
     // Shape::redraw: row i of p re-drawn with redraw_uniforms[i - kept - 1] (rows up to
     // kept hold no meaningful draw), and p itself ([drafts + 1, vocab] float32, on the device).
     std::vector<int64_t> redraws;
@@ -108,7 +125,8 @@ class VerifyGraphs {
  private:
   using Key = std::pair<int64_t, int64_t>;  // (streams, span)
   struct Entry;
-  VerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model);
+  VerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model,
+               torch::Tensor embeddings);
   Status CaptureKey(const Key& key);
   // The verification over a key's static buffers (what is captured).
   void Body(Entry& e, int64_t streams, int64_t span) const;
@@ -117,6 +135,7 @@ class VerifyGraphs {
   const Shape shape_;
   const int64_t drafts_;  // shape_.drafts
   const RowGraphs::Model model_;
+  const torch::Tensor embeddings_;  // [V, dim] float32 where the model is (Shape::group_size)
   std::map<Key, std::unique_ptr<Entry>> entries_;
   struct MemoryPool;
   std::unique_ptr<MemoryPool> memory_pool_;

@@ -25,9 +25,10 @@ GroupVerifier::GroupVerifier(GroupRule rule, const torch::Tensor& embeddings, Ac
       embeddings_(embeddings.to(torch::kCPU, torch::kFloat32).contiguous()),
       device_embeddings_(embeddings.to(torch::kFloat32)) {}
 
-std::optional<PooledMasses> GroupVerifier::PooledMassesOnDevice(const torch::Tensor& p,
-                                                                const torch::Tensor& q,
-                                                                const torch::Tensor& tokens) const {
+PooledMasses GroupMasses(const torch::Tensor& p, const torch::Tensor& q, const torch::Tensor& tokens,
+                         const torch::Tensor& embeddings, int64_t size,
+                         const torch::Tensor& max_probability_gap,
+                         const torch::Tensor& max_embedding_distance) {
   torch::NoGradGuard no_grad;
   const torch::Tensor probs = p.to(torch::kFloat32), drafts = q.to(torch::kFloat32);
   const int64_t length = probs.size(0), vocab = probs.size(1);
@@ -42,7 +43,7 @@ std::optional<PooledMasses> GroupVerifier::PooledMassesOnDevice(const torch::Ten
       probs.contiguous().view(torch::kInt32).to(torch::kInt64).mul(int64_t{1} << kIdBits) +
       (id_mask - torch::arange(vocab, long_options)).view({1, -1});
   const torch::Tensor key_x = key.gather(1, x);
-  const int64_t less_likely = rule_.size / 2, more_likely = rule_.size - 1 - less_likely;
+  const int64_t less_likely = size / 2, more_likely = size - 1 - less_likely;
   std::vector<torch::Tensor> keys, found;
   auto nearest = [&](const torch::Tensor& side, int64_t count, bool above) {
     if (count <= 0) return;
@@ -67,13 +68,13 @@ std::optional<PooledMasses> GroupVerifier::PooledMassesOnDevice(const torch::Ten
   const torch::Tensor y = (id_mask - torch::cat(keys, 1).bitwise_and(id_mask)).clamp(0, vocab - 1);
   const torch::Tensor p_x = probs.gather(1, x), p_y = probs.gather(1, y);
   // The host's test, in its arithmetic: the float gap, then the double bound.
-  const torch::Tensor close = (p_y - p_x).abs().to(torch::kFloat64).lt(rule_.max_probability_gap);
-  const int64_t dim = device_embeddings_.size(1);
+  const torch::Tensor close = (p_y - p_x).abs().to(torch::kFloat64).lt(max_probability_gap);
+  const int64_t dim = embeddings.size(1);
   const torch::Tensor e_y =
-      device_embeddings_.index_select(0, y.flatten()).view({length, -1, dim}).to(torch::kFloat64);
+      embeddings.index_select(0, y.flatten()).view({length, -1, dim}).to(torch::kFloat64);
   const torch::Tensor e_x =
-      device_embeddings_.index_select(0, x.flatten()).view({length, 1, dim}).to(torch::kFloat64);
-  const torch::Tensor near = (e_y - e_x).square().sum(2).lt(rule_.max_embedding_distance);
+      embeddings.index_select(0, x.flatten()).view({length, 1, dim}).to(torch::kFloat64);
+  const torch::Tensor near = (e_y - e_x).square().sum(2).lt(max_embedding_distance);
   const torch::Tensor pooled = inside.logical_and(close).logical_and(near);
   const torch::Tensor weight = pooled.to(torch::kFloat64);
   PooledMasses masses;
@@ -82,6 +83,16 @@ std::optional<PooledMasses> GroupVerifier::PooledMassesOnDevice(const torch::Ten
              drafts.gather(1, y).to(torch::kFloat64).mul(weight).sum(1);
   masses.neighbors = pooled.to(torch::kInt64).sum(1);
   return masses;
+}
+
+std::optional<PooledMasses> GroupVerifier::PooledMassesOnDevice(const torch::Tensor& p,
+                                                                const torch::Tensor& q,
+                                                                const torch::Tensor& tokens) const {
+  const auto bound = [&](double value) {
+    return torch::scalar_tensor(value, torch::dtype(torch::kFloat64));  // a CPU scalar
+  };
+  return GroupMasses(p, q, tokens, device_embeddings_, rule_.size,
+                     bound(rule_.max_probability_gap), bound(rule_.max_embedding_distance));
 }
 
 std::vector<int64_t> GroupVerifier::Group(const torch::Tensor& p, int64_t x) const {

@@ -25,6 +25,17 @@ struct GroupRule {
   double max_embedding_distance = 0.5;  // squared L2 (paper: 0.5, in Lumina-mGPT's embeddings)
 };
 
+// The masses of G(x_i) for every draft x_i = tokens[i] under p [L, V] and q [L, V], as tensor
+// ops on p's device (no host read, so CUDA graphs capture it: verify_graphs.h): Group's groups
+// (the descending order with ties by id, the rank window of `size`, the gap and the squared
+// distance, the distances in double from `embeddings`, the float32 [V, dim] rows on p's device).
+// `max_probability_gap` and `max_embedding_distance` are float64 tensors that broadcast against
+// [L, 1] (a 0-dim one for a chain of one rule). Vocabularies below 2^24 ids.
+PooledMasses GroupMasses(const torch::Tensor& p, const torch::Tensor& q, const torch::Tensor& tokens,
+                         const torch::Tensor& embeddings, int64_t size,
+                         const torch::Tensor& max_probability_gap,
+                         const torch::Tensor& max_embedding_distance);
+
 class GroupVerifier : public ExactVerifier {
  public:
   // `embeddings`: the target's token embeddings [V, dim] (copied to the host as float32).

@@ -3,7 +3,8 @@
 //     chain (row_graphs.h, Shape::drafts), the target's verify graphs score and judge it
 //     (verify_graphs.h);
 //   - SJD's iteration is one replay and one read: the verify graphs also re-draw the window
-//     (Shape::redraw) and keep p as the carried drafts' q.
+//     (Shape::redraw) and keep p as the carried drafts' q; GSD's too, its drafts judged by
+//     their groups in the graph (Shape::group_size) with the eager verdict's relaxation counts.
 // A request
 //   - decodes the tokens of the eager step (ExactVerifier and the re-draw on the host side of
 //     the same Philox numbers): greedy exactly, and so ar's greedy tokens; sampled up to a
@@ -12,7 +13,8 @@
 //   - pays per step its replays, one read and a bounded number of operators outside graphs;
 //   - batches its steps with other requests' (of either method) in one replay per graph,
 //     whatever their temperatures and guidance, each keeping its lone tokens;
-//   - steps eagerly where the graphs cannot serve it (another gamma or window, top-k, GSD).
+//   - steps eagerly where the graphs cannot serve it (another gamma, window or group size,
+//     top-k).
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,12 +50,15 @@ DecodeRequest Request(const ModelSet& family, const std::string& method, int pro
   return request;
 }
 
-// `method` with speculative's gamma and SJD's window `length` (0: the defaults).
+// `method` with speculative's gamma and SJD's and GSD's window `length`, GSD's group size
+// `group_size` (0: the defaults).
 StatusOr<DecodeResult> Decode(const ModelSet& family, const std::string& method,
                               DecodeRequest request, EngineLoop* loop = nullptr,
-                              KvReservation* kv = nullptr, int64_t length = 0) {
+                              KvReservation* kv = nullptr, int64_t length = 0,
+                              int64_t group_size = 0) {
   MULO_ASSIGN_OR_RETURN(MethodConfig config, DefaultMethodConfig(method, family));
-  if (length > 0) config.speculative.gamma = config.sjd.window = length;
+  if (length > 0) config.speculative.gamma = config.sjd.window = config.gsd.window = length;
+  if (group_size > 0) config.gsd.group.size = group_size;
   MULO_ASSIGN_OR_RETURN(auto decoder, MakeMethod(config, family));
   request.loop = loop;
   request.kv = kv;
@@ -80,7 +85,8 @@ struct GraphedMethod {
   int64_t replays_per_step;  // a step's
 };
 const std::vector<GraphedMethod>& GraphedMethods() {
-  static const std::vector<GraphedMethod> methods = {{"speculative", 2, 2}, {"sjd", 1, 1}};
+  static const std::vector<GraphedMethod> methods = {
+      {"speculative", 2, 2}, {"sjd", 1, 1}, {"gsd", 1, 1}};
   return methods;
 }
 
@@ -129,6 +135,19 @@ TEST(VerifyGraphsTest, AStepIsItsReplaysAndOneReadWithTheEagerStepsTokens) {
                   eager->stats.draft_forward_passes +
                       (KvPools::kGraphedChain - 1) * (KvPools::kGraphedChain - 1));
         EXPECT_EQ(graphed->tokens.size(), eager->tokens.size());
+        if (graphed->tokens == eager->tokens) {  // GSD's relaxation, counted as eagerly
+          EXPECT_EQ(stats.relaxed_accepted_tokens, eager->stats.relaxed_accepted_tokens)
+              << method.name;
+          EXPECT_EQ(stats.pooled_drafts, eager->stats.pooled_drafts) << method.name;
+          EXPECT_EQ(stats.pooled_neighbors, eager->stats.pooled_neighbors) << method.name;
+        }
+        if (method.name == "gsd" && temperature == 1.0) {
+          std::cout << "[gsd] relaxed " << stats.relaxed_accepted_tokens << ", pooled drafts "
+                    << stats.pooled_drafts << ", neighbours " << stats.pooled_neighbors
+                    << " (eager " << eager->stats.relaxed_accepted_tokens << ", "
+                    << eager->stats.pooled_drafts << ", " << eager->stats.pooled_neighbors
+                    << ")\n";
+        }
         if (graphed->tokens != eager->tokens) {
           ++mismatches;
           std::cout << "[" << method.name << "] temperature " << temperature << ", prompt "
@@ -202,11 +221,12 @@ TEST(VerifyGraphsTest, StepsTheGraphsDoNotHoldRunEagerly) {
   struct Case {
     std::string method;
     int64_t top_k;
-    int64_t length;  // gamma or window; 0: the default
+    int64_t length;      // gamma or window; 0: the default
+    int64_t group_size;  // GSD's; 0: the default
   };
-  const std::vector<Case> cases = {{"speculative", 0, 3}, {"speculative", 50, 0},
-                                   {"sjd", 0, 8},         {"sjd", 50, 0},
-                                   {"gsd", 0, 0}};
+  const std::vector<Case> cases = {{"speculative", 0, 3, 0}, {"speculative", 50, 0, 0},
+                                   {"sjd", 0, 8, 0},         {"sjd", 50, 0, 0},
+                                   {"gsd", 0, 8, 0},         {"gsd", 0, 0, 5}};
   // The graphs' own counters (found through a cache of each pool, given back before decoding).
   std::vector<const VerifyGraphs*> verify;
   const RowGraphs* chains = nullptr;
@@ -217,14 +237,17 @@ TEST(VerifyGraphsTest, StepsTheGraphsDoNotHoldRunEagerly) {
     auto chain = probe->Take(family->chain.get(), 2);
     ASSERT_TRUE(target.has_value() && chain.has_value());
     verify = {VerifyGraphs::Of(*target, {KvPools::kGraphedChain, /*redraw=*/false}),
-              VerifyGraphs::Of(*target, {KvPools::kGraphedWindow, /*redraw=*/true})};
+              VerifyGraphs::Of(*target, {KvPools::kGraphedWindow, /*redraw=*/true}),
+              VerifyGraphs::Of(*target, {KvPools::kGraphedWindow, /*redraw=*/true,
+                                         KvPools::kGraphedGroup})};
     chains = RowGraphs::Of(*chain);
   }
-  ASSERT_NE(verify[0], nullptr);
-  ASSERT_NE(verify[1], nullptr);
+  for (const VerifyGraphs* graphs : verify) ASSERT_NE(graphs, nullptr);
   ASSERT_NE(chains, nullptr);
   const auto graphed_calls = [&] {
-    return verify[0]->counts().calls + verify[1]->counts().calls + chains->counts().calls;
+    int64_t calls = chains->counts().calls;
+    for (const VerifyGraphs* graphs : verify) calls += graphs->counts().calls;
+    return calls;
   };
   for (const Case& c : cases) {
     const DecodeRequest request = Request(*family, c.method, 0, 1.0, 0, c.top_k);
@@ -234,17 +257,18 @@ TEST(VerifyGraphsTest, StepsTheGraphsDoNotHoldRunEagerly) {
     StatusOr<DecodeResult> pooled = InternalError("not run");
     {
       OpCounting counting;
-      pooled = Decode(*family, c.method, request, nullptr, reservation.get(), c.length);
+      pooled = Decode(*family, c.method, request, nullptr, reservation.get(), c.length,
+                      c.group_size);
     }
     ASSERT_OK(pooled);
-    EXPECT_EQ(graphed_calls(), before)
-        << c.method << ", top_k " << c.top_k << ", length " << c.length;
+    EXPECT_EQ(graphed_calls(), before) << c.method << ", top_k " << c.top_k << ", length "
+                                       << c.length << ", group size " << c.group_size;
     EXPECT_GT(pooled->stats.dispatched_ops, 100 * pooled->stats.verify_steps)
         << c.method << ": the eager step's operators";
     EXPECT_EQ(pooled->tokens.size(), static_cast<size_t>(family->target->num_image_tokens()));
   }
   // The same requests with the graphs' lengths and no filter do reach them.
-  for (const std::string method : {"speculative", "sjd"}) {
+  for (const std::string method : {"speculative", "sjd", "gsd"}) {
     const DecodeRequest request = Request(*family, method, 0, 1.0);
     auto reservation = Reserve(*pools, *family, method, request);
     ASSERT_NE(reservation, nullptr);
