@@ -1,5 +1,7 @@
 #include "engine/decode/gsd.h"
 
+#include <typeinfo>
+
 
 namespace mulo::engine {
 namespace {
@@ -32,6 +34,11 @@ GsdDecoder::GsdDecoder(GsdOptions options) : SjdDecoder(JacobiOf(options)), gsd_
 Status GsdDecoder::Validate(const ModelSet& models) const {
   if (models.target == nullptr) return FailedPreconditionError("gsd: no target model");
   return ValidateGsdOptions(gsd_);
+}
+
+std::optional<SjdDecoder::GraphRules> GsdDecoder::RulesInGraphs() const {
+  if (typeid(*this) != typeid(GsdDecoder)) return std::nullopt;
+  return GraphRules{gsd_.group, /*couple=*/false};
 }
 
 std::unique_ptr<Verifier> GsdDecoder::MakeVerifier(const ModelSet& models) const {

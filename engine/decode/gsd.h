@@ -31,7 +31,8 @@ class GsdDecoder : public SjdDecoder {
   explicit GsdDecoder(GsdOptions options = GsdOptions());
   std::string name() const override { return "gsd"; }
   Status Validate(const ModelSet& models) const override;
-  std::optional<GroupRule> Groups() const override { return gsd_.group; }
+  // Its groups (in the graphs of their size, if the pools captured it).
+  std::optional<GraphRules> RulesInGraphs() const override;
 
  protected:
   std::unique_ptr<Verifier> MakeVerifier(const ModelSet& models) const override;

@@ -37,10 +37,22 @@ int64_t SlotRows(int64_t cache_rows, bool graphs) {
   return graphs ? ForwardGraphs::RoundUpToSpan(rows) : rows;
 }
 
+// The family's default of an integer option (family.json method_defaults.<method>.<field>),
+// else the method's own: the step graphs are captured for the lengths requests take by default.
+int64_t FamilyDefault(const ModelSet& models, const char* method, const char* field,
+                      int64_t fallback) {
+  const nlohmann::json& defaults = models.method_defaults;
+  if (!defaults.contains(method) || !defaults[method].is_object()) return fallback;
+  const nlohmann::json& options = defaults[method];
+  return options.contains(field) && options[field].is_number_integer()
+             ? options[field].get<int64_t>()
+             : fallback;
+}
+
 // `chain`: whether the family has speculative's chain drafter (whose chains the target's
 // graphs then verify).
-void PlanModel(const std::string& component, const TokenModel* model, bool chain,
-               std::vector<PoolPlan>& plans) {
+void PlanModel(const std::string& component, const TokenModel* model, const ModelSet& models,
+               bool chain, std::vector<PoolPlan>& plans) {
   if (model == nullptr) return;
   const int64_t condition_rows =
       std::min<int64_t>(model->condition_shape().rows, kPooledConditionRows);
@@ -50,29 +62,38 @@ void PlanModel(const std::string& component, const TokenModel* model, bool chain
   if (graphs) {
     plan.capture_graphs = [model](const KvPool& pool) { return model->CapturePoolGraphs(pool); };
     const std::optional<RowGraphs::Model> steps = model->StepGraphModel();
+    const int64_t gamma = FamilyDefault(models, "speculative", "gamma", KvPools::kGraphedChain);
     if (steps && component == "target") {
       // A row of the image's grid per replay (ar).
       plan.capture_rows = [steps, model](const KvPool& pool) {
         return RowGraphs::Capture(pool, {model->grid_size(), /*drafts=*/false}, *steps);
       };
       if (chain) {
-        plan.capture_verify.push_back([steps](const KvPool& pool) {
-          return VerifyGraphs::Capture(pool, {KvPools::kGraphedChain, /*redraw=*/false}, *steps);
+        plan.capture_verify.push_back([steps, gamma](const KvPool& pool) {
+          return VerifyGraphs::Capture(pool, {gamma, /*redraw=*/false}, *steps);
         });
       }
-      // SJD's windows (the target alone: every family), and GSD's with its groups.
-      plan.capture_verify.push_back([steps](const KvPool& pool) {
-        return VerifyGraphs::Capture(pool, {KvPools::kGraphedWindow, /*redraw=*/true}, *steps);
-      });
-      plan.capture_verify.push_back([steps, model](const KvPool& pool) {
-        return VerifyGraphs::Capture(
-            pool, {KvPools::kGraphedWindow, /*redraw=*/true, KvPools::kGraphedGroup}, *steps,
-            model->token_embedding_weight());
-      });
+      // The Jacobi methods' windows (the target alone: every family): SJD's, GSD's with its
+      // groups, MC-SJD's re-drawn by the coupling.
+      const VerifyGraphs::Shape sjd{FamilyDefault(models, "sjd", "window", KvPools::kGraphedWindow),
+                                    /*redraw=*/true};
+      const VerifyGraphs::Shape gsd{
+          FamilyDefault(models, "gsd", "window", KvPools::kGraphedWindow), /*redraw=*/true,
+          FamilyDefault(models, "gsd", "group_size", KvPools::kGraphedGroup)};
+      const VerifyGraphs::Shape mc_sjd{
+          FamilyDefault(models, "mc_sjd", "window", KvPools::kGraphedCoupledWindow),
+          /*redraw=*/true, /*group_size=*/0, /*couple=*/true};
+      for (const VerifyGraphs::Shape& shape : {sjd, gsd, mc_sjd}) {
+        plan.capture_verify.push_back([steps, shape, model](const KvPool& pool) {
+          return VerifyGraphs::Capture(pool, shape, *steps,
+                                       shape.group_size > 1 ? model->token_embedding_weight()
+                                                            : torch::Tensor());
+        });
+      }
     }
     if (steps && component == "chain") {
-      plan.capture_rows = [steps](const KvPool& pool) {
-        return RowGraphs::Capture(pool, {KvPools::kGraphedChain, /*drafts=*/true}, *steps);
+      plan.capture_rows = [steps, gamma](const KvPool& pool) {
+        return RowGraphs::Capture(pool, {gamma, /*drafts=*/true}, *steps);
       };
     }
   }
@@ -82,9 +103,9 @@ void PlanModel(const std::string& component, const TokenModel* model, bool chain
 std::vector<PoolPlan> Plan(const ModelSet& models) {
   std::vector<PoolPlan> plans;
   const bool chain = models.chain != nullptr;
-  PlanModel("target", models.target.get(), chain, plans);
-  PlanModel("drafter", models.drafter.get(), chain, plans);
-  PlanModel("chain", models.chain.get(), chain, plans);
+  PlanModel("target", models.target.get(), models, chain, plans);
+  PlanModel("drafter", models.drafter.get(), models, chain, plans);
+  PlanModel("chain", models.chain.get(), models, chain, plans);
   if (models.eagle != nullptr && models.target != nullptr) {
     // The head's cache holds the image's tokens and the draft tree's rows.
     const EagleHead* head = models.eagle.get();

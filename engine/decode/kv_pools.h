@@ -65,14 +65,14 @@ class KvPools {
   // Rows a slot holds beyond the longest request's cache: a draft tree or window appended
   // after the image's last committed token (a cache that needs more overflows, kv_pool.h).
   static constexpr int64_t kDraftRows = 256;
-  // The chain length speculative decoding's graphs are captured for at load (its default
-  // gamma, speculative.h): a chain of another length drafts and verifies eagerly.
+  // The lengths the step graphs are captured for at load, unless the family's method_defaults
+  // set others (the graphs hold what requests take by default; another length steps eagerly):
+  // speculative's gamma (speculative.h), SJD's and GSD's window (sjd.h, gsd.h), GSD's group
+  // size (group_verifier.h's GroupRule), MC-SJD's window (mc_sjd.h).
   static constexpr int64_t kGraphedChain = 4;
-  // The Jacobi window SJD's graphs are captured for (its default window, sjd.h).
   static constexpr int64_t kGraphedWindow = 16;
-  // The group size GSD's window graphs pool (its default, group_verifier.h's GroupRule): other
-  // sizes verify eagerly.
   static constexpr int64_t kGraphedGroup = 14;
+  static constexpr int64_t kGraphedCoupledWindow = 64;
 
   struct Family {
     std::string name;

@@ -1,5 +1,6 @@
 #include "engine/decode/mc_sjd.h"
 
+#include <typeinfo>
 #include <utility>
 
 #include "engine/core/device_upload.h"
@@ -63,6 +64,14 @@ torch::Tensor McSjdDecoder::RedrawOnDevice(DecodeSession& session, const torch::
              : torch::cat({carried_next.tokens,
                            DrawRows(tail.narrow(0, coupled, rows - coupled),
                                     draw_numbers.narrow(0, coupled, rows - coupled))});
+}
+
+std::optional<SjdDecoder::GraphRules> McSjdDecoder::RulesInGraphs() const {
+  if (typeid(*this) != typeid(McSjdDecoder) || mc_.coupling != 1.0 || mc_.accept ||
+      mc_.coupled_keep || mc_.coupled_residual || mc_.carried_q) {
+    return std::nullopt;
+  }
+  return GraphRules{std::nullopt, /*couple=*/true};
 }
 
 std::vector<torch::Tensor> McSjdDecoder::NextQ(const torch::Tensor& p, int64_t first,

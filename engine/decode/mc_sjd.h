@@ -54,6 +54,8 @@ class McSjdDecoder : public SjdDecoder {
                                    const std::vector<int64_t>& drafts,
                                    const std::vector<int64_t>& carried,
                                    const std::vector<torch::Tensor>& carried_q) const override;
+  // The maximal coupling everywhere (coupling 1) with its own rules: in the coupled graphs.
+  std::optional<GraphRules> RulesInGraphs() const override;
 
  private:
   McSjdOptions mc_;

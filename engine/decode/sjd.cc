@@ -5,7 +5,6 @@
 #include <utility>
 #include <vector>
 
-#include "engine/decode/gsd.h"
 #include "engine/sampling/exact_verifier.h"
 #include "engine/sampling/row_sampler.h"
 
@@ -20,13 +19,7 @@ class JacobiState : public SteppedMethod::State {
         target_(target),
         verifier_(std::move(verifier)),
         options_(options),
-        groups_(method->Groups()),
-        // The graphs hold SJD's own rules and GSD's groups of their size: not MC-SJD's
-        // coupling or SJD-PAC's trees, nor a test's broken rule.
-        graphed_rules_((typeid(*method) == typeid(SjdDecoder) ||
-                        (typeid(*method) == typeid(GsdDecoder) &&
-                         groups_->size == KvPools::kGraphedGroup)) &&
-                       !options.accept && !options.residual) {}
+        rules_(method->RulesInGraphs()) {}
 
   // Invariant: the target has been fed every committed token but the last; window_ holds the
   // drafts carried for the positions right after the committed prefix and their q (in the
@@ -89,12 +82,13 @@ class JacobiState : public SteppedMethod::State {
 
  private:
   VerifyGraphs::Shape GraphShape() const {
-    return {options_.window, /*redraw=*/true, groups_ ? groups_->size : 0};
+    return {options_.window, /*redraw=*/true, rules_->groups ? rules_->groups->size : 0,
+            rules_->couple};
   }
-  // Whether this iteration may run as one replay of the pool's verify graphs: SJD's own
-  // rules (or GSD's groups) and graphs that fit.
+  // Whether this iteration may run as one replay of the pool's verify graphs: rules they
+  // hold and graphs that fit.
   bool InGraphs(DecodeSession& session) const {
-    return graphed_rules_ && target_->CanVerifyChain(GraphShape(), session.sampling());
+    return rules_ && target_->CanVerifyChain(GraphShape(), session.sampling());
   }
 
   // Step's iteration as one graph replay and one host read (issue 61): the forward, the
@@ -131,7 +125,7 @@ class JacobiState : public SteppedMethod::State {
       VerifyGraphs::Call call{
           nullptr, x.back(), torch::from_blob(drafts.data(), {window}, torch::kInt64),
           carried_q_, numbers.accept, numbers.draw, redraw_numbers, session.sampling()};
-      call.group = groups_;
+      call.group = rules_->groups;
       call.judged = length;
       MULO_ASSIGN_OR_RETURN(out, target_->VerifyChain(GraphShape(), std::move(call)));
       ++stats.verify_steps;
@@ -140,7 +134,7 @@ class JacobiState : public SteppedMethod::State {
     SkipChainNumbers(rngs, length, accepted, bonus_possible && !session.greedy());
     stats.CountAcceptedPath(accepted);
     stats.resampled_tokens += accepted < length;
-    if (groups_) {  // as the eager verdict counts them: every judged draft pools
+    if (rules_->groups) {  // as the eager verdict counts them: every judged draft pools
       stats.relaxed_accepted_tokens += out.relaxed;
       stats.pooled_drafts += std::min(accepted + 1, length);
       stats.pooled_neighbors += out.neighbors;
@@ -152,6 +146,11 @@ class JacobiState : public SteppedMethod::State {
     const int64_t first = static_cast<int64_t>(x.size()) - n;
     const int64_t rows = std::max<int64_t>(0, (bonus_possible ? length + 1 : length) - first);
     if (!session.greedy()) session.rng(RngStream::kDrafter).Skip(static_cast<uint64_t>(rows));
+    // MC-SJD's coupling took a keep test's number for each draft it coupled.
+    const int64_t coupled = std::max<int64_t>(0, length - first);
+    if (rules_->couple && !session.greedy() && rows > 0 && coupled > 0) {
+      session.rng(RngStream::kAcceptance).Skip(static_cast<uint64_t>(coupled));
+    }
     window_.tokens.assign(out.redraws.begin() + first, out.redraws.begin() + first + rows);
     carried_q_ = rows > 0 ? out.p.narrow(0, first, rows) : torch::Tensor();
     MULO_RETURN_IF_ERROR(target_->Truncate(static_cast<int64_t>(x.size()) - 1));
@@ -165,8 +164,7 @@ class JacobiState : public SteppedMethod::State {
   SjdOptions options_;
   JacobiWindow window_;
   torch::Tensor carried_q_;  // in the graphs: [carried drafts, V], the window's q
-  const std::optional<GroupRule> groups_;  // GSD's
-  const bool graphed_rules_;
+  const std::optional<SjdDecoder::GraphRules> rules_;  // what the graphs do, if they can
 };
 
 }  // namespace
@@ -211,6 +209,14 @@ std::vector<torch::Tensor> SjdDecoder::NextQ(const torch::Tensor& p, int64_t fir
   std::vector<torch::Tensor> q;
   for (int64_t i = first; i < p.size(0); ++i) q.push_back(p[i]);
   return q;
+}
+
+std::optional<SjdDecoder::GraphRules> SjdDecoder::RulesInGraphs() const {
+  // SJD's own rules only: not a subclass's (unless it says so) nor a test's broken rule.
+  if (typeid(*this) != typeid(SjdDecoder) || options_.accept || options_.residual) {
+    return std::nullopt;
+  }
+  return GraphRules{};
 }
 
 std::unique_ptr<Verifier> SjdDecoder::MakeVerifier(const ModelSet&) const {

@@ -73,9 +73,14 @@ class SjdDecoder : public SteppedMethod {
                                            const std::vector<int64_t>& drafts,
                                            const std::vector<int64_t>& carried,
                                            const std::vector<torch::Tensor>& carried_q) const;
-  // The groups the acceptance test pools (GSD's rule), none for the exact test: the pools'
-  // verify graphs judge them as MakeVerifier's verifier does.
-  virtual std::optional<GroupRule> Groups() const { return std::nullopt; }
+  // What the pools' verify graphs (verify_graphs.h) do for this method's iteration, or none
+  // when they cannot hold its rules (another method's, a test's broken rule): they judge the
+  // window by GSD's groups when `groups`, and re-draw it by MC-SJD's coupling when `couple`.
+  struct GraphRules {
+    std::optional<GroupRule> groups;
+    bool couple = false;
+  };
+  virtual std::optional<GraphRules> RulesInGraphs() const;
 
  protected:
   StatusOr<std::unique_ptr<State>> Begin(DecodeSession& session) const override;

@@ -12,6 +12,7 @@
 #include "engine/model/forward_graphs.h"
 #include "engine/model/kv_pool.h"
 #include "engine/sampling/chain_rejection.h"
+#include "engine/sampling/maximal_coupling.h"
 #include "engine/sampling/row_sampler.h"
 
 namespace mulo::engine {
@@ -32,6 +33,10 @@ constexpr int64_t kDecisionFields = 4;
 
 struct VerifyGraphs::MemoryPool {
   GraphMemoryPool memory;  // every key's graph allocates from it (one worker replays them)
+};
+
+struct VerifyGraphs::Inputs {
+  torch::Tensor ints, drafts, q, accept, draw, redraw;  // as Entry's
 };
 
 struct VerifyGraphs::Entry {
@@ -70,7 +75,8 @@ VerifyGraphs* VerifyGraphs::Of(const KvCache& cache, const Shape& shape) {
   if (cache.pool() == nullptr) return nullptr;
   for (const std::shared_ptr<VerifyGraphs>& graphs : cache.pool()->verify_graphs()) {
     if (graphs->drafts() == shape.drafts && graphs->shape().redraw == shape.redraw &&
-        graphs->shape().group_size == shape.group_size) {
+        graphs->shape().group_size == shape.group_size &&
+        graphs->shape().couple == shape.couple) {
       return graphs.get();
     }
   }
@@ -200,9 +206,29 @@ void VerifyGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
     // which a one-hot p gives too.
     const torch::Tensor first = decisions.select(1, 0).unsqueeze(1) + 1;
     const torch::Tensor index = (steps - first).clamp_min(0);
-    const torch::Tensor numbers = e.redraw.gather(1, index);
-    result.push_back(DrawRows(p.reshape({requests * rows, vocab}), numbers.reshape({-1}))
-                         .view({requests, rows}));
+    const torch::Tensor numbers = e.redraw.gather(1, index).reshape({-1});
+    const torch::Tensor p_rows = p.reshape({requests * rows, vocab});
+    torch::Tensor redraws;
+    if (shape_.couple) {
+      // MC-SJD: rows first .. judged - 1 hold drafts (x_i from q_i) the verification did not
+      // reach, coupled with p_i; row i's keep test takes the acceptance number i (the
+      // verification took numbers 0 .. first - 1). The other rows draw from p as SJD's.
+      const torch::Tensor x = torch::cat({e.drafts, torch::zeros({requests, 1}, long_options)}, 1)
+                                  .reshape({-1});
+      const torch::Tensor q_rows = torch::cat({q, p.narrow(1, drafts_, 1)}, 1)
+                                       .reshape({requests * rows, vocab});
+      const torch::Tensor keep_numbers =
+          torch::cat({e.accept, torch::zeros({requests, 1}, e.accept.options())}, 1)
+              .reshape({-1});
+      const torch::Tensor coupled =
+          steps.ge(first).logical_and(steps.lt(judged.unsqueeze(1))).reshape({-1});
+      redraws = CoupleRows(p_rows, x, KeepProbabilities(p_rows, q_rows, x),
+                           ResidualRows(p_rows, q_rows), keep_numbers, numbers, coupled)
+                    .tokens;
+    } else {
+      redraws = DrawRows(p_rows, numbers);
+    }
+    result.push_back(redraws.view({requests, rows}));
     e.p = p;
   }
   e.result = torch::cat(result, 1);
@@ -218,17 +244,31 @@ Status VerifyGraphs::CaptureKey(const Key& key) {
     Entry* e = entry.get();
     const auto long_options = torch::dtype(torch::kInt64).device(device);
     const auto double_options = torch::dtype(torch::kFloat64).device(device);
-    // Until the first call fills them: every request a pad (the scratch slot, length 0,
-    // greedy, token 0), so the capture's warm-up writes nowhere a request reads.
-    e->ints = torch::cat({torch::full({streams}, pool_.scratch_slot(), long_options),
-                          torch::zeros({(kStreamFields - 1) * streams + kRequestFields * requests},
-                                       long_options)});
-    e->drafts = torch::zeros({requests, drafts_}, long_options);
-    e->q = torch::zeros({requests, drafts_, model_.vocab},
-                        torch::dtype(torch::kFloat32).device(device));
-    e->accept = torch::zeros({requests, drafts_}, double_options);
-    e->draw = torch::zeros({requests}, double_options);
-    e->redraw = torch::zeros({requests, drafts_ + 1}, double_options);
+    std::unique_ptr<Inputs>& inputs = inputs_[streams];
+    if (inputs == nullptr) {
+      inputs = std::make_unique<Inputs>();
+      // Until the first call fills them: every request a pad (the scratch slot, length 0,
+      // greedy, token 0), so the captures' warm-ups write nowhere a request reads.
+      inputs->ints = torch::cat(
+          {torch::full({streams}, pool_.scratch_slot(), long_options),
+           torch::zeros({(kStreamFields - 1) * streams + kRequestFields * requests},
+                        long_options)});
+      inputs->drafts = torch::zeros({requests, drafts_}, long_options);
+      inputs->q = torch::zeros({requests, drafts_, model_.vocab},
+                               torch::dtype(torch::kFloat32).device(device));
+      inputs->accept = torch::zeros({requests, drafts_}, double_options);
+      inputs->draw = torch::zeros({requests}, double_options);
+      inputs->redraw = torch::zeros({requests, drafts_ + 1}, double_options);
+      counts_.memory_bytes += (inputs->ints.numel() + inputs->drafts.numel() +
+                               inputs->accept.numel() + inputs->draw.numel() +
+                               inputs->redraw.numel()) * 8 + inputs->q.numel() * 4;
+    }
+    e->ints = inputs->ints;
+    e->drafts = inputs->drafts;
+    e->q = inputs->q;
+    e->accept = inputs->accept;
+    e->draw = inputs->draw;
+    e->redraw = inputs->redraw;
     e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, streams)));
     auto run = [this, e, streams, span] { Body(*e, streams, span); };
     auto graph = ReplayableGraph::Make(device, run, model_.emulated, memory_pool_->memory);
@@ -237,8 +277,6 @@ Status VerifyGraphs::CaptureKey(const Key& key) {
       return OkStatus();
     }
     e->graph = std::move(*graph);
-    counts_.memory_bytes += (e->ints.numel() + e->drafts.numel() + e->accept.numel() +
-                             e->draw.numel() + e->redraw.numel()) * 8 + e->q.numel() * 4;
     ++counts_.graphs;
     entries_[key] = std::move(entry);
     return OkStatus();

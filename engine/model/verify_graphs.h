@@ -20,6 +20,11 @@
 // window's padding at the image's end) are rejected, so the relaxation counts (Output::relaxed,
 // neighbors) are those of the eager verification of the real drafts.
 //
+// MC-SJD's Jacobi update (Shape::couple) re-draws each draft past the new prefix that the
+// verification did not reach with the maximal coupling of its p and q (maximal_coupling.h): its
+// keep test takes the acceptance stream's number of its own row (the numbers after the judged
+// drafts'), its draw the drafter stream's, as McSjdDecoder::RedrawOnDevice does.
+//
 // Every request's parameters are tensors (cfg_scale, temperature: 0 makes p and q one-hot, as
 // ToProbabilities does, and then the rule keeps a draft exactly when it is the argmax), so one
 // graph serves any mix; requests with top-k or top-p filters verify eagerly (Fits). The chain
@@ -61,6 +66,7 @@ class VerifyGraphs {
     int64_t drafts = 0;  // the chain's length
     bool redraw = false;  // also re-draw every row of p and keep p (SJD's Jacobi update)
     int64_t group_size = 0;  // > 1: calls may be judged by GSD's groups of this size
+    bool couple = false;     // redraw by MC-SJD's maximal coupling with the carried drafts
   };
   // Captures (or, with model.emulated, emulates) every key's graph of `shape` over `pool`
   // (made with a scratch slot). `embeddings`: the target's token embeddings [V, dim] (GSD's
@@ -137,6 +143,10 @@ class VerifyGraphs {
   const RowGraphs::Model model_;
   const torch::Tensor embeddings_;  // [V, dim] float32 where the model is (Shape::group_size)
   std::map<Key, std::unique_ptr<Entry>> entries_;
+  // The static inputs, one set per stream count, shared by its keys' graphs (one worker
+  // replays them, each after filling them): a window's q buffer is requests x drafts x vocab.
+  struct Inputs;
+  std::map<int64_t, std::unique_ptr<Inputs>> inputs_;
   struct MemoryPool;
   std::unique_ptr<MemoryPool> memory_pool_;
   mutable std::mutex mu_;  // counts_ only

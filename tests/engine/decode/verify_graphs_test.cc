@@ -4,7 +4,8 @@
 //     (verify_graphs.h);
 //   - SJD's iteration is one replay and one read: the verify graphs also re-draw the window
 //     (Shape::redraw) and keep p as the carried drafts' q; GSD's too, its drafts judged by
-//     their groups in the graph (Shape::group_size) with the eager verdict's relaxation counts.
+//     their groups in the graph (Shape::group_size) with the eager verdict's relaxation counts,
+//     and MC-SJD's, its window re-drawn by the maximal coupling in the graph (Shape::couple).
 // A request
 //   - decodes the tokens of the eager step (ExactVerifier and the re-draw on the host side of
 //     the same Philox numbers): greedy exactly, and so ar's greedy tokens; sampled up to a
@@ -50,14 +51,17 @@ DecodeRequest Request(const ModelSet& family, const std::string& method, int pro
   return request;
 }
 
-// `method` with speculative's gamma and SJD's and GSD's window `length`, GSD's group size
+// `method` with speculative's gamma and the Jacobi methods' window `length`, GSD's group size
 // `group_size` (0: the defaults).
 StatusOr<DecodeResult> Decode(const ModelSet& family, const std::string& method,
                               DecodeRequest request, EngineLoop* loop = nullptr,
                               KvReservation* kv = nullptr, int64_t length = 0,
                               int64_t group_size = 0) {
   MULO_ASSIGN_OR_RETURN(MethodConfig config, DefaultMethodConfig(method, family));
-  if (length > 0) config.speculative.gamma = config.sjd.window = config.gsd.window = length;
+  if (length > 0) {
+    config.speculative.gamma = config.sjd.window = config.gsd.window = config.mc_sjd.window =
+        length;
+  }
   if (group_size > 0) config.gsd.group.size = group_size;
   MULO_ASSIGN_OR_RETURN(auto decoder, MakeMethod(config, family));
   request.loop = loop;
@@ -86,7 +90,7 @@ struct GraphedMethod {
 };
 const std::vector<GraphedMethod>& GraphedMethods() {
   static const std::vector<GraphedMethod> methods = {
-      {"speculative", 2, 2}, {"sjd", 1, 1}, {"gsd", 1, 1}};
+      {"speculative", 2, 2}, {"sjd", 1, 1}, {"gsd", 1, 1}, {"mc_sjd", 1, 1}};
   return methods;
 }
 
@@ -226,10 +230,15 @@ TEST(VerifyGraphsTest, StepsTheGraphsDoNotHoldRunEagerly) {
   };
   const std::vector<Case> cases = {{"speculative", 0, 3, 0}, {"speculative", 50, 0, 0},
                                    {"sjd", 0, 8, 0},         {"sjd", 50, 0, 0},
-                                   {"gsd", 0, 8, 0},         {"gsd", 0, 0, 5}};
+                                   {"gsd", 0, 8, 0},         {"gsd", 0, 0, 5},
+                                   {"mc_sjd", 0, 16, 0},     {"mc_sjd", 50, 0, 0}};
   // The graphs' own counters (found through a cache of each pool, given back before decoding).
   std::vector<const VerifyGraphs*> verify;
   const RowGraphs* chains = nullptr;
+  auto mc_sjd = DefaultMethodConfig("mc_sjd", *family);
+  ASSERT_OK(mc_sjd);
+  const int64_t mc_sjd_window = mc_sjd->mc_sjd.window;
+  EXPECT_EQ(mc_sjd_window, 32) << "the family's default, not MC-SJD's own (64)";
   {
     auto probe = Reserve(*pools, *family, "speculative", Request(*family, "speculative", 0, 1.0));
     ASSERT_NE(probe, nullptr);
@@ -239,7 +248,10 @@ TEST(VerifyGraphsTest, StepsTheGraphsDoNotHoldRunEagerly) {
     verify = {VerifyGraphs::Of(*target, {KvPools::kGraphedChain, /*redraw=*/false}),
               VerifyGraphs::Of(*target, {KvPools::kGraphedWindow, /*redraw=*/true}),
               VerifyGraphs::Of(*target, {KvPools::kGraphedWindow, /*redraw=*/true,
-                                         KvPools::kGraphedGroup})};
+                                         KvPools::kGraphedGroup}),
+              // MC-SJD's at the family's default window (32 for synth: family.json).
+              VerifyGraphs::Of(*target, {mc_sjd_window, /*redraw=*/true,
+                                         /*group_size=*/0, /*couple=*/true})};
     chains = RowGraphs::Of(*chain);
   }
   for (const VerifyGraphs* graphs : verify) ASSERT_NE(graphs, nullptr);
@@ -268,7 +280,7 @@ TEST(VerifyGraphsTest, StepsTheGraphsDoNotHoldRunEagerly) {
     EXPECT_EQ(pooled->tokens.size(), static_cast<size_t>(family->target->num_image_tokens()));
   }
   // The same requests with the graphs' lengths and no filter do reach them.
-  for (const std::string method : {"speculative", "sjd", "gsd"}) {
+  for (const std::string method : {"speculative", "sjd", "gsd", "mc_sjd"}) {
     const DecodeRequest request = Request(*family, method, 0, 1.0);
     auto reservation = Reserve(*pools, *family, method, request);
     ASSERT_NE(reservation, nullptr);
