@@ -15,24 +15,19 @@
 #include "engine/core/host_read.h"
 #include "engine/core/op_count.h"
 #include "engine/decode/engine_loop.h"
-#include "engine/decode/kv_demand.h"
 #include "engine/decode/kv_pools.h"
 #include "engine/decode/method_registry.h"
 #include "engine/model/kv_pool.h"
 #include "engine/model/model_set.h"
 #include "gtest/gtest.h"
+#include "tests/engine/decode/pooled_decode.h"
 #include "tests/engine/decode/synth_jobs.h"
 #include "tests/engine/test_util.h"
 
 namespace mulo::engine {
 namespace {
 
-std::shared_ptr<const ModelSet> Emulated() {
-  LoadOptions options;
-  options.emulate_cuda_graphs = true;
-  static const std::shared_ptr<const ModelSet> family = testing::LoadSynthFamily(options);
-  return family;
-}
+std::shared_ptr<const ModelSet> Emulated() { return testing::EmulatedSynthFamily(); }
 
 // An ar request of the synth family: held-out prompt `prompt`, seed 1000 + prompt, with
 // `temperature`, the family's guidance unless `cfg_scale` > 0, and `top_k`.
@@ -47,23 +42,16 @@ DecodeRequest ArRequest(const ModelSet& family, int prompt, double temperature,
 StatusOr<DecodeResult> DecodeAr(const ModelSet& family, DecodeRequest request,
                                 EngineLoop* loop = nullptr, KvReservation* kv = nullptr) {
   MULO_ASSIGN_OR_RETURN(MethodConfig config, DefaultMethodConfig("ar", family));
-  MULO_ASSIGN_OR_RETURN(auto method, MakeMethod(config, family));
-  request.loop = loop;
-  request.kv = kv;
-  NullProgressSink sink;
-  CancelToken cancel;
-  return method->Decode(request, family, sink, cancel);
+  return testing::DecodeConfig(config, family, std::move(request), loop, kv);
 }
 
 std::unique_ptr<KvPools> Pools(const ModelSet& family, int64_t requests) {
-  auto made = KvPools::Make({{"synth", &family}}, requests);
-  EXPECT_TRUE(made.ok()) << made.status().ToString();
-  return made.ok() ? std::move(*made) : nullptr;
+  return testing::SynthPools(family, requests);
 }
 
 std::unique_ptr<KvReservation> Reserve(KvPools& pools, const ModelSet& family,
                                        const DecodeRequest& request) {
-  return pools.Reserve(RequestKvDemand(family, "ar", request.sampling));
+  return testing::ReserveFor(pools, family, "ar", request);
 }
 
 TEST(RowGraphsTest, ARowPerReplayDecodesTheTokenStepsTokens) {

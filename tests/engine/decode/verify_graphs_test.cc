@@ -23,25 +23,20 @@
 #include "engine/core/host_read.h"
 #include "engine/core/op_count.h"
 #include "engine/decode/engine_loop.h"
-#include "engine/decode/kv_demand.h"
 #include "engine/decode/kv_pools.h"
 #include "engine/decode/method_registry.h"
 #include "engine/model/kv_pool.h"
 #include "engine/model/model_set.h"
 #include "engine/model/verify_graphs.h"
 #include "gtest/gtest.h"
+#include "tests/engine/decode/pooled_decode.h"
 #include "tests/engine/decode/synth_jobs.h"
 #include "tests/engine/test_util.h"
 
 namespace mulo::engine {
 namespace {
 
-std::shared_ptr<const ModelSet> Emulated() {
-  LoadOptions options;
-  options.emulate_cuda_graphs = true;
-  static const std::shared_ptr<const ModelSet> family = testing::LoadSynthFamily(options);
-  return family;
-}
+std::shared_ptr<const ModelSet> Emulated() { return testing::EmulatedSynthFamily(); }
 
 DecodeRequest Request(const ModelSet& family, const std::string& method, int prompt,
                       double temperature, double cfg_scale = 0, int64_t top_k = 0) {
@@ -63,23 +58,16 @@ StatusOr<DecodeResult> Decode(const ModelSet& family, const std::string& method,
         length;
   }
   if (group_size > 0) config.gsd.group.size = group_size;
-  MULO_ASSIGN_OR_RETURN(auto decoder, MakeMethod(config, family));
-  request.loop = loop;
-  request.kv = kv;
-  NullProgressSink sink;
-  CancelToken cancel;
-  return decoder->Decode(request, family, sink, cancel);
+  return testing::DecodeConfig(config, family, std::move(request), loop, kv);
 }
 
 std::unique_ptr<KvPools> Pools(const ModelSet& family, int64_t requests) {
-  auto made = KvPools::Make({{"synth", &family}}, requests);
-  EXPECT_TRUE(made.ok()) << made.status().ToString();
-  return made.ok() ? std::move(*made) : nullptr;
+  return testing::SynthPools(family, requests);
 }
 
 std::unique_ptr<KvReservation> Reserve(KvPools& pools, const ModelSet& family,
                                        const std::string& method, const DecodeRequest& request) {
-  return pools.Reserve(RequestKvDemand(family, method, request.sampling));
+  return testing::ReserveFor(pools, family, method, request);
 }
 
 // What a method's graphed step costs (every step, the image's last ones included).

@@ -1,0 +1,32 @@
+// What the tests of graphs captured over the KV-cache pools share (row_graphs_test,
+// verify_graphs_test): the synth family with emulated CUDA graphs, its pools, a request's
+// reservation and a decode of a method's configuration with an optional loop and reservation.
+#ifndef MULO_TESTS_ENGINE_DECODE_POOLED_DECODE_H_
+#define MULO_TESTS_ENGINE_DECODE_POOLED_DECODE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/decode/engine_loop.h"
+#include "engine/decode/kv_pools.h"
+#include "engine/decode/method_registry.h"
+#include "engine/model/model_set.h"
+
+namespace mulo::engine::testing {
+
+// The synth family loaded once with LoadOptions::emulate_cuda_graphs.
+std::shared_ptr<const ModelSet> EmulatedSynthFamily();
+// The family's pools for `requests` requests (null, and a test failure, when they cannot be made).
+std::unique_ptr<KvPools> SynthPools(const ModelSet& family, int64_t requests);
+// What `method` reserves for `request`.
+std::unique_ptr<KvReservation> ReserveFor(KvPools& pools, const ModelSet& family,
+                                          const std::string& method, const DecodeRequest& request);
+// `config`'s method decoding `request` on `family`, in `loop` and over `kv` when given.
+StatusOr<DecodeResult> DecodeConfig(const MethodConfig& config, const ModelSet& family,
+                                    DecodeRequest request, EngineLoop* loop = nullptr,
+                                    KvReservation* kv = nullptr);
+
+}  // namespace mulo::engine::testing
+
+#endif  // MULO_TESTS_ENGINE_DECODE_POOLED_DECODE_H_
