@@ -325,10 +325,10 @@ StatusOr<RowGraphs::Output> EngineLoop::Run(const RowGraphs& rows, const RowGrap
   }
   // Two streams of one new row each at every step of the row; the batch's one read of the
   // rows' tokens counts as a read of each request's own, as a judgement's does (a chain of
-  // drafts reads nothing).
+  // drafts, or a row left on the device, reads nothing).
   return Submit<RowGraphs, RowGraphs::Call, RowGraphs::Output>(
       rows, call, Component::kTransformer, /*rows=*/2 * rows.rows_written(), /*budget_rows=*/2,
-      /*counts_read=*/!rows.shape().drafts);
+      /*counts_read=*/rows.reads_tokens());
 }
 
 StatusOr<VerifyGraphs::Output> EngineLoop::Run(const VerifyGraphs& verify,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "engine/decode/mulo_options.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/row_graphs.h"
 #include "engine/model/verify_graphs.h"
@@ -90,6 +91,15 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
                                                             : torch::Tensor());
         });
       }
+    }
+    if (steps && component == "drafter") {
+      // MuLo-SD's drafter rows (its default count of whole low-resolution rows per step),
+      // drawn and fed in one replay and left on the device for its up-sampler.
+      const int64_t tokens =
+          model->grid_size() * FamilyDefault(models, "mulo", "draft_rows", MuloOptions().draft_rows);
+      plan.capture_rows = [steps, tokens](const KvPool& pool) {
+        return RowGraphs::Capture(pool, {tokens, /*drafts=*/false, /*read=*/false}, *steps);
+      };
     }
     if (steps && component == "chain") {
       plan.capture_rows = [steps, gamma](const KvPool& pool) {

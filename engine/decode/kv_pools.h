@@ -68,7 +68,8 @@ class KvPools {
   // The lengths the step graphs are captured for at load, unless the family's method_defaults
   // set others (the graphs hold what requests take by default; another length steps eagerly):
   // speculative's gamma (speculative.h), SJD's and GSD's window (sjd.h, gsd.h), GSD's group
-  // size (group_verifier.h's GroupRule), MC-SJD's window (mc_sjd.h).
+  // size (group_verifier.h's GroupRule), MC-SJD's window (mc_sjd.h), MuLo-SD's drafter rows
+  // per step (MuloOptions::draft_rows).
   static constexpr int64_t kGraphedChain = 4;
   static constexpr int64_t kGraphedWindow = 16;
   static constexpr int64_t kGraphedGroup = 14;

@@ -36,4 +36,23 @@ std::vector<int64_t> ExpandRejections(const std::vector<int64_t>& rejected, int6
   return out;
 }
 
+torch::Tensor ExpandRejectionsOnDevice(const torch::Tensor& rejected, int64_t begin,
+                                       int64_t width, int64_t radius, Rejection mode) {
+  torch::NoGradGuard no_grad;
+  // Every position from the first rejection on (t0 <= u).
+  const torch::Tensor from_first = rejected.to(torch::kInt64).cumsum(0) > 0;
+  if (mode == Rejection::kRaster) return from_first;
+  const int64_t length = rejected.size(0), lead = begin % width;
+  const int64_t rows = (lead + length + width - 1) / width;
+  // The positions' rows of the grid, the rejections marked; outside [begin, end) nothing is
+  // marked and nothing is kept. A radius past the grid's extent covers what the extent does.
+  const torch::Tensor grid =
+      torch::constant_pad_nd(rejected.to(torch::kFloat32), {lead, rows * width - lead - length})
+          .view({1, 1, rows, width});
+  const int64_t r = std::min(radius, std::max(rows, width));
+  const torch::Tensor near =
+      torch::max_pool2d(grid, {2 * r + 1, 2 * r + 1}, /*stride=*/{1, 1}, /*padding=*/{r, r});
+  return near.flatten().narrow(0, lead, length).gt(0).logical_and(from_first);
+}
+
 }  // namespace mulo::engine

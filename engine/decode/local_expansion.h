@@ -5,6 +5,8 @@
 #ifndef MULO_ENGINE_DECODE_LOCAL_EXPANSION_H_
 #define MULO_ENGINE_DECODE_LOCAL_EXPANSION_H_
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <vector>
 
@@ -20,6 +22,12 @@ enum class Rejection {
 std::vector<int64_t> ExpandRejections(const std::vector<int64_t>& rejected, int64_t begin,
                                       int64_t end, int64_t width, int64_t radius,
                                       Rejection mode);
+
+// The same on the device, for a step that decides without a host read: `rejected` (bool [L],
+// position begin + i at index i) in, the positions to re-sample (bool [L]) out, equal to
+// ExpandRejections' (the neighbourhood as a max-pool over the rows the positions span).
+torch::Tensor ExpandRejectionsOnDevice(const torch::Tensor& rejected, int64_t begin,
+                                       int64_t width, int64_t radius, Rejection mode);
 
 }  // namespace mulo::engine
 

@@ -1,12 +1,14 @@
 #include "engine/decode/mulo.h"
 
 #include <algorithm>
-#include <iterator>
 #include <cstdlib>
+#include <iterator>
+#include <string>
 
 #include "engine/core/device_upload.h"
 #include "engine/decode/mulo_proposer.h"
 #include "engine/sampling/pooled_threshold_verifier.h"
+#include "engine/sampling/token_draw.h"
 
 namespace mulo::engine {
 namespace {
@@ -31,6 +33,7 @@ class MuloState : public SteppedMethod::State {
     std::vector<int64_t> seq = session.committed();
     std::vector<int64_t> resample;
     torch::Tensor verify_logits;  // [batch, L, V]: position n + i at index i
+    const bool on_device = ResamplesOnDevice();
     {
       // (3) One target forward scores all L drafts (the last one only when a row follows). The
       // tokens after the last re-sampled position of the previous step ride along: their cache
@@ -59,12 +62,20 @@ class MuloState : public SteppedMethod::State {
       const int64_t drawn = proposal.drafter_ids.numel();
       const torch::Tensor judged =
           verifier_.PooledAndOwn(session.Probabilities(verify_logits), proposal.drafts);
-      MULO_ASSIGN_OR_RETURN(
-          const torch::Tensor host,
-          session.ReadHost(torch::cat({proposal.drafter_ids.to(torch::kFloat64),
-                                       proposal.drafts.to(torch::kFloat64),
-                                       judged.flatten().to(torch::kFloat64)}),
-                           torch::kFloat64));
+      std::vector<torch::Tensor> read = {proposal.drafter_ids.to(torch::kFloat64),
+                                         proposal.drafts.to(torch::kFloat64),
+                                         judged.flatten().to(torch::kFloat64)};
+      // (5), (6) on the device too where the re-samples all come from this forward: the same
+      // read then brings the step's tokens, and the re-sampling below is the host's oracle.
+      if (on_device) {
+        const torch::Tensor resampled = ExpandRejectionsOnDevice(
+            verifier_.Kept(judged).logical_not(), n, grid, options_.radius, options_.rejection);
+        read.push_back(resampled.to(torch::kFloat64));
+        read.push_back(
+            RedrawOnDevice(session, verify_logits, proposal.drafts, resampled).to(torch::kFloat64));
+      }
+      MULO_ASSIGN_OR_RETURN(const torch::Tensor host,
+                            session.ReadHost(torch::cat(read), torch::kFloat64));
       const torch::Tensor ids = host.narrow(0, 0, drawn + length).to(torch::kInt64);
       const int64_t* id = ids.data_ptr<int64_t>();
       std::vector<int64_t> drafter_ids(id, id + drawn), drafts(id + drawn, id + drawn + length);
@@ -77,6 +88,11 @@ class MuloState : public SteppedMethod::State {
       std::vector<int64_t> rejected;
       for (int64_t i : verdict.rejected) rejected.push_back(n + i);
       resample = ExpandRejections(rejected, n, end, grid, options_.radius, options_.rejection);
+      if (on_device) {
+        const torch::Tensor decided =
+            host.narrow(0, drawn + 3 * length, 2 * length).view({2, length});
+        MULO_RETURN_IF_ERROR(TakeRedrawn(session, resample, decided, n, &seq));
+      }
       stats.relaxed_accepted_tokens += verdict.relaxed_accepts;
       stats.expansion_resampled_tokens += static_cast<int64_t>(resample.size() - rejected.size());
     }
@@ -85,7 +101,7 @@ class MuloState : public SteppedMethod::State {
     stats.resampled_tokens += static_cast<int64_t>(resample.size());
     // (6) Re-sample R_X in raster order: sequentially (the paper) or, where no earlier
     // re-sample is near, from the verify forward (parallel).
-    if (!resample.empty()) {
+    if (!resample.empty() && !on_device) {
       auto timer = session.Time(Phase::kResample);
       MULO_RETURN_IF_ERROR(Resample(session, resample, verify_logits, n, &seq));
     }
@@ -97,6 +113,57 @@ class MuloState : public SteppedMethod::State {
   }
 
  private:
+  // Whether a step re-samples on the device before its read: every re-sample is drawn from the
+  // verify forward (parallel, radius 0), and the target runs over a pool's graphs (without,
+  // the host path below runs: the oracle the graphs are tested against).
+  bool ResamplesOnDevice() const {
+    return options_.resample == ResampleOrder::kParallel && options_.parallel_radius == 0 &&
+           target_->cache().pool() != nullptr;
+  }
+
+  // Every draft position's re-draw from the verify forward, as Resample's one run would draw
+  // the positions marked in `resampled` (bool [L]): the k-th marked position takes the target
+  // stream's k-th next number (peeked; TakeRedrawn moves the stream by the count). Returns the
+  // step's tokens, int64 [L]: the re-draw where marked, the draft elsewhere.
+  static torch::Tensor RedrawOnDevice(DecodeSession& session, const torch::Tensor& logits,
+                                      const torch::Tensor& drafts,
+                                      const torch::Tensor& resampled) {
+    const int64_t length = drafts.size(0);
+    torch::Tensor numbers;
+    if (!session.greedy()) {
+      const torch::Tensor rank = (resampled.to(torch::kInt64).cumsum(0) - 1).clamp_min(0);
+      numbers = session.uniforms(RngStream::kTarget).Peek(length).index_select(0, rank);
+    }
+    const torch::Tensor drawn = DrawTokens({logits, numbers, session.sampling()});
+    return torch::where(resampled, drawn, drafts);
+  }
+
+  // The device's decisions, read back ([2, L]: re-sampled or not, the step's token), checked
+  // against the host's `resample` and written into `seq`; the target stream moves past the
+  // numbers the re-draws took, and the target's cache back to the first re-sampled position.
+  Status TakeRedrawn(DecodeSession& session, const std::vector<int64_t>& resample,
+                     const torch::Tensor& decided, int64_t n, std::vector<int64_t>* seq) {
+    const torch::Tensor marks = decided.select(0, 0).contiguous();
+    const torch::Tensor tokens = decided.select(0, 1).to(torch::kInt64).contiguous();
+    const double* mark = marks.data_ptr<double>();
+    const int64_t* token = tokens.data_ptr<int64_t>();
+    size_t next = 0;
+    for (int64_t i = 0; i < marks.size(0); ++i) {
+      const bool host = next < resample.size() && resample[next] == n + i;
+      if (host != (mark[i] != 0)) {
+        return InternalError("mulo: the device re-samples position " + std::to_string(n + i) +
+                             (host ? " not" : "") + " as the host does");
+      }
+      if (host) ++next;
+      (*seq)[n + i] = token[i];
+    }
+    if (resample.empty()) return OkStatus();
+    if (!session.greedy()) {
+      session.rng(RngStream::kTarget).Skip(static_cast<uint64_t>(resample.size()));
+    }
+    return target_->Truncate(resample.front());
+  }
+
   // Draws every position of `resample` (ascending, from t0 on) from the target: from the
   // verify forward's distribution where the options allow it (FromVerifyPass), otherwise
   // conditioned on the sequence as it stands. The target is left fed up to the last position

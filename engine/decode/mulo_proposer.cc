@@ -42,6 +42,10 @@ StatusOr<torch::Tensor> MuloProposer::DraftRows(DecodeSession& session,
   const torch::Tensor numbers =
       end > start ? session.DrawNumbers(RngStream::kDrafter, end - start, &draft_sampling_)
                   : torch::Tensor();
+  if (end > start && drafter_->CanFeedRowOnDevice(end - start, draft_sampling_)) {
+    // The same draws and feeds in one replay of the drafter pool's row graphs.
+    return drafter_->DrawAndFeedRowOnDevice(numbers, draft_sampling_, end - start);
+  }
   std::vector<torch::Tensor> drawn;
   for (int64_t j = start; j < end; ++j) {
     MULO_ASSIGN_OR_RETURN(

@@ -142,8 +142,14 @@ void ModelStream::ResolveDrawn(int64_t from, const std::vector<int64_t>& ids) {
 
 bool ModelStream::CanFeedRow(int64_t count, const SamplingParams& sampling) const {
   const RowGraphs* rows = RowGraphs::Of(cache_);
-  return rows != nullptr && !rows->shape().drafts && rows->tokens() == count &&
+  return rows != nullptr && rows->reads_tokens() && rows->tokens() == count &&
          rows->Fits(cache_, sampling);
+}
+
+bool ModelStream::CanFeedRowOnDevice(int64_t count, const SamplingParams& sampling) const {
+  const RowGraphs* rows = RowGraphs::Of(cache_);
+  return rows != nullptr && !rows->shape().drafts && !rows->shape().read &&
+         rows->tokens() == count && rows->Fits(cache_, sampling);
 }
 
 bool ModelStream::CanDraftChain(int64_t count, int64_t committed,
@@ -223,6 +229,25 @@ StatusOr<std::vector<int64_t>> ModelStream::DrawAndFeedRow(const torch::Tensor& 
     return FailedPreconditionError("ModelStream::DrawAndFeedRow: no row graph fits " +
                                    std::to_string(count) + " tokens of this stream");
   }
+  MULO_ASSIGN_OR_RETURN(RowGraphs::Output out, FeedRow(uniforms, sampling, count));
+  fed_.insert(fed_.end(), out.tokens.begin(), out.tokens.end());
+  return out.tokens;
+}
+
+StatusOr<torch::Tensor> ModelStream::DrawAndFeedRowOnDevice(const torch::Tensor& uniforms,
+                                                            const SamplingParams& sampling,
+                                                            int64_t count) {
+  if (!CanFeedRowOnDevice(count, sampling)) {
+    return FailedPreconditionError("ModelStream::DrawAndFeedRowOnDevice: no row graph fits " +
+                                   std::to_string(count) + " tokens of this stream");
+  }
+  MULO_ASSIGN_OR_RETURN(RowGraphs::Output out, FeedRow(uniforms, sampling, count));
+  fed_.insert(fed_.end(), count, -1);
+  return out.drafts;
+}
+
+StatusOr<RowGraphs::Output> ModelStream::FeedRow(const torch::Tensor& uniforms,
+                                                 const SamplingParams& sampling, int64_t count) {
   const RowGraphs& rows = *RowGraphs::Of(cache_);
   const int64_t at = static_cast<int64_t>(fed_.size()), context = cache_.length();
   const RowGraphs::Call call{
@@ -232,14 +257,13 @@ StatusOr<std::vector<int64_t>> ModelStream::DrawAndFeedRow(const torch::Tensor& 
   MULO_ASSIGN_OR_RETURN(RowGraphs::Output out, RunStepGraphs(loop_, rows, call));
   next_logits_ = out.logits;
   next_hidden_ = torch::Tensor();
-  fed_.insert(fed_.end(), out.tokens.begin(), out.tokens.end());
   for (int64_t j = 0; j < count; ++j) {
     CountForward();  // a row's forwards count as the forwards they are, replayed together
     if (cache_.trace() != nullptr) {
       cache_.trace()->push_back({&model_, cache_.batch(), 1, context + j, /*graph=*/true});
     }
   }
-  return out.tokens;
+  return out;
 }
 
 StatusOr<ForwardOutput> ModelStream::FeedSet(const std::vector<int64_t>& ids,

@@ -99,6 +99,12 @@ class ModelStream {
   // own); next_hidden() is left undefined (a row keeps no hidden state: ar never reads it).
   StatusOr<std::vector<int64_t>> DrawAndFeedRow(const torch::Tensor& uniforms,
                                                 const SamplingParams& sampling, int64_t count);
+  // The same from the pool's row graphs that leave the row on the device (RowGraphs::Shape::
+  // read false: MuLo-SD's drafter rows): the `count` ids int64 [count] there, no read; fed()
+  // holds -1 for them until ResolveDrawn.
+  bool CanFeedRowOnDevice(int64_t count, const SamplingParams& sampling) const;
+  StatusOr<torch::Tensor> DrawAndFeedRowOnDevice(const torch::Tensor& uniforms,
+                                                 const SamplingParams& sampling, int64_t count);
 
   // Whether a chain drafter may feed the `committed` tokens it has not been fed (1 ..
   // RowGraphs::kMaxPrefix of them) and draft `count` tokens from there in one replay of its
@@ -130,6 +136,9 @@ class ModelStream {
 
  private:
   void CountForward();
+  // The row graphs' replay behind DrawAndFeedRow(OnDevice), `count` rows fed.
+  StatusOr<RowGraphs::Output> FeedRow(const torch::Tensor& uniforms,
+                                      const SamplingParams& sampling, int64_t count);
   // The causal append of `input` [batch, n] at raster positions [at, at + n): inside the
   // loop's next batch with a loop, else directly (where a GPU model may replay a captured
   // graph over a cache of the request's own). `drawn`: ids drawn on the device, whose range check would read

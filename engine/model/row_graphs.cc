@@ -298,6 +298,18 @@ StatusOr<std::vector<RowGraphs::Output>> RowGraphs::Run(const std::vector<Call>&
       }
       return outputs;
     }
+    if (!shape_.read) {
+      // A copy (the next replay rewrites it), left on the device: no read.
+      const torch::Tensor tokens = e->tokens.clone();
+      for (size_t r = 0; r < calls.size(); ++r) {
+        const int64_t at = static_cast<int64_t>(r);
+        outputs.push_back({{},
+                           (whole ? e->last_logits : e->last_logits.narrow(0, 2 * at, 2)).clone(),
+                           tokens.select(0, at), torch::Tensor()});
+        calls[r].cache->Advance(tokens_);
+      }
+      return outputs;
+    }
     // Every request's tokens in one read ([requests, tokens], pads' rows included: no view).
     const torch::Tensor ids = HostRead(e->tokens);
     const int64_t* const host = ids.data_ptr<int64_t>();

@@ -73,6 +73,10 @@ class RowGraphs {
     // prefix) and draws from the last one's logits; the last draw is not fed; Run reads
     // nothing back and returns the drafts and their distributions on the device.
     bool drafts = false;
+    // Rows (not drafts): whether Run reads the row's tokens back. False leaves them on the
+    // device (Output::drafts) for a caller that reads them with more of its step (MuLo-SD's
+    // drafter rows, which its up-sampler and verification consume first).
+    bool read = true;
   };
   static constexpr int64_t kMaxPrefix = 2;
 
@@ -88,6 +92,8 @@ class RowGraphs {
   const Shape& shape() const { return shape_; }
   // Cache rows one replay writes per stream (what a call's span must hold).
   int64_t rows_written() const { return shape_.tokens + (shape_.drafts ? kMaxPrefix : 0); }
+  // Whether Run reads the tokens back (a row's, with Shape::read).
+  bool reads_tokens() const { return !shape_.drafts && shape_.read; }
   // Whether a request with `sampling` and `cache` (a view of this pool) may run its next row
   // from these graphs: two guidance streams, no top-k or top-p filter, and the row fits its
   // slots and a captured span.
@@ -110,15 +116,16 @@ class RowGraphs {
     int64_t last_position = 0;
   };
   struct Output {
-    std::vector<int64_t> tokens;  // the row's `tokens` ids, read back (not with drafts)
+    std::vector<int64_t> tokens;  // the row's `tokens` ids, read back (reads_tokens())
     torch::Tensor logits;         // [2, vocab] float32: predicting the token after the row
                                   // (not with drafts)
-    torch::Tensor drafts;         // Shape::drafts: int64 [tokens] on the device
+    // Shape::drafts, or a row that is not read: int64 [tokens] on the device.
+    torch::Tensor drafts;
     torch::Tensor probabilities;  // Shape::drafts: [tokens, vocab] float32, what each was
                                   // drawn from (DecodeSession::Probabilities; one-hot greedy)
   };
   // Runs every call's row from one replay, reads every call's tokens back in one host read
-  // (the batch's one synchronisation; none with drafts), and advances each cache by `tokens`
+  // (the batch's one synchronisation; none with drafts or without Shape::read), and advances each cache by `tokens`
   // (with drafts: by its prefix and the fed drafts, tokens - 1). INVALID_ARGUMENT for a call
   // that does not Fit or whose prefix does not suit the shape. A batch whose key failed to capture runs call by call;
   // FAILED_PRECONDITION only for a lone call whose key failed to capture.

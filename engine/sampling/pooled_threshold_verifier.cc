@@ -44,4 +44,9 @@ Verdict PooledThresholdVerifier::Judge(const torch::Tensor& pooled_and_own) cons
   return verdict;
 }
 
+torch::Tensor PooledThresholdVerifier::Kept(const torch::Tensor& pooled_and_own) const {
+  // Judge compares the float32 mass with the double tau; NaN is never kept either way.
+  return pooled_and_own.select(0, 0).to(torch::kFloat32).to(torch::kFloat64) >= tau_;
+}
+
 }  // namespace mulo::engine

@@ -403,6 +403,47 @@ TEST(LocalExpansionTest, RasterRejectsEverythingAfterTheFirstRejection) {
   EXPECT_LT(local.size(), raster.size());
 }
 
+// The device's expansion (a step that decides before its read) marks exactly the host's
+// positions: random rejection sets over chunks that start mid-row or on a row, every radius
+// from 0 past the grid (a client may send 2^32 - 1), both modes; and an empty set marks none.
+TEST(LocalExpansionTest, TheDevicesExpansionIsTheHosts) {
+  torch::manual_seed(61);
+  int checked = 0;
+  for (const int64_t width : {1, 5, 8, 16}) {
+    for (const int64_t begin : {int64_t{0}, width, 3 * width + width / 2}) {
+      for (const int64_t length : {int64_t{1}, width, 2 * width + 3, 4 * width}) {
+        for (const int64_t radius : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{3}, 2 * width,
+                                     int64_t{4294967295}}) {
+          for (const Rejection mode : {Rejection::kLocal, Rejection::kRaster}) {
+            for (const double share : {0.0, 0.05, 0.3}) {
+              const torch::Tensor rejected = torch::rand({length}) < share;
+              std::vector<int64_t> host_rejected;
+              for (int64_t i = 0; i < length; ++i) {
+                if (rejected[i].item<bool>()) host_rejected.push_back(begin + i);
+              }
+              const std::vector<int64_t> host =
+                  ExpandRejections(host_rejected, begin, begin + length, width, radius, mode);
+              const torch::Tensor marks =
+                  ExpandRejectionsOnDevice(rejected, begin, width, radius, mode);
+              ASSERT_EQ(marks.scalar_type(), torch::kBool);
+              ASSERT_EQ(marks.size(0), length);
+              std::vector<int64_t> device;
+              for (int64_t i = 0; i < length; ++i) {
+                if (marks[i].item<bool>()) device.push_back(begin + i);
+              }
+              EXPECT_EQ(device, host) << "width " << width << " begin " << begin << " length "
+                                      << length << " radius " << radius << " raster "
+                                      << (mode == Rejection::kRaster);
+              ++checked;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 4 * 3 * 4 * 6 * 2 * 3);
+}
+
 // MuLo-SD x ZipAR: with the drafter's grid width as the window the drafter's wavefront is its
 // sequential drafting, token for token, for every prefix rule (OWN continues the wavefront,
 // the others restart it whenever the committed rows change the prefix); smaller windows draft

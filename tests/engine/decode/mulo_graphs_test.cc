@@ -1,0 +1,104 @@
+// MuLo-SD's step over pools with (emulated) graphs (issue 61):
+//   - the drafter's rows are drawn and fed in one replay of its pool's row graphs, left on the
+//     device (row_graphs.h, Shape::read false) for U_r;
+//   - with the family's defaults (re-samples drawn from the verify forward), the expansion of
+//     the rejections and the re-draws run on the device before the step's one read.
+// A request decodes the tokens of the eager step (the host's expansion and re-draw of the same
+// Philox numbers, and a drafter forward per token): greedy exactly, sampled up to a rounding
+// flip, as row_graphs_test allows; the paper's preset (down-sampled prefix, sequential
+// re-sampling) keeps its host re-sampling and still drafts its rows in one replay.
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "engine/core/op_count.h"
+#include "engine/decode/kv_pools.h"
+#include "engine/decode/method_registry.h"
+#include "engine/decode/mulo_options.h"
+#include "engine/model/model_set.h"
+#include "gtest/gtest.h"
+#include "tests/engine/decode/pooled_decode.h"
+#include "tests/engine/decode/synth_jobs.h"
+#include "tests/engine/test_util.h"
+
+namespace mulo::engine {
+namespace {
+
+struct Preset {
+  std::string name;
+  bool paper;
+};
+
+StatusOr<MethodConfig> MuloConfig(const ModelSet& family, const Preset& preset) {
+  MULO_ASSIGN_OR_RETURN(MethodConfig config, DefaultMethodConfig("mulo", family));
+  if (preset.paper) {
+    // The paper's rules with the family's guidance for the drafter (the drafter rows' graphs
+    // need its two streams).
+    const std::optional<double> draft_cfg_scale = config.mulo.draft_cfg_scale;
+    config.mulo = PaperMuloOptions();
+    config.mulo.draft_cfg_scale = draft_cfg_scale;
+  }
+  return config;
+}
+
+TEST(MuloGraphsTest, AStepDraftsInOneReplayAndReadsOnceWithTheEagerStepsTokens) {
+  const ModelSet& plain = testing::SynthFamily();
+  const auto emulated = testing::EmulatedSynthFamily();
+  ASSERT_NE(emulated, nullptr);
+  auto pools = testing::SynthPools(*emulated, 1);
+  ASSERT_NE(pools, nullptr);
+  for (const Preset& preset : {Preset{"family", false}, Preset{"paper", true}}) {
+    auto config = MuloConfig(*emulated, preset);
+    ASSERT_OK(config);
+    ASSERT_GT(config->mulo.draft_cfg_scale.value_or(0.0), 1.0) << "the drafter rows' graphs";
+    for (double temperature : {0.0, 1.0}) {
+      int mismatches = 0;
+      for (int prompt : {0, 1, 2}) {
+        const DecodeRequest request = testing::SynthRequest({"mulo", prompt, temperature}, plain);
+        auto eager = testing::DecodeConfig(*config, plain, request);
+        ASSERT_OK(eager);
+        EXPECT_EQ(eager->stats.graph_replays, 0);
+        auto reservation = testing::ReserveFor(*pools, *emulated, "mulo", request);
+        ASSERT_NE(reservation, nullptr);
+        StatusOr<DecodeResult> graphed = InternalError("not run");
+        {
+          OpCounting counting;
+          graphed = testing::DecodeConfig(*config, *emulated, request, nullptr, reservation.get());
+        }
+        ASSERT_OK(graphed);
+        const Stats& stats = graphed->stats;
+        const int64_t steps = stats.verify_steps;
+        std::cout << "[" << preset.name << "] temperature " << temperature << ", prompt "
+                  << prompt << ": " << steps << " steps, " << stats.graph_replays
+                  << " replays, " << stats.host_syncs << " reads (eager " << eager->stats.host_syncs
+                  << "), " << stats.dispatched_ops << " operators outside graphs ("
+                  << static_cast<double>(stats.dispatched_ops) / static_cast<double>(steps)
+                  << " per step), re-sampled " << stats.resampled_tokens << "\n";
+        ASSERT_GT(steps, 0);
+        // The drafter draws as many tokens either way (its rows: one forward each).
+        EXPECT_EQ(stats.drafted_tokens, eager->stats.drafted_tokens);
+        if (!preset.paper) {
+          // Per step one replay of the drafter's rows and one verify forward, after the two
+          // prefills; one read per step, and token 0's.
+          EXPECT_EQ(stats.graph_replays, 2 + 2 * steps);
+          EXPECT_LE(stats.host_syncs, steps + 1);
+          EXPECT_LT(eager->stats.host_syncs, 2 * steps + 2);
+        }
+        if (graphed->tokens != eager->tokens) {
+          ++mismatches;
+          std::cout << "[" << preset.name << "] temperature " << temperature << ", prompt "
+                    << prompt << ": tokens differ\n";
+        } else {
+          EXPECT_EQ(stats.resampled_tokens, eager->stats.resampled_tokens);
+          EXPECT_EQ(stats.relaxed_accepted_tokens, eager->stats.relaxed_accepted_tokens);
+          if (temperature == 1.0 && prompt == 0) break;
+        }
+      }
+      EXPECT_LE(mismatches, temperature == 0.0 ? 0 : 1)
+          << preset.name << " at temperature " << temperature;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mulo::engine
