@@ -41,6 +41,16 @@ StatusOr<std::vector<torch::Tensor>> RunTogether(const Resampler& resampler,
   return resampler.ApplyBatch(calls, gemms);
 }
 
+StatusOr<torch::Tensor> RunAlone(const ResamplerGraphs& graphs, const ResampleCall& c) {
+  MULO_ASSIGN_OR_RETURN(std::vector<torch::Tensor> outputs, graphs.Run({c}));
+  return std::move(outputs[0]);
+}
+StatusOr<std::vector<torch::Tensor>> RunTogether(const ResamplerGraphs& graphs,
+                                                 const std::vector<ResampleCall>& calls,
+                                                 PackedGemms) {
+  return graphs.Run(calls);
+}
+
 StatusOr<RowGraphs::Output> RunAlone(const RowGraphs& rows, const RowGraphs::Call& c) {
   MULO_ASSIGN_OR_RETURN(std::vector<RowGraphs::Output> outputs, rows.Run({c}));
   return std::move(outputs[0]);
@@ -317,6 +327,16 @@ StatusOr<torch::Tensor> EngineLoop::Run(const Resampler& resampler, const Resamp
       call.ids.size(0) * resampler.OutputRows(call.h) * resampler.OutputCols(call.w);
   return Submit<Resampler, ResampleCall, torch::Tensor>(resampler, call, Component::kResampler,
                                                         rows, /*budget_rows=*/0);
+}
+
+StatusOr<torch::Tensor> EngineLoop::Run(const ResamplerGraphs& graphs, const ResampleCall& call) {
+  if (!graphs.Fits(call)) {
+    return InvalidArgumentError("EngineLoop::Run: the call does not fit the resampler's graphs");
+  }
+  const Resampler& resampler = graphs.resampler();
+  const int64_t rows = resampler.OutputRows(call.h) * resampler.OutputCols(call.w);
+  return Submit<ResamplerGraphs, ResampleCall, torch::Tensor>(graphs, call, Component::kResampler,
+                                                              rows, /*budget_rows=*/0);
 }
 
 StatusOr<RowGraphs::Output> EngineLoop::Run(const RowGraphs& rows, const RowGraphs::Call& call) {

@@ -46,6 +46,7 @@
 #include "engine/core/status.h"
 #include "engine/model/eagle_head.h"
 #include "engine/model/resampler.h"
+#include "engine/model/resampler_graphs.h"
 #include "engine/model/row_graphs.h"
 #include "engine/model/verify_graphs.h"
 #include "engine/model/token_model.h"
@@ -137,6 +138,9 @@ class EngineLoop : public ChainJudge, public HostReader {
   StatusOr<torch::Tensor> Run(const EagleHead& head, const HeadCall& call);
   // Resampler::Apply(call.ids, call.h, call.w), the same way.
   StatusOr<torch::Tensor> Run(const Resampler& resampler, const ResampleCall& call);
+  // ResamplerGraphs::Run({call}) (resampler_graphs.h: U_r on drawn ids), in the loop's next
+  // batch of calls of the same graphs: one replay for every request waiting on one.
+  StatusOr<torch::Tensor> Run(const ResamplerGraphs& graphs, const ResampleCall& call);
   // RowGraphs::Run({call}) (a whole ar row or a drafter's chain, row_graphs.h), in the loop's
   // next batch of calls of the same graphs: one replay for every request waiting on one.
   StatusOr<RowGraphs::Output> Run(const RowGraphs& rows, const RowGraphs::Call& call);

@@ -164,6 +164,21 @@ StatusOr<std::unique_ptr<KvPools>> KvPools::Make(const std::vector<Family>& fami
       }
       pools->Add(family.name, plan.component, plan.model, std::move(pool));
     }
+    // MuLo-SD's U_r on the drafter's grid (its every row count), where the target replays
+    // graphs: one replay per step instead of the up-sampler's operators.
+    const ModelSet& models = *family.models;
+    const std::optional<RowGraphs::Model> steps =
+        models.target != nullptr && models.target->uses_cuda_graphs()
+            ? models.target->StepGraphModel()
+            : std::nullopt;
+    if (steps && models.upsampler != nullptr && models.drafter != nullptr) {
+      const int64_t grid = models.drafter->grid_size();
+      MULO_ASSIGN_OR_RETURN(
+          std::shared_ptr<ResamplerGraphs> graphs,
+          ResamplerGraphs::Capture(models.upsampler, grid, grid, requests,
+                                   steps->options.device(), steps->emulated));
+      pools->resampler_graphs_.push_back(std::move(graphs));
+    }
   }
   return pools;
 }
@@ -200,6 +215,7 @@ bool KvPools::CanReserve(const KvDemand& demand) const {
 
 std::unique_ptr<KvReservation> KvPools::Reserve(const KvDemand& demand) {
   auto reservation = std::make_unique<KvReservation>();
+  reservation->pools_ = this;
   for (const KvDemand::Need& need : demand.needs) {
     const Entry* entry = Find(need.model);
     if (entry == nullptr) continue;
@@ -228,7 +244,19 @@ std::vector<KvPools::Usage> KvPools::usage() const {
 PoolGraphs::Counts KvPools::graph_counts() const {
   PoolGraphs::Counts total;
   for (const Usage& pool : usage()) total.Add(pool.graphs);
+  for (const auto& graphs : resampler_graphs_) total.Add(graphs->counts());
   return total;
+}
+
+const ResamplerGraphs* KvPools::resampler_graphs(const Resampler& resampler) const {
+  for (const auto& graphs : resampler_graphs_) {
+    if (&graphs->resampler() == &resampler) return graphs.get();
+  }
+  return nullptr;
+}
+
+const ResamplerGraphs* KvReservation::GraphsOf(const Resampler& resampler) const {
+  return pools_ != nullptr ? pools_->resampler_graphs(resampler) : nullptr;
 }
 
 int64_t KvPools::MemoryBytes() const {

@@ -25,6 +25,7 @@
 #include "engine/model/kv_pool.h"
 #include "engine/model/model_set.h"
 #include "engine/model/pool_graphs.h"
+#include "engine/model/resampler_graphs.h"
 
 namespace mulo::engine {
 
@@ -38,6 +39,8 @@ struct KvDemand {
   std::vector<Need> needs;
 };
 
+class KvPools;
+
 // One request's reserved slots; its caches are taken from them.
 class KvReservation {
  public:
@@ -47,6 +50,8 @@ class KvReservation {
   std::optional<KvCache> Take(const void* model, int64_t batch);
   // Caches the request made outside its reservation (a test checks every method makes none).
   int64_t unreserved() const { return unreserved_; }
+  // The worker's graphs of `resampler` (MuLo-SD's U_r, kv_pools.h's Make), or null.
+  const ResamplerGraphs* GraphsOf(const Resampler& resampler) const;
 
  private:
   friend class KvPools;
@@ -57,6 +62,7 @@ class KvReservation {
     bool taken = false;
   };
   std::vector<Run> runs_;
+  const KvPools* pools_ = nullptr;
   int64_t unreserved_ = 0;
 };
 
@@ -91,6 +97,10 @@ class KvPools {
   void Add(std::string family, std::string component, const void* model,
            std::shared_ptr<KvPool> pool);
 
+  // The graphs of `resampler` captured at load (a family's up-sampler, when its target runs
+  // from graphs), or null.
+  const ResamplerGraphs* resampler_graphs(const Resampler& resampler) const;
+
   bool CanReserve(const KvDemand& demand) const;
   // The demand's slots, taken; null when they do not all fit (nothing is taken then). A need
   // of a model without a pool (a test's, a text stage's) is left out.
@@ -116,6 +126,7 @@ class KvPools {
   };
   const Entry* Find(const void* model) const;
   std::vector<Entry> pools_;
+  std::vector<std::shared_ptr<ResamplerGraphs>> resampler_graphs_;
 };
 
 }  // namespace mulo::engine

@@ -390,11 +390,21 @@ StatusOr<std::vector<int64_t>> DecodeSession::Resample(const Resampler& resample
 StatusOr<torch::Tensor> DecodeSession::ResampleDrawn(const Resampler& resampler,
                                                      const torch::Tensor& ids, int64_t h,
                                                      int64_t w) {
-  const torch::Tensor image = ids.reshape({1, -1});
-  MULO_ASSIGN_OR_RETURN(torch::Tensor out,
-                        request_.loop != nullptr
-                            ? request_.loop->Run(resampler, {image, h, w, /*drawn=*/true})
-                            : resampler.ApplyDrawn(image, h, w));
+  const ResampleCall call{ids.reshape({1, -1}), h, w, /*drawn=*/true};
+  // From the worker's graphs where it has them (MuLo-SD's U_r over a reservation).
+  const ResamplerGraphs* graphs = request_.kv != nullptr ? request_.kv->GraphsOf(resampler) : nullptr;
+  torch::Tensor out;
+  if (graphs != nullptr && graphs->Fits(call)) {
+    if (request_.loop != nullptr) {
+      MULO_ASSIGN_OR_RETURN(out, request_.loop->Run(*graphs, call));
+    } else {
+      MULO_ASSIGN_OR_RETURN(std::vector<torch::Tensor> outputs, graphs->Run({call}));
+      out = std::move(outputs[0]);
+    }
+  } else {
+    MULO_ASSIGN_OR_RETURN(out, request_.loop != nullptr ? request_.loop->Run(resampler, call)
+                                                       : resampler.ApplyDrawn(call.ids, h, w));
+  }
   return out.flatten();
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "engine/core/device_upload.h"
 #include "engine/decode/zipar_rows.h"
 
 namespace mulo::engine {
@@ -19,7 +20,7 @@ class ZipArState : public SteppedMethod::State {
     {
       auto timer = session.Time(Phase::kTargetForward);
       MULO_RETURN_IF_ERROR(AdvanceRows(*target_, rows_, [&](const torch::Tensor& logits) {
-        return session.Draw(logits, RngStream::kTarget);
+        return session.ReadIds(session.DrawRowsOnDevice(logits, RngStream::kTarget));
       }));
       ++session.stats().verify_steps;
     }
@@ -34,8 +35,9 @@ class ZipArState : public SteppedMethod::State {
 
 }  // namespace
 
-Status AdvanceRows(ModelStream& stream, ZipArRows& rows,
-                   const std::function<int64_t(const torch::Tensor&)>& draw) {
+Status AdvanceRows(
+    ModelStream& stream, ZipArRows& rows,
+    const std::function<StatusOr<std::vector<int64_t>>(const torch::Tensor&)>& draw_rows) {
   const ZipArRows::Forward forward = rows.Next(stream.condition_rows());
   std::vector<int64_t> ids, positions;
   for (const ZipArRows::Input& in : forward.inputs) {
@@ -49,8 +51,18 @@ Status AdvanceRows(ModelStream& stream, ZipArRows& rows,
   for (size_t i = 0; i < forward.inputs.size(); ++i) {
     if (forward.inputs[i].predicts >= 0) draws.emplace_back(forward.inputs[i].predicts, i);
   }
+  if (draws.empty()) return OkStatus();
   std::sort(draws.begin(), draws.end());
-  for (const auto& [position, i] : draws) rows.Set(position, draw(out.logits.select(1, i)));
+  std::vector<int64_t> inputs;
+  for (const auto& draw : draws) inputs.push_back(draw.second);
+  // The drawing rows in position order: one gather, or the forward's own row when it is one.
+  const torch::Tensor logits =
+      inputs.size() == 1
+          ? out.logits.narrow(1, inputs[0], 1)
+          : out.logits.index_select(
+                1, Upload(torch::tensor(inputs, torch::kInt64), out.logits.device()));
+  MULO_ASSIGN_OR_RETURN(const std::vector<int64_t> drawn, draw_rows(logits));
+  for (size_t j = 0; j < draws.size(); ++j) rows.Set(draws[j].first, drawn[j]);
   return OkStatus();
 }
 

@@ -23,11 +23,14 @@ struct ZipArOptions {
 };
 
 // One forward of a ZipAR wavefront through `stream` (its placeholders dropped from the cache
-// afterwards), then every predicted token drawn by `draw` from its logits [batch, V], top row
-// first (one draw per forward when one row is open: AR's order). Shared by ZipAR and the
-// MuLo-SD drafter's wavefront.
-Status AdvanceRows(ModelStream& stream, ZipArRows& rows,
-                   const std::function<int64_t(const torch::Tensor&)>& draw);
+// afterwards), then every predicted token drawn by `draw_rows` from their logits [batch, k, V]
+// in one call, top row first (the order of k draws one by one; one draw per forward when one
+// row is open: AR's order), which returns the k ids. Shared by ZipAR and the MuLo-SD drafter's
+// wavefront, which draw them on the device and read them once (one read per forward instead of
+// one per open row).
+Status AdvanceRows(
+    ModelStream& stream, ZipArRows& rows,
+    const std::function<StatusOr<std::vector<int64_t>>(const torch::Tensor&)>& draw_rows);
 
 class ZipArDecoder : public SteppedMethod {
  public:

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "engine/decode/zipar.h"
+#include "engine/sampling/token_draw.h"
 
 namespace mulo::engine {
 
@@ -35,7 +36,9 @@ StatusOr<std::vector<int64_t>> ZipArDrafter::DraftThrough(DecodeSession& session
   while (!rows_->RowsDone()[rows_end - 1]) {
     MULO_RETURN_IF_ERROR(session.CheckCancelled());
     MULO_RETURN_IF_ERROR(AdvanceRows(*drafter_, *rows_, [&](const torch::Tensor& logits) {
-      return session.Draw(logits, RngStream::kDrafter, sampling_);
+      return session.ReadIds(DrawTokens(
+          {logits, session.DrawNumbers(RngStream::kDrafter, logits.size(1), &sampling_),
+           sampling_}));
     }));
   }
   return std::vector<int64_t>(rows_->tokens().begin(), rows_->tokens().begin() + rows_end * grid_);

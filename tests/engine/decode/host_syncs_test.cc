@@ -13,6 +13,7 @@
 #include "engine/decode/mulo.h"
 #include "engine/decode/sjd.h"
 #include "engine/decode/speculative.h"
+#include "engine/decode/zipar.h"
 #include "engine/sampling/latent_neighbors.h"
 #include "tests/engine/decode/sd_fixture.h"
 #include "tests/engine/test_util.h"
@@ -191,6 +192,29 @@ TEST(HostSyncsTest, TreeMethodsReadTheirTreeAndVerdictOnce) {
       EXPECT_GE(st.host_syncs, 2 * st.verify_steps) << method->name() << " " << st.ToString();
       if (method->name() == "lantern" && s.temperature > 0) {
         EXPECT_GT(st.pooled_drafts, 0) << "the relaxation ran";
+      }
+    }
+  }
+}
+
+// ZipAR: token 0 from the prefill (1 read), then each forward's tokens, one per open row, drawn
+// on the device together and read once (before: one read per token, 16 per image here).
+TEST(HostSyncsTest, ZipArReadsOncePerForward) {
+  SdFixture f = LoadSd();
+  const int64_t grid = f.models.target->grid_size();
+  for (const int64_t window : {int64_t{1}, int64_t{2}, grid}) {
+    for (const SamplingParams& s : {Sampling(1.0, 2.0, 51), Sampling(0.0, 2.0, 52)}) {
+      ZipArOptions options;
+      options.window = window;
+      auto zipar = RunMethod(ZipArDecoder(options), f, s);
+      ASSERT_OK(zipar);
+      const Stats& st = zipar->stats;
+      ASSERT_EQ(st.tokens, grid * grid);
+      EXPECT_LE(st.host_syncs, 1 + st.verify_steps) << "window " << window << " " << st.ToString();
+      // Every forward but the last draws (the image's last token feeds nothing).
+      EXPECT_GE(st.host_syncs, st.verify_steps) << "window " << window << " " << st.ToString();
+      if (window < grid) {
+        EXPECT_LT(st.host_syncs, st.tokens) << "rows drawn together, window " << window;
       }
     }
   }
