@@ -285,8 +285,10 @@ TEST_F(GpuTest, LosslessMethodsGiveArsGreedyTokensOnTheGpu) {
 }
 
 // Issue 61: the graphs a worker's pools capture at load on the device (row_graphs.h,
-// verify_graphs.h) decode ar's rows and speculative's two-replay steps with the tokens of the
-// per-request graphs: greedy, exactly ar's; every key captured; one replay per ar row.
+// verify_graphs.h, resampler_graphs.h) decode ar's rows and speculative's two-replay steps with
+// the tokens of the per-request graphs: greedy, exactly ar's; every key captured; one replay per
+// ar row. MuLo-SD with the family's defaults (drafter rows and U_r replayed, one read per step)
+// gives its eager tokens, three replays per step.
 TEST_F(GpuTest, PooledStepGraphsGiveArsGreedyTokensOnTheGpu) {
   auto graphs = LoadModelSet("models/synth", GpuOptions(torch::kFloat32, true));
   ASSERT_OK(graphs);
@@ -303,20 +305,29 @@ TEST_F(GpuTest, PooledStepGraphsGiveArsGreedyTokensOnTheGpu) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     const auto ar = Tokens(ArDecoder(), *graphs, prompts[i], 0.0, i);
     ASSERT_EQ(ar.size(), 256u);
-    for (const std::string method : {"ar", "speculative"}) {
+    auto mulo_config = DefaultMethodConfig("mulo", *graphs);
+    ASSERT_OK(mulo_config);
+    const MuloDecoder mulo(mulo_config->mulo);
+    const auto mulo_eager = Tokens(mulo, *graphs, prompts[i], 0.0, i);
+    for (const std::string method : {"ar", "speculative", "mulo"}) {
       auto reservation = (*pools)->Reserve(RequestKvDemand(*graphs, method, sampling));
       ASSERT_NE(reservation, nullptr);
       GenerateOptions options;
       options.kv = reservation.get();
       const PoolGraphs::Counts before = (*pools)->graph_counts();
       const auto pooled =
-          method == "ar"
-              ? Tokens(ArDecoder(), *graphs, prompts[i], 0.0, i, options)
-              : Tokens(SpeculativeDecoder(), *graphs, prompts[i], 0.0, i, options);
+          method == "ar"            ? Tokens(ArDecoder(), *graphs, prompts[i], 0.0, i, options)
+          : method == "speculative" ? Tokens(SpeculativeDecoder(), *graphs, prompts[i], 0.0, i,
+                                             options)
+                                    : Tokens(mulo, *graphs, prompts[i], 0.0, i, options);
       const int64_t replays = (*pools)->graph_counts().replays - before.replays;
       std::cout << "[gpu] pooled " << method << ", prompt " << i << ": " << replays
                 << " replays\n";
-      EXPECT_EQ(pooled, ar) << method << " from the pools' graphs, prompt " << i;
+      EXPECT_EQ(pooled, method == "mulo" ? mulo_eager : ar)
+          << method << " from the pools' graphs, prompt " << i;
+      // MuLo-SD: the two prefills, then per step (8: two target rows each) the drafter's rows,
+      // U_r and the verify forward, as on the CPU (mulo_graphs_test).
+      if (method == "mulo") EXPECT_EQ(replays, 2 + 3 * 8);
       if (method == "ar") EXPECT_EQ(replays, 1 + graphs->target->grid_size());
     }
   }
