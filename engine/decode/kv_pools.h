@@ -4,7 +4,9 @@
 // the target, the MuLo-SD drafter, the speculative chain drafter and the EAGLE head. They are
 // allocated at load, sized in requests: each pool has two slots (a request's two guidance
 // streams) per request. When the models run from CUDA graphs, each pool's batched graphs are
-// captured at load too (pool_graphs.h). A request reserves, before it starts, the slots the
+// captured at load too (pool_graphs.h), with its graphs of whole steps (row_graphs.h,
+// verify_graphs.h) and, beside the pools, the graphs of each family's up-sampler (MuLo-SD's
+// U_r, resampler_graphs.h), which a request finds through its reservation. A request reserves, before it starts, the slots the
 // most it can open needs (its target's guidance streams, two for each drafting model its
 // method needs); its session takes its caches from the reservation, and the slots return
 // when it ends. The server admits a request only when its reservation fits
