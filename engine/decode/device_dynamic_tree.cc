@@ -101,6 +101,30 @@ StatusOr<torch::Tensor> DeviceDynamicTree::ChosenOnDevice() const {
   });
 }
 
+StatusOr<DeviceDynamicTree::ChosenTree> DeviceDynamicTree::ChosenTreeOnDevice() const {
+  MULO_ASSIGN_OR_RETURN(torch::Tensor chosen, ChosenOnDevice());
+  return GuardTorch("DeviceDynamicTree::ChosenTreeOnDevice", [&]() -> StatusOr<ChosenTree> {
+    torch::NoGradGuard no_grad;
+    const int64_t total = chosen.size(0) / 3;
+    ChosenTree tree;
+    tree.tokens = chosen.narrow(0, total, total);
+    tree.parents = chosen.narrow(0, 2 * total, total);
+    tree.max_depth = expansions_ + 1;
+    // Ancestors level by level: a node's are its parent's and itself (parents come first, and
+    // max_depth - 1 rounds reach every root's child).
+    const torch::Tensor own = torch::eye(total, tree.parents.options().dtype(torch::kBool));
+    const torch::Tensor has_parent = tree.parents.ge(0).unsqueeze(1);
+    const torch::Tensor parent = tree.parents.clamp_min(0);
+    tree.ancestors = own;
+    for (int64_t level = 1; level < tree.max_depth; ++level) {
+      tree.ancestors =
+          own.logical_or(tree.ancestors.index_select(0, parent).logical_and(has_parent));
+    }
+    tree.depths = tree.ancestors.sum(1);
+    return tree;
+  });
+}
+
 StatusOr<DynamicTreeBuilder::Chosen> DeviceDynamicTree::ChosenFromHost(
     const std::vector<int64_t>& host) const {
   const int64_t total = std::min<int64_t>(options_.total_tokens, tokens_.size(0));

@@ -57,6 +57,19 @@ class DeviceDynamicTree {
   // Both, reading at once.
   StatusOr<DynamicTreeBuilder::Chosen> Finish() const;
 
+  // The chosen tree left on the device for a verification there (EAGLE-2's one-read step):
+  // what the target's tree forward and the device verifier (tree_rejection.h) take.
+  struct ChosenTree {
+    torch::Tensor tokens;     // int64 [L]
+    torch::Tensor parents;    // int64 [L]: indices into the chosen list, -1 = the root
+    torch::Tensor depths;     // int64 [L]: 1 for the root's children
+    torch::Tensor ancestors;  // bool [L, L]: row i, node i's ancestors and node i itself
+    int64_t max_depth = 0;    // the tree's levels at most (the root's children, one per expansion)
+
+    int64_t size() const { return tokens.size(0); }
+  };
+  StatusOr<ChosenTree> ChosenTreeOnDevice() const;
+
  private:
   // Records the top-k children of every row of `log_probs` [R, V] under the parents `parent`
   // (int64 [R], -1 = root) with base scores `base` (float64 [R]), row by row in rank order as

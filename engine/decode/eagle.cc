@@ -5,6 +5,8 @@
 
 #include "engine/core/device_upload.h"
 #include "engine/decode/eagle_proposer.h"
+#include "engine/sampling/exact_verifier.h"
+#include "engine/sampling/tree_rejection.h"
 #include "engine/sampling/tree_verifier.h"
 
 namespace mulo::engine {
@@ -25,15 +27,16 @@ class EagleState : public SteppedMethod::State {
   // Invariant: the target has been fed every committed token but the last (the root), and
   // the proposer has been handed the pair of every committed token.
   Status Step(DecodeSession& session) override {
-    Stats& stats = session.stats();
-    std::vector<int64_t> x = session.committed();
-    const int64_t n = static_cast<int64_t>(x.size());
+    const int64_t n = static_cast<int64_t>(session.committed().size());
     // Nodes at positions n .. end - 2: a node is fed to the target, and nothing is fed at the
     // last position (no token follows it); the verifier draws the last token itself.
     const int64_t max_depth = session.num_tokens() - n - 1;
-    TreeDraft tree;
     // PEANUT: this step's depth and width from the neighbours' trees.
     const DynamicTreeOptions shape = shapes_ ? shapes_->ShapeAt(n) : options_.dynamic;
+    if (max_depth > 0 && VerifiesOnDevice()) return StepOnDevice(session, shape, max_depth);
+    Stats& stats = session.stats();
+    std::vector<int64_t> x = session.committed();
+    TreeDraft tree;
     if (max_depth > 0) {  // 1. The head grows a tree after x_{n-1}.
       auto timer = session.Time(Phase::kDraft);
       if (options_.static_tree) {
@@ -43,11 +46,6 @@ class EagleState : public SteppedMethod::State {
       }
     }
     const int64_t length = tree.drafts.size();
-    const int64_t tree_depth =
-        length > 0 ? *std::max_element(tree.shape.depths.begin(), tree.shape.depths.end()) : 0;
-    stats.drafted_tree_depth += tree_depth;
-    stats.drafted_tree_width += options_.static_tree ? 0 : shape.top_k;
-    stats.drafted_tokens += length;
     const int64_t root_row = target_->cache().length();  // the verify forward's first row
     ForwardOutput out;
     Verdict verdict;
@@ -77,7 +75,95 @@ class EagleState : public SteppedMethod::State {
                             session.greedy()},
                            session.verifier_rngs()));
     }
-    // 4. The target keeps the root and the accepted path; the head gets their features.
+    return CommitPath(session, std::move(x), tree, out, verdict, shape);
+  }
+
+ private:
+  // EAGLE-2's and PEANUT's lossless rules over a deterministic tree run on the device
+  // (tree_rejection.h); static trees (drawn with q), relaxations and the tests' broken rules
+  // walk on the host. A target with graphs of its own (not a pool's) keeps its replayed
+  // tree forward, which takes host ids.
+  bool VerifiesOnDevice() const {
+    return !options_.static_tree && options_.relaxation.kind == Pooling::kNone &&
+           !options_.accept && !options_.hooks.residual && !options_.hooks.keep_longest_path &&
+           target_->cache().graphs() == nullptr;
+  }
+
+  // The step with one host read: the head grows the tree on the device, the target scores it
+  // from there, the walk judges it there, and the tree comes back with the verdict.
+  Status StepOnDevice(DecodeSession& session, const DynamicTreeOptions& shape,
+                      int64_t max_depth) {
+    Stats& stats = session.stats();
+    std::vector<int64_t> x = session.committed();
+    const int64_t n = static_cast<int64_t>(x.size());
+    DeviceDynamicTree::ChosenTree chosen;
+    {
+      auto timer = session.Time(Phase::kDraft);
+      MULO_ASSIGN_OR_RETURN(chosen, proposer_->ProposeDynamicOnDevice(session, shape, max_depth));
+    }
+    const int64_t length = chosen.size();
+    const int64_t root_row = target_->cache().length();
+    ForwardOutput out;
+    TreeDraft tree;
+    Verdict verdict;
+    {
+      auto timer = session.Time(Phase::kVerify);
+      const auto longs = chosen.tokens.options();
+      const auto flags = longs.dtype(torch::kBool);
+      // The root x_{n-1} at n - 1, node i at n - 1 + depth_i; each attends the prefix, the
+      // root, its ancestors and itself.
+      const torch::Tensor ids = torch::cat({torch::full({1}, x.back(), longs), chosen.tokens});
+      const torch::Tensor positions =
+          torch::cat({torch::zeros({1}, longs), chosen.depths}) + (n - 1);
+      const torch::Tensor tree_rows = torch::cat(
+          {torch::cat({torch::ones({1, 1}, flags), torch::zeros({1, length}, flags)}, 1),
+           torch::cat({torch::ones({length, 1}, flags), chosen.ancestors}, 1)});
+      const torch::Tensor mask =
+          torch::cat({torch::ones({length + 1, root_row}, flags), tree_rows}, 1);
+      MULO_ASSIGN_OR_RETURN(out, target_->FeedSetOnDevice(ids, positions, mask));
+      ++stats.verify_steps;
+      const VerifierRngs rngs = session.verifier_rngs();
+      TreeCall call{session.Probabilities(out.logits), chosen.tokens, chosen.parents,
+                    torch::Tensor(), torch::Tensor(), session.greedy(), chosen.max_depth,
+                    chosen.ancestors};
+      if (!session.greedy()) {
+        const ChainNumbers numbers = PeekChainNumbers(rngs, length, session.device());
+        call.accept_uniforms = numbers.accept;
+        call.draw_uniform = numbers.draw;
+      }
+      // The step's one read: the tree's tokens and parents, then the verdict.
+      MULO_ASSIGN_OR_RETURN(
+          const std::vector<int64_t> host,
+          session.ReadIds(torch::cat({chosen.tokens, chosen.parents, JudgeTree(call)})));
+      tree.drafts.tokens.assign(host.begin(), host.begin() + length);
+      tree.drafts.parents.assign(host.begin() + length, host.begin() + 2 * length);
+      MULO_ASSIGN_OR_RETURN(tree.shape, TreeFromParents(tree.drafts.parents));
+      MULO_ASSIGN_OR_RETURN(
+          TreeDecision decision,
+          TreeDecisionFromHost({host.begin() + 2 * length, host.end()}, length, chosen.max_depth));
+      if (!session.greedy()) {  // the numbers the host walk would have drawn
+        rngs.accept->Skip(static_cast<uint64_t>(decision.tries));
+        rngs.draw->Skip(1);
+      }
+      verdict.accepted = std::move(decision.accepted);
+      verdict.next_token = decision.next_token;
+    }
+    return CommitPath(session, std::move(x), tree, out, verdict, shape);
+  }
+
+  // 4. The target keeps the root and the accepted path; the head gets their features.
+  Status CommitPath(DecodeSession& session, std::vector<int64_t> x, const TreeDraft& tree,
+                const ForwardOutput& out, const Verdict& verdict,
+                const DynamicTreeOptions& shape) {
+    Stats& stats = session.stats();
+    const int64_t n = static_cast<int64_t>(x.size());
+    const int64_t length = tree.drafts.size();
+    const int64_t tree_depth =
+        length > 0 ? *std::max_element(tree.shape.depths.begin(), tree.shape.depths.end()) : 0;
+    stats.drafted_tree_depth += tree_depth;
+    stats.drafted_tree_width += options_.static_tree ? 0 : shape.top_k;
+    stats.drafted_tokens += length;
+    const int64_t root_row = target_->cache().length() - (length + 1);
     const int64_t accepted = static_cast<int64_t>(verdict.accepted.size());
     std::vector<int64_t> rows(root_row + 1);
     for (int64_t r = 0; r <= root_row; ++r) rows[r] = r;
@@ -109,7 +195,6 @@ class EagleState : public SteppedMethod::State {
     return OkStatus();
   }
 
- private:
   ModelStream* target_;
   std::unique_ptr<EagleProposer> proposer_;
   TreeVerifier verifier_;

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "engine/core/device_upload.h"
-#include "engine/decode/device_dynamic_tree.h"
 #include "engine/sampling/without_replacement.h"
 
 namespace mulo::engine {
@@ -194,9 +193,9 @@ StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t
   return draft;
 }
 
-StatusOr<TreeDraft> EagleProposer::ProposeDynamic(DecodeSession& session,
-                                                  const DynamicTreeOptions& options,
-                                                  int64_t max_depth) {
+StatusOr<DeviceDynamicTree> EagleProposer::GrowDynamic(DecodeSession& session,
+                                                       const DynamicTreeOptions& options,
+                                                       int64_t max_depth) {
   MULO_ASSIGN_OR_RETURN(torch::Tensor root_feature, CatchUp(session));
   tree_features_ = torch::Tensor();
   DynamicTreeOptions cut = options;
@@ -212,6 +211,13 @@ StatusOr<TreeDraft> EagleProposer::ProposeDynamic(DecodeSession& session,
   }
   MULO_RETURN_IF_ERROR(cache_.Truncate(committed_rows_));
   tree_features_ = torch::Tensor();
+  return tree;
+}
+
+StatusOr<TreeDraft> EagleProposer::ProposeDynamic(DecodeSession& session,
+                                                  const DynamicTreeOptions& options,
+                                                  int64_t max_depth) {
+  MULO_ASSIGN_OR_RETURN(DeviceDynamicTree tree, GrowDynamic(session, options, max_depth));
   // The one read of the tree, batched with other requests' in an engine loop.
   MULO_ASSIGN_OR_RETURN(torch::Tensor chosen_on_device, tree.ChosenOnDevice());
   MULO_ASSIGN_OR_RETURN(std::vector<int64_t> chosen_ids, session.ReadIds(chosen_on_device));
@@ -221,6 +227,12 @@ StatusOr<TreeDraft> EagleProposer::ProposeDynamic(DecodeSession& session,
   draft.drafts.parents = chosen.shape.parents;
   draft.shape = std::move(chosen.shape);
   return draft;
+}
+
+StatusOr<DeviceDynamicTree::ChosenTree> EagleProposer::ProposeDynamicOnDevice(
+    DecodeSession& session, const DynamicTreeOptions& options, int64_t max_depth) {
+  MULO_ASSIGN_OR_RETURN(DeviceDynamicTree tree, GrowDynamic(session, options, max_depth));
+  return tree.ChosenTreeOnDevice();
 }
 
 }  // namespace mulo::engine

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/decode/device_dynamic_tree.h"
 #include "engine/decode/draft_tree.h"
 #include "engine/decode/dynamic_tree.h"
 #include "engine/decode/session.h"
@@ -50,8 +51,15 @@ class EagleProposer {
   StatusOr<TreeDraft> ProposeStatic(DecodeSession& session, int64_t max_depth);
   StatusOr<TreeDraft> ProposeDynamic(DecodeSession& session, const DynamicTreeOptions& options,
                                      int64_t max_depth);
+  // The same dynamic tree left on the device, read by nobody: the step verifies it there and
+  // reads the tree with its verdict (one read per step).
+  StatusOr<DeviceDynamicTree::ChosenTree> ProposeDynamicOnDevice(
+      DecodeSession& session, const DynamicTreeOptions& options, int64_t max_depth);
 
  private:
+  // Grows the dynamic tree of ProposeDynamic (the head's rows dropped after), unread.
+  StatusOr<DeviceDynamicTree> GrowDynamic(DecodeSession& session,
+                                          const DynamicTreeOptions& options, int64_t max_depth);
   // Feeds the queued pairs; returns the predicted feature after the last one [batch, dim].
   StatusOr<torch::Tensor> CatchUp(DecodeSession& session);
   // One head forward over m tree nodes, on the device: `tokens` int64 [m]; `parent_slot`

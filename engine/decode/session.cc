@@ -291,6 +291,31 @@ StatusOr<ForwardOutput> ModelStream::FeedSet(const std::vector<int64_t>& ids,
   return out;
 }
 
+StatusOr<ForwardOutput> ModelStream::FeedSetOnDevice(const torch::Tensor& ids,
+                                                     const torch::Tensor& positions,
+                                                     const torch::Tensor& mask, LogitsMode mode) {
+  if (!ids.defined() || ids.dim() != 1 || ids.size(0) < 1 || !positions.defined() ||
+      positions.sizes() != ids.sizes()) {
+    return InvalidArgumentError(
+        "ModelStream::FeedSetOnDevice: expected ids [n >= 1] and positions of the same shape");
+  }
+  // Raster positions become sequence positions by one offset (every architecture's
+  // TokenPosition is affine), added on the device.
+  const int64_t offset = model_.TokenPosition(condition_rows_, 0);
+  if (model_.TokenPosition(condition_rows_, 1) != offset + 1) {
+    return FailedPreconditionError(
+        "ModelStream::FeedSetOnDevice: the model's raster positions are not consecutive");
+  }
+  const int64_t n = ids.size(0);
+  MULO_ASSIGN_OR_RETURN(
+      torch::Tensor embeddings,
+      model_.EmbedDrawnTokens(ids.unsqueeze(0).expand({cache_.batch(), n}).contiguous()));
+  MULO_ASSIGN_OR_RETURN(ForwardOutput out,
+                        RunForward(embeddings, positions.to(torch::kInt64) + offset, mask, mode));
+  CountForward();
+  return out;
+}
+
 Status ModelStream::Keep(const std::vector<int64_t>& rows, std::vector<int64_t> tokens) {
   if (static_cast<int64_t>(rows.size()) != condition_rows() + static_cast<int64_t>(tokens.size())) {
     return InvalidArgumentError("ModelStream::Keep: " + std::to_string(rows.size()) + " rows for " +

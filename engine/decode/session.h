@@ -70,6 +70,13 @@ class ModelStream {
                                   const std::vector<int64_t>& positions, const torch::Tensor& mask,
                                   LogitsMode mode = LogitsMode::kAll);
 
+  // FeedSet for a set chosen on the device (a draft tree grown there): ids int64 [n] and raster
+  // positions int64 [n] on the model's device, neither range-checked nor read back (the
+  // engine made them), so that the forward follows the drafting with no host read between.
+  StatusOr<ForwardOutput> FeedSetOnDevice(const torch::Tensor& ids, const torch::Tensor& positions,
+                                          const torch::Tensor& mask,
+                                          LogitsMode mode = LogitsMode::kAll);
+
   // Keeps exactly the cache rows `rows` (strictly increasing; the condition rows and the
   // committed prefix first, then e.g. an accepted tree path) and records `tokens` as fed.
   Status Keep(const std::vector<int64_t>& rows, std::vector<int64_t> tokens);

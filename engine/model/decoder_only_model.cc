@@ -382,6 +382,9 @@ Status DecoderOnlyModel::CheckPositions(const torch::Tensor& positions, int64_t 
     return InvalidArgumentError("positions: expected int64 [" + std::to_string(n) + "], found " +
                                 TensorShape(positions));
   }
+  // Positions the engine made on an accelerator (a tree's depths) are not read back to be
+  // checked: that read would drain the device's queue in the middle of a decode step.
+  if (!positions.device().is_cpu()) return OkStatus();
   return GuardTorch("positions", [&]() -> Status {
     const int64_t table = position_rows();
     const auto cpu_positions = positions.to(torch::kCPU);

@@ -179,8 +179,10 @@ StatusOr<std::optional<std::vector<std::vector<torch::Tensor>>>> PoolGraphs::Run
     std::vector<torch::Tensor> device_masks;  // (call index) masks already on the device
     for (const Call& call : calls) {
       const int64_t n = call.inputs[0].size(1), length = call.cache->length();
-      torch::Tensor positions = call.positions.defined() ? call.positions.to(torch::kCPU)
-                                                         : torch::Tensor();
+      // Positions on an accelerator (made there: a tree's depths) are copied there below.
+      torch::Tensor positions = call.positions.defined() && call.positions.device().is_cpu()
+                                    ? call.positions.contiguous()
+                                    : torch::Tensor();
       const int64_t* pos = positions.defined() ? positions.data_ptr<int64_t>() : nullptr;
       torch::Tensor host_mask;
       if (call.mask.defined() && call.mask.device().is_cpu()) host_mask = call.mask.contiguous();
@@ -214,6 +216,11 @@ StatusOr<std::optional<std::vector<std::vector<torch::Tensor>>>> PoolGraphs::Run
       const int64_t batch = call.cache->batch(), n = call.inputs[0].size(1);
       for (size_t i = 0; i < e->inputs.size(); ++i) {
         e->inputs[i].narrow(0, first_stream, batch).narrow(1, 0, n).copy_(call.inputs[i]);
+      }
+      if (call.positions.defined() && !call.positions.device().is_cpu()) {
+        for (int64_t b = 0; b < batch; ++b) {
+          e->ints.narrow(0, streams + (first_stream + b) * rows, n).copy_(call.positions);
+        }
       }
       if (call.mask.defined() && !call.mask.device().is_cpu()) {
         const int64_t keys = call.cache->length() + n;

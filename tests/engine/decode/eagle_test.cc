@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <iostream>
+#include <string>
 
 #include "engine/decode/ar.h"
+#include "engine/sampling/speculative_acceptance.h"
 #include "tests/engine/decode/sd_fixture.h"
 #include "tests/engine/test_util.h"
 
@@ -114,6 +116,47 @@ TEST(EagleTest, OptionsAndComponentsAreChecked) {
   f.models.eagle = nullptr;
   EXPECT_EQ(RunMethod(EagleDecoder(), f, SamplingParams()).status().code(),
             StatusCode::kFailedPrecondition);
+}
+
+// EAGLE-2's one-read step (the tree verified on the device, tree_rejection.h) makes the host
+// walk's decisions: the same tokens and counters as the host step, which any custom rule
+// selects (here the exact rule itself, wrapped), in one host read per step instead of two.
+TEST(EagleTest, TheDeviceStepMakesTheHostStepsDecisions) {
+  SdFixture f = LoadSd();
+  int64_t resampled = 0;
+  for (const EagleOptions& device : {Dynamic(60, 7, 10), Dynamic(16, 3, 4), Dynamic(3, 1, 3)}) {
+    EagleOptions host = device;
+    host.accept = [](double p_x, double q_x, Rng& rng) { return AcceptDraft(p_x, q_x, rng); };
+    for (double temperature : {0.0, 1.0}) {
+      for (uint64_t seed = 1; seed <= 6; ++seed) {
+        SamplingParams s;
+        s.temperature = temperature;
+        s.cfg_scale = 2.0;
+        s.seed = seed;
+        auto on_device = RunMethod(EagleDecoder(device), f, s);
+        auto on_host = RunMethod(EagleDecoder(host), f, s);
+        ASSERT_OK(on_device);
+        ASSERT_OK(on_host);
+        const std::string where = "tree " + std::to_string(device.dynamic.total_tokens) +
+                                  ", temperature " + std::to_string(temperature) + ", seed " +
+                                  std::to_string(seed);
+        EXPECT_EQ(on_device->tokens, on_host->tokens) << where;
+        const Stats& d = on_device->stats;
+        const Stats& h = on_host->stats;
+        EXPECT_EQ(d.verify_steps, h.verify_steps) << where;
+        EXPECT_EQ(d.accepted_tokens, h.accepted_tokens) << where;
+        EXPECT_EQ(d.resampled_tokens, h.resampled_tokens) << where;
+        EXPECT_EQ(d.drafted_tokens, h.drafted_tokens) << where;
+        EXPECT_EQ(d.drafted_tree_depth, h.drafted_tree_depth) << where;
+        // One read fewer per step with a tree: it comes back with its verdict (a last step
+        // with no room for a tree reads its verdict on either path).
+        EXPECT_GE(h.host_syncs - d.host_syncs, h.verify_steps - 1) << where;
+        EXPECT_LE(h.host_syncs - d.host_syncs, h.verify_steps) << where;
+        resampled += d.resampled_tokens;
+      }
+    }
+  }
+  EXPECT_GT(resampled, 0) << "some walks ended in a re-draw";
 }
 
 }  // namespace

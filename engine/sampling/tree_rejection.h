@@ -1,0 +1,67 @@
+// Verification of a deterministic draft tree (EAGLE-2's, PEANUT's: each node's children are
+// top-k tokens of one distribution, so q is one-hot) as tensor ops on the device where p is,
+// with no host read: TreeVerifier's lossless rules (tree_verifier.h), decision for decision
+// given the same numbers, so that a tree step can verify and read its verdict once (issue 61)
+// and the walk could be captured in a graph (every shape is fixed by the tree's size and the
+// depth bound; nothing is read while it runs).
+//
+// The walk from the root: at each level the current node's children are tried in draft order: child x with sibling rank k is kept when u * 1 < p'(x),
+// p'(x) = p(x) for k = 0 and p(x) / (S - sum of the earlier siblings' p) after k rejections (S:
+// the row's mass), which is p renormalised without the rejected tokens, as the host's walk
+// makes it; u is the acceptance stream's next number in walk order (the host's: one per tried
+// child). When no child is kept (or the node is a leaf) the next token is drawn with the draw
+// stream's number from the row without its rejected children (DrawRows, the host draw's
+// decisions). Greedy: a child is kept when it is the argmax after its parent, and among kept
+// siblings the one with the longest kept path wins (the first on ties), as the host's Greedy;
+// siblings being distinct tokens, at most one is kept.
+//
+// The walk is not a loop: every draft's number is fixed by its ancestors' sibling ranks (the
+// walk reaches it after trying exactly its ancestors, their earlier siblings and its own), so
+// every draft is judged at once and the path is where each ancestor is its parent's first
+// kept child: a few dozen operators whatever the tree.
+#ifndef MULO_ENGINE_SAMPLING_TREE_REJECTION_H_
+#define MULO_ENGINE_SAMPLING_TREE_REJECTION_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/core/status.h"
+
+namespace mulo::engine {
+
+// One request's tree, all on one device.
+struct TreeCall {
+  // [L + 1, V]: row 0 the target after the root (the last committed token), row 1 + i after
+  // draft i (the verify forward's order).
+  torch::Tensor p;
+  torch::Tensor tokens;   // int64 [L]
+  torch::Tensor parents;  // int64 [L]: the parent draft (-1 = the root), parents first
+  torch::Tensor accept_uniforms;  // float64 [L]: the acceptance stream's next numbers
+  torch::Tensor draw_uniform;     // float64 [1]: the draw stream's next number
+  bool greedy = false;            // the uniforms are not read
+  int64_t max_depth = 0;          // at least the tree's depth (the root's children: 1)
+  // bool [L, L]: row i, draft i's ancestors and itself; undefined: made from the parents.
+  torch::Tensor ancestors;
+
+  int64_t size() const { return tokens.size(0); }
+};
+
+// int64 [3 + max_depth] on p's device: the kept path's length, the acceptance numbers the walk
+// used, the next token, then the kept drafts root first (-1 after the path).
+torch::Tensor JudgeTree(const TreeCall& call);
+
+struct TreeDecision {
+  std::vector<int64_t> accepted;  // the kept drafts, root first
+  int64_t next_token = -1;
+  int64_t tries = 0;  // acceptance numbers used (0 when greedy)
+};
+// The decision from JudgeTree's values read to the host; INVALID_ARGUMENT when they are not
+// 3 + max_depth of them or the path is out of range.
+StatusOr<TreeDecision> TreeDecisionFromHost(const std::vector<int64_t>& values, int64_t size,
+                                            int64_t max_depth);
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_SAMPLING_TREE_REJECTION_H_

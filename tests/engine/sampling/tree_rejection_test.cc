@@ -1,0 +1,167 @@
+// The device tree verifier (JudgeTree) makes the host walk's decisions (TreeVerifier::Verify on
+// a deterministic tree, the oracle) given the same random streams, leaves the streams where
+// the host walk leaves them, and dispatches a bounded number of operators (all of which a
+// graph could hold: none reads the host).
+#include "engine/sampling/tree_rejection.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <utility>
+#include <string>
+#include <vector>
+
+#include "engine/core/op_count.h"
+#include "engine/sampling/philox.h"
+#include "engine/sampling/rng.h"
+#include "engine/sampling/tree_verifier.h"
+
+namespace mulo::engine {
+namespace {
+
+constexpr int64_t kVocab = 20;
+
+struct Tree {
+  std::vector<int64_t> tokens, parents;
+  int64_t depth = 0;
+  torch::Tensor p_host;    // [L + 1, V]: row j < L after draft j, row L after the root
+  torch::Tensor p_device;  // the same rows, the root's first
+};
+
+// A random deterministic tree (siblings are distinct tokens, parents before children) whose
+// p leans towards the drafted children by `closeness`, so that paths are kept for a while.
+Tree RandomTree(int64_t size, int64_t max_children, double closeness, bool greedy, int64_t seed) {
+  torch::manual_seed(seed);
+  Tree t;
+  std::vector<int64_t> depth_of;
+  std::vector<std::vector<int64_t>> children(size + 1);  // index size: the root's
+  for (int64_t i = 0; i < size; ++i) {
+    // Any earlier node (or the root) with room for another child.
+    std::vector<int64_t> open;
+    if (static_cast<int64_t>(children[size].size()) < max_children) open.push_back(-1);
+    for (int64_t j = 0; j < i; ++j) {
+      if (static_cast<int64_t>(children[j].size()) < max_children) open.push_back(j);
+    }
+    const int64_t parent = open[torch::randint(open.size(), {1}).item<int64_t>()];
+    std::vector<int64_t>& siblings = children[parent < 0 ? size : parent];
+    int64_t token;
+    do {
+      token = torch::randint(kVocab, {1}).item<int64_t>();
+    } while (std::find(siblings.begin(), siblings.end(), token) != siblings.end());
+    siblings.push_back(token);
+    t.tokens.push_back(token);
+    t.parents.push_back(parent);
+    depth_of.push_back(parent < 0 ? 1 : depth_of[parent] + 1);
+    t.depth = std::max(t.depth, depth_of.back());
+  }
+  // Row r (the root: size) puts extra mass on its children's tokens.
+  torch::Tensor p = torch::softmax(torch::randn({size + 1, kVocab}) * 2.0, 1);
+  for (int64_t r = 0; r <= size; ++r) {
+    torch::Tensor lean = torch::zeros({kVocab});
+    for (int64_t token : children[r]) lean[token] = torch::rand({1}).item<float>();
+    if (lean.sum().item<double>() > 0) {
+      p[r] = (1.0 - closeness) * p[r] + closeness * lean / lean.sum();
+    }
+  }
+  if (greedy) p = torch::one_hot(p.argmax(1), kVocab).to(torch::kFloat32);
+  t.p_host = p.to(torch::kFloat32);
+  t.p_device = torch::cat({t.p_host.narrow(0, size, 1), t.p_host.narrow(0, 0, size)});
+  return t;
+}
+
+TEST(TreeRejectionTest, TheDeviceWalkMakesTheHostWalksDecisions) {
+  const TreeVerifier verifier;
+  int kept_somewhere = 0, rejected_somewhere = 0, trials = 0;
+  for (int64_t size : {0, 1, 4, 12, 30}) {
+    for (int64_t max_children : {1, 3, 6}) {
+      for (bool greedy : {false, true}) {
+        for (int64_t seed = 0; seed < 12; ++seed) {
+          const Tree t = RandomTree(size, max_children, (seed % 4) / 3.0, greedy,
+                                    1000 * size + 100 * max_children + seed);
+          const std::string where = "size " + std::to_string(size) + ", children " +
+                                    std::to_string(max_children) + ", greedy " +
+                                    std::to_string(greedy) + ", seed " + std::to_string(seed);
+          Rng host_accept(seed, RngStream::kAcceptance), host_draw(seed, RngStream::kTarget);
+          Rng device_accept(seed, RngStream::kAcceptance), device_draw(seed, RngStream::kTarget);
+          for (int64_t i = 0; i < seed % 5; ++i) {  // mid-stream, as in a running request
+            host_accept.Uniform();
+            device_accept.Uniform();
+            host_draw.Uniform();
+            device_draw.Uniform();
+          }
+          const DraftBatch drafts{t.tokens, t.parents, torch::Tensor()};
+          auto host = verifier.Verify({drafts, t.p_host, greedy}, {&host_accept, &host_draw});
+          ASSERT_TRUE(host.ok()) << host.status().ToString();
+          // A depth bound past the tree's own changes nothing.
+          const int64_t bound = t.depth + seed % 2;
+          TreeCall call{t.p_device,
+                        torch::tensor(t.tokens, torch::kInt64),
+                        torch::tensor(t.parents, torch::kInt64),
+                        StreamUniforms(device_accept, size, torch::kCPU),
+                        StreamUniforms(device_draw, 1, torch::kCPU),
+                        greedy,
+                        bound};
+          const torch::Tensor judged = JudgeTree(call);
+          ASSERT_EQ(judged.size(0), 3 + bound) << where;
+          std::vector<int64_t> values(judged.data_ptr<int64_t>(),
+                                      judged.data_ptr<int64_t>() + judged.numel());
+          auto device = TreeDecisionFromHost(values, size, bound);
+          ASSERT_TRUE(device.ok()) << device.status().ToString();
+          EXPECT_EQ(device->accepted, host->accepted) << where;
+          EXPECT_EQ(device->next_token, host->next_token) << where;
+          // The streams end where the host walk left them.
+          device_accept.Skip(static_cast<uint64_t>(device->tries));
+          if (!greedy) device_draw.Skip(1);
+          EXPECT_EQ(device_accept.Uniform(), host_accept.Uniform()) << where;
+          EXPECT_EQ(device_draw.Uniform(), host_draw.Uniform()) << where;
+          if (size > 0) {
+            kept_somewhere += !host->accepted.empty();
+            rejected_somewhere += host->accepted.size() < static_cast<size_t>(t.depth);
+          }
+          ++trials;
+        }
+      }
+    }
+  }
+  // The cases exercise both outcomes.
+  EXPECT_GT(kept_somewhere, trials / 5);
+  EXPECT_GT(rejected_somewhere, trials / 5);
+}
+
+TEST(TreeRejectionTest, DecisionsAreCheckedWhenRead) {
+  EXPECT_FALSE(TreeDecisionFromHost({1, 0, 3}, 4, 1).ok());         // too few values
+  EXPECT_FALSE(TreeDecisionFromHost({1, 0, 3, 7}, 4, 1).ok());      // node out of range
+  EXPECT_FALSE(TreeDecisionFromHost({2, 0, 3, 1}, 4, 1).ok());      // path past the depth
+  auto ok = TreeDecisionFromHost({1, 2, 3, 1, -1}, 4, 2);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->accepted, std::vector<int64_t>({1}));
+  EXPECT_EQ(ok->next_token, 3);
+  EXPECT_EQ(ok->tries, 2);
+}
+
+// EAGLE-2's tree (60 drafts, depth 7): the same operators whatever the tree and the walk (no
+// loop over levels, nothing read back), a few hundred dispatched.
+TEST(TreeRejectionTest, OperatorsDoNotDependOnTheWalk) {
+  for (bool greedy : {false, true}) {
+    std::vector<int64_t> counts;
+    for (const auto& [seed, closeness] : std::vector<std::pair<int64_t, double>>{
+             {7, 0.0}, {8, 0.6}, {9, 1.0}}) {
+      const Tree t = RandomTree(60, 10, closeness, greedy, seed);
+      Rng accept(3, RngStream::kAcceptance), draw(3, RngStream::kTarget);
+      TreeCall call{t.p_device, torch::tensor(t.tokens, torch::kInt64),
+                    torch::tensor(t.parents, torch::kInt64),
+                    StreamUniforms(accept, 60, torch::kCPU), StreamUniforms(draw, 1, torch::kCPU),
+                    greedy, 8};
+      OpCounting counting;
+      const int64_t before = ThreadOpCounts().dispatched;
+      JudgeTree(call);
+      counts.push_back(ThreadOpCounts().dispatched - before);
+    }
+    EXPECT_EQ(counts[0], counts[1]) << "greedy " << greedy;
+    EXPECT_EQ(counts[0], counts[2]) << "greedy " << greedy;
+    EXPECT_LE(counts[0], 400) << "greedy " << greedy;
+  }
+}
+
+}  // namespace
+}  // namespace mulo::engine
