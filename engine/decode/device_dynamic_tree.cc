@@ -6,6 +6,7 @@
 
 #include "engine/core/host_read.h"
 #include "engine/core/torch_guard.h"
+#include "engine/sampling/tree_rejection.h"
 
 namespace mulo::engine {
 namespace {
@@ -32,7 +33,6 @@ int64_t DeviceDynamicTree::Record(const torch::Tensor& log_probs, const torch::T
   tokens_ = torch::cat({tokens_, std::get<1>(top).flatten()});
   parents_ = torch::cat({parents_, parent.unsqueeze(1).expand({rows, k}).flatten()});
   scores_ = torch::cat({scores_, (base.unsqueeze(1) + std::get<0>(top)).flatten()});
-  slot_ = torch::cat({slot_, torch::full({rows * k}, -1, parents_.options())});
   return k;
 }
 
@@ -42,7 +42,6 @@ void DeviceDynamicTree::Start(const torch::Tensor& log_probs) {
   tokens_ = torch::zeros({0}, ints);
   parents_ = torch::zeros({0}, ints);
   scores_ = torch::zeros({0}, ints.dtype(torch::kFloat64));
-  slot_ = torch::zeros({0}, ints);
   expansions_ = slots_fed_ = 0;
   // Every expansion feeds at most top_k nodes (the root's children are at most top_k too).
   max_slots_ = std::max<int64_t>(1, options_.depth) * options_.top_k;
@@ -50,6 +49,7 @@ void DeviceDynamicTree::Start(const torch::Tensor& log_probs) {
                            torch::zeros({1}, ints.dtype(torch::kFloat64)));
   frontier_ = Arange(k, tokens_);
   frontier_size_ = k;
+  frontier_parent_slot_ = torch::full({k}, -1, ints);
   frontier_ancestors_ = torch::zeros({k, max_slots_}, ints.dtype(torch::kBool));
 }
 
@@ -57,20 +57,15 @@ DeviceDynamicTree::Feed DeviceDynamicTree::NextFeed() const {
   torch::NoGradGuard no_grad;
   Feed feed;
   feed.tokens = tokens_.index_select(0, frontier_);
-  const torch::Tensor parent = parents_.index_select(0, frontier_);
-  feed.parent_slot = torch::where(parent < 0, torch::full_like(parent, -1),
-                                  slot_.index_select(0, parent.clamp_min(0)));
+  feed.parent_slot = frontier_parent_slot_;
   feed.attends = frontier_ancestors_.narrow(1, 0, slots_fed_);
   return feed;
 }
 
 void DeviceDynamicTree::Expand(const torch::Tensor& log_probs) {
   torch::NoGradGuard no_grad;
-  // The frontier was fed: its nodes hold the next slots, and their children attend them.
-  const torch::Tensor slots = slots_fed_ + Arange(frontier_size_, frontier_);
-  slot_.index_put_({frontier_}, slots);
-  const torch::Tensor with_own =
-      frontier_ancestors_.clone().scatter_(1, slots.unsqueeze(1), true);
+  // The frontier was fed: frontier node j holds slot base + j, and its children attend it.
+  const int64_t base = slots_fed_;
   slots_fed_ += frontier_size_;
   const int64_t first = tokens_.size(0);
   const int64_t k = Record(log_probs, frontier_, scores_.index_select(0, frontier_));
@@ -79,7 +74,12 @@ void DeviceDynamicTree::Expand(const torch::Tensor& log_probs) {
   const int64_t keep = std::min<int64_t>(options_.top_k, candidates);
   const torch::Tensor chosen = BestInIndexOrder(scores_.narrow(0, first, candidates), keep);
   frontier_ = first + chosen;
-  frontier_ancestors_ = with_own.index_select(0, chosen.div(k, "floor"));
+  // Candidate c is child c / k of the fed frontier's row c / k: its parent's slot, and its
+  // ancestors are its parent's and the parent itself.
+  const torch::Tensor parent_row = chosen.div(k, "floor");
+  frontier_parent_slot_ = parent_row + base;
+  frontier_ancestors_ = frontier_ancestors_.index_select(0, parent_row)
+                            .scatter_(1, frontier_parent_slot_.unsqueeze(1), true);
   frontier_size_ = keep;
   ++expansions_;
 }
@@ -110,16 +110,7 @@ StatusOr<DeviceDynamicTree::ChosenTree> DeviceDynamicTree::ChosenTreeOnDevice() 
     tree.tokens = chosen.narrow(0, total, total);
     tree.parents = chosen.narrow(0, 2 * total, total);
     tree.max_depth = expansions_ + 1;
-    // Ancestors level by level: a node's are its parent's and itself (parents come first, and
-    // max_depth - 1 rounds reach every root's child).
-    const torch::Tensor own = torch::eye(total, tree.parents.options().dtype(torch::kBool));
-    const torch::Tensor has_parent = tree.parents.ge(0).unsqueeze(1);
-    const torch::Tensor parent = tree.parents.clamp_min(0);
-    tree.ancestors = own;
-    for (int64_t level = 1; level < tree.max_depth; ++level) {
-      tree.ancestors =
-          own.logical_or(tree.ancestors.index_select(0, parent).logical_and(has_parent));
-    }
+    tree.ancestors = TreeAncestors(tree.parents, tree.max_depth);
     tree.depths = tree.ancestors.sum(1);
     return tree;
   });

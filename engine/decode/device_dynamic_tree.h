@@ -79,11 +79,11 @@ class DeviceDynamicTree {
 
   DynamicTreeOptions options_;
   int64_t expansions_ = 0, frontier_size_ = 0, slots_fed_ = 0, max_slots_ = 0;
-  // Every recorded node (creation order): token, parent (-1 = root), cumulative log-prob, and
-  // its slot once fed (-1 before).
-  torch::Tensor tokens_, parents_, scores_, slot_;
-  torch::Tensor frontier_;            // int64 [F] node ids, creation order
-  torch::Tensor frontier_ancestors_;  // bool [F, max_slots]: the slots of each one's ancestors
+  // Every recorded node (creation order): token, parent (-1 = root), cumulative log-prob.
+  torch::Tensor tokens_, parents_, scores_;
+  torch::Tensor frontier_;              // int64 [F] node ids, creation order
+  torch::Tensor frontier_parent_slot_;  // int64 [F]: each one's parent's slot, -1 = the root
+  torch::Tensor frontier_ancestors_;    // bool [F, max_slots]: the slots of each one's ancestors
 };
 
 }  // namespace mulo::engine

@@ -109,17 +109,13 @@ class EagleState : public SteppedMethod::State {
     {
       auto timer = session.Time(Phase::kVerify);
       const auto longs = chosen.tokens.options();
-      const auto flags = longs.dtype(torch::kBool);
       // The root x_{n-1} at n - 1, node i at n - 1 + depth_i; each attends the prefix, the
       // root, its ancestors and itself.
       const torch::Tensor ids = torch::cat({torch::full({1}, x.back(), longs), chosen.tokens});
-      const torch::Tensor positions =
-          torch::cat({torch::zeros({1}, longs), chosen.depths}) + (n - 1);
-      const torch::Tensor tree_rows = torch::cat(
-          {torch::cat({torch::ones({1, 1}, flags), torch::zeros({1, length}, flags)}, 1),
-           torch::cat({torch::ones({length, 1}, flags), chosen.ancestors}, 1)});
-      const torch::Tensor mask =
-          torch::cat({torch::ones({length + 1, root_row}, flags), tree_rows}, 1);
+      const torch::Tensor positions = torch::constant_pad_nd(chosen.depths, {1, 0}, 0) + (n - 1);
+      torch::Tensor mask =
+          torch::constant_pad_nd(chosen.ancestors, {root_row + 1, 0, 1, 0}, 0);
+      mask.narrow(1, 0, root_row + 1).fill_(true);
       MULO_ASSIGN_OR_RETURN(out, target_->FeedSetOnDevice(ids, positions, mask));
       ++stats.verify_steps;
       const VerifierRngs rngs = session.verifier_rngs();

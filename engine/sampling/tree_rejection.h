@@ -35,7 +35,7 @@ namespace mulo::engine {
 struct TreeCall {
   // [L + 1, V]: row 0 the target after the root (the last committed token), row 1 + i after
   // draft i (the verify forward's order).
-  torch::Tensor p;
+  torch::Tensor p;        // float32
   torch::Tensor tokens;   // int64 [L]
   torch::Tensor parents;  // int64 [L]: the parent draft (-1 = the root), parents first
   torch::Tensor accept_uniforms;  // float64 [L]: the acceptance stream's next numbers
@@ -51,6 +51,11 @@ struct TreeCall {
 // int64 [3 + max_depth] on p's device: the kept path's length, the acceptance numbers the walk
 // used, the next token, then the kept drafts root first (-1 after the path).
 torch::Tensor JudgeTree(const TreeCall& call);
+
+// bool [L, L] on the parents' device: row i holds draft i's ancestors and draft i itself, for
+// parents int64 [L] (-1 = the root, parents first) of a tree at most `max_depth` deep. By
+// squaring "my parent or me" ceil(log2(max_depth)) times: a few operators whatever the depth.
+torch::Tensor TreeAncestors(const torch::Tensor& parents, int64_t max_depth);
 
 struct TreeDecision {
   std::vector<int64_t> accepted;  // the kept drafts, root first

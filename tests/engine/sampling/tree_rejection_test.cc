@@ -128,6 +128,25 @@ TEST(TreeRejectionTest, TheDeviceWalkMakesTheHostWalksDecisions) {
   EXPECT_GT(rejected_somewhere, trials / 5);
 }
 
+// TreeAncestors' squarings find every ancestor, for trees as deep as the bound says.
+TEST(TreeRejectionTest, AncestorsAreEveryNodeAboveAndItself) {
+  for (int64_t size : {1, 5, 30, 60}) {
+    for (int64_t max_children : {1, 2, 10}) {
+      const Tree t = RandomTree(size, max_children, 0.0, false, 77 * size + max_children);
+      const torch::Tensor found = TreeAncestors(torch::tensor(t.parents, torch::kInt64), t.depth);
+      ASSERT_EQ(found.sizes(), torch::IntArrayRef({size, size}));
+      for (int64_t i = 0; i < size; ++i) {
+        std::vector<bool> expected(size, false);
+        for (int64_t a = i; a >= 0; a = t.parents[a]) expected[a] = true;
+        for (int64_t j = 0; j < size; ++j) {
+          EXPECT_EQ(found[i][j].item<bool>(), expected[j])
+              << "size " << size << ", children " << max_children << ", " << i << " " << j;
+        }
+      }
+    }
+  }
+}
+
 TEST(TreeRejectionTest, DecisionsAreCheckedWhenRead) {
   EXPECT_FALSE(TreeDecisionFromHost({1, 0, 3}, 4, 1).ok());         // too few values
   EXPECT_FALSE(TreeDecisionFromHost({1, 0, 3, 7}, 4, 1).ok());      // node out of range
