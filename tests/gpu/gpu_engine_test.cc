@@ -21,6 +21,7 @@
 
 #include "engine/core/device_stream.h"
 #include "engine/decode/ar.h"
+#include "engine/decode/eagle.h"
 #include "engine/decode/generate.h"
 #include "engine/decode/kv_demand.h"
 #include "engine/decode/kv_pools.h"
@@ -288,7 +289,8 @@ TEST_F(GpuTest, LosslessMethodsGiveArsGreedyTokensOnTheGpu) {
 // verify_graphs.h, resampler_graphs.h) decode ar's rows and speculative's two-replay steps with
 // the tokens of the per-request graphs: greedy, exactly ar's; every key captured; one replay per
 // ar row. MuLo-SD with the family's defaults (drafter rows and U_r replayed, one read per step)
-// gives its eager tokens, three replays per step.
+// gives its eager tokens, three replays per step; EAGLE-2 (its tree verified on the device, one
+// read per step) gives ar's.
 TEST_F(GpuTest, PooledStepGraphsGiveArsGreedyTokensOnTheGpu) {
   auto graphs = LoadModelSet("models/synth", GpuOptions(torch::kFloat32, true));
   ASSERT_OK(graphs);
@@ -309,7 +311,7 @@ TEST_F(GpuTest, PooledStepGraphsGiveArsGreedyTokensOnTheGpu) {
     ASSERT_OK(mulo_config);
     const MuloDecoder mulo(mulo_config->mulo);
     const auto mulo_eager = Tokens(mulo, *graphs, prompts[i], 0.0, i);
-    for (const std::string method : {"ar", "speculative", "mulo"}) {
+    for (const std::string method : {"ar", "speculative", "mulo", "eagle"}) {
       auto reservation = (*pools)->Reserve(RequestKvDemand(*graphs, method, sampling));
       ASSERT_NE(reservation, nullptr);
       GenerateOptions options;
@@ -319,7 +321,10 @@ TEST_F(GpuTest, PooledStepGraphsGiveArsGreedyTokensOnTheGpu) {
           method == "ar"            ? Tokens(ArDecoder(), *graphs, prompts[i], 0.0, i, options)
           : method == "speculative" ? Tokens(SpeculativeDecoder(), *graphs, prompts[i], 0.0, i,
                                              options)
-                                    : Tokens(mulo, *graphs, prompts[i], 0.0, i, options);
+          // EAGLE-2 verifies its tree on the device: the tree forward's ids, positions and
+          // mask made there go through the pool graphs (eagle.cc, StepOnDevice).
+          : method == "eagle" ? Tokens(EagleDecoder(), *graphs, prompts[i], 0.0, i, options)
+                              : Tokens(mulo, *graphs, prompts[i], 0.0, i, options);
       const int64_t replays = (*pools)->graph_counts().replays - before.replays;
       std::cout << "[gpu] pooled " << method << ", prompt " << i << ": " << replays
                 << " replays\n";
