@@ -1,5 +1,6 @@
 #include "engine/sampling/tree_rejection.h"
 
+#include <algorithm>
 #include <string>
 
 #include "engine/sampling/row_sampler.h"
@@ -21,42 +22,108 @@ torch::Tensor TreeAncestors(const torch::Tensor& parents, int64_t max_depth) {
   return reach.gt(0.0);
 }
 
+namespace {
+
+// p' for every draft at its try under a static tree's rules, float64 [L]: the host walk's
+// residual chain, norm(max(p' - q_s, 0)) after each earlier sibling s (rounded to float32 at
+// every link, as HostResidualDistribution returns it; p' itself when nothing is left), for
+// every parent at once, sibling rank by sibling rank. Also the residual after every live child
+// of each row, [L + 1, V] float64: what the walk draws from when it stops there.
+struct StaticChain {
+  torch::Tensor at_try, after_children;
+};
+StaticChain ResidualChain(const torch::Tensor& p, const torch::Tensor& q,
+                          const torch::Tensor& parent_row, const torch::Tensor& rank,
+                          const torch::Tensor& live, const torch::Tensor& tokens,
+                          int64_t widest) {
+  const int64_t length = tokens.size(0), vocab = p.size(1);
+  const auto longs = tokens.options();
+  // child_at[row, r]: the live draft of rank r under `row`, or `length` (a row of zeros in q).
+  const int64_t cells = (length + 1) * widest;
+  const torch::Tensor child_at =
+      torch::full({cells + 1}, length, longs)
+          .scatter_(0, torch::where(live, parent_row * widest + rank, cells),
+                    torch::arange(length, longs))
+          .narrow(0, 0, cells)
+          .view({length + 1, widest});
+  const torch::Tensor q_rows =
+      torch::constant_pad_nd(q.to(torch::kFloat64), {0, 0, 0, 1}, 0.0);  // [L + 1, V]
+  const torch::Tensor where_tried = parent_row * vocab + tokens;
+  torch::Tensor residual = p.to(torch::kFloat64);
+  torch::Tensor at_try = torch::zeros({length}, residual.options());
+  for (int64_t r = 0; r < widest; ++r) {
+    at_try = torch::where(rank.eq(r), residual.view({-1}).index_select(0, where_tried), at_try);
+    const torch::Tensor child = child_at.select(1, r);
+    const torch::Tensor left = (residual - q_rows.index_select(0, child)).clamp_min(0.0);
+    const torch::Tensor total = left.sum(1, /*keepdim=*/true);
+    const torch::Tensor next =
+        torch::where(total.gt(0.0), left / total, residual).to(torch::kFloat32).to(torch::kFloat64);
+    residual = torch::where(child.lt(length).unsqueeze(1), next, residual);
+  }
+  return {at_try, residual};
+}
+
+}  // namespace
+
 torch::Tensor JudgeTree(const TreeCall& call) {
   torch::NoGradGuard no_grad;
   const int64_t length = call.size(), vocab = call.p.size(1), depth = call.max_depth;
   TORCH_CHECK(call.p.dim() == 2 && call.p.size(0) == length + 1,
               "JudgeTree: p needs a row after the root and after every draft");
+  TORCH_CHECK(!call.q.defined() || call.max_children >= 1,
+              "JudgeTree: a static tree needs its widest node's child count");
   const auto longs = call.p.options().dtype(torch::kInt64);
   const torch::Tensor& parents = call.parents;
   const torch::Tensor& tokens = call.tokens;
   const torch::Tensor parent_row = parents + 1;  // the row of p each draft is judged under
   const torch::Tensor ancestors =
       call.ancestors.defined() ? call.ancestors : TreeAncestors(parents, depth);
+  // A static tree's drafts whose draw found no mass are dropped with their subtrees, as the
+  // host does before it walks: not tried, not counted among their parent's children.
+  const torch::Tensor live =
+      call.valid.defined()
+          ? (ancestors & call.valid.logical_not().unsqueeze(0)).any(1).logical_not()
+          : torch::ones({length}, longs.dtype(torch::kBool));
   // first[i]: the walk would keep draft i on reaching its parent, its first kept child.
   torch::Tensor first, tried_here;
+  torch::Tensor after_children;  // static trees: each row's residual after its children
   if (call.greedy) {
     // The argmax after its parent (siblings are distinct tokens: at most one is).
-    first = call.p.argmax(1).index_select(0, parent_row).eq(tokens);
+    first = call.p.argmax(1).index_select(0, parent_row).eq(tokens) & live;
   } else {
     // Earlier siblings: the same parent, earlier in draft order (the order they are tried).
-    const torch::Tensor earlier = parents.unsqueeze(1).eq(parents.unsqueeze(0)).tril(-1);
-    tried_here = earlier.sum(1) + 1;  // the tries at a draft's level up to and with it
+    const torch::Tensor earlier =
+        parents.unsqueeze(1).eq(parents.unsqueeze(0)).tril(-1) & live.unsqueeze(0);
+    const torch::Tensor rank = earlier.sum(1);
+    tried_here = rank + 1;  // the tries at a draft's level up to and with it
     // The walk reaches a draft after trying, at every level above, the path's node and its
     // earlier siblings: its number is the acceptance stream's (sum of tried_here over its
     // ancestors and itself) - 1.
-    const torch::Tensor u =
-        call.accept_uniforms.index_select(0, (ancestors * tried_here).sum(1) - 1);
-    // Its mass in double (the host reads p so), and p' after its earlier siblings' rejection:
-    // the row renormalised without them (the first child's is its own mass).
-    const torch::Tensor mass =
-        call.p.view({-1}).index_select(0, parent_row * vocab + tokens).to(torch::kFloat64);
-    const torch::Tensor rest = call.p.sum(1, /*keepdim=*/false, torch::kFloat64)
-                                   .index_select(0, parent_row) -
-                               earlier.to(torch::kFloat64).mv(mass);
-    const torch::Tensor at_try =
-        torch::where(tried_here.eq(1), mass, mass / rest.clamp_min(1e-300));
-    // min(1, p'/1) > u, with u < 1.
-    const torch::Tensor kept = u.lt(at_try);
+    const torch::Tensor u = call.accept_uniforms.index_select(
+        0, ((ancestors * tried_here).sum(1) - 1).clamp(0, std::max<int64_t>(length - 1, 0)));
+    torch::Tensor kept;
+    if (call.q.defined()) {
+      // Drawn from q_i: kept when p' >= q_i(x) or u q_i(x) < p' (AcceptDraft).
+      const StaticChain chain =
+          ResidualChain(call.p, call.q, parent_row, rank, live, tokens, call.max_children);
+      const torch::Tensor q_x = call.q.view({-1})
+                                    .index_select(0, torch::arange(length, longs) * vocab + tokens)
+                                    .to(torch::kFloat64);
+      kept = chain.at_try.ge(q_x) | (u * q_x).lt(chain.at_try);
+      after_children = chain.after_children;
+    } else {
+      // One-hot q: p' after the rejected siblings is the row renormalised without them (the
+      // first child's is its own mass); kept when u < p'.
+      const torch::Tensor mass =
+          call.p.view({-1}).index_select(0, parent_row * vocab + tokens).to(torch::kFloat64);
+      const torch::Tensor rest = call.p.sum(1, /*keepdim=*/false, torch::kFloat64)
+                                     .index_select(0, parent_row) -
+                                 earlier.to(torch::kFloat64).mv(mass);
+      const torch::Tensor at_try =
+          torch::where(rank.eq(0), mass, mass / rest.clamp_min(1e-300));
+      kept = u.lt(at_try);
+    }
+    kept = kept & live;
     first = kept & (earlier & kept.unsqueeze(0)).any(1).logical_not();
   }
   // On the path: the draft and each of its ancestors is its parent's first kept child.
@@ -81,6 +148,11 @@ torch::Tensor JudgeTree(const TreeCall& call) {
   if (call.greedy) {
     next = last.argmax(1);
     tries = torch::zeros({1}, longs);
+  } else if (after_children.defined()) {
+    const torch::Tensor children = parent_row.eq(row) & live;
+    tries = ((tried_here * on_path).sum() + children.sum()).view({1});
+    next = DrawRows(after_children.index_select(0, row).to(torch::kFloat32),
+                    call.draw_uniform.view({1}));
   } else {
     const torch::Tensor children = parent_row.eq(row);
     tries = ((tried_here * on_path).sum() + children.sum()).view({1});

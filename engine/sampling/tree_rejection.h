@@ -1,24 +1,36 @@
-// Verification of a deterministic draft tree (EAGLE-2's, PEANUT's: each node's children are
-// top-k tokens of one distribution, so q is one-hot) as tensor ops on the device where p is,
+// Verification of a draft tree as tensor ops on the device where p is: a deterministic tree
+// (EAGLE-2's, PEANUT's: each node's children are top-k tokens of one distribution, so q is
+// one-hot) or a static one (EAGLE-1's: children drawn without replacement from q, TreeCall::q),
 // with no host read: TreeVerifier's lossless rules (tree_verifier.h), decision for decision
 // given the same numbers, so that a tree step can verify and read its verdict once (issue 61)
 // and the walk could be captured in a graph (every shape is fixed by the tree's size and the
 // depth bound; nothing is read while it runs).
 //
-// The walk from the root: at each level the current node's children are tried in draft order: child x with sibling rank k is kept when u * 1 < p'(x),
-// p'(x) = p(x) for k = 0 and p(x) / (S - sum of the earlier siblings' p) after k rejections (S:
-// the row's mass), which is p renormalised without the rejected tokens, as the host's walk
-// makes it; u is the acceptance stream's next number in walk order (the host's: one per tried
-// child). When no child is kept (or the node is a leaf) the next token is drawn with the draw
-// stream's number from the row without its rejected children (DrawRows, the host draw's
-// decisions). Greedy: a child is kept when it is the argmax after its parent, and among kept
-// siblings the one with the longest kept path wins (the first on ties), as the host's Greedy;
-// siblings being distinct tokens, at most one is kept.
+// The walk from the root: at each level the current node's children are tried in draft
+// order, each with the acceptance stream's next number u (the host's: one per tried child).
+//   - Deterministic tree: child x with sibling rank k is kept when u < p'(x), p'(x) = p(x) for
+//     k = 0 and p(x) / (S - the earlier siblings' mass) after k rejections (S: the row's mass),
+//     which is p renormalised without the rejected tokens, as the host's walk makes it.
+//   - Static tree: child x is kept when p'(x) >= q_x(x) or u q_x(x) < p'(x), p' after each
+//     rejected sibling s becoming norm(max(p' - q_s, 0)); that chain is sequential over a
+//     node's siblings, so it runs sibling rank by sibling rank for every node at once.
+// When no child is kept (or the node is a leaf) the next token is drawn with the draw stream's
+// number from what is left of the row (DrawRows, the host draw's decisions). Greedy: a child is
+// kept when it is the argmax after its parent, and among kept siblings the one with the
+// longest kept path wins (the first on ties), as the host's Greedy; siblings being distinct
+// tokens, at most one is kept.
 //
 // The walk is not a loop: every draft's number is fixed by its ancestors' sibling ranks (the
 // walk reaches it after trying exactly its ancestors, their earlier siblings and its own), so
 // every draft is judged at once and the path is where each ancestor is its parent's first
-// kept child: a few dozen operators whatever the tree.
+// kept child: a fixed set of operators whatever the walk.
+//
+// EAGLE-2 and PEANUT verify here (eagle.cc). EAGLE-1's static trees still walk on the host:
+// their residual chain adds ~40 operators per sibling rank (~520 for StaticTree57's five
+// ranks against ~310 for a deterministic tree), which cost more than the read it would save
+// while the walk runs outside a graph (EAGLE-1 measured 2,575 -> 2,950 operators per step,
+// projected 0.37x -> 0.34x ar on the H100); the static rules are here, checked against the host
+// walk (tree_rejection_test), for the tree's verify graph.
 #ifndef MULO_ENGINE_SAMPLING_TREE_REJECTION_H_
 #define MULO_ENGINE_SAMPLING_TREE_REJECTION_H_
 
@@ -44,6 +56,13 @@ struct TreeCall {
   int64_t max_depth = 0;          // at least the tree's depth (the root's children: 1)
   // bool [L, L]: row i, draft i's ancestors and itself; undefined: made from the parents.
   torch::Tensor ancestors;
+  // A static tree (EAGLE-1's): float32 [L, V], what each draft was drawn from without
+  // replacement; undefined for a deterministic tree (q one-hot).
+  torch::Tensor q;
+  // bool [L]: whether each draw found mass; a draft that did not is dropped with its subtree,
+  // as the host does. Undefined: all did.
+  torch::Tensor valid;
+  int64_t max_children = 0;  // with q: the most children of one node
 
   int64_t size() const { return tokens.size(0); }
 };

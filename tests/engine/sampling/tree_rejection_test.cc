@@ -15,6 +15,7 @@
 #include "engine/sampling/philox.h"
 #include "engine/sampling/rng.h"
 #include "engine/sampling/tree_verifier.h"
+#include "engine/sampling/without_replacement.h"
 
 namespace mulo::engine {
 namespace {
@@ -126,6 +127,136 @@ TEST(TreeRejectionTest, TheDeviceWalkMakesTheHostWalksDecisions) {
   // The cases exercise both outcomes.
   EXPECT_GT(kept_somewhere, trials / 5);
   EXPECT_GT(rejected_somewhere, trials / 5);
+}
+
+// A random static tree (EAGLE-1's kind): each node's children drawn without replacement from
+// a q of its own; with `sparse`, some q have mass on two tokens only, so a third child's draw
+// finds none and is dropped with its subtree (valid false).
+struct StaticTree {
+  std::vector<int64_t> tokens, parents;
+  std::vector<bool> valid;
+  int64_t depth = 0, widest = 0;
+  torch::Tensor q;         // [L, V]: what each draft was drawn from
+  torch::Tensor p_device;  // [L + 1, V], the root's row first
+};
+
+StaticTree RandomStaticTree(int64_t size, int64_t max_children, double closeness, bool greedy,
+                            bool sparse, int64_t seed) {
+  torch::manual_seed(seed);
+  Rng draws(seed, RngStream::kDrafter);
+  StaticTree t;
+  std::vector<std::vector<int64_t>> children(size + 1);  // index size: the root's
+  std::vector<int64_t> depth_of;
+  for (int64_t i = 0; i < size; ++i) {
+    std::vector<int64_t> open;
+    if (static_cast<int64_t>(children[size].size()) < max_children) open.push_back(-1);
+    for (int64_t j = 0; j < i; ++j) {
+      if (static_cast<int64_t>(children[j].size()) < max_children) open.push_back(j);
+    }
+    const int64_t parent = open[torch::randint(open.size(), {1}).item<int64_t>()];
+    children[parent < 0 ? size : parent].push_back(i);
+    t.parents.push_back(parent);
+    depth_of.push_back(parent < 0 ? 1 : depth_of[parent] + 1);
+    t.depth = std::max(t.depth, depth_of.back());
+  }
+  t.tokens.assign(size, 0);
+  t.valid.assign(size, true);
+  t.q = torch::zeros({size, kVocab});
+  torch::Tensor p = torch::softmax(torch::randn({size + 1, kVocab}) * 2.0, 1);
+  for (int64_t r = 0; r <= size; ++r) {
+    const std::vector<int64_t>& kids = children[r];
+    t.widest = std::max<int64_t>(t.widest, kids.size());
+    torch::Tensor q = torch::softmax(torch::randn({kVocab}) * 2.0, 0);
+    if (sparse && r % 3 == 0) {  // mass on two tokens only
+      torch::Tensor two = torch::zeros({kVocab});
+      two.narrow(0, 0, 2).copy_(q.narrow(0, 0, 2));
+      q = two / two.sum();
+    }
+    p[r] = (1.0 - closeness) * p[r] + closeness * q;
+    if (kids.empty()) continue;
+    const SiblingDraws drawn = DrawWithoutReplacement(q, kids.size(), draws, greedy);
+    for (size_t k = 0; k < kids.size(); ++k) {
+      if (k < drawn.tokens.size()) {
+        t.tokens[kids[k]] = drawn.tokens[k];
+        t.q[kids[k]] = drawn.q[k];
+      } else {
+        t.valid[kids[k]] = false;
+      }
+    }
+  }
+  if (greedy) p = torch::one_hot(p.argmax(1), kVocab).to(torch::kFloat32);
+  const torch::Tensor host_rows = p.to(torch::kFloat32);
+  t.p_device = torch::cat({host_rows.narrow(0, size, 1), host_rows.narrow(0, 0, size)});
+  return t;
+}
+
+TEST(TreeRejectionTest, TheDeviceWalkMakesTheHostWalksDecisionsOnStaticTrees) {
+  const TreeVerifier verifier;
+  int kept_somewhere = 0, rejected_somewhere = 0, dropped = 0, trials = 0;
+  for (int64_t size : {1, 4, 12, 30}) {
+    for (int64_t max_children : {1, 3, 5}) {
+      for (bool greedy : {false, true}) {
+        for (int64_t seed = 0; seed < 10; ++seed) {
+          const StaticTree t = RandomStaticTree(size, max_children, (seed % 4) / 3.0, greedy,
+                                                seed % 2 == 1, 5000 + 100 * size + seed);
+          const std::string where = "size " + std::to_string(size) + ", children " +
+                                    std::to_string(max_children) + ", greedy " +
+                                    std::to_string(greedy) + ", seed " + std::to_string(seed);
+          // The host verifies the tree without the dropped drafts, as EagleProposer gives it.
+          std::vector<int64_t> kept_index(size, -1), kept_nodes;
+          DraftBatch drafts;
+          for (int64_t i = 0; i < size; ++i) {
+            const int64_t parent = t.parents[i];
+            if (!t.valid[i] || (parent >= 0 && kept_index[parent] < 0)) continue;
+            kept_index[i] = static_cast<int64_t>(kept_nodes.size());
+            kept_nodes.push_back(i);
+            drafts.tokens.push_back(t.tokens[i]);
+            drafts.parents.push_back(parent < 0 ? -1 : kept_index[parent]);
+          }
+          dropped += size - static_cast<int64_t>(kept_nodes.size());
+          const torch::Tensor nodes = torch::tensor(kept_nodes, torch::kInt64);
+          drafts.q = t.q.index_select(0, nodes);
+          // Row j after kept draft j, the root's last.
+          const torch::Tensor p_host =
+              torch::cat({t.p_device.index_select(0, nodes + 1), t.p_device.narrow(0, 0, 1)});
+          Rng host_accept(seed, RngStream::kAcceptance), host_draw(seed, RngStream::kTarget);
+          Rng device_accept(seed, RngStream::kAcceptance), device_draw(seed, RngStream::kTarget);
+          auto host = verifier.Verify({drafts, p_host, greedy}, {&host_accept, &host_draw});
+          ASSERT_TRUE(host.ok()) << host.status().ToString();
+          std::vector<int64_t> host_path;
+          for (int64_t j : host->accepted) host_path.push_back(kept_nodes[j]);
+          std::vector<uint8_t> valid(t.valid.begin(), t.valid.end());
+          TreeCall call{t.p_device,
+                        torch::tensor(t.tokens, torch::kInt64),
+                        torch::tensor(t.parents, torch::kInt64),
+                        StreamUniforms(device_accept, size, torch::kCPU),
+                        StreamUniforms(device_draw, 1, torch::kCPU),
+                        greedy,
+                        t.depth};
+          call.q = t.q;
+          call.valid = torch::tensor(valid, torch::kUInt8).to(torch::kBool);
+          call.max_children = std::max<int64_t>(1, t.widest);
+          const torch::Tensor judged = JudgeTree(call);
+          std::vector<int64_t> values(judged.data_ptr<int64_t>(),
+                                      judged.data_ptr<int64_t>() + judged.numel());
+          auto device = TreeDecisionFromHost(values, size, t.depth);
+          ASSERT_TRUE(device.ok()) << device.status().ToString();
+          EXPECT_EQ(device->accepted, host_path) << where;
+          EXPECT_EQ(device->next_token, host->next_token) << where;
+          device_accept.Skip(static_cast<uint64_t>(device->tries));
+          if (!greedy) device_draw.Skip(1);
+          EXPECT_EQ(device_accept.Uniform(), host_accept.Uniform()) << where;
+          EXPECT_EQ(device_draw.Uniform(), host_draw.Uniform()) << where;
+          kept_somewhere += !host_path.empty();
+          rejected_somewhere += host_path.size() < static_cast<size_t>(t.depth);
+          ++trials;
+        }
+      }
+    }
+  }
+  EXPECT_GT(kept_somewhere, trials / 5);
+  EXPECT_GT(rejected_somewhere, trials / 5);
+  EXPECT_GT(dropped, 0) << "some draws found no mass";
 }
 
 // TreeAncestors' squarings find every ancestor, for trees as deep as the bound says.
