@@ -133,13 +133,17 @@ TEST(EagleTest, TheDeviceStepMakesTheHostStepsDecisions) {
         s.temperature = temperature;
         s.cfg_scale = 2.0;
         s.seed = seed;
+        // Filtered distributions too: p with zeros, trees with children of no mass.
+        if (temperature > 0 && seed % 3 == 1) s.top_k = 3;
+        if (temperature > 0 && seed % 3 == 2) s.top_p = 0.8;
         auto on_device = RunMethod(EagleDecoder(device), f, s);
         auto on_host = RunMethod(EagleDecoder(host), f, s);
         ASSERT_OK(on_device);
         ASSERT_OK(on_host);
         const std::string where = "tree " + std::to_string(device.dynamic.total_tokens) +
                                   ", temperature " + std::to_string(temperature) + ", seed " +
-                                  std::to_string(seed);
+                                  std::to_string(seed) + ", top_k " + std::to_string(s.top_k) +
+                                  ", top_p " + std::to_string(s.top_p);
         EXPECT_EQ(on_device->tokens, on_host->tokens) << where;
         const Stats& d = on_device->stats;
         const Stats& h = on_host->stats;
