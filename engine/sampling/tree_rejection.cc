@@ -28,7 +28,8 @@ namespace {
 // residual chain, norm(max(p' - q_s, 0)) after each earlier sibling s (rounded to float32 at
 // every link, as HostResidualDistribution returns it; p' itself when nothing is left), for
 // every parent at once, sibling rank by sibling rank. Also the residual after every live child
-// of each row, [L + 1, V] float64: what the walk draws from when it stops there.
+// of each row, [L + 1, V] float64: what the walk draws from when it stops there. `live`
+// undefined: every draft is.
 struct StaticChain {
   torch::Tensor at_try, after_children;
 };
@@ -42,7 +43,9 @@ StaticChain ResidualChain(const torch::Tensor& p, const torch::Tensor& q,
   const int64_t cells = (length + 1) * widest;
   const torch::Tensor child_at =
       torch::full({cells + 1}, length, longs)
-          .scatter_(0, torch::where(live, parent_row * widest + rank, cells),
+          .scatter_(0,
+                    live.defined() ? torch::where(live, parent_row * widest + rank, cells)
+                                   : parent_row * widest + rank,
                     torch::arange(length, longs))
           .narrow(0, 0, cells)
           .view({length + 1, widest});
@@ -80,20 +83,24 @@ torch::Tensor JudgeTree(const TreeCall& call) {
       call.ancestors.defined() ? call.ancestors : TreeAncestors(parents, depth);
   // A static tree's drafts whose draw found no mass are dropped with their subtrees, as the
   // host does before it walks: not tried, not counted among their parent's children.
+  // Undefined: every draft is live (no operators spent on a mask of ones).
   const torch::Tensor live =
       call.valid.defined()
           ? (ancestors & call.valid.logical_not().unsqueeze(0)).any(1).logical_not()
-          : torch::ones({length}, longs.dtype(torch::kBool));
+          : torch::Tensor();
+  const auto only_live = [&](const torch::Tensor& flags) {
+    return live.defined() ? flags & live : flags;
+  };
   // first[i]: the walk would keep draft i on reaching its parent, its first kept child.
   torch::Tensor first, tried_here;
   torch::Tensor after_children;  // static trees: each row's residual after its children
   if (call.greedy) {
     // The argmax after its parent (siblings are distinct tokens: at most one is).
-    first = call.p.argmax(1).index_select(0, parent_row).eq(tokens) & live;
+    first = only_live(call.p.argmax(1).index_select(0, parent_row).eq(tokens));
   } else {
     // Earlier siblings: the same parent, earlier in draft order (the order they are tried).
-    const torch::Tensor earlier =
-        parents.unsqueeze(1).eq(parents.unsqueeze(0)).tril(-1) & live.unsqueeze(0);
+    torch::Tensor earlier = parents.unsqueeze(1).eq(parents.unsqueeze(0)).tril(-1);
+    if (live.defined()) earlier = earlier & live.unsqueeze(0);
     const torch::Tensor rank = earlier.sum(1);
     tried_here = rank + 1;  // the tries at a draft's level up to and with it
     // The walk reaches a draft after trying, at every level above, the path's node and its
@@ -123,7 +130,7 @@ torch::Tensor JudgeTree(const TreeCall& call) {
           torch::where(rank.eq(0), mass, mass / rest.clamp_min(1e-300));
       kept = u.lt(at_try);
     }
-    kept = kept & live;
+    kept = only_live(kept);
     first = kept & (earlier & kept.unsqueeze(0)).any(1).logical_not();
   }
   // On the path: the draft and each of its ancestors is its parent's first kept child.
@@ -149,7 +156,7 @@ torch::Tensor JudgeTree(const TreeCall& call) {
     next = last.argmax(1);
     tries = torch::zeros({1}, longs);
   } else if (after_children.defined()) {
-    const torch::Tensor children = parent_row.eq(row) & live;
+    const torch::Tensor children = only_live(parent_row.eq(row));
     tries = ((tried_here * on_path).sum() + children.sum()).view({1});
     next = DrawRows(after_children.index_select(0, row).to(torch::kFloat32),
                     call.draw_uniform.view({1}));
