@@ -29,31 +29,53 @@ struct Tree {
   torch::Tensor p_device;  // the same rows, the root's first
 };
 
+// A random tree shape with at most `max_children` children per node (parents before
+// children), from the torch generator.
+struct RandomShape {
+  std::vector<int64_t> parents;
+  std::vector<std::vector<int64_t>> children;  // per row: the drafts under it (index L: root)
+  int64_t depth = 0;
+};
+
+RandomShape MakeRandomShape(int64_t size, int64_t max_children) {
+  RandomShape shape;
+  shape.children.resize(size + 1);
+  std::vector<int64_t> depth_of;
+  for (int64_t i = 0; i < size; ++i) {
+    // Any earlier node (or the root) with room for another child.
+    std::vector<int64_t> open;
+    if (static_cast<int64_t>(shape.children[size].size()) < max_children) open.push_back(-1);
+    for (int64_t j = 0; j < i; ++j) {
+      if (static_cast<int64_t>(shape.children[j].size()) < max_children) open.push_back(j);
+    }
+    const int64_t parent = open[torch::randint(open.size(), {1}).item<int64_t>()];
+    shape.children[parent < 0 ? size : parent].push_back(i);
+    shape.parents.push_back(parent);
+    depth_of.push_back(parent < 0 ? 1 : depth_of[parent] + 1);
+    shape.depth = std::max(shape.depth, depth_of.back());
+  }
+  return shape;
+}
+
 // A random deterministic tree (siblings are distinct tokens, parents before children) whose
 // p leans towards the drafted children by `closeness`, so that paths are kept for a while.
 Tree RandomTree(int64_t size, int64_t max_children, double closeness, bool greedy, int64_t seed) {
   torch::manual_seed(seed);
+  const RandomShape shape = MakeRandomShape(size, max_children);
   Tree t;
-  std::vector<int64_t> depth_of;
-  std::vector<std::vector<int64_t>> children(size + 1);  // index size: the root's
-  for (int64_t i = 0; i < size; ++i) {
-    // Any earlier node (or the root) with room for another child.
-    std::vector<int64_t> open;
-    if (static_cast<int64_t>(children[size].size()) < max_children) open.push_back(-1);
-    for (int64_t j = 0; j < i; ++j) {
-      if (static_cast<int64_t>(children[j].size()) < max_children) open.push_back(j);
+  t.parents = shape.parents;
+  t.depth = shape.depth;
+  t.tokens.assign(size, 0);
+  std::vector<std::vector<int64_t>> children(size + 1);  // per row: its children's tokens
+  for (int64_t r = 0; r <= size; ++r) {
+    for (int64_t child : shape.children[r]) {
+      int64_t token;
+      do {
+        token = torch::randint(kVocab, {1}).item<int64_t>();
+      } while (std::find(children[r].begin(), children[r].end(), token) != children[r].end());
+      children[r].push_back(token);
+      t.tokens[child] = token;
     }
-    const int64_t parent = open[torch::randint(open.size(), {1}).item<int64_t>()];
-    std::vector<int64_t>& siblings = children[parent < 0 ? size : parent];
-    int64_t token;
-    do {
-      token = torch::randint(kVocab, {1}).item<int64_t>();
-    } while (std::find(siblings.begin(), siblings.end(), token) != siblings.end());
-    siblings.push_back(token);
-    t.tokens.push_back(token);
-    t.parents.push_back(parent);
-    depth_of.push_back(parent < 0 ? 1 : depth_of[parent] + 1);
-    t.depth = std::max(t.depth, depth_of.back());
   }
   // Row r (the root: size) puts extra mass on its children's tokens.
   torch::Tensor p = torch::softmax(torch::randn({size + 1, kVocab}) * 2.0, 1);
@@ -145,20 +167,10 @@ StaticTree RandomStaticTree(int64_t size, int64_t max_children, double closeness
   torch::manual_seed(seed);
   Rng draws(seed, RngStream::kDrafter);
   StaticTree t;
-  std::vector<std::vector<int64_t>> children(size + 1);  // index size: the root's
-  std::vector<int64_t> depth_of;
-  for (int64_t i = 0; i < size; ++i) {
-    std::vector<int64_t> open;
-    if (static_cast<int64_t>(children[size].size()) < max_children) open.push_back(-1);
-    for (int64_t j = 0; j < i; ++j) {
-      if (static_cast<int64_t>(children[j].size()) < max_children) open.push_back(j);
-    }
-    const int64_t parent = open[torch::randint(open.size(), {1}).item<int64_t>()];
-    children[parent < 0 ? size : parent].push_back(i);
-    t.parents.push_back(parent);
-    depth_of.push_back(parent < 0 ? 1 : depth_of[parent] + 1);
-    t.depth = std::max(t.depth, depth_of.back());
-  }
+  const RandomShape shape = MakeRandomShape(size, max_children);
+  const std::vector<std::vector<int64_t>>& children = shape.children;
+  t.parents = shape.parents;
+  t.depth = shape.depth;
   t.tokens.assign(size, 0);
   t.valid.assign(size, true);
   t.q = torch::zeros({size, kVocab});
