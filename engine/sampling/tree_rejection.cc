@@ -1,6 +1,5 @@
 #include "engine/sampling/tree_rejection.h"
 
-#include <algorithm>
 #include <string>
 
 #include "engine/sampling/row_sampler.h"
@@ -106,8 +105,8 @@ torch::Tensor JudgeTree(const TreeCall& call) {
     // The walk reaches a draft after trying, at every level above, the path's node and its
     // earlier siblings: its number is the acceptance stream's (sum of tried_here over its
     // ancestors and itself) - 1.
-    const torch::Tensor u = call.accept_uniforms.index_select(
-        0, ((ancestors * tried_here).sum(1) - 1).clamp(0, std::max<int64_t>(length - 1, 0)));
+    const torch::Tensor u =
+        call.accept_uniforms.index_select(0, (ancestors * tried_here).sum(1) - 1);
     torch::Tensor kept;
     if (call.q.defined()) {
       // Drawn from q_i: kept when p' >= q_i(x) or u q_i(x) < p' (AcceptDraft).
