@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "engine/core/device_upload.h"
+#include "engine/decode/eagle_tree_graphs.h"
+#include "engine/decode/kv_pools.h"
 #include "engine/sampling/without_replacement.h"
 
 namespace mulo::engine {
@@ -231,6 +233,23 @@ StatusOr<TreeDraft> EagleProposer::ProposeDynamic(DecodeSession& session,
 
 StatusOr<DeviceDynamicTree::ChosenTree> EagleProposer::ProposeDynamicOnDevice(
     DecodeSession& session, const DynamicTreeOptions& options, int64_t max_depth) {
+  // From the worker's graphs of the whole drafting step when the step fits them: one replay.
+  const EagleTreeGraphs* graphs =
+      session.reservation() != nullptr ? session.reservation()->TreeGraphsOf(head_) : nullptr;
+  DynamicTreeOptions cut = options;
+  cut.depth = std::min(options.depth, max_depth - 1);
+  const int64_t pairs = static_cast<int64_t>(queued_tokens_.size());
+  if (graphs != nullptr && graphs->Fits(cache_, pairs, cut, session.sampling())) {
+    MULO_ASSIGN_OR_RETURN(
+        DeviceDynamicTree::ChosenTree chosen,
+        graphs->Run({&cache_, queued_tokens_, torch::stack(queued_features_, 1),
+                     session.sampling()}));
+    session.stats().draft_forward_passes += 1 + cut.depth;  // the catch-up, each expansion
+    committed_rows_ += pairs;
+    queued_tokens_.clear();
+    queued_features_.clear();
+    return chosen;
+  }
   MULO_ASSIGN_OR_RETURN(DeviceDynamicTree tree, GrowDynamic(session, options, max_depth));
   return tree.ChosenTreeOnDevice();
 }

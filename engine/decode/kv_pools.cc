@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "engine/decode/eagle_tree_graphs.h"
 #include "engine/decode/mulo_options.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/row_graphs.h"
@@ -29,6 +30,8 @@ struct PoolPlan {
   std::function<StatusOr<std::shared_ptr<RowGraphs>>(const KvPool&)> capture_rows = nullptr;
   std::vector<std::function<StatusOr<std::shared_ptr<VerifyGraphs>>(const KvPool&)>>
       capture_verify = {};
+  // The head's graphs of EAGLE-2's whole drafting step (eagle_tree_graphs.h), or null.
+  std::function<StatusOr<std::shared_ptr<EagleTreeGraphs>>(const KvPool&)> capture_tree = nullptr;
 };
 
 // Rows a slot holds: a request's longest cache and the draft rows after it, in whole graph
@@ -124,6 +127,28 @@ std::vector<PoolPlan> Plan(const ModelSet& models) {
                   SlotRows(models.target->num_image_tokens(), graphs), nullptr};
     if (graphs) {
       plan.capture_graphs = [head](const KvPool& pool) { return head->CapturePoolGraphs(pool); };
+      const std::optional<RowGraphs::Model> steps = models.target->StepGraphModel();
+      if (steps) {
+        // EAGLE-2's drafting (the catch-up, the tree's expansions and its choice) in one replay,
+        // for the family's default tree.
+        const DynamicTreeOptions fallback;
+        const DynamicTreeOptions tree{
+            FamilyDefault(models, "eagle", "total_tokens", fallback.total_tokens),
+            FamilyDefault(models, "eagle", "depth", fallback.depth),
+            FamilyDefault(models, "eagle", "top_k", fallback.top_k)};
+        const TokenModel* target = models.target.get();
+        EagleTreeGraphs::Model model{head->SlotForward(), steps->embed,
+                                     [target](const torch::Tensor& hidden) {
+                                       return target->HeadLogits(hidden);
+                                     },
+                                     steps->dim,
+                                     steps->vocab,
+                                     steps->options,
+                                     steps->emulated};
+        plan.capture_tree = [model, tree](const KvPool& pool) {
+          return EagleTreeGraphs::Capture(pool, tree, model);
+        };
+      }
     }
     plans.push_back(std::move(plan));
   }
@@ -161,6 +186,10 @@ StatusOr<std::unique_ptr<KvPools>> KvPools::Make(const std::vector<Family>& fami
       for (const auto& capture_verify : plan.capture_verify) {
         MULO_ASSIGN_OR_RETURN(std::shared_ptr<VerifyGraphs> verify, capture_verify(*pool));
         pool->AddVerifyGraphs(std::move(verify));
+      }
+      if (graphs && plan.capture_tree != nullptr) {
+        MULO_ASSIGN_OR_RETURN(std::shared_ptr<EagleTreeGraphs> tree, plan.capture_tree(*pool));
+        pools->tree_graphs_.push_back(std::move(tree));
       }
       pools->Add(family.name, plan.component, plan.model, std::move(pool));
     }
@@ -234,6 +263,9 @@ std::vector<KvPools::Usage> KvPools::usage() const {
     if (entry.pool->graphs() != nullptr) graphs.Add(entry.pool->graphs()->counts());
     if (entry.pool->row_graphs() != nullptr) graphs.Add(entry.pool->row_graphs()->counts());
     for (const auto& verify : entry.pool->verify_graphs()) graphs.Add(verify->counts());
+    for (const auto& tree : tree_graphs_) {
+      if (&tree->pool() == entry.pool.get()) graphs.Add(tree->counts());
+    }
     out.push_back({entry.family, entry.component, entry.pool->slots(), entry.pool->used_slots(),
                    entry.pool->slot_rows(), entry.pool->MemoryBytes(), entry.pool->overflows(),
                    graphs});
@@ -257,6 +289,19 @@ const ResamplerGraphs* KvPools::resampler_graphs(const Resampler& resampler) con
 
 const ResamplerGraphs* KvReservation::GraphsOf(const Resampler& resampler) const {
   return pools_ != nullptr ? pools_->resampler_graphs(resampler) : nullptr;
+}
+
+const EagleTreeGraphs* KvPools::tree_graphs(const EagleHead& head) const {
+  const Entry* entry = Find(&head);
+  if (entry == nullptr) return nullptr;
+  for (const auto& graphs : tree_graphs_) {
+    if (&graphs->pool() == entry->pool.get()) return graphs.get();
+  }
+  return nullptr;
+}
+
+const EagleTreeGraphs* KvReservation::TreeGraphsOf(const EagleHead& head) const {
+  return pools_ != nullptr ? pools_->tree_graphs(head) : nullptr;
 }
 
 int64_t KvPools::MemoryBytes() const {

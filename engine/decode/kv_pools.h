@@ -42,6 +42,7 @@ struct KvDemand {
 };
 
 class KvPools;
+class EagleTreeGraphs;  // eagle_tree_graphs.h
 
 // One request's reserved slots; its caches are taken from them.
 class KvReservation {
@@ -54,6 +55,8 @@ class KvReservation {
   int64_t unreserved() const { return unreserved_; }
   // The worker's graphs of `resampler` (MuLo-SD's U_r, kv_pools.h's Make), or null.
   const ResamplerGraphs* GraphsOf(const Resampler& resampler) const;
+  // The worker's graphs of EAGLE-2's whole drafting with `head` (eagle_tree_graphs.h), or null.
+  const EagleTreeGraphs* TreeGraphsOf(const EagleHead& head) const;
 
  private:
   friend class KvPools;
@@ -102,6 +105,9 @@ class KvPools {
   // The graphs of `resampler` captured at load (a family's up-sampler, when its target runs
   // from graphs), or null.
   const ResamplerGraphs* resampler_graphs(const Resampler& resampler) const;
+  // The graphs of EAGLE-2's drafting with `head` captured at load (over its pool, when the
+  // target and the head run from graphs), or null.
+  const EagleTreeGraphs* tree_graphs(const EagleHead& head) const;
 
   bool CanReserve(const KvDemand& demand) const;
   // The demand's slots, taken; null when they do not all fit (nothing is taken then). A need
@@ -129,6 +135,7 @@ class KvPools {
   const Entry* Find(const void* model) const;
   std::vector<Entry> pools_;
   std::vector<std::shared_ptr<ResamplerGraphs>> resampler_graphs_;
+  std::vector<std::shared_ptr<EagleTreeGraphs>> tree_graphs_;
 };
 
 }  // namespace mulo::engine

@@ -208,6 +208,10 @@ class DecodeSession {
   StatusOr<torch::Tensor> ResampleDrawn(const Resampler& resampler, const torch::Tensor& ids,
                                         int64_t h, int64_t w);
 
+  // The worker's KV-cache slots reserved for the request (and the graphs captured over them
+  // at load), or null.
+  const KvReservation* reservation() const { return request_.kv; }
+
   Rng& rng(RngStream stream) { return rngs_[static_cast<int>(stream)]; }
   // The stream's numbers on the session's device, made a block at a time (uniform_cache.h).
   UniformCache& uniforms(RngStream stream);

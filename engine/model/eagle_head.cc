@@ -48,6 +48,10 @@ StatusOr<std::shared_ptr<PoolGraphs>> EagleHead::CapturePoolGraphs(const KvPool&
       emulate_cuda_graphs_);
 }
 
+PoolGraphs::Body EagleHead::SlotForward() const {
+  return [this](KvCache& view, const PoolGraphs::Inputs& in) { return ForwardSlots(view, in); };
+}
+
 std::vector<torch::Tensor> EagleHead::ForwardSlots(KvCache& view,
                                                    const PoolGraphs::Inputs& in) const {
   torch::NoGradGuard no_grad;

@@ -43,6 +43,10 @@ class EagleHead {
   // ForwardBatch over the pool's caches replay them (pool_graphs.h).
   bool uses_cuda_graphs() const { return cuda_graphs_; }
   StatusOr<std::shared_ptr<PoolGraphs>> CapturePoolGraphs(const KvPool& pool) const;
+  // The head's forward over a slot-indexed view of its pool (PoolGraphs::Body: token
+  // embeddings and features in, predicted features out), for graphs of whole drafting steps
+  // (eagle_tree_graphs.h). Graph-capturable.
+  PoolGraphs::Body SlotForward() const;
 
   // token_embeddings, features: [B, n, dim]; mask: optional [n, cache.length() + n] bool
   // (undefined = causal). Returns predicted next features [B, n, dim].

@@ -1,0 +1,127 @@
+// CUDA graphs of EAGLE-2's whole drafting step over the EAGLE head's KV-cache pool: one replay
+// feeds the committed pairs the head has not seen (the catch-up), grows the dynamic tree
+// (DeviceDynamicTree's Start and its `depth` expansions, each a masked head forward over the
+// frontier and the target's output head) and chooses the tree to verify, with no host read.
+// SGLang captures EAGLE's draft loop as one graph for the same reason (issue 61): eagerly, the
+// expansions dispatched ~1,600 operators per step around their replayed head forwards, about
+// 3 ms of host time per step on a GPU.
+//
+// Everything a replay reads is in its static buffers, filled by one upload per replay:
+//   - the request's two head slots, its cache length before the catch-up, how many pairs it
+//     feeds (1 .. max_pairs()) and their tokens (padded with token 0), its cfg_scale and
+//     temperature (the ranking distribution's, DecodeSession::RankingProbabilities: untempered
+//     when greedy);
+//   - the pairs' target features [2, max_pairs(), dim] (pads zero).
+// Pad pairs write head cache rows past the catch-up's, which the tree's rows overwrite or
+// nothing attends. The tree's rows are dropped after the replay (the cache keeps the pairs).
+// Every tree node attends the committed rows, its ancestors' rows and its own, under a mask
+// built on the device from the cache length: the shapes depend only on the tree options, so
+// one graph per span serves every step of every request with those options.
+//
+// Keys: the span (cache length + max_pairs() + the tree's rows, rounded up to
+// ForwardGraphs::kSpanRows); lone requests (two streams: a guided request's conditional and
+// unconditional halves). Every key is captured at load for the family's EAGLE-2 tree options;
+// a request with other options (PEANUT's shapes, a cut tree at the image's end), a top-k or
+// top-p filter, or one stream grows its tree eagerly (Fits).
+// Emulated graphs (LoadOptions::emulate_cuda_graphs) run the captured body eagerly at each
+// replay, counted as one replay with none of its operators (op_count.h).
+#ifndef MULO_ENGINE_DECODE_EAGLE_TREE_GRAPHS_H_
+#define MULO_ENGINE_DECODE_EAGLE_TREE_GRAPHS_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/decode/device_dynamic_tree.h"
+#include "engine/decode/dynamic_tree.h"
+#include "engine/model/kv_cache.h"
+#include "engine/model/pool_graphs.h"
+#include "engine/sampling/sampling_params.h"
+
+namespace mulo::engine {
+
+class KvPool;
+
+class EagleTreeGraphs {
+ public:
+  // The models' pieces a drafting step is made of, each graph-capturable.
+  struct Model {
+    PoolGraphs::Body head;  // the EAGLE head over its pool's slots (EagleHead::SlotForward)
+    // The target's embeddings [streams, n, dim] of drawn ids [streams, n] (int64, on the
+    // device, not range-checked) and its output head: logits [streams, n, vocab] float32 of
+    // features [streams, n, dim].
+    std::function<torch::Tensor(const torch::Tensor& ids)> embed;
+    std::function<torch::Tensor(const torch::Tensor& hidden)> logits;
+    int64_t dim = 0;
+    int64_t vocab = 0;
+    torch::TensorOptions options;  // the head's inputs' dtype and device
+    bool emulated = false;  // replays run the body eagerly (LoadOptions::emulate_cuda_graphs)
+  };
+
+  // Captures (or, with model.emulated, emulates) every span's graph of trees with `tree`'s
+  // options over `pool` (the head's, made with a scratch slot). INVALID_ARGUMENT without a
+  // scratch slot; a key whose capture fails is left out and counted (its steps grow eagerly).
+  static StatusOr<std::shared_ptr<EagleTreeGraphs>> Capture(const KvPool& pool,
+                                                            DynamicTreeOptions tree, Model model);
+
+  const KvPool& pool() const { return pool_; }
+  const DynamicTreeOptions& tree() const { return tree_; }
+  // The most committed pairs a replay feeds before the tree: a step commits at most the
+  // tree's deepest path and the next token (depth + 2), or the first step's one.
+  int64_t max_pairs() const { return tree_.depth + 2; }
+
+  // Whether a request's step may draft from these graphs: `cache` (its head cache, two
+  // streams) is a view of this pool, `pairs` fit, the tree options are these graphs', the
+  // ranking distribution has no top-k or top-p filter and the step's rows fit a captured span.
+  bool Fits(const KvCache& cache, int64_t pairs, const DynamicTreeOptions& options,
+            const SamplingParams& sampling) const;
+
+  struct Call {
+    KvCache* cache = nullptr;     // the head's cache: the committed pairs fed so far
+    std::vector<int64_t> tokens;  // the pairs' tokens
+    torch::Tensor features;       // [2, pairs, dim]: the target features that predicted them
+    SamplingParams sampling;
+  };
+  // The chosen tree of DeviceDynamicTree (as EagleProposer grows it eagerly), left on the
+  // device (copies: the next replay rewrites the graph's outputs); the cache is advanced by the
+  // pairs. INVALID_ARGUMENT for a call that does not Fit; FAILED_PRECONDITION when its key
+  // failed to capture.
+  StatusOr<DeviceDynamicTree::ChosenTree> Run(const Call& call) const;
+
+  PoolGraphs::Counts counts() const;
+
+  EagleTreeGraphs(const EagleTreeGraphs&) = delete;
+  EagleTreeGraphs& operator=(const EagleTreeGraphs&) = delete;
+  ~EagleTreeGraphs();
+
+ private:
+  struct Entry;
+  EagleTreeGraphs(const KvPool& pool, DynamicTreeOptions tree, Model model);
+  Status CaptureSpan(int64_t span);
+  // The cache rows a step writes after the committed ones: the pairs and the tree's frontiers.
+  int64_t rows_written() const { return max_pairs() + tree_.depth * tree_.top_k; }
+  // The step over a span's static buffers (what is captured).
+  void Body(Entry& e, int64_t span) const;
+  // The ranking distribution's log [m, vocab] after predicted features [2, m, dim].
+  torch::Tensor LogRanking(const torch::Tensor& features, const torch::Tensor& cfg,
+                           const torch::Tensor& divisor) const;
+
+  const KvPool& pool_;  // the head's; owned by the worker's pools as these graphs are
+  const DynamicTreeOptions tree_;
+  const Model model_;
+  std::map<int64_t, std::unique_ptr<Entry>> entries_;  // by span
+  struct MemoryPool;
+  std::unique_ptr<MemoryPool> memory_pool_;
+  mutable std::mutex mu_;  // counts_ only
+  mutable PoolGraphs::Counts counts_;
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_DECODE_EAGLE_TREE_GRAPHS_H_

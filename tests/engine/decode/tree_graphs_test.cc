@@ -1,0 +1,165 @@
+// EAGLE-2's drafting step over the head's pool with (emulated) graphs (eagle_tree_graphs.h,
+// issue 61): the catch-up, the dynamic tree's expansions and its choice in one replay, so a
+// step is that replay and the target's tree forward. A request decodes the tokens of the eager
+// step (the same tree, grown operator by operator): greedy exactly (and ar's), sampled up to a
+// rounding flip, as the other graphs' tests allow. Steps the graphs do not fit (the trees cut
+// at the image's end, a request with a top-k filter) grow their tree eagerly; requests of an
+// engine loop share the graphs.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/op_count.h"
+#include "engine/decode/eagle_tree_graphs.h"
+#include "engine/decode/engine_loop.h"
+#include "engine/decode/kv_pools.h"
+#include "engine/decode/method_registry.h"
+#include "engine/model/model_set.h"
+#include "gtest/gtest.h"
+#include "tests/engine/decode/pooled_decode.h"
+#include "tests/engine/decode/synth_jobs.h"
+#include "tests/engine/test_util.h"
+
+namespace mulo::engine {
+namespace {
+
+TEST(TreeGraphsTest, AStepDraftsInOneReplayWithTheEagerStepsTokens) {
+  const ModelSet& plain = testing::SynthFamily();
+  const auto emulated = testing::EmulatedSynthFamily();
+  ASSERT_NE(emulated, nullptr);
+  auto pools = testing::SynthPools(*emulated, 1);
+  ASSERT_NE(pools, nullptr);
+  const EagleTreeGraphs* graphs = pools->tree_graphs(*emulated->eagle);
+  ASSERT_NE(graphs, nullptr);
+  EXPECT_GT(graphs->counts().graphs, 0);
+  EXPECT_EQ(graphs->counts().failed_captures, 0);
+  auto config = DefaultMethodConfig("eagle", *emulated);
+  ASSERT_OK(config);
+  ASSERT_FALSE(config->eagle.static_tree);
+  const int64_t depth = config->eagle.dynamic.depth;
+  EXPECT_EQ(graphs->tree().depth, depth);
+  for (double temperature : {0.0, 1.0}) {
+    int mismatches = 0;
+    for (int prompt : {0, 1, 2}) {
+      const DecodeRequest request = testing::SynthRequest({"eagle", prompt, temperature}, plain);
+      auto eager = testing::DecodeConfig(*config, plain, request);
+      ASSERT_OK(eager);
+      auto reservation = testing::ReserveFor(*pools, *emulated, "eagle", request);
+      ASSERT_NE(reservation, nullptr);
+      const int64_t replays_before = graphs->counts().replays;
+      StatusOr<DecodeResult> graphed = InternalError("not run");
+      {
+        OpCounting counting;
+        graphed = testing::DecodeConfig(*config, *emulated, request, nullptr, reservation.get());
+      }
+      ASSERT_OK(graphed);
+      const Stats& stats = graphed->stats;
+      const int64_t steps = stats.verify_steps;
+      const int64_t tree_replays = graphs->counts().replays - replays_before;
+      std::cout << "[eagle] temperature " << temperature << ", prompt " << prompt << ": "
+                << steps << " steps (" << tree_replays << " drafted by the graphs), "
+                << stats.graph_replays << " replays, " << stats.host_syncs << " reads, "
+                << stats.dispatched_ops << " operators outside graphs ("
+                << static_cast<double>(stats.dispatched_ops) / static_cast<double>(steps)
+                << " per step)\n";
+      ASSERT_GT(steps, 0);
+      // Every step drafts from the graphs but those whose tree the image's end cuts (at most
+      // depth + 1 steps: each commits a token at least).
+      EXPECT_GE(tree_replays, steps - (depth + 1));
+      EXPECT_LE(tree_replays, steps);
+      // A graphed step is two replays (its drafting, the target's tree forward); a cut one
+      // replays the head per expansion as before.
+      const int64_t cut = steps - tree_replays;
+      EXPECT_LE(stats.graph_replays, 2 + 2 * steps + cut * (depth + 1));
+      EXPECT_GE(stats.graph_replays, 2 * steps);
+      EXPECT_EQ(stats.draft_forward_passes, eager->stats.draft_forward_passes);
+      if (graphed->tokens != eager->tokens) {
+        ++mismatches;
+        std::cout << "[eagle] temperature " << temperature << ", prompt " << prompt
+                  << ": tokens differ\n";
+      } else {
+        EXPECT_EQ(stats.accepted_tokens, eager->stats.accepted_tokens);
+        EXPECT_EQ(stats.drafted_tokens, eager->stats.drafted_tokens);
+        if (temperature == 1.0 && prompt == 0) break;
+      }
+      if (temperature == 0.0) {
+        auto ar_config = DefaultMethodConfig("ar", plain);
+        ASSERT_OK(ar_config);
+        auto ar = testing::DecodeConfig(*ar_config, plain,
+                                        testing::SynthRequest({"ar", prompt, 0.0}, plain));
+        ASSERT_OK(ar);
+        EXPECT_EQ(graphed->tokens, ar->tokens) << "greedy EAGLE-2 is ar, prompt " << prompt;
+      }
+    }
+    EXPECT_LE(mismatches, temperature == 0.0 ? 0 : 1) << "temperature " << temperature;
+  }
+}
+
+// A request whose ranking distribution has a top-k filter does not fit the graphs: every step
+// grows its tree eagerly (as without pools) and decodes the eager tokens.
+TEST(TreeGraphsTest, AFilteredRequestGrowsItsTreeEagerly) {
+  const ModelSet& plain = testing::SynthFamily();
+  const auto emulated = testing::EmulatedSynthFamily();
+  ASSERT_NE(emulated, nullptr);
+  auto pools = testing::SynthPools(*emulated, 1);
+  ASSERT_NE(pools, nullptr);
+  const EagleTreeGraphs* graphs = pools->tree_graphs(*emulated->eagle);
+  ASSERT_NE(graphs, nullptr);
+  auto config = DefaultMethodConfig("eagle", *emulated);
+  ASSERT_OK(config);
+  DecodeRequest request = testing::SynthRequest({"eagle", 1, 1.0}, plain);
+  request.sampling.top_k = 50;
+  auto eager = testing::DecodeConfig(*config, plain, request);
+  ASSERT_OK(eager);
+  auto reservation = testing::ReserveFor(*pools, *emulated, "eagle", request);
+  ASSERT_NE(reservation, nullptr);
+  auto graphed = testing::DecodeConfig(*config, *emulated, request, nullptr, reservation.get());
+  ASSERT_OK(graphed);
+  EXPECT_EQ(graphs->counts().replays, 0);
+  EXPECT_EQ(graphed->tokens, eager->tokens);
+}
+
+// Requests stepping in one engine loop replay the same graphs in turn; each one's tree is its
+// own copy, so every request decodes its lone tokens.
+TEST(TreeGraphsTest, RequestsOfALoopShareTheGraphs) {
+  const auto family = testing::EmulatedSynthFamily();
+  ASSERT_NE(family, nullptr);
+  auto pools = testing::SynthPools(*family, 3);
+  ASSERT_NE(pools, nullptr);
+  auto config = DefaultMethodConfig("eagle", *family);
+  ASSERT_OK(config);
+  const std::vector<DecodeRequest> requests = {
+      testing::SynthRequest({"eagle", 0, 1.0}, *family),
+      testing::SynthRequest({"eagle", 1, 0.0}, *family),
+      testing::SynthRequest({"eagle", 2, 0.7}, *family)};
+  std::vector<std::vector<int32_t>> alone;
+  for (const DecodeRequest& request : requests) {
+    auto reservation = testing::ReserveFor(*pools, *family, "eagle", request);
+    ASSERT_NE(reservation, nullptr);
+    auto own = testing::DecodeConfig(*config, *family, request, nullptr, reservation.get());
+    ASSERT_OK(own);
+    alone.push_back(own->tokens);
+  }
+  const int64_t before = pools->tree_graphs(*family->eagle)->counts().replays;
+  EngineLoop loop({/*max_rows=*/256, PackedGemms::kPerSequence});
+  std::vector<StatusOr<DecodeResult>> results(requests.size(), InternalError("not run"));
+  std::vector<EngineLoop::Task> tasks;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    tasks.push_back([&, i] {
+      auto reservation = testing::ReserveFor(*pools, *family, "eagle", requests[i]);
+      if (reservation == nullptr) return;
+      results[i] = testing::DecodeConfig(*config, *family, requests[i], &loop, reservation.get());
+    });
+  }
+  EngineLoop::ListSource source(std::move(tasks), 3);
+  ASSERT_OK(loop.Serve(source));
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ASSERT_OK(results[i]);
+    EXPECT_EQ(results[i]->tokens, alone[i]) << "request " << i;
+  }
+  EXPECT_GT(pools->tree_graphs(*family->eagle)->counts().replays, before);
+}
+
+}  // namespace
+}  // namespace mulo::engine
