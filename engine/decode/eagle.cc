@@ -5,6 +5,7 @@
 
 #include "engine/core/device_upload.h"
 #include "engine/decode/eagle_proposer.h"
+#include "engine/decode/kv_pools.h"
 #include "engine/sampling/exact_verifier.h"
 #include "engine/sampling/tree_rejection.h"
 #include "engine/sampling/tree_verifier.h"
@@ -75,10 +76,20 @@ class EagleState : public SteppedMethod::State {
                             session.greedy()},
                            session.verifier_rngs()));
     }
-    return CommitPath(session, std::move(x), tree, out, verdict, shape);
+    return CommitPath(session, std::move(x), tree, PathFeatures(out.hidden, verdict), verdict,
+                      shape);
   }
 
  private:
+  // The target features that predicted the committed tokens x_n, x_n+1, ...: the root's row
+  // of the verify forward's `hidden` [batch, 1 + L, dim], then each accepted node's.
+  static std::vector<torch::Tensor> PathFeatures(const torch::Tensor& hidden,
+                                                 const Verdict& verdict) {
+    std::vector<torch::Tensor> features = {hidden.select(1, 0)};
+    for (int64_t node : verdict.accepted) features.push_back(hidden.select(1, 1 + node));
+    return features;
+  }
+
   // EAGLE-2's and PEANUT's lossless rules over a deterministic tree run on the device
   // (tree_rejection.h); static trees (drawn with q), relaxations and the tests' broken rules
   // walk on the host. A target with graphs of its own (not a pool's) keeps its replayed
@@ -103,6 +114,14 @@ class EagleState : public SteppedMethod::State {
     }
     const int64_t length = chosen.size();
     const int64_t root_row = target_->cache().length();
+    const TreeVerifyGraphs* graphs =
+        session.reservation() != nullptr
+            ? session.reservation()->TreeVerifyGraphsOf(*session.models().target)
+            : nullptr;
+    if (graphs != nullptr &&
+        target_->CanVerifyTree(*graphs, length, chosen.max_depth, session.sampling())) {
+      return VerifyOnGraphs(session, *graphs, chosen, shape);
+    }
     ForwardOutput out;
     TreeDraft tree;
     Verdict verdict;
@@ -144,13 +163,61 @@ class EagleState : public SteppedMethod::State {
       verdict.accepted = std::move(decision.accepted);
       verdict.next_token = decision.next_token;
     }
-    return CommitPath(session, std::move(x), tree, out, verdict, shape);
+    return CommitPath(session, std::move(x), tree, PathFeatures(out.hidden, verdict), verdict,
+                      shape);
+  }
+
+  // StepOnDevice's verification from one replay of the target pool's tree graphs: the tree
+  // forward, p, the walk and the path's features, read once.
+  Status VerifyOnGraphs(DecodeSession& session, const TreeVerifyGraphs& graphs,
+                        const DeviceDynamicTree::ChosenTree& chosen,
+                        const DynamicTreeOptions& shape) {
+    std::vector<int64_t> x = session.committed();
+    const int64_t length = chosen.size();
+    TreeDraft tree;
+    Verdict verdict;
+    std::vector<torch::Tensor> features;
+    {
+      auto timer = session.Time(Phase::kVerify);
+      TreeVerifyGraphs::Call call;
+      call.root_token = x.back();
+      call.tokens = chosen.tokens;
+      call.parents = chosen.parents;
+      call.depths = chosen.depths;
+      call.ancestors = chosen.ancestors;
+      call.sampling = session.sampling();
+      const VerifierRngs rngs = session.verifier_rngs();
+      if (!session.greedy()) {
+        const ChainNumbers numbers = PeekChainNumbers(rngs, length, session.device());
+        call.accept_uniforms = numbers.accept;
+        call.draw_uniform = numbers.draw;
+      }
+      MULO_ASSIGN_OR_RETURN(TreeVerifyGraphs::Output out, target_->VerifyTree(graphs, call));
+      ++session.stats().verify_steps;
+      const std::vector<int64_t>& host = out.host;
+      tree.drafts.tokens.assign(host.begin(), host.begin() + length);
+      tree.drafts.parents.assign(host.begin() + length, host.begin() + 2 * length);
+      MULO_ASSIGN_OR_RETURN(tree.shape, TreeFromParents(tree.drafts.parents));
+      MULO_ASSIGN_OR_RETURN(
+          TreeDecision decision,
+          TreeDecisionFromHost({host.begin() + 2 * length, host.end()}, length, chosen.max_depth));
+      if (!session.greedy()) {  // the numbers the host walk would have drawn
+        rngs.accept->Skip(static_cast<uint64_t>(decision.tries));
+        rngs.draw->Skip(1);
+      }
+      verdict.accepted = std::move(decision.accepted);
+      verdict.next_token = decision.next_token;
+      for (size_t i = 0; i <= verdict.accepted.size(); ++i) {
+        features.push_back(out.path_features.select(1, static_cast<int64_t>(i)));
+      }
+    }
+    return CommitPath(session, std::move(x), tree, features, verdict, shape);
   }
 
   // 4. The target keeps the root and the accepted path; the head gets their features.
   Status CommitPath(DecodeSession& session, std::vector<int64_t> x, const TreeDraft& tree,
-                const ForwardOutput& out, const Verdict& verdict,
-                const DynamicTreeOptions& shape) {
+                    const std::vector<torch::Tensor>& features, const Verdict& verdict,
+                    const DynamicTreeOptions& shape) {
     Stats& stats = session.stats();
     const int64_t n = static_cast<int64_t>(x.size());
     const int64_t length = tree.drafts.size();
@@ -163,17 +230,15 @@ class EagleState : public SteppedMethod::State {
     const int64_t accepted = static_cast<int64_t>(verdict.accepted.size());
     std::vector<int64_t> rows(root_row + 1);
     for (int64_t r = 0; r <= root_row; ++r) rows[r] = r;
-    std::vector<int64_t> feature_rows = {0};  // verify rows whose features predict x_n, ...
     for (int64_t node : verdict.accepted) {
       rows.push_back(root_row + 1 + node);
-      feature_rows.push_back(1 + node);
       x.push_back(tree.drafts.tokens[node]);
     }
     MULO_RETURN_IF_ERROR(target_->Keep(rows, x));
     const bool room = static_cast<int64_t>(x.size()) < session.num_tokens();
     if (verdict.next_token >= 0 && room) x.push_back(verdict.next_token);
     for (int64_t j = n; j < static_cast<int64_t>(x.size()); ++j) {
-      proposer_->Push(x[j], out.hidden.select(1, feature_rows[j - n]));
+      proposer_->Push(x[j], features[j - n]);
     }
     stats.CountAcceptedPath(accepted);
     stats.relaxed_accepted_tokens += verdict.relaxed_accepts;

@@ -32,6 +32,9 @@ struct PoolPlan {
       capture_verify = {};
   // The head's graphs of EAGLE-2's whole drafting step (eagle_tree_graphs.h), or null.
   std::function<StatusOr<std::shared_ptr<EagleTreeGraphs>>(const KvPool&)> capture_tree = nullptr;
+  // The target's graphs verifying those trees (tree_verify_graphs.h), or null.
+  std::function<StatusOr<std::shared_ptr<TreeVerifyGraphs>>(const KvPool&)> capture_tree_verify =
+      nullptr;
 };
 
 // Rows a slot holds: a request's longest cache and the draft rows after it, in whole graph
@@ -51,6 +54,15 @@ int64_t FamilyDefault(const ModelSet& models, const char* method, const char* fi
   return options.contains(field) && options[field].is_number_integer()
              ? options[field].get<int64_t>()
              : fallback;
+}
+
+// The EAGLE-2 tree the family's requests draft by default (family.json's method_defaults, else
+// EagleOptions'): what the tree graphs are captured for.
+DynamicTreeOptions FamilyTree(const ModelSet& models) {
+  const DynamicTreeOptions fallback;
+  return {FamilyDefault(models, "eagle", "total_tokens", fallback.total_tokens),
+          FamilyDefault(models, "eagle", "depth", fallback.depth),
+          FamilyDefault(models, "eagle", "top_k", fallback.top_k)};
 }
 
 // `chain`: whether the family has speculative's chain drafter (whose chains the target's
@@ -87,6 +99,17 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
       const VerifyGraphs::Shape mc_sjd{
           FamilyDefault(models, "mc_sjd", "window", KvPools::kGraphedCoupledWindow),
           /*redraw=*/true, /*group_size=*/0, /*couple=*/true};
+      if (models.eagle != nullptr && models.eagle->uses_cuda_graphs()) {
+        // EAGLE-2's trees (drafted by the head's tree graphs), verified and judged in one
+        // replay: their size is the chosen tree's, min(total_tokens, the nodes recorded).
+        const DynamicTreeOptions tree = FamilyTree(models);
+        const int64_t k = std::min(tree.top_k, steps->vocab);
+        const TreeVerifyGraphs::Shape shape{std::min(tree.total_tokens, k + tree.depth * k * k),
+                                            tree.depth + 1};
+        plan.capture_tree_verify = [steps, shape](const KvPool& pool) {
+          return TreeVerifyGraphs::Capture(pool, shape, *steps);
+        };
+      }
       for (const VerifyGraphs::Shape& shape : {sjd, gsd, mc_sjd}) {
         plan.capture_verify.push_back([steps, shape, model](const KvPool& pool) {
           return VerifyGraphs::Capture(pool, shape, *steps,
@@ -131,11 +154,7 @@ std::vector<PoolPlan> Plan(const ModelSet& models) {
       if (steps) {
         // EAGLE-2's drafting (the catch-up, the tree's expansions and its choice) in one replay,
         // for the family's default tree.
-        const DynamicTreeOptions fallback;
-        const DynamicTreeOptions tree{
-            FamilyDefault(models, "eagle", "total_tokens", fallback.total_tokens),
-            FamilyDefault(models, "eagle", "depth", fallback.depth),
-            FamilyDefault(models, "eagle", "top_k", fallback.top_k)};
+        const DynamicTreeOptions tree = FamilyTree(models);
         const TokenModel* target = models.target.get();
         EagleTreeGraphs::Model model{head->SlotForward(), steps->embed,
                                      [target](const torch::Tensor& hidden) {
@@ -186,6 +205,11 @@ StatusOr<std::unique_ptr<KvPools>> KvPools::Make(const std::vector<Family>& fami
       for (const auto& capture_verify : plan.capture_verify) {
         MULO_ASSIGN_OR_RETURN(std::shared_ptr<VerifyGraphs> verify, capture_verify(*pool));
         pool->AddVerifyGraphs(std::move(verify));
+      }
+      if (graphs && plan.capture_tree_verify != nullptr) {
+        MULO_ASSIGN_OR_RETURN(std::shared_ptr<TreeVerifyGraphs> verify,
+                              plan.capture_tree_verify(*pool));
+        pools->tree_verify_graphs_.push_back(std::move(verify));
       }
       if (graphs && plan.capture_tree != nullptr) {
         MULO_ASSIGN_OR_RETURN(std::shared_ptr<EagleTreeGraphs> tree, plan.capture_tree(*pool));
@@ -266,6 +290,9 @@ std::vector<KvPools::Usage> KvPools::usage() const {
     for (const auto& tree : tree_graphs_) {
       if (&tree->pool() == entry.pool.get()) graphs.Add(tree->counts());
     }
+    for (const auto& verify : tree_verify_graphs_) {
+      if (&verify->pool() == entry.pool.get()) graphs.Add(verify->counts());
+    }
     out.push_back({entry.family, entry.component, entry.pool->slots(), entry.pool->used_slots(),
                    entry.pool->slot_rows(), entry.pool->MemoryBytes(), entry.pool->overflows(),
                    graphs});
@@ -302,6 +329,19 @@ const EagleTreeGraphs* KvPools::tree_graphs(const EagleHead& head) const {
 
 const EagleTreeGraphs* KvReservation::TreeGraphsOf(const EagleHead& head) const {
   return pools_ != nullptr ? pools_->tree_graphs(head) : nullptr;
+}
+
+const TreeVerifyGraphs* KvPools::tree_verify_graphs(const TokenModel& target) const {
+  const Entry* entry = Find(&target);
+  if (entry == nullptr) return nullptr;
+  for (const auto& graphs : tree_verify_graphs_) {
+    if (&graphs->pool() == entry->pool.get()) return graphs.get();
+  }
+  return nullptr;
+}
+
+const TreeVerifyGraphs* KvReservation::TreeVerifyGraphsOf(const TokenModel& target) const {
+  return pools_ != nullptr ? pools_->tree_verify_graphs(target) : nullptr;
 }
 
 int64_t KvPools::MemoryBytes() const {

@@ -28,6 +28,7 @@
 #include "engine/model/model_set.h"
 #include "engine/model/pool_graphs.h"
 #include "engine/model/resampler_graphs.h"
+#include "engine/model/tree_verify_graphs.h"
 
 namespace mulo::engine {
 
@@ -57,6 +58,8 @@ class KvReservation {
   const ResamplerGraphs* GraphsOf(const Resampler& resampler) const;
   // The worker's graphs of EAGLE-2's whole drafting with `head` (eagle_tree_graphs.h), or null.
   const EagleTreeGraphs* TreeGraphsOf(const EagleHead& head) const;
+  // The worker's graphs verifying those trees with `target` (tree_verify_graphs.h), or null.
+  const TreeVerifyGraphs* TreeVerifyGraphsOf(const TokenModel& target) const;
 
  private:
   friend class KvPools;
@@ -108,6 +111,8 @@ class KvPools {
   // The graphs of EAGLE-2's drafting with `head` captured at load (over its pool, when the
   // target and the head run from graphs), or null.
   const EagleTreeGraphs* tree_graphs(const EagleHead& head) const;
+  // The graphs verifying them with `target`, captured over its pool at load, or null.
+  const TreeVerifyGraphs* tree_verify_graphs(const TokenModel& target) const;
 
   bool CanReserve(const KvDemand& demand) const;
   // The demand's slots, taken; null when they do not all fit (nothing is taken then). A need
@@ -136,6 +141,7 @@ class KvPools {
   std::vector<Entry> pools_;
   std::vector<std::shared_ptr<ResamplerGraphs>> resampler_graphs_;
   std::vector<std::shared_ptr<EagleTreeGraphs>> tree_graphs_;
+  std::vector<std::shared_ptr<TreeVerifyGraphs>> tree_verify_graphs_;
 };
 
 }  // namespace mulo::engine

@@ -222,6 +222,39 @@ StatusOr<VerifyGraphs::Output> ModelStream::VerifyChain(const VerifyGraphs::Shap
   return out;
 }
 
+bool ModelStream::CanVerifyTree(const TreeVerifyGraphs& graphs, int64_t nodes, int64_t max_depth,
+                                const SamplingParams& sampling) const {
+  return graphs.Fits(cache_, nodes, max_depth, sampling);
+}
+
+StatusOr<TreeVerifyGraphs::Output> ModelStream::VerifyTree(const TreeVerifyGraphs& graphs,
+                                                           TreeVerifyGraphs::Call call) {
+  const int64_t nodes = call.tokens.defined() ? call.tokens.size(0) : 0;
+  if (!CanVerifyTree(graphs, nodes, graphs.shape().max_depth, call.sampling)) {
+    return FailedPreconditionError("ModelStream::VerifyTree: no tree verify graph fits " +
+                                   std::to_string(nodes) + " nodes of this stream");
+  }
+  // A node's position is the root's plus its depth: raster positions must map to consecutive
+  // sequence positions (every architecture's TokenPosition is affine).
+  const int64_t at = static_cast<int64_t>(fed_.size()), context = cache_.length();
+  call.root_position = model_.TokenPosition(condition_rows_, at);
+  if (model_.TokenPosition(condition_rows_, at + 1) != call.root_position + 1) {
+    return FailedPreconditionError(
+        "ModelStream::VerifyTree: the model's raster positions are not consecutive");
+  }
+  call.cache = &cache_;
+  MULO_ASSIGN_OR_RETURN(TreeVerifyGraphs::Output out, graphs.Run(call));
+  next_logits_ = torch::Tensor();  // the verdict replaces them (Keep follows)
+  next_hidden_ = torch::Tensor();
+  fed_.push_back(call.root_token);
+  fed_.insert(fed_.end(), out.host.begin(), out.host.begin() + nodes);
+  CountForward();
+  if (cache_.trace() != nullptr) {
+    cache_.trace()->push_back({&model_, cache_.batch(), nodes + 1, context, /*graph=*/true});
+  }
+  return out;
+}
+
 StatusOr<std::vector<int64_t>> ModelStream::DrawAndFeedRow(const torch::Tensor& uniforms,
                                                            const SamplingParams& sampling,
                                                            int64_t count) {

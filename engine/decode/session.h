@@ -24,6 +24,7 @@
 #include "engine/decode/decoding_method.h"
 #include "engine/decode/engine_loop.h"
 #include "engine/model/token_model.h"
+#include "engine/model/tree_verify_graphs.h"
 #include "engine/sampling/rng.h"
 #include "engine/sampling/uniform_cache.h"
 #include "engine/sampling/verifier.h"
@@ -134,6 +135,17 @@ class ModelStream {
   // every draft; the caller truncates to what it keeps.
   StatusOr<VerifyGraphs::Output> VerifyChain(const VerifyGraphs::Shape& shape,
                                              VerifyGraphs::Call call);
+
+  // Whether a target may verify a draft tree of `nodes` drafts at most `max_depth` deep in one
+  // replay of `graphs` (tree_verify_graphs.h: a pool's, for EAGLE-2's trees), as `sampling`
+  // allows.
+  bool CanVerifyTree(const TreeVerifyGraphs& graphs, int64_t nodes, int64_t max_depth,
+                     const SamplingParams& sampling) const;
+  // That replay and its one read: feeds call.root_token at fed().size() and the tree's nodes
+  // after it at their depths, and judges them (the call's cache and position are this
+  // stream's). fed() then holds the root and every node; the caller keeps the path (Keep).
+  StatusOr<TreeVerifyGraphs::Output> VerifyTree(const TreeVerifyGraphs& graphs,
+                                                TreeVerifyGraphs::Call call);
 
   // Rolls back to the first n raster tokens (their next_logits are stale until the next Feed).
   Status Truncate(int64_t n);

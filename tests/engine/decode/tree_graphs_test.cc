@@ -1,8 +1,9 @@
-// EAGLE-2's drafting step over the head's pool with (emulated) graphs (eagle_tree_graphs.h,
-// issue 61): the catch-up, the dynamic tree's expansions and its choice in one replay, so a
-// step is that replay and the target's tree forward. A request decodes the tokens of the eager
-// step (the same tree, grown operator by operator): greedy exactly (and ar's), sampled up to a
-// rounding flip, as the other graphs' tests allow. Steps the graphs do not fit (the trees cut
+// EAGLE-2's step over the pools with (emulated) graphs (issue 61): the head's catch-up, the
+// dynamic tree's expansions and its choice in one replay (eagle_tree_graphs.h), the target's
+// tree forward, p, the walk and the path's features in another, read once
+// (tree_verify_graphs.h). A request decodes the tokens of the eager step (the same tree, grown
+// and judged operator by operator): greedy exactly (and ar's), sampled up to a rounding flip,
+// as the other graphs' tests allow. Steps the graphs do not fit (the trees cut
 // at the image's end, a request with a top-k filter) grow their tree eagerly; requests of an
 // engine loop share the graphs.
 #include <iostream>
@@ -34,6 +35,10 @@ TEST(TreeGraphsTest, AStepDraftsInOneReplayWithTheEagerStepsTokens) {
   ASSERT_NE(graphs, nullptr);
   EXPECT_GT(graphs->counts().graphs, 0);
   EXPECT_EQ(graphs->counts().failed_captures, 0);
+  const TreeVerifyGraphs* verify = pools->tree_verify_graphs(*emulated->target);
+  ASSERT_NE(verify, nullptr);
+  EXPECT_GT(verify->counts().graphs, 0);
+  EXPECT_EQ(verify->counts().failed_captures, 0);
   auto config = DefaultMethodConfig("eagle", *emulated);
   ASSERT_OK(config);
   ASSERT_FALSE(config->eagle.static_tree);
@@ -48,6 +53,7 @@ TEST(TreeGraphsTest, AStepDraftsInOneReplayWithTheEagerStepsTokens) {
       auto reservation = testing::ReserveFor(*pools, *emulated, "eagle", request);
       ASSERT_NE(reservation, nullptr);
       const int64_t replays_before = graphs->counts().replays;
+      const int64_t verified_before = verify->counts().replays;
       StatusOr<DecodeResult> graphed = InternalError("not run");
       {
         OpCounting counting;
@@ -57,6 +63,7 @@ TEST(TreeGraphsTest, AStepDraftsInOneReplayWithTheEagerStepsTokens) {
       const Stats& stats = graphed->stats;
       const int64_t steps = stats.verify_steps;
       const int64_t tree_replays = graphs->counts().replays - replays_before;
+      const int64_t verify_replays = verify->counts().replays - verified_before;
       std::cout << "[eagle] temperature " << temperature << ", prompt " << prompt << ": "
                 << steps << " steps (" << tree_replays << " drafted by the graphs), "
                 << stats.graph_replays << " replays, " << stats.host_syncs << " reads, "
@@ -68,11 +75,14 @@ TEST(TreeGraphsTest, AStepDraftsInOneReplayWithTheEagerStepsTokens) {
       // depth + 1 steps: each commits a token at least).
       EXPECT_GE(tree_replays, steps - (depth + 1));
       EXPECT_LE(tree_replays, steps);
-      // A graphed step is two replays (its drafting, the target's tree forward); a cut one
-      // replays the head per expansion as before.
+      // Every tree the graphs drafted is verified by the target's tree graphs: a step is two
+      // replays and one read; a cut one replays the head per expansion and the target's
+      // forward, and reads once, as before.
+      EXPECT_EQ(verify_replays, tree_replays);
       const int64_t cut = steps - tree_replays;
       EXPECT_LE(stats.graph_replays, 2 + 2 * steps + cut * (depth + 1));
       EXPECT_GE(stats.graph_replays, 2 * steps);
+      EXPECT_LE(stats.host_syncs, steps + 2);
       EXPECT_EQ(stats.draft_forward_passes, eager->stats.draft_forward_passes);
       if (graphed->tokens != eager->tokens) {
         ++mismatches;

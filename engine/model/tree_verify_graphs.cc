@@ -1,0 +1,215 @@
+#include "engine/model/tree_verify_graphs.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "engine/core/device_upload.h"
+#include "engine/core/host_read.h"
+#include "engine/core/torch_guard.h"
+#include "engine/model/cuda_graph_capture.h"
+#include "engine/model/forward_graphs.h"
+#include "engine/model/kv_pool.h"
+#include "engine/sampling/tree_rejection.h"
+
+namespace mulo::engine {
+
+struct TreeVerifyGraphs::MemoryPool {
+  GraphMemoryPool memory;  // every span's graph allocates from it (one worker replays them)
+};
+
+namespace {
+
+// The ints: the two slots, the cache length (the root's row), the root token, its sequence
+// position, then cfg_scale and temperature as float64 bits.
+constexpr int64_t kInts = 7;
+
+}  // namespace
+
+struct TreeVerifyGraphs::Entry {
+  // Static inputs on the device, filled per replay: the ints above; the tree; the numbers.
+  torch::Tensor ints, tokens, parents, depths, ancestors, accept, draw;
+  std::optional<KvCache> view;  // the pool's slots as the ints' first two index them
+  torch::Tensor result;         // int64 [2 nodes + 3 + max_depth], every replay
+  torch::Tensor path_features;  // [2, max_depth + 1, dim], every replay
+  std::unique_ptr<ReplayableGraph> graph;
+};
+
+TreeVerifyGraphs::TreeVerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model)
+    : pool_(pool),
+      shape_(shape),
+      model_(std::move(model)),
+      memory_pool_(std::make_unique<MemoryPool>()) {}
+
+TreeVerifyGraphs::~TreeVerifyGraphs() = default;
+
+PoolGraphs::Counts TreeVerifyGraphs::counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counts_;
+}
+
+StatusOr<std::shared_ptr<TreeVerifyGraphs>> TreeVerifyGraphs::Capture(const KvPool& pool,
+                                                                      Shape shape,
+                                                                      RowGraphs::Model model) {
+  if (pool.scratch_slot() < 0) {
+    return InvalidArgumentError("TreeVerifyGraphs: the pool needs a scratch slot");
+  }
+  if (shape.nodes < 1 || shape.max_depth < 1) {
+    return InvalidArgumentError("TreeVerifyGraphs: a tree needs nodes and a depth");
+  }
+  std::shared_ptr<TreeVerifyGraphs> graphs(new TreeVerifyGraphs(pool, shape, std::move(model)));
+  const auto start = std::chrono::steady_clock::now();
+  const torch::Device device = graphs->model_.options.device();
+  const int64_t reserved_before = DeviceReservedBytes(device);
+  for (int64_t span = ForwardGraphs::kSpanRows; span <= pool.slot_rows();
+       span += ForwardGraphs::kSpanRows) {
+    if (span < shape.nodes + 1) continue;
+    MULO_RETURN_IF_ERROR(graphs->CaptureSpan(span));
+  }
+  PoolGraphs::Counts& counts = graphs->counts_;
+  counts.capture_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  counts.memory_bytes += DeviceReservedBytes(device) - reserved_before;
+  return graphs;
+}
+
+void TreeVerifyGraphs::Body(Entry& e, int64_t span) const {
+  torch::NoGradGuard no_grad;
+  const int64_t nodes = shape_.nodes, rows = nodes + 1;
+  const auto longs = torch::dtype(torch::kInt64).device(model_.options.device());
+  const torch::Tensor length = e.ints.narrow(0, 2, 1);
+  const torch::Tensor root = e.ints.narrow(0, 3, 1);
+  const torch::Tensor root_position = e.ints.narrow(0, 4, 1);
+  const torch::Tensor params = e.ints.narrow(0, 5, 2).view(torch::kFloat64);
+  const torch::Tensor cfg = params.narrow(0, 0, 1).to(torch::kFloat32);
+  const torch::Tensor temperature = params.narrow(0, 1, 1).to(torch::kFloat32);
+  // The root at the cache's length, node i at the row after it; positions by depth. The root
+  // sees the prefix and itself, a node also its ancestors and itself (the tree mask).
+  const torch::Tensor columns = torch::arange(span, longs);
+  const torch::Tensor relative = columns - (length + 1);  // column c is node c - length - 1
+  const torch::Tensor in_tree = ((relative >= 0) & (relative < nodes)).unsqueeze(0);
+  const torch::Tensor node_ancestors =
+      torch::constant_pad_nd(e.ancestors, {0, 0, 1, 0}, 0)  // the root's row: no node
+          .index_select(1, relative.clamp(0, nodes - 1));
+  const torch::Tensor mask =
+      (columns <= length).unsqueeze(0) | (node_ancestors & in_tree);  // [rows, span]
+  PoolGraphs::Inputs in;
+  in.span = span;
+  in.inputs = {model_.embed(torch::cat({root, e.tokens}).unsqueeze(0).expand({2, rows}).contiguous())};
+  in.positions =
+      (root_position + torch::constant_pad_nd(e.depths, {1, 0}, 0)).unsqueeze(0).expand({2, rows});
+  in.rows = (length + torch::arange(rows, longs)).unsqueeze(0).expand({2, rows});
+  in.mask = mask.unsqueeze(0).expand({2, rows, span});
+  const std::vector<torch::Tensor> out = model_.forward(*e.view, in);
+  // p as DecodeSession::Probabilities makes it: MixCfg, tempering, softmax; one-hot greedy.
+  const torch::Tensor logits = out[1].to(torch::kFloat32);
+  const torch::Tensor cond = logits.select(0, 0), uncond = logits.select(0, 1);
+  const torch::Tensor guided = uncond + cfg * (cond - uncond);
+  const torch::Tensor greedy = temperature == 0;
+  const torch::Tensor divisor = torch::where(greedy, torch::ones_like(temperature), temperature);
+  const torch::Tensor one_hot =
+      torch::zeros_like(guided).scatter_(1, guided.argmax(1, /*keepdim=*/true), 1.0);
+  const torch::Tensor p = torch::where(greedy, one_hot, torch::softmax(guided / divisor, -1));
+  TreeCall call{p,       e.tokens, e.parents, e.accept, e.draw, /*greedy=*/false,
+                shape_.max_depth, e.ancestors};
+  const torch::Tensor verdict = JudgeTree(call);
+  e.result = torch::cat({e.tokens, e.parents, verdict});
+  // The features of the root's row and the kept path's rows (pads: the root's).
+  const torch::Tensor path = verdict.narrow(0, 3, shape_.max_depth);
+  const torch::Tensor feature_rows =
+      torch::cat({torch::zeros({1}, longs), torch::where(path < 0, torch::zeros_like(path), path + 1)});
+  e.path_features = out[0].index_select(1, feature_rows);
+}
+
+Status TreeVerifyGraphs::CaptureSpan(int64_t span) {
+  return GuardTorch("TreeVerifyGraphs::Capture", [&]() -> Status {
+    torch::NoGradGuard no_grad;
+    const torch::Device device = model_.options.device();
+    const auto longs = torch::dtype(torch::kInt64).device(device);
+    const auto doubles = torch::dtype(torch::kFloat64).device(device);
+    const int64_t nodes = shape_.nodes;
+    auto entry = std::make_unique<Entry>();
+    Entry* e = entry.get();
+    // Until the first call fills them: the scratch slot, length 0, greedy; every node a child
+    // of the root, so that the warm-up's tree is a tree.
+    e->ints = torch::zeros({kInts}, longs);
+    e->ints.narrow(0, 0, 2).fill_(pool_.scratch_slot());
+    e->tokens = torch::zeros({nodes}, longs);
+    e->parents = torch::full({nodes}, -1, longs);
+    e->depths = torch::ones({nodes}, longs);
+    e->ancestors = torch::eye(nodes, longs.dtype(torch::kBool));
+    e->accept = torch::zeros({nodes}, doubles);
+    e->draw = torch::zeros({1}, doubles);
+    e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, 2)));
+    auto run = [this, e, span] { Body(*e, span); };
+    auto graph = ReplayableGraph::Make(device, run, model_.emulated, memory_pool_->memory);
+    if (!graph.ok()) {
+      ++counts_.failed_captures;
+      return OkStatus();
+    }
+    e->graph = std::move(*graph);
+    counts_.memory_bytes += (kInts + 4 * nodes + 1) * 8 + nodes * nodes;
+    ++counts_.graphs;
+    entries_[span] = std::move(entry);
+    return OkStatus();
+  });
+}
+
+bool TreeVerifyGraphs::Fits(const KvCache& cache, int64_t nodes, int64_t max_depth,
+                            const SamplingParams& sampling) const {
+  if (cache.pool() != &pool_ || cache.batch() != 2) return false;
+  if (nodes != shape_.nodes || max_depth != shape_.max_depth) return false;
+  if (sampling.top_k > 0 && sampling.top_k < model_.vocab) return false;
+  if (sampling.top_p < 1.0) return false;
+  const int64_t span = ForwardGraphs::RoundUpToSpan(cache.length() + nodes + 1);
+  return span <= pool_.slot_rows() && entries_.count(span) > 0;
+}
+
+StatusOr<TreeVerifyGraphs::Output> TreeVerifyGraphs::Run(const Call& call) const {
+  const int64_t nodes = shape_.nodes;
+  if (call.cache == nullptr || !call.tokens.defined() ||
+      !Fits(*call.cache, call.tokens.size(0), shape_.max_depth, call.sampling)) {
+    return InvalidArgumentError("TreeVerifyGraphs::Run: the call does not fit the tree graphs");
+  }
+  const bool greedy = call.sampling.temperature == 0.0;
+  if (!greedy && (!call.accept_uniforms.defined() || !call.draw_uniform.defined())) {
+    return InvalidArgumentError("TreeVerifyGraphs::Run: a sampled tree needs its numbers");
+  }
+  const int64_t span = ForwardGraphs::RoundUpToSpan(call.cache->length() + nodes + 1);
+  Entry* e = entries_.at(span).get();
+  return GuardTorch("TreeVerifyGraphs::Run", [&]() -> StatusOr<Output> {
+    torch::NoGradGuard no_grad;
+    int64_t ints[kInts] = {call.cache->first_slot(), call.cache->first_slot() + 1,
+                           call.cache->length(), call.root_token, call.root_position, 0, 0};
+    double* const params = reinterpret_cast<double*>(ints + 5);
+    static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
+    params[0] = call.sampling.cfg_scale;
+    params[1] = call.sampling.temperature;
+    UploadInto(e->ints, torch::from_blob(ints, {kInts}, torch::kInt64));
+    e->tokens.copy_(call.tokens);
+    e->parents.copy_(call.parents);
+    e->depths.copy_(call.depths);
+    e->ancestors.copy_(call.ancestors);
+    // A greedy request's p is one-hot: any numbers give its decisions (none are copied).
+    if (!greedy) {
+      e->accept.copy_(call.accept_uniforms);
+      e->draw.copy_(call.draw_uniform);
+    }
+    e->graph->Replay();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++counts_.replays;
+      ++counts_.calls;
+    }
+    call.cache->Advance(nodes + 1);
+    Output out;
+    out.host = HostReadIds(e->result);
+    // A copy: the next replay (another request's step, in an engine loop) rewrites it.
+    out.path_features = e->path_features.clone();
+    return out;
+  });
+}
+
+}  // namespace mulo::engine

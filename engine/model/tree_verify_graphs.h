@@ -1,0 +1,110 @@
+// CUDA graphs of a draft tree's verification over the target's KV-cache pool: one replay feeds
+// the last committed token (the root) and every node of a deterministic tree (EAGLE-2's, drawn
+// by eagle_tree_graphs.h) under the tree mask, mixes guidance, makes p, judges the tree with
+// JudgeTree (tree_rejection.h: TreeVerifier's lossless walk as tensor ops) and gathers the
+// target features of the root and the kept path (what the EAGLE head is fed next), leaving the
+// tree and its verdict in one small tensor read back in one host read. With the drafting in
+// one replay, an EAGLE-2 step is two replays and one read (issue 61; SGLang's draft and verify
+// graphs).
+//
+// A request's numbers are tensors (cfg_scale, temperature: 0 makes p one-hot, as
+// ToProbabilities does), and every tree is judged by the sampled rule: on a one-hot p a child
+// is kept exactly when it is the argmax after its parent and the next token is the argmax of
+// what is left, which are the greedy walk's decisions (so no host flag enters the graph and a
+// greedy request's numbers are never read). Requests with top-k or top-p filters verify
+// eagerly (Fits).
+//
+// Keys: the span (the cache after the tree, in whole ForwardGraphs::kSpanRows); lone requests
+// (two streams). Every key is captured at load for the tree size of the family's EAGLE-2
+// defaults. Emulated graphs (LoadOptions::emulate_cuda_graphs) run the captured body eagerly
+// at each replay, counted as one replay with none of its operators (op_count.h).
+#ifndef MULO_ENGINE_MODEL_TREE_VERIFY_GRAPHS_H_
+#define MULO_ENGINE_MODEL_TREE_VERIFY_GRAPHS_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/model/kv_cache.h"
+#include "engine/model/pool_graphs.h"
+#include "engine/model/row_graphs.h"
+#include "engine/sampling/sampling_params.h"
+
+namespace mulo::engine {
+
+class KvPool;
+
+class TreeVerifyGraphs {
+ public:
+  struct Shape {
+    int64_t nodes = 0;      // the tree's drafts (the root not counted)
+    int64_t max_depth = 0;  // at least the tree's depth (JudgeTree's path length)
+  };
+  // Captures (or, with model.emulated, emulates) every span's graph of `shape` over `pool`
+  // (the target's, made with a scratch slot). INVALID_ARGUMENT without a scratch slot or
+  // nodes; a key whose capture fails is left out and counted (its steps verify eagerly).
+  static StatusOr<std::shared_ptr<TreeVerifyGraphs>> Capture(const KvPool& pool, Shape shape,
+                                                             RowGraphs::Model model);
+
+  const KvPool& pool() const { return pool_; }
+  const Shape& shape() const { return shape_; }
+  // Whether a request may verify a tree of `nodes` drafts at most `max_depth` deep with
+  // `cache` (a view of this pool, two streams) and `sampling`: the shape is these graphs', no
+  // top-k or top-p filter, and the tree fits a captured span.
+  bool Fits(const KvCache& cache, int64_t nodes, int64_t max_depth,
+            const SamplingParams& sampling) const;
+
+  struct Call {
+    KvCache* cache = nullptr;  // fed every committed token but the last
+    int64_t root_token = 0;    // the last committed token
+    int64_t root_position = 0;  // its sequence position; node i's is this + its depth
+    // The tree on the device (DeviceDynamicTree::ChosenTree's): tokens, parents (-1 = the
+    // root), depths (1 for the root's children) int64 [nodes]; ancestors bool [nodes, nodes].
+    torch::Tensor tokens, parents, depths, ancestors;
+    // float64 on the device: the acceptance stream's next numbers [nodes] and the draw
+    // stream's next [1]; undefined when greedy (never read).
+    torch::Tensor accept_uniforms, draw_uniform;
+    SamplingParams sampling;
+  };
+  struct Output {
+    // The one read: the tree's tokens [nodes], parents [nodes], then JudgeTree's verdict
+    // (TreeDecisionFromHost parses it).
+    std::vector<int64_t> host;
+    // [2, max_depth + 1, dim] on the device: the target features of the root's row and of the
+    // kept drafts' rows in path order (the rows after the path are pads).
+    torch::Tensor path_features;
+  };
+  // The verification from one replay and its one read; the cache is advanced by nodes + 1
+  // (the caller keeps the path). INVALID_ARGUMENT for a call that does not Fit.
+  StatusOr<Output> Run(const Call& call) const;
+
+  PoolGraphs::Counts counts() const;
+
+  TreeVerifyGraphs(const TreeVerifyGraphs&) = delete;
+  TreeVerifyGraphs& operator=(const TreeVerifyGraphs&) = delete;
+  ~TreeVerifyGraphs();
+
+ private:
+  struct Entry;
+  TreeVerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model);
+  Status CaptureSpan(int64_t span);
+  void Body(Entry& e, int64_t span) const;
+
+  const KvPool& pool_;  // the target's; owned by the worker's pools as these graphs are
+  const Shape shape_;
+  const RowGraphs::Model model_;
+  std::map<int64_t, std::unique_ptr<Entry>> entries_;  // by span
+  struct MemoryPool;
+  std::unique_ptr<MemoryPool> memory_pool_;
+  mutable std::mutex mu_;  // counts_ only
+  mutable PoolGraphs::Counts counts_;
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_MODEL_TREE_VERIFY_GRAPHS_H_
