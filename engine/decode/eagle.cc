@@ -116,7 +116,8 @@ class EagleState : public SteppedMethod::State {
     const int64_t root_row = target_->cache().length();
     const TreeVerifyGraphs* graphs =
         session.reservation() != nullptr
-            ? session.reservation()->TreeVerifyGraphsOf(*session.models().target)
+            ? session.reservation()->TreeVerifyGraphsOf(*session.models().target, length,
+                                                        chosen.max_depth)
             : nullptr;
     if (graphs != nullptr &&
         target_->CanVerifyTree(*graphs, length, chosen.max_depth, session.sampling())) {
@@ -211,13 +212,17 @@ class EagleState : public SteppedMethod::State {
         features.push_back(out.path_features.select(1, static_cast<int64_t>(i)));
       }
     }
-    return CommitPath(session, std::move(x), tree, features, verdict, shape);
+    return CommitPath(session, std::move(x), tree, features, verdict, shape,
+                      /*path_in_place=*/true);
   }
 
   // 4. The target keeps the root and the accepted path; the head gets their features.
+  // `features`: the target features that predicted x_n, x_n+1, ... (PathFeatures);
+  // `path_in_place`: the target's cache already holds the accepted path right after the root
+  // (the tree verify graphs move it).
   Status CommitPath(DecodeSession& session, std::vector<int64_t> x, const TreeDraft& tree,
                     const std::vector<torch::Tensor>& features, const Verdict& verdict,
-                    const DynamicTreeOptions& shape) {
+                    const DynamicTreeOptions& shape, bool path_in_place = false) {
     Stats& stats = session.stats();
     const int64_t n = static_cast<int64_t>(x.size());
     const int64_t length = tree.drafts.size();
@@ -231,7 +236,7 @@ class EagleState : public SteppedMethod::State {
     std::vector<int64_t> rows(root_row + 1);
     for (int64_t r = 0; r <= root_row; ++r) rows[r] = r;
     for (int64_t node : verdict.accepted) {
-      rows.push_back(root_row + 1 + node);
+      rows.push_back(path_in_place ? static_cast<int64_t>(rows.size()) : root_row + 1 + node);
       x.push_back(tree.drafts.tokens[node]);
     }
     MULO_RETURN_IF_ERROR(target_->Keep(rows, x));

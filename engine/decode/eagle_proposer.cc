@@ -234,10 +234,11 @@ StatusOr<TreeDraft> EagleProposer::ProposeDynamic(DecodeSession& session,
 StatusOr<DeviceDynamicTree::ChosenTree> EagleProposer::ProposeDynamicOnDevice(
     DecodeSession& session, const DynamicTreeOptions& options, int64_t max_depth) {
   // From the worker's graphs of the whole drafting step when the step fits them: one replay.
-  const EagleTreeGraphs* graphs =
-      session.reservation() != nullptr ? session.reservation()->TreeGraphsOf(head_) : nullptr;
   DynamicTreeOptions cut = options;
   cut.depth = std::min(options.depth, max_depth - 1);
+  const EagleTreeGraphs* graphs = session.reservation() != nullptr
+                                      ? session.reservation()->TreeGraphsOf(head_, cut)
+                                      : nullptr;
   const int64_t pairs = static_cast<int64_t>(queued_tokens_.size());
   if (graphs != nullptr && graphs->Fits(cache_, pairs, cut, session.sampling())) {
     MULO_ASSIGN_OR_RETURN(

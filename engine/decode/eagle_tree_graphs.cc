@@ -41,9 +41,11 @@ struct EagleTreeGraphs::Entry {
   std::unique_ptr<ReplayableGraph> graph;
 };
 
-EagleTreeGraphs::EagleTreeGraphs(const KvPool& pool, DynamicTreeOptions tree, Model model)
+EagleTreeGraphs::EagleTreeGraphs(const KvPool& pool, DynamicTreeOptions tree, int64_t max_pairs,
+                                 Model model)
     : pool_(pool),
       tree_(tree),
+      max_pairs_(max_pairs),
       model_(std::move(model)),
       memory_pool_(std::make_unique<MemoryPool>()) {}
 
@@ -56,14 +58,16 @@ PoolGraphs::Counts EagleTreeGraphs::counts() const {
 
 StatusOr<std::shared_ptr<EagleTreeGraphs>> EagleTreeGraphs::Capture(const KvPool& pool,
                                                                     DynamicTreeOptions tree,
+                                                                    int64_t max_pairs,
                                                                     Model model) {
   if (pool.scratch_slot() < 0) {
     return InvalidArgumentError("EagleTreeGraphs: the pool needs a scratch slot");
   }
-  if (tree.depth < 1 || tree.top_k < 1 || tree.total_tokens < 1) {
-    return InvalidArgumentError("EagleTreeGraphs: a tree needs a depth, a top_k and tokens");
+  if (tree.depth < 0 || tree.top_k < 1 || tree.total_tokens < 1 || max_pairs < 1) {
+    return InvalidArgumentError("EagleTreeGraphs: a tree needs a top_k, tokens and pairs");
   }
-  std::shared_ptr<EagleTreeGraphs> graphs(new EagleTreeGraphs(pool, tree, std::move(model)));
+  std::shared_ptr<EagleTreeGraphs> graphs(
+      new EagleTreeGraphs(pool, tree, max_pairs, std::move(model)));
   const auto start = std::chrono::steady_clock::now();
   const torch::Device device = graphs->model_.options.device();
   const int64_t reserved_before = DeviceReservedBytes(device);

@@ -20,9 +20,10 @@
 //
 // Keys: the span (cache length + max_pairs() + the tree's rows, rounded up to
 // ForwardGraphs::kSpanRows); lone requests (two streams: a guided request's conditional and
-// unconditional halves). Every key is captured at load for the family's EAGLE-2 tree options;
-// a request with other options (PEANUT's shapes, a cut tree at the image's end), a top-k or
-// top-p filter, or one stream grows its tree eagerly (Fits).
+// unconditional halves). A set of graphs grows one tree shape; the worker's pools capture one
+// set at load for the family's EAGLE-2 tree and one for each shorter depth it is cut to where
+// the image ends. A request with other options (PEANUT's shapes), a top-k or top-p filter, or
+// one stream grows its tree eagerly (Fits).
 // Emulated graphs (LoadOptions::emulate_cuda_graphs) run the captured body eagerly at each
 // replay, counted as one replay with none of its operators (op_count.h).
 #ifndef MULO_ENGINE_DECODE_EAGLE_TREE_GRAPHS_H_
@@ -65,16 +66,17 @@ class EagleTreeGraphs {
   };
 
   // Captures (or, with model.emulated, emulates) every span's graph of trees with `tree`'s
-  // options over `pool` (the head's, made with a scratch slot). INVALID_ARGUMENT without a
+  // options over `pool` (the head's, made with a scratch slot), each feeding up to `max_pairs`
+  // committed pairs first: a step commits at most its tree's deepest path and the next token
+  // (the family's full tree: depth + 2), or the first step's one. INVALID_ARGUMENT without a
   // scratch slot; a key whose capture fails is left out and counted (its steps grow eagerly).
   static StatusOr<std::shared_ptr<EagleTreeGraphs>> Capture(const KvPool& pool,
-                                                            DynamicTreeOptions tree, Model model);
+                                                            DynamicTreeOptions tree,
+                                                            int64_t max_pairs, Model model);
 
   const KvPool& pool() const { return pool_; }
   const DynamicTreeOptions& tree() const { return tree_; }
-  // The most committed pairs a replay feeds before the tree: a step commits at most the
-  // tree's deepest path and the next token (depth + 2), or the first step's one.
-  int64_t max_pairs() const { return tree_.depth + 2; }
+  int64_t max_pairs() const { return max_pairs_; }
 
   // Whether a request's step may draft from these graphs: `cache` (its head cache, two
   // streams) is a view of this pool, `pairs` fit, the tree options are these graphs', the
@@ -102,7 +104,7 @@ class EagleTreeGraphs {
 
  private:
   struct Entry;
-  EagleTreeGraphs(const KvPool& pool, DynamicTreeOptions tree, Model model);
+  EagleTreeGraphs(const KvPool& pool, DynamicTreeOptions tree, int64_t max_pairs, Model model);
   Status CaptureSpan(int64_t span);
   // The cache rows a step writes after the committed ones: the pairs and the tree's frontiers.
   int64_t rows_written() const { return max_pairs() + tree_.depth * tree_.top_k; }
@@ -114,6 +116,7 @@ class EagleTreeGraphs {
 
   const KvPool& pool_;  // the head's; owned by the worker's pools as these graphs are
   const DynamicTreeOptions tree_;
+  const int64_t max_pairs_;
   const Model model_;
   std::map<int64_t, std::unique_ptr<Entry>> entries_;  // by span
   struct MemoryPool;

@@ -30,11 +30,13 @@ struct PoolPlan {
   std::function<StatusOr<std::shared_ptr<RowGraphs>>(const KvPool&)> capture_rows = nullptr;
   std::vector<std::function<StatusOr<std::shared_ptr<VerifyGraphs>>(const KvPool&)>>
       capture_verify = {};
-  // The head's graphs of EAGLE-2's whole drafting step (eagle_tree_graphs.h), or null.
-  std::function<StatusOr<std::shared_ptr<EagleTreeGraphs>>(const KvPool&)> capture_tree = nullptr;
-  // The target's graphs verifying those trees (tree_verify_graphs.h), or null.
-  std::function<StatusOr<std::shared_ptr<TreeVerifyGraphs>>(const KvPool&)> capture_tree_verify =
-      nullptr;
+  // The head's graphs of EAGLE-2's whole drafting step (eagle_tree_graphs.h), one set per
+  // tree depth; none when empty.
+  std::vector<std::function<StatusOr<std::shared_ptr<EagleTreeGraphs>>(const KvPool&)>>
+      capture_trees = {};
+  // The target's graphs verifying those trees (tree_verify_graphs.h), one set per shape.
+  std::vector<std::function<StatusOr<std::shared_ptr<TreeVerifyGraphs>>(const KvPool&)>>
+      capture_tree_verify = {};
 };
 
 // Rows a slot holds: a request's longest cache and the draft rows after it, in whole graph
@@ -56,13 +58,20 @@ int64_t FamilyDefault(const ModelSet& models, const char* method, const char* fi
              : fallback;
 }
 
-// The EAGLE-2 tree the family's requests draft by default (family.json's method_defaults, else
-// EagleOptions'): what the tree graphs are captured for.
-DynamicTreeOptions FamilyTree(const ModelSet& models) {
+// The EAGLE-2 trees the family's requests draft by default (family.json's method_defaults, else
+// EagleOptions'), and the same cut to every shorter depth (the last steps of an image): what
+// the tree graphs are captured for.
+std::vector<DynamicTreeOptions> FamilyTrees(const ModelSet& models) {
   const DynamicTreeOptions fallback;
-  return {FamilyDefault(models, "eagle", "total_tokens", fallback.total_tokens),
-          FamilyDefault(models, "eagle", "depth", fallback.depth),
-          FamilyDefault(models, "eagle", "top_k", fallback.top_k)};
+  const DynamicTreeOptions full{
+      FamilyDefault(models, "eagle", "total_tokens", fallback.total_tokens),
+      FamilyDefault(models, "eagle", "depth", fallback.depth),
+      FamilyDefault(models, "eagle", "top_k", fallback.top_k)};
+  std::vector<DynamicTreeOptions> trees;
+  for (int64_t depth = 0; depth <= full.depth; ++depth) {
+    trees.push_back({full.total_tokens, depth, full.top_k});
+  }
+  return trees;
 }
 
 // `chain`: whether the family has speculative's chain drafter (whose chains the target's
@@ -102,13 +111,14 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
       if (models.eagle != nullptr && models.eagle->uses_cuda_graphs()) {
         // EAGLE-2's trees (drafted by the head's tree graphs), verified and judged in one
         // replay: their size is the chosen tree's, min(total_tokens, the nodes recorded).
-        const DynamicTreeOptions tree = FamilyTree(models);
-        const int64_t k = std::min(tree.top_k, steps->vocab);
-        const TreeVerifyGraphs::Shape shape{std::min(tree.total_tokens, k + tree.depth * k * k),
-                                            tree.depth + 1};
-        plan.capture_tree_verify = [steps, shape](const KvPool& pool) {
-          return TreeVerifyGraphs::Capture(pool, shape, *steps);
-        };
+        for (const DynamicTreeOptions& tree : FamilyTrees(models)) {
+          const int64_t k = std::min(tree.top_k, steps->vocab);
+          const TreeVerifyGraphs::Shape shape{std::min(tree.total_tokens, k + tree.depth * k * k),
+                                              tree.depth + 1};
+          plan.capture_tree_verify.push_back([steps, shape](const KvPool& pool) {
+            return TreeVerifyGraphs::Capture(pool, shape, *steps);
+          });
+        }
       }
       for (const VerifyGraphs::Shape& shape : {sjd, gsd, mc_sjd}) {
         plan.capture_verify.push_back([steps, shape, model](const KvPool& pool) {
@@ -154,7 +164,8 @@ std::vector<PoolPlan> Plan(const ModelSet& models) {
       if (steps) {
         // EAGLE-2's drafting (the catch-up, the tree's expansions and its choice) in one replay,
         // for the family's default tree.
-        const DynamicTreeOptions tree = FamilyTree(models);
+        const std::vector<DynamicTreeOptions> trees = FamilyTrees(models);
+        const int64_t max_pairs = trees.back().depth + 2;
         const TokenModel* target = models.target.get();
         EagleTreeGraphs::Model model{head->SlotForward(), steps->embed,
                                      [target](const torch::Tensor& hidden) {
@@ -164,9 +175,11 @@ std::vector<PoolPlan> Plan(const ModelSet& models) {
                                      steps->vocab,
                                      steps->options,
                                      steps->emulated};
-        plan.capture_tree = [model, tree](const KvPool& pool) {
-          return EagleTreeGraphs::Capture(pool, tree, model);
-        };
+        for (const DynamicTreeOptions& tree : trees) {
+          plan.capture_trees.push_back([model, tree, max_pairs](const KvPool& pool) {
+            return EagleTreeGraphs::Capture(pool, tree, max_pairs, model);
+          });
+        }
       }
     }
     plans.push_back(std::move(plan));
@@ -206,13 +219,13 @@ StatusOr<std::unique_ptr<KvPools>> KvPools::Make(const std::vector<Family>& fami
         MULO_ASSIGN_OR_RETURN(std::shared_ptr<VerifyGraphs> verify, capture_verify(*pool));
         pool->AddVerifyGraphs(std::move(verify));
       }
-      if (graphs && plan.capture_tree_verify != nullptr) {
+      for (const auto& capture_tree_verify : plan.capture_tree_verify) {
         MULO_ASSIGN_OR_RETURN(std::shared_ptr<TreeVerifyGraphs> verify,
-                              plan.capture_tree_verify(*pool));
+                              capture_tree_verify(*pool));
         pools->tree_verify_graphs_.push_back(std::move(verify));
       }
-      if (graphs && plan.capture_tree != nullptr) {
-        MULO_ASSIGN_OR_RETURN(std::shared_ptr<EagleTreeGraphs> tree, plan.capture_tree(*pool));
+      for (const auto& capture_tree : plan.capture_trees) {
+        MULO_ASSIGN_OR_RETURN(std::shared_ptr<EagleTreeGraphs> tree, capture_tree(*pool));
         pools->tree_graphs_.push_back(std::move(tree));
       }
       pools->Add(family.name, plan.component, plan.model, std::move(pool));
@@ -318,30 +331,41 @@ const ResamplerGraphs* KvReservation::GraphsOf(const Resampler& resampler) const
   return pools_ != nullptr ? pools_->resampler_graphs(resampler) : nullptr;
 }
 
-const EagleTreeGraphs* KvPools::tree_graphs(const EagleHead& head) const {
+const EagleTreeGraphs* KvPools::tree_graphs(const EagleHead& head,
+                                            const DynamicTreeOptions& tree) const {
   const Entry* entry = Find(&head);
   if (entry == nullptr) return nullptr;
   for (const auto& graphs : tree_graphs_) {
-    if (&graphs->pool() == entry->pool.get()) return graphs.get();
+    const DynamicTreeOptions& own = graphs->tree();
+    if (&graphs->pool() == entry->pool.get() && own.total_tokens == tree.total_tokens &&
+        own.depth == tree.depth && own.top_k == tree.top_k) {
+      return graphs.get();
+    }
   }
   return nullptr;
 }
 
-const EagleTreeGraphs* KvReservation::TreeGraphsOf(const EagleHead& head) const {
-  return pools_ != nullptr ? pools_->tree_graphs(head) : nullptr;
+const EagleTreeGraphs* KvReservation::TreeGraphsOf(const EagleHead& head,
+                                                   const DynamicTreeOptions& tree) const {
+  return pools_ != nullptr ? pools_->tree_graphs(head, tree) : nullptr;
 }
 
-const TreeVerifyGraphs* KvPools::tree_verify_graphs(const TokenModel& target) const {
+const TreeVerifyGraphs* KvPools::tree_verify_graphs(const TokenModel& target, int64_t nodes,
+                                                    int64_t max_depth) const {
   const Entry* entry = Find(&target);
   if (entry == nullptr) return nullptr;
   for (const auto& graphs : tree_verify_graphs_) {
-    if (&graphs->pool() == entry->pool.get()) return graphs.get();
+    if (&graphs->pool() == entry->pool.get() && graphs->shape().nodes == nodes &&
+        graphs->shape().max_depth == max_depth) {
+      return graphs.get();
+    }
   }
   return nullptr;
 }
 
-const TreeVerifyGraphs* KvReservation::TreeVerifyGraphsOf(const TokenModel& target) const {
-  return pools_ != nullptr ? pools_->tree_verify_graphs(target) : nullptr;
+const TreeVerifyGraphs* KvReservation::TreeVerifyGraphsOf(const TokenModel& target,
+                                                          int64_t nodes, int64_t max_depth) const {
+  return pools_ != nullptr ? pools_->tree_verify_graphs(target, nodes, max_depth) : nullptr;
 }
 
 int64_t KvPools::MemoryBytes() const {

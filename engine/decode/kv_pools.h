@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engine/core/status.h"
+#include "engine/decode/dynamic_tree.h"
 #include "engine/model/kv_pool.h"
 #include "engine/model/model_set.h"
 #include "engine/model/pool_graphs.h"
@@ -56,10 +57,13 @@ class KvReservation {
   int64_t unreserved() const { return unreserved_; }
   // The worker's graphs of `resampler` (MuLo-SD's U_r, kv_pools.h's Make), or null.
   const ResamplerGraphs* GraphsOf(const Resampler& resampler) const;
-  // The worker's graphs of EAGLE-2's whole drafting with `head` (eagle_tree_graphs.h), or null.
-  const EagleTreeGraphs* TreeGraphsOf(const EagleHead& head) const;
-  // The worker's graphs verifying those trees with `target` (tree_verify_graphs.h), or null.
-  const TreeVerifyGraphs* TreeVerifyGraphsOf(const TokenModel& target) const;
+  // The worker's graphs of EAGLE-2's whole drafting of `tree` with `head`
+  // (eagle_tree_graphs.h), or null.
+  const EagleTreeGraphs* TreeGraphsOf(const EagleHead& head, const DynamicTreeOptions& tree) const;
+  // The worker's graphs verifying trees of `nodes` drafts at most `max_depth` deep with
+  // `target` (tree_verify_graphs.h), or null.
+  const TreeVerifyGraphs* TreeVerifyGraphsOf(const TokenModel& target, int64_t nodes,
+                                             int64_t max_depth) const;
 
  private:
   friend class KvPools;
@@ -108,11 +112,13 @@ class KvPools {
   // The graphs of `resampler` captured at load (a family's up-sampler, when its target runs
   // from graphs), or null.
   const ResamplerGraphs* resampler_graphs(const Resampler& resampler) const;
-  // The graphs of EAGLE-2's drafting with `head` captured at load (over its pool, when the
-  // target and the head run from graphs), or null.
-  const EagleTreeGraphs* tree_graphs(const EagleHead& head) const;
-  // The graphs verifying them with `target`, captured over its pool at load, or null.
-  const TreeVerifyGraphs* tree_verify_graphs(const TokenModel& target) const;
+  // The graphs of EAGLE-2's drafting of `tree` with `head` captured at load (over its pool,
+  // when the target and the head run from graphs: the family's tree and its cuts), or null.
+  const EagleTreeGraphs* tree_graphs(const EagleHead& head, const DynamicTreeOptions& tree) const;
+  // The graphs verifying trees of that shape with `target`, captured over its pool at load, or
+  // null.
+  const TreeVerifyGraphs* tree_verify_graphs(const TokenModel& target, int64_t nodes,
+                                             int64_t max_depth) const;
 
   bool CanReserve(const KvDemand& demand) const;
   // The demand's slots, taken; null when they do not all fit (nothing is taken then). A need

@@ -91,6 +91,25 @@ std::pair<torch::Tensor, torch::Tensor> KvCache::StoreAt(int64_t layer, const to
   return {keys_[layer].narrow(2, 0, span), values_[layer].narrow(2, 0, span)};
 }
 
+void KvCache::MoveRowsAt(const torch::Tensor& from, const torch::Tensor& to) {
+  torch::NoGradGuard no_grad;
+  for (std::vector<torch::Tensor>* tensors : {&keys_, &values_}) {
+    for (torch::Tensor& t : *tensors) {
+      if (slot_index_.defined()) {
+        // As StoreAt: each stream's rows in its own slot, indexed by (slot, head, row).
+        const int64_t streams = from.size(0), n = from.size(1);
+        const auto slot = slot_index_.view({streams, 1, 1});
+        const auto head = torch::arange(t.size(1), from.options()).view({1, t.size(1), 1});
+        const torch::Tensor moved = t.index({slot, head, from.view({streams, 1, n})});
+        t.index_put_({slot, head, to.view({streams, 1, n})}, moved);
+      } else {
+        const torch::Tensor moved = t.index_select(2, from[0]);
+        t.index_copy_(2, to[0], moved);
+      }
+    }
+  }
+}
+
 Status KvCache::Truncate(int64_t n) {
   if (n < 0 || n > length_) {
     return OutOfRangeError("KvCache::Truncate: length " + std::to_string(n) +

@@ -71,6 +71,14 @@ class KvCache {
                                                   const torch::Tensor& k, const torch::Tensor& v,
                                                   int64_t span);
 
+  // The graph-safe form of Compact (no host synchronisation, the length unchanged): moves
+  // rows `from` to rows `to` ([batch, n] int64 on the device; stream b's in its own slot on a
+  // slot-indexed view, stream 0's for every stream otherwise) in every layer, all rows read
+  // before any is written. A draft tree's verify graph keeps its accepted path with it
+  // (tree_verify_graphs.h); the caller then sets the length (Compact of rows in place moves
+  // nothing).
+  void MoveRowsAt(const torch::Tensor& from, const torch::Tensor& to);
+
   // Drops every row at or after `n` (rollback of rejected tokens).
   Status Truncate(int64_t n);
 

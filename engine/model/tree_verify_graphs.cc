@@ -118,9 +118,15 @@ void TreeVerifyGraphs::Body(Entry& e, int64_t span) const {
   e.result = torch::cat({e.tokens, e.parents, verdict});
   // The features of the root's row and the kept path's rows (pads: the root's).
   const torch::Tensor path = verdict.narrow(0, 3, shape_.max_depth);
-  const torch::Tensor feature_rows =
-      torch::cat({torch::zeros({1}, longs), torch::where(path < 0, torch::zeros_like(path), path + 1)});
-  e.path_features = out[0].index_select(1, feature_rows);
+  const torch::Tensor kept = path >= 0;
+  e.path_features = out[0].index_select(
+      1, torch::cat({torch::zeros({1}, longs), torch::where(kept, path + 1, torch::zeros_like(path))}));
+  // The kept path's cache rows moved right after the root's (the pads onto themselves): the
+  // cache then holds the committed prefix, with nothing left for the host to move.
+  const torch::Tensor places = length + 1 + torch::arange(shape_.max_depth, longs);
+  const torch::Tensor from = torch::where(kept, length + 1 + path, places);
+  e.view->MoveRowsAt(from.unsqueeze(0).expand({2, shape_.max_depth}),
+                     places.unsqueeze(0).expand({2, shape_.max_depth}));
 }
 
 Status TreeVerifyGraphs::CaptureSpan(int64_t span) {

@@ -1,9 +1,10 @@
 // CUDA graphs of a draft tree's verification over the target's KV-cache pool: one replay feeds
 // the last committed token (the root) and every node of a deterministic tree (EAGLE-2's, drawn
 // by eagle_tree_graphs.h) under the tree mask, mixes guidance, makes p, judges the tree with
-// JudgeTree (tree_rejection.h: TreeVerifier's lossless walk as tensor ops) and gathers the
-// target features of the root and the kept path (what the EAGLE head is fed next), leaving the
-// tree and its verdict in one small tensor read back in one host read. With the drafting in
+// JudgeTree (tree_rejection.h: TreeVerifier's lossless walk as tensor ops), moves the kept
+// path's cache rows right after the root's (KvCache::MoveRowsAt) and gathers the target
+// features of the root and the kept path (what the EAGLE head is fed next), leaving the tree
+// and its verdict in one small tensor read back in one host read. With the drafting in
 // one replay, an EAGLE-2 step is two replays and one read (issue 61; SGLang's draft and verify
 // graphs).
 //
@@ -15,8 +16,9 @@
 // eagerly (Fits).
 //
 // Keys: the span (the cache after the tree, in whole ForwardGraphs::kSpanRows); lone requests
-// (two streams). Every key is captured at load for the tree size of the family's EAGLE-2
-// defaults. Emulated graphs (LoadOptions::emulate_cuda_graphs) run the captured body eagerly
+// (two streams). A set of graphs serves one tree shape (nodes, depth bound); the worker's pools
+// capture one set per shape of the family's EAGLE-2 trees at load (the full tree's, and those
+// cut shorter where the image ends). Emulated graphs (LoadOptions::emulate_cuda_graphs) run the captured body eagerly
 // at each replay, counted as one replay with none of its operators (op_count.h).
 #ifndef MULO_ENGINE_MODEL_TREE_VERIFY_GRAPHS_H_
 #define MULO_ENGINE_MODEL_TREE_VERIFY_GRAPHS_H_
@@ -79,8 +81,9 @@ class TreeVerifyGraphs {
     // kept drafts' rows in path order (the rows after the path are pads).
     torch::Tensor path_features;
   };
-  // The verification from one replay and its one read; the cache is advanced by nodes + 1
-  // (the caller keeps the path). INVALID_ARGUMENT for a call that does not Fit.
+  // The verification from one replay and its one read; the cache is advanced by nodes + 1,
+  // its rows after the root's now the kept path's (the caller keeps them: Compact of rows in
+  // place moves nothing). INVALID_ARGUMENT for a call that does not Fit.
   StatusOr<Output> Run(const Call& call) const;
 
   PoolGraphs::Counts counts() const;

@@ -3,9 +3,10 @@
 // tree forward, p, the walk and the path's features in another, read once
 // (tree_verify_graphs.h). A request decodes the tokens of the eager step (the same tree, grown
 // and judged operator by operator): greedy exactly (and ar's), sampled up to a rounding flip,
-// as the other graphs' tests allow. Steps the graphs do not fit (the trees cut
-// at the image's end, a request with a top-k filter) grow their tree eagerly; requests of an
-// engine loop share the graphs.
+// as the other graphs' tests allow. The trees cut short where the image ends have graphs of
+// their own; a request with a top-k filter grows and verifies its trees eagerly; requests of
+// an engine loop share the graphs.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -25,25 +26,47 @@
 namespace mulo::engine {
 namespace {
 
+// The family's EAGLE-2 tree cut to `depth` expansions (the last steps of an image).
+DynamicTreeOptions Cut(DynamicTreeOptions tree, int64_t depth) {
+  tree.depth = depth;
+  return tree;
+}
+
+// The replays of the drafting graphs of every depth of `tree` (the family's and its cuts), and
+// of the verify graphs of their shapes.
+struct TreeReplays {
+  int64_t drafts = 0, verifications = 0;
+};
+TreeReplays Replays(const KvPools& pools, const ModelSet& family, const DynamicTreeOptions& tree) {
+  TreeReplays replays;
+  const int64_t k = std::min<int64_t>(tree.top_k, family.target->vocab_size());
+  for (int64_t depth = 0; depth <= tree.depth; ++depth) {
+    const EagleTreeGraphs* drafts = pools.tree_graphs(*family.eagle, Cut(tree, depth));
+    const TreeVerifyGraphs* verify = pools.tree_verify_graphs(
+        *family.target, std::min(tree.total_tokens, k + depth * k * k), depth + 1);
+    EXPECT_NE(drafts, nullptr) << "depth " << depth;
+    EXPECT_NE(verify, nullptr) << "depth " << depth;
+    if (drafts == nullptr || verify == nullptr) continue;
+    EXPECT_GT(drafts->counts().graphs, 0);
+    EXPECT_EQ(drafts->counts().failed_captures, 0);
+    EXPECT_GT(verify->counts().graphs, 0);
+    EXPECT_EQ(verify->counts().failed_captures, 0);
+    replays.drafts += drafts->counts().replays;
+    replays.verifications += verify->counts().replays;
+  }
+  return replays;
+}
+
 TEST(TreeGraphsTest, AStepDraftsInOneReplayWithTheEagerStepsTokens) {
   const ModelSet& plain = testing::SynthFamily();
   const auto emulated = testing::EmulatedSynthFamily();
   ASSERT_NE(emulated, nullptr);
   auto pools = testing::SynthPools(*emulated, 1);
   ASSERT_NE(pools, nullptr);
-  const EagleTreeGraphs* graphs = pools->tree_graphs(*emulated->eagle);
-  ASSERT_NE(graphs, nullptr);
-  EXPECT_GT(graphs->counts().graphs, 0);
-  EXPECT_EQ(graphs->counts().failed_captures, 0);
-  const TreeVerifyGraphs* verify = pools->tree_verify_graphs(*emulated->target);
-  ASSERT_NE(verify, nullptr);
-  EXPECT_GT(verify->counts().graphs, 0);
-  EXPECT_EQ(verify->counts().failed_captures, 0);
   auto config = DefaultMethodConfig("eagle", *emulated);
   ASSERT_OK(config);
   ASSERT_FALSE(config->eagle.static_tree);
-  const int64_t depth = config->eagle.dynamic.depth;
-  EXPECT_EQ(graphs->tree().depth, depth);
+  const DynamicTreeOptions tree = config->eagle.dynamic;
   for (double temperature : {0.0, 1.0}) {
     int mismatches = 0;
     for (int prompt : {0, 1, 2}) {
@@ -52,8 +75,7 @@ TEST(TreeGraphsTest, AStepDraftsInOneReplayWithTheEagerStepsTokens) {
       ASSERT_OK(eager);
       auto reservation = testing::ReserveFor(*pools, *emulated, "eagle", request);
       ASSERT_NE(reservation, nullptr);
-      const int64_t replays_before = graphs->counts().replays;
-      const int64_t verified_before = verify->counts().replays;
+      const TreeReplays before = Replays(*pools, *emulated, tree);
       StatusOr<DecodeResult> graphed = InternalError("not run");
       {
         OpCounting counting;
@@ -62,26 +84,21 @@ TEST(TreeGraphsTest, AStepDraftsInOneReplayWithTheEagerStepsTokens) {
       ASSERT_OK(graphed);
       const Stats& stats = graphed->stats;
       const int64_t steps = stats.verify_steps;
-      const int64_t tree_replays = graphs->counts().replays - replays_before;
-      const int64_t verify_replays = verify->counts().replays - verified_before;
+      const TreeReplays after = Replays(*pools, *emulated, tree);
       std::cout << "[eagle] temperature " << temperature << ", prompt " << prompt << ": "
-                << steps << " steps (" << tree_replays << " drafted by the graphs), "
+                << steps << " steps, "
                 << stats.graph_replays << " replays, " << stats.host_syncs << " reads, "
                 << stats.dispatched_ops << " operators outside graphs ("
                 << static_cast<double>(stats.dispatched_ops) / static_cast<double>(steps)
                 << " per step)\n";
       ASSERT_GT(steps, 0);
-      // Every step drafts from the graphs but those whose tree the image's end cuts (at most
-      // depth + 1 steps: each commits a token at least).
-      EXPECT_GE(tree_replays, steps - (depth + 1));
-      EXPECT_LE(tree_replays, steps);
-      // Every tree the graphs drafted is verified by the target's tree graphs: a step is two
-      // replays and one read; a cut one replays the head per expansion and the target's
-      // forward, and reads once, as before.
-      EXPECT_EQ(verify_replays, tree_replays);
-      const int64_t cut = steps - tree_replays;
-      EXPECT_LE(stats.graph_replays, 2 + 2 * steps + cut * (depth + 1));
-      EXPECT_GE(stats.graph_replays, 2 * steps);
+      // Every step drafts its tree in one replay (the graphs of its depth: the family's, or
+      // the cut one at the image's end) and verifies it in another, reading once; the
+      // target's prefill replays the pool's forward graphs (the head has none: its first pair
+      // is the first step's catch-up).
+      EXPECT_EQ(after.drafts - before.drafts, steps);
+      EXPECT_EQ(after.verifications - before.verifications, steps);
+      EXPECT_EQ(stats.graph_replays, 2 * steps + 1);
       EXPECT_LE(stats.host_syncs, steps + 2);
       EXPECT_EQ(stats.draft_forward_passes, eager->stats.draft_forward_passes);
       if (graphed->tokens != eager->tokens) {
@@ -114,8 +131,6 @@ TEST(TreeGraphsTest, AFilteredRequestGrowsItsTreeEagerly) {
   ASSERT_NE(emulated, nullptr);
   auto pools = testing::SynthPools(*emulated, 1);
   ASSERT_NE(pools, nullptr);
-  const EagleTreeGraphs* graphs = pools->tree_graphs(*emulated->eagle);
-  ASSERT_NE(graphs, nullptr);
   auto config = DefaultMethodConfig("eagle", *emulated);
   ASSERT_OK(config);
   DecodeRequest request = testing::SynthRequest({"eagle", 1, 1.0}, plain);
@@ -126,7 +141,9 @@ TEST(TreeGraphsTest, AFilteredRequestGrowsItsTreeEagerly) {
   ASSERT_NE(reservation, nullptr);
   auto graphed = testing::DecodeConfig(*config, *emulated, request, nullptr, reservation.get());
   ASSERT_OK(graphed);
-  EXPECT_EQ(graphs->counts().replays, 0);
+  const TreeReplays replays = Replays(*pools, *emulated, config->eagle.dynamic);
+  EXPECT_EQ(replays.drafts, 0);
+  EXPECT_EQ(replays.verifications, 0);
   EXPECT_EQ(graphed->tokens, eager->tokens);
 }
 
@@ -151,7 +168,7 @@ TEST(TreeGraphsTest, RequestsOfALoopShareTheGraphs) {
     ASSERT_OK(own);
     alone.push_back(own->tokens);
   }
-  const int64_t before = pools->tree_graphs(*family->eagle)->counts().replays;
+  const TreeReplays before = Replays(*pools, *family, config->eagle.dynamic);
   EngineLoop loop({/*max_rows=*/256, PackedGemms::kPerSequence});
   std::vector<StatusOr<DecodeResult>> results(requests.size(), InternalError("not run"));
   std::vector<EngineLoop::Task> tasks;
@@ -168,7 +185,9 @@ TEST(TreeGraphsTest, RequestsOfALoopShareTheGraphs) {
     ASSERT_OK(results[i]);
     EXPECT_EQ(results[i]->tokens, alone[i]) << "request " << i;
   }
-  EXPECT_GT(pools->tree_graphs(*family->eagle)->counts().replays, before);
+  const TreeReplays after = Replays(*pools, *family, config->eagle.dynamic);
+  EXPECT_GT(after.drafts, before.drafts);
+  EXPECT_EQ(after.verifications - before.verifications, after.drafts - before.drafts);
 }
 
 }  // namespace

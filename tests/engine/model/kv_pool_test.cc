@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "tests/engine/test_util.h"
 
 namespace mulo::engine {
@@ -70,6 +72,57 @@ TEST(KvPoolTest, CachesAreViewsOfTheirOwnSlotsAndNeverOfAnothers) {
   // `a` still holds the first run, so a run of two comes from nowhere.
   EXPECT_EQ(pool.Take(2), nullptr);
   EXPECT_EQ(pool.used_slots(), 4);
+}
+
+// MoveRowsAt, the graph-safe Compact: on a slot-indexed view each stream moves its own rows in
+// its own slot (all read before any is written, so overlapping moves are safe), leaving every
+// other slot alone; on a cache of its own it keeps what Compact keeps.
+TEST(KvPoolTest, MoveRowsAtMovesEachStreamsRowsInItsOwnSlot) {
+  auto made = KvPool::Make(Prototype(), 4, 8);
+  ASSERT_TRUE(made.ok());
+  KvPool& pool = **made;
+  auto run = pool.Take(2), other = pool.Take(1);
+  KvCache cache = pool.CacheOver(run, 2), bystander = pool.CacheOver(other, 1);
+  // Row r of stream b holds 10 b + r (keys) and -(10 b + r) (values) in every layer.
+  const torch::Tensor rows = torch::arange(8, torch::kFloat32).view({1, 1, 8, 1});
+  const torch::Tensor streams = torch::tensor({0.0f, 10.0f}).view({2, 1, 1, 1});
+  const torch::Tensor keys = (rows + streams).expand({2, 3, 8, 4}).contiguous();
+  for (int64_t layer = 0; layer < 2; ++layer) cache.Store(layer, keys, -keys);
+  cache.Advance(8);
+  bystander.Store(0, torch::full({1, 3, 8, 4}, 99.0), torch::full({1, 3, 8, 4}, 98.0));
+  bystander.Advance(8);
+  KvCache view = pool.SlotIndexedView(
+      torch::tensor(std::vector<int64_t>{cache.first_slot(), cache.first_slot() + 1}));
+  // Stream 0 keeps rows 5, 7 at 3, 4 (row 4 is read before it is written); stream 1 moves
+  // rows 3, 4 onto themselves.
+  view.MoveRowsAt(torch::tensor(std::vector<int64_t>{5, 7, 3, 4}).view({2, 2}),
+                  torch::tensor(std::vector<int64_t>{3, 4, 3, 4}).view({2, 2}));
+  for (int64_t layer = 0; layer < 2; ++layer) {
+    const torch::Tensor k = cache.Keys(layer).select(1, 0).select(2, 0);  // [2, 8]
+    const std::vector<float> kept = {0, 1, 2, 5, 7, 5, 6, 7};
+    const std::vector<float> unmoved = {10, 11, 12, 13, 14, 15, 16, 17};
+    EXPECT_TRUE(k[0].equal(torch::tensor(kept))) << k;
+    EXPECT_TRUE(k[1].equal(torch::tensor(unmoved))) << k;
+    EXPECT_TRUE(cache.Values(layer).equal(-cache.Keys(layer)));
+  }
+  EXPECT_TRUE(bystander.Keys(0).equal(torch::full({1, 3, 8, 4}, 99.0)));
+  // A cache of its own: stream 0's moves for every stream, as Compact({0, 1, 2, 5, 7}).
+  KvCache own(2, 2, 3, 4, 8, torch::dtype(torch::kFloat32));
+  KvCache compacted(2, 2, 3, 4, 8, torch::dtype(torch::kFloat32));
+  for (int64_t layer = 0; layer < 2; ++layer) {
+    own.Store(layer, keys, -keys);
+    compacted.Store(layer, keys, -keys);
+  }
+  own.Advance(8);
+  compacted.Advance(8);
+  own.MoveRowsAt(torch::tensor(std::vector<int64_t>{5, 7}).view({1, 2}),
+                 torch::tensor(std::vector<int64_t>{3, 4}).view({1, 2}));
+  ASSERT_TRUE(own.Truncate(5).ok());
+  ASSERT_TRUE(compacted.Compact({0, 1, 2, 5, 7}).ok());
+  for (int64_t layer = 0; layer < 2; ++layer) {
+    EXPECT_TRUE(own.Keys(layer).equal(compacted.Keys(layer)));
+    EXPECT_TRUE(own.Values(layer).equal(compacted.Values(layer)));
+  }
 }
 
 // A forward that needs more rows than the slot holds: the cache moves to memory of its own
