@@ -11,10 +11,14 @@ torch::Tensor TreeAncestors(const torch::Tensor& parents, int64_t max_depth) {
   const int64_t length = parents.size(0);
   const auto reals = parents.options().dtype(torch::kFloat32);
   // Row i: i itself and its parent; after s squarings, every ancestor up to 2^s levels up (the
-  // products count paths, at most the depth: exact in float32).
-  torch::Tensor reach = torch::eye(length, reals).index_put_(
-      {torch::arange(length, parents.options()), parents.clamp_min(0)}, parents.ge(0).to(reals),
-      /*accumulate=*/true);
+  // products count paths, at most the depth: exact in float32). A comparison, not an
+  // accumulating index_put_: that one cannot be captured in a CUDA graph (pytorch#105439), and
+  // the tree graphs (eagle_tree_graphs.h) run this.
+  const torch::Tensor columns = torch::arange(length, parents.options());
+  torch::Tensor reach =
+      (columns.unsqueeze(0) == parents.unsqueeze(1))
+          .logical_or(torch::eye(length, parents.options().dtype(torch::kBool)))
+          .to(reals);
   for (int64_t levels = 1; levels < max_depth - 1; levels *= 2) {
     reach = reach.mm(reach).clamp_max(1.0);
   }
