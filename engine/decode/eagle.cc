@@ -151,18 +151,8 @@ class EagleState : public SteppedMethod::State {
       MULO_ASSIGN_OR_RETURN(
           const std::vector<int64_t> host,
           session.ReadIds(torch::cat({chosen.tokens, chosen.parents, JudgeTree(call)})));
-      tree.drafts.tokens.assign(host.begin(), host.begin() + length);
-      tree.drafts.parents.assign(host.begin() + length, host.begin() + 2 * length);
-      MULO_ASSIGN_OR_RETURN(tree.shape, TreeFromParents(tree.drafts.parents));
-      MULO_ASSIGN_OR_RETURN(
-          TreeDecision decision,
-          TreeDecisionFromHost({host.begin() + 2 * length, host.end()}, length, chosen.max_depth));
-      if (!session.greedy()) {  // the numbers the host walk would have drawn
-        rngs.accept->Skip(static_cast<uint64_t>(decision.tries));
-        rngs.draw->Skip(1);
-      }
-      verdict.accepted = std::move(decision.accepted);
-      verdict.next_token = decision.next_token;
+      MULO_RETURN_IF_ERROR(
+          TakeVerdict(session, rngs, host, length, chosen.max_depth, &tree, &verdict));
     }
     return CommitPath(session, std::move(x), tree, PathFeatures(out.hidden, verdict), verdict,
                       shape);
@@ -195,25 +185,34 @@ class EagleState : public SteppedMethod::State {
       }
       MULO_ASSIGN_OR_RETURN(TreeVerifyGraphs::Output out, target_->VerifyTree(graphs, call));
       ++session.stats().verify_steps;
-      const std::vector<int64_t>& host = out.host;
-      tree.drafts.tokens.assign(host.begin(), host.begin() + length);
-      tree.drafts.parents.assign(host.begin() + length, host.begin() + 2 * length);
-      MULO_ASSIGN_OR_RETURN(tree.shape, TreeFromParents(tree.drafts.parents));
-      MULO_ASSIGN_OR_RETURN(
-          TreeDecision decision,
-          TreeDecisionFromHost({host.begin() + 2 * length, host.end()}, length, chosen.max_depth));
-      if (!session.greedy()) {  // the numbers the host walk would have drawn
-        rngs.accept->Skip(static_cast<uint64_t>(decision.tries));
-        rngs.draw->Skip(1);
-      }
-      verdict.accepted = std::move(decision.accepted);
-      verdict.next_token = decision.next_token;
+      MULO_RETURN_IF_ERROR(
+          TakeVerdict(session, rngs, out.host, length, chosen.max_depth, &tree, &verdict));
       for (size_t i = 0; i <= verdict.accepted.size(); ++i) {
         features.push_back(out.path_features.select(1, static_cast<int64_t>(i)));
       }
     }
     return CommitPath(session, std::move(x), tree, features, verdict, shape,
                       /*path_in_place=*/true);
+  }
+
+  // The step's one read (the tree's tokens and parents, then JudgeTree's values) as the tree
+  // and its verdict; the streams move by the numbers the host walk would have drawn.
+  static Status TakeVerdict(DecodeSession& session, const VerifierRngs& rngs,
+                            const std::vector<int64_t>& host, int64_t length, int64_t max_depth,
+                            TreeDraft* tree, Verdict* verdict) {
+    tree->drafts.tokens.assign(host.begin(), host.begin() + length);
+    tree->drafts.parents.assign(host.begin() + length, host.begin() + 2 * length);
+    MULO_ASSIGN_OR_RETURN(tree->shape, TreeFromParents(tree->drafts.parents));
+    MULO_ASSIGN_OR_RETURN(TreeDecision decision,
+                          TreeDecisionFromHost({host.begin() + 2 * length, host.end()}, length,
+                                               max_depth));
+    if (!session.greedy()) {
+      rngs.accept->Skip(static_cast<uint64_t>(decision.tries));
+      rngs.draw->Skip(1);
+    }
+    verdict->accepted = std::move(decision.accepted);
+    verdict->next_token = decision.next_token;
+    return OkStatus();
   }
 
   // 4. The target keeps the root and the accepted path; the head gets their features.
