@@ -22,6 +22,7 @@
 #include "engine/core/device_stream.h"
 #include "engine/decode/ar.h"
 #include "engine/decode/eagle.h"
+#include "engine/decode/eagle_tree_graphs.h"
 #include "engine/decode/generate.h"
 #include "engine/decode/kv_demand.h"
 #include "engine/decode/kv_pools.h"
@@ -289,8 +290,9 @@ TEST_F(GpuTest, LosslessMethodsGiveArsGreedyTokensOnTheGpu) {
 // verify_graphs.h, resampler_graphs.h) decode ar's rows and speculative's two-replay steps with
 // the tokens of the per-request graphs: greedy, exactly ar's; every key captured; one replay per
 // ar row. MuLo-SD with the family's defaults (drafter rows and U_r replayed, one read per step)
-// gives its eager tokens, three replays per step; EAGLE-2 (its tree verified on the device, one
-// read per step) gives ar's.
+// gives its eager tokens, three replays per step; EAGLE-2 (its drafting and its verification
+// each one replay of the tree graphs, eagle_tree_graphs.h and tree_verify_graphs.h) gives ar's,
+// two replays per step.
 TEST_F(GpuTest, PooledStepGraphsGiveArsGreedyTokensOnTheGpu) {
   auto graphs = LoadModelSet("models/synth", GpuOptions(torch::kFloat32, true));
   ASSERT_OK(graphs);
@@ -317,6 +319,18 @@ TEST_F(GpuTest, PooledStepGraphsGiveArsGreedyTokensOnTheGpu) {
       GenerateOptions options;
       options.kv = reservation.get();
       const PoolGraphs::Counts before = (*pools)->graph_counts();
+      // The drafting graphs of the family's tree and of every depth it is cut to.
+      const auto tree_drafts = [&] {
+        int64_t replays = 0;
+        DynamicTreeOptions tree = EagleOptions().dynamic;
+        for (int64_t depth = tree.depth; depth >= 0; --depth) {
+          tree.depth = depth;
+          const EagleTreeGraphs* drafts = (*pools)->tree_graphs(*graphs->eagle, tree);
+          if (drafts != nullptr) replays += drafts->counts().replays;
+        }
+        return replays;
+      };
+      const int64_t drafts_before = tree_drafts();
       const auto pooled =
           method == "ar"            ? Tokens(ArDecoder(), *graphs, prompts[i], 0.0, i, options)
           : method == "speculative" ? Tokens(SpeculativeDecoder(), *graphs, prompts[i], 0.0, i,
@@ -334,6 +348,12 @@ TEST_F(GpuTest, PooledStepGraphsGiveArsGreedyTokensOnTheGpu) {
       // U_r and the verify forward, as on the CPU (mulo_graphs_test).
       if (method == "mulo") EXPECT_EQ(replays, 2 + 3 * 8);
       if (method == "ar") EXPECT_EQ(replays, 1 + graphs->target->grid_size());
+      // EAGLE-2: the target's prefill, then per step its drafting and its verification.
+      if (method == "eagle") {
+        const int64_t steps = tree_drafts() - drafts_before;
+        EXPECT_GT(steps, 0);
+        EXPECT_EQ(replays, 1 + 2 * steps);
+      }
     }
   }
 }
