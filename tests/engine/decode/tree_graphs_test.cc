@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,10 @@
 #include "engine/decode/engine_loop.h"
 #include "engine/decode/kv_pools.h"
 #include "engine/decode/method_registry.h"
+#include "engine/model/forward_graphs.h"
+#include "engine/model/kv_pool.h"
 #include "engine/model/model_set.h"
+#include "engine/model/tree_verify_graphs.h"
 #include "gtest/gtest.h"
 #include "tests/engine/decode/pooled_decode.h"
 #include "tests/engine/decode/synth_jobs.h"
@@ -188,6 +192,55 @@ TEST(TreeGraphsTest, RequestsOfALoopShareTheGraphs) {
   const TreeReplays after = Replays(*pools, *family, config->eagle.dynamic);
   EXPECT_GT(after.drafts, before.drafts);
   EXPECT_EQ(after.verifications - before.verifications, after.drafts - before.drafts);
+}
+
+// The kernels inside each graph, what a GPU still runs per replay (the host launches none of
+// them): one capture's body, counted (an emulated capture runs the body once, outside any
+// replay). A guard on their number, which is the draft graph's GPU cost (docs/benchmarks.md,
+// "EAGLE-2 in two graphs per step"): per expansion a one-layer head forward, the output head,
+// the ranking distribution, top-k and the frontier's bookkeeping.
+TEST(TreeGraphsTest, KernelsInsideTheGraphs) {
+  const auto family = testing::EmulatedSynthFamily();
+  ASSERT_NE(family, nullptr);
+  const std::optional<RowGraphs::Model> steps = family->target->StepGraphModel();
+  ASSERT_TRUE(steps.has_value());
+  const DynamicTreeOptions tree;  // EAGLE-2's 60 / 7 / 10
+  // One span of rows each: one capture, one body.
+  auto head_pool = KvPool::Make(family->eagle->NewCache(1, 1), 2, ForwardGraphs::kSpanRows,
+                                /*scratch_slot=*/true);
+  auto target_pool = KvPool::Make(family->target->NewCache(1, 1), 2, ForwardGraphs::kSpanRows,
+                                  /*scratch_slot=*/true);
+  ASSERT_OK(head_pool);
+  ASSERT_OK(target_pool);
+  const TokenModel* target = family->target.get();
+  const EagleTreeGraphs::Model model{
+      family->eagle->SlotForward(), steps->embed,
+      [target](const torch::Tensor& hidden) { return target->HeadLogits(hidden); }, steps->dim,
+      steps->vocab, steps->options, steps->emulated};
+  int64_t draft = 0, verify = 0;
+  {
+    OpCounting counting;
+    const OpCounts start = ThreadOpCounts();
+    auto drafts = EagleTreeGraphs::Capture(**head_pool, tree, tree.depth + 2, model);
+    ASSERT_OK(drafts);
+    ASSERT_EQ((*drafts)->counts().graphs, 1);
+    const OpCounts middle = ThreadOpCounts();
+    auto verifies = TreeVerifyGraphs::Capture(
+        **target_pool, {tree.total_tokens, tree.depth + 1}, *steps);
+    ASSERT_OK(verifies);
+    ASSERT_EQ((*verifies)->counts().graphs, 1);
+    draft = middle.kernels - start.kernels;
+    verify = ThreadOpCounts().kernels - middle.kernels;
+  }
+  std::cout << "[kernels] per replay: drafting " << draft << " (catch-up and " << tree.depth
+            << " expansions), verification " << verify << "\n";
+  // Measured 2026-11-30: 602 and 354 (the verification is mostly the target's forward of the
+  // 61 rows; the drafting ~77 per expansion: 8 one-layer head forwards with their KV stores,
+  // the output head, softmax, top-k, two sorts and the frontier's bookkeeping). Fewer is the
+  // way to a faster GPU step (fused kernels, issue 63); more fails here.
+  EXPECT_LE(draft, 660);
+  EXPECT_LE(verify, 390);
+  EXPECT_GT(draft, 8 * 10) << "at least the head forwards' kernels";
 }
 
 }  // namespace
