@@ -195,13 +195,16 @@ StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t
   return draft;
 }
 
-StatusOr<DeviceDynamicTree> EagleProposer::GrowDynamic(DecodeSession& session,
-                                                       const DynamicTreeOptions& options,
-                                                       int64_t max_depth) {
-  MULO_ASSIGN_OR_RETURN(torch::Tensor root_feature, CatchUp(session));
-  tree_features_ = torch::Tensor();
+DynamicTreeOptions EagleProposer::Cut(const DynamicTreeOptions& options, int64_t max_depth) {
   DynamicTreeOptions cut = options;
   cut.depth = std::min(options.depth, max_depth - 1);
+  return cut;
+}
+
+StatusOr<DeviceDynamicTree> EagleProposer::GrowDynamic(DecodeSession& session,
+                                                       const DynamicTreeOptions& cut) {
+  MULO_ASSIGN_OR_RETURN(torch::Tensor root_feature, CatchUp(session));
+  tree_features_ = torch::Tensor();
   DeviceDynamicTree tree(cut);
   tree.Start(Probabilities(session, root_feature.unsqueeze(1))[0].log());
   while (tree.expansions_left() > 0) {
@@ -219,7 +222,7 @@ StatusOr<DeviceDynamicTree> EagleProposer::GrowDynamic(DecodeSession& session,
 StatusOr<TreeDraft> EagleProposer::ProposeDynamic(DecodeSession& session,
                                                   const DynamicTreeOptions& options,
                                                   int64_t max_depth) {
-  MULO_ASSIGN_OR_RETURN(DeviceDynamicTree tree, GrowDynamic(session, options, max_depth));
+  MULO_ASSIGN_OR_RETURN(DeviceDynamicTree tree, GrowDynamic(session, Cut(options, max_depth)));
   // The one read of the tree, batched with other requests' in an engine loop.
   MULO_ASSIGN_OR_RETURN(torch::Tensor chosen_on_device, tree.ChosenOnDevice());
   MULO_ASSIGN_OR_RETURN(std::vector<int64_t> chosen_ids, session.ReadIds(chosen_on_device));
@@ -234,8 +237,7 @@ StatusOr<TreeDraft> EagleProposer::ProposeDynamic(DecodeSession& session,
 StatusOr<DeviceDynamicTree::ChosenTree> EagleProposer::ProposeDynamicOnDevice(
     DecodeSession& session, const DynamicTreeOptions& options, int64_t max_depth) {
   // From the worker's graphs of the whole drafting step when the step fits them: one replay.
-  DynamicTreeOptions cut = options;
-  cut.depth = std::min(options.depth, max_depth - 1);
+  const DynamicTreeOptions cut = Cut(options, max_depth);
   const EagleTreeGraphs* graphs = session.reservation() != nullptr
                                       ? session.reservation()->TreeGraphsOf(head_, cut)
                                       : nullptr;
@@ -251,7 +253,7 @@ StatusOr<DeviceDynamicTree::ChosenTree> EagleProposer::ProposeDynamicOnDevice(
     queued_features_.clear();
     return chosen;
   }
-  MULO_ASSIGN_OR_RETURN(DeviceDynamicTree tree, GrowDynamic(session, options, max_depth));
+  MULO_ASSIGN_OR_RETURN(DeviceDynamicTree tree, GrowDynamic(session, cut));
   return tree.ChosenTreeOnDevice();
 }
 

@@ -57,9 +57,11 @@ class EagleProposer {
       DecodeSession& session, const DynamicTreeOptions& options, int64_t max_depth);
 
  private:
-  // Grows the dynamic tree of ProposeDynamic (the head's rows dropped after), unread.
-  StatusOr<DeviceDynamicTree> GrowDynamic(DecodeSession& session,
-                                          const DynamicTreeOptions& options, int64_t max_depth);
+  // The tree options cut to the rows left: at most max_depth - 1 expansions (the root's
+  // children are one level).
+  static DynamicTreeOptions Cut(const DynamicTreeOptions& options, int64_t max_depth);
+  // Grows the dynamic tree of `cut` options (the head's rows dropped after), unread.
+  StatusOr<DeviceDynamicTree> GrowDynamic(DecodeSession& session, const DynamicTreeOptions& cut);
   // Feeds the queued pairs; returns the predicted feature after the last one [batch, dim].
   StatusOr<torch::Tensor> CatchUp(DecodeSession& session);
   // One head forward over m tree nodes, on the device: `tokens` int64 [m]; `parent_slot`
