@@ -1,7 +1,6 @@
 #include "engine/decode/eagle_tree_graphs.h"
 
 #include <algorithm>
-#include <chrono>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -9,15 +8,10 @@
 
 #include "engine/core/device_upload.h"
 #include "engine/core/torch_guard.h"
-#include "engine/model/cuda_graph_capture.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/kv_pool.h"
 
 namespace mulo::engine {
-
-struct EagleTreeGraphs::MemoryPool {
-  GraphMemoryPool memory;  // every span's graph allocates from it (one worker replays them)
-};
 
 namespace {
 
@@ -46,15 +40,9 @@ EagleTreeGraphs::EagleTreeGraphs(const KvPool& pool, DynamicTreeOptions tree, in
     : pool_(pool),
       tree_(tree),
       max_pairs_(max_pairs),
-      model_(std::move(model)),
-      memory_pool_(std::make_unique<MemoryPool>()) {}
+      model_(std::move(model)) {}
 
 EagleTreeGraphs::~EagleTreeGraphs() = default;
-
-PoolGraphs::Counts EagleTreeGraphs::counts() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return counts_;
-}
 
 StatusOr<std::shared_ptr<EagleTreeGraphs>> EagleTreeGraphs::Capture(const KvPool& pool,
                                                                     DynamicTreeOptions tree,
@@ -68,18 +56,10 @@ StatusOr<std::shared_ptr<EagleTreeGraphs>> EagleTreeGraphs::Capture(const KvPool
   }
   std::shared_ptr<EagleTreeGraphs> graphs(
       new EagleTreeGraphs(pool, tree, max_pairs, std::move(model)));
-  const auto start = std::chrono::steady_clock::now();
-  const torch::Device device = graphs->model_.options.device();
-  const int64_t reserved_before = DeviceReservedBytes(device);
-  for (int64_t span = ForwardGraphs::kSpanRows; span <= pool.slot_rows();
-       span += ForwardGraphs::kSpanRows) {
-    if (span < graphs->rows_written()) continue;
-    MULO_RETURN_IF_ERROR(graphs->CaptureSpan(span));
-  }
-  PoolGraphs::Counts& counts = graphs->counts_;
-  counts.capture_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  counts.memory_bytes += DeviceReservedBytes(device) - reserved_before;
+  EagleTreeGraphs* const raw = graphs.get();
+  MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(
+      pool, graphs->rows_written(), graphs->model_.options.device(),
+      [raw](int64_t span) { return raw->CaptureSpan(span); }));
   return graphs;
 }
 
@@ -163,16 +143,10 @@ Status EagleTreeGraphs::CaptureSpan(int64_t span) {
     e->ints.narrow(0, 3, 1).fill_(1);
     e->features = torch::zeros({2, max_pairs(), model_.dim}, model_.options);
     e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, 2)));
-    auto run = [this, e, span] { Body(*e, span); };
-    auto graph = ReplayableGraph::Make(device, run, model_.emulated, memory_pool_->memory);
-    if (!graph.ok()) {
-      ++counts_.failed_captures;
-      return OkStatus();
-    }
-    e->graph = std::move(*graph);
-    counts_.memory_bytes += e->ints.numel() * 8 + e->features.numel() * e->features.element_size();
-    ++counts_.graphs;
-    entries_[span] = std::move(entry);
+    e->graph = set_.Make(
+        device, [this, e, span] { Body(*e, span); }, model_.emulated,
+        e->ints.numel() * 8 + e->features.numel() * e->features.element_size());
+    if (e->graph != nullptr) entries_[span] = std::move(entry);
     return OkStatus();
   });
 }
@@ -224,11 +198,7 @@ StatusOr<DeviceDynamicTree::ChosenTree> EagleTreeGraphs::Run(const Call& call) c
     // Pad pairs keep stale features: only pad rows, which nothing attends, read them.
     e->features.narrow(1, 0, pairs).copy_(call.features);
     e->graph->Replay();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++counts_.replays;
-      ++counts_.calls;
-    }
+    set_.CountReplay(1);
     call.cache->Advance(pairs);
     // Copies: the next replay (another request's step, in an engine loop) rewrites them.
     DeviceDynamicTree::ChosenTree chosen = e->chosen;

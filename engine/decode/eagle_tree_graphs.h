@@ -35,12 +35,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "engine/core/status.h"
 #include "engine/decode/device_dynamic_tree.h"
 #include "engine/decode/dynamic_tree.h"
+#include "engine/model/graph_set.h"
 #include "engine/model/kv_cache.h"
 #include "engine/model/pool_graphs.h"
 #include "engine/sampling/sampling_params.h"
@@ -96,7 +96,7 @@ class EagleTreeGraphs {
   // failed to capture.
   StatusOr<DeviceDynamicTree::ChosenTree> Run(const Call& call) const;
 
-  PoolGraphs::Counts counts() const;
+  PoolGraphs::Counts counts() const { return set_.counts(); }
 
   EagleTreeGraphs(const EagleTreeGraphs&) = delete;
   EagleTreeGraphs& operator=(const EagleTreeGraphs&) = delete;
@@ -119,10 +119,7 @@ class EagleTreeGraphs {
   const int64_t max_pairs_;
   const Model model_;
   std::map<int64_t, std::unique_ptr<Entry>> entries_;  // by span
-  struct MemoryPool;
-  std::unique_ptr<MemoryPool> memory_pool_;
-  mutable std::mutex mu_;  // counts_ only
-  mutable PoolGraphs::Counts counts_;
+  GraphSet set_;
 };
 
 }  // namespace mulo::engine

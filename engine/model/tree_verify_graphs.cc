@@ -1,7 +1,6 @@
 #include "engine/model/tree_verify_graphs.h"
 
 #include <algorithm>
-#include <chrono>
 #include <optional>
 #include <string>
 #include <utility>
@@ -9,16 +8,11 @@
 #include "engine/core/device_upload.h"
 #include "engine/core/host_read.h"
 #include "engine/core/torch_guard.h"
-#include "engine/model/cuda_graph_capture.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/kv_pool.h"
 #include "engine/sampling/tree_rejection.h"
 
 namespace mulo::engine {
-
-struct TreeVerifyGraphs::MemoryPool {
-  GraphMemoryPool memory;  // every span's graph allocates from it (one worker replays them)
-};
 
 namespace {
 
@@ -40,15 +34,9 @@ struct TreeVerifyGraphs::Entry {
 TreeVerifyGraphs::TreeVerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model)
     : pool_(pool),
       shape_(shape),
-      model_(std::move(model)),
-      memory_pool_(std::make_unique<MemoryPool>()) {}
+      model_(std::move(model)) {}
 
 TreeVerifyGraphs::~TreeVerifyGraphs() = default;
-
-PoolGraphs::Counts TreeVerifyGraphs::counts() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return counts_;
-}
 
 StatusOr<std::shared_ptr<TreeVerifyGraphs>> TreeVerifyGraphs::Capture(const KvPool& pool,
                                                                       Shape shape,
@@ -60,18 +48,10 @@ StatusOr<std::shared_ptr<TreeVerifyGraphs>> TreeVerifyGraphs::Capture(const KvPo
     return InvalidArgumentError("TreeVerifyGraphs: a tree needs nodes and a depth");
   }
   std::shared_ptr<TreeVerifyGraphs> graphs(new TreeVerifyGraphs(pool, shape, std::move(model)));
-  const auto start = std::chrono::steady_clock::now();
-  const torch::Device device = graphs->model_.options.device();
-  const int64_t reserved_before = DeviceReservedBytes(device);
-  for (int64_t span = ForwardGraphs::kSpanRows; span <= pool.slot_rows();
-       span += ForwardGraphs::kSpanRows) {
-    if (span < shape.nodes + 1) continue;
-    MULO_RETURN_IF_ERROR(graphs->CaptureSpan(span));
-  }
-  PoolGraphs::Counts& counts = graphs->counts_;
-  counts.capture_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  counts.memory_bytes += DeviceReservedBytes(device) - reserved_before;
+  TreeVerifyGraphs* const raw = graphs.get();
+  MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(
+      pool, shape.nodes + 1, graphs->model_.options.device(),
+      [raw](int64_t span) { return raw->CaptureSpan(span); }));
   return graphs;
 }
 
@@ -149,16 +129,9 @@ Status TreeVerifyGraphs::CaptureSpan(int64_t span) {
     e->accept = torch::zeros({nodes}, doubles);
     e->draw = torch::zeros({1}, doubles);
     e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, 2)));
-    auto run = [this, e, span] { Body(*e, span); };
-    auto graph = ReplayableGraph::Make(device, run, model_.emulated, memory_pool_->memory);
-    if (!graph.ok()) {
-      ++counts_.failed_captures;
-      return OkStatus();
-    }
-    e->graph = std::move(*graph);
-    counts_.memory_bytes += (kInts + 4 * nodes + 1) * 8 + nodes * nodes;
-    ++counts_.graphs;
-    entries_[span] = std::move(entry);
+    e->graph = set_.Make(device, [this, e, span] { Body(*e, span); }, model_.emulated,
+                         (kInts + 4 * nodes + 1) * 8 + nodes * nodes);
+    if (e->graph != nullptr) entries_[span] = std::move(entry);
     return OkStatus();
   });
 }
@@ -204,11 +177,7 @@ StatusOr<TreeVerifyGraphs::Output> TreeVerifyGraphs::Run(const Call& call) const
       e->draw.copy_(call.draw_uniform);
     }
     e->graph->Replay();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++counts_.replays;
-      ++counts_.calls;
-    }
+    set_.CountReplay(1);
     call.cache->Advance(nodes + 1);
     Output out;
     out.host = HostReadIds(e->result);

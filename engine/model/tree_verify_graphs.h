@@ -28,10 +28,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "engine/core/status.h"
+#include "engine/model/graph_set.h"
 #include "engine/model/kv_cache.h"
 #include "engine/model/pool_graphs.h"
 #include "engine/model/row_graphs.h"
@@ -86,7 +86,7 @@ class TreeVerifyGraphs {
   // place moves nothing). INVALID_ARGUMENT for a call that does not Fit.
   StatusOr<Output> Run(const Call& call) const;
 
-  PoolGraphs::Counts counts() const;
+  PoolGraphs::Counts counts() const { return set_.counts(); }
 
   TreeVerifyGraphs(const TreeVerifyGraphs&) = delete;
   TreeVerifyGraphs& operator=(const TreeVerifyGraphs&) = delete;
@@ -102,10 +102,7 @@ class TreeVerifyGraphs {
   const Shape shape_;
   const RowGraphs::Model model_;
   std::map<int64_t, std::unique_ptr<Entry>> entries_;  // by span
-  struct MemoryPool;
-  std::unique_ptr<MemoryPool> memory_pool_;
-  mutable std::mutex mu_;  // counts_ only
-  mutable PoolGraphs::Counts counts_;
+  GraphSet set_;
 };
 
 }  // namespace mulo::engine
