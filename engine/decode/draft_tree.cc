@@ -86,6 +86,17 @@ TreeShape StaticTree57() {
   return *TreeFromPaths(kPaths);  // a fixed, valid table (draft_tree_test)
 }
 
+TreeShape StaticTree57Cut(int64_t max_depth) {
+  const TreeShape full = StaticTree57();
+  std::vector<int64_t> parents, index(full.size(), -1);
+  for (int64_t i = 0; i < full.size(); ++i) {
+    if (full.depths[i] > max_depth) continue;
+    index[i] = static_cast<int64_t>(parents.size());
+    parents.push_back(full.parents[i] < 0 ? -1 : index[full.parents[i]]);
+  }
+  return *TreeFromParents(parents);  // parents first, as in the full tree
+}
+
 torch::Tensor TreeAttentionMask(const TreeShape& tree, int64_t prefix_rows) {
   const int64_t n = tree.size();
   auto mask = torch::zeros({n, prefix_rows + n}, torch::kBool);

@@ -42,6 +42,10 @@ StatusOr<TreeShape> TreeFromParents(const std::vector<int64_t>& parents);
 // first choices lead.
 TreeShape StaticTree57();
 
+// StaticTree57 without its nodes deeper than `max_depth` (the tree a step drafts where the image
+// ends), in the same order; the whole tree for max_depth >= 5, none for max_depth <= 0.
+TreeShape StaticTree57Cut(int64_t max_depth);
+
 // [nodes, prefix_rows + nodes] bool: node i attends the prefix_rows cached rows, its ancestors
 // and itself.
 torch::Tensor TreeAttentionMask(const TreeShape& tree, int64_t prefix_rows);

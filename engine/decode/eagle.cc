@@ -6,6 +6,7 @@
 #include "engine/core/device_upload.h"
 #include "engine/decode/eagle_proposer.h"
 #include "engine/decode/kv_pools.h"
+#include "engine/model/tree_verify_graphs.h"
 #include "engine/sampling/exact_verifier.h"
 #include "engine/sampling/tree_rejection.h"
 #include "engine/sampling/tree_verifier.h"
@@ -38,7 +39,29 @@ class EagleState : public SteppedMethod::State {
     Stats& stats = session.stats();
     std::vector<int64_t> x = session.committed();
     TreeDraft tree;
-    if (max_depth > 0) {  // 1. The head grows a tree after x_{n-1}.
+    bool drafted = false;
+    if (max_depth > 0 && options_.static_tree && Lossless()) {
+      // EAGLE-1's step in two replays when the worker's graphs fit it: the tree drawn in one,
+      // verified, judged and committed in the other (eagle_tree_graphs.h, tree_verify_graphs.h).
+      std::optional<EagleTreeGraphs::StaticDraft> draft;
+      {
+        auto timer = session.Time(Phase::kDraft);
+        MULO_ASSIGN_OR_RETURN(draft, proposer_->ProposeStaticOnGraphs(session, max_depth));
+      }
+      if (draft) {
+        const int64_t length = draft->tree.size();
+        const TreeVerifyGraphs* graphs = session.reservation()->TreeVerifyGraphsOf(
+            *session.models().target, length, draft->tree.max_depth, draft->max_children);
+        if (graphs != nullptr && target_->CanVerifyTree(*graphs, length, draft->tree.max_depth,
+                                                        session.sampling())) {
+          return VerifyOnGraphs(session, *graphs, draft->tree, shape, draft->q, draft->valid);
+        }
+        auto timer = session.Time(Phase::kDraft);
+        MULO_ASSIGN_OR_RETURN(tree, proposer_->ReadStatic(session, *draft));
+        drafted = true;
+      }
+    }
+    if (max_depth > 0 && !drafted) {  // 1. The head grows a tree after x_{n-1}.
       auto timer = session.Time(Phase::kDraft);
       if (options_.static_tree) {
         MULO_ASSIGN_OR_RETURN(tree, proposer_->ProposeStatic(session, max_depth));
@@ -95,9 +118,13 @@ class EagleState : public SteppedMethod::State {
   // walk on the host. A target with graphs of its own (not a pool's) keeps its replayed
   // tree forward, which takes host ids.
   bool VerifiesOnDevice() const {
-    return !options_.static_tree && options_.relaxation.kind == Pooling::kNone &&
-           !options_.accept && !options_.hooks.residual && !options_.hooks.keep_longest_path &&
-           target_->cache().graphs() == nullptr;
+    return !options_.static_tree && Lossless() && target_->cache().graphs() == nullptr;
+  }
+
+  // The exact rules, which the device's walk makes (JudgeTree): no relaxation, no test's rule.
+  bool Lossless() const {
+    return options_.relaxation.kind == Pooling::kNone && !options_.accept &&
+           !options_.hooks.residual && !options_.hooks.keep_longest_path;
   }
 
   // The step with one host read: the head grows the tree on the device, the target scores it
@@ -158,11 +185,13 @@ class EagleState : public SteppedMethod::State {
                       shape);
   }
 
-  // StepOnDevice's verification from one replay of the target pool's tree graphs: the tree
-  // forward, p, the walk and the path's features, read once.
+  // A tree's verification from one replay of the target pool's tree graphs: the tree
+  // forward, p, the walk and the path's features, read once. `q`, `valid`: a static tree's
+  // draws (undefined for a deterministic tree).
   Status VerifyOnGraphs(DecodeSession& session, const TreeVerifyGraphs& graphs,
                         const DeviceDynamicTree::ChosenTree& chosen,
-                        const DynamicTreeOptions& shape) {
+                        const DynamicTreeOptions& shape, const torch::Tensor& q = {},
+                        const torch::Tensor& valid = {}) {
     std::vector<int64_t> x = session.committed();
     const int64_t length = chosen.size();
     TreeDraft tree;
@@ -176,6 +205,8 @@ class EagleState : public SteppedMethod::State {
       call.parents = chosen.parents;
       call.depths = chosen.depths;
       call.ancestors = chosen.ancestors;
+      call.q = q;
+      call.valid = valid;
       call.sampling = session.sampling();
       const VerifierRngs rngs = session.verifier_rngs();
       if (!session.greedy()) {

@@ -127,14 +127,7 @@ StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t
   MULO_ASSIGN_OR_RETURN(torch::Tensor root_feature, CatchUp(session));
   tree_features_ = torch::Tensor();
   // The reference shape, cut where the image ends.
-  const TreeShape full = StaticTree57();
-  std::vector<int64_t> cut_parents, index(full.size(), -1);
-  for (int64_t i = 0; i < full.size(); ++i) {
-    if (full.depths[i] > max_depth) continue;
-    index[i] = static_cast<int64_t>(cut_parents.size());
-    cut_parents.push_back(full.parents[i] < 0 ? -1 : index[full.parents[i]]);
-  }
-  MULO_ASSIGN_OR_RETURN(TreeShape shape, TreeFromParents(cut_parents));
+  const TreeShape shape = StaticTree57Cut(max_depth);
   const int64_t length = shape.size();
   const torch::Device device = root_feature.device();
   const auto ints = torch::TensorOptions().dtype(torch::kInt64).device(device);
@@ -174,11 +167,17 @@ StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t
   }
   MULO_RETURN_IF_ERROR(cache_.Truncate(committed_rows_));
   tree_features_ = torch::Tensor();
-  // The tree's one read: tokens, then whether each was drawn. Nodes left undrawn (a
-  // distribution with fewer tokens than children, e.g. under top-k) are dropped with their
-  // subtrees.
+  return ReadStaticTree(session, shape, nodes.tokens, nodes.valid, nodes.q);
+}
+
+StatusOr<TreeDraft> EagleProposer::ReadStaticTree(DecodeSession& session, const TreeShape& shape,
+                                                  const torch::Tensor& tokens,
+                                                  const torch::Tensor& valid,
+                                                  const torch::Tensor& q) {
+  const int64_t length = shape.size();
+  // The tree's one read.
   MULO_ASSIGN_OR_RETURN(const std::vector<int64_t> host,
-                        session.ReadIds(torch::cat({nodes.tokens, nodes.valid.to(torch::kInt64)})));
+                        session.ReadIds(torch::cat({tokens, valid.to(torch::kInt64)})));
   TreeDraft draft;
   std::vector<int64_t> kept_index(length, -1), kept_parents, kept_nodes;
   for (int64_t i = 0; i < length; ++i) {
@@ -191,8 +190,44 @@ StatusOr<TreeDraft> EagleProposer::ProposeStatic(DecodeSession& session, int64_t
   }
   MULO_ASSIGN_OR_RETURN(draft.shape, TreeFromParents(kept_parents));
   draft.drafts.parents = kept_parents;
-  draft.drafts.q = nodes.q.index_select(0, torch::tensor(kept_nodes, ints));
+  draft.drafts.q = q.index_select(
+      0, torch::tensor(kept_nodes, torch::dtype(torch::kInt64).device(q.device())));
   return draft;
+}
+
+StatusOr<std::optional<EagleTreeGraphs::StaticDraft>> EagleProposer::ProposeStaticOnGraphs(
+    DecodeSession& session, int64_t max_depth) {
+  const int64_t depth = std::min(max_depth, StaticTree57().max_depth());
+  const bool greedy = session.greedy();
+  const EagleTreeGraphs* graphs =
+      session.reservation() != nullptr
+          ? session.reservation()->StaticTreeGraphsOf(head_, depth, greedy)
+          : nullptr;
+  const int64_t pairs = static_cast<int64_t>(queued_tokens_.size());
+  if (graphs == nullptr || !graphs->FitsStatic(cache_, pairs, depth, session.sampling())) {
+    return std::optional<EagleTreeGraphs::StaticDraft>();
+  }
+  EagleTreeGraphs::Call call{&cache_, queued_tokens_, torch::stack(queued_features_, 1),
+                             session.sampling()};
+  // The drafter stream's numbers for every node at once: the ones ProposeStatic draws level
+  // by level, in the same order.
+  if (!greedy) call.numbers = session.DrawNumbers(RngStream::kDrafter, StaticTree57Cut(depth).size());
+  MULO_ASSIGN_OR_RETURN(EagleTreeGraphs::StaticDraft draft, graphs->RunStatic(call));
+  session.stats().draft_forward_passes += draft.head_forwards;
+  PairsFed();
+  return std::optional<EagleTreeGraphs::StaticDraft>(std::move(draft));
+}
+
+StatusOr<TreeDraft> EagleProposer::ReadStatic(DecodeSession& session,
+                                              const EagleTreeGraphs::StaticDraft& draft) const {
+  return ReadStaticTree(session, StaticTree57Cut(draft.tree.max_depth), draft.tree.tokens,
+                        draft.valid, draft.q);
+}
+
+void EagleProposer::PairsFed() {
+  committed_rows_ += static_cast<int64_t>(queued_tokens_.size());
+  queued_tokens_.clear();
+  queued_features_.clear();
 }
 
 DynamicTreeOptions EagleProposer::Cut(const DynamicTreeOptions& options, int64_t max_depth) {
@@ -248,9 +283,7 @@ StatusOr<DeviceDynamicTree::ChosenTree> EagleProposer::ProposeDynamicOnDevice(
         graphs->Run({&cache_, queued_tokens_, torch::stack(queued_features_, 1),
                      session.sampling()}));
     session.stats().draft_forward_passes += 1 + cut.depth;  // the catch-up, each expansion
-    committed_rows_ += pairs;
-    queued_tokens_.clear();
-    queued_features_.clear();
+    PairsFed();
     return chosen;
   }
   MULO_ASSIGN_OR_RETURN(DeviceDynamicTree tree, GrowDynamic(session, cut));

@@ -22,11 +22,13 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "engine/decode/device_dynamic_tree.h"
 #include "engine/decode/draft_tree.h"
 #include "engine/decode/dynamic_tree.h"
+#include "engine/decode/eagle_tree_graphs.h"
 #include "engine/decode/session.h"
 #include "engine/model/eagle_head.h"
 #include "engine/sampling/verifier.h"
@@ -55,11 +57,27 @@ class EagleProposer {
   // reads the tree with its verdict (one read per step).
   StatusOr<DeviceDynamicTree::ChosenTree> ProposeDynamicOnDevice(
       DecodeSession& session, const DynamicTreeOptions& options, int64_t max_depth);
+  // The static tree drawn by one replay of the worker's graphs (eagle_tree_graphs.h), left on
+  // the device for the verify graphs; nullopt when the step does not fit them (nothing is fed
+  // then: ProposeStatic grows it eagerly).
+  StatusOr<std::optional<EagleTreeGraphs::StaticDraft>> ProposeStaticOnGraphs(
+      DecodeSession& session, int64_t max_depth);
+  // Such a draft read once, as ProposeStatic returns its tree (for an eager verification).
+  StatusOr<TreeDraft> ReadStatic(DecodeSession& session,
+                                 const EagleTreeGraphs::StaticDraft& draft) const;
 
  private:
   // The tree options cut to the rows left: at most max_depth - 1 expansions (the root's
   // children are one level).
   static DynamicTreeOptions Cut(const DynamicTreeOptions& options, int64_t max_depth);
+  // A static tree of `shape` read once: its tokens, then whether each was drawn. Nodes left
+  // undrawn (a distribution with fewer tokens than children, e.g. under top-k) are dropped with
+  // their subtrees; `q` [nodes, V] keeps the kept drafts' rows.
+  static StatusOr<TreeDraft> ReadStaticTree(DecodeSession& session, const TreeShape& shape,
+                                            const torch::Tensor& tokens,
+                                            const torch::Tensor& valid, const torch::Tensor& q);
+  // The queued pairs handed to the graphs that fed them.
+  void PairsFed();
   // Grows the dynamic tree of `cut` options (the head's rows dropped after), unread.
   StatusOr<DeviceDynamicTree> GrowDynamic(DecodeSession& session, const DynamicTreeOptions& cut);
   // Feeds the queued pairs; returns the predicted feature after the last one [batch, dim].

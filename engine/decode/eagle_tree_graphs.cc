@@ -1,5 +1,7 @@
 #include "engine/decode/eagle_tree_graphs.h"
 
+#include "engine/decode/draft_tree.h"
+
 #include <algorithm>
 #include <optional>
 #include <stdexcept>
@@ -10,6 +12,8 @@
 #include "engine/core/torch_guard.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/kv_pool.h"
+#include "engine/sampling/tree_rejection.h"
+#include "engine/sampling/without_replacement.h"
 
 namespace mulo::engine {
 
@@ -28,11 +32,28 @@ struct EagleTreeGraphs::Entry {
   // Static inputs on the device, filled per replay:
   //   ints [kFixedInts + max_pairs + 2] int64: slots, length, pairs, the pairs' tokens, then
   //     cfg_scale and temperature as float64 bits;
-  //   features [2, max_pairs, dim]: the pairs' target features.
-  torch::Tensor ints, features;
+  //   features [2, max_pairs, dim]: the pairs' target features;
+  //   numbers [nodes] float64: a sampled static tree's (undefined for other graphs).
+  torch::Tensor ints, features, numbers;
   std::optional<KvCache> view;  // the head pool's slots as the ints' first two index them
-  DeviceDynamicTree::ChosenTree chosen;  // written by every replay
+  // Written by every replay: the dynamic tree's choice, or the static tree's tokens (in
+  // chosen.tokens), q and valid.
+  DeviceDynamicTree::ChosenTree chosen;
+  torch::Tensor q, valid;
   std::unique_ptr<ReplayableGraph> graph;
+};
+
+// One level of a static tree, as EagleProposer::ProposeStatic draws and feeds it, in tensors
+// made before capture: the children of `parents` nodes (the level above's nodes with children,
+// the root alone for the first level) drawn, then this level's nodes with children fed.
+struct EagleTreeGraphs::StaticLevel {
+  int64_t parents = 0, widest = 0;  // the draw's rows and the most children of one
+  torch::Tensor number_index;  // int64 [parents * widest]: each draw's number (pads: 0)
+  torch::Tensor from, to;      // int64: the drawn cells (parent * widest + rank), their nodes
+  int64_t fed = 0;             // this level's nodes with children (0: the last level)
+  torch::Tensor fed_nodes;     // int64 [fed]
+  torch::Tensor parent_slot;   // int64 [fed]: each one's parent's slot + 1 (0: the root)
+  torch::Tensor attends;       // bool [fed, slots before]: its ancestors' slots
 };
 
 EagleTreeGraphs::EagleTreeGraphs(const KvPool& pool, DynamicTreeOptions tree, int64_t max_pairs,
@@ -48,29 +69,120 @@ StatusOr<std::shared_ptr<EagleTreeGraphs>> EagleTreeGraphs::Capture(const KvPool
                                                                     DynamicTreeOptions tree,
                                                                     int64_t max_pairs,
                                                                     Model model) {
-  if (pool.scratch_slot() < 0) {
-    return InvalidArgumentError("EagleTreeGraphs: the pool needs a scratch slot");
-  }
   if (tree.depth < 0 || tree.top_k < 1 || tree.total_tokens < 1 || max_pairs < 1) {
     return InvalidArgumentError("EagleTreeGraphs: a tree needs a top_k, tokens and pairs");
   }
+  return CaptureAll(std::shared_ptr<EagleTreeGraphs>(
+      new EagleTreeGraphs(pool, tree, max_pairs, std::move(model))));
+}
+
+StatusOr<std::shared_ptr<EagleTreeGraphs>> EagleTreeGraphs::CaptureStatic(const KvPool& pool,
+                                                                          StaticTree tree,
+                                                                          int64_t max_pairs,
+                                                                          Model model) {
+  const int64_t deepest = StaticTree57().max_depth();
+  if (tree.depth < 1 || tree.depth > deepest || max_pairs < 1) {
+    return InvalidArgumentError("EagleTreeGraphs: a static tree needs a depth in [1, " +
+                                std::to_string(deepest) + "] and pairs");
+  }
   std::shared_ptr<EagleTreeGraphs> graphs(
-      new EagleTreeGraphs(pool, tree, max_pairs, std::move(model)));
+      new EagleTreeGraphs(pool, DynamicTreeOptions(), max_pairs, std::move(model)));
+  graphs->static_tree_ = tree;
+  MULO_RETURN_IF_ERROR(GuardTorch("EagleTreeGraphs::CaptureStatic", [&]() -> Status {
+    graphs->PlanStatic();
+    return OkStatus();
+  }));
+  return CaptureAll(std::move(graphs));
+}
+
+StatusOr<std::shared_ptr<EagleTreeGraphs>> EagleTreeGraphs::CaptureAll(
+    std::shared_ptr<EagleTreeGraphs> graphs) {
+  if (graphs->pool_.scratch_slot() < 0) {
+    return InvalidArgumentError("EagleTreeGraphs: the pool needs a scratch slot");
+  }
   EagleTreeGraphs* const raw = graphs.get();
   MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(
-      pool, graphs->rows_written(), graphs->model_.options.device(),
+      graphs->pool_, graphs->rows_written(), graphs->model_.options.device(),
       [raw](int64_t span) { return raw->CaptureSpan(span); }));
   return graphs;
 }
 
-torch::Tensor EagleTreeGraphs::LogRanking(const torch::Tensor& features, const torch::Tensor& cfg,
-                                          const torch::Tensor& divisor) const {
+void EagleTreeGraphs::PlanStatic() {
+  torch::NoGradGuard no_grad;
+  const TreeShape shape = StaticTree57Cut(static_tree_->depth);
+  const int64_t length = shape.size();
+  const torch::Device device = model_.options.device();
+  const auto onto = [&](const std::vector<int64_t>& values) {
+    return torch::tensor(values, torch::kInt64).to(device);
+  };
+  // The layout JudgeTree and the verify graphs read: parents, depths, ancestors.
+  std::vector<int64_t> slot(length, -1);
+  static_shape_.parents = onto(shape.parents);
+  static_shape_.depths = onto(shape.depths);
+  static_shape_.ancestors = TreeAncestors(static_shape_.parents, shape.max_depth());
+  static_shape_.max_depth = shape.max_depth();
+  // Level by level as ProposeStatic goes: the numbers in draw order (parent by parent, child
+  // by child), the level's nodes with children fed in index order, each taking the next slot.
+  std::vector<int64_t> expanding = {-1};
+  int64_t drawn = 0, slots = 0;
+  for (int64_t depth = 1; !expanding.empty(); ++depth) {
+    StaticLevel level;
+    level.parents = static_cast<int64_t>(expanding.size());
+    for (int64_t parent : expanding) {
+      level.widest = std::max<int64_t>(level.widest, shape.Children(parent).size());
+    }
+    static_widest_ = std::max(static_widest_, level.widest);
+    std::vector<int64_t> number_index(level.parents * level.widest, 0), from, to;
+    for (int64_t p = 0; p < level.parents; ++p) {
+      const std::vector<int64_t> children = shape.Children(expanding[p]);
+      for (size_t r = 0; r < children.size(); ++r) {
+        number_index[p * level.widest + static_cast<int64_t>(r)] = drawn++;
+        from.push_back(p * level.widest + static_cast<int64_t>(r));
+        to.push_back(children[r]);
+      }
+    }
+    level.number_index = onto(number_index);
+    level.from = onto(from);
+    level.to = onto(to);
+    expanding.clear();
+    for (int64_t i = 0; i < length; ++i) {
+      if (shape.depths[i] == depth && !shape.Children(i).empty()) expanding.push_back(i);
+    }
+    level.fed = static_cast<int64_t>(expanding.size());
+    if (level.fed > 0) {
+      std::vector<int64_t> parent_slot;
+      auto attends = torch::zeros({level.fed, std::max<int64_t>(slots, 1)}, torch::kBool);
+      auto attend = attends.accessor<bool, 2>();
+      for (int64_t j = 0; j < level.fed; ++j) {
+        const int64_t parent = shape.parents[expanding[j]];
+        parent_slot.push_back(parent < 0 ? 0 : slot[parent] + 1);
+        for (int64_t a = parent; a >= 0; a = shape.parents[a]) attend[j][slot[a]] = true;
+      }
+      for (int64_t j = 0; j < level.fed; ++j) slot[expanding[j]] = slots + j;
+      slots += level.fed;
+      level.fed_nodes = onto(expanding);
+      level.parent_slot = onto(parent_slot);
+      level.attends = attends.to(device);
+    }
+    static_levels_.push_back(std::move(level));
+  }
+}
+
+int64_t EagleTreeGraphs::rows_written() const {
+  if (!static_tree_) return max_pairs() + tree_.depth * tree_.top_k;
+  int64_t fed = 0;
+  for (const StaticLevel& level : static_levels_) fed += level.fed;
+  return max_pairs() + fed;
+}
+
+torch::Tensor EagleTreeGraphs::Ranking(const torch::Tensor& features, const torch::Tensor& cfg,
+                                       const torch::Tensor& divisor) const {
   // DecodeSession::RankingProbabilities with the request's numbers as tensors: MixCfg, then
   // ToProbabilities' tempering (by 1 when greedy) and softmax.
   const torch::Tensor logits = model_.logits(features);
   const torch::Tensor cond = logits.select(0, 0), uncond = logits.select(0, 1);
   const torch::Tensor guided = uncond + cfg * (cond - uncond);
-  return torch::softmax(guided / divisor, -1).log();
+  return torch::softmax(guided / divisor, -1);
 }
 
 void EagleTreeGraphs::Body(Entry& e, int64_t span) const {
@@ -99,12 +211,16 @@ void EagleTreeGraphs::Body(Entry& e, int64_t span) const {
   // The root's prediction: the last real pair's.
   torch::Tensor fed = model_.head(*e.view, in)[0].index_select(1, pairs - 1);
   const torch::Tensor committed = length + pairs;
+  if (static_tree_) {
+    DrawStatic(e, fed, committed, columns, cfg, divisor);
+    return;
+  }
   const torch::Tensor relative = columns - committed;  // column c is tree slot c - committed
   const torch::Tensor before_tree = (relative < 0).unsqueeze(0);
   // 2. The tree, as EagleProposer::GrowDynamic grows it; `fed`: the root's and every slot's
   // predicted features, in slot order.
   DeviceDynamicTree tree(tree_);
-  tree.Start(LogRanking(fed, cfg, divisor)[0]);
+  tree.Start(Ranking(fed, cfg, divisor).log()[0]);
   while (tree.expansions_left() > 0) {
     const DeviceDynamicTree::Feed feed = tree.NextFeed();
     const int64_t m = feed.tokens.size(0), slots = tree.slots_fed();
@@ -123,11 +239,64 @@ void EagleTreeGraphs::Body(Entry& e, int64_t span) const {
                  fed.index_select(1, feed.parent_slot + 1)};
     const torch::Tensor predicted = model_.head(*e.view, in)[0];
     fed = torch::cat({fed, predicted}, 1);
-    tree.Expand(LogRanking(predicted, cfg, divisor));
+    tree.Expand(Ranking(predicted, cfg, divisor).log());
   }
   StatusOr<DeviceDynamicTree::ChosenTree> chosen = tree.ChosenTreeOnDevice();
   if (!chosen.ok()) throw std::runtime_error(std::string(chosen.status().message()));
   e.chosen = *std::move(chosen);
+}
+
+void EagleTreeGraphs::DrawStatic(Entry& e, torch::Tensor fed, const torch::Tensor& committed,
+                                 const torch::Tensor& columns, const torch::Tensor& cfg,
+                                 const torch::Tensor& divisor) const {
+  const int64_t length = static_shape_.parents.size(0), span = columns.size(0);
+  const auto longs = columns.options();
+  const bool greedy = static_tree_->greedy;
+  const torch::Tensor relative = columns - committed;  // column c is tree slot c - committed
+  const torch::Tensor before_tree = (relative < 0).unsqueeze(0);
+  torch::Tensor tokens = torch::zeros({length}, longs);
+  torch::Tensor valid = torch::zeros({length}, longs.dtype(torch::kBool));
+  torch::Tensor q;
+  torch::Tensor after = Ranking(fed, cfg, divisor);  // [parents, vocab], the root's first
+  int64_t slots = 0;
+  for (const StaticLevel& level : static_levels_) {
+    // EagleProposer::DrawChildren: every parent's children at once.
+    const torch::Tensor uniforms =
+        greedy ? torch::Tensor()
+               : e.numbers.index_select(0, level.number_index).view({level.parents, level.widest});
+    const SiblingDrawsOnDevice draws = DrawSiblingsOnDevice(after, level.widest, uniforms, greedy);
+    if (!q.defined()) q = torch::zeros({length, after.size(1)}, after.options());
+    tokens.index_copy_(0, level.to, draws.tokens.flatten().index_select(0, level.from));
+    valid.index_copy_(0, level.to, draws.valid.flatten().index_select(0, level.from));
+    q.index_copy_(0, level.to,
+                  draws.q.flatten(0, 1).index_select(0, level.from).to(q.scalar_type()));
+    if (level.fed == 0) break;
+    // The level's nodes with children: each sees the committed rows, its ancestors' slots and
+    // its own row (EagleProposer::FeedTreeNodes).
+    const int64_t m = level.fed;
+    const torch::Tensor rows = committed + slots + torch::arange(m, longs);
+    torch::Tensor mask = before_tree | (columns.unsqueeze(0) == rows.unsqueeze(1));
+    if (slots > 0) {
+      const torch::Tensor in_tree = (relative >= 0) & (relative < slots);
+      mask = mask | (level.attends.index_select(1, relative.clamp(0, slots - 1)) &
+                     in_tree.unsqueeze(0));
+    }
+    PoolGraphs::Inputs in;
+    in.span = span;
+    in.rows = rows.unsqueeze(0).expand({2, m});
+    in.positions = in.rows;
+    in.mask = mask.unsqueeze(0).expand({2, m, span});
+    in.inputs = {model_.embed(tokens.index_select(0, level.fed_nodes).unsqueeze(0).expand({2, m})
+                                  .contiguous()),
+                 fed.index_select(1, level.parent_slot)};
+    const torch::Tensor predicted = model_.head(*e.view, in)[0];
+    fed = torch::cat({fed, predicted}, 1);
+    slots += m;
+    after = Ranking(predicted, cfg, divisor);
+  }
+  e.chosen.tokens = tokens;
+  e.q = q;
+  e.valid = valid;
 }
 
 Status EagleTreeGraphs::CaptureSpan(int64_t span) {
@@ -142,46 +311,68 @@ Status EagleTreeGraphs::CaptureSpan(int64_t span) {
     e->ints.narrow(0, 0, 2).fill_(pool_.scratch_slot());
     e->ints.narrow(0, 3, 1).fill_(1);
     e->features = torch::zeros({2, max_pairs(), model_.dim}, model_.options);
+    const int64_t nodes = static_tree_ ? static_shape_.parents.size(0) : 0;
+    if (static_tree_ && !static_tree_->greedy) {
+      e->numbers = torch::zeros({nodes}, torch::dtype(torch::kFloat64).device(device));
+    }
     e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, 2)));
     e->graph = set_.Make(
         device, [this, e, span] { Body(*e, span); }, model_.emulated,
-        e->ints.numel() * 8 + e->features.numel() * e->features.element_size());
+        e->ints.numel() * 8 + e->features.numel() * e->features.element_size() + nodes * 8);
     if (e->graph != nullptr) entries_[span] = std::move(entry);
     return OkStatus();
   });
 }
 
-bool EagleTreeGraphs::Fits(const KvCache& cache, int64_t pairs, const DynamicTreeOptions& options,
-                           const SamplingParams& sampling) const {
+bool EagleTreeGraphs::FitsCall(const KvCache& cache, int64_t pairs,
+                               const SamplingParams& sampling) const {
   if (cache.pool() != &pool_ || cache.batch() != 2) return false;
-  if (pairs < 1 || pairs > max_pairs() || !SameTree(options, tree_)) return false;
+  if (pairs < 1 || pairs > max_pairs()) return false;
   // The ranking distribution is the request's own when it samples: no filter in the graph.
   if (sampling.temperature != 0.0 &&
       ((sampling.top_k > 0 && sampling.top_k < model_.vocab) || sampling.top_p < 1.0)) {
     return false;
   }
-  const int64_t span = ForwardGraphs::RoundUpToSpan(cache.length() + rows_written());
+  const int64_t span = SpanOf(cache);
   return span <= pool_.slot_rows() && entries_.count(span) > 0;
 }
 
-StatusOr<DeviceDynamicTree::ChosenTree> EagleTreeGraphs::Run(const Call& call) const {
+int64_t EagleTreeGraphs::SpanOf(const KvCache& cache) const {
+  return ForwardGraphs::RoundUpToSpan(cache.length() + rows_written());
+}
+
+bool EagleTreeGraphs::Fits(const KvCache& cache, int64_t pairs, const DynamicTreeOptions& options,
+                           const SamplingParams& sampling) const {
+  return !static_tree_ && SameTree(options, tree_) && FitsCall(cache, pairs, sampling);
+}
+
+bool EagleTreeGraphs::FitsStatic(const KvCache& cache, int64_t pairs, int64_t depth,
+                                 const SamplingParams& sampling) const {
+  return static_tree_ && static_tree_->depth == depth &&
+         static_tree_->greedy == (sampling.temperature == 0.0) &&
+         FitsCall(cache, pairs, sampling);
+}
+
+StatusOr<EagleTreeGraphs::Entry*> EagleTreeGraphs::Replay(const Call& call) const {
   const int64_t pairs = static_cast<int64_t>(call.tokens.size());
-  if (call.cache == nullptr || !Fits(*call.cache, pairs, tree_, call.sampling)) {
-    return InvalidArgumentError("EagleTreeGraphs::Run: the call does not fit the tree graphs");
-  }
   if (!call.features.defined() || call.features.dim() != 3 || call.features.size(0) != 2 ||
       call.features.size(1) != pairs || call.features.size(2) != model_.dim) {
     return InvalidArgumentError("EagleTreeGraphs::Run: features: expected [2, " +
                                 std::to_string(pairs) + ", " + std::to_string(model_.dim) + "]");
   }
-  const int64_t span = ForwardGraphs::RoundUpToSpan(call.cache->length() + rows_written());
+  const int64_t span = SpanOf(*call.cache);
   auto it = entries_.find(span);
   if (it == entries_.end()) {
     return FailedPreconditionError("EagleTreeGraphs::Run: no graph over " + std::to_string(span) +
                                    " rows");
   }
   Entry* e = it->second.get();
-  return GuardTorch("EagleTreeGraphs::Run", [&]() -> StatusOr<DeviceDynamicTree::ChosenTree> {
+  if (e->numbers.defined() &&
+      (!call.numbers.defined() || call.numbers.numel() != e->numbers.numel())) {
+    return InvalidArgumentError("EagleTreeGraphs::Run: numbers: expected " +
+                                std::to_string(e->numbers.numel()) + " for the sampled tree");
+  }
+  return GuardTorch("EagleTreeGraphs::Run", [&]() -> StatusOr<Entry*> {
     torch::NoGradGuard no_grad;
     std::vector<int64_t> ints(kFixedInts + max_pairs() + 2, 0);
     ints[0] = call.cache->first_slot();
@@ -197,9 +388,21 @@ StatusOr<DeviceDynamicTree::ChosenTree> EagleTreeGraphs::Run(const Call& call) c
                                          torch::kInt64));
     // Pad pairs keep stale features: only pad rows, which nothing attends, read them.
     e->features.narrow(1, 0, pairs).copy_(call.features);
+    if (e->numbers.defined()) e->numbers.copy_(call.numbers.view({-1}));
     e->graph->Replay();
     set_.CountReplay(1);
     call.cache->Advance(pairs);
+    return e;
+  });
+}
+
+StatusOr<DeviceDynamicTree::ChosenTree> EagleTreeGraphs::Run(const Call& call) const {
+  const int64_t pairs = static_cast<int64_t>(call.tokens.size());
+  if (call.cache == nullptr || !Fits(*call.cache, pairs, tree_, call.sampling)) {
+    return InvalidArgumentError("EagleTreeGraphs::Run: the call does not fit the tree graphs");
+  }
+  MULO_ASSIGN_OR_RETURN(Entry * e, Replay(call));
+  return GuardTorch("EagleTreeGraphs::Run", [&]() -> StatusOr<DeviceDynamicTree::ChosenTree> {
     // Copies: the next replay (another request's step, in an engine loop) rewrites them.
     DeviceDynamicTree::ChosenTree chosen = e->chosen;
     chosen.tokens = chosen.tokens.clone();
@@ -207,6 +410,27 @@ StatusOr<DeviceDynamicTree::ChosenTree> EagleTreeGraphs::Run(const Call& call) c
     chosen.depths = chosen.depths.clone();
     chosen.ancestors = chosen.ancestors.clone();
     return chosen;
+  });
+}
+
+StatusOr<EagleTreeGraphs::StaticDraft> EagleTreeGraphs::RunStatic(const Call& call) const {
+  const int64_t pairs = static_cast<int64_t>(call.tokens.size());
+  if (call.cache == nullptr || !static_tree_ ||
+      !FitsStatic(*call.cache, pairs, static_tree_->depth, call.sampling)) {
+    return InvalidArgumentError("EagleTreeGraphs::RunStatic: the call does not fit the graphs");
+  }
+  MULO_ASSIGN_OR_RETURN(Entry * e, Replay(call));
+  return GuardTorch("EagleTreeGraphs::RunStatic", [&]() -> StatusOr<StaticDraft> {
+    StaticDraft draft;
+    // The shape's tensors are constants nothing writes; the draws are copied.
+    draft.tree = static_shape_;
+    draft.tree.tokens = e->chosen.tokens.clone();
+    draft.q = e->q.clone();
+    draft.valid = e->valid.clone();
+    draft.max_children = static_widest_;
+    draft.head_forwards = 1;
+    for (const StaticLevel& level : static_levels_) draft.head_forwards += level.fed > 0;
+    return draft;
   });
 }
 

@@ -1,7 +1,13 @@
-// CUDA graphs of EAGLE-2's whole drafting step over the EAGLE head's KV-cache pool: one replay
-// feeds the committed pairs the head has not seen (the catch-up), grows the dynamic tree
-// (DeviceDynamicTree's Start and its `depth` expansions, each a masked head forward over the
-// frontier and the target's output head) and chooses the tree to verify, with no host read.
+// CUDA graphs of EAGLE's whole drafting step over the EAGLE head's KV-cache pool: one replay
+// feeds the committed pairs the head has not seen (the catch-up), grows the tree and leaves it
+// to verify, with no host read. The tree is either
+//   - EAGLE-2's dynamic tree: DeviceDynamicTree's Start and its `depth` expansions, each a
+//     masked head forward over the frontier and the target's output head, then its choice; or
+//   - EAGLE-1's static tree (StaticTree57Cut): level by level, every node's children drawn
+//     without replacement from the ranking distribution after it (DrawSiblingsOnDevice, as
+//     EagleProposer::ProposeStatic draws them), then one masked head forward over the level's
+//     nodes that have children. The levels' index tensors and masks are the shape's, made on
+//     the device before capture.
 // SGLang captures EAGLE's draft loop as one graph for the same reason (issue 61): eagerly, the
 // expansions dispatched ~1,600 operators per step around their replayed head forwards, about
 // 3 ms of host time per step on a GPU.
@@ -11,7 +17,10 @@
 //     feeds (1 .. max_pairs()) and their tokens (padded with token 0), its cfg_scale and
 //     temperature (the ranking distribution's, DecodeSession::RankingProbabilities: untempered
 //     when greedy);
-//   - the pairs' target features [2, max_pairs(), dim] (pads zero).
+//   - the pairs' target features [2, max_pairs(), dim] (pads zero);
+//   - a sampled static tree's numbers, the drafter stream's next one per node in draw order
+//     (a greedy static tree takes each node's top tokens: greedy and sampled draws are
+//     graphs of their own).
 // Pad pairs write head cache rows past the catch-up's, which the tree's rows overwrite or
 // nothing attends. The tree's rows are dropped after the replay (the cache keeps the pairs).
 // Every tree node attends the committed rows, its ancestors' rows and its own, under a mask
@@ -22,8 +31,9 @@
 // ForwardGraphs::kSpanRows); lone requests (two streams: a guided request's conditional and
 // unconditional halves). A set of graphs grows one tree shape; the worker's pools capture one
 // set at load for the family's EAGLE-2 tree and one for each shorter depth it is cut to where
-// the image ends. A request with other options (PEANUT's shapes), a top-k or top-p filter, or
-// one stream grows its tree eagerly (Fits).
+// the image ends, and for the static tree one per depth and draw (greedy or sampled). A
+// request with other options (PEANUT's shapes), a top-k or top-p filter, or one stream grows
+// its tree eagerly (Fits, FitsStatic).
 // Emulated graphs (LoadOptions::emulate_cuda_graphs) run the captured body eagerly at each
 // replay, counted as one replay with none of its operators (op_count.h).
 #ifndef MULO_ENGINE_DECODE_EAGLE_TREE_GRAPHS_H_
@@ -35,6 +45,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/core/status.h"
@@ -65,6 +76,13 @@ class EagleTreeGraphs {
     bool emulated = false;  // replays run the body eagerly (LoadOptions::emulate_cuda_graphs)
   };
 
+  // EAGLE-1's tree (LANTERN++'s): StaticTree57Cut(depth), its children drawn greedily (each
+  // node's top tokens) or with the drafter stream's numbers.
+  struct StaticTree {
+    int64_t depth = 0;  // 1 .. 5
+    bool greedy = false;
+  };
+
   // Captures (or, with model.emulated, emulates) every span's graph of trees with `tree`'s
   // options over `pool` (the head's, made with a scratch slot), each feeding up to `max_pairs`
   // committed pairs first: a step commits at most its tree's deepest path and the next token
@@ -74,8 +92,16 @@ class EagleTreeGraphs {
                                                             DynamicTreeOptions tree,
                                                             int64_t max_pairs, Model model);
 
+  // The same for the static tree `tree`. INVALID_ARGUMENT also for a depth outside 1 .. 5.
+  static StatusOr<std::shared_ptr<EagleTreeGraphs>> CaptureStatic(const KvPool& pool,
+                                                                  StaticTree tree,
+                                                                  int64_t max_pairs, Model model);
+
   const KvPool& pool() const { return pool_; }
+  // The dynamic tree these graphs grow; meaningless when static_tree() is set.
   const DynamicTreeOptions& tree() const { return tree_; }
+  // The static tree these graphs draw, or nullopt (a dynamic tree's graphs).
+  const std::optional<StaticTree>& static_tree() const { return static_tree_; }
   int64_t max_pairs() const { return max_pairs_; }
 
   // Whether a request's step may draft from these graphs: `cache` (its head cache, two
@@ -83,18 +109,38 @@ class EagleTreeGraphs {
   // ranking distribution has no top-k or top-p filter and the step's rows fit a captured span.
   bool Fits(const KvCache& cache, int64_t pairs, const DynamicTreeOptions& options,
             const SamplingParams& sampling) const;
+  // The same for a static tree cut to `depth` levels; greedy requests (temperature 0) take the
+  // greedy draw's graphs, the others the sampled one's.
+  bool FitsStatic(const KvCache& cache, int64_t pairs, int64_t depth,
+                  const SamplingParams& sampling) const;
 
   struct Call {
     KvCache* cache = nullptr;     // the head's cache: the committed pairs fed so far
     std::vector<int64_t> tokens;  // the pairs' tokens
     torch::Tensor features;       // [2, pairs, dim]: the target features that predicted them
     SamplingParams sampling;
+    // A sampled static tree's numbers: float64 [nodes] on the device, the drafter stream's
+    // next ones (DecodeSession::DrawNumbers); undefined otherwise.
+    torch::Tensor numbers;
   };
   // The chosen tree of DeviceDynamicTree (as EagleProposer grows it eagerly), left on the
   // device (copies: the next replay rewrites the graph's outputs); the cache is advanced by the
   // pairs. INVALID_ARGUMENT for a call that does not Fit; FAILED_PRECONDITION when its key
   // failed to capture.
   StatusOr<DeviceDynamicTree::ChosenTree> Run(const Call& call) const;
+
+  // A static tree drawn on the device: the shape's layout and each draft's draw.
+  struct StaticDraft {
+    // tokens (drawn), parents, depths, ancestors (the shape's), max_depth (its depth).
+    DeviceDynamicTree::ChosenTree tree;
+    torch::Tensor q;          // float32 [nodes, vocab]: the distribution each draft came from
+    torch::Tensor valid;      // bool [nodes]: whether its draw found mass
+    int64_t max_children = 0;  // the shape's widest node
+    int64_t head_forwards = 0;  // the catch-up and one per level fed
+  };
+  // The static tree of a call that FitsStatic (copies, as Run's); the cache is advanced by
+  // the pairs. INVALID_ARGUMENT for a call that does not fit or lacks its numbers.
+  StatusOr<StaticDraft> RunStatic(const Call& call) const;
 
   PoolGraphs::Counts counts() const { return set_.counts(); }
 
@@ -104,20 +150,41 @@ class EagleTreeGraphs {
 
  private:
   struct Entry;
+  struct StaticLevel;
   EagleTreeGraphs(const KvPool& pool, DynamicTreeOptions tree, int64_t max_pairs, Model model);
+  static StatusOr<std::shared_ptr<EagleTreeGraphs>> CaptureAll(
+      std::shared_ptr<EagleTreeGraphs> graphs);
   Status CaptureSpan(int64_t span);
-  // The cache rows a step writes after the committed ones: the pairs and the tree's frontiers.
-  int64_t rows_written() const { return max_pairs() + tree_.depth * tree_.top_k; }
+  // Makes static_levels_ and the shape's tensors for static_tree_ (before any capture).
+  void PlanStatic();
+  // The cache rows a step writes after the committed ones: the pairs and the tree's frontiers
+  // (a static tree's: its nodes with children).
+  int64_t rows_written() const;
+  // The rows a call would span, and its key's graph (null when none was captured).
+  int64_t SpanOf(const KvCache& cache) const;
+  // Whether the call's cache, pairs and sampling fit these graphs (the tree aside).
+  bool FitsCall(const KvCache& cache, int64_t pairs, const SamplingParams& sampling) const;
+  // Fills a span's static inputs from `call` and replays; the pairs' cache rows advanced.
+  StatusOr<Entry*> Replay(const Call& call) const;
   // The step over a span's static buffers (what is captured).
   void Body(Entry& e, int64_t span) const;
-  // The ranking distribution's log [m, vocab] after predicted features [2, m, dim].
-  torch::Tensor LogRanking(const torch::Tensor& features, const torch::Tensor& cfg,
-                           const torch::Tensor& divisor) const;
+  // The static tree's levels after the root's prediction `fed` [2, 1, dim] (Body's part 2).
+  void DrawStatic(Entry& e, torch::Tensor fed, const torch::Tensor& committed,
+                  const torch::Tensor& columns, const torch::Tensor& cfg,
+                  const torch::Tensor& divisor) const;
+  // The ranking distribution [m, vocab] after predicted features [2, m, dim].
+  torch::Tensor Ranking(const torch::Tensor& features, const torch::Tensor& cfg,
+                        const torch::Tensor& divisor) const;
 
   const KvPool& pool_;  // the head's; owned by the worker's pools as these graphs are
   const DynamicTreeOptions tree_;
+  std::optional<StaticTree> static_tree_;
   const int64_t max_pairs_;
   const Model model_;
+  // The static tree's shape on the device and its levels (PlanStatic).
+  DeviceDynamicTree::ChosenTree static_shape_;
+  int64_t static_widest_ = 0;
+  std::vector<StaticLevel> static_levels_;
   std::map<int64_t, std::unique_ptr<Entry>> entries_;  // by span
   GraphSet set_;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "engine/decode/draft_tree.h"
 #include "engine/decode/eagle_tree_graphs.h"
 #include "engine/decode/mulo_options.h"
 #include "engine/model/forward_graphs.h"
@@ -30,8 +31,8 @@ struct PoolPlan {
   std::function<StatusOr<std::shared_ptr<RowGraphs>>(const KvPool&)> capture_rows = nullptr;
   std::vector<std::function<StatusOr<std::shared_ptr<VerifyGraphs>>(const KvPool&)>>
       capture_verify = {};
-  // The head's graphs of EAGLE-2's whole drafting step (eagle_tree_graphs.h), one set per
-  // tree depth; none when empty.
+  // The head's graphs of EAGLE's whole drafting step (eagle_tree_graphs.h), one set per
+  // tree depth (and, for the static tree, per draw); none when empty.
   std::vector<std::function<StatusOr<std::shared_ptr<EagleTreeGraphs>>(const KvPool&)>>
       capture_trees = {};
   // The target's graphs verifying those trees (tree_verify_graphs.h), one set per shape.
@@ -72,6 +73,20 @@ std::vector<DynamicTreeOptions> FamilyTrees(const ModelSet& models) {
     trees.push_back({full.total_tokens, depth, full.top_k});
   }
   return trees;
+}
+
+// The depths EAGLE-1's static tree is drafted at: the whole tree and each cut (the last steps
+// of an image).
+int64_t StaticTreeDepth() { return StaticTree57().max_depth(); }
+
+// The verify graphs' shape of the static tree cut to `depth` levels.
+TreeVerifyGraphs::Shape StaticVerifyShape(int64_t depth) {
+  const TreeShape tree = StaticTree57Cut(depth);
+  int64_t widest = 0;
+  for (int64_t node = -1; node < tree.size(); ++node) {
+    widest = std::max<int64_t>(widest, tree.Children(node).size());
+  }
+  return {tree.size(), depth, widest};
 }
 
 // `chain`: whether the family has speculative's chain drafter (whose chains the target's
@@ -115,6 +130,13 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
           const int64_t k = std::min(tree.top_k, steps->vocab);
           const TreeVerifyGraphs::Shape shape{std::min(tree.total_tokens, k + tree.depth * k * k),
                                               tree.depth + 1};
+          plan.capture_tree_verify.push_back([steps, shape](const KvPool& pool) {
+            return TreeVerifyGraphs::Capture(pool, shape, *steps);
+          });
+        }
+        // EAGLE-1's static trees, drawn with q, at every depth.
+        for (int64_t depth = 1; depth <= StaticTreeDepth(); ++depth) {
+          const TreeVerifyGraphs::Shape shape = StaticVerifyShape(depth);
           plan.capture_tree_verify.push_back([steps, shape](const KvPool& pool) {
             return TreeVerifyGraphs::Capture(pool, shape, *steps);
           });
@@ -179,6 +201,17 @@ std::vector<PoolPlan> Plan(const ModelSet& models) {
           plan.capture_trees.push_back([model, tree, max_pairs](const KvPool& pool) {
             return EagleTreeGraphs::Capture(pool, tree, max_pairs, model);
           });
+        }
+        // EAGLE-1's: the static tree at every depth, greedy and sampled draws apart. A step
+        // commits at most the tree's depth and the next token.
+        const int64_t static_pairs = StaticTreeDepth() + 2;
+        for (int64_t depth = 1; depth <= StaticTreeDepth(); ++depth) {
+          for (bool greedy : {false, true}) {
+            const EagleTreeGraphs::StaticTree tree{depth, greedy};
+            plan.capture_trees.push_back([model, tree, static_pairs](const KvPool& pool) {
+              return EagleTreeGraphs::CaptureStatic(pool, tree, static_pairs, model);
+            });
+          }
         }
       }
     }
@@ -337,7 +370,8 @@ const EagleTreeGraphs* KvPools::tree_graphs(const EagleHead& head,
   if (entry == nullptr) return nullptr;
   for (const auto& graphs : tree_graphs_) {
     const DynamicTreeOptions& own = graphs->tree();
-    if (&graphs->pool() == entry->pool.get() && own.total_tokens == tree.total_tokens &&
+    if (&graphs->pool() == entry->pool.get() && !graphs->static_tree() &&
+        own.total_tokens == tree.total_tokens &&
         own.depth == tree.depth && own.top_k == tree.top_k) {
       return graphs.get();
     }
@@ -350,13 +384,34 @@ const EagleTreeGraphs* KvReservation::TreeGraphsOf(const EagleHead& head,
   return pools_ != nullptr ? pools_->tree_graphs(head, tree) : nullptr;
 }
 
+const EagleTreeGraphs* KvPools::static_tree_graphs(const EagleHead& head, int64_t depth,
+                                                   bool greedy) const {
+  const Entry* entry = Find(&head);
+  if (entry == nullptr) return nullptr;
+  for (const auto& graphs : tree_graphs_) {
+    const auto& own = graphs->static_tree();
+    if (&graphs->pool() == entry->pool.get() && own && own->depth == depth &&
+        own->greedy == greedy) {
+      return graphs.get();
+    }
+  }
+  return nullptr;
+}
+
+const EagleTreeGraphs* KvReservation::StaticTreeGraphsOf(const EagleHead& head, int64_t depth,
+                                                         bool greedy) const {
+  return pools_ != nullptr ? pools_->static_tree_graphs(head, depth, greedy) : nullptr;
+}
+
 const TreeVerifyGraphs* KvPools::tree_verify_graphs(const TokenModel& target, int64_t nodes,
-                                                    int64_t max_depth) const {
+                                                    int64_t max_depth,
+                                                    int64_t max_children) const {
   const Entry* entry = Find(&target);
   if (entry == nullptr) return nullptr;
   for (const auto& graphs : tree_verify_graphs_) {
-    if (&graphs->pool() == entry->pool.get() && graphs->shape().nodes == nodes &&
-        graphs->shape().max_depth == max_depth) {
+    const TreeVerifyGraphs::Shape& shape = graphs->shape();
+    if (&graphs->pool() == entry->pool.get() && shape.nodes == nodes &&
+        shape.max_depth == max_depth && shape.max_children == max_children) {
       return graphs.get();
     }
   }
@@ -364,8 +419,10 @@ const TreeVerifyGraphs* KvPools::tree_verify_graphs(const TokenModel& target, in
 }
 
 const TreeVerifyGraphs* KvReservation::TreeVerifyGraphsOf(const TokenModel& target,
-                                                          int64_t nodes, int64_t max_depth) const {
-  return pools_ != nullptr ? pools_->tree_verify_graphs(target, nodes, max_depth) : nullptr;
+                                                          int64_t nodes, int64_t max_depth,
+                                                          int64_t max_children) const {
+  return pools_ != nullptr ? pools_->tree_verify_graphs(target, nodes, max_depth, max_children)
+                           : nullptr;
 }
 
 int64_t KvPools::MemoryBytes() const {

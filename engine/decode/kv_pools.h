@@ -60,10 +60,15 @@ class KvReservation {
   // The worker's graphs of EAGLE-2's whole drafting of `tree` with `head`
   // (eagle_tree_graphs.h), or null.
   const EagleTreeGraphs* TreeGraphsOf(const EagleHead& head, const DynamicTreeOptions& tree) const;
+  // The worker's graphs of EAGLE-1's drafting of its static tree cut to `depth` levels, with
+  // greedy or sampled draws, or null.
+  const EagleTreeGraphs* StaticTreeGraphsOf(const EagleHead& head, int64_t depth,
+                                            bool greedy) const;
   // The worker's graphs verifying trees of `nodes` drafts at most `max_depth` deep with
-  // `target` (tree_verify_graphs.h), or null.
+  // `target` (tree_verify_graphs.h; `max_children` > 0: a static tree's, drawn with q), or
+  // null.
   const TreeVerifyGraphs* TreeVerifyGraphsOf(const TokenModel& target, int64_t nodes,
-                                             int64_t max_depth) const;
+                                             int64_t max_depth, int64_t max_children = 0) const;
 
  private:
   friend class KvPools;
@@ -115,10 +120,14 @@ class KvPools {
   // The graphs of EAGLE-2's drafting of `tree` with `head` captured at load (over its pool,
   // when the target and the head run from graphs: the family's tree and its cuts), or null.
   const EagleTreeGraphs* tree_graphs(const EagleHead& head, const DynamicTreeOptions& tree) const;
+  // The graphs of the static tree's drafting (EAGLE-1's StaticTree57 cut to `depth`, greedy or
+  // sampled draws) with `head` captured at load, or null.
+  const EagleTreeGraphs* static_tree_graphs(const EagleHead& head, int64_t depth,
+                                            bool greedy) const;
   // The graphs verifying trees of that shape with `target`, captured over its pool at load, or
   // null.
   const TreeVerifyGraphs* tree_verify_graphs(const TokenModel& target, int64_t nodes,
-                                             int64_t max_depth) const;
+                                             int64_t max_depth, int64_t max_children = 0) const;
 
   bool CanReserve(const KvDemand& demand) const;
   // The demand's slots, taken; null when they do not all fit (nothing is taken then). A need

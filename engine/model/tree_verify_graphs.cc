@@ -23,8 +23,9 @@ constexpr int64_t kInts = 7;
 }  // namespace
 
 struct TreeVerifyGraphs::Entry {
-  // Static inputs on the device, filled per replay: the ints above; the tree; the numbers.
-  torch::Tensor ints, tokens, parents, depths, ancestors, accept, draw;
+  // Static inputs on the device, filled per replay: the ints above; the tree; the numbers; a
+  // static tree's q and valid (undefined for a deterministic tree's graphs).
+  torch::Tensor ints, tokens, parents, depths, ancestors, accept, draw, q, valid;
   std::optional<KvCache> view;  // the pool's slots as the ints' first two index them
   torch::Tensor result;         // int64 [2 nodes + 3 + max_depth], every replay
   torch::Tensor path_features;  // [2, max_depth + 1, dim], every replay
@@ -93,7 +94,7 @@ void TreeVerifyGraphs::Body(Entry& e, int64_t span) const {
       torch::zeros_like(guided).scatter_(1, guided.argmax(1, /*keepdim=*/true), 1.0);
   const torch::Tensor p = torch::where(greedy, one_hot, torch::softmax(guided / divisor, -1));
   TreeCall call{p,       e.tokens, e.parents, e.accept, e.draw, /*greedy=*/false,
-                shape_.max_depth, e.ancestors};
+                shape_.max_depth, e.ancestors, e.q, e.valid, shape_.max_children};
   const torch::Tensor verdict = JudgeTree(call);
   e.result = torch::cat({e.tokens, e.parents, verdict});
   // The features of the root's row and the kept path's rows (pads: the root's).
@@ -118,19 +119,37 @@ Status TreeVerifyGraphs::CaptureSpan(int64_t span) {
     const int64_t nodes = shape_.nodes;
     auto entry = std::make_unique<Entry>();
     Entry* e = entry.get();
-    // Until the first call fills them: the scratch slot, length 0, greedy; every node a child
-    // of the root, so that the warm-up's tree is a tree.
+    // Until the first call fills them: the scratch slot, length 0, greedy; a tree whose nodes
+    // have at most `width` children each, in breadth-first order (node i's parent is
+    // (i - width) / width, the root's children first), so that the warm-up's tree is a tree
+    // within the shape's bounds: the full `width`-ary tree is the shallowest of `nodes` nodes,
+    // so no deeper than the trees of the shape.
+    const int64_t width = shape_.max_children > 0 ? shape_.max_children : nodes;
+    std::vector<int64_t> parents(nodes), depths(nodes);
+    torch::Tensor ancestors = torch::zeros({nodes, nodes}, torch::kBool);
+    auto ancestor = ancestors.accessor<bool, 2>();
+    for (int64_t i = 0; i < nodes; ++i) {
+      parents[i] = i < width ? -1 : (i - width) / width;
+      depths[i] = parents[i] < 0 ? 1 : depths[parents[i]] + 1;
+      for (int64_t a = i; a >= 0; a = parents[a]) ancestor[i][a] = true;
+    }
     e->ints = torch::zeros({kInts}, longs);
     e->ints.narrow(0, 0, 2).fill_(pool_.scratch_slot());
     e->tokens = torch::zeros({nodes}, longs);
-    e->parents = torch::full({nodes}, -1, longs);
-    e->depths = torch::ones({nodes}, longs);
-    e->ancestors = torch::eye(nodes, longs.dtype(torch::kBool));
+    e->parents = torch::tensor(parents, torch::kInt64).to(device);
+    e->depths = torch::tensor(depths, torch::kInt64).to(device);
+    e->ancestors = ancestors.to(device);
     e->accept = torch::zeros({nodes}, doubles);
     e->draw = torch::zeros({1}, doubles);
+    if (shape_.max_children > 0) {
+      e->q = torch::zeros({nodes, model_.vocab}, longs.dtype(torch::kFloat32));
+      e->q.select(1, 0).fill_(1.0f);  // every draft token 0, drawn from a one-hot row
+      e->valid = torch::ones({nodes}, longs.dtype(torch::kBool));
+    }
     e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, 2)));
     e->graph = set_.Make(device, [this, e, span] { Body(*e, span); }, model_.emulated,
-                         (kInts + 4 * nodes + 1) * 8 + nodes * nodes);
+                         (kInts + 4 * nodes + 1) * 8 + nodes * nodes +
+                             (e->q.defined() ? nodes * model_.vocab * 4 + nodes : 0));
     if (e->graph != nullptr) entries_[span] = std::move(entry);
     return OkStatus();
   });
@@ -156,6 +175,11 @@ StatusOr<TreeVerifyGraphs::Output> TreeVerifyGraphs::Run(const Call& call) const
   if (!greedy && (!call.accept_uniforms.defined() || !call.draw_uniform.defined())) {
     return InvalidArgumentError("TreeVerifyGraphs::Run: a sampled tree needs its numbers");
   }
+  const bool drawn = shape_.max_children > 0;
+  if (call.q.defined() != drawn || call.valid.defined() != drawn) {
+    return InvalidArgumentError(drawn ? "TreeVerifyGraphs::Run: a static tree needs q and valid"
+                                      : "TreeVerifyGraphs::Run: q and valid are a static tree's");
+  }
   const int64_t span = ForwardGraphs::RoundUpToSpan(call.cache->length() + nodes + 1);
   Entry* e = entries_.at(span).get();
   return GuardTorch("TreeVerifyGraphs::Run", [&]() -> StatusOr<Output> {
@@ -171,6 +195,10 @@ StatusOr<TreeVerifyGraphs::Output> TreeVerifyGraphs::Run(const Call& call) const
     e->parents.copy_(call.parents);
     e->depths.copy_(call.depths);
     e->ancestors.copy_(call.ancestors);
+    if (drawn) {
+      e->q.copy_(call.q);
+      e->valid.copy_(call.valid);
+    }
     // A greedy request's p is one-hot: any numbers give its decisions (none are copied).
     if (!greedy) {
       e->accept.copy_(call.accept_uniforms);

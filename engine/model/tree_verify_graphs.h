@@ -1,6 +1,6 @@
 // CUDA graphs of a draft tree's verification over the target's KV-cache pool: one replay feeds
 // the last committed token (the root) and every node of a deterministic tree (EAGLE-2's, drawn
-// by eagle_tree_graphs.h) under the tree mask, mixes guidance, makes p, judges the tree with
+// by eagle_tree_graphs.h) or of a static one drawn with q (EAGLE-1's) under the tree mask, mixes guidance, makes p, judges the tree with
 // JudgeTree (tree_rejection.h: TreeVerifier's lossless walk as tensor ops), moves the kept
 // path's cache rows right after the root's (KvCache::MoveRowsAt) and gathers the target
 // features of the root and the kept path (what the EAGLE head is fed next), leaving the tree
@@ -12,8 +12,10 @@
 // ToProbabilities does), and every tree is judged by the sampled rule: on a one-hot p a child
 // is kept exactly when it is the argmax after its parent and the next token is the argmax of
 // what is left, which are the greedy walk's decisions (so no host flag enters the graph and a
-// greedy request's numbers are never read). Requests with top-k or top-p filters verify
-// eagerly (Fits).
+// greedy request's numbers are never read). A static tree's greedy drafts carry one-hot q rows
+// (the top tokens): a child that is the argmax has p' = q = 1 and is kept, any other has p' = 0
+// and is rejected with p' unchanged, the same decisions again. Requests with top-k or top-p
+// filters verify eagerly (Fits).
 //
 // Keys: the span (the cache after the tree, in whole ForwardGraphs::kSpanRows); lone requests
 // (two streams). A set of graphs serves one tree shape (nodes, depth bound); the worker's pools
@@ -46,6 +48,9 @@ class TreeVerifyGraphs {
   struct Shape {
     int64_t nodes = 0;      // the tree's drafts (the root not counted)
     int64_t max_depth = 0;  // at least the tree's depth (JudgeTree's path length)
+    // A static tree's widest node (its drafts carry q and valid, JudgeTree's static rules);
+    // 0 for a deterministic tree.
+    int64_t max_children = 0;
   };
   // Captures (or, with model.emulated, emulates) every span's graph of `shape` over `pool`
   // (the target's, made with a scratch slot). INVALID_ARGUMENT without a scratch slot or
@@ -71,6 +76,9 @@ class TreeVerifyGraphs {
     // float64 on the device: the acceptance stream's next numbers [nodes] and the draw
     // stream's next [1]; undefined when greedy (never read).
     torch::Tensor accept_uniforms, draw_uniform;
+    // A static tree's (shape().max_children > 0): float32 [nodes, vocab], the distribution each
+    // draft was drawn from, and bool [nodes], whether its draw found mass.
+    torch::Tensor q, valid;
     SamplingParams sampling;
   };
   struct Output {
@@ -83,7 +91,8 @@ class TreeVerifyGraphs {
   };
   // The verification from one replay and its one read; the cache is advanced by nodes + 1,
   // its rows after the root's now the kept path's (the caller keeps them: Compact of rows in
-  // place moves nothing). INVALID_ARGUMENT for a call that does not Fit.
+  // place moves nothing). INVALID_ARGUMENT for a call that does not Fit, or whose q and valid
+  // are missing for a static tree's graphs (or given for a deterministic tree's).
   StatusOr<Output> Run(const Call& call) const;
 
   PoolGraphs::Counts counts() const { return set_.counts(); }

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/engine/test_util.h"
 
 namespace mulo::engine {
@@ -30,6 +32,24 @@ TEST(DraftTreeTest, StaticTreeHasTheReferenceWidthsPerDepth) {
   for (int64_t node = -1; node < tree.size(); ++node) {
     const auto children = tree.Children(node);
     for (size_t r = 0; r < children.size(); ++r) EXPECT_EQ(tree.ranks[children[r]], (int64_t)r);
+  }
+}
+
+// Where the image ends a step drafts the tree cut to the rows left: the nodes at most that
+// deep, in the full tree's order, each under the same parent.
+TEST(DraftTreeTest, StaticTreeCutKeepsTheShallowNodesInOrder) {
+  const TreeShape full = StaticTree57();
+  const std::vector<int64_t> sizes = {0, 5, 18, 34, 48, 57, 57};
+  for (int64_t depth = 0; depth <= 6; ++depth) {
+    const TreeShape cut = StaticTree57Cut(depth);
+    ASSERT_EQ(cut.size(), sizes[depth]) << "depth " << depth;
+    if (cut.size() > 0) EXPECT_EQ(cut.max_depth(), std::min<int64_t>(depth, 5));
+    // The full tree's nodes at most `depth` deep come first in breadth order: the cut is its
+    // prefix, parents and ranks unchanged.
+    for (int64_t i = 0; i < cut.size(); ++i) {
+      EXPECT_EQ(cut.parents[i], full.parents[i]) << "depth " << depth << ", node " << i;
+      EXPECT_EQ(cut.ranks[i], full.ranks[i]);
+    }
   }
 }
 

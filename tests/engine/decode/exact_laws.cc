@@ -665,14 +665,7 @@ class TreeEnumeration {
 
   // StaticTree57's parents, cut at max_depth.
   static std::vector<int64_t> StaticShape(int64_t max_depth) {
-    const TreeShape full = StaticTree57();
-    std::vector<int64_t> parents, index(full.size(), -1);
-    for (int64_t i = 0; i < full.size(); ++i) {
-      if (full.depths[i] > max_depth) continue;
-      index[i] = static_cast<int64_t>(parents.size());
-      parents.push_back(full.parents[i] < 0 ? -1 : index[full.parents[i]]);
-    }
-    return parents;
+    return StaticTree57Cut(max_depth).parents;
   }
 
   // Draws the children of every shape node in order (parents first), each node's children
