@@ -86,7 +86,7 @@ TreeVerifyGraphs::Shape StaticVerifyShape(int64_t depth) {
   for (int64_t node = -1; node < tree.size(); ++node) {
     widest = std::max<int64_t>(widest, tree.Children(node).size());
   }
-  return {tree.size(), depth, widest};
+  return {tree.size(), depth, widest, tree.parents};
 }
 
 // `chain`: whether the family has speculative's chain drafter (whose chains the target's

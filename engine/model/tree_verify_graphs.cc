@@ -48,6 +48,11 @@ StatusOr<std::shared_ptr<TreeVerifyGraphs>> TreeVerifyGraphs::Capture(const KvPo
   if (shape.nodes < 1 || shape.max_depth < 1) {
     return InvalidArgumentError("TreeVerifyGraphs: a tree needs nodes and a depth");
   }
+  if ((shape.max_children > 0) != !shape.parents.empty() ||
+      (!shape.parents.empty() && static_cast<int64_t>(shape.parents.size()) != shape.nodes)) {
+    return InvalidArgumentError(
+        "TreeVerifyGraphs: a static tree (max_children > 0) needs its nodes' parents");
+  }
   std::shared_ptr<TreeVerifyGraphs> graphs(new TreeVerifyGraphs(pool, shape, std::move(model)));
   TreeVerifyGraphs* const raw = graphs.get();
   MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(
@@ -119,17 +124,14 @@ Status TreeVerifyGraphs::CaptureSpan(int64_t span) {
     const int64_t nodes = shape_.nodes;
     auto entry = std::make_unique<Entry>();
     Entry* e = entry.get();
-    // Until the first call fills them: the scratch slot, length 0, greedy; a tree whose nodes
-    // have at most `width` children each, in breadth-first order (node i's parent is
-    // (i - width) / width, the root's children first), so that the warm-up's tree is a tree
-    // within the shape's bounds: the full `width`-ary tree is the shallowest of `nodes` nodes,
-    // so no deeper than the trees of the shape.
-    const int64_t width = shape_.max_children > 0 ? shape_.max_children : nodes;
-    std::vector<int64_t> parents(nodes), depths(nodes);
+    // Until the first call fills them: the scratch slot, length 0, greedy; a static tree's
+    // layout for good, a deterministic tree's every node a child of the root (a tree).
+    std::vector<int64_t> parents =
+        shape_.parents.empty() ? std::vector<int64_t>(nodes, -1) : shape_.parents;
+    std::vector<int64_t> depths(nodes);
     torch::Tensor ancestors = torch::zeros({nodes, nodes}, torch::kBool);
     auto ancestor = ancestors.accessor<bool, 2>();
     for (int64_t i = 0; i < nodes; ++i) {
-      parents[i] = i < width ? -1 : (i - width) / width;
       depths[i] = parents[i] < 0 ? 1 : depths[parents[i]] + 1;
       for (int64_t a = i; a >= 0; a = parents[a]) ancestor[i][a] = true;
     }
@@ -192,12 +194,13 @@ StatusOr<TreeVerifyGraphs::Output> TreeVerifyGraphs::Run(const Call& call) const
     params[1] = call.sampling.temperature;
     UploadInto(e->ints, torch::from_blob(ints, {kInts}, torch::kInt64));
     e->tokens.copy_(call.tokens);
-    e->parents.copy_(call.parents);
-    e->depths.copy_(call.depths);
-    e->ancestors.copy_(call.ancestors);
-    if (drawn) {
+    if (drawn) {  // the layout is the graphs' own
       e->q.copy_(call.q);
       e->valid.copy_(call.valid);
+    } else {
+      e->parents.copy_(call.parents);
+      e->depths.copy_(call.depths);
+      e->ancestors.copy_(call.ancestors);
     }
     // A greedy request's p is one-hot: any numbers give its decisions (none are copied).
     if (!greedy) {

@@ -51,10 +51,14 @@ class TreeVerifyGraphs {
     // A static tree's widest node (its drafts carry q and valid, JudgeTree's static rules);
     // 0 for a deterministic tree.
     int64_t max_children = 0;
+    // A static tree's parents (-1 = the root, parents first), fixed in its graphs at capture:
+    // its calls upload no layout. Empty for a deterministic tree.
+    std::vector<int64_t> parents;
   };
   // Captures (or, with model.emulated, emulates) every span's graph of `shape` over `pool`
   // (the target's, made with a scratch slot). INVALID_ARGUMENT without a scratch slot or
-  // nodes; a key whose capture fails is left out and counted (its steps verify eagerly).
+  // nodes, or for a static shape without its parents; a key whose capture fails is left out
+  // and counted (its steps verify eagerly).
   static StatusOr<std::shared_ptr<TreeVerifyGraphs>> Capture(const KvPool& pool, Shape shape,
                                                              RowGraphs::Model model);
 
@@ -72,6 +76,7 @@ class TreeVerifyGraphs {
     int64_t root_position = 0;  // its sequence position; node i's is this + its depth
     // The tree on the device (DeviceDynamicTree::ChosenTree's): tokens, parents (-1 = the
     // root), depths (1 for the root's children) int64 [nodes]; ancestors bool [nodes, nodes].
+    // A static tree's graphs read the tokens alone (the rest is their shape's).
     torch::Tensor tokens, parents, depths, ancestors;
     // float64 on the device: the acceptance stream's next numbers [nodes] and the draw
     // stream's next [1]; undefined when greedy (never read).

@@ -340,7 +340,7 @@ TEST(TreeGraphsTest, KernelsInsideTheGraphs) {
     ASSERT_EQ((*two)->counts().graphs, 2);
     const OpCounts middle = ThreadOpCounts();
     auto verifies = TreeVerifyGraphs::Capture(
-        **target_pool, {full.size(), full.max_depth(), /*max_children=*/5}, *steps);
+        **target_pool, {full.size(), full.max_depth(), /*max_children=*/5, full.parents}, *steps);
     ASSERT_OK(verifies);
     ASSERT_EQ((*verifies)->counts().graphs, 1);
     static_draft = (middle.kernels - after_one.kernels) - (after_one.kernels - start.kernels);
