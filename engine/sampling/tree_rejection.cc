@@ -71,6 +71,27 @@ StaticChain ResidualChain(const torch::Tensor& p, const torch::Tensor& q,
 
 }  // namespace
 
+TreePath PathOfFirstKept(const torch::Tensor& first, const torch::Tensor& ancestors,
+                         int64_t max_depth) {
+  const int64_t length = first.size(0);
+  const auto longs = ancestors.options().dtype(torch::kInt64);
+  TreePath out;
+  // On the path: the draft and each of its ancestors is its parent's first kept child.
+  out.on_path = (ancestors & first.logical_not().unsqueeze(0)).any(1).logical_not();
+  const torch::Tensor depths = ancestors.sum(1);
+  const torch::Tensor along = out.on_path * depths;  // the path's drafts' depths, 0 elsewhere
+  // The path's deepest node's row: the first largest of [root 0, drafts' depths on the path].
+  out.row = torch::cat({torch::zeros({1}, longs), along}).argmax().view({1});
+  // The path root first (a draft's place is its depth - 1), -1 after it; slot `max_depth`
+  // takes the drafts off the path.
+  out.path = torch::full({max_depth + 1}, -1, longs)
+                 .scatter_(0, torch::where(out.on_path, depths - 1, max_depth),
+                           torch::where(out.on_path, torch::arange(length, longs), -1))
+                 .narrow(0, 0, max_depth);
+  out.length = out.on_path.sum().view({1});
+  return out;
+}
+
 torch::Tensor JudgeTree(const TreeCall& call) {
   torch::NoGradGuard no_grad;
   const int64_t length = call.size(), vocab = call.p.size(1), depth = call.max_depth;
@@ -136,20 +157,11 @@ torch::Tensor JudgeTree(const TreeCall& call) {
     kept = only_live(kept);
     first = kept & (earlier & kept.unsqueeze(0)).any(1).logical_not();
   }
-  // On the path: the draft and each of its ancestors is its parent's first kept child.
-  const torch::Tensor on_path = (ancestors & first.logical_not().unsqueeze(0)).any(1).logical_not();
-  const torch::Tensor depths = ancestors.sum(1);
-  const torch::Tensor along = on_path * depths;  // the path's drafts' depths, 0 elsewhere
-  // The path's deepest node's row: the first largest of [root 0, drafts' depths on the path].
-  const torch::Tensor row = torch::cat({torch::zeros({1}, longs), along}).argmax().view({1});
-  // The path root first (a draft's place is its depth - 1), -1 after it; slot `depth` takes
-  // the drafts off the path.
-  const torch::Tensor path =
-      torch::full({depth + 1}, -1, longs)
-          .scatter_(0, torch::where(on_path, depths - 1, depth),
-                    torch::where(on_path, torch::arange(length, longs), -1))
-          .narrow(0, 0, depth);
-  const torch::Tensor kept_length = on_path.sum().view({1});
+  const TreePath kept_path = PathOfFirstKept(first, ancestors, depth);
+  const torch::Tensor& on_path = kept_path.on_path;
+  const torch::Tensor& row = kept_path.row;
+  const torch::Tensor& path = kept_path.path;
+  const torch::Tensor& kept_length = kept_path.length;
 
   // The next token after the path: greedy the argmax; sampled a draw from the row without the
   // last node's children (all tried and rejected when it has any).

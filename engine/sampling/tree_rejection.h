@@ -76,6 +76,18 @@ torch::Tensor JudgeTree(const TreeCall& call);
 // squaring "my parent or me" ceil(log2(max_depth)) times: a few operators whatever the depth.
 torch::Tensor TreeAncestors(const torch::Tensor& parents, int64_t max_depth);
 
+// The kept path of a tree judged draft by draft: `first` bool [L], whether each draft is its
+// parent's first kept child; `ancestors` as TreeAncestors makes them. Shared by JudgeTree and
+// the relaxed walk (relaxed_tree_rejection.h).
+struct TreePath {
+  torch::Tensor on_path;  // bool [L]: the draft and each of its ancestors are first kept
+  torch::Tensor row;      // int64 [1]: the row after the path (0 the root, 1 + i after draft i)
+  torch::Tensor path;     // int64 [max_depth]: the kept drafts root first, -1 after
+  torch::Tensor length;   // int64 [1]: the kept drafts
+};
+TreePath PathOfFirstKept(const torch::Tensor& first, const torch::Tensor& ancestors,
+                         int64_t max_depth);
+
 struct TreeDecision {
   std::vector<int64_t> accepted;  // the kept drafts, root first
   int64_t next_token = -1;

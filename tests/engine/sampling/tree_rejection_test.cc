@@ -1,18 +1,21 @@
-// The device tree verifier (JudgeTree) makes the host walk's decisions (TreeVerifier::Verify on
-// a deterministic tree, the oracle) given the same random streams, leaves the streams where
-// the host walk leaves them, and dispatches a bounded number of operators (all of which a
-// graph could hold: none reads the host).
+// The device tree verifiers (JudgeTree; JudgeRelaxedTree, LANTERN's and LANTERN++'s) make the
+// host walk's decisions (TreeVerifier::Verify, the oracle) given the same random streams, count
+// what it counts, leave the streams where the host walk leaves them, and dispatch a bounded
+// number of operators (all of which a graph could hold: none reads the host).
 #include "engine/sampling/tree_rejection.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 #include <string>
 #include <vector>
 
 #include "engine/core/op_count.h"
+#include "engine/sampling/latent_neighbors.h"
 #include "engine/sampling/philox.h"
+#include "engine/sampling/relaxed_tree_rejection.h"
 #include "engine/sampling/rng.h"
 #include "engine/sampling/tree_verifier.h"
 #include "engine/sampling/without_replacement.h"
@@ -269,6 +272,178 @@ TEST(TreeRejectionTest, TheDeviceWalkMakesTheHostWalksDecisionsOnStaticTrees) {
   EXPECT_GT(kept_somewhere, trials / 5);
   EXPECT_GT(rejected_somewhere, trials / 5);
   EXPECT_GT(dropped, 0) << "some draws found no mass";
+}
+
+// The relaxations the relaxed cases run: LANTERN's additive and LANTERN++'s multiplicative
+// bounds, none to many neighbours (k = 0 pools nothing: the lossless walk).
+struct Relaxation {
+  Pooling kind;
+  int64_t k;
+  double delta_or_lambda;
+};
+const std::vector<Relaxation>& Relaxations() {
+  static const std::vector<Relaxation> kAll = {{Pooling::kAdditive, 0, 0.3},
+                                               {Pooling::kAdditive, 3, 0.05},
+                                               {Pooling::kAdditive, 8, 0.3},
+                                               {Pooling::kMultiplicative, 3, 1.5},
+                                               {Pooling::kMultiplicative, 12, 3.0}};
+  return kAll;
+}
+
+// The latent neighbours of kVocab random 3-d codes (every other token, nearest first).
+std::shared_ptr<const LatentNeighbors> Neighbours() {
+  torch::manual_seed(4242);
+  return std::make_shared<LatentNeighbors>(
+      LatentNeighbors::Build(torch::randn({kVocab, 3}), kVocab - 1));
+}
+
+int64_t Widest(const std::vector<int64_t>& parents) {
+  std::vector<int64_t> children(parents.size() + 1, 0);
+  for (int64_t parent : parents) ++children[parent + 1];
+  return std::max<int64_t>(1, *std::max_element(children.begin(), children.end()));
+}
+
+// One relaxed case against the host walk: the path, the next token, the counts and where the
+// streams end. `p_device` root row first; `host_rows` maps the host tree's drafts (the live
+// ones) to the device's.
+struct RelaxedCase {
+  DraftBatch host_drafts;            // what the host verifies (dropped drafts left out)
+  torch::Tensor host_p;              // its rows, the root's last
+  std::vector<int64_t> host_to_device;
+  TreeCall device;                   // the whole tree, numbers not yet set
+  int64_t size = 0;
+};
+
+void ExpectTheHostWalksRelaxedDecisions(const RelaxedCase& c, const Relaxation& relaxation,
+                                        bool greedy, int64_t seed, const std::string& where,
+                                        int* relaxed_somewhere, int* pooled_somewhere) {
+  const auto neighbours = Neighbours();
+  PoolingRule rule{relaxation.kind, relaxation.k};
+  if (relaxation.kind == Pooling::kAdditive) rule.delta = relaxation.delta_or_lambda;
+  if (relaxation.kind == Pooling::kMultiplicative) rule.lambda = relaxation.delta_or_lambda;
+  const TreeVerifier verifier(AcceptRule(), TreeRelaxation{rule, neighbours});
+  Rng host_accept(seed, RngStream::kAcceptance), host_draw(seed, RngStream::kTarget);
+  Rng device_accept(seed, RngStream::kAcceptance), device_draw(seed, RngStream::kTarget);
+  for (int64_t i = 0; i < seed % 3; ++i) {  // mid-stream
+    host_accept.Uniform();
+    device_accept.Uniform();
+  }
+  auto host = verifier.Verify({c.host_drafts, c.host_p, greedy}, {&host_accept, &host_draw});
+  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  RelaxedTreeCall call;
+  call.tree = c.device;
+  call.tree.greedy = greedy;
+  call.tree.accept_uniforms = StreamUniforms(device_accept, 2 * c.size + 1, torch::kCPU);
+  call.tree.draw_uniform = StreamUniforms(device_draw, 1, torch::kCPU);
+  call.table = neighbours->host_table();
+  call.kind = relaxation.kind;
+  call.k = relaxation.k;
+  call.bound = torch::full({1}, relaxation.kind == Pooling::kAdditive
+                                    ? relaxation.delta_or_lambda
+                                    : relaxation.delta_or_lambda - 1.0,
+                           torch::kFloat64);
+  const torch::Tensor judged = JudgeRelaxedTree(call);
+  std::vector<int64_t> values(judged.data_ptr<int64_t>(),
+                              judged.data_ptr<int64_t>() + judged.numel());
+  auto device = RelaxedTreeDecisionFromHost(values, c.size, call.tree.max_depth);
+  ASSERT_TRUE(device.ok()) << device.status().ToString();
+  std::vector<int64_t> host_path;
+  for (int64_t j : host->accepted) host_path.push_back(c.host_to_device[j]);
+  EXPECT_EQ(device->decision.accepted, host_path) << where;
+  EXPECT_EQ(device->decision.next_token, host->next_token) << where;
+  EXPECT_EQ(device->relaxed_accepts, host->relaxed_accepts) << where;
+  EXPECT_EQ(device->pooled_drafts, host->pooled_drafts) << where;
+  EXPECT_EQ(device->pooled_neighbors, host->pooled_neighbors) << where;
+  device_accept.Skip(static_cast<uint64_t>(device->decision.tries));
+  if (!greedy) device_draw.Skip(1);
+  EXPECT_EQ(device_accept.Uniform(), host_accept.Uniform()) << where;
+  EXPECT_EQ(device_draw.Uniform(), host_draw.Uniform()) << where;
+  *relaxed_somewhere += host->relaxed_accepts > 0;
+  *pooled_somewhere += host->pooled_neighbors > 0;
+}
+
+TEST(TreeRejectionTest, TheRelaxedDeviceWalkMakesTheHostWalksDecisions) {
+  int relaxed = 0, pooled = 0;
+  for (int64_t size : {0, 1, 5, 14, 30}) {
+    for (int64_t max_children : {1, 3, 6}) {
+      for (bool greedy : {false, true}) {
+        for (int64_t seed = 0; seed < 4; ++seed) {
+          // A soft p in both cases: greedy relaxed verification pools the untempered
+          // distribution.
+          const Tree t = RandomTree(size, max_children, (seed % 4) / 3.0, /*greedy=*/false,
+                                    3000 + 100 * size + 10 * max_children + seed);
+          RelaxedCase c;
+          c.size = size;
+          c.host_drafts = DraftBatch{t.tokens, t.parents, torch::Tensor()};
+          c.host_p = t.p_host;
+          for (int64_t i = 0; i < size; ++i) c.host_to_device.push_back(i);
+          c.device = TreeCall{t.p_device, torch::tensor(t.tokens, torch::kInt64),
+                              torch::tensor(t.parents, torch::kInt64), torch::Tensor(),
+                              torch::Tensor(), greedy, t.depth};
+          c.device.max_children = Widest(t.parents);
+          for (const Relaxation& relaxation : Relaxations()) {
+            const std::string where =
+                "deterministic, size " + std::to_string(size) + ", children " +
+                std::to_string(max_children) + ", greedy " + std::to_string(greedy) +
+                ", seed " + std::to_string(seed) + ", " + PoolingName(relaxation.kind) +
+                " k " + std::to_string(relaxation.k);
+            ExpectTheHostWalksRelaxedDecisions(c, relaxation, greedy, seed, where, &relaxed,
+                                               &pooled);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(relaxed, 10) << "the relaxation kept drafts the exact rule rejected";
+  EXPECT_GT(pooled, 10);
+}
+
+TEST(TreeRejectionTest, TheRelaxedDeviceWalkMakesTheHostWalksDecisionsOnStaticTrees) {
+  int relaxed = 0, pooled = 0;
+  for (int64_t size : {1, 5, 14, 30}) {
+    for (int64_t max_children : {1, 3, 5}) {
+      for (bool greedy : {false, true}) {
+        for (int64_t seed = 0; seed < 4; ++seed) {
+          // Sampled draws either way: greedy verification reads p alone.
+          const StaticTree t = RandomStaticTree(size, max_children, (seed % 4) / 3.0,
+                                                /*greedy=*/false, seed % 2 == 1,
+                                                7000 + 100 * size + 10 * max_children + seed);
+          RelaxedCase c;
+          c.size = size;
+          std::vector<int64_t> kept_index(size, -1);
+          for (int64_t i = 0; i < size; ++i) {
+            const int64_t parent = t.parents[i];
+            if (!t.valid[i] || (parent >= 0 && kept_index[parent] < 0)) continue;
+            kept_index[i] = static_cast<int64_t>(c.host_to_device.size());
+            c.host_to_device.push_back(i);
+            c.host_drafts.tokens.push_back(t.tokens[i]);
+            c.host_drafts.parents.push_back(parent < 0 ? -1 : kept_index[parent]);
+          }
+          const torch::Tensor nodes = torch::tensor(c.host_to_device, torch::kInt64);
+          c.host_drafts.q = t.q.index_select(0, nodes);
+          c.host_p = torch::cat({t.p_device.index_select(0, nodes + 1), t.p_device.narrow(0, 0, 1)});
+          std::vector<uint8_t> valid(t.valid.begin(), t.valid.end());
+          c.device = TreeCall{t.p_device, torch::tensor(t.tokens, torch::kInt64),
+                              torch::tensor(t.parents, torch::kInt64), torch::Tensor(),
+                              torch::Tensor(), greedy, t.depth};
+          c.device.q = t.q;
+          c.device.valid = torch::tensor(valid, torch::kUInt8).to(torch::kBool);
+          c.device.max_children = std::max<int64_t>(1, t.widest);
+          for (const Relaxation& relaxation : Relaxations()) {
+            const std::string where =
+                "static, size " + std::to_string(size) + ", children " +
+                std::to_string(max_children) + ", greedy " + std::to_string(greedy) +
+                ", seed " + std::to_string(seed) + ", " + PoolingName(relaxation.kind) +
+                " k " + std::to_string(relaxation.k);
+            ExpectTheHostWalksRelaxedDecisions(c, relaxation, greedy, seed, where, &relaxed,
+                                               &pooled);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(relaxed, 10) << "the relaxation kept drafts the exact rule rejected";
+  EXPECT_GT(pooled, 10);
 }
 
 // TreeAncestors' squarings find every ancestor, for trees as deep as the bound says.
