@@ -8,6 +8,7 @@
 #include "engine/decode/kv_pools.h"
 #include "engine/model/tree_verify_graphs.h"
 #include "engine/sampling/exact_verifier.h"
+#include "engine/sampling/relaxed_tree_rejection.h"
 #include "engine/sampling/tree_rejection.h"
 #include "engine/sampling/tree_verifier.h"
 
@@ -40,7 +41,7 @@ class EagleState : public SteppedMethod::State {
     std::vector<int64_t> x = session.committed();
     TreeDraft tree;
     bool drafted = false;
-    if (max_depth > 0 && options_.static_tree && Lossless()) {
+    if (max_depth > 0 && options_.static_tree && RuleOnDevice()) {
       // EAGLE-1's step in two replays when the worker's graphs fit it: the tree drawn in one,
       // verified, judged and committed in the other (eagle_tree_graphs.h, tree_verify_graphs.h).
       std::optional<EagleTreeGraphs::StaticDraft> draft;
@@ -50,8 +51,13 @@ class EagleState : public SteppedMethod::State {
       }
       if (draft) {
         const int64_t length = draft->tree.size();
+        TreeVerifyGraphs::Shape key;
+        key.nodes = length;
+        key.max_depth = draft->tree.max_depth;
+        key.max_children = draft->max_children;
+        key.parents = StaticTree57Cut(key.max_depth).parents;
         const TreeVerifyGraphs* graphs = session.reservation()->TreeVerifyGraphsOf(
-            *session.models().target, length, draft->tree.max_depth, draft->max_children);
+            *session.models().target, Relaxed(std::move(key), session));
         if (graphs != nullptr && target_->CanVerifyTree(*graphs, length, draft->tree.max_depth,
                                                         session.sampling())) {
           return VerifyOnGraphs(session, *graphs, draft->tree, shape, draft->q, draft->valid);
@@ -118,14 +124,33 @@ class EagleState : public SteppedMethod::State {
   // walk on the host. A target with graphs of its own (not a pool's) keeps its replayed
   // tree forward, which takes host ids.
   bool VerifiesOnDevice() const {
-    return !options_.static_tree && Lossless() && target_->cache().graphs() == nullptr;
+    return !options_.static_tree && RuleOnDevice() && target_->cache().graphs() == nullptr;
   }
 
-  // The exact rules, which the device's walk makes (JudgeTree): no relaxation, no test's rule.
-  bool Lossless() const {
-    return options_.relaxation.kind == Pooling::kNone && !options_.accept &&
-           !options_.hooks.residual && !options_.hooks.keep_longest_path;
+  // The rules the device's walks make (JudgeTree, JudgeRelaxedTree): the exact ones or
+  // LANTERN's relaxations, not a test's broken rule.
+  bool RuleOnDevice() const {
+    return !options_.accept && !options_.hooks.residual && !options_.hooks.keep_longest_path;
   }
+  bool relaxed() const { return options_.relaxation.kind != Pooling::kNone; }
+  // delta (additive) or lambda - 1 (multiplicative): JudgeRelaxedTree's bound.
+  double RelaxationBound() const {
+    return options_.relaxation.kind == Pooling::kAdditive ? options_.relaxation.delta
+                                                          : options_.relaxation.lambda - 1.0;
+  }
+  // The dynamic tree's bound on one node's children (its top_k, within the vocabulary).
+  static int64_t SiblingBound(const DynamicTreeOptions& shape) { return shape.top_k; }
+  // The verify graphs' key of a tree judged by this method's rule.
+  TreeVerifyGraphs::Shape Relaxed(TreeVerifyGraphs::Shape key,
+                                  const DecodeSession& session) const {
+    if (!relaxed()) return key;
+    key.relaxation = options_.relaxation.kind;
+    key.k = options_.relaxation.k;
+    key.greedy = session.greedy();
+    return key;
+  }
+  // The acceptance numbers a walk may use: one per draft, two when relaxed.
+  int64_t NumbersFor(int64_t length) const { return relaxed() ? 2 * length : length; }
 
   // The step with one host read: the head grows the tree on the device, the target scores it
   // from there, the walk judges it there, and the tree comes back with the verdict.
@@ -141,10 +166,14 @@ class EagleState : public SteppedMethod::State {
     }
     const int64_t length = chosen.size();
     const int64_t root_row = target_->cache().length();
+    TreeVerifyGraphs::Shape key;
+    key.nodes = length;
+    key.max_depth = chosen.max_depth;
+    if (relaxed()) key.max_children = SiblingBound(shape);
     const TreeVerifyGraphs* graphs =
         session.reservation() != nullptr
-            ? session.reservation()->TreeVerifyGraphsOf(*session.models().target, length,
-                                                        chosen.max_depth)
+            ? session.reservation()->TreeVerifyGraphsOf(*session.models().target,
+                                                        Relaxed(std::move(key), session))
             : nullptr;
     if (graphs != nullptr &&
         target_->CanVerifyTree(*graphs, length, chosen.max_depth, session.sampling())) {
@@ -166,18 +195,33 @@ class EagleState : public SteppedMethod::State {
       MULO_ASSIGN_OR_RETURN(out, target_->FeedSetOnDevice(ids, positions, mask));
       ++stats.verify_steps;
       const VerifierRngs rngs = session.verifier_rngs();
-      TreeCall call{session.Probabilities(out.logits), chosen.tokens, chosen.parents,
-                    torch::Tensor(), torch::Tensor(), session.greedy(), chosen.max_depth,
-                    chosen.ancestors};
+      // Greedy relaxed verification pools the untempered distribution (the request's own is
+      // one-hot at temperature 0), as the host step does.
+      TreeCall call{relaxed() ? session.RankingProbabilities(out.logits)
+                              : session.Probabilities(out.logits),
+                    chosen.tokens, chosen.parents, torch::Tensor(), torch::Tensor(),
+                    session.greedy(), chosen.max_depth, chosen.ancestors};
       if (!session.greedy()) {
-        const ChainNumbers numbers = PeekChainNumbers(rngs, length, session.device());
+        const ChainNumbers numbers =
+            PeekChainNumbers(rngs, NumbersFor(length), session.device());
         call.accept_uniforms = numbers.accept;
         call.draw_uniform = numbers.draw;
       }
+      torch::Tensor judged;
+      if (relaxed()) {
+        call.max_children = SiblingBound(shape);
+        const LatentNeighbors& neighbours = *session.models().neighbors;
+        judged = JudgeRelaxedTree(
+            {call, neighbours.TableOn(session.device()), options_.relaxation.kind,
+             options_.relaxation.k,
+             torch::full({1}, RelaxationBound(),
+                         torch::dtype(torch::kFloat64).device(session.device()))});
+      } else {
+        judged = JudgeTree(call);
+      }
       // The step's one read: the tree's tokens and parents, then the verdict.
-      MULO_ASSIGN_OR_RETURN(
-          const std::vector<int64_t> host,
-          session.ReadIds(torch::cat({chosen.tokens, chosen.parents, JudgeTree(call)})));
+      MULO_ASSIGN_OR_RETURN(const std::vector<int64_t> host,
+                            session.ReadIds(torch::cat({chosen.tokens, chosen.parents, judged})));
       MULO_RETURN_IF_ERROR(
           TakeVerdict(session, rngs, host, length, chosen.max_depth, &tree, &verdict));
     }
@@ -207,10 +251,12 @@ class EagleState : public SteppedMethod::State {
       call.ancestors = chosen.ancestors;
       call.q = q;
       call.valid = valid;
+      call.relaxation_bound = RelaxationBound();
       call.sampling = session.sampling();
       const VerifierRngs rngs = session.verifier_rngs();
       if (!session.greedy()) {
-        const ChainNumbers numbers = PeekChainNumbers(rngs, length, session.device());
+        const ChainNumbers numbers =
+            PeekChainNumbers(rngs, NumbersFor(length), session.device());
         call.accept_uniforms = numbers.accept;
         call.draw_uniform = numbers.draw;
       }
@@ -226,17 +272,27 @@ class EagleState : public SteppedMethod::State {
                       /*path_in_place=*/true);
   }
 
-  // The step's one read (the tree's tokens and parents, then JudgeTree's values) as the tree
-  // and its verdict; the streams move by the numbers the host walk would have drawn.
-  static Status TakeVerdict(DecodeSession& session, const VerifierRngs& rngs,
-                            const std::vector<int64_t>& host, int64_t length, int64_t max_depth,
-                            TreeDraft* tree, Verdict* verdict) {
+  // The step's one read (the tree's tokens and parents, then JudgeTree's or
+  // JudgeRelaxedTree's values) as the tree and its verdict; the streams move by the numbers
+  // the host walk would have drawn.
+  Status TakeVerdict(DecodeSession& session, const VerifierRngs& rngs,
+                     const std::vector<int64_t>& host, int64_t length, int64_t max_depth,
+                     TreeDraft* tree, Verdict* verdict) const {
     tree->drafts.tokens.assign(host.begin(), host.begin() + length);
     tree->drafts.parents.assign(host.begin() + length, host.begin() + 2 * length);
     MULO_ASSIGN_OR_RETURN(tree->shape, TreeFromParents(tree->drafts.parents));
-    MULO_ASSIGN_OR_RETURN(TreeDecision decision,
-                          TreeDecisionFromHost({host.begin() + 2 * length, host.end()}, length,
-                                               max_depth));
+    const std::vector<int64_t> values(host.begin() + 2 * length, host.end());
+    TreeDecision decision;
+    if (relaxed()) {
+      MULO_ASSIGN_OR_RETURN(RelaxedTreeDecision judged,
+                            RelaxedTreeDecisionFromHost(values, length, max_depth));
+      decision = std::move(judged.decision);
+      verdict->relaxed_accepts = judged.relaxed_accepts;
+      verdict->pooled_drafts = judged.pooled_drafts;
+      verdict->pooled_neighbors = judged.pooled_neighbors;
+    } else {
+      MULO_ASSIGN_OR_RETURN(decision, TreeDecisionFromHost(values, length, max_depth));
+    }
     if (!session.greedy()) {
       rngs.accept->Skip(static_cast<uint64_t>(decision.tries));
       rngs.draw->Skip(1);

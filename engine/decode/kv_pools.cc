@@ -86,7 +86,33 @@ TreeVerifyGraphs::Shape StaticVerifyShape(int64_t depth) {
   for (int64_t node = -1; node < tree.size(); ++node) {
     widest = std::max<int64_t>(widest, tree.Children(node).size());
   }
-  return {tree.size(), depth, widest, tree.parents};
+  TreeVerifyGraphs::Shape shape;
+  shape.nodes = tree.size();
+  shape.max_depth = depth;
+  shape.max_children = widest;
+  shape.parents = tree.parents;
+  return shape;
+}
+
+// The verify graphs' shape of EAGLE-2's dynamic tree `tree` (its size: min(total_tokens, the
+// nodes recorded)).
+TreeVerifyGraphs::Shape DynamicVerifyShape(const DynamicTreeOptions& tree, int64_t vocab) {
+  const int64_t k = std::min(tree.top_k, vocab);
+  TreeVerifyGraphs::Shape shape;
+  shape.nodes = std::min(tree.total_tokens, k + tree.depth * k * k);
+  shape.max_depth = tree.depth + 1;
+  return shape;
+}
+
+// The same shape judged with a relaxation (LANTERN on the dynamic trees, LANTERN++ on the
+// static ones), for greedy or sampled requests.
+TreeVerifyGraphs::Shape Relaxed(TreeVerifyGraphs::Shape shape, Pooling kind, int64_t k,
+                                int64_t sibling_bound, bool greedy) {
+  shape.relaxation = kind;
+  shape.k = k;
+  shape.greedy = greedy;
+  if (!shape.drawn()) shape.max_children = sibling_bound;
+  return shape;
 }
 
 // `chain`: whether the family has speculative's chain drafter (whose chains the target's
@@ -124,21 +150,42 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
           FamilyDefault(models, "mc_sjd", "window", KvPools::kGraphedCoupledWindow),
           /*redraw=*/true, /*group_size=*/0, /*couple=*/true};
       if (models.eagle != nullptr && models.eagle->uses_cuda_graphs()) {
-        // EAGLE-2's trees (drafted by the head's tree graphs), verified and judged in one
-        // replay: their size is the chosen tree's, min(total_tokens, the nodes recorded).
-        for (const DynamicTreeOptions& tree : FamilyTrees(models)) {
-          const int64_t k = std::min(tree.top_k, steps->vocab);
-          const TreeVerifyGraphs::Shape shape{std::min(tree.total_tokens, k + tree.depth * k * k),
-                                              tree.depth + 1};
-          plan.capture_tree_verify.push_back([steps, shape](const KvPool& pool) {
-            return TreeVerifyGraphs::Capture(pool, shape, *steps);
-          });
+        // Every tree the head's graphs draft, verified and judged in one replay: EAGLE-2's
+        // dynamic trees and EAGLE-1's static ones (drawn with q) at every depth, and, where the
+        // family has its latent neighbours, the same judged by LANTERN's (additive, dynamic
+        // trees) and LANTERN++'s (multiplicative, static trees) relaxations at the family's k,
+        // greedy and sampled apart.
+        std::vector<TreeVerifyGraphs::Shape> shapes;
+        const std::vector<DynamicTreeOptions> trees = FamilyTrees(models);
+        for (const DynamicTreeOptions& tree : trees) {
+          shapes.push_back(DynamicVerifyShape(tree, steps->vocab));
         }
-        // EAGLE-1's static trees, drawn with q, at every depth.
         for (int64_t depth = 1; depth <= StaticTreeDepth(); ++depth) {
-          const TreeVerifyGraphs::Shape shape = StaticVerifyShape(depth);
-          plan.capture_tree_verify.push_back([steps, shape](const KvPool& pool) {
-            return TreeVerifyGraphs::Capture(pool, shape, *steps);
+          shapes.push_back(StaticVerifyShape(depth));
+        }
+        torch::Tensor table;
+        if (models.neighbors != nullptr &&
+            models.neighbors->codebook_size() == steps->vocab) {
+          table = models.neighbors->TableOn(steps->options.device());
+          const int64_t lantern_k =
+              FamilyDefault(models, "lantern", "k", KvPools::kGraphedLanternK);
+          const int64_t plus_k =
+              FamilyDefault(models, "lantern++", "k", KvPools::kGraphedLanternPlusPlusK);
+          const int64_t siblings = trees.back().top_k;  // the dynamic trees' bound
+          const size_t lossless = shapes.size();
+          for (bool greedy : {false, true}) {
+            for (size_t i = 0; i < lossless; ++i) {
+              const bool drawn = shapes[i].drawn();
+              shapes.push_back(Relaxed(shapes[i],
+                                       drawn ? Pooling::kMultiplicative : Pooling::kAdditive,
+                                       drawn ? plus_k : lantern_k, siblings, greedy));
+            }
+          }
+        }
+        for (const TreeVerifyGraphs::Shape& shape : shapes) {
+          plan.capture_tree_verify.push_back([steps, shape, table](const KvPool& pool) {
+            return TreeVerifyGraphs::Capture(pool, shape, *steps,
+                                             shape.relaxed() ? table : torch::Tensor());
           });
         }
       }
@@ -403,26 +450,21 @@ const EagleTreeGraphs* KvReservation::StaticTreeGraphsOf(const EagleHead& head, 
   return pools_ != nullptr ? pools_->static_tree_graphs(head, depth, greedy) : nullptr;
 }
 
-const TreeVerifyGraphs* KvPools::tree_verify_graphs(const TokenModel& target, int64_t nodes,
-                                                    int64_t max_depth,
-                                                    int64_t max_children) const {
+const TreeVerifyGraphs* KvPools::tree_verify_graphs(const TokenModel& target,
+                                                    const TreeVerifyGraphs::Shape& key) const {
   const Entry* entry = Find(&target);
   if (entry == nullptr) return nullptr;
   for (const auto& graphs : tree_verify_graphs_) {
-    const TreeVerifyGraphs::Shape& shape = graphs->shape();
-    if (&graphs->pool() == entry->pool.get() && shape.nodes == nodes &&
-        shape.max_depth == max_depth && shape.max_children == max_children) {
+    if (&graphs->pool() == entry->pool.get() && graphs->shape().SameKey(key)) {
       return graphs.get();
     }
   }
   return nullptr;
 }
 
-const TreeVerifyGraphs* KvReservation::TreeVerifyGraphsOf(const TokenModel& target,
-                                                          int64_t nodes, int64_t max_depth,
-                                                          int64_t max_children) const {
-  return pools_ != nullptr ? pools_->tree_verify_graphs(target, nodes, max_depth, max_children)
-                           : nullptr;
+const TreeVerifyGraphs* KvReservation::TreeVerifyGraphsOf(
+    const TokenModel& target, const TreeVerifyGraphs::Shape& key) const {
+  return pools_ != nullptr ? pools_->tree_verify_graphs(target, key) : nullptr;
 }
 
 int64_t KvPools::MemoryBytes() const {

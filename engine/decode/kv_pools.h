@@ -64,11 +64,10 @@ class KvReservation {
   // greedy or sampled draws, or null.
   const EagleTreeGraphs* StaticTreeGraphsOf(const EagleHead& head, int64_t depth,
                                             bool greedy) const;
-  // The worker's graphs verifying trees of `nodes` drafts at most `max_depth` deep with
-  // `target` (tree_verify_graphs.h; `max_children` > 0: a static tree's, drawn with q), or
-  // null.
-  const TreeVerifyGraphs* TreeVerifyGraphsOf(const TokenModel& target, int64_t nodes,
-                                             int64_t max_depth, int64_t max_children = 0) const;
+  // The worker's graphs verifying trees of the shape `key` with `target`
+  // (tree_verify_graphs.h: TreeVerifyGraphs::Shape::SameKey), or null.
+  const TreeVerifyGraphs* TreeVerifyGraphsOf(const TokenModel& target,
+                                             const TreeVerifyGraphs::Shape& key) const;
 
  private:
   friend class KvPools;
@@ -92,11 +91,15 @@ class KvPools {
   // set others (the graphs hold what requests take by default; another length steps eagerly):
   // speculative's gamma (speculative.h), SJD's and GSD's window (sjd.h, gsd.h), GSD's group
   // size (group_verifier.h's GroupRule), MC-SJD's window (mc_sjd.h), MuLo-SD's drafter rows
-  // per step (MuloOptions::draft_rows).
+  // per step (MuloOptions::draft_rows), the relaxed trees' neighbours.
   static constexpr int64_t kGraphedChain = 4;
   static constexpr int64_t kGraphedWindow = 16;
   static constexpr int64_t kGraphedGroup = 14;
   static constexpr int64_t kGraphedCoupledWindow = 64;
+  // LANTERN's and LANTERN++'s k (LanternOptions, LanternPlusPlusOptions: lantern.h, which
+  // depends on this file; kv_pools_test checks they agree).
+  static constexpr int64_t kGraphedLanternK = 1000;
+  static constexpr int64_t kGraphedLanternPlusPlusK = 10;
 
   struct Family {
     std::string name;
@@ -124,10 +127,10 @@ class KvPools {
   // sampled draws) with `head` captured at load, or null.
   const EagleTreeGraphs* static_tree_graphs(const EagleHead& head, int64_t depth,
                                             bool greedy) const;
-  // The graphs verifying trees of that shape with `target`, captured over its pool at load, or
-  // null.
-  const TreeVerifyGraphs* tree_verify_graphs(const TokenModel& target, int64_t nodes,
-                                             int64_t max_depth, int64_t max_children = 0) const;
+  // The graphs verifying trees of the shape `key` with `target`, captured over its pool at
+  // load, or null.
+  const TreeVerifyGraphs* tree_verify_graphs(const TokenModel& target,
+                                             const TreeVerifyGraphs::Shape& key) const;
 
   bool CanReserve(const KvDemand& demand) const;
   // The demand's slots, taken; null when they do not all fit (nothing is taken then). A need

@@ -10,6 +10,7 @@
 #include "engine/core/torch_guard.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/kv_pool.h"
+#include "engine/sampling/relaxed_tree_rejection.h"
 #include "engine/sampling/tree_rejection.h"
 
 namespace mulo::engine {
@@ -17,8 +18,8 @@ namespace mulo::engine {
 namespace {
 
 // The ints: the two slots, the cache length (the root's row), the root token, its sequence
-// position, then cfg_scale and temperature as float64 bits.
-constexpr int64_t kInts = 7;
+// position, then cfg_scale, temperature and the relaxation's bound as float64 bits.
+constexpr int64_t kInts = 8;
 
 }  // namespace
 
@@ -32,31 +33,49 @@ struct TreeVerifyGraphs::Entry {
   std::unique_ptr<ReplayableGraph> graph;
 };
 
-TreeVerifyGraphs::TreeVerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model)
+bool TreeVerifyGraphs::Shape::SameKey(const Shape& other) const {
+  return nodes == other.nodes && max_depth == other.max_depth &&
+         max_children == other.max_children && drawn() == other.drawn() &&
+         relaxation == other.relaxation && (!relaxed() || (k == other.k && greedy == other.greedy));
+}
+
+TreeVerifyGraphs::TreeVerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model,
+                                   torch::Tensor neighbour_table)
     : pool_(pool),
-      shape_(shape),
-      model_(std::move(model)) {}
+      shape_(std::move(shape)),
+      model_(std::move(model)),
+      neighbour_table_(std::move(neighbour_table)) {}
 
 TreeVerifyGraphs::~TreeVerifyGraphs() = default;
 
-StatusOr<std::shared_ptr<TreeVerifyGraphs>> TreeVerifyGraphs::Capture(const KvPool& pool,
-                                                                      Shape shape,
-                                                                      RowGraphs::Model model) {
+StatusOr<std::shared_ptr<TreeVerifyGraphs>> TreeVerifyGraphs::Capture(
+    const KvPool& pool, Shape shape, RowGraphs::Model model, torch::Tensor neighbour_table) {
   if (pool.scratch_slot() < 0) {
     return InvalidArgumentError("TreeVerifyGraphs: the pool needs a scratch slot");
   }
   if (shape.nodes < 1 || shape.max_depth < 1) {
     return InvalidArgumentError("TreeVerifyGraphs: a tree needs nodes and a depth");
   }
-  if ((shape.max_children > 0) != !shape.parents.empty() ||
-      (!shape.parents.empty() && static_cast<int64_t>(shape.parents.size()) != shape.nodes)) {
+  if (shape.drawn() && (shape.max_children < 1 ||
+                        static_cast<int64_t>(shape.parents.size()) != shape.nodes)) {
     return InvalidArgumentError(
-        "TreeVerifyGraphs: a static tree (max_children > 0) needs its nodes' parents");
+        "TreeVerifyGraphs: a static tree needs its nodes' parents and its widest node");
   }
-  std::shared_ptr<TreeVerifyGraphs> graphs(new TreeVerifyGraphs(pool, shape, std::move(model)));
+  if (!shape.drawn() && !shape.relaxed() && shape.max_children != 0) {
+    return InvalidArgumentError(
+        "TreeVerifyGraphs: max_children is a static or relaxed tree's (parents missing?)");
+  }
+  if (shape.relaxed() &&
+      (shape.max_children < 1 || !neighbour_table.defined() || neighbour_table.dim() != 2 ||
+       neighbour_table.size(0) != model.vocab)) {
+    return InvalidArgumentError(
+        "TreeVerifyGraphs: a relaxed tree needs its sibling bound and the neighbour table");
+  }
+  std::shared_ptr<TreeVerifyGraphs> graphs(new TreeVerifyGraphs(
+      pool, std::move(shape), std::move(model), std::move(neighbour_table)));
   TreeVerifyGraphs* const raw = graphs.get();
   MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(
-      pool, shape.nodes + 1, graphs->model_.options.device(),
+      pool, graphs->shape_.nodes + 1, graphs->model_.options.device(),
       [raw](int64_t span) { return raw->CaptureSpan(span); }));
   return graphs;
 }
@@ -68,7 +87,7 @@ void TreeVerifyGraphs::Body(Entry& e, int64_t span) const {
   const torch::Tensor length = e.ints.narrow(0, 2, 1);
   const torch::Tensor root = e.ints.narrow(0, 3, 1);
   const torch::Tensor root_position = e.ints.narrow(0, 4, 1);
-  const torch::Tensor params = e.ints.narrow(0, 5, 2).view(torch::kFloat64);
+  const torch::Tensor params = e.ints.narrow(0, 5, 3).view(torch::kFloat64);
   const torch::Tensor cfg = params.narrow(0, 0, 1).to(torch::kFloat32);
   const torch::Tensor temperature = params.narrow(0, 1, 1).to(torch::kFloat32);
   // The root at the cache's length, node i at the row after it; positions by depth. The root
@@ -90,17 +109,30 @@ void TreeVerifyGraphs::Body(Entry& e, int64_t span) const {
   in.mask = mask.unsqueeze(0).expand({2, rows, span});
   const std::vector<torch::Tensor> out = model_.forward(*e.view, in);
   // p as DecodeSession::Probabilities makes it: MixCfg, tempering, softmax; one-hot greedy.
+  // Relaxed: as the host's relaxed step makes it, the request's own sampled and the untempered
+  // ranking distribution greedy (a one-hot p leaves nothing to pool), which the divisor of 1
+  // at temperature 0 gives.
   const torch::Tensor logits = out[1].to(torch::kFloat32);
   const torch::Tensor cond = logits.select(0, 0), uncond = logits.select(0, 1);
   const torch::Tensor guided = uncond + cfg * (cond - uncond);
   const torch::Tensor greedy = temperature == 0;
   const torch::Tensor divisor = torch::where(greedy, torch::ones_like(temperature), temperature);
-  const torch::Tensor one_hot =
-      torch::zeros_like(guided).scatter_(1, guided.argmax(1, /*keepdim=*/true), 1.0);
-  const torch::Tensor p = torch::where(greedy, one_hot, torch::softmax(guided / divisor, -1));
+  torch::Tensor p = torch::softmax(guided / divisor, -1);
+  if (!shape_.relaxed()) {
+    const torch::Tensor one_hot =
+        torch::zeros_like(guided).scatter_(1, guided.argmax(1, /*keepdim=*/true), 1.0);
+    p = torch::where(greedy, one_hot, p);
+  }
   TreeCall call{p,       e.tokens, e.parents, e.accept, e.draw, /*greedy=*/false,
                 shape_.max_depth, e.ancestors, e.q, e.valid, shape_.max_children};
-  const torch::Tensor verdict = JudgeTree(call);
+  torch::Tensor verdict;
+  if (shape_.relaxed()) {
+    call.greedy = shape_.greedy;
+    verdict = JudgeRelaxedTree({call, neighbour_table_, shape_.relaxation, shape_.k,
+                                params.narrow(0, 2, 1)});
+  } else {
+    verdict = JudgeTree(call);
+  }
   e.result = torch::cat({e.tokens, e.parents, verdict});
   // The features of the root's row and the kept path's rows (pads: the root's).
   const torch::Tensor path = verdict.narrow(0, 3, shape_.max_depth);
@@ -141,16 +173,17 @@ Status TreeVerifyGraphs::CaptureSpan(int64_t span) {
     e->parents = torch::tensor(parents, torch::kInt64).to(device);
     e->depths = torch::tensor(depths, torch::kInt64).to(device);
     e->ancestors = ancestors.to(device);
-    e->accept = torch::zeros({nodes}, doubles);
+    // A relaxed draft may use two acceptance numbers.
+    e->accept = torch::zeros({shape_.relaxed() ? 2 * nodes : nodes}, doubles);
     e->draw = torch::zeros({1}, doubles);
-    if (shape_.max_children > 0) {
+    if (shape_.drawn()) {
       e->q = torch::zeros({nodes, model_.vocab}, longs.dtype(torch::kFloat32));
       e->q.select(1, 0).fill_(1.0f);  // every draft token 0, drawn from a one-hot row
       e->valid = torch::ones({nodes}, longs.dtype(torch::kBool));
     }
     e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, 2)));
     e->graph = set_.Make(device, [this, e, span] { Body(*e, span); }, model_.emulated,
-                         (kInts + 4 * nodes + 1) * 8 + nodes * nodes +
+                         (kInts + 3 * nodes + e->accept.numel() + 1) * 8 + nodes * nodes +
                              (e->q.defined() ? nodes * model_.vocab * 4 + nodes : 0));
     if (e->graph != nullptr) entries_[span] = std::move(entry);
     return OkStatus();
@@ -161,6 +194,7 @@ bool TreeVerifyGraphs::Fits(const KvCache& cache, int64_t nodes, int64_t max_dep
                             const SamplingParams& sampling) const {
   if (cache.pool() != &pool_ || cache.batch() != 2) return false;
   if (nodes != shape_.nodes || max_depth != shape_.max_depth) return false;
+  if (shape_.relaxed() && shape_.greedy != (sampling.temperature == 0.0)) return false;
   if (sampling.top_k > 0 && sampling.top_k < model_.vocab) return false;
   if (sampling.top_p < 1.0) return false;
   const int64_t span = ForwardGraphs::RoundUpToSpan(cache.length() + nodes + 1);
@@ -177,7 +211,7 @@ StatusOr<TreeVerifyGraphs::Output> TreeVerifyGraphs::Run(const Call& call) const
   if (!greedy && (!call.accept_uniforms.defined() || !call.draw_uniform.defined())) {
     return InvalidArgumentError("TreeVerifyGraphs::Run: a sampled tree needs its numbers");
   }
-  const bool drawn = shape_.max_children > 0;
+  const bool drawn = shape_.drawn();
   if (call.q.defined() != drawn || call.valid.defined() != drawn) {
     return InvalidArgumentError(drawn ? "TreeVerifyGraphs::Run: a static tree needs q and valid"
                                       : "TreeVerifyGraphs::Run: q and valid are a static tree's");
@@ -187,11 +221,12 @@ StatusOr<TreeVerifyGraphs::Output> TreeVerifyGraphs::Run(const Call& call) const
   return GuardTorch("TreeVerifyGraphs::Run", [&]() -> StatusOr<Output> {
     torch::NoGradGuard no_grad;
     int64_t ints[kInts] = {call.cache->first_slot(), call.cache->first_slot() + 1,
-                           call.cache->length(), call.root_token, call.root_position, 0, 0};
+                           call.cache->length(), call.root_token, call.root_position, 0, 0, 0};
     double* const params = reinterpret_cast<double*>(ints + 5);
     static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
     params[0] = call.sampling.cfg_scale;
     params[1] = call.sampling.temperature;
+    params[2] = call.relaxation_bound;
     UploadInto(e->ints, torch::from_blob(ints, {kInts}, torch::kInt64));
     e->tokens.copy_(call.tokens);
     if (drawn) {  // the layout is the graphs' own
@@ -204,6 +239,10 @@ StatusOr<TreeVerifyGraphs::Output> TreeVerifyGraphs::Run(const Call& call) const
     }
     // A greedy request's p is one-hot: any numbers give its decisions (none are copied).
     if (!greedy) {
+      if (call.accept_uniforms.numel() != e->accept.numel()) {
+        return InvalidArgumentError("TreeVerifyGraphs::Run: accept_uniforms: expected " +
+                                    std::to_string(e->accept.numel()) + " numbers");
+      }
       e->accept.copy_(call.accept_uniforms);
       e->draw.copy_(call.draw_uniform);
     }

@@ -37,6 +37,7 @@
 #include "engine/model/kv_cache.h"
 #include "engine/model/pool_graphs.h"
 #include "engine/model/row_graphs.h"
+#include "engine/sampling/pooling.h"
 #include "engine/sampling/sampling_params.h"
 
 namespace mulo::engine {
@@ -48,25 +49,42 @@ class TreeVerifyGraphs {
   struct Shape {
     int64_t nodes = 0;      // the tree's drafts (the root not counted)
     int64_t max_depth = 0;  // at least the tree's depth (JudgeTree's path length)
-    // A static tree's widest node (its drafts carry q and valid, JudgeTree's static rules);
-    // 0 for a deterministic tree.
+    // The most children of one node: a static tree's widest (its drafts carry q and valid,
+    // JudgeTree's static rules) or a relaxed deterministic tree's bound (the dynamic tree's
+    // top_k); 0 for a lossless deterministic tree.
     int64_t max_children = 0;
     // A static tree's parents (-1 = the root, parents first), fixed in its graphs at capture:
     // its calls upload no layout. Empty for a deterministic tree.
     std::vector<int64_t> parents;
+    // LANTERN's relaxation (relaxed_tree_rejection.h): kNone for the lossless rules, else the
+    // pooling kind and the neighbours considered; relaxed graphs serve greedy requests (the
+    // greedy relaxed rule on the untempered p) or sampled ones, `greedy` says which.
+    Pooling relaxation = Pooling::kNone;
+    int64_t k = 0;
+    bool greedy = false;
+
+    bool drawn() const { return !parents.empty(); }
+    bool relaxed() const { return relaxation != Pooling::kNone; }
+    // Whether graphs of `other` serve the trees of this shape (the static layout aside: a
+    // static tree's is fixed by its size).
+    bool SameKey(const Shape& other) const;
   };
   // Captures (or, with model.emulated, emulates) every span's graph of `shape` over `pool`
-  // (the target's, made with a scratch slot). INVALID_ARGUMENT without a scratch slot or
-  // nodes, or for a static shape without its parents; a key whose capture fails is left out
-  // and counted (its steps verify eagerly).
-  static StatusOr<std::shared_ptr<TreeVerifyGraphs>> Capture(const KvPool& pool, Shape shape,
-                                                             RowGraphs::Model model);
+  // (the target's, made with a scratch slot); a relaxed shape pools over `neighbour_table`
+  // (int64 [vocab, neighbours] on the model's device). INVALID_ARGUMENT without a scratch slot
+  // or nodes, for a static shape without its parents or a relaxed one without its table or
+  // sibling bound; a key whose capture fails is left out and counted (its steps verify
+  // eagerly).
+  static StatusOr<std::shared_ptr<TreeVerifyGraphs>> Capture(
+      const KvPool& pool, Shape shape, RowGraphs::Model model,
+      torch::Tensor neighbour_table = torch::Tensor());
 
   const KvPool& pool() const { return pool_; }
   const Shape& shape() const { return shape_; }
   // Whether a request may verify a tree of `nodes` drafts at most `max_depth` deep with
   // `cache` (a view of this pool, two streams) and `sampling`: the shape is these graphs', no
-  // top-k or top-p filter, and the tree fits a captured span.
+  // top-k or top-p filter, relaxed graphs of the request's kind (greedy or sampled), and the
+  // tree fits a captured span.
   bool Fits(const KvCache& cache, int64_t nodes, int64_t max_depth,
             const SamplingParams& sampling) const;
 
@@ -84,11 +102,14 @@ class TreeVerifyGraphs {
     // A static tree's (shape().max_children > 0): float32 [nodes, vocab], the distribution each
     // draft was drawn from, and bool [nodes], whether its draw found mass.
     torch::Tensor q, valid;
+    // Relaxed graphs: delta (additive) or lambda - 1 (multiplicative), the request's own.
+    double relaxation_bound = 0.0;
     SamplingParams sampling;
   };
   struct Output {
     // The one read: the tree's tokens [nodes], parents [nodes], then JudgeTree's verdict
-    // (TreeDecisionFromHost parses it).
+    // (TreeDecisionFromHost parses it; relaxed graphs: JudgeRelaxedTree's,
+    // RelaxedTreeDecisionFromHost).
     std::vector<int64_t> host;
     // [2, max_depth + 1, dim] on the device: the target features of the root's row and of the
     // kept drafts' rows in path order (the rows after the path are pads).
@@ -108,13 +129,15 @@ class TreeVerifyGraphs {
 
  private:
   struct Entry;
-  TreeVerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model);
+  TreeVerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model,
+                   torch::Tensor neighbour_table);
   Status CaptureSpan(int64_t span);
   void Body(Entry& e, int64_t span) const;
 
   const KvPool& pool_;  // the target's; owned by the worker's pools as these graphs are
   const Shape shape_;
   const RowGraphs::Model model_;
+  const torch::Tensor neighbour_table_;  // relaxed shapes only
   std::map<int64_t, std::unique_ptr<Entry>> entries_;  // by span
   GraphSet set_;
 };

@@ -19,6 +19,7 @@
 #include "engine/decode/eagle_tree_graphs.h"
 #include "engine/decode/engine_loop.h"
 #include "engine/decode/kv_pools.h"
+#include "engine/decode/lantern.h"
 #include "engine/decode/method_registry.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/kv_pool.h"
@@ -48,8 +49,10 @@ TreeReplays Replays(const KvPools& pools, const ModelSet& family, const DynamicT
   const int64_t k = std::min<int64_t>(tree.top_k, family.target->vocab_size());
   for (int64_t depth = 0; depth <= tree.depth; ++depth) {
     const EagleTreeGraphs* drafts = pools.tree_graphs(*family.eagle, Cut(tree, depth));
-    const TreeVerifyGraphs* verify = pools.tree_verify_graphs(
-        *family.target, std::min(tree.total_tokens, k + depth * k * k), depth + 1);
+    TreeVerifyGraphs::Shape key;
+    key.nodes = std::min(tree.total_tokens, k + depth * k * k);
+    key.max_depth = depth + 1;
+    const TreeVerifyGraphs* verify = pools.tree_verify_graphs(*family.target, key);
     EXPECT_NE(drafts, nullptr) << "depth " << depth;
     EXPECT_NE(verify, nullptr) << "depth " << depth;
     if (drafts == nullptr || verify == nullptr) continue;
@@ -72,8 +75,12 @@ TreeReplays StaticReplays(const KvPools& pools, const ModelSet& family) {
     for (int64_t node = -1; node < cut.size(); ++node) {
       widest = std::max<int64_t>(widest, cut.Children(node).size());
     }
-    const TreeVerifyGraphs* verify =
-        pools.tree_verify_graphs(*family.target, cut.size(), depth, widest);
+    TreeVerifyGraphs::Shape key;
+    key.nodes = cut.size();
+    key.max_depth = depth;
+    key.max_children = widest;
+    key.parents = cut.parents;
+    const TreeVerifyGraphs* verify = pools.tree_verify_graphs(*family.target, key);
     EXPECT_NE(verify, nullptr) << "depth " << depth;
     if (verify != nullptr) {
       EXPECT_EQ(verify->counts().failed_captures, 0);
@@ -91,12 +98,57 @@ TreeReplays StaticReplays(const KvPools& pools, const ModelSet& family) {
   return replays;
 }
 
+// The relaxed verify graphs' replays (LANTERN's on the dynamic trees of `tree`, LANTERN++'s
+// on the static trees; greedy and sampled), and the drafting graphs' replays of those trees.
+TreeReplays RelaxedReplays(const KvPools& pools, const ModelSet& family, bool static_tree,
+                           Pooling kind, int64_t k, const DynamicTreeOptions& tree) {
+  TreeReplays replays;
+  std::vector<TreeVerifyGraphs::Shape> keys;
+  if (static_tree) {
+    replays.drafts = StaticReplays(pools, family).drafts;
+    for (int64_t depth = 1; depth <= 5; ++depth) {
+      const TreeShape cut = StaticTree57Cut(depth);
+      TreeVerifyGraphs::Shape key;
+      key.nodes = cut.size();
+      key.max_depth = depth;
+      for (int64_t node = -1; node < cut.size(); ++node) {
+        key.max_children = std::max<int64_t>(key.max_children, cut.Children(node).size());
+      }
+      key.parents = cut.parents;
+      keys.push_back(key);
+    }
+  } else {
+    replays.drafts = Replays(pools, family, tree).drafts;
+    const int64_t top_k = std::min<int64_t>(tree.top_k, family.target->vocab_size());
+    for (int64_t depth = 0; depth <= tree.depth; ++depth) {
+      TreeVerifyGraphs::Shape key;
+      key.nodes = std::min(tree.total_tokens, top_k + depth * top_k * top_k);
+      key.max_depth = depth + 1;
+      key.max_children = tree.top_k;
+      keys.push_back(key);
+    }
+  }
+  for (TreeVerifyGraphs::Shape key : keys) {
+    key.relaxation = kind;
+    key.k = k;
+    for (bool greedy : {false, true}) {
+      key.greedy = greedy;
+      const TreeVerifyGraphs* verify = pools.tree_verify_graphs(*family.target, key);
+      EXPECT_NE(verify, nullptr) << "depth " << key.max_depth << ", greedy " << greedy;
+      if (verify == nullptr) continue;
+      EXPECT_EQ(verify->counts().failed_captures, 0);
+      replays.verifications += verify->counts().replays;
+    }
+  }
+  return replays;
+}
+
 using ReplaysOf = std::function<TreeReplays(const KvPools&, const ModelSet&)>;
 
 // Every step of `config` over the pools drafts its tree in one replay and verifies it in
 // another with the eager step's tokens, on prompts 0-2 greedy (equal to ar's too) and sampled.
 void ExpectStepsInTwoReplays(const MethodConfig& config, const ReplaysOf& replays_of,
-                             const std::string& label) {
+                             const std::string& label, bool lossless = true) {
   const ModelSet& plain = testing::SynthFamily();
   const auto emulated = testing::EmulatedSynthFamily();
   ASSERT_NE(emulated, nullptr);
@@ -105,10 +157,11 @@ void ExpectStepsInTwoReplays(const MethodConfig& config, const ReplaysOf& replay
   for (double temperature : {0.0, 1.0}) {
     int mismatches = 0;
     for (int prompt : {0, 1, 2}) {
-      const DecodeRequest request = testing::SynthRequest({"eagle", prompt, temperature}, plain);
+      const DecodeRequest request =
+          testing::SynthRequest({config.name, prompt, temperature}, plain);
       auto eager = testing::DecodeConfig(config, plain, request);
       ASSERT_OK(eager);
-      auto reservation = testing::ReserveFor(*pools, *emulated, "eagle", request);
+      auto reservation = testing::ReserveFor(*pools, *emulated, config.name, request);
       ASSERT_NE(reservation, nullptr);
       const TreeReplays before = replays_of(*pools, *emulated);
       StatusOr<DecodeResult> graphed = InternalError("not run");
@@ -147,9 +200,12 @@ void ExpectStepsInTwoReplays(const MethodConfig& config, const ReplaysOf& replay
       } else {
         EXPECT_EQ(stats.accepted_tokens, eager->stats.accepted_tokens);
         EXPECT_EQ(stats.drafted_tokens, eager->stats.drafted_tokens);
+        EXPECT_EQ(stats.relaxed_accepted_tokens, eager->stats.relaxed_accepted_tokens);
+        EXPECT_EQ(stats.pooled_drafts, eager->stats.pooled_drafts);
+        EXPECT_EQ(stats.pooled_neighbors, eager->stats.pooled_neighbors);
         if (temperature == 1.0 && prompt == 0) break;
       }
-      if (temperature == 0.0) {
+      if (temperature == 0.0 && lossless) {
         auto ar_config = DefaultMethodConfig("ar", plain);
         ASSERT_OK(ar_config);
         auto ar = testing::DecodeConfig(*ar_config, plain,
@@ -186,6 +242,47 @@ TEST(TreeGraphsTest, AStaticTreeStepDraftsInOneReplayWithTheEagerStepsTokens) {
   ASSERT_OK(config);
   config->eagle.static_tree = true;
   ExpectStepsInTwoReplays(*config, StaticReplays, "EAGLE-1");
+}
+
+// LANTERN: EAGLE-2's dynamic trees drafted by the same graphs, judged with the additive
+// relaxation (JudgeRelaxedTree) in verify graphs of their own, greedy and sampled apart.
+TEST(TreeGraphsTest, LanternStepsInTwoReplaysWithTheEagerStepsTokens) {
+  const auto family = testing::EmulatedSynthFamily();
+  ASSERT_NE(family, nullptr);
+  auto config = DefaultMethodConfig("lantern", *family);
+  ASSERT_OK(config);
+  const LanternOptions lantern = config->lantern;
+  ExpectStepsInTwoReplays(
+      *config,
+      [lantern](const KvPools& pools, const ModelSet& models) {
+        return RelaxedReplays(pools, models, /*static_tree=*/false, Pooling::kAdditive,
+                              lantern.k, lantern.tree.dynamic);
+      },
+      "LANTERN", /*lossless=*/false);
+}
+
+// LANTERN++: EAGLE-1's static trees drafted by the same graphs, judged with the
+// multiplicative relaxation.
+TEST(TreeGraphsTest, LanternPlusPlusStepsInTwoReplaysWithTheEagerStepsTokens) {
+  const auto family = testing::EmulatedSynthFamily();
+  ASSERT_NE(family, nullptr);
+  auto config = DefaultMethodConfig("lantern++", *family);
+  ASSERT_OK(config);
+  const int64_t k = config->lantern_plus_plus.k;
+  ExpectStepsInTwoReplays(
+      *config,
+      [k](const KvPools& pools, const ModelSet& models) {
+        return RelaxedReplays(pools, models, /*static_tree=*/true, Pooling::kMultiplicative, k,
+                              DynamicTreeOptions());
+      },
+      "LANTERN++", /*lossless=*/false);
+}
+
+// The neighbours the relaxed verify graphs are captured for when a family sets none are the
+// methods' own defaults (kv_pools.h keeps a copy: lantern.h depends on it).
+TEST(TreeGraphsTest, TheGraphedNeighboursAreTheMethodsDefaults) {
+  EXPECT_EQ(KvPools::kGraphedLanternK, LanternOptions().k);
+  EXPECT_EQ(KvPools::kGraphedLanternPlusPlusK, LanternPlusPlusOptions().k);
 }
 
 // A request whose ranking distribution has a top-k filter does not fit the graphs: every step
@@ -339,8 +436,12 @@ TEST(TreeGraphsTest, KernelsInsideTheGraphs) {
     ASSERT_OK(two);
     ASSERT_EQ((*two)->counts().graphs, 2);
     const OpCounts middle = ThreadOpCounts();
-    auto verifies = TreeVerifyGraphs::Capture(
-        **target_pool, {full.size(), full.max_depth(), /*max_children=*/5, full.parents}, *steps);
+    TreeVerifyGraphs::Shape shape;
+    shape.nodes = full.size();
+    shape.max_depth = full.max_depth();
+    shape.max_children = 5;
+    shape.parents = full.parents;
+    auto verifies = TreeVerifyGraphs::Capture(**target_pool, shape, *steps);
     ASSERT_OK(verifies);
     ASSERT_EQ((*verifies)->counts().graphs, 1);
     static_draft = (middle.kernels - after_one.kernels) - (after_one.kernels - start.kernels);
