@@ -25,12 +25,12 @@
 // every draft is judged at once and the path is where each ancestor is its parent's first
 // kept child: a fixed set of operators whatever the walk.
 //
-// EAGLE-2 and PEANUT verify here (eagle.cc). EAGLE-1's static trees still walk on the host:
-// their residual chain adds ~40 operators per sibling rank (~520 for StaticTree57's five
-// ranks against ~310 for a deterministic tree), which cost more than the read it would save
-// while the walk runs outside a graph (EAGLE-1 measured 2,575 -> 2,950 operators per step,
-// projected 0.37x -> 0.34x ar on the H100); the static rules are here, checked against the host
-// walk (tree_rejection_test), for the tree's verify graph.
+// EAGLE-2 and PEANUT verify here (eagle.cc), eagerly or in the verify graphs
+// (tree_verify_graphs.h). EAGLE-1's static trees verify here only inside the graphs: outside
+// one their residual chain adds ~40 operators per sibling rank (~520 for StaticTree57's five
+// ranks against ~310 for a deterministic tree), more than the read it would save (EAGLE-1
+// measured 2,575 -> 2,950 operators per step), so the eager static step walks on the host.
+// LANTERN's relaxed rules: relaxed_tree_rejection.h.
 #ifndef MULO_ENGINE_SAMPLING_TREE_REJECTION_H_
 #define MULO_ENGINE_SAMPLING_TREE_REJECTION_H_
 
