@@ -36,7 +36,9 @@ class EagleState : public SteppedMethod::State {
     const int64_t max_depth = session.num_tokens() - n - 1;
     // PEANUT: this step's depth and width from the neighbours' trees.
     const DynamicTreeOptions shape = shapes_ ? shapes_->ShapeAt(n) : options_.dynamic;
-    if (max_depth > 0 && VerifiesOnDevice()) return StepOnDevice(session, shape, max_depth);
+    if (max_depth > 0 && VerifiesOnDevice(session, shape, max_depth)) {
+      return StepOnDevice(session, shape, max_depth);
+    }
     Stats& stats = session.stats();
     std::vector<int64_t> x = session.committed();
     TreeDraft tree;
@@ -119,12 +121,35 @@ class EagleState : public SteppedMethod::State {
     return features;
   }
 
-  // EAGLE-2's and PEANUT's lossless rules over a deterministic tree run on the device
-  // (tree_rejection.h); static trees (drawn with q), relaxations and the tests' broken rules
-  // walk on the host. A target with graphs of its own (not a pool's) keeps its replayed
-  // tree forward, which takes host ids.
-  bool VerifiesOnDevice() const {
-    return !options_.static_tree && RuleOnDevice() && target_->cache().graphs() == nullptr;
+  // A deterministic tree (EAGLE-2's, PEANUT's, LANTERN's) is verified on the device, by the
+  // lossless rules (tree_rejection.h) or LANTERN's relaxation (relaxed_tree_rejection.h); a
+  // static tree (EAGLE-1's, LANTERN++'s) only inside the verify graphs (Step), and the tests'
+  // broken rules always walk on the host. A target with graphs of its own (not a pool's)
+  // keeps its replayed tree forward, which takes host ids.
+  bool VerifiesOnDevice(const DecodeSession& session, const DynamicTreeOptions& shape,
+                        int64_t max_depth) const {
+    if (options_.static_tree || !RuleOnDevice() || target_->cache().graphs() != nullptr) {
+      return false;
+    }
+    // LANTERN's relaxed walk pays on the device inside its verify graphs: eagerly its residual
+    // chain over every sibling rank costs more than the host walk (+14% to +28% per image on
+    // the CPU against EAGLE-2's, 2026-11-30), so without the pools' graphs it walks on the host.
+    return !relaxed() || HasRelaxedGraphs(session, shape, max_depth);
+  }
+
+  // Whether the pools hold relaxed verify graphs for this step's tree: the dynamic tree cut to
+  // the rows left, min(total_tokens, the nodes recorded) drafts.
+  bool HasRelaxedGraphs(const DecodeSession& session, const DynamicTreeOptions& shape,
+                        int64_t max_depth) const {
+    if (session.reservation() == nullptr) return false;
+    const int64_t depth = std::min(shape.depth, max_depth - 1);
+    const int64_t k = std::min<int64_t>(shape.top_k, session.models().target->vocab_size());
+    TreeVerifyGraphs::Shape key;
+    key.nodes = std::min(shape.total_tokens, k + depth * k * k);
+    key.max_depth = depth + 1;
+    key.max_children = SiblingBound(shape);
+    return session.reservation()->TreeVerifyGraphsOf(*session.models().target,
+                                                     Relaxed(std::move(key), session)) != nullptr;
   }
 
   // The rules the device's walks make (JudgeTree, JudgeRelaxedTree): the exact ones or
@@ -138,7 +163,7 @@ class EagleState : public SteppedMethod::State {
     return options_.relaxation.kind == Pooling::kAdditive ? options_.relaxation.delta
                                                           : options_.relaxation.lambda - 1.0;
   }
-  // The dynamic tree's bound on one node's children (its top_k, within the vocabulary).
+  // The dynamic tree's bound on one node's children: its top_k.
   static int64_t SiblingBound(const DynamicTreeOptions& shape) { return shape.top_k; }
   // The verify graphs' key of a tree judged by this method's rule.
   TreeVerifyGraphs::Shape Relaxed(TreeVerifyGraphs::Shape key,
