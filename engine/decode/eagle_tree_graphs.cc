@@ -22,6 +22,44 @@ namespace {
 // The ints before the pairs' tokens: the two head slots, the cache length, the pairs fed.
 constexpr int64_t kFixedInts = 4;
 
+// One masked head forward over m tree nodes taking the next slots after `slots` fed ones
+// (head cache rows committed + slots ..): `tokens` int64 [m], `inputs` [2, m, dim] their
+// parents' predicted features, `attends` bool [m, slots] their ancestors' slots. Each node sees
+// the committed rows, its ancestors' slots and its own row. Returns the predicted features
+// [2, m, dim]. Shared by the dynamic tree's expansions and the static tree's levels.
+// The span's columns as the tree's nodes see them, made once per replay.
+struct TreeColumns {
+  TreeColumns(const torch::Tensor& span_columns, const torch::Tensor& committed_rows)
+      : columns(span_columns),
+        committed(committed_rows),
+        relative(span_columns - committed_rows),
+        before_tree((relative < 0).unsqueeze(0)) {}
+  torch::Tensor columns;      // int64 [span]
+  torch::Tensor committed;    // int64 [1]: the head cache rows before the tree
+  torch::Tensor relative;     // column c is tree slot c - committed
+  torch::Tensor before_tree;  // bool [1, span]: the committed rows
+};
+
+torch::Tensor FeedNodes(const EagleTreeGraphs::Model& model, KvCache& view,
+                        const TreeColumns& c, int64_t slots, const torch::Tensor& tokens,
+                        const torch::Tensor& inputs, const torch::Tensor& attends) {
+  const int64_t m = tokens.size(0), span = c.columns.size(0);
+  const torch::Tensor& relative = c.relative;
+  const torch::Tensor rows = c.committed + slots + torch::arange(m, c.columns.options());
+  torch::Tensor mask = c.before_tree | (c.columns.unsqueeze(0) == rows.unsqueeze(1));
+  if (slots > 0) {
+    const torch::Tensor in_tree = (relative >= 0) & (relative < slots);
+    mask = mask | (attends.index_select(1, relative.clamp(0, slots - 1)) & in_tree.unsqueeze(0));
+  }
+  PoolGraphs::Inputs in;
+  in.span = span;
+  in.rows = rows.unsqueeze(0).expand({2, m});
+  in.positions = in.rows;
+  in.mask = mask.unsqueeze(0).expand({2, m, span});
+  in.inputs = {model.embed(tokens.unsqueeze(0).expand({2, m}).contiguous()), inputs};
+  return model.head(view, in)[0];
+}
+
 bool SameTree(const DynamicTreeOptions& a, const DynamicTreeOptions& b) {
   return a.total_tokens == b.total_tokens && a.depth == b.depth && a.top_k == b.top_k;
 }
@@ -215,29 +253,16 @@ void EagleTreeGraphs::Body(Entry& e, int64_t span) const {
     DrawStatic(e, fed, committed, columns, cfg, divisor);
     return;
   }
-  const torch::Tensor relative = columns - committed;  // column c is tree slot c - committed
-  const torch::Tensor before_tree = (relative < 0).unsqueeze(0);
   // 2. The tree, as EagleProposer::GrowDynamic grows it; `fed`: the root's and every slot's
   // predicted features, in slot order.
+  const TreeColumns tree_columns(columns, committed);
   DeviceDynamicTree tree(tree_);
   tree.Start(Ranking(fed, cfg, divisor).log()[0]);
   while (tree.expansions_left() > 0) {
     const DeviceDynamicTree::Feed feed = tree.NextFeed();
-    const int64_t m = feed.tokens.size(0), slots = tree.slots_fed();
-    const torch::Tensor rows = committed + slots + torch::arange(m, longs);
-    // Each node sees the committed rows, its ancestors' slots and its own row.
-    torch::Tensor mask = before_tree | (columns.unsqueeze(0) == rows.unsqueeze(1));
-    if (slots > 0) {
-      const torch::Tensor in_tree = (relative >= 0) & (relative < slots);
-      mask = mask | (feed.attends.index_select(1, relative.clamp(0, slots - 1)) &
-                     in_tree.unsqueeze(0));
-    }
-    in.rows = rows.unsqueeze(0).expand({2, m});
-    in.positions = in.rows;
-    in.mask = mask.unsqueeze(0).expand({2, m, span});
-    in.inputs = {model_.embed(feed.tokens.unsqueeze(0).expand({2, m}).contiguous()),
-                 fed.index_select(1, feed.parent_slot + 1)};
-    const torch::Tensor predicted = model_.head(*e.view, in)[0];
+    const torch::Tensor predicted =
+        FeedNodes(model_, *e.view, tree_columns, tree.slots_fed(), feed.tokens,
+                  fed.index_select(1, feed.parent_slot + 1), feed.attends);
     fed = torch::cat({fed, predicted}, 1);
     tree.Expand(Ranking(predicted, cfg, divisor).log());
   }
@@ -249,11 +274,10 @@ void EagleTreeGraphs::Body(Entry& e, int64_t span) const {
 void EagleTreeGraphs::DrawStatic(Entry& e, torch::Tensor fed, const torch::Tensor& committed,
                                  const torch::Tensor& columns, const torch::Tensor& cfg,
                                  const torch::Tensor& divisor) const {
-  const int64_t length = static_shape_.parents.size(0), span = columns.size(0);
+  const int64_t length = static_shape_.parents.size(0);
   const auto longs = columns.options();
   const bool greedy = static_tree_->greedy;
-  const torch::Tensor relative = columns - committed;  // column c is tree slot c - committed
-  const torch::Tensor before_tree = (relative < 0).unsqueeze(0);
+  const TreeColumns tree_columns(columns, committed);
   torch::Tensor tokens = torch::zeros({length}, longs);
   torch::Tensor valid = torch::zeros({length}, longs.dtype(torch::kBool));
   torch::Tensor q;
@@ -271,27 +295,12 @@ void EagleTreeGraphs::DrawStatic(Entry& e, torch::Tensor fed, const torch::Tenso
     q.index_copy_(0, level.to,
                   draws.q.flatten(0, 1).index_select(0, level.from).to(q.scalar_type()));
     if (level.fed == 0) break;
-    // The level's nodes with children: each sees the committed rows, its ancestors' slots and
-    // its own row (EagleProposer::FeedTreeNodes).
-    const int64_t m = level.fed;
-    const torch::Tensor rows = committed + slots + torch::arange(m, longs);
-    torch::Tensor mask = before_tree | (columns.unsqueeze(0) == rows.unsqueeze(1));
-    if (slots > 0) {
-      const torch::Tensor in_tree = (relative >= 0) & (relative < slots);
-      mask = mask | (level.attends.index_select(1, relative.clamp(0, slots - 1)) &
-                     in_tree.unsqueeze(0));
-    }
-    PoolGraphs::Inputs in;
-    in.span = span;
-    in.rows = rows.unsqueeze(0).expand({2, m});
-    in.positions = in.rows;
-    in.mask = mask.unsqueeze(0).expand({2, m, span});
-    in.inputs = {model_.embed(tokens.index_select(0, level.fed_nodes).unsqueeze(0).expand({2, m})
-                                  .contiguous()),
-                 fed.index_select(1, level.parent_slot)};
-    const torch::Tensor predicted = model_.head(*e.view, in)[0];
+    // The level's nodes with children (EagleProposer::FeedTreeNodes).
+    const torch::Tensor predicted =
+        FeedNodes(model_, *e.view, tree_columns, slots, tokens.index_select(0, level.fed_nodes),
+                  fed.index_select(1, level.parent_slot), level.attends);
     fed = torch::cat({fed, predicted}, 1);
-    slots += m;
+    slots += level.fed;
     after = Ranking(predicted, cfg, divisor);
   }
   e.chosen.tokens = tokens;
