@@ -73,6 +73,18 @@ StatusOr<std::vector<VerifyGraphs::Output>> RunTogether(
   return verify.Run(calls);
 }
 
+StatusOr<MuloVerifyGraphs::Output> RunAlone(const MuloVerifyGraphs& verify,
+                                            const MuloVerifyGraphs::Call& c) {
+  MULO_ASSIGN_OR_RETURN(std::vector<MuloVerifyGraphs::Output> outputs, verify.Run({c}));
+  return std::move(outputs[0]);
+}
+
+StatusOr<std::vector<MuloVerifyGraphs::Output>> RunTogether(
+    const MuloVerifyGraphs& verify, const std::vector<MuloVerifyGraphs::Call>& calls,
+    PackedGemms) {
+  return verify.Run(calls);
+}
+
 StatusOr<torch::Tensor> RunAlone(const TokenDrawer&, const DrawCall& c) {
   return GuardTorch("DrawTokens", [&]() -> StatusOr<torch::Tensor> { return DrawTokens(c); });
 }
@@ -358,6 +370,19 @@ StatusOr<VerifyGraphs::Output> EngineLoop::Run(const VerifyGraphs& verify,
   }
   const int64_t rows = 2 * (verify.drafts() + 1);  // two streams of the chain's rows
   return Submit<VerifyGraphs, VerifyGraphs::Call, VerifyGraphs::Output>(
+      verify, call, Component::kTransformer, rows, /*budget_rows=*/rows, /*counts_read=*/true);
+}
+
+StatusOr<MuloVerifyGraphs::Output> EngineLoop::Run(const MuloVerifyGraphs& verify,
+                                                   const MuloVerifyGraphs::Call& call) {
+  if (call.cache == nullptr ||
+      !verify.Fits(*call.cache, call.cache->length(), static_cast<int64_t>(call.tail.size()),
+                   call.sampling)) {
+    return InvalidArgumentError("EngineLoop::Run: the step does not fit MuLo-SD's verify graphs");
+  }
+  // Two streams of the step's rows, padded as the graphs feed them.
+  const int64_t rows = 2 * verify.RowsOf(static_cast<int64_t>(call.tail.size()));
+  return Submit<MuloVerifyGraphs, MuloVerifyGraphs::Call, MuloVerifyGraphs::Output>(
       verify, call, Component::kTransformer, rows, /*budget_rows=*/rows, /*counts_read=*/true);
 }
 

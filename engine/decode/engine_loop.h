@@ -44,6 +44,7 @@
 
 #include "engine/core/host_read.h"
 #include "engine/core/status.h"
+#include "engine/decode/mulo_verify_graphs.h"
 #include "engine/model/eagle_head.h"
 #include "engine/model/resampler.h"
 #include "engine/model/resampler_graphs.h"
@@ -147,6 +148,9 @@ class EngineLoop : public ChainJudge, public HostReader {
   // VerifyGraphs::Run({call}) (a speculative chain's verification, verify_graphs.h), the same
   // way; the batch's one read counts as a read of each request's own.
   StatusOr<VerifyGraphs::Output> Run(const VerifyGraphs& verify, const VerifyGraphs::Call& call);
+  // MuloVerifyGraphs::Run({call}) (MuLo-SD's verification, mulo_verify_graphs.h), the same way.
+  StatusOr<MuloVerifyGraphs::Output> Run(const MuloVerifyGraphs& verify,
+                                         const MuloVerifyGraphs::Call& call);
   // DrawTokens(call), in the loop's next batched draw (TokenDrawer::DrawBatch): exactly the
   // tokens it draws alone. From outside the loop's requests it draws at once.
   StatusOr<torch::Tensor> Draw(const DrawCall& call);

@@ -38,6 +38,9 @@ struct PoolPlan {
   // The target's graphs verifying those trees (tree_verify_graphs.h), one set per shape.
   std::vector<std::function<StatusOr<std::shared_ptr<TreeVerifyGraphs>>(const KvPool&)>>
       capture_tree_verify = {};
+  // The target's graphs of MuLo-SD's verification (mulo_verify_graphs.h); none when null.
+  std::function<StatusOr<std::shared_ptr<MuloVerifyGraphs>>(const KvPool&)> capture_mulo_verify =
+      nullptr;
 };
 
 // Rows a slot holds: a request's longest cache and the draft rows after it, in whole graph
@@ -57,6 +60,59 @@ int64_t FamilyDefault(const ModelSet& models, const char* method, const char* fi
   return options.contains(field) && options[field].is_number_integer()
              ? options[field].get<int64_t>()
              : fallback;
+}
+
+// The family's default of a text option (a choice's lower-case name), else `fallback`.
+std::string FamilyText(const ModelSet& models, const char* method, const char* field,
+                       const std::string& fallback) {
+  const nlohmann::json& defaults = models.method_defaults;
+  if (!defaults.contains(method) || !defaults[method].is_object()) return fallback;
+  const nlohmann::json& options = defaults[method];
+  return options.contains(field) && options[field].is_string() ? options[field].get<std::string>()
+                                                                : fallback;
+}
+
+// The family's default of a number option, else `fallback`.
+double FamilyNumber(const ModelSet& models, const char* method, const char* field,
+                    double fallback) {
+  const nlohmann::json& defaults = models.method_defaults;
+  if (!defaults.contains(method) || !defaults[method].is_object()) return fallback;
+  const nlohmann::json& options = defaults[method];
+  return options.contains(field) && options[field].is_number() ? options[field].get<double>()
+                                                                : fallback;
+}
+
+// The shape of MuLo-SD's verification that the family's requests take by default, or nullopt
+// when those re-sample otherwise than from the verify forward (their steps verify eagerly).
+std::optional<MuloVerifyGraphs::Shape> FamilyMuloShape(const ModelSet& models) {
+  const MuloOptions fallback;
+  if (models.drafter == nullptr || models.upsampler == nullptr || models.target == nullptr) {
+    return std::nullopt;
+  }
+  if (FamilyText(models, "mulo", "resample", "sequential") != "parallel" ||
+      FamilyDefault(models, "mulo", "parallel_radius", fallback.parallel_radius) != 0) {
+    return std::nullopt;
+  }
+  MuloVerifyGraphs::Shape shape;
+  const int64_t rows = FamilyDefault(models, "mulo", "draft_rows", fallback.draft_rows);
+  shape.grid = models.target->grid_size();
+  shape.drafts = rows * models.upsampler->config().factor * shape.grid;
+  shape.radius = FamilyDefault(models, "mulo", "radius", fallback.radius);
+  shape.rejection = FamilyText(models, "mulo", "rejection", "local") == "raster"
+                        ? Rejection::kRaster
+                        : Rejection::kLocal;
+  const std::string pooling = FamilyText(models, "mulo", "pooling", "additive");
+  shape.pooling.kind = pooling == "no_pooling"       ? Pooling::kNone
+                       : pooling == "multiplicative" ? Pooling::kMultiplicative
+                                                     : Pooling::kAdditive;
+  shape.pooling.k = FamilyDefault(models, "mulo", "k", fallback.pooling.k);
+  shape.pooling.delta = FamilyNumber(models, "mulo", "delta", fallback.pooling.delta);
+  shape.pooling.lambda = FamilyNumber(models, "mulo", "lambda", fallback.pooling.lambda);
+  // The drafter's row rides along unless ZipAR's wavefront drafts it (read on its own).
+  shape.carried = FamilyDefault(models, "mulo", "zipar_window", fallback.zipar_window) > 0
+                      ? 0
+                      : rows * models.drafter->grid_size();
+  return shape;
 }
 
 // The EAGLE-2 trees the family's requests draft by default (family.json's method_defaults, else
@@ -189,6 +245,16 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
           });
         }
       }
+      // MuLo-SD's verification, expansion and re-draws in one replay, for the family's
+      // defaults.
+      const std::optional<MuloVerifyGraphs::Shape> mulo = FamilyMuloShape(models);
+      if (mulo && models.neighbors != nullptr &&
+          models.neighbors->codebook_size() == steps->vocab) {
+        const LatentNeighbors* neighbors = models.neighbors.get();
+        plan.capture_mulo_verify = [steps, mulo, neighbors](const KvPool& pool) {
+          return MuloVerifyGraphs::Capture(pool, *mulo, *steps, neighbors);
+        };
+      }
       for (const VerifyGraphs::Shape& shape : {sjd, gsd, mc_sjd}) {
         plan.capture_verify.push_back([steps, shape, model](const KvPool& pool) {
           return VerifyGraphs::Capture(pool, shape, *steps,
@@ -304,6 +370,11 @@ StatusOr<std::unique_ptr<KvPools>> KvPools::Make(const std::vector<Family>& fami
                               capture_tree_verify(*pool));
         pools->tree_verify_graphs_.push_back(std::move(verify));
       }
+      if (plan.capture_mulo_verify != nullptr) {
+        MULO_ASSIGN_OR_RETURN(std::shared_ptr<MuloVerifyGraphs> verify,
+                              plan.capture_mulo_verify(*pool));
+        pools->mulo_verify_graphs_.push_back(std::move(verify));
+      }
       for (const auto& capture_tree : plan.capture_trees) {
         MULO_ASSIGN_OR_RETURN(std::shared_ptr<EagleTreeGraphs> tree, capture_tree(*pool));
         pools->tree_graphs_.push_back(std::move(tree));
@@ -386,6 +457,9 @@ std::vector<KvPools::Usage> KvPools::usage() const {
     for (const auto& verify : tree_verify_graphs_) {
       if (&verify->pool() == entry.pool.get()) graphs.Add(verify->counts());
     }
+    for (const auto& verify : mulo_verify_graphs_) {
+      if (&verify->pool() == entry.pool.get()) graphs.Add(verify->counts());
+    }
     out.push_back({entry.family, entry.component, entry.pool->slots(), entry.pool->used_slots(),
                    entry.pool->slot_rows(), entry.pool->MemoryBytes(), entry.pool->overflows(),
                    graphs});
@@ -465,6 +539,21 @@ const TreeVerifyGraphs* KvPools::tree_verify_graphs(const TokenModel& target,
 const TreeVerifyGraphs* KvReservation::TreeVerifyGraphsOf(
     const TokenModel& target, const TreeVerifyGraphs::Shape& key) const {
   return pools_ != nullptr ? pools_->tree_verify_graphs(target, key) : nullptr;
+}
+
+const MuloVerifyGraphs* KvPools::mulo_verify_graphs(const TokenModel& target,
+                                                    const MuloVerifyGraphs::Shape& shape) const {
+  const Entry* entry = Find(&target);
+  if (entry == nullptr) return nullptr;
+  for (const auto& graphs : mulo_verify_graphs_) {
+    if (&graphs->pool() == entry->pool.get() && graphs->shape() == shape) return graphs.get();
+  }
+  return nullptr;
+}
+
+const MuloVerifyGraphs* KvReservation::MuloVerifyGraphsOf(
+    const TokenModel& target, const MuloVerifyGraphs::Shape& shape) const {
+  return pools_ != nullptr ? pools_->mulo_verify_graphs(target, shape) : nullptr;
 }
 
 int64_t KvPools::MemoryBytes() const {

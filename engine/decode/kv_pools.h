@@ -25,6 +25,7 @@
 
 #include "engine/core/status.h"
 #include "engine/decode/dynamic_tree.h"
+#include "engine/decode/mulo_verify_graphs.h"
 #include "engine/model/kv_pool.h"
 #include "engine/model/model_set.h"
 #include "engine/model/pool_graphs.h"
@@ -68,6 +69,10 @@ class KvReservation {
   // (tree_verify_graphs.h: TreeVerifyGraphs::Shape::SameKey), or null.
   const TreeVerifyGraphs* TreeVerifyGraphsOf(const TokenModel& target,
                                              const TreeVerifyGraphs::Shape& key) const;
+  // The worker's graphs of MuLo-SD's verification of `shape` with `target`
+  // (mulo_verify_graphs.h), or null.
+  const MuloVerifyGraphs* MuloVerifyGraphsOf(const TokenModel& target,
+                                             const MuloVerifyGraphs::Shape& shape) const;
 
  private:
   friend class KvPools;
@@ -131,6 +136,11 @@ class KvPools {
   // load, or null.
   const TreeVerifyGraphs* tree_verify_graphs(const TokenModel& target,
                                              const TreeVerifyGraphs::Shape& key) const;
+  // The graphs of MuLo-SD's verification of `shape` with `target`, captured over its pool at
+  // load for the family's MuLo-SD defaults (when they re-sample from the verify forward), or
+  // null.
+  const MuloVerifyGraphs* mulo_verify_graphs(const TokenModel& target,
+                                             const MuloVerifyGraphs::Shape& shape) const;
 
   bool CanReserve(const KvDemand& demand) const;
   // The demand's slots, taken; null when they do not all fit (nothing is taken then). A need
@@ -160,6 +170,7 @@ class KvPools {
   std::vector<std::shared_ptr<ResamplerGraphs>> resampler_graphs_;
   std::vector<std::shared_ptr<EagleTreeGraphs>> tree_graphs_;
   std::vector<std::shared_ptr<TreeVerifyGraphs>> tree_verify_graphs_;
+  std::vector<std::shared_ptr<MuloVerifyGraphs>> mulo_verify_graphs_;
 };
 
 }  // namespace mulo::engine

@@ -6,7 +6,9 @@
 #include <string>
 
 #include "engine/core/device_upload.h"
+#include "engine/decode/kv_pools.h"
 #include "engine/decode/mulo_proposer.h"
+#include "engine/decode/mulo_verify_graphs.h"
 #include "engine/sampling/pooled_threshold_verifier.h"
 #include "engine/sampling/token_draw.h"
 
@@ -25,74 +27,35 @@ class MuloState : public SteppedMethod::State {
   Status Step(DecodeSession& session) override {
     Stats& stats = session.stats();
     const int64_t n = static_cast<int64_t>(session.committed().size());
-    const int64_t grid = session.grid(), n_total = session.num_tokens();
+    const int64_t grid = session.grid();
     // (1), (2): drafter rows after its prefix, U_r: L target drafts after the committed rows,
     // all on the device until the step's one read below.
     MULO_ASSIGN_OR_RETURN(MuloProposer::Proposal proposal, proposer_.Propose(session));
     const int64_t length = proposal.length, end = n + length;
     std::vector<int64_t> seq = session.committed();
     std::vector<int64_t> resample;
-    torch::Tensor verify_logits;  // [batch, L, V]: position n + i at index i
-    const bool on_device = ResamplesOnDevice();
+    torch::Tensor verify_logits;  // [batch, L, V]: position n + i at index i (eager steps)
+    const MuloVerifyGraphs* graphs = GraphsFor(session, proposal);
+    const bool on_device = ResamplesOnDevice();  // always so where there are graphs
     {
-      // (3) One target forward scores all L drafts (the last one only when a row follows). The
-      // tokens after the last re-sampled position of the previous step ride along: their cache
-      // rows are refreshed here instead of in a forward of their own.
       auto timer = session.Time(Phase::kVerify);
-      const int64_t fed = static_cast<int64_t>(target_->fed().size());
-      const int64_t feed_to = end < n_total ? end : end - 1;
-      if (fed == n) {
-        verify_logits = target_->next_logits().unsqueeze(1);
-        if (feed_to > n) {
-          MULO_ASSIGN_OR_RETURN(torch::Tensor rest,
-                                target_->FeedWithDrawn(seq, n, n, proposal.drafts, feed_to,
-                                                       LogitsMode::kAll));
-          verify_logits = torch::cat({verify_logits, rest}, 1).narrow(1, 0, length);
-        }
+      Judged judged;
+      if (graphs != nullptr) {
+        // (3)-(6) in one replay of the target's graphs and its one read.
+        MULO_ASSIGN_OR_RETURN(judged, VerifyOnGraphs(session, *graphs, proposal));
       } else {
-        // Row j of the forward predicts position fed + 1 + j; position n is row n - 1 - fed.
-        MULO_ASSIGN_OR_RETURN(torch::Tensor all,
-                              target_->FeedWithDrawn(seq, fed, n, proposal.drafts, feed_to,
-                                                     LogitsMode::kAll));
-        verify_logits = all.narrow(1, n - 1 - fed, length);
+        MULO_ASSIGN_OR_RETURN(judged, Verify(session, proposal, on_device, &verify_logits));
       }
       ++stats.verify_steps;
-      // (4) Pooled acceptance p(A_{k,delta}(x_i)) >= tau. The step's one read brings the
-      // drafter's new tokens, U_r's drafts and their pooled and own probabilities together.
-      const int64_t drawn = proposal.drafter_ids.numel();
-      const torch::Tensor judged =
-          verifier_.PooledAndOwn(session.Probabilities(verify_logits), proposal.drafts);
-      std::vector<torch::Tensor> read = {proposal.drafter_ids.to(torch::kFloat64),
-                                         proposal.drafts.to(torch::kFloat64),
-                                         judged.flatten().to(torch::kFloat64)};
-      // (5), (6) on the device too where the re-samples all come from this forward: the same
-      // read then brings the step's tokens, and the re-sampling below is the host's oracle.
-      if (on_device) {
-        const torch::Tensor resampled = ExpandRejectionsOnDevice(
-            verifier_.Kept(judged).logical_not(), n, grid, options_.radius, options_.rejection);
-        read.push_back(resampled.to(torch::kFloat64));
-        read.push_back(
-            RedrawOnDevice(session, verify_logits, proposal.drafts, resampled).to(torch::kFloat64));
-      }
-      MULO_ASSIGN_OR_RETURN(const torch::Tensor host,
-                            session.ReadHost(torch::cat(read), torch::kFloat64));
-      const torch::Tensor ids = host.narrow(0, 0, drawn + length).to(torch::kInt64);
-      const int64_t* id = ids.data_ptr<int64_t>();
-      std::vector<int64_t> drafter_ids(id, id + drawn), drafts(id + drawn, id + drawn + length);
-      proposer_.Resolve(drafter_ids, drafts);
-      target_->ResolveDrawn(n, drafts);
-      seq.insert(seq.end(), drafts.begin(), drafts.end());
-      const Verdict verdict = verifier_.Judge(host.narrow(0, drawn + length, 2 * length)
-                                                  .view({2, length}));
+      proposer_.Resolve(judged.drafter_ids, judged.drafts);
+      target_->ResolveDrawn(n, judged.drafts);
+      seq.insert(seq.end(), judged.drafts.begin(), judged.drafts.end());
+      const Verdict verdict = verifier_.Judge(judged.pooled, judged.own);
       // (5) Local (or raster) expansion of the rejections.
       std::vector<int64_t> rejected;
       for (int64_t i : verdict.rejected) rejected.push_back(n + i);
       resample = ExpandRejections(rejected, n, end, grid, options_.radius, options_.rejection);
-      if (on_device) {
-        const torch::Tensor decided =
-            host.narrow(0, drawn + 3 * length, 2 * length).view({2, length});
-        MULO_RETURN_IF_ERROR(TakeRedrawn(session, resample, decided, n, &seq));
-      }
+      if (on_device) MULO_RETURN_IF_ERROR(TakeRedrawn(session, resample, judged, n, &seq));
       stats.relaxed_accepted_tokens += verdict.relaxed_accepts;
       stats.expansion_resampled_tokens += static_cast<int64_t>(resample.size() - rejected.size());
     }
@@ -113,6 +76,114 @@ class MuloState : public SteppedMethod::State {
   }
 
  private:
+  // A step's verdict as read back: the drafter's new tokens, U_r's drafts, their pooled and own
+  // probabilities (float32 values) and, where the step re-sampled on the device, its decisions
+  // (each draft re-sampled or not, the step's tokens).
+  struct Judged {
+    std::vector<int64_t> drafter_ids, drafts;
+    std::vector<double> pooled, own;
+    std::vector<int64_t> resampled, tokens;
+  };
+
+  // The target's graphs of this step's verification (mulo_verify_graphs.h: the worker's, for
+  // the family's defaults), or null: the step then verifies eagerly.
+  const MuloVerifyGraphs* GraphsFor(DecodeSession& session,
+                                    const MuloProposer::Proposal& proposal) const {
+    if (!ResamplesOnDevice() || session.reservation() == nullptr) return nullptr;
+    const std::vector<int64_t>& committed = session.committed();
+    if (static_cast<int64_t>(committed.size()) % session.grid() != 0) return nullptr;
+    MuloVerifyGraphs::Shape shape;
+    shape.drafts = proposal.length;
+    shape.grid = session.grid();
+    shape.radius = options_.radius;
+    shape.rejection = options_.rejection;
+    shape.pooling = options_.pooling;
+    shape.carried = proposal.drafter_ids.numel();
+    const MuloVerifyGraphs* graphs =
+        session.reservation()->MuloVerifyGraphsOf(*session.models().target, shape);
+    return graphs != nullptr && target_->CanVerifyMulo(*graphs, committed, session.sampling())
+               ? graphs
+               : nullptr;
+  }
+
+  StatusOr<Judged> VerifyOnGraphs(DecodeSession& session, const MuloVerifyGraphs& graphs,
+                                  const MuloProposer::Proposal& proposal) {
+    MuloVerifyGraphs::Call call;
+    call.drafts = proposal.drafts;
+    call.carried = proposal.drafter_ids;
+    if (!session.greedy()) {
+      call.redraw_uniforms = session.uniforms(RngStream::kTarget).Peek(proposal.length);
+    }
+    call.sampling = session.sampling();
+    call.tau = options_.tau;
+    MULO_ASSIGN_OR_RETURN(MuloVerifyGraphs::Output out,
+                          target_->VerifyMulo(graphs, session.committed(), std::move(call)));
+    return Judged{std::move(out.carried), std::move(out.drafts), std::move(out.pooled),
+                  std::move(out.own),     std::move(out.resampled), std::move(out.tokens)};
+  }
+
+  // (3) One target forward scores all L drafts (the last one only when a row follows). The
+  // tokens after the last re-sampled position of the previous step ride along: their cache
+  // rows are refreshed here instead of in a forward of their own. (4) Pooled acceptance
+  // p(A_{k,delta}(x_i)) >= tau. The step's one read brings the drafter's new tokens, U_r's
+  // drafts and their pooled and own probabilities together; (5), (6) `on_device` too, where
+  // the re-samples all come from this forward: the same read then brings the step's tokens,
+  // and the re-sampling after it is the host's oracle. `verify_logits`: the forward's.
+  StatusOr<Judged> Verify(DecodeSession& session, const MuloProposer::Proposal& proposal,
+                          bool on_device, torch::Tensor* verify_logits) {
+    const int64_t n = static_cast<int64_t>(session.committed().size());
+    const int64_t length = proposal.length, end = n + length, n_total = session.num_tokens();
+    const std::vector<int64_t>& seq = session.committed();
+    const int64_t fed = static_cast<int64_t>(target_->fed().size());
+    const int64_t feed_to = end < n_total ? end : end - 1;
+    if (fed == n) {
+      *verify_logits = target_->next_logits().unsqueeze(1);
+      if (feed_to > n) {
+        MULO_ASSIGN_OR_RETURN(torch::Tensor rest,
+                              target_->FeedWithDrawn(seq, n, n, proposal.drafts, feed_to,
+                                                     LogitsMode::kAll));
+        *verify_logits = torch::cat({*verify_logits, rest}, 1).narrow(1, 0, length);
+      }
+    } else {
+      // Row j of the forward predicts position fed + 1 + j; position n is row n - 1 - fed.
+      MULO_ASSIGN_OR_RETURN(torch::Tensor all,
+                            target_->FeedWithDrawn(seq, fed, n, proposal.drafts, feed_to,
+                                                   LogitsMode::kAll));
+      *verify_logits = all.narrow(1, n - 1 - fed, length);
+    }
+    const int64_t drawn = proposal.drafter_ids.numel();
+    const torch::Tensor judged =
+        verifier_.PooledAndOwn(session.Probabilities(*verify_logits), proposal.drafts);
+    std::vector<torch::Tensor> read = {proposal.drafter_ids.to(torch::kFloat64),
+                                       proposal.drafts.to(torch::kFloat64),
+                                       judged.flatten().to(torch::kFloat64)};
+    if (on_device) {
+      const torch::Tensor resampled =
+          ExpandRejectionsOnDevice(verifier_.Kept(judged).logical_not(), n, session.grid(),
+                                   options_.radius, options_.rejection);
+      read.push_back(resampled.to(torch::kFloat64));
+      read.push_back(
+          RedrawOnDevice(session, *verify_logits, proposal.drafts, resampled).to(torch::kFloat64));
+    }
+    MULO_ASSIGN_OR_RETURN(const torch::Tensor host,
+                          session.ReadHost(torch::cat(read), torch::kFloat64));
+    // Every value read is an integer or a float32 value, exact in float64.
+    const double* const value = host.data_ptr<double>();
+    const auto ints = [&](int64_t from, int64_t count) {
+      return std::vector<int64_t>(value + from, value + from + count);
+    };
+    Judged out;
+    out.drafter_ids = ints(0, drawn);
+    out.drafts = ints(drawn, length);
+    out.pooled.assign(value + drawn + length, value + drawn + 2 * length);
+    out.own.assign(value + drawn + 2 * length, value + drawn + 3 * length);
+    if (on_device) {
+      out.resampled = ints(drawn + 3 * length, length);
+      out.tokens = ints(drawn + 4 * length, length);
+    }
+    return out;
+  }
+
   // Whether a step re-samples on the device before its read: every re-sample is drawn from the
   // verify forward (parallel, radius 0), and the target runs over a pool's graphs (without,
   // the host path below runs: the oracle the graphs are tested against).
@@ -138,24 +209,23 @@ class MuloState : public SteppedMethod::State {
     return torch::where(resampled, drawn, drafts);
   }
 
-  // The device's decisions, read back ([2, L]: re-sampled or not, the step's token), checked
-  // against the host's `resample` and written into `seq`; the target stream moves past the
-  // numbers the re-draws took, and the target's cache back to the first re-sampled position.
+  // The device's decisions, read back (re-sampled or not, the step's tokens), checked against
+  // the host's `resample` and written into `seq`; the target stream moves past the numbers the
+  // re-draws took, and the target's cache back to the first re-sampled position.
   Status TakeRedrawn(DecodeSession& session, const std::vector<int64_t>& resample,
-                     const torch::Tensor& decided, int64_t n, std::vector<int64_t>* seq) {
-    const torch::Tensor marks = decided.select(0, 0).contiguous();
-    const torch::Tensor tokens = decided.select(0, 1).to(torch::kInt64).contiguous();
-    const double* mark = marks.data_ptr<double>();
-    const int64_t* token = tokens.data_ptr<int64_t>();
+                     const Judged& decided, int64_t n, std::vector<int64_t>* seq) {
+    const std::vector<int64_t>& mark = decided.resampled;
+    const std::vector<int64_t>& token = decided.tokens;
     size_t next = 0;
-    for (int64_t i = 0; i < marks.size(0); ++i) {
+    for (size_t j = 0; j < mark.size(); ++j) {
+      const int64_t i = static_cast<int64_t>(j);
       const bool host = next < resample.size() && resample[next] == n + i;
-      if (host != (mark[i] != 0)) {
+      if (host != (mark[j] != 0)) {
         return InternalError("mulo: the device re-samples position " + std::to_string(n + i) +
                              (host ? " not" : "") + " as the host does");
       }
       if (host) ++next;
-      (*seq)[n + i] = token[i];
+      (*seq)[n + i] = token[j];
     }
     if (resample.empty()) return OkStatus();
     if (!session.greedy()) {

@@ -255,6 +255,58 @@ StatusOr<TreeVerifyGraphs::Output> ModelStream::VerifyTree(const TreeVerifyGraph
   return out;
 }
 
+int64_t ModelStream::MuloTailStart(int64_t committed) const {
+  const int64_t fed = static_cast<int64_t>(fed_.size());
+  return fed == committed && committed > 0 ? committed - 1 : fed;
+}
+
+bool ModelStream::CanVerifyMulo(const MuloVerifyGraphs& graphs,
+                                const std::vector<int64_t>& committed,
+                                const SamplingParams& sampling) const {
+  const int64_t n = static_cast<int64_t>(committed.size());
+  if (static_cast<int64_t>(fed_.size()) > n) return false;
+  const int64_t start = MuloTailStart(n);
+  if (start == n && !next_logits_.defined()) return false;
+  return graphs.Fits(cache_, condition_rows_ + start, n - start, sampling);
+}
+
+StatusOr<MuloVerifyGraphs::Output> ModelStream::VerifyMulo(const MuloVerifyGraphs& graphs,
+                                                           const std::vector<int64_t>& committed,
+                                                           MuloVerifyGraphs::Call call) {
+  if (!CanVerifyMulo(graphs, committed, call.sampling)) {
+    return FailedPreconditionError("ModelStream::VerifyMulo: no MuLo-SD verify graph fits " +
+                                   std::to_string(committed.size()) + " committed tokens");
+  }
+  const int64_t n = static_cast<int64_t>(committed.size());
+  const int64_t start = MuloTailStart(n), drafts = graphs.shape().drafts;
+  // Rows are fed at consecutive sequence positions (every architecture's TokenPosition is
+  // affine) up to the last a token is fed at (the image's last token is never fed: its row,
+  // the last draft's at the image's end, and pad rows take that position, and nothing reads
+  // them).
+  call.first_position = model_.TokenPosition(condition_rows_, start);
+  if (model_.TokenPosition(condition_rows_, start + 1) != call.first_position + 1) {
+    return FailedPreconditionError(
+        "ModelStream::VerifyMulo: the model's raster positions are not consecutive");
+  }
+  call.last_position =
+      model_.TokenPosition(condition_rows_, std::max<int64_t>(0, model_.num_image_tokens() - 2));
+  if (start < static_cast<int64_t>(fed_.size())) MULO_RETURN_IF_ERROR(Truncate(start));
+  call.cache = &cache_;
+  call.tail.assign(committed.begin() + start, committed.end());
+  if (call.tail.empty()) call.first_logits = next_logits_;
+  const int64_t context = cache_.length(), rows = graphs.RowsOf(n - start);
+  MULO_ASSIGN_OR_RETURN(MuloVerifyGraphs::Output out, RunStepGraphs(loop_, graphs, call));
+  next_logits_ = torch::Tensor();  // the verdict replaces them (Truncate follows a re-sample)
+  next_hidden_ = torch::Tensor();
+  fed_.insert(fed_.end(), call.tail.begin(), call.tail.end());
+  fed_.insert(fed_.end(), drafts, -1);
+  CountForward();
+  if (cache_.trace() != nullptr) {
+    cache_.trace()->push_back({&model_, cache_.batch(), rows, context, /*graph=*/true});
+  }
+  return out;
+}
+
 StatusOr<std::vector<int64_t>> ModelStream::DrawAndFeedRow(const torch::Tensor& uniforms,
                                                            const SamplingParams& sampling,
                                                            int64_t count) {

@@ -147,6 +147,20 @@ class ModelStream {
   StatusOr<TreeVerifyGraphs::Output> VerifyTree(const TreeVerifyGraphs& graphs,
                                                 TreeVerifyGraphs::Call call);
 
+  // Whether a target may verify MuLo-SD's step after the `committed` tokens (the image's so
+  // far) in one replay of `graphs` (mulo_verify_graphs.h), as `sampling` allows.
+  bool CanVerifyMulo(const MuloVerifyGraphs& graphs, const std::vector<int64_t>& committed,
+                     const SamplingParams& sampling) const;
+  // That replay and its one read, inside the loop's next batch of MuLo-SD verifications when
+  // there is a loop. Its tail is the committed tokens this stream lacks, or, when it lacks
+  // none, the last one again (its row is rewritten), so that the replay makes the first
+  // draft's logits; only the first step, with nothing committed, takes next_logits(). The
+  // call's cache, tail, first logits and positions are this stream's. fed() then holds every
+  // committed token and -1 for each draft until ResolveDrawn.
+  StatusOr<MuloVerifyGraphs::Output> VerifyMulo(const MuloVerifyGraphs& graphs,
+                                                const std::vector<int64_t>& committed,
+                                                MuloVerifyGraphs::Call call);
+
   // Rolls back to the first n raster tokens (their next_logits are stale until the next Feed).
   Status Truncate(int64_t n);
 
@@ -155,6 +169,8 @@ class ModelStream {
 
  private:
   void CountForward();
+  // The first committed token VerifyMulo feeds (its tail's start).
+  int64_t MuloTailStart(int64_t committed) const;
   // The row graphs' replay behind DrawAndFeedRow(OnDevice), `count` rows fed.
   StatusOr<RowGraphs::Output> FeedRow(const torch::Tensor& uniforms,
                                       const SamplingParams& sampling, int64_t count);

@@ -30,16 +30,21 @@ torch::Tensor PooledThresholdVerifier::PooledAndOwn(const torch::Tensor& p,
 }
 
 Verdict PooledThresholdVerifier::Judge(const torch::Tensor& pooled_and_own) const {
-  const torch::Tensor both = pooled_and_own.to(torch::kFloat32).contiguous();
-  auto both_at = both.accessor<float, 2>();
-  auto pooled_at = both_at[0];
-  auto own_at = both_at[1];
+  const torch::Tensor both = pooled_and_own.to(torch::kFloat32).to(torch::kFloat64).contiguous();
+  const double* const pooled = both.data_ptr<double>();
+  const int64_t length = both.size(1);
+  return Judge(std::vector<double>(pooled, pooled + length),
+               std::vector<double>(pooled + length, pooled + 2 * length));
+}
+
+Verdict PooledThresholdVerifier::Judge(const std::vector<double>& pooled,
+                                       const std::vector<double>& own) const {
   Verdict verdict;
-  for (int64_t i = 0; i < both.size(1); ++i) {
+  for (size_t i = 0; i < pooled.size(); ++i) {
     // NaN never passes.
-    const bool keep = pooled_at[i] >= tau_;
-    (keep ? verdict.accepted : verdict.rejected).push_back(i);
-    if (keep && !(own_at[i] >= tau_)) ++verdict.relaxed_accepts;
+    const bool keep = pooled[i] >= tau_;
+    (keep ? verdict.accepted : verdict.rejected).push_back(static_cast<int64_t>(i));
+    if (keep && !(own[i] >= tau_)) ++verdict.relaxed_accepts;
   }
   return verdict;
 }

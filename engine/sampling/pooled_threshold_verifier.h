@@ -24,6 +24,8 @@ class PooledThresholdVerifier : public Verifier {
   // [>= L, V], left where p is; then the verdict from their host copy.
   torch::Tensor PooledAndOwn(const torch::Tensor& p, const torch::Tensor& tokens) const;
   Verdict Judge(const torch::Tensor& pooled_and_own) const;
+  // The same from host values (float32 values as doubles), with no tensor operator.
+  Verdict Judge(const std::vector<double>& pooled, const std::vector<double>& own) const;
   // Judge's decisions where the probabilities are, for a caller that acts on them before its
   // read: bool [L], true where the draft is kept (the pooled mass, as float32, reaches tau).
   torch::Tensor Kept(const torch::Tensor& pooled_and_own) const;

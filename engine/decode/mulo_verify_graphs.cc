@@ -1,0 +1,346 @@
+#include "engine/decode/mulo_verify_graphs.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "engine/core/device_upload.h"
+#include "engine/core/host_read.h"
+#include "engine/core/torch_guard.h"
+#include "engine/model/forward_graphs.h"
+#include "engine/model/kv_pool.h"
+#include "engine/sampling/row_sampler.h"
+
+namespace mulo::engine {
+
+namespace {
+
+// The ints' columns per stream: slot, cache length before the tail, the tail's first token's
+// sequence position, the last position a row may take.
+constexpr int64_t kStreamFields = 4;
+// Per request: cfg_scale, temperature, tau (float64 bits), then the tail's length; then every
+// request's tail, padded to the key's rows.
+constexpr int64_t kRequestParams = 3;
+constexpr int64_t kRequestFields = kRequestParams + 1;
+// The result's blocks per request, each `drafts` wide: the drafts, the pooled and own
+// probabilities (float64 bits), re-sampled or not, the step's tokens; then the carried ids.
+constexpr int64_t kResultBlocks = 5;
+
+int64_t IntsSize(int64_t streams, int64_t rows) {
+  const int64_t requests = streams / 2;
+  return kStreamFields * streams + kRequestFields * requests + requests * rows;
+}
+
+}  // namespace
+
+bool MuloVerifyGraphs::Shape::operator==(const Shape& other) const {
+  return drafts == other.drafts && grid == other.grid && radius == other.radius &&
+         rejection == other.rejection && pooling.kind == other.pooling.kind &&
+         (pooling.kind == Pooling::kNone ||
+          (pooling.k == other.pooling.k && pooling.delta == other.pooling.delta &&
+           pooling.lambda == other.pooling.lambda)) &&
+         carried == other.carried;
+}
+
+struct MuloVerifyGraphs::Inputs {
+  torch::Tensor ints, drafts, numbers, carried, first;  // as Entry's
+};
+
+struct MuloVerifyGraphs::Entry {
+  // Static inputs on the device, each filled by one copy per replay:
+  //   ints [IntsSize] int64: every stream's fields, column by column; every request's fields,
+  //     column by column; every request's tail [requests, rows];
+  //   drafts [requests, drafts] int64, numbers [requests, drafts] float64, carried
+  //   [requests, carried] int64, first [streams, vocab] float32 (an empty tail's logits).
+  torch::Tensor ints, drafts, numbers, carried, first;
+  std::optional<KvCache> view;  // the pool's slots as the ints' slot column indexes them
+  // [requests, kResultBlocks x drafts + carried] int64, written by every replay: the one read.
+  torch::Tensor result;
+  std::unique_ptr<ReplayableGraph> graph;
+};
+
+MuloVerifyGraphs::MuloVerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model,
+                                   const LatentNeighbors* neighbors)
+    : pool_(pool),
+      shape_(shape),
+      model_(std::move(model)),
+      neighbors_(neighbors) {}
+
+MuloVerifyGraphs::~MuloVerifyGraphs() = default;
+
+PoolGraphs::Counts MuloVerifyGraphs::counts() const { return set_.counts(); }
+
+int64_t MuloVerifyGraphs::RowsOf(int64_t tail) const {
+  const int64_t rows = tail + shape_.drafts;
+  return (rows + kRowsStep - 1) / kRowsStep * kRowsStep;
+}
+
+StatusOr<std::shared_ptr<MuloVerifyGraphs>> MuloVerifyGraphs::Capture(
+    const KvPool& pool, Shape shape, RowGraphs::Model model, const LatentNeighbors* neighbors) {
+  if (pool.scratch_slot() < 0) {
+    return InvalidArgumentError("MuloVerifyGraphs: the pool needs a scratch slot for pad requests");
+  }
+  if (shape.drafts < 1 || shape.grid < 1 || shape.drafts % shape.grid != 0 || shape.radius < 0 ||
+      shape.carried < 0) {
+    return InvalidArgumentError(
+        "MuloVerifyGraphs: a step needs drafts filling whole rows of a grid, radius >= 0");
+  }
+  if (neighbors == nullptr || neighbors->codebook_size() != model.vocab) {
+    return InvalidArgumentError("MuloVerifyGraphs: needs the latent neighbours of the " +
+                                std::to_string(model.vocab) + " tokens");
+  }
+  std::shared_ptr<MuloVerifyGraphs> graphs(
+      new MuloVerifyGraphs(pool, shape, std::move(model), neighbors));
+  const torch::Device device = graphs->model_.options.device();
+  // Tails of 0 (the first step) to `drafts` tokens (the previous step re-sampled from its
+  // first draft on).
+  for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
+    for (int64_t rows = graphs->RowsOf(0); rows <= graphs->RowsOf(shape.drafts);
+         rows += kRowsStep) {
+      MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(pool, rows, device, [&](int64_t span) {
+        return graphs->CaptureKey(Key(streams, rows, span));
+      }));
+    }
+  }
+  return graphs;
+}
+
+void MuloVerifyGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t span) const {
+  torch::NoGradGuard no_grad;
+  const int64_t requests = streams / 2, drafts = shape_.drafts, vocab = model_.vocab;
+  const torch::Device device = model_.options.device();
+  const auto long_options = torch::dtype(torch::kInt64).device(device);
+  const torch::Tensor lengths = e.ints.narrow(0, streams, streams);
+  const torch::Tensor first_positions = e.ints.narrow(0, 2 * streams, streams);
+  const torch::Tensor last_positions = e.ints.narrow(0, 3 * streams, streams);
+  const torch::Tensor params = e.ints.narrow(0, kStreamFields * streams, kRequestParams * requests)
+                                   .view(torch::kFloat64)
+                                   .view({kRequestParams, requests});
+  const int64_t tails_at = kStreamFields * streams + kRequestFields * requests;
+  const torch::Tensor tail_lengths =
+      e.ints.narrow(0, tails_at - requests, requests).unsqueeze(1);  // [requests, 1]
+  const torch::Tensor tails = e.ints.narrow(0, tails_at, requests * rows).view({requests, rows});
+  // Row j: the tail's token j, then draft j - tail, then pads (the last draft again) at the
+  // last position, whose cache rows come after every real row.
+  const torch::Tensor steps = torch::arange(rows, long_options).unsqueeze(0);
+  const torch::Tensor from_drafts =
+      e.drafts.gather(1, (steps - tail_lengths).clamp(0, drafts - 1));
+  const torch::Tensor ids_per_request = torch::where(steps < tail_lengths, tails, from_drafts);
+  // The same ids in both streams of a request (expanded: see row_graphs.cc).
+  const torch::Tensor ids =
+      ids_per_request.unsqueeze(1).expand({requests, 2, rows}).reshape({streams, rows});
+  const torch::Tensor columns = torch::arange(span, long_options);
+  PoolGraphs::Inputs in;
+  in.inputs = {model_.embed(ids)};
+  in.positions = torch::minimum(first_positions.unsqueeze(1) + steps, last_positions.unsqueeze(1));
+  in.rows = lengths.unsqueeze(1) + steps;
+  in.mask = columns.view({1, 1, span}) <= in.rows.unsqueeze(2);
+  in.span = span;
+  const torch::Tensor logits = model_.forward(*e.view, in)[1].to(torch::kFloat32);
+  // Draft i's logits: row tail - 1 + i of the forward, or, for an empty tail, the prefill's
+  // (row 0 of `all`, before the forward's rows).
+  const torch::Tensor all = torch::cat({e.first.unsqueeze(1), logits}, 1);
+  const torch::Tensor stream_tails =
+      tail_lengths.unsqueeze(1).expand({requests, 2, 1}).reshape({streams, 1});
+  const torch::Tensor index = stream_tails + torch::arange(drafts, long_options).unsqueeze(0);
+  const torch::Tensor picked = all.gather(1, index.unsqueeze(2).expand({streams, drafts, vocab}))
+                                   .view({requests, 2, drafts, vocab});
+  // p as DecodeSession::Probabilities makes it: MixCfg, tempering, softmax; one-hot greedy.
+  const torch::Tensor cfg = params.select(0, 0).to(torch::kFloat32).view({requests, 1, 1});
+  const torch::Tensor temperature = params.select(0, 1).to(torch::kFloat32).view({requests, 1, 1});
+  const torch::Tensor tau = params.select(0, 2).view({requests, 1});
+  const torch::Tensor greedy = temperature == 0;
+  const torch::Tensor cond = picked.select(1, 0), uncond = picked.select(1, 1);
+  const torch::Tensor guided = uncond + cfg * (cond - uncond);
+  const torch::Tensor divisor = torch::where(greedy, torch::ones_like(temperature), temperature);
+  const torch::Tensor one_hot =
+      torch::zeros_like(guided).scatter_(2, guided.argmax(2, /*keepdim=*/true), 1.0);
+  const torch::Tensor p = torch::where(greedy, one_hot, torch::softmax(guided / divisor, -1));
+  // (4) Every draft's pooled and own mass (row-wise, so all requests at once), kept where the
+  // pooled mass, as float32, reaches tau (PooledThresholdVerifier::Kept).
+  const torch::Tensor p_rows = p.reshape({requests * drafts, vocab});
+  const PooledProbabilities pooled =
+      Pool(p_rows, e.drafts.reshape({-1}), *neighbors_, shape_.pooling);
+  const torch::Tensor pooled_mass = pooled.pooled.to(torch::kFloat64).view({requests, drafts});
+  const torch::Tensor own_mass = pooled.own.to(torch::kFloat64).view({requests, drafts});
+  const torch::Tensor rejected = (pooled_mass >= tau).logical_not();
+  // (5) The local expansion, request by request (a step's drafts start a row of the grid).
+  std::vector<torch::Tensor> expanded;
+  for (int64_t r = 0; r < requests; ++r) {
+    expanded.push_back(ExpandRejectionsOnDevice(rejected.select(0, r), /*begin=*/0, shape_.grid,
+                                                shape_.radius, shape_.rejection));
+  }
+  const torch::Tensor resampled = torch::stack(expanded);  // bool [requests, drafts]
+  // (6) The k-th re-sampled position draws with the target stream's k-th number.
+  const torch::Tensor rank = (resampled.to(torch::kInt64).cumsum(1) - 1).clamp_min(0);
+  const torch::Tensor numbers = e.numbers.gather(1, rank).reshape({-1});
+  const torch::Tensor drawn = DrawRows(p_rows, numbers).view({requests, drafts});
+  const torch::Tensor tokens = torch::where(resampled, drawn, e.drafts);
+  std::vector<torch::Tensor> result = {e.drafts, pooled_mass.view(torch::kInt64),
+                                       own_mass.view(torch::kInt64),
+                                       resampled.to(torch::kInt64), tokens};
+  if (shape_.carried > 0) result.push_back(e.carried);
+  e.result = torch::cat(result, 1);
+}
+
+Status MuloVerifyGraphs::CaptureKey(const Key& key) {
+  const auto [streams, rows, span] = key;
+  return GuardTorch("MuloVerifyGraphs::Capture", [&]() -> Status {
+    torch::NoGradGuard no_grad;
+    const torch::Device device = model_.options.device();
+    const int64_t requests = streams / 2, drafts = shape_.drafts;
+    auto entry = std::make_unique<Entry>();
+    Entry* e = entry.get();
+    const auto long_options = torch::dtype(torch::kInt64).device(device);
+    std::unique_ptr<Inputs>& inputs = inputs_[{streams, rows}];
+    int64_t static_bytes = 0;
+    if (inputs == nullptr) {
+      inputs = std::make_unique<Inputs>();
+      // Until the first call fills them: every request a pad (the scratch slot, length 0,
+      // greedy, a tail of one token 0), so the captures' warm-ups write nowhere a request
+      // reads.
+      inputs->ints = torch::zeros({IntsSize(streams, rows)}, long_options);
+      inputs->ints.narrow(0, 0, streams).fill_(pool_.scratch_slot());
+      inputs->ints.narrow(0, kStreamFields * streams + kRequestParams * requests, requests)
+          .fill_(1);
+      inputs->drafts = torch::zeros({requests, drafts}, long_options);
+      inputs->numbers = torch::zeros({requests, drafts}, torch::dtype(torch::kFloat64).device(device));
+      inputs->carried = torch::zeros({requests, shape_.carried}, long_options);
+      inputs->first = torch::zeros({streams, model_.vocab},
+                                   torch::dtype(torch::kFloat32).device(device));
+      static_bytes = (inputs->ints.numel() + inputs->drafts.numel() +
+                               inputs->numbers.numel() + inputs->carried.numel()) * 8 +
+                              inputs->first.numel() * 4;
+    }
+    e->ints = inputs->ints;
+    e->drafts = inputs->drafts;
+    e->numbers = inputs->numbers;
+    e->carried = inputs->carried;
+    e->first = inputs->first;
+    e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, streams)));
+    auto run = [this, e, streams = streams, rows = rows, span = span] {
+      Body(*e, streams, rows, span);
+    };
+    e->graph = set_.Make(device, run, model_.emulated, static_bytes);
+    if (e->graph != nullptr) entries_[key] = std::move(entry);
+    return OkStatus();
+  });
+}
+
+bool MuloVerifyGraphs::Fits(const KvCache& cache, int64_t cached, int64_t tail,
+                            const SamplingParams& sampling) const {
+  if (cache.pool() != &pool_ || cache.batch() != 2) return false;
+  if (sampling.top_k > 0 && sampling.top_k < model_.vocab) return false;
+  if (sampling.top_p < 1.0) return false;
+  if (tail < 0 || tail > shape_.drafts || cached > cache.length()) return false;
+  const int64_t rows = RowsOf(tail);
+  const int64_t span = ForwardGraphs::RoundUpToSpan(cached + rows);
+  return span <= pool_.slot_rows() && entries_.count(Key(2, rows, span)) > 0;
+}
+
+StatusOr<std::vector<MuloVerifyGraphs::Output>> MuloVerifyGraphs::Run(
+    const std::vector<Call>& calls) const {
+  const int64_t drafts = shape_.drafts, carried = shape_.carried;
+  int64_t longest = 0, rows = 0;
+  for (const Call& call : calls) {
+    const int64_t tail = static_cast<int64_t>(call.tail.size());
+    if (call.cache == nullptr || !Fits(*call.cache, call.cache->length(), tail, call.sampling)) {
+      return InvalidArgumentError("MuloVerifyGraphs::Run: a call does not fit the graphs");
+    }
+    if (!call.drafts.defined() || call.drafts.numel() != drafts ||
+        (carried > 0 && (!call.carried.defined() || call.carried.numel() != carried)) ||
+        (call.redraw_uniforms.defined() && call.redraw_uniforms.numel() != drafts) ||
+        (tail == 0 && (!call.first_logits.defined() || call.first_logits.numel() != 2 * model_.vocab))) {
+      return InvalidArgumentError(
+          "MuloVerifyGraphs::Run: a call needs " + std::to_string(drafts) + " drafts, " +
+          std::to_string(carried) + " carried ids and, with an empty tail, the first logits");
+    }
+    rows = std::max(rows, RowsOf(tail));
+    longest = std::max(longest, call.cache->length() + rows);
+  }
+  const int64_t streams = PoolGraphs::Bucket(2 * static_cast<int64_t>(calls.size()));
+  const int64_t span = ForwardGraphs::RoundUpToSpan(longest);
+  auto it = entries_.find(Key(streams, rows, span));
+  if (it == entries_.end() && calls.size() > 1) {
+    std::vector<Output> outputs;  // each call alone (Fits holds its lone key)
+    for (const Call& call : calls) {
+      MULO_ASSIGN_OR_RETURN(std::vector<Output> one, Run({call}));
+      outputs.push_back(std::move(one[0]));
+    }
+    return outputs;
+  }
+  if (it == entries_.end()) {
+    return FailedPreconditionError("MuloVerifyGraphs::Run: no graph of " +
+                                   std::to_string(streams) + " streams, " +
+                                   std::to_string(rows) + " rows over " + std::to_string(span));
+  }
+  Entry* e = it->second.get();
+  const int64_t requests = streams / 2;
+  return GuardTorch("MuloVerifyGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
+    torch::NoGradGuard no_grad;
+    // Pads keep the scratch slot, length 0, greedy and a tail of one token 0.
+    const int64_t size = IntsSize(streams, rows);
+    std::vector<int64_t> ints(size, 0);
+    double* const params = reinterpret_cast<double*>(ints.data() + kStreamFields * streams);
+    static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
+    int64_t* const tail_lengths = ints.data() + kStreamFields * streams + kRequestParams * requests;
+    int64_t* const tails = tail_lengths + requests;
+    for (int64_t s = 0; s < streams; ++s) ints[s] = pool_.scratch_slot();
+    for (int64_t r = 0; r < requests; ++r) tail_lengths[r] = 1;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const Call& call = calls[i];
+      const int64_t r = static_cast<int64_t>(i);
+      for (int64_t b = 0; b < 2; ++b) {
+        const int64_t s = 2 * r + b;
+        ints[s] = call.cache->first_slot() + b;
+        ints[streams + s] = call.cache->length();
+        ints[2 * streams + s] = call.first_position;
+        ints[3 * streams + s] = call.last_position;
+      }
+      params[r] = call.sampling.cfg_scale;
+      params[requests + r] = call.sampling.temperature;
+      params[2 * requests + r] = call.tau;
+      tail_lengths[r] = static_cast<int64_t>(call.tail.size());
+      std::copy(call.tail.begin(), call.tail.end(), tails + r * rows);
+    }
+    UploadInto(e->ints, torch::from_blob(ints.data(), {size}, torch::kInt64));
+    const bool whole = requests == 1;  // a lone request fills the buffers without views
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const Call& call = calls[i];
+      const int64_t at = static_cast<int64_t>(i);
+      const auto row = [&](const torch::Tensor& t) { return whole ? t : t.narrow(0, at, 1); };
+      row(e->drafts).copy_(call.drafts.view({1, drafts}));
+      // Greedy: p is one-hot, which every number in [0, 1) draws the same from.
+      if (call.redraw_uniforms.defined()) {
+        row(e->numbers).copy_(call.redraw_uniforms.view({1, drafts}));
+      }
+      if (carried > 0) row(e->carried).copy_(call.carried.view({1, carried}));
+      if (call.tail.empty()) {
+        e->first.narrow(0, 2 * at, 2).copy_(call.first_logits.view({2, model_.vocab}));
+      }
+    }
+    e->graph->Replay();
+    set_.CountReplay(static_cast<int64_t>(calls.size()));
+    // Every request's decisions in one read (pads' rows included: no view).
+    const torch::Tensor result = HostRead(e->result);
+    const int64_t width = result.size(1);
+    std::vector<Output> outputs;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const int64_t* const host = result.data_ptr<int64_t>() + static_cast<int64_t>(i) * width;
+      const auto block = [&](int64_t b) { return host + b * drafts; };
+      const double* const masses = reinterpret_cast<const double*>(block(1));
+      Output out;
+      out.drafts.assign(block(0), block(1));
+      out.pooled.assign(masses, masses + drafts);
+      out.own.assign(masses + drafts, masses + 2 * drafts);
+      out.resampled.assign(block(3), block(4));
+      out.tokens.assign(block(4), block(5));
+      out.carried.assign(block(kResultBlocks), host + width);
+      outputs.push_back(std::move(out));
+      calls[i].cache->Advance(static_cast<int64_t>(calls[i].tail.size()) + drafts);
+    }
+    return outputs;
+  });
+}
+
+}  // namespace mulo::engine

@@ -1,0 +1,152 @@
+// CUDA graphs of MuLo-SD's verification over the target's KV-cache pool (paper Algorithm 1,
+// steps 3 to 6 with the family's re-sampling from the verify forward): one replay feeds each
+// request's tail (the committed tokens its cache lacks: the re-sampled run of its previous
+// step, or the last committed token) and U_r's drafts after it, mixes guidance, makes p, scores
+// every draft's pooled and own probability, keeps those whose pooled mass reaches tau, expands
+// the rejections locally (local_expansion.h), re-draws every expanded position from p with the
+// target stream's numbers in rank order and leaves the step's tokens, with the drafter's row,
+// in one small tensor that the step reads once. Eagerly the same step dispatched ~230
+// operators around its replayed forward (issue 61).
+//
+// The decisions are MuloState's device path's (mulo.cc): PooledThresholdVerifier::Kept,
+// ExpandRejectionsOnDevice and a draw of p with the k-th re-sampled position taking the k-th
+// number, given the same p. p comes from a forward of the tail and the drafts only (the eager
+// step reuses the logits of the previous forward for the first draft when nothing was
+// re-sampled; the graph re-feeds the last committed token instead), so the last bits of p may
+// differ from the eager step's.
+//
+// Everything a replay reads is in its static buffers, filled by one upload and three device
+// copies per replay: per stream its slot, cache length, first position and last position; per
+// request its tail length, cfg_scale, temperature and tau; the tails, drafts, numbers and
+// carried ids; and, for a request whose tail is empty (its first step, after the prefill), the
+// prefill's logits of the first draft. Pad rows after a request's real ones (its rows rounded
+// up to kRowsStep) write cache rows nothing attends; pad requests write to the scratch slot.
+//
+// Keys (streams, rows, span): streams padded to a power of two, rows the longest request's
+// tail and drafts rounded up to kRowsStep, span the longest cache after them in whole
+// ForwardGraphs::kSpanRows. A set of graphs serves one Shape (the family's MuLo-SD defaults,
+// captured by the worker's pools at load); a request with other options, a top-k or top-p
+// filter, or a step that does not start a row steps eagerly (Fits).
+#ifndef MULO_ENGINE_DECODE_MULO_VERIFY_GRAPHS_H_
+#define MULO_ENGINE_DECODE_MULO_VERIFY_GRAPHS_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/decode/local_expansion.h"
+#include "engine/model/graph_set.h"
+#include "engine/model/kv_cache.h"
+#include "engine/model/pool_graphs.h"
+#include "engine/model/row_graphs.h"
+#include "engine/sampling/latent_neighbors.h"
+#include "engine/sampling/pooling.h"
+#include "engine/sampling/sampling_params.h"
+
+namespace mulo::engine {
+
+class KvPool;
+
+class MuloVerifyGraphs {
+ public:
+  // A step's rows (tail and drafts) are rounded up to a multiple of this.
+  static constexpr int64_t kRowsStep = 16;
+
+  struct Shape {
+    int64_t drafts = 0;  // U_r's drafts per step: r x draft_rows target rows
+    int64_t grid = 0;    // the target grid's width (a step's drafts start a row)
+    int64_t radius = 0;  // the local expansion's
+    Rejection rejection = Rejection::kLocal;
+    PoolingRule pooling;  // with its neighbour table (Capture) unless Pooling::kNone
+    int64_t carried = 0;  // the drafter's ids per step, read back with the verdict
+    bool operator==(const Shape& other) const;
+  };
+
+  // Captures (or, with model.emulated, emulates) every key's graph of `shape` over `pool`
+  // (made with a scratch slot). `neighbors`: the family's latent neighbours (outlives the
+  // graphs), needed unless the shape pools nothing. INVALID_ARGUMENT for a shape without
+  // drafts or grid, drafts that do not fill whole rows, or pooling without neighbours of the
+  // model's vocabulary; a key whose capture fails is left out and counted.
+  static StatusOr<std::shared_ptr<MuloVerifyGraphs>> Capture(const KvPool& pool, Shape shape,
+                                                             RowGraphs::Model model,
+                                                             const LatentNeighbors* neighbors);
+
+  const Shape& shape() const { return shape_; }
+  const KvPool& pool() const { return pool_; }
+
+  // Whether a request with `sampling` whose `cache` (a view of this pool), holding `cached`
+  // rows (<= its length) before the tail, takes a tail of `tail` tokens may verify from these
+  // graphs: two guidance streams, no top-k or top-p filter, a tail of at most `drafts` tokens,
+  // and the rows fit a captured key.
+  bool Fits(const KvCache& cache, int64_t cached, int64_t tail,
+            const SamplingParams& sampling) const;
+
+  // One request's step.
+  struct Call {
+    KvCache* cache = nullptr;         // fed every committed token before the tail
+    std::vector<int64_t> tail;        // the committed tokens after the cache's
+    torch::Tensor first_logits;       // [2, V] the first draft's logits when the tail is empty
+    torch::Tensor drafts;             // int64 [drafts] on the device (U_r's)
+    torch::Tensor redraw_uniforms;    // float64 [drafts]: the target stream's next numbers
+                                      // (undefined when greedy: p's argmax)
+    torch::Tensor carried;            // int64 [carried] on the device, read back as is
+    SamplingParams sampling;          // cfg_scale and temperature (Fits holds)
+    double tau = 0.0;
+    int64_t first_position = 0;       // the tail's first token's sequence position
+    int64_t last_position = 0;        // the last a token is fed at (rows are clamped to it)
+  };
+  // Read back as host values (parsed without tensor operators).
+  struct Output {
+    std::vector<int64_t> drafts, carried;
+    // Every draft's pooled and own probability (float32 values), as
+    // PooledThresholdVerifier::PooledAndOwn makes them, for its Judge.
+    std::vector<double> pooled, own;
+    // Every draft re-sampled or not, and the step's tokens (the re-draw where re-sampled, the
+    // draft elsewhere), as MuloState's device path decides.
+    std::vector<int64_t> resampled, tokens;
+  };
+  // Runs every call from one replay, reads every call's output in one host read and advances
+  // each cache by its tail and drafts. INVALID_ARGUMENT for a call that does not Fit or has
+  // the wrong counts; a batch whose key failed to capture runs call by call;
+  // FAILED_PRECONDITION for a lone call whose key failed to capture.
+  StatusOr<std::vector<Output>> Run(const std::vector<Call>& calls) const;
+
+  // The rows a call's replay feeds per stream: its tail and drafts, rounded up.
+  int64_t RowsOf(int64_t tail) const;
+
+  PoolGraphs::Counts counts() const;
+
+  MuloVerifyGraphs(const MuloVerifyGraphs&) = delete;
+  MuloVerifyGraphs& operator=(const MuloVerifyGraphs&) = delete;
+  ~MuloVerifyGraphs();
+
+ private:
+  using Key = std::tuple<int64_t, int64_t, int64_t>;  // (streams, rows, span)
+  struct Entry;
+  struct Inputs;
+  MuloVerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model,
+                   const LatentNeighbors* neighbors);
+  Status CaptureKey(const Key& key);
+  // The step over a key's static buffers (what is captured).
+  void Body(Entry& e, int64_t streams, int64_t rows, int64_t span) const;
+
+  const KvPool& pool_;  // owns the slots these graphs read
+  const Shape shape_;
+  const RowGraphs::Model model_;
+  const LatentNeighbors* const neighbors_;
+  std::map<Key, std::unique_ptr<Entry>> entries_;
+  // The static inputs, one set per (streams, rows), shared by its spans' graphs (one worker
+  // replays them, each after filling them).
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Inputs>> inputs_;
+  GraphSet set_;
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_DECODE_MULO_VERIFY_GRAPHS_H_
