@@ -21,6 +21,8 @@
 #include "engine/decode/method_registry.h"
 #include "engine/decode/mulo_options.h"
 #include "engine/decode/mulo_verify_graphs.h"
+#include "engine/model/forward_graphs.h"
+#include "engine/model/kv_pool.h"
 #include "engine/model/model_set.h"
 #include "engine/model/resampler.h"
 #include "engine/model/resampler_graphs.h"
@@ -109,7 +111,7 @@ TEST(MuloGraphsTest, AStepDraftsInOneReplayAndReadsOnceWithTheEagerStepsTokens) 
           EXPECT_EQ(verify->counts().replays - verify_replays, steps);
           EXPECT_LE(stats.host_syncs, steps + 1);
           // Measured 69 greedy and 78 sampled per step with the prefills, Begin and the finish
-          // counted in (39-44 in a greedy step itself; 2026-12-01); 321-375 before the verify
+          // counted in (39-44 in a greedy step itself; 2026-11-30); 321-375 before the verify
           // graphs, 1,941 before the drafter rows and U_r were replayed whole. Issue 61 asks
           // for 50.
           EXPECT_LE(stats.dispatched_ops, 85 * steps);
@@ -215,6 +217,39 @@ TEST(MuloGraphsTest, RequestsOfALoopShareTheVerifyGraphs) {
   EXPECT_EQ(after.calls - before.calls, steps) << "every step from the graphs";
   EXPECT_LT(after.replays - before.replays, steps) << "requests share replays";
   std::cout << steps << " steps in " << after.replays - before.replays << " replays\n";
+}
+
+// The kernels inside one replay of the verify graphs, what a GPU still runs per step (the host
+// launches none of them): an emulated capture runs its body once, outside any replay. A pool of
+// one request and one span has one key per rows bucket (32, 48 and 64 rows for synth's 32
+// drafts), so a capture's body is the set's kernels over its keys.
+TEST(MuloGraphsTest, KernelsInsideTheVerifyGraphs) {
+  const auto family = testing::EmulatedSynthFamily();
+  ASSERT_NE(family, nullptr);
+  const std::optional<RowGraphs::Model> steps = family->target->StepGraphModel();
+  ASSERT_TRUE(steps.has_value());
+  auto config = DefaultMethodConfig("mulo", *family);
+  ASSERT_OK(config);
+  auto pool = KvPool::Make(family->target->NewCache(1, 1), 2, ForwardGraphs::kSpanRows,
+                           /*scratch_slot=*/true);
+  ASSERT_OK(pool);
+  int64_t kernels = 0, graphs = 0;
+  {
+    OpCounting counting;
+    const OpCounts start = ThreadOpCounts();
+    auto verify = MuloVerifyGraphs::Capture(**pool, VerifyShape(*config, *family), *steps,
+                                            family->neighbors.get());
+    ASSERT_OK(verify);
+    graphs = (*verify)->counts().graphs;
+    kernels = ThreadOpCounts().kernels - start.kernels;
+  }
+  ASSERT_EQ(graphs, 3) << "rows 32, 48 and 64";
+  std::cout << "[kernels] per replay: " << kernels / graphs << "\n";
+  // Measured 2026-11-30: 259 per replay (the target's forward of the rows, guidance, softmax,
+  // the masses, the expansion's max-pool and the re-draws' inverse CDF). Fewer is the way to a
+  // faster GPU step (fused kernels, issue 63); more fails here.
+  EXPECT_LE(kernels / graphs, 290);
+  EXPECT_GT(kernels / graphs, 50) << "at least the forward's kernels";
 }
 
 // U_r's graphs (resampler_graphs.h), captured with the pools: a lone drafter grid of every
