@@ -18,6 +18,7 @@
 #include "engine/decode/engine_loop.h"
 #include "engine/decode/generate.h"
 #include "engine/decode/kv_demand.h"
+#include "engine/decode/graphed_shapes.h"
 #include "engine/decode/kv_pools.h"
 #include "engine/decode/method_registry.h"
 
@@ -137,8 +138,10 @@ int Run(const Flags& flags) {
     const std::shared_ptr<const engine::DecodingMethod> method = DefaultMethod(name, family);
     if (method == nullptr) return 1;
     const GraphUse own = Decode(family, name, *method, conditions, 1, nullptr);
-    auto alone_pools = engine::KvPools::Make({{family.name, &family}}, 1);
-    auto loop_pools = engine::KvPools::Make({{family.name, &family}}, flags.concurrency);
+    auto pooled = engine::PoolFamily(family.name, family);
+    if (!pooled.ok()) return 1;
+    auto alone_pools = engine::KvPools::Make({*pooled}, 1);
+    auto loop_pools = engine::KvPools::Make({*pooled}, flags.concurrency);
     if (!alone_pools.ok() || !loop_pools.ok()) return 1;
     const engine::PoolGraphs::Counts alone_load = (*alone_pools)->graph_counts();
     const engine::PoolGraphs::Counts loop_load = (*loop_pools)->graph_counts();

@@ -35,6 +35,7 @@
 #include "engine/core/blas_kernels.h"
 #include "engine/core/cpu_threads.h"
 #include "engine/core/device_stream.h"
+#include "engine/decode/graphed_shapes.h"
 #include "engine/decode/kv_pools.h"
 #include "mulo/v1/method_names.h"
 #include "server/batch_policy.h"
@@ -227,7 +228,11 @@ absl::Status InstallKvPools(const ModelRepository& repository,
                             ServerMetrics& metrics) {
   std::vector<engine::KvPools::Family> families;
   for (const std::string& name : repository.Names()) {
-    families.push_back({name, repository.Find(name)});
+    // Each family's step graphs for the method options its requests take by default.
+    engine::StatusOr<engine::KvPools::Family> family =
+        engine::PoolFamily(name, *repository.Find(name));
+    if (!family.ok()) return ToAbsl(family.status());
+    families.push_back(std::move(*family));
   }
   const int64_t request_bytes = engine::KvPools::RequestBytes(families);
   const absl::StatusOr<int64_t> requests = KvPoolRequests(

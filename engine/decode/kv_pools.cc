@@ -5,7 +5,6 @@
 
 #include "engine/decode/draft_tree.h"
 #include "engine/decode/eagle_tree_graphs.h"
-#include "engine/decode/mulo_options.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/row_graphs.h"
 #include "engine/model/verify_graphs.h"
@@ -50,80 +49,10 @@ int64_t SlotRows(int64_t cache_rows, bool graphs) {
   return graphs ? ForwardGraphs::RoundUpToSpan(rows) : rows;
 }
 
-// The family's default of an integer option (family.json method_defaults.<method>.<field>),
-// else the method's own: the step graphs are captured for the lengths requests take by default.
-int64_t FamilyDefault(const ModelSet& models, const char* method, const char* field,
-                      int64_t fallback) {
-  const nlohmann::json& defaults = models.method_defaults;
-  if (!defaults.contains(method) || !defaults[method].is_object()) return fallback;
-  const nlohmann::json& options = defaults[method];
-  return options.contains(field) && options[field].is_number_integer()
-             ? options[field].get<int64_t>()
-             : fallback;
-}
-
-// The family's default of a text option (a choice's lower-case name), else `fallback`.
-std::string FamilyText(const ModelSet& models, const char* method, const char* field,
-                       const std::string& fallback) {
-  const nlohmann::json& defaults = models.method_defaults;
-  if (!defaults.contains(method) || !defaults[method].is_object()) return fallback;
-  const nlohmann::json& options = defaults[method];
-  return options.contains(field) && options[field].is_string() ? options[field].get<std::string>()
-                                                                : fallback;
-}
-
-// The family's default of a number option, else `fallback`.
-double FamilyNumber(const ModelSet& models, const char* method, const char* field,
-                    double fallback) {
-  const nlohmann::json& defaults = models.method_defaults;
-  if (!defaults.contains(method) || !defaults[method].is_object()) return fallback;
-  const nlohmann::json& options = defaults[method];
-  return options.contains(field) && options[field].is_number() ? options[field].get<double>()
-                                                                : fallback;
-}
-
-// The shape of MuLo-SD's verification that the family's requests take by default, or nullopt
-// when those re-sample otherwise than from the verify forward (their steps verify eagerly).
-std::optional<MuloVerifyGraphs::Shape> FamilyMuloShape(const ModelSet& models) {
-  const MuloOptions fallback;
-  if (models.drafter == nullptr || models.upsampler == nullptr || models.target == nullptr) {
-    return std::nullopt;
-  }
-  if (FamilyText(models, "mulo", "resample", "sequential") != "parallel" ||
-      FamilyDefault(models, "mulo", "parallel_radius", fallback.parallel_radius) != 0) {
-    return std::nullopt;
-  }
-  MuloVerifyGraphs::Shape shape;
-  const int64_t rows = FamilyDefault(models, "mulo", "draft_rows", fallback.draft_rows);
-  shape.grid = models.target->grid_size();
-  shape.drafts = rows * models.upsampler->config().factor * shape.grid;
-  shape.radius = FamilyDefault(models, "mulo", "radius", fallback.radius);
-  shape.rejection = FamilyText(models, "mulo", "rejection", "local") == "raster"
-                        ? Rejection::kRaster
-                        : Rejection::kLocal;
-  const std::string pooling = FamilyText(models, "mulo", "pooling", "additive");
-  shape.pooling.kind = pooling == "no_pooling"       ? Pooling::kNone
-                       : pooling == "multiplicative" ? Pooling::kMultiplicative
-                                                     : Pooling::kAdditive;
-  shape.pooling.k = FamilyDefault(models, "mulo", "k", fallback.pooling.k);
-  shape.pooling.delta = FamilyNumber(models, "mulo", "delta", fallback.pooling.delta);
-  shape.pooling.lambda = FamilyNumber(models, "mulo", "lambda", fallback.pooling.lambda);
-  // The drafter's row rides along unless ZipAR's wavefront drafts it (read on its own).
-  shape.carried = FamilyDefault(models, "mulo", "zipar_window", fallback.zipar_window) > 0
-                      ? 0
-                      : rows * models.drafter->grid_size();
-  return shape;
-}
-
 // The EAGLE-2 trees the family's requests draft by default (family.json's method_defaults, else
 // EagleOptions'), and the same cut to every shorter depth (the last steps of an image): what
 // the tree graphs are captured for.
-std::vector<DynamicTreeOptions> FamilyTrees(const ModelSet& models) {
-  const DynamicTreeOptions fallback;
-  const DynamicTreeOptions full{
-      FamilyDefault(models, "eagle", "total_tokens", fallback.total_tokens),
-      FamilyDefault(models, "eagle", "depth", fallback.depth),
-      FamilyDefault(models, "eagle", "top_k", fallback.top_k)};
+std::vector<DynamicTreeOptions> FamilyTrees(const DynamicTreeOptions& full) {
   std::vector<DynamicTreeOptions> trees;
   for (int64_t depth = 0; depth <= full.depth; ++depth) {
     trees.push_back({full.total_tokens, depth, full.top_k});
@@ -174,7 +103,7 @@ TreeVerifyGraphs::Shape Relaxed(TreeVerifyGraphs::Shape shape, Pooling kind, int
 // `chain`: whether the family has speculative's chain drafter (whose chains the target's
 // graphs then verify).
 void PlanModel(const std::string& component, const TokenModel* model, const ModelSet& models,
-               bool chain, std::vector<PoolPlan>& plans) {
+               const KvPools::GraphedShapes& shapes, bool chain, std::vector<PoolPlan>& plans) {
   if (model == nullptr) return;
   const int64_t condition_rows =
       std::min<int64_t>(model->condition_shape().rows, kPooledConditionRows);
@@ -184,7 +113,7 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
   if (graphs) {
     plan.capture_graphs = [model](const KvPool& pool) { return model->CapturePoolGraphs(pool); };
     const std::optional<RowGraphs::Model> steps = model->StepGraphModel();
-    const int64_t gamma = FamilyDefault(models, "speculative", "gamma", KvPools::kGraphedChain);
+    const int64_t gamma = shapes.chain;
     if (steps && component == "target") {
       // A row of the image's grid per replay (ar).
       plan.capture_rows = [steps, model](const KvPool& pool) {
@@ -197,48 +126,42 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
       }
       // The Jacobi methods' windows (the target alone: every family): SJD's, GSD's with its
       // groups, MC-SJD's re-drawn by the coupling.
-      const VerifyGraphs::Shape sjd{FamilyDefault(models, "sjd", "window", KvPools::kGraphedWindow),
-                                    /*redraw=*/true};
-      const VerifyGraphs::Shape gsd{
-          FamilyDefault(models, "gsd", "window", KvPools::kGraphedWindow), /*redraw=*/true,
-          FamilyDefault(models, "gsd", "group_size", KvPools::kGraphedGroup)};
-      const VerifyGraphs::Shape mc_sjd{
-          FamilyDefault(models, "mc_sjd", "window", KvPools::kGraphedCoupledWindow),
-          /*redraw=*/true, /*group_size=*/0, /*couple=*/true};
+      const VerifyGraphs::Shape sjd{shapes.sjd_window, /*redraw=*/true};
+      const VerifyGraphs::Shape gsd{shapes.gsd_window, /*redraw=*/true, shapes.gsd_group};
+      const VerifyGraphs::Shape mc_sjd{shapes.mc_sjd_window, /*redraw=*/true,
+                                       /*group_size=*/0, /*couple=*/true};
       if (models.eagle != nullptr && models.eagle->uses_cuda_graphs()) {
         // Every tree the head's graphs draft, verified and judged in one replay: EAGLE-2's
         // dynamic trees and EAGLE-1's static ones (drawn with q) at every depth, and, where the
         // family has its latent neighbours, the same judged by LANTERN's (additive, dynamic
         // trees) and LANTERN++'s (multiplicative, static trees) relaxations at the family's k,
         // greedy and sampled apart.
-        std::vector<TreeVerifyGraphs::Shape> shapes;
-        const std::vector<DynamicTreeOptions> trees = FamilyTrees(models);
+        std::vector<TreeVerifyGraphs::Shape> verify_shapes;
+        const std::vector<DynamicTreeOptions> trees = FamilyTrees(shapes.eagle_tree);
         for (const DynamicTreeOptions& tree : trees) {
-          shapes.push_back(DynamicVerifyShape(tree, steps->vocab));
+          verify_shapes.push_back(DynamicVerifyShape(tree, steps->vocab));
         }
         for (int64_t depth = 1; depth <= StaticTreeDepth(); ++depth) {
-          shapes.push_back(StaticVerifyShape(depth));
+          verify_shapes.push_back(StaticVerifyShape(depth));
         }
         torch::Tensor table;
         if (models.neighbors != nullptr &&
             models.neighbors->codebook_size() == steps->vocab) {
           table = models.neighbors->TableOn(steps->options.device());
-          const int64_t lantern_k =
-              FamilyDefault(models, "lantern", "k", KvPools::kGraphedLanternK);
-          const int64_t plus_k =
-              FamilyDefault(models, "lantern++", "k", KvPools::kGraphedLanternPlusPlusK);
+          const int64_t lantern_k = shapes.lantern_k, plus_k = shapes.lantern_plus_plus_k;
           const int64_t siblings = trees.back().top_k;  // the dynamic trees' bound
-          const size_t lossless = shapes.size();
+          const size_t lossless = verify_shapes.size();
           for (bool greedy : {false, true}) {
             for (size_t i = 0; i < lossless; ++i) {
-              const bool drawn = shapes[i].drawn();
-              shapes.push_back(Relaxed(shapes[i],
-                                       drawn ? Pooling::kMultiplicative : Pooling::kAdditive,
-                                       drawn ? plus_k : lantern_k, siblings, greedy));
+              const bool drawn = verify_shapes[i].drawn();
+              verify_shapes.push_back(Relaxed(verify_shapes[i],
+                                              drawn ? Pooling::kMultiplicative
+                                                    : Pooling::kAdditive,
+                                              drawn ? plus_k : lantern_k, siblings, greedy));
             }
           }
         }
-        for (const TreeVerifyGraphs::Shape& shape : shapes) {
+        for (const TreeVerifyGraphs::Shape& shape : verify_shapes) {
           plan.capture_tree_verify.push_back([steps, shape, table](const KvPool& pool) {
             return TreeVerifyGraphs::Capture(pool, shape, *steps,
                                              shape.relaxed() ? table : torch::Tensor());
@@ -247,7 +170,7 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
       }
       // MuLo-SD's verification, expansion and re-draws in one replay, for the family's
       // defaults.
-      const std::optional<MuloVerifyGraphs::Shape> mulo = FamilyMuloShape(models);
+      const std::optional<MuloVerifyGraphs::Shape>& mulo = shapes.mulo_verify;
       if (mulo && models.neighbors != nullptr &&
           models.neighbors->codebook_size() == steps->vocab) {
         const LatentNeighbors* neighbors = models.neighbors.get();
@@ -266,8 +189,7 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
     if (steps && component == "drafter") {
       // MuLo-SD's drafter rows (its default count of whole low-resolution rows per step),
       // drawn and fed in one replay and left on the device for its up-sampler.
-      const int64_t tokens =
-          model->grid_size() * FamilyDefault(models, "mulo", "draft_rows", MuloOptions().draft_rows);
+      const int64_t tokens = model->grid_size() * shapes.mulo_draft_rows;
       plan.capture_rows = [steps, tokens](const KvPool& pool) {
         return RowGraphs::Capture(pool, {tokens, /*drafts=*/false, /*read=*/false}, *steps);
       };
@@ -281,12 +203,12 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
   plans.push_back(std::move(plan));
 }
 
-std::vector<PoolPlan> Plan(const ModelSet& models) {
+std::vector<PoolPlan> Plan(const ModelSet& models, const KvPools::GraphedShapes& shapes) {
   std::vector<PoolPlan> plans;
   const bool chain = models.chain != nullptr;
-  PlanModel("target", models.target.get(), models, chain, plans);
-  PlanModel("drafter", models.drafter.get(), models, chain, plans);
-  PlanModel("chain", models.chain.get(), models, chain, plans);
+  PlanModel("target", models.target.get(), models, shapes, chain, plans);
+  PlanModel("drafter", models.drafter.get(), models, shapes, chain, plans);
+  PlanModel("chain", models.chain.get(), models, shapes, chain, plans);
   if (models.eagle != nullptr && models.target != nullptr) {
     // The head's cache holds the image's tokens and the draft tree's rows.
     const EagleHead* head = models.eagle.get();
@@ -299,7 +221,7 @@ std::vector<PoolPlan> Plan(const ModelSet& models) {
       if (steps) {
         // EAGLE-2's drafting (the catch-up, the tree's expansions and its choice) in one replay,
         // for the family's default tree.
-        const std::vector<DynamicTreeOptions> trees = FamilyTrees(models);
+        const std::vector<DynamicTreeOptions> trees = FamilyTrees(shapes.eagle_tree);
         const int64_t max_pairs = trees.back().depth + 2;
         const TokenModel* target = models.target.get();
         EagleTreeGraphs::Model model{head->SlotForward(), steps->embed,
@@ -349,7 +271,7 @@ StatusOr<std::unique_ptr<KvPools>> KvPools::Make(const std::vector<Family>& fami
                                                  int64_t requests) {
   auto pools = std::make_unique<KvPools>();
   for (const Family& family : families) {
-    for (PoolPlan& plan : Plan(*family.models)) {
+    for (PoolPlan& plan : Plan(*family.models, family.shapes)) {
       const bool graphs = plan.capture_graphs != nullptr;
       MULO_ASSIGN_OR_RETURN(std::shared_ptr<KvPool> pool,
                             KvPool::Make(plan.prototype, 2 * requests, plan.slot_rows, graphs));
@@ -403,7 +325,7 @@ StatusOr<std::unique_ptr<KvPools>> KvPools::Make(const std::vector<Family>& fami
 int64_t KvPools::RequestBytes(const std::vector<Family>& families) {
   int64_t bytes = 0;
   for (const Family& family : families) {
-    for (const PoolPlan& plan : Plan(*family.models)) {
+    for (const PoolPlan& plan : Plan(*family.models, family.shapes)) {
       bytes += 2 * KvPool::SlotBytes(plan.prototype, plan.slot_rows);
     }
   }

@@ -92,8 +92,8 @@ class KvPools {
   // Rows a slot holds beyond the longest request's cache: a draft tree or window appended
   // after the image's last committed token (a cache that needs more overflows, kv_pool.h).
   static constexpr int64_t kDraftRows = 256;
-  // The lengths the step graphs are captured for at load, unless the family's method_defaults
-  // set others (the graphs hold what requests take by default; another length steps eagerly):
+  // The methods' own lengths, which the step graphs are captured for at load unless the
+  // family's method_defaults set others (GraphedShapes; another length steps eagerly):
   // speculative's gamma (speculative.h), SJD's and GSD's window (sjd.h, gsd.h), GSD's group
   // size (group_verifier.h's GroupRule), MC-SJD's window (mc_sjd.h), MuLo-SD's drafter rows
   // per step (MuloOptions::draft_rows), the relaxed trees' neighbours.
@@ -106,9 +106,28 @@ class KvPools {
   static constexpr int64_t kGraphedLanternK = 1000;
   static constexpr int64_t kGraphedLanternPlusPlusK = 10;
 
+  // The step shapes the pools capture graphs for: what a family's requests take by default
+  // (graphed_shapes.h reads them through the method registry; a request with other options
+  // steps eagerly). Each default here is the methods' own.
+  struct GraphedShapes {
+    int64_t chain = kGraphedChain;  // speculative's gamma
+    int64_t sjd_window = kGraphedWindow;
+    int64_t gsd_window = kGraphedWindow;
+    int64_t gsd_group = kGraphedGroup;
+    int64_t mc_sjd_window = kGraphedCoupledWindow;
+    DynamicTreeOptions eagle_tree;  // EAGLE-2's (LANTERN's and PEANUT's first) tree
+    int64_t lantern_k = kGraphedLanternK;
+    int64_t lantern_plus_plus_k = kGraphedLanternPlusPlusK;
+    int64_t mulo_draft_rows = 1;  // MuLo-SD's drafter rows per step
+    // MuLo-SD's verification (none: its steps re-sample otherwise, on the host).
+    std::optional<MuloVerifyGraphs::Shape> mulo_verify;
+  };
   struct Family {
+    Family(std::string name, const ModelSet* models, GraphedShapes shapes)
+        : name(std::move(name)), models(models), shapes(std::move(shapes)) {}
     std::string name;
     const ModelSet* models = nullptr;
+    GraphedShapes shapes;
   };
   // One pool per caching model of every family, each with 2 * `requests` slots.
   // FAILED_PRECONDITION when the memory cannot be allocated.

@@ -25,6 +25,7 @@
 #include "engine/decode/eagle_tree_graphs.h"
 #include "engine/decode/generate.h"
 #include "engine/decode/kv_demand.h"
+#include "engine/decode/graphed_shapes.h"
 #include "engine/decode/kv_pools.h"
 #include "engine/decode/method_registry.h"
 #include "engine/decode/mulo.h"
@@ -296,7 +297,9 @@ TEST_F(GpuTest, LosslessMethodsGiveArsGreedyTokensOnTheGpu) {
 TEST_F(GpuTest, PooledStepGraphsGiveArsGreedyTokensOnTheGpu) {
   auto graphs = LoadModelSet("models/synth", GpuOptions(torch::kFloat32, true));
   ASSERT_OK(graphs);
-  auto pools = KvPools::Make({{"synth", &*graphs}}, 2);
+  auto family = PoolFamily("synth", *graphs);
+  ASSERT_OK(family);
+  auto pools = KvPools::Make({*family}, 2);
   ASSERT_OK(pools);
   const PoolGraphs::Counts loaded = (*pools)->graph_counts();
   std::cout << "[gpu] pools: " << loaded.graphs << " graphs captured at load in "

@@ -10,6 +10,7 @@
 
 #include "engine/decode/engine_loop.h"
 #include "engine/decode/generate.h"
+#include "engine/decode/graphed_shapes.h"
 #include "engine/decode/kv_demand.h"
 #include "engine/decode/method_registry.h"
 #include "engine/model/model_set.h"
@@ -37,6 +38,14 @@ StatusOr<DecodeResult> DecodeJob(const Job& job, const ModelSet& family, EngineL
   return testing::DecodeSynthJob(job, family, loop, kv, cancel, sink);
 }
 
+// The synth family as the server pools it: step graphs for its default method options.
+KvPools::Family Pooled(const ModelSet& family) {
+  auto pooled = PoolFamily("synth", family);
+  EXPECT_TRUE(pooled.ok()) << pooled.status().ToString();
+  return pooled.ok() ? *std::move(pooled)
+                     : KvPools::Family("synth", &family, KvPools::GraphedShapes());
+}
+
 int64_t UsedSlots(const KvPools& pools) {
   int64_t used = 0;
   for (const KvPools::Usage& u : pools.usage()) used += u.used;
@@ -44,7 +53,7 @@ int64_t UsedSlots(const KvPools& pools) {
 }
 
 TEST(KvPoolsTest, TheFamilysCachingModelsEachGetAPoolOfTwoSlotsPerRequest) {
-  auto pools = KvPools::Make({{"synth", &Family()}}, 3);
+  auto pools = KvPools::Make({Pooled(Family())}, 3);
   ASSERT_OK(pools);
   std::vector<std::string> components;
   for (const KvPools::Usage& u : (*pools)->usage()) {
@@ -61,11 +70,11 @@ TEST(KvPoolsTest, TheFamilysCachingModelsEachGetAPoolOfTwoSlotsPerRequest) {
             target.CacheRows(target.condition_shape().rows) + KvPools::kDraftRows);
   // The synth family has every drafting component.
   EXPECT_EQ(components, (std::vector<std::string>{"target", "drafter", "chain", "eagle"}));
-  EXPECT_EQ(KvPools::RequestBytes({{"synth", &Family()}}) * 3, (*pools)->MemoryBytes());
+  EXPECT_EQ(KvPools::RequestBytes({Pooled(Family())}) * 3, (*pools)->MemoryBytes());
 }
 
 TEST(KvPoolsTest, AReservationTakesItsDemandOrNothing) {
-  auto made = KvPools::Make({{"synth", &Family()}}, 1);
+  auto made = KvPools::Make({Pooled(Family())}, 1);
   ASSERT_OK(made);
   KvPools& pools = **made;
   SamplingParams guided;
@@ -95,7 +104,7 @@ TEST(KvPoolsTest, AReservationTakesItsDemandOrNothing) {
 // its own, no overflow), its tokens are those it decodes with caches of its own, and its
 // slots are reserved until the reservation goes.
 TEST(KvPoolsTest, EveryMethodDecodesItsOwnTokensOverItsReservedSlots) {
-  auto made = KvPools::Make({{"synth", &Family()}}, 1);
+  auto made = KvPools::Make({Pooled(Family())}, 1);
   ASSERT_OK(made);
   KvPools& pools = **made;
   for (const Job& job : EveryMethodTwice(Family())) {
@@ -128,7 +137,7 @@ TEST(KvPoolsTest, MixedBatchesOverPooledCachesKeepEveryRequestsLoneTokens) {
     ASSERT_OK(own);
     alone.push_back(own->tokens);
   }
-  auto made = KvPools::Make({{"synth", &Family()}}, 6);
+  auto made = KvPools::Make({Pooled(Family())}, 6);
   ASSERT_OK(made);
   KvPools& pools = **made;
   std::vector<StatusOr<DecodeResult>> results(jobs.size(), InternalError("not run"));
@@ -155,6 +164,50 @@ TEST(KvPoolsTest, MixedBatchesOverPooledCachesKeepEveryRequestsLoneTokens) {
   EXPECT_EQ(UsedSlots(pools), 0);
 }
 
+// The pools capture the step graphs of the options a family's requests take by default, as the
+// method registry reads its family.json (choices in any case, the methods' own defaults under
+// it), so that no request's default step falls back to eager for want of a graph.
+TEST(KvPoolsTest, StepGraphsFollowTheFamilysMethodDefaultsAsTheRegistryReadsThem) {
+  LoadOptions emulated;
+  emulated.emulate_cuda_graphs = true;
+  const std::shared_ptr<const ModelSet> loaded = testing::LoadSynthFamily(emulated);
+  ASSERT_NE(loaded, nullptr);
+  ModelSet family = *loaded;
+  family.method_defaults["mulo"]["pooling"] = "MULTIPLICATIVE";  // the spec's own spelling
+  family.method_defaults["mulo"]["radius"] = 1;
+  family.method_defaults["mulo"]["k"] = 7;
+  family.method_defaults["mulo"]["lambda"] = 3.0;
+  auto config = DefaultMethodConfig("mulo", family);
+  ASSERT_OK(config);
+  ASSERT_EQ(config->mulo.pooling.kind, Pooling::kMultiplicative);
+  auto pooled = PoolFamily("synth", family);
+  ASSERT_OK(pooled);
+  ASSERT_TRUE(pooled->shapes.mulo_verify.has_value());
+  const MuloVerifyGraphs::Shape shape = *pooled->shapes.mulo_verify;
+  EXPECT_EQ(shape.pooling.kind, Pooling::kMultiplicative);
+  EXPECT_EQ(shape.pooling.k, 7);
+  EXPECT_EQ(shape.pooling.lambda, 3.0);
+  EXPECT_EQ(shape.radius, 1);
+  EXPECT_EQ(shape.drafts, config->mulo.draft_rows * family.upsampler->config().factor *
+                              family.target->grid_size());
+  EXPECT_EQ(pooled->shapes.eagle_tree.depth, config->eagle.dynamic.depth);
+  auto made = KvPools::Make({*pooled}, 1);
+  ASSERT_OK(made);
+  EXPECT_NE((*made)->mulo_verify_graphs(*family.target, shape), nullptr);
+  MuloVerifyGraphs::Shape unpooled = shape;
+  unpooled.pooling.kind = Pooling::kNone;
+  EXPECT_EQ((*made)->mulo_verify_graphs(*family.target, unpooled), nullptr)
+      << "only the defaults' shape is captured";
+  // Re-sampled otherwise than from the verify forward: no MuLo-SD verify graphs at all.
+  family.method_defaults["mulo"]["resample"] = "SEQUENTIAL";
+  auto sequential = PoolFamily("synth", family);
+  ASSERT_OK(sequential);
+  EXPECT_FALSE(sequential->shapes.mulo_verify.has_value());
+  // A family.json the registry refuses is refused here too.
+  family.method_defaults["mulo"]["radius"] = -1;
+  EXPECT_FALSE(PoolFamily("synth", family).ok());
+}
+
 // The pools' batched graphs are captured at load; every request's forwards replay them, from
 // its first (the prefill), and nothing is captured while requests decode.
 TEST(KvPoolsTest, TheGraphsCapturedAtLoadServeEveryForwardOfEveryRequest) {
@@ -162,7 +215,7 @@ TEST(KvPoolsTest, TheGraphsCapturedAtLoadServeEveryForwardOfEveryRequest) {
   emulated.emulate_cuda_graphs = true;
   const std::shared_ptr<const ModelSet> family = testing::LoadSynthFamily(emulated);
   ASSERT_NE(family, nullptr);
-  auto made = KvPools::Make({{"synth", family.get()}}, 1);
+  auto made = KvPools::Make({Pooled(*family)}, 1);
   ASSERT_OK(made);
   KvPools& pools = **made;
   EXPECT_EQ(pools.usage().at(0).slot_rows % 256, 0) << "graphs attend over whole spans";

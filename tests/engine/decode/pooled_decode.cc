@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "engine/decode/graphed_shapes.h"
 #include "engine/decode/kv_demand.h"
 #include "gtest/gtest.h"
 #include "tests/engine/decode/synth_jobs.h"
@@ -16,7 +17,10 @@ std::shared_ptr<const ModelSet> EmulatedSynthFamily() {
 }
 
 std::unique_ptr<KvPools> SynthPools(const ModelSet& family, int64_t requests) {
-  auto made = KvPools::Make({{"synth", &family}}, requests);
+  auto pooled = PoolFamily("synth", family);
+  EXPECT_TRUE(pooled.ok()) << pooled.status().ToString();
+  if (!pooled.ok()) return nullptr;
+  auto made = KvPools::Make({*std::move(pooled)}, requests);
   EXPECT_TRUE(made.ok()) << made.status().ToString();
   return made.ok() ? std::move(*made) : nullptr;
 }

@@ -1,0 +1,40 @@
+#include "engine/decode/graphed_shapes.h"
+
+#include <utility>
+
+namespace mulo::engine {
+
+KvPools::GraphedShapes GraphedShapesOf(const MethodConfig& config, const ModelSet& models) {
+  KvPools::GraphedShapes shapes;
+  shapes.chain = config.speculative.gamma;
+  shapes.sjd_window = config.sjd.window;
+  shapes.gsd_window = config.gsd.window;
+  shapes.gsd_group = config.gsd.group.size;
+  shapes.mc_sjd_window = config.mc_sjd.window;
+  shapes.eagle_tree = config.eagle.dynamic;
+  shapes.lantern_k = config.lantern.k;
+  shapes.lantern_plus_plus_k = config.lantern_plus_plus.k;
+  const MuloOptions& mulo = config.mulo;
+  shapes.mulo_draft_rows = mulo.draft_rows;
+  // MuLo-SD's verification graphs serve steps that re-sample from the verify forward alone.
+  if (mulo.resample == ResampleOrder::kParallel && mulo.parallel_radius == 0 &&
+      models.target != nullptr && models.drafter != nullptr && models.upsampler != nullptr) {
+    MuloVerifyGraphs::Shape verify;
+    verify.grid = models.target->grid_size();
+    verify.drafts = mulo.draft_rows * models.upsampler->config().factor * verify.grid;
+    verify.radius = mulo.radius;
+    verify.rejection = mulo.rejection;
+    verify.pooling = mulo.pooling;
+    // The drafter's row rides along unless ZipAR's wavefront drafts it (read on its own).
+    verify.carried = mulo.zipar_window > 0 ? 0 : mulo.draft_rows * models.drafter->grid_size();
+    shapes.mulo_verify = verify;
+  }
+  return shapes;
+}
+
+StatusOr<KvPools::Family> PoolFamily(std::string name, const ModelSet& models) {
+  MULO_ASSIGN_OR_RETURN(const MethodConfig config, DefaultMethodConfig("ar", models));
+  return KvPools::Family(std::move(name), &models, GraphedShapesOf(config, models));
+}
+
+}  // namespace mulo::engine
