@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "engine/core/device_upload.h"
@@ -149,13 +150,8 @@ void MuloVerifyGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t spa
   const torch::Tensor cfg = params.select(0, 0).to(torch::kFloat32).view({requests, 1, 1});
   const torch::Tensor temperature = params.select(0, 1).to(torch::kFloat32).view({requests, 1, 1});
   const torch::Tensor tau = params.select(0, 2).view({requests, 1});
-  const torch::Tensor greedy = temperature == 0;
-  const torch::Tensor cond = picked.select(1, 0), uncond = picked.select(1, 1);
-  const torch::Tensor guided = uncond + cfg * (cond - uncond);
-  const torch::Tensor divisor = torch::where(greedy, torch::ones_like(temperature), temperature);
-  const torch::Tensor one_hot =
-      torch::zeros_like(guided).scatter_(2, guided.argmax(2, /*keepdim=*/true), 1.0);
-  const torch::Tensor p = torch::where(greedy, one_hot, torch::softmax(guided / divisor, -1));
+  const torch::Tensor p =
+      GuidedProbabilities(picked.select(1, 0), picked.select(1, 1), cfg, temperature);
   // (4) Every draft's pooled and own mass (row-wise, so all requests at once), kept where the
   // pooled mass, as float32, reaches tau (PooledThresholdVerifier::Kept).
   const torch::Tensor p_rows = p.reshape({requests * drafts, vocab});
@@ -184,7 +180,9 @@ void MuloVerifyGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t spa
 }
 
 Status MuloVerifyGraphs::CaptureKey(const Key& key) {
-  const auto [streams, rows, span] = key;
+  // Plain variables (not a structured binding): the lambdas below capture them, which C++17
+  // does not allow of bindings (clang refuses it).
+  const int64_t streams = std::get<0>(key), rows = std::get<1>(key), span = std::get<2>(key);
   return GuardTorch("MuloVerifyGraphs::Capture", [&]() -> Status {
     torch::NoGradGuard no_grad;
     const torch::Device device = model_.options.device();
@@ -218,9 +216,7 @@ Status MuloVerifyGraphs::CaptureKey(const Key& key) {
     e->carried = inputs->carried;
     e->first = inputs->first;
     e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, streams)));
-    auto run = [this, e, streams = streams, rows = rows, span = span] {
-      Body(*e, streams, rows, span);
-    };
+    auto run = [this, e, streams, rows, span] { Body(*e, streams, rows, span); };
     e->graph = set_.Make(device, run, model_.emulated, static_bytes);
     if (e->graph != nullptr) entries_[key] = std::move(entry);
     return OkStatus();

@@ -11,6 +11,7 @@
 #include "engine/model/forward_graphs.h"
 #include "engine/model/kv_pool.h"
 #include "engine/sampling/relaxed_tree_rejection.h"
+#include "engine/sampling/row_sampler.h"
 #include "engine/sampling/tree_rejection.h"
 
 namespace mulo::engine {
@@ -113,16 +114,8 @@ void TreeVerifyGraphs::Body(Entry& e, int64_t span) const {
   // ranking distribution greedy (a one-hot p leaves nothing to pool), which the divisor of 1
   // at temperature 0 gives.
   const torch::Tensor logits = out[1].to(torch::kFloat32);
-  const torch::Tensor cond = logits.select(0, 0), uncond = logits.select(0, 1);
-  const torch::Tensor guided = uncond + cfg * (cond - uncond);
-  const torch::Tensor greedy = temperature == 0;
-  const torch::Tensor divisor = torch::where(greedy, torch::ones_like(temperature), temperature);
-  torch::Tensor p = torch::softmax(guided / divisor, -1);
-  if (!shape_.relaxed()) {
-    const torch::Tensor one_hot =
-        torch::zeros_like(guided).scatter_(1, guided.argmax(1, /*keepdim=*/true), 1.0);
-    p = torch::where(greedy, one_hot, p);
-  }
+  const torch::Tensor p = GuidedProbabilities(logits.select(0, 0), logits.select(0, 1), cfg,
+                                              temperature, /*one_hot_greedy=*/!shape_.relaxed());
   TreeCall call{p,       e.tokens, e.parents, e.accept, e.draw, /*greedy=*/false,
                 shape_.max_depth, e.ancestors, e.q, e.valid, shape_.max_children};
   torch::Tensor verdict;

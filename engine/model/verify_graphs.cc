@@ -159,13 +159,8 @@ void VerifyGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
   // p as DecodeSession::Probabilities makes it: MixCfg, tempering, softmax; one-hot greedy.
   const torch::Tensor cfg = params.select(0, 0).to(torch::kFloat32).view({requests, 1, 1});
   const torch::Tensor temperature = params.select(0, 1).to(torch::kFloat32).view({requests, 1, 1});
-  const torch::Tensor greedy = temperature == 0;
-  const torch::Tensor cond = logits.select(1, 0), uncond = logits.select(1, 1);
-  const torch::Tensor guided = uncond + cfg * (cond - uncond);
-  const torch::Tensor divisor = torch::where(greedy, torch::ones_like(temperature), temperature);
-  const torch::Tensor one_hot =
-      torch::zeros_like(guided).scatter_(2, guided.argmax(2, /*keepdim=*/true), 1.0);
-  const torch::Tensor p = torch::where(greedy, one_hot, torch::softmax(guided / divisor, -1));
+  const torch::Tensor p =
+      GuidedProbabilities(logits.select(1, 0), logits.select(1, 1), cfg, temperature);
   // q: the carried rows, then the fixed tokens' one-hot rows.
   const torch::Tensor fixed =
       torch::zeros_like(e.q).scatter_(2, e.drafts.unsqueeze(2), 1.0);

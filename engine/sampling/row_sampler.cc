@@ -25,6 +25,20 @@ torch::Tensor DrawRows(const torch::Tensor& probs, const torch::Tensor& uniforms
   return torch::where(index < vocab, index, last_with_mass);
 }
 
+torch::Tensor GuidedProbabilities(const torch::Tensor& cond, const torch::Tensor& uncond,
+                                  const torch::Tensor& cfg, const torch::Tensor& temperature,
+                                  bool one_hot_greedy) {
+  const torch::Tensor guided = uncond + cfg * (cond - uncond);
+  const torch::Tensor greedy = temperature == 0;
+  const torch::Tensor divisor = torch::where(greedy, torch::ones_like(temperature), temperature);
+  const torch::Tensor p = torch::softmax(guided / divisor, -1);
+  if (!one_hot_greedy) return p;
+  const int64_t last = guided.dim() - 1;
+  const torch::Tensor one_hot =
+      torch::zeros_like(guided).scatter_(last, guided.argmax(last, /*keepdim=*/true), 1.0);
+  return torch::where(greedy, one_hot, p);
+}
+
 torch::Tensor SampleRows(const torch::Tensor& logits, const SamplingParams& params,
                          const torch::Tensor& uniforms) {
   torch::NoGradGuard no_grad;

@@ -20,6 +20,16 @@ torch::Tensor DrawRows(const torch::Tensor& probs, const torch::Tensor& uniforms
 
 // Tokens of CFG-mixed logits [rows, vocab]: the argmax of each row at temperature 0 (the
 // uniforms are not read), otherwise DrawRows(ToProbabilities(logits, params), uniforms).
+// p as DecodeSession::Probabilities makes it, for requests whose cfg_scale and temperature are
+// tensors (graph-capturable: one graph serves any mix of requests): the guided logits uncond +
+// cfg (cond - uncond), tempered and softmaxed; at temperature 0 the one-hot row of their argmax
+// (the first on ties), or with `one_hot_greedy` false their untempered softmax (the ranking
+// distribution a relaxed greedy rule pools over). cond and uncond [..., vocab] float32; cfg and
+// temperature float32, broadcastable to [..., 1].
+torch::Tensor GuidedProbabilities(const torch::Tensor& cond, const torch::Tensor& uncond,
+                                  const torch::Tensor& cfg, const torch::Tensor& temperature,
+                                  bool one_hot_greedy = true);
+
 torch::Tensor SampleRows(const torch::Tensor& logits, const SamplingParams& params,
                          const torch::Tensor& uniforms);
 
