@@ -48,6 +48,7 @@
 #include "engine/core/op_count.h"
 #include "engine/decode/generate.h"
 #include "engine/decode/kv_demand.h"
+#include "engine/decode/graphed_shapes.h"
 #include "engine/decode/kv_pools.h"
 #include "engine/decode/method_registry.h"
 #include "engine/decode/mulo.h"
@@ -505,7 +506,12 @@ int Run() {
   }
   std::unique_ptr<engine::KvPools> kv_pools;
   if (absl::GetFlag(FLAGS_kv_pool)) {
-    auto made = engine::KvPools::Make({{family->name, family}}, 1);
+    auto pooled = engine::PoolFamily(family->name, *family);
+    if (!pooled.ok()) {
+      std::fprintf(stderr, "error: --kv_pool: %s\n", pooled.status().ToString().c_str());
+      return 1;
+    }
+    auto made = engine::KvPools::Make({*pooled}, 1);
     if (!made.ok()) {
       std::fprintf(stderr, "error: --kv_pool: %s\n", made.status().ToString().c_str());
       return 1;
