@@ -32,6 +32,52 @@ int64_t IntsSize(int64_t streams, int64_t rows) {
   return kStreamFields * streams + kRequestFields * requests + requests * rows;
 }
 
+// The replay's ints (IntsSize(streams, rows) of them, laid out as Entry's): every call's fields,
+// then pads that keep the scratch slot, length 0, greedy and a tail of one token 0.
+std::vector<int64_t> StepInts(const std::vector<MuloVerifyGraphs::Call>& calls, int64_t streams,
+                              int64_t rows, int64_t scratch_slot) {
+  const int64_t requests = streams / 2;
+  std::vector<int64_t> ints(IntsSize(streams, rows), 0);
+  double* const params = reinterpret_cast<double*>(ints.data() + kStreamFields * streams);
+  static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
+  int64_t* const tail_lengths = ints.data() + kStreamFields * streams + kRequestParams * requests;
+  int64_t* const tails = tail_lengths + requests;
+  for (int64_t s = 0; s < streams; ++s) ints[s] = scratch_slot;
+  for (int64_t r = 0; r < requests; ++r) tail_lengths[r] = 1;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const MuloVerifyGraphs::Call& call = calls[i];
+    const int64_t r = static_cast<int64_t>(i);
+    for (int64_t b = 0; b < 2; ++b) {
+      const int64_t s = 2 * r + b;
+      ints[s] = call.cache->first_slot() + b;
+      ints[streams + s] = call.cache->length();
+      ints[2 * streams + s] = call.first_position;
+      ints[3 * streams + s] = call.last_position;
+    }
+    params[r] = call.sampling.cfg_scale;
+    params[requests + r] = call.sampling.temperature;
+    params[2 * requests + r] = call.tau;
+    tail_lengths[r] = static_cast<int64_t>(call.tail.size());
+    std::copy(call.tail.begin(), call.tail.end(), tails + r * rows);
+  }
+  return ints;
+}
+
+// One request's row of the result (`width` values from `host`), parsed without tensor
+// operators.
+MuloVerifyGraphs::Output ReadOutput(const int64_t* host, int64_t drafts, int64_t width) {
+  const auto block = [&](int64_t b) { return host + b * drafts; };
+  const double* const masses = reinterpret_cast<const double*>(block(1));
+  MuloVerifyGraphs::Output out;
+  out.drafts.assign(block(0), block(1));
+  out.pooled.assign(masses, masses + drafts);
+  out.own.assign(masses + drafts, masses + 2 * drafts);
+  out.resampled.assign(block(3), block(4));
+  out.tokens.assign(block(4), block(5));
+  out.carried.assign(block(kResultBlocks), host + width);
+  return out;
+}
+
 }  // namespace
 
 bool MuloVerifyGraphs::Shape::operator==(const Shape& other) const {
@@ -274,32 +320,9 @@ StatusOr<std::vector<MuloVerifyGraphs::Output>> MuloVerifyGraphs::Run(
   const int64_t requests = streams / 2;
   return GuardTorch("MuloVerifyGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
     torch::NoGradGuard no_grad;
-    // Pads keep the scratch slot, length 0, greedy and a tail of one token 0.
-    const int64_t size = IntsSize(streams, rows);
-    std::vector<int64_t> ints(size, 0);
-    double* const params = reinterpret_cast<double*>(ints.data() + kStreamFields * streams);
-    static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
-    int64_t* const tail_lengths = ints.data() + kStreamFields * streams + kRequestParams * requests;
-    int64_t* const tails = tail_lengths + requests;
-    for (int64_t s = 0; s < streams; ++s) ints[s] = pool_.scratch_slot();
-    for (int64_t r = 0; r < requests; ++r) tail_lengths[r] = 1;
-    for (size_t i = 0; i < calls.size(); ++i) {
-      const Call& call = calls[i];
-      const int64_t r = static_cast<int64_t>(i);
-      for (int64_t b = 0; b < 2; ++b) {
-        const int64_t s = 2 * r + b;
-        ints[s] = call.cache->first_slot() + b;
-        ints[streams + s] = call.cache->length();
-        ints[2 * streams + s] = call.first_position;
-        ints[3 * streams + s] = call.last_position;
-      }
-      params[r] = call.sampling.cfg_scale;
-      params[requests + r] = call.sampling.temperature;
-      params[2 * requests + r] = call.tau;
-      tail_lengths[r] = static_cast<int64_t>(call.tail.size());
-      std::copy(call.tail.begin(), call.tail.end(), tails + r * rows);
-    }
-    UploadInto(e->ints, torch::from_blob(ints.data(), {size}, torch::kInt64));
+    std::vector<int64_t> ints = StepInts(calls, streams, rows, pool_.scratch_slot());
+    UploadInto(e->ints,
+               torch::from_blob(ints.data(), {static_cast<int64_t>(ints.size())}, torch::kInt64));
     const bool whole = requests == 1;  // a lone request fills the buffers without views
     for (size_t i = 0; i < calls.size(); ++i) {
       const Call& call = calls[i];
@@ -322,17 +345,8 @@ StatusOr<std::vector<MuloVerifyGraphs::Output>> MuloVerifyGraphs::Run(
     const int64_t width = result.size(1);
     std::vector<Output> outputs;
     for (size_t i = 0; i < calls.size(); ++i) {
-      const int64_t* const host = result.data_ptr<int64_t>() + static_cast<int64_t>(i) * width;
-      const auto block = [&](int64_t b) { return host + b * drafts; };
-      const double* const masses = reinterpret_cast<const double*>(block(1));
-      Output out;
-      out.drafts.assign(block(0), block(1));
-      out.pooled.assign(masses, masses + drafts);
-      out.own.assign(masses + drafts, masses + 2 * drafts);
-      out.resampled.assign(block(3), block(4));
-      out.tokens.assign(block(4), block(5));
-      out.carried.assign(block(kResultBlocks), host + width);
-      outputs.push_back(std::move(out));
+      outputs.push_back(ReadOutput(result.data_ptr<int64_t>() + static_cast<int64_t>(i) * width,
+                                   drafts, width));
       calls[i].cache->Advance(static_cast<int64_t>(calls[i].tail.size()) + drafts);
     }
     return outputs;
