@@ -15,25 +15,42 @@ torch::Tensor Arange(int64_t n, const torch::Tensor& like) {
   return torch::arange(n, like.options().dtype(torch::kInt64));
 }
 
-// The first `keep` indices of `scores` by descending score, ties in index order (what
-// std::stable_sort with `>` gives the host builder), put back in index order.
-torch::Tensor BestInIndexOrder(const torch::Tensor& scores, int64_t keep) {
-  const torch::Tensor order =
-      std::get<1>(scores.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
-  return std::get<0>(order.narrow(0, 0, keep).sort());
-}
-
 }  // namespace
 
 int64_t DeviceDynamicTree::Record(const torch::Tensor& log_probs, const torch::Tensor& parent,
-                                  const torch::Tensor& base) {
+                                  const torch::Tensor& base, const torch::Tensor& row_real) {
   const int64_t rows = log_probs.size(0);
   const int64_t k = std::min<int64_t>(options_.top_k, log_probs.size(1));
   const auto top = log_probs.to(torch::kFloat64).topk(k, /*dim=*/1);
   tokens_ = torch::cat({tokens_, std::get<1>(top).flatten()});
   parents_ = torch::cat({parents_, parent.unsqueeze(1).expand({rows, k}).flatten()});
   scores_ = torch::cat({scores_, (base.unsqueeze(1) + std::get<0>(top)).flatten()});
+  if (width_.defined()) {  // a real row's best `width` children are real
+    const torch::Tensor real = row_real.unsqueeze(1) & (Arange(k, tokens_) < width_).unsqueeze(0);
+    real_ = torch::cat({real_, real.flatten()});
+  }
   return k;
+}
+
+torch::Tensor DeviceDynamicTree::Best(const torch::Tensor& scores, int64_t first, int64_t keep,
+                                      torch::Tensor* real) const {
+  torch::Tensor order = std::get<1>(scores.sort(/*stable=*/true, /*dim=*/0, /*descending=*/true));
+  if (width_.defined()) {
+    // Real nodes first, each part still by score: a stable sort of the score order.
+    const torch::Tensor is_real = real_.narrow(0, first, scores.size(0)).index_select(0, order);
+    order = order.index_select(0, std::get<1>(is_real.to(torch::kInt32).sort(
+                                      /*stable=*/true, /*dim=*/0, /*descending=*/true)));
+  }
+  const torch::Tensor kept = order.narrow(0, 0, keep);
+  const auto in_index_order = kept.sort();
+  if (width_.defined() && real != nullptr) {
+    // Rank r of the kept is real when it is a real node among the best `width`.
+    const torch::Tensor ranked_real =
+        (Arange(keep, kept) < width_) &
+        real_.narrow(0, first, scores.size(0)).index_select(0, kept);
+    *real = ranked_real.index_select(0, std::get<1>(in_index_order));
+  }
+  return std::get<0>(in_index_order);
 }
 
 void DeviceDynamicTree::Start(const torch::Tensor& log_probs) {
@@ -42,12 +59,15 @@ void DeviceDynamicTree::Start(const torch::Tensor& log_probs) {
   tokens_ = torch::zeros({0}, ints);
   parents_ = torch::zeros({0}, ints);
   scores_ = torch::zeros({0}, ints.dtype(torch::kFloat64));
+  if (width_.defined()) real_ = torch::zeros({0}, ints.dtype(torch::kBool));
   expansions_ = slots_fed_ = 0;
   // Every expansion feeds at most top_k nodes (the root's children are at most top_k too).
   max_slots_ = std::max<int64_t>(1, options_.depth) * options_.top_k;
   const int64_t k = Record(log_probs.unsqueeze(0), torch::full({1}, -1, ints),
-                           torch::zeros({1}, ints.dtype(torch::kFloat64)));
+                           torch::zeros({1}, ints.dtype(torch::kFloat64)),
+                           torch::ones({1}, ints.dtype(torch::kBool)));
   frontier_ = Arange(k, tokens_);
+  if (width_.defined()) frontier_real_ = real_;  // the root's best `width` children
   frontier_size_ = k;
   frontier_parent_slot_ = torch::full({k}, -1, ints);
   frontier_ancestors_ = torch::zeros({k, max_slots_}, ints.dtype(torch::kBool));
@@ -68,11 +88,13 @@ void DeviceDynamicTree::Expand(const torch::Tensor& log_probs) {
   const int64_t base = slots_fed_;
   slots_fed_ += frontier_size_;
   const int64_t first = tokens_.size(0);
-  const int64_t k = Record(log_probs, frontier_, scores_.index_select(0, frontier_));
+  const int64_t k =
+      Record(log_probs, frontier_, scores_.index_select(0, frontier_), frontier_real_);
   const int64_t candidates = frontier_size_ * k;
   // The global top_k of the candidates by cumulative score, in creation order.
   const int64_t keep = std::min<int64_t>(options_.top_k, candidates);
-  const torch::Tensor chosen = BestInIndexOrder(scores_.narrow(0, first, candidates), keep);
+  const torch::Tensor chosen =
+      Best(scores_.narrow(0, first, candidates), first, keep, &frontier_real_);
   frontier_ = first + chosen;
   // Candidate c is child c / k of the fed frontier's row c / k: its parent's slot, and its
   // ancestors are its parent's and the parent itself.
@@ -89,7 +111,7 @@ StatusOr<torch::Tensor> DeviceDynamicTree::ChosenOnDevice() const {
     torch::NoGradGuard no_grad;
     const int64_t recorded = tokens_.size(0);
     const int64_t total = std::min<int64_t>(options_.total_tokens, recorded);
-    const torch::Tensor chosen = BestInIndexOrder(scores_, total);
+    const torch::Tensor chosen = Best(scores_, 0, total, nullptr);
     // Parents re-indexed into the chosen list (a chosen node's parent is chosen: it scores at
     // least as much and was created earlier).
     const torch::Tensor index_of =

@@ -18,6 +18,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "engine/core/status.h"
@@ -27,7 +28,16 @@ namespace mulo::engine {
 
 class DeviceDynamicTree {
  public:
-  explicit DeviceDynamicTree(DynamicTreeOptions options) : options_(options) {}
+  // `width` undefined: the tree of `options`. Defined (int64 [1] on the device, 1 .. top_k):
+  // the tree of width `width` grown in shapes padded to options.top_k, so that one CUDA graph
+  // grows every width up to it (PEANUT's steps, whose width moves every step;
+  // eagle_tree_graphs.h). Every row records top_k children and every frontier holds top_k
+  // nodes, but only a real row's best `width` children, and a frontier's best `width` real
+  // candidates, are real; the others are never expanded (their children are not real) and
+  // never chosen (real nodes sort first), so the chosen tree is the unpadded one's node for
+  // node. options.total_tokens must then be the unpadded tree's chosen count (ChosenNodes).
+  explicit DeviceDynamicTree(DynamicTreeOptions options, torch::Tensor width = {})
+      : options_(options), width_(std::move(width)) {}
 
   // log_probs: [V], the drafter's log-distribution after the committed prefix.
   void Start(const torch::Tensor& log_probs);
@@ -74,16 +84,25 @@ class DeviceDynamicTree {
   // Records the top-k children of every row of `log_probs` [R, V] under the parents `parent`
   // (int64 [R], -1 = root) with base scores `base` (float64 [R]), row by row in rank order as
   // the host builder does; returns how many each row got.
+  // Padded: `row_real` (bool [R]) says which rows are real nodes'.
   int64_t Record(const torch::Tensor& log_probs, const torch::Tensor& parent,
-                 const torch::Tensor& base);
+                 const torch::Tensor& base, const torch::Tensor& row_real = {});
+  // The first `keep` of `scores` [n] (the recorded nodes from `first` on) by descending score,
+  // ties in index order, put back in index order (the host builder's std::stable_sort).
+  // Padded: real nodes first, and `*real` (when given) says which kept ones are among the
+  // `width` best real ones.
+  torch::Tensor Best(const torch::Tensor& scores, int64_t first, int64_t keep,
+                     torch::Tensor* real) const;
 
   DynamicTreeOptions options_;
+  torch::Tensor width_;  // padded trees: the real width, int64 [1]; undefined otherwise
   int64_t expansions_ = 0, frontier_size_ = 0, slots_fed_ = 0, max_slots_ = 0;
   // Every recorded node (creation order): token, parent (-1 = root), cumulative log-prob.
   torch::Tensor tokens_, parents_, scores_;
   torch::Tensor frontier_;              // int64 [F] node ids, creation order
   torch::Tensor frontier_parent_slot_;  // int64 [F]: each one's parent's slot, -1 = the root
   torch::Tensor frontier_ancestors_;    // bool [F, max_slots]: the slots of each one's ancestors
+  torch::Tensor real_, frontier_real_;  // padded: bool, which recorded / frontier nodes are real
 };
 
 }  // namespace mulo::engine

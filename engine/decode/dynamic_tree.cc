@@ -15,6 +15,11 @@ std::vector<int64_t> ByScore(std::vector<int64_t> ids, const std::vector<double>
 
 }  // namespace
 
+int64_t ChosenNodes(const DynamicTreeOptions& options, int64_t vocab) {
+  const int64_t k = std::min(options.top_k, vocab);
+  return std::min(options.total_tokens, k + options.depth * k * k);
+}
+
 void DynamicTreeBuilder::AddChildren(int64_t parent, double base, const torch::Tensor& log_probs,
                                      std::vector<int64_t>* added) {
   const int64_t k = std::min<int64_t>(options_.top_k, log_probs.size(0));

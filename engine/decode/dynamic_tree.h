@@ -31,6 +31,11 @@ struct DynamicTreeOptions {
   int64_t top_k = 10;         // children per expanded node, and the frontier's width
 };
 
+// The nodes a tree of `options` hands to verification over `vocab` tokens: total_tokens, or
+// every node it records when fewer (the root's k children and k^2 per expansion, k =
+// min(top_k, vocab)). The tree verify graphs' node count (tree_verify_graphs.h).
+int64_t ChosenNodes(const DynamicTreeOptions& options, int64_t vocab);
+
 class DynamicTreeBuilder {
  public:
   explicit DynamicTreeBuilder(DynamicTreeOptions options) : options_(options) {}

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "engine/core/device_upload.h"
+#include "engine/decode/dynamic_tree.h"
 #include "engine/decode/eagle_proposer.h"
 #include "engine/decode/kv_pools.h"
 #include "engine/model/tree_verify_graphs.h"
@@ -143,9 +144,9 @@ class EagleState : public SteppedMethod::State {
                         int64_t max_depth) const {
     if (session.reservation() == nullptr) return false;
     const int64_t depth = std::min(shape.depth, max_depth - 1);
-    const int64_t k = std::min<int64_t>(shape.top_k, session.models().target->vocab_size());
     TreeVerifyGraphs::Shape key;
-    key.nodes = std::min(shape.total_tokens, k + depth * k * k);
+    key.nodes = ChosenNodes({shape.total_tokens, depth, shape.top_k},
+                            session.models().target->vocab_size());
     key.max_depth = depth + 1;
     key.max_children = SiblingBound(shape);
     return session.reservation()->TreeVerifyGraphsOf(*session.models().target,

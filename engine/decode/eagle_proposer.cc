@@ -281,7 +281,7 @@ StatusOr<DeviceDynamicTree::ChosenTree> EagleProposer::ProposeDynamicOnDevice(
     MULO_ASSIGN_OR_RETURN(
         DeviceDynamicTree::ChosenTree chosen,
         graphs->Run({&cache_, queued_tokens_, torch::stack(queued_features_, 1),
-                     session.sampling()}));
+                     session.sampling(), /*numbers=*/torch::Tensor(), cut}));
     session.stats().draft_forward_passes += 1 + cut.depth;  // the catch-up, each expansion
     PairsFed();
     return chosen;

@@ -21,6 +21,8 @@ namespace {
 
 // The ints before the pairs' tokens: the two head slots, the cache length, the pairs fed.
 constexpr int64_t kFixedInts = 4;
+// After the pairs' tokens: cfg_scale and temperature (float64 bits), then a padded tree's width.
+constexpr int64_t kTrailingInts = 3;
 
 // One masked head forward over m tree nodes taking the next slots after `slots` fed ones
 // (head cache rows committed + slots ..): `tokens` int64 [m], `inputs` [2, m, dim] their
@@ -68,8 +70,8 @@ bool SameTree(const DynamicTreeOptions& a, const DynamicTreeOptions& b) {
 
 struct EagleTreeGraphs::Entry {
   // Static inputs on the device, filled per replay:
-  //   ints [kFixedInts + max_pairs + 2] int64: slots, length, pairs, the pairs' tokens, then
-  //     cfg_scale and temperature as float64 bits;
+  //   ints [kFixedInts + max_pairs + kTrailingInts] int64: slots, length, pairs, the pairs'
+  //     tokens, then cfg_scale and temperature as float64 bits and a padded tree's width;
   //   features [2, max_pairs, dim]: the pairs' target features;
   //   numbers [nodes] float64: a sampled static tree's (undefined for other graphs).
   torch::Tensor ints, features, numbers;
@@ -95,9 +97,10 @@ struct EagleTreeGraphs::StaticLevel {
 };
 
 EagleTreeGraphs::EagleTreeGraphs(const KvPool& pool, DynamicTreeOptions tree, int64_t max_pairs,
-                                 Model model)
+                                 Model model, bool padded)
     : pool_(pool),
       tree_(tree),
+      padded_(padded),
       max_pairs_(max_pairs),
       model_(std::move(model)) {}
 
@@ -112,6 +115,20 @@ StatusOr<std::shared_ptr<EagleTreeGraphs>> EagleTreeGraphs::Capture(const KvPool
   }
   return CaptureAll(std::shared_ptr<EagleTreeGraphs>(
       new EagleTreeGraphs(pool, tree, max_pairs, std::move(model))));
+}
+
+StatusOr<std::shared_ptr<EagleTreeGraphs>> EagleTreeGraphs::CapturePadded(const KvPool& pool,
+                                                                          DynamicTreeOptions tree,
+                                                                          int64_t max_pairs,
+                                                                          Model model) {
+  if (tree.depth < 0 || tree.top_k < 1 || tree.top_k > model.vocab || tree.total_tokens < 1 ||
+      tree.total_tokens > ChosenNodes(tree, model.vocab) || max_pairs < 1) {
+    return InvalidArgumentError(
+        "EagleTreeGraphs: a padded tree needs a top_k within the vocabulary, at most as many "
+        "tokens as it records, and pairs");
+  }
+  return CaptureAll(std::shared_ptr<EagleTreeGraphs>(
+      new EagleTreeGraphs(pool, tree, max_pairs, std::move(model), /*padded=*/true)));
 }
 
 StatusOr<std::shared_ptr<EagleTreeGraphs>> EagleTreeGraphs::CaptureStatic(const KvPool& pool,
@@ -230,6 +247,7 @@ void EagleTreeGraphs::Body(Entry& e, int64_t span) const {
   const torch::Tensor length = e.ints.narrow(0, 2, 1);
   const torch::Tensor pairs = e.ints.narrow(0, 3, 1);
   const torch::Tensor params = e.ints.narrow(0, kFixedInts + pairs_max, 2).view(torch::kFloat64);
+  const torch::Tensor width = e.ints.narrow(0, kFixedInts + pairs_max + 2, 1);
   const torch::Tensor cfg = params.narrow(0, 0, 1).to(torch::kFloat32);
   const torch::Tensor temperature = params.narrow(0, 1, 1).to(torch::kFloat32);
   const torch::Tensor divisor =
@@ -256,7 +274,7 @@ void EagleTreeGraphs::Body(Entry& e, int64_t span) const {
   // 2. The tree, as EagleProposer::GrowDynamic grows it; `fed`: the root's and every slot's
   // predicted features, in slot order.
   const TreeColumns tree_columns(columns, committed);
-  DeviceDynamicTree tree(tree_);
+  DeviceDynamicTree tree(tree_, padded_ ? width : torch::Tensor());
   tree.Start(Ranking(fed, cfg, divisor).log()[0]);
   while (tree.expansions_left() > 0) {
     const DeviceDynamicTree::Feed feed = tree.NextFeed();
@@ -316,9 +334,11 @@ Status EagleTreeGraphs::CaptureSpan(int64_t span) {
     Entry* e = entry.get();
     // Until the first call fills them: the scratch slot, length 0, one pair, greedy (cfg_scale
     // and temperature 0.0), so that the capture's warm-up writes nowhere a request reads.
-    e->ints = torch::zeros({kFixedInts + max_pairs() + 2}, torch::dtype(torch::kInt64).device(device));
+    e->ints = torch::zeros({kFixedInts + max_pairs() + kTrailingInts},
+                           torch::dtype(torch::kInt64).device(device));
     e->ints.narrow(0, 0, 2).fill_(pool_.scratch_slot());
     e->ints.narrow(0, 3, 1).fill_(1);
+    e->ints.narrow(0, kFixedInts + max_pairs() + 2, 1).fill_(tree_.top_k);
     e->features = torch::zeros({2, max_pairs(), model_.dim}, model_.options);
     const int64_t nodes = static_tree_ ? static_shape_.parents.size(0) : 0;
     if (static_tree_ && !static_tree_->greedy) {
@@ -350,9 +370,16 @@ int64_t EagleTreeGraphs::SpanOf(const KvCache& cache) const {
   return ForwardGraphs::RoundUpToSpan(cache.length() + rows_written());
 }
 
+bool EagleTreeGraphs::Grows(const DynamicTreeOptions& options) const {
+  if (static_tree_) return false;
+  if (!padded_) return SameTree(options, tree_);
+  return options.depth == tree_.depth && options.top_k >= 1 && options.top_k <= tree_.top_k &&
+         ChosenNodes(options, model_.vocab) == tree_.total_tokens;
+}
+
 bool EagleTreeGraphs::Fits(const KvCache& cache, int64_t pairs, const DynamicTreeOptions& options,
                            const SamplingParams& sampling) const {
-  return !static_tree_ && SameTree(options, tree_) && FitsCall(cache, pairs, sampling);
+  return Grows(options) && FitsCall(cache, pairs, sampling);
 }
 
 bool EagleTreeGraphs::FitsStatic(const KvCache& cache, int64_t pairs, int64_t depth,
@@ -383,7 +410,7 @@ StatusOr<EagleTreeGraphs::Entry*> EagleTreeGraphs::Replay(const Call& call) cons
   }
   return GuardTorch("EagleTreeGraphs::Run", [&]() -> StatusOr<Entry*> {
     torch::NoGradGuard no_grad;
-    std::vector<int64_t> ints(kFixedInts + max_pairs() + 2, 0);
+    std::vector<int64_t> ints(kFixedInts + max_pairs() + kTrailingInts, 0);
     ints[0] = call.cache->first_slot();
     ints[1] = call.cache->first_slot() + 1;
     ints[2] = call.cache->length();
@@ -393,6 +420,7 @@ StatusOr<EagleTreeGraphs::Entry*> EagleTreeGraphs::Replay(const Call& call) cons
     static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
     params[0] = call.sampling.cfg_scale;
     params[1] = call.sampling.temperature;
+    ints[kFixedInts + max_pairs() + 2] = static_tree_ ? 0 : call.tree.top_k;
     UploadInto(e->ints, torch::from_blob(ints.data(), {static_cast<int64_t>(ints.size())},
                                          torch::kInt64));
     // Pad pairs keep stale features: only pad rows, which nothing attends, read them.
@@ -407,7 +435,7 @@ StatusOr<EagleTreeGraphs::Entry*> EagleTreeGraphs::Replay(const Call& call) cons
 
 StatusOr<DeviceDynamicTree::ChosenTree> EagleTreeGraphs::Run(const Call& call) const {
   const int64_t pairs = static_cast<int64_t>(call.tokens.size());
-  if (call.cache == nullptr || !Fits(*call.cache, pairs, tree_, call.sampling)) {
+  if (call.cache == nullptr || !Fits(*call.cache, pairs, call.tree, call.sampling)) {
     return InvalidArgumentError("EagleTreeGraphs::Run: the call does not fit the tree graphs");
   }
   MULO_ASSIGN_OR_RETURN(Entry * e, Replay(call));

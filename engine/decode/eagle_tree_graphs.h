@@ -31,9 +31,12 @@
 // ForwardGraphs::kSpanRows); lone requests (two streams: a guided request's conditional and
 // unconditional halves). A set of graphs grows one tree shape; the worker's pools capture one
 // set at load for the family's EAGLE-2 tree and one for each shorter depth it is cut to where
-// the image ends, and for the static tree one per depth and draw (greedy or sampled). A
-// request with other options (PEANUT's shapes), a top-k or top-p filter, or one stream grows
-// its tree eagerly (Fits, FitsStatic).
+// the image ends, and for the static tree one per depth and draw (greedy or sampled).
+// PEANUT's trees change width every step (its 4 default images took 55 shapes in 327 steps), so
+// its sets are padded (CapturePadded): one set per depth, chosen count and padded width
+// grows every width up to it, the step's width riding in the upload (DeviceDynamicTree's
+// padded tree: the same chosen tree). A request with other options, a top-k or top-p filter,
+// or one stream grows its tree eagerly (Fits, FitsStatic).
 // Emulated graphs (LoadOptions::emulate_cuda_graphs) run the captured body eagerly at each
 // replay, counted as one replay with none of its operators (op_count.h).
 #ifndef MULO_ENGINE_DECODE_EAGLE_TREE_GRAPHS_H_
@@ -92,20 +95,31 @@ class EagleTreeGraphs {
                                                             DynamicTreeOptions tree,
                                                             int64_t max_pairs, Model model);
 
+  // The same for trees of `tree`'s depth and every width up to tree.top_k (at most the
+  // vocabulary) whose chosen count (ChosenNodes) is tree.total_tokens.
+  static StatusOr<std::shared_ptr<EagleTreeGraphs>> CapturePadded(const KvPool& pool,
+                                                                  DynamicTreeOptions tree,
+                                                                  int64_t max_pairs, Model model);
+
   // The same for the static tree `tree`. INVALID_ARGUMENT also for a depth outside 1 .. 5.
   static StatusOr<std::shared_ptr<EagleTreeGraphs>> CaptureStatic(const KvPool& pool,
                                                                   StaticTree tree,
                                                                   int64_t max_pairs, Model model);
 
   const KvPool& pool() const { return pool_; }
-  // The dynamic tree these graphs grow; meaningless when static_tree() is set.
+  // The dynamic tree these graphs grow (padded: the widest, with the chosen count);
+  // meaningless when static_tree() is set.
   const DynamicTreeOptions& tree() const { return tree_; }
+  bool padded() const { return padded_; }
+  // Whether these graphs grow the dynamic tree of `options`: its own, or for padded graphs
+  // any of their depth and chosen count no wider than theirs.
+  bool Grows(const DynamicTreeOptions& options) const;
   // The static tree these graphs draw, or nullopt (a dynamic tree's graphs).
   const std::optional<StaticTree>& static_tree() const { return static_tree_; }
   int64_t max_pairs() const { return max_pairs_; }
 
   // Whether a request's step may draft from these graphs: `cache` (its head cache, two
-  // streams) is a view of this pool, `pairs` fit, the tree options are these graphs', the
+  // streams) is a view of this pool, `pairs` fit, these graphs grow the tree (Grows), the
   // ranking distribution has no top-k or top-p filter and the step's rows fit a captured span.
   bool Fits(const KvCache& cache, int64_t pairs, const DynamicTreeOptions& options,
             const SamplingParams& sampling) const;
@@ -122,6 +136,8 @@ class EagleTreeGraphs {
     // A sampled static tree's numbers: float64 [nodes] on the device, the drafter stream's
     // next ones (DecodeSession::DrawNumbers); undefined otherwise.
     torch::Tensor numbers;
+    // The step's tree (the dynamic tree's graphs: one they grow).
+    DynamicTreeOptions tree;
   };
   // The chosen tree of DeviceDynamicTree (as EagleProposer grows it eagerly), left on the
   // device (copies: the next replay rewrites the graph's outputs); the cache is advanced by the
@@ -151,7 +167,8 @@ class EagleTreeGraphs {
  private:
   struct Entry;
   struct StaticLevel;
-  EagleTreeGraphs(const KvPool& pool, DynamicTreeOptions tree, int64_t max_pairs, Model model);
+  EagleTreeGraphs(const KvPool& pool, DynamicTreeOptions tree, int64_t max_pairs, Model model,
+                  bool padded = false);
   static StatusOr<std::shared_ptr<EagleTreeGraphs>> CaptureAll(
       std::shared_ptr<EagleTreeGraphs> graphs);
   Status CaptureSpan(int64_t span);
@@ -178,6 +195,7 @@ class EagleTreeGraphs {
 
   const KvPool& pool_;  // the head's; owned by the worker's pools as these graphs are
   const DynamicTreeOptions tree_;
+  const bool padded_;  // the width rides in the upload (CapturePadded)
   std::optional<StaticTree> static_tree_;
   const int64_t max_pairs_;
   const Model model_;

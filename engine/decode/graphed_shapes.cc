@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "engine/decode/peanut_shapes.h"
+
 namespace mulo::engine {
 
 KvPools::GraphedShapes GraphedShapesOf(const MethodConfig& config, const ModelSet& models) {
@@ -12,6 +14,7 @@ KvPools::GraphedShapes GraphedShapesOf(const MethodConfig& config, const ModelSe
   shapes.gsd_group = config.gsd.group.size;
   shapes.mc_sjd_window = config.mc_sjd.window;
   shapes.eagle_tree = config.eagle.dynamic;
+  shapes.peanut_trees = PeanutShapes::Reachable(config.peanut.shape, config.peanut.tree);
   shapes.lantern_k = config.lantern.k;
   shapes.lantern_plus_plus_k = config.lantern_plus_plus.k;
   const MuloOptions& mulo = config.mulo;

@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "engine/decode/draft_tree.h"
+#include "engine/decode/dynamic_tree.h"
 #include "engine/decode/eagle_tree_graphs.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/row_graphs.h"
@@ -60,6 +61,35 @@ std::vector<DynamicTreeOptions> FamilyTrees(const DynamicTreeOptions& full) {
   return trees;
 }
 
+// PEANUT's trees that padded drafting graphs grow (eagle_tree_graphs.h), as those graphs'
+// keys: the depth, the width rounded up to a multiple of kPaddedWidthStep (within the
+// vocabulary) and the nodes chosen; none for the family's own trees (graphs of their own).
+// Multiples of 8 rather than powers of two: a frontier's pad nodes take head cache rows and
+// compute, and PEANUT's widths at depth 1 reach total_tokens (a width of 34 pads to 40, not
+// 64: the deep trees' rows then fit the head slot's spans). The default family's
+// PEANUT trees take 99 keys (PeanutShapes::Reachable: 308 trees).
+constexpr int64_t kPaddedWidthStep = 8;
+
+std::vector<DynamicTreeOptions> PaddedPeanutTrees(const KvPools::GraphedShapes& shapes,
+                                                  int64_t vocab) {
+  const std::vector<DynamicTreeOptions> own = FamilyTrees(shapes.eagle_tree);
+  std::vector<DynamicTreeOptions> padded;
+  for (const DynamicTreeOptions& tree : shapes.peanut_trees) {
+    const bool exact = std::any_of(own.begin(), own.end(), [&](const DynamicTreeOptions& o) {
+      return o.total_tokens == tree.total_tokens && o.depth == tree.depth && o.top_k == tree.top_k;
+    });
+    const int64_t width = std::min(
+        vocab, (tree.top_k + kPaddedWidthStep - 1) / kPaddedWidthStep * kPaddedWidthStep);
+    if (exact || tree.top_k > vocab) continue;
+    const DynamicTreeOptions key{ChosenNodes(tree, vocab), tree.depth, width};
+    const bool known = std::any_of(padded.begin(), padded.end(), [&](const DynamicTreeOptions& o) {
+      return o.total_tokens == key.total_tokens && o.depth == key.depth && o.top_k == key.top_k;
+    });
+    if (!known) padded.push_back(key);
+  }
+  return padded;
+}
+
 // The depths EAGLE-1's static tree is drafted at: the whole tree and each cut (the last steps
 // of an image).
 int64_t StaticTreeDepth() { return StaticTree57().max_depth(); }
@@ -82,9 +112,8 @@ TreeVerifyGraphs::Shape StaticVerifyShape(int64_t depth) {
 // The verify graphs' shape of EAGLE-2's dynamic tree `tree` (its size: min(total_tokens, the
 // nodes recorded)).
 TreeVerifyGraphs::Shape DynamicVerifyShape(const DynamicTreeOptions& tree, int64_t vocab) {
-  const int64_t k = std::min(tree.top_k, vocab);
   TreeVerifyGraphs::Shape shape;
-  shape.nodes = std::min(tree.total_tokens, k + tree.depth * k * k);
+  shape.nodes = ChosenNodes(tree, vocab);
   shape.max_depth = tree.depth + 1;
   return shape;
 }
@@ -161,6 +190,15 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
             }
           }
         }
+        // PEANUT's trees, judged by the lossless rule (its LANTERN combination is off by
+        // default), each key once.
+        for (const DynamicTreeOptions& tree : shapes.peanut_trees) {
+          const TreeVerifyGraphs::Shape shape = DynamicVerifyShape(tree, steps->vocab);
+          const bool known =
+              std::any_of(verify_shapes.begin(), verify_shapes.end(),
+                          [&](const TreeVerifyGraphs::Shape& s) { return s.SameKey(shape); });
+          if (!known) verify_shapes.push_back(shape);
+        }
         for (const TreeVerifyGraphs::Shape& shape : verify_shapes) {
           plan.capture_tree_verify.push_back([steps, shape, table](const KvPool& pool) {
             return TreeVerifyGraphs::Capture(pool, shape, *steps,
@@ -222,7 +260,13 @@ std::vector<PoolPlan> Plan(const ModelSet& models, const KvPools::GraphedShapes&
         // EAGLE-2's drafting (the catch-up, the tree's expansions and its choice) in one replay,
         // for the family's default tree.
         const std::vector<DynamicTreeOptions> trees = FamilyTrees(shapes.eagle_tree);
-        const int64_t max_pairs = trees.back().depth + 2;
+        // A step feeds the pairs the step before committed (its depth and the next token),
+        // whichever tree it drafted (PEANUT's change from step to step).
+        int64_t deepest = trees.back().depth;
+        for (const DynamicTreeOptions& tree : shapes.peanut_trees) {
+          deepest = std::max(deepest, tree.depth);
+        }
+        const int64_t max_pairs = deepest + 2;
         const TokenModel* target = models.target.get();
         EagleTreeGraphs::Model model{head->SlotForward(), steps->embed,
                                      [target](const torch::Tensor& hidden) {
@@ -235,6 +279,11 @@ std::vector<PoolPlan> Plan(const ModelSet& models, const KvPools::GraphedShapes&
         for (const DynamicTreeOptions& tree : trees) {
           plan.capture_trees.push_back([model, tree, max_pairs](const KvPool& pool) {
             return EagleTreeGraphs::Capture(pool, tree, max_pairs, model);
+          });
+        }
+        for (const DynamicTreeOptions& tree : PaddedPeanutTrees(shapes, steps->vocab)) {
+          plan.capture_trees.push_back([model, tree, max_pairs](const KvPool& pool) {
+            return EagleTreeGraphs::CapturePadded(pool, tree, max_pairs, model);
           });
         }
         // EAGLE-1's: the static tree at every depth, greedy and sampled draws apart. A step
@@ -411,15 +460,14 @@ const EagleTreeGraphs* KvPools::tree_graphs(const EagleHead& head,
                                             const DynamicTreeOptions& tree) const {
   const Entry* entry = Find(&head);
   if (entry == nullptr) return nullptr;
+  // The tree's own graphs, else the narrowest padded ones that grow it.
+  const EagleTreeGraphs* padded = nullptr;
   for (const auto& graphs : tree_graphs_) {
-    const DynamicTreeOptions& own = graphs->tree();
-    if (&graphs->pool() == entry->pool.get() && !graphs->static_tree() &&
-        own.total_tokens == tree.total_tokens &&
-        own.depth == tree.depth && own.top_k == tree.top_k) {
-      return graphs.get();
-    }
+    if (&graphs->pool() != entry->pool.get() || !graphs->Grows(tree)) continue;
+    if (!graphs->padded()) return graphs.get();
+    if (padded == nullptr || graphs->tree().top_k < padded->tree().top_k) padded = graphs.get();
   }
-  return nullptr;
+  return padded;
 }
 
 const EagleTreeGraphs* KvReservation::TreeGraphsOf(const EagleHead& head,

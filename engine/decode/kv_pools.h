@@ -116,6 +116,9 @@ class KvPools {
     int64_t gsd_group = kGraphedGroup;
     int64_t mc_sjd_window = kGraphedCoupledWindow;
     DynamicTreeOptions eagle_tree;  // EAGLE-2's (LANTERN's and PEANUT's first) tree
+    // Every tree PEANUT's steps may draft (PeanutShapes::Reachable): drafted from padded
+    // graphs (EagleTreeGraphs::CapturePadded), verified by graphs of their own.
+    std::vector<DynamicTreeOptions> peanut_trees;
     int64_t lantern_k = kGraphedLanternK;
     int64_t lantern_plus_plus_k = kGraphedLanternPlusPlusK;
     int64_t mulo_draft_rows = 1;  // MuLo-SD's drafter rows per step

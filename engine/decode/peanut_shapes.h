@@ -56,6 +56,17 @@ class PeanutShapes {
   // is its tree's acceptance rate (accepted length / tree depth).
   void Record(int64_t first, int64_t count, const DynamicTreeOptions& shape, double alpha);
 
+  // The shape a step takes after a neighbour that drafted with `from`: one adaptation step,
+  // positive or not (the rules above).
+  static DynamicTreeOptions Adapted(const PeanutOptions& options, DynamicTreeOptions from,
+                                    bool positive);
+  // Every shape a step may take: the initial one, every one Random initialisation draws,
+  // every one an adaptation step leads to from those, and each of them cut to every shallower
+  // depth (the image's last steps), in no particular order. What the worker's pools capture
+  // PEANUT's drafting graphs for (kv_pools.h).
+  static std::vector<DynamicTreeOptions> Reachable(const PeanutOptions& options,
+                                                   const DynamicTreeOptions& initial);
+
  private:
   struct Recorded {
     bool set = false;

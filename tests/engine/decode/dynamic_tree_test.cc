@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 #include <vector>
 
 namespace mulo::engine {
@@ -138,6 +139,65 @@ TEST(DynamicTreeTest, TheDeviceTreeIsTheHostBuilders) {
     EXPECT_EQ(chosen->shape.parents, expected.shape.parents) << "trial " << trial;
   }
   EXPECT_GT(ties_decided, 5);
+}
+
+// A padded tree (one graph for every width up to its own: PEANUT's steps) grows the tree of
+// its real width node for node. The drafter here gives each node a distribution that depends
+// on its token alone (as the head's would on its path), from a table with repeated values, so
+// that cumulative scores tie across rows and the tie-break by creation order is exercised.
+// Control: the same tree grown unpadded at the padded width differs, so the padding's marks
+// are what make them equal.
+TEST(DynamicTreeTest, APaddedDeviceTreeIsTheUnpaddedTreeOfItsWidth) {
+  torch::manual_seed(5);
+  constexpr int64_t kVocab = 24;
+  // Row t: the distribution after token t, a permutation of the same values (distinct within
+  // a row, as a model's are in practice: top-k itself orders ties as it likes), so that
+  // cumulative scores tie across rows.
+  std::vector<double> values(kVocab);
+  for (int64_t i = 0; i < kVocab; ++i) values[i] = std::pow(0.5, 1 + i % 12) * (1 + i / 12 * 0.5);
+  std::vector<torch::Tensor> rows;
+  for (int64_t t = 0; t <= kVocab; ++t) {
+    rows.push_back(torch::tensor(values, torch::kFloat64).index_select(0, torch::randperm(kVocab)));
+  }
+  const torch::Tensor table = torch::stack(rows).log().to(torch::kFloat32);
+  const auto grow = [&](DeviceDynamicTree& tree) {
+    tree.Start(table[kVocab]);
+    while (tree.expansions_left() > 0) {
+      tree.Expand(table.index_select(0, tree.NextFeed().tokens));
+    }
+    return tree.ChosenTreeOnDevice();
+  };
+  int differs_unpadded = 0, trials = 0;
+  for (int64_t width : {1, 2, 3, 4, 5, 7}) {
+    for (int64_t padded_width : {8, 16}) {
+      for (int64_t depth : {1, 2, 3}) {
+        for (int64_t total : {6, 20, 60}) {
+          const DynamicTreeOptions exact{total, depth, width};
+          const int64_t chosen = ChosenNodes(exact, kVocab);
+          DeviceDynamicTree unpadded(exact);
+          DeviceDynamicTree padded({chosen, depth, padded_width},
+                                   torch::full({1}, width, torch::kInt64));
+          DeviceDynamicTree wide({chosen, depth, padded_width});
+          auto expected = grow(unpadded);
+          auto got = grow(padded);
+          auto control = grow(wide);
+          ASSERT_TRUE(expected.ok() && got.ok() && control.ok());
+          const std::string label = "width " + std::to_string(width) + " in " +
+                                    std::to_string(padded_width) + ", depth " +
+                                    std::to_string(depth) + ", total " + std::to_string(total);
+          ASSERT_EQ(got->size(), chosen) << label;
+          EXPECT_TRUE(torch::equal(got->tokens, expected->tokens)) << label;
+          EXPECT_TRUE(torch::equal(got->parents, expected->parents)) << label;
+          EXPECT_TRUE(torch::equal(got->depths, expected->depths)) << label;
+          EXPECT_EQ(got->max_depth, expected->max_depth) << label;
+          differs_unpadded += !torch::equal(control->tokens, expected->tokens) ||
+                              !torch::equal(control->parents, expected->parents);
+          ++trials;
+        }
+      }
+    }
+  }
+  EXPECT_GT(differs_unpadded, trials / 2);
 }
 
 }  // namespace

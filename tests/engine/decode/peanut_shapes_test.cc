@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace mulo::engine {
 namespace {
 
@@ -121,6 +123,45 @@ TEST(PeanutShapesTest, NoAdaptationKeepsEagle2sShape) {
     EXPECT_EQ(s.total_tokens, 60);
     shapes.Record(position, 2, s, alpha);
     position += 2;
+  }
+}
+
+// Reachable holds every shape the policy gives, and each shape cut shallower (the image's
+// last steps): steps under random acceptance rates, for the paper's Anole and LlamaGen
+// settings and for each initialisation. It is not every shape: with width steps of 3 from 10,
+// a width of 11 is never taken.
+TEST(PeanutShapesTest, ReachableHoldsEveryShapeAStepTakes) {
+  PeanutOptions llamagen;
+  llamagen.l_k = 10;
+  llamagen.max_top_k = 40;
+  PeanutOptions vertical, random;
+  vertical.init = PeanutInit::kVerticalRepeat;
+  random.init = PeanutInit::kRandom;
+  for (const PeanutOptions& o : {PeanutOptions(), llamagen, vertical, random}) {
+    const std::vector<DynamicTreeOptions> reachable = PeanutShapes::Reachable(o, kEagle2);
+    const auto holds = [&](const DynamicTreeOptions& s) {
+      for (const DynamicTreeOptions& r : reachable) {
+        if (r.total_tokens == s.total_tokens && r.depth == s.depth && r.top_k == s.top_k) {
+          return true;
+        }
+      }
+      return false;
+    };
+    Rng alphas(3, RngStream::kTarget);
+    PeanutShapes shapes(o, kEagle2, 16, 9);
+    for (int64_t position = 0; position < 256;) {
+      const DynamicTreeOptions s = shapes.ShapeAt(position);
+      for (int64_t depth = 0; depth <= s.depth; ++depth) {
+        ASSERT_TRUE(holds({s.total_tokens, depth, s.top_k}))
+            << "depth " << depth << ", top_k " << s.top_k << " at " << position;
+      }
+      const int64_t committed = 1 + static_cast<int64_t>(alphas.Uniform() * 3);
+      shapes.Record(position, committed, s, alphas.Uniform() * 1.6);
+      position += committed;
+    }
+    if (o.init != PeanutInit::kRandom && o.l_k == 3) {
+      EXPECT_FALSE(holds({60, 7, 11}));
+    }
   }
 }
 

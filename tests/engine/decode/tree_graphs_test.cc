@@ -16,6 +16,7 @@
 
 #include "engine/core/op_count.h"
 #include "engine/decode/draft_tree.h"
+#include "engine/decode/dynamic_tree.h"
 #include "engine/decode/eagle_tree_graphs.h"
 #include "engine/decode/engine_loop.h"
 #include "engine/decode/kv_pools.h"
@@ -46,11 +47,10 @@ struct TreeReplays {
 };
 TreeReplays Replays(const KvPools& pools, const ModelSet& family, const DynamicTreeOptions& tree) {
   TreeReplays replays;
-  const int64_t k = std::min<int64_t>(tree.top_k, family.target->vocab_size());
   for (int64_t depth = 0; depth <= tree.depth; ++depth) {
     const EagleTreeGraphs* drafts = pools.tree_graphs(*family.eagle, Cut(tree, depth));
     TreeVerifyGraphs::Shape key;
-    key.nodes = std::min(tree.total_tokens, k + depth * k * k);
+    key.nodes = ChosenNodes(Cut(tree, depth), family.target->vocab_size());
     key.max_depth = depth + 1;
     const TreeVerifyGraphs* verify = pools.tree_verify_graphs(*family.target, key);
     EXPECT_NE(drafts, nullptr) << "depth " << depth;
@@ -119,10 +119,9 @@ TreeReplays RelaxedReplays(const KvPools& pools, const ModelSet& family, bool st
     }
   } else {
     replays.drafts = Replays(pools, family, tree).drafts;
-    const int64_t top_k = std::min<int64_t>(tree.top_k, family.target->vocab_size());
     for (int64_t depth = 0; depth <= tree.depth; ++depth) {
       TreeVerifyGraphs::Shape key;
-      key.nodes = std::min(tree.total_tokens, top_k + depth * top_k * top_k);
+      key.nodes = ChosenNodes(Cut(tree, depth), family.target->vocab_size());
       key.max_depth = depth + 1;
       key.max_children = tree.top_k;
       keys.push_back(key);

@@ -1,0 +1,151 @@
+// PEANUT's steps over the pools with (emulated) graphs (issue 61). Its trees change depth and
+// width from step to step (PeanutShapes), so the pools capture padded drafting graphs for every
+// tree its steps may take (PeanutShapes::Reachable; EagleTreeGraphs::CapturePadded: one graph
+// per depth, chosen count and power-of-two width, the step's width in the upload) and verify
+// graphs for each of their shapes. A request decodes the eager step's tokens (greedy exactly,
+// and ar's; sampled up to a rounding flip, as the other graphs' tests allow), nearly every step
+// in two replays: a wide deep tree late in the image, past the head slot's rows, grows
+// eagerly.
+#include <iostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/core/op_count.h"
+#include "engine/decode/dynamic_tree.h"
+#include "engine/decode/eagle_tree_graphs.h"
+#include "engine/decode/kv_pools.h"
+#include "engine/decode/method_registry.h"
+#include "engine/decode/peanut_shapes.h"
+#include "engine/model/model_set.h"
+#include "engine/model/tree_verify_graphs.h"
+#include "gtest/gtest.h"
+#include "tests/engine/decode/pooled_decode.h"
+#include "tests/engine/decode/synth_jobs.h"
+#include "tests/engine/test_util.h"
+
+namespace mulo::engine {
+namespace {
+
+struct Replays {
+  int64_t drafts = 0, padded_drafts = 0, verifications = 0;
+};
+
+// The replays of every graph a PEANUT tree of `config` may draft or verify from, each set once.
+Replays Count(const KvPools& pools, const ModelSet& family, const MethodConfig& config) {
+  Replays replays;
+  std::set<const EagleTreeGraphs*> drafts;
+  std::set<const TreeVerifyGraphs*> verifications;
+  for (const DynamicTreeOptions& tree :
+       PeanutShapes::Reachable(config.peanut.shape, config.peanut.tree)) {
+    if (const EagleTreeGraphs* graphs = pools.tree_graphs(*family.eagle, tree)) {
+      drafts.insert(graphs);
+    }
+    TreeVerifyGraphs::Shape key;
+    key.nodes = ChosenNodes(tree, family.target->vocab_size());
+    key.max_depth = tree.depth + 1;
+    if (const TreeVerifyGraphs* graphs = pools.tree_verify_graphs(*family.target, key)) {
+      verifications.insert(graphs);
+    }
+  }
+  for (const EagleTreeGraphs* graphs : drafts) {
+    EXPECT_EQ(graphs->counts().failed_captures, 0);
+    replays.drafts += graphs->counts().replays;
+    if (graphs->padded()) replays.padded_drafts += graphs->counts().replays;
+  }
+  for (const TreeVerifyGraphs* graphs : verifications) {
+    EXPECT_EQ(graphs->counts().failed_captures, 0);
+    replays.verifications += graphs->counts().replays;
+  }
+  return replays;
+}
+
+TEST(PeanutGraphsTest, StepsDraftFromPaddedGraphsWithTheEagerStepsTokens) {
+  const ModelSet& plain = testing::SynthFamily();
+  const auto emulated = testing::EmulatedSynthFamily();
+  ASSERT_NE(emulated, nullptr);
+  auto config = DefaultMethodConfig("peanut", plain);
+  ASSERT_OK(config);
+  auto pools = testing::SynthPools(*emulated, 1);
+  ASSERT_NE(pools, nullptr);
+  // Every reachable tree has drafting graphs (the family's own or padded).
+  int64_t reachable = 0, drafted_from_graphs = 0;
+  for (const DynamicTreeOptions& tree :
+       PeanutShapes::Reachable(config->peanut.shape, config->peanut.tree)) {
+    ++reachable;
+    drafted_from_graphs += pools->tree_graphs(*emulated->eagle, tree) != nullptr;
+  }
+  EXPECT_EQ(drafted_from_graphs, reachable);
+  {
+    std::set<const EagleTreeGraphs*> padded;
+    int64_t padded_graphs = 0;
+    for (const DynamicTreeOptions& tree :
+         PeanutShapes::Reachable(config->peanut.shape, config->peanut.tree)) {
+      const EagleTreeGraphs* graphs = pools->tree_graphs(*emulated->eagle, tree);
+      if (graphs != nullptr && graphs->padded() && padded.insert(graphs).second) {
+        padded_graphs += graphs->counts().graphs;
+      }
+    }
+    std::cout << "[peanut] " << reachable << " reachable trees; " << padded.size()
+              << " padded drafting sets (" << padded_graphs << " graphs) of the pools' "
+              << pools->graph_counts().graphs << " graphs\n";
+  }
+  for (double temperature : {0.0, 1.0}) {
+    int mismatches = 0;
+    for (int prompt : {0, 1}) {
+      const DecodeRequest request =
+          testing::SynthRequest({"peanut", prompt, temperature}, plain);
+      auto eager = testing::DecodeConfig(*config, plain, request);
+      ASSERT_OK(eager);
+      auto reservation = testing::ReserveFor(*pools, *emulated, "peanut", request);
+      ASSERT_NE(reservation, nullptr);
+      const Replays before = Count(*pools, *emulated, *config);
+      StatusOr<DecodeResult> graphed = InternalError("not run");
+      {
+        OpCounting counting;
+        graphed = testing::DecodeConfig(*config, *emulated, request, nullptr, reservation.get());
+      }
+      ASSERT_OK(graphed);
+      const Replays after = Count(*pools, *emulated, *config);
+      const Stats& stats = graphed->stats;
+      const int64_t steps = stats.verify_steps;
+      const int64_t drafts = after.drafts - before.drafts;
+      const int64_t verifications = after.verifications - before.verifications;
+      std::cout << "[peanut] temperature " << temperature << ", prompt " << prompt << ": "
+                << steps << " steps, " << drafts << " drafted from graphs ("
+                << after.padded_drafts - before.padded_drafts << " padded), " << verifications
+                << " verified in graphs, " << stats.graph_replays << " replays, "
+                << stats.host_syncs << " reads, " << stats.dispatched_ops
+                << " operators outside graphs ("
+                << static_cast<double>(stats.dispatched_ops) / static_cast<double>(steps)
+                << " per step)\n";
+      ASSERT_GT(steps, 0);
+      EXPECT_GE(drafts, steps * 9 / 10);
+      EXPECT_GT(after.padded_drafts, before.padded_drafts);
+      EXPECT_GE(verifications, steps * 9 / 10);
+      EXPECT_LE(stats.host_syncs, steps + 2);
+      EXPECT_EQ(stats.draft_forward_passes, eager->stats.draft_forward_passes);
+      if (graphed->tokens != eager->tokens) {
+        ++mismatches;
+        std::cout << "[peanut] temperature " << temperature << ", prompt " << prompt
+                  << ": tokens differ\n";
+      } else {
+        EXPECT_EQ(stats.accepted_tokens, eager->stats.accepted_tokens);
+        EXPECT_EQ(stats.drafted_tokens, eager->stats.drafted_tokens);
+        EXPECT_EQ(stats.drafted_tree_width, eager->stats.drafted_tree_width);
+      }
+      if (temperature == 0.0) {
+        auto ar_config = DefaultMethodConfig("ar", plain);
+        ASSERT_OK(ar_config);
+        auto ar = testing::DecodeConfig(*ar_config, plain,
+                                        testing::SynthRequest({"ar", prompt, 0.0}, plain));
+        ASSERT_OK(ar);
+        EXPECT_EQ(graphed->tokens, ar->tokens) << "greedy PEANUT is ar, prompt " << prompt;
+      }
+    }
+    EXPECT_LE(mismatches, temperature == 0.0 ? 0 : 1) << "temperature " << temperature;
+  }
+}
+
+}  // namespace
+}  // namespace mulo::engine
