@@ -85,6 +85,16 @@ StatusOr<std::vector<MuloVerifyGraphs::Output>> RunTogether(
   return verify.Run(calls);
 }
 
+StatusOr<ZipArGraphs::Output> RunAlone(const ZipArGraphs& graphs, const ZipArGraphs::Call& c) {
+  MULO_ASSIGN_OR_RETURN(std::vector<ZipArGraphs::Output> outputs, graphs.Run({c}));
+  return std::move(outputs[0]);
+}
+
+StatusOr<std::vector<ZipArGraphs::Output>> RunTogether(
+    const ZipArGraphs& graphs, const std::vector<ZipArGraphs::Call>& calls, PackedGemms) {
+  return graphs.Run(calls);
+}
+
 StatusOr<torch::Tensor> RunAlone(const TokenDrawer&, const DrawCall& c) {
   return GuardTorch("DrawTokens", [&]() -> StatusOr<torch::Tensor> { return DrawTokens(c); });
 }
@@ -384,6 +394,18 @@ StatusOr<MuloVerifyGraphs::Output> EngineLoop::Run(const MuloVerifyGraphs& verif
   const int64_t rows = 2 * verify.RowsOf(static_cast<int64_t>(call.tail.size()));
   return Submit<MuloVerifyGraphs, MuloVerifyGraphs::Call, MuloVerifyGraphs::Output>(
       verify, call, Component::kTransformer, rows, /*budget_rows=*/rows, /*counts_read=*/true);
+}
+
+StatusOr<ZipArGraphs::Output> EngineLoop::Run(const ZipArGraphs& graphs,
+                                              const ZipArGraphs::Call& call) {
+  const int64_t inputs = static_cast<int64_t>(call.tokens.size());
+  if (call.cache == nullptr || !graphs.Fits(*call.cache, inputs, call.sampling)) {
+    return InvalidArgumentError("EngineLoop::Run: the forward does not fit the ZipAR graphs");
+  }
+  // Two streams of the forward's rows, padded as the graphs feed them.
+  const int64_t rows = 2 * ZipArGraphs::RowsOf(inputs);
+  return Submit<ZipArGraphs, ZipArGraphs::Call, ZipArGraphs::Output>(
+      graphs, call, Component::kTransformer, rows, /*budget_rows=*/rows, /*counts_read=*/true);
 }
 
 StatusOr<torch::Tensor> EngineLoop::Draw(const DrawCall& call) {

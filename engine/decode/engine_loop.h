@@ -45,6 +45,7 @@
 #include "engine/core/host_read.h"
 #include "engine/core/status.h"
 #include "engine/decode/mulo_verify_graphs.h"
+#include "engine/decode/zipar_graphs.h"
 #include "engine/model/eagle_head.h"
 #include "engine/model/resampler.h"
 #include "engine/model/resampler_graphs.h"
@@ -151,6 +152,8 @@ class EngineLoop : public ChainJudge, public HostReader {
   // MuloVerifyGraphs::Run({call}) (MuLo-SD's verification, mulo_verify_graphs.h), the same way.
   StatusOr<MuloVerifyGraphs::Output> Run(const MuloVerifyGraphs& verify,
                                          const MuloVerifyGraphs::Call& call);
+  // ZipArGraphs::Run({call}) (a ZipAR forward and its draws, zipar_graphs.h), the same way.
+  StatusOr<ZipArGraphs::Output> Run(const ZipArGraphs& graphs, const ZipArGraphs::Call& call);
   // DrawTokens(call), in the loop's next batched draw (TokenDrawer::DrawBatch): exactly the
   // tokens it draws alone. From outside the loop's requests it draws at once.
   StatusOr<torch::Tensor> Draw(const DrawCall& call);

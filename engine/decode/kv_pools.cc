@@ -41,6 +41,8 @@ struct PoolPlan {
   // The target's graphs of MuLo-SD's verification (mulo_verify_graphs.h); none when null.
   std::function<StatusOr<std::shared_ptr<MuloVerifyGraphs>>(const KvPool&)> capture_mulo_verify =
       nullptr;
+  // The target's graphs of ZipAR's forwards (zipar_graphs.h); none when null.
+  std::function<StatusOr<std::shared_ptr<ZipArGraphs>>(const KvPool&)> capture_zipar = nullptr;
 };
 
 // Rows a slot holds: a request's longest cache and the draft rows after it, in whole graph
@@ -216,6 +218,10 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
           return MuloVerifyGraphs::Capture(pool, *mulo, *steps, neighbors);
         };
       }
+      // ZipAR's forwards and draws in one replay, for any window.
+      plan.capture_zipar = [steps, model](const KvPool& pool) {
+        return ZipArGraphs::Capture(pool, model->grid_size(), *steps);
+      };
       for (const VerifyGraphs::Shape& shape : {sjd, gsd, mc_sjd}) {
         plan.capture_verify.push_back([steps, shape, model](const KvPool& pool) {
           return VerifyGraphs::Capture(pool, shape, *steps,
@@ -341,6 +347,10 @@ StatusOr<std::unique_ptr<KvPools>> KvPools::Make(const std::vector<Family>& fami
                               capture_tree_verify(*pool));
         pools->tree_verify_graphs_.push_back(std::move(verify));
       }
+      if (plan.capture_zipar != nullptr) {
+        MULO_ASSIGN_OR_RETURN(std::shared_ptr<ZipArGraphs> zipar, plan.capture_zipar(*pool));
+        pools->zipar_graphs_.push_back(std::move(zipar));
+      }
       if (plan.capture_mulo_verify != nullptr) {
         MULO_ASSIGN_OR_RETURN(std::shared_ptr<MuloVerifyGraphs> verify,
                               plan.capture_mulo_verify(*pool));
@@ -430,6 +440,9 @@ std::vector<KvPools::Usage> KvPools::usage() const {
     }
     for (const auto& verify : mulo_verify_graphs_) {
       if (&verify->pool() == entry.pool.get()) graphs.Add(verify->counts());
+    }
+    for (const auto& zipar : zipar_graphs_) {
+      if (&zipar->pool() == entry.pool.get()) graphs.Add(zipar->counts());
     }
     out.push_back({entry.family, entry.component, entry.pool->slots(), entry.pool->used_slots(),
                    entry.pool->slot_rows(), entry.pool->MemoryBytes(), entry.pool->overflows(),
@@ -524,6 +537,19 @@ const MuloVerifyGraphs* KvPools::mulo_verify_graphs(const TokenModel& target,
 const MuloVerifyGraphs* KvReservation::MuloVerifyGraphsOf(
     const TokenModel& target, const MuloVerifyGraphs::Shape& shape) const {
   return pools_ != nullptr ? pools_->mulo_verify_graphs(target, shape) : nullptr;
+}
+
+const ZipArGraphs* KvPools::zipar_graphs(const TokenModel& target) const {
+  const Entry* entry = Find(&target);
+  if (entry == nullptr) return nullptr;
+  for (const auto& graphs : zipar_graphs_) {
+    if (&graphs->pool() == entry->pool.get()) return graphs.get();
+  }
+  return nullptr;
+}
+
+const ZipArGraphs* KvReservation::ZipArGraphsOf(const TokenModel& target) const {
+  return pools_ != nullptr ? pools_->zipar_graphs(target) : nullptr;
 }
 
 int64_t KvPools::MemoryBytes() const {

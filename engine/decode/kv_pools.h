@@ -26,6 +26,7 @@
 #include "engine/core/status.h"
 #include "engine/decode/dynamic_tree.h"
 #include "engine/decode/mulo_verify_graphs.h"
+#include "engine/decode/zipar_graphs.h"
 #include "engine/model/kv_pool.h"
 #include "engine/model/model_set.h"
 #include "engine/model/pool_graphs.h"
@@ -73,6 +74,8 @@ class KvReservation {
   // (mulo_verify_graphs.h), or null.
   const MuloVerifyGraphs* MuloVerifyGraphsOf(const TokenModel& target,
                                              const MuloVerifyGraphs::Shape& shape) const;
+  // The worker's graphs of ZipAR's forwards with `target` (zipar_graphs.h), or null.
+  const ZipArGraphs* ZipArGraphsOf(const TokenModel& target) const;
 
  private:
   friend class KvPools;
@@ -163,6 +166,9 @@ class KvPools {
   // null.
   const MuloVerifyGraphs* mulo_verify_graphs(const TokenModel& target,
                                              const MuloVerifyGraphs::Shape& shape) const;
+  // The graphs of ZipAR's forwards with `target`, captured over its pool at load (every
+  // window), or null.
+  const ZipArGraphs* zipar_graphs(const TokenModel& target) const;
 
   bool CanReserve(const KvDemand& demand) const;
   // The demand's slots, taken; null when they do not all fit (nothing is taken then). A need
@@ -193,6 +199,7 @@ class KvPools {
   std::vector<std::shared_ptr<EagleTreeGraphs>> tree_graphs_;
   std::vector<std::shared_ptr<TreeVerifyGraphs>> tree_verify_graphs_;
   std::vector<std::shared_ptr<MuloVerifyGraphs>> mulo_verify_graphs_;
+  std::vector<std::shared_ptr<ZipArGraphs>> zipar_graphs_;
 };
 
 }  // namespace mulo::engine

@@ -307,6 +307,37 @@ StatusOr<MuloVerifyGraphs::Output> ModelStream::VerifyMulo(const MuloVerifyGraph
   return out;
 }
 
+bool ModelStream::CanStepZipAr(const ZipArGraphs& graphs, int64_t inputs,
+                               const SamplingParams& sampling) const {
+  return graphs.Fits(cache_, inputs, sampling);
+}
+
+StatusOr<ZipArGraphs::Output> ModelStream::StepZipAr(const ZipArGraphs& graphs,
+                                                     ZipArGraphs::Call call) {
+  const int64_t inputs = static_cast<int64_t>(call.tokens.size());
+  if (!CanStepZipAr(graphs, inputs, call.sampling)) {
+    return FailedPreconditionError("ModelStream::StepZipAr: no ZipAR graph fits a forward of " +
+                                   std::to_string(inputs) + " tokens");
+  }
+  // Raster positions become sequence positions by one offset (every architecture's
+  // TokenPosition is affine), added in the graph.
+  call.position_offset = model_.TokenPosition(condition_rows_, 0);
+  if (model_.TokenPosition(condition_rows_, 1) != call.position_offset + 1) {
+    return FailedPreconditionError(
+        "ModelStream::StepZipAr: the model's raster positions are not consecutive");
+  }
+  call.cache = &cache_;
+  call.condition_rows = condition_rows_;
+  const int64_t context = cache_.length();
+  MULO_ASSIGN_OR_RETURN(ZipArGraphs::Output out, RunStepGraphs(loop_, graphs, call));
+  CountForward();
+  if (cache_.trace() != nullptr) {
+    cache_.trace()->push_back(
+        {&model_, cache_.batch(), ZipArGraphs::RowsOf(inputs), context, /*graph=*/true});
+  }
+  return out;
+}
+
 StatusOr<std::vector<int64_t>> ModelStream::DrawAndFeedRow(const torch::Tensor& uniforms,
                                                            const SamplingParams& sampling,
                                                            int64_t count) {

@@ -161,6 +161,15 @@ class ModelStream {
                                                 const std::vector<int64_t>& committed,
                                                 MuloVerifyGraphs::Call call);
 
+  // Whether a target may run a ZipAR forward of `inputs` tokens in one replay of `graphs`
+  // (zipar_graphs.h), as `sampling` allows.
+  bool CanStepZipAr(const ZipArGraphs& graphs, int64_t inputs,
+                    const SamplingParams& sampling) const;
+  // That replay and its one read, inside the loop's next batch of ZipAR forwards when there is
+  // a loop; the call's cache, condition rows and position offset are this stream's. As
+  // FeedSet, it leaves fed() alone (ZipAR's cache is not in raster order).
+  StatusOr<ZipArGraphs::Output> StepZipAr(const ZipArGraphs& graphs, ZipArGraphs::Call call);
+
   // Rolls back to the first n raster tokens (their next_logits are stale until the next Feed).
   Status Truncate(int64_t n);
 

@@ -4,10 +4,25 @@
 #include <utility>
 
 #include "engine/core/device_upload.h"
+#include "engine/decode/kv_pools.h"
+#include "engine/decode/zipar_graphs.h"
 #include "engine/decode/zipar_rows.h"
 
 namespace mulo::engine {
 namespace {
+
+// The predicting inputs of `forward` as (raster predicted, input index), in raster order:
+// the order their tokens are drawn in.
+std::vector<std::pair<int64_t, int64_t>> DrawOrder(const ZipArRows::Forward& forward) {
+  std::vector<std::pair<int64_t, int64_t>> draws;
+  for (size_t i = 0; i < forward.inputs.size(); ++i) {
+    if (forward.inputs[i].predicts >= 0) {
+      draws.emplace_back(forward.inputs[i].predicts, static_cast<int64_t>(i));
+    }
+  }
+  std::sort(draws.begin(), draws.end());
+  return draws;
+}
 
 class ZipArState : public SteppedMethod::State {
  public:
@@ -15,13 +30,26 @@ class ZipArState : public SteppedMethod::State {
 
   // One forward advances every open row by one token. The stream's cache holds the tokens in
   // the order they were fed (rows_.cached()), not in raster order, so the stream's fed() stays
-  // empty: every row of the cache carries its own position and the mask does the rest.
+  // empty: every row of the cache carries its own position and the mask does the rest. From
+  // the worker's ZipAR graphs where they fit (one replay, one read), else eagerly.
   Status Step(DecodeSession& session) override {
     {
       auto timer = session.Time(Phase::kTargetForward);
-      MULO_RETURN_IF_ERROR(AdvanceRows(*target_, rows_, [&](const torch::Tensor& logits) {
-        return session.ReadIds(session.DrawRowsOnDevice(logits, RngStream::kTarget));
-      }));
+      ZipArRows::Forward forward = rows_.Next(target_->condition_rows(), /*with_mask=*/false);
+      const KvReservation* kv = session.reservation();
+      const ZipArGraphs* graphs = kv != nullptr && !rows_.narrowed()
+                                      ? kv->ZipArGraphsOf(*session.models().target)
+                                      : nullptr;
+      const int64_t inputs = static_cast<int64_t>(forward.inputs.size());
+      if (graphs != nullptr && target_->CanStepZipAr(*graphs, inputs, session.sampling())) {
+        MULO_RETURN_IF_ERROR(FeedOnGraphs(session, *graphs, forward));
+      } else {
+        forward.mask = rows_.Mask(forward, target_->condition_rows());
+        const auto draw = [&](const torch::Tensor& logits) {
+          return session.ReadIds(session.DrawRowsOnDevice(logits, RngStream::kTarget));
+        };
+        MULO_RETURN_IF_ERROR(FeedPlanned(*target_, rows_, forward, draw));
+      }
       ++session.stats().verify_steps;
     }
     session.CommitRows(rows_.tokens(), rows_.RowsDone());
@@ -29,6 +57,32 @@ class ZipArState : public SteppedMethod::State {
   }
 
  private:
+  // The planned forward fed, its tokens drawn and read by one replay of the graphs; the
+  // placeholders' rows dropped after it, as FeedPlanned does.
+  Status FeedOnGraphs(DecodeSession& session, const ZipArGraphs& graphs,
+                      const ZipArRows::Forward& forward) {
+    const std::vector<std::pair<int64_t, int64_t>> draws = DrawOrder(forward);
+    ZipArGraphs::Call call;
+    for (const ZipArRows::Input& in : forward.inputs) {
+      call.tokens.push_back(in.token);
+      call.rasters.push_back(in.raster);
+      call.placeholders.push_back(in.placeholder);
+    }
+    for (const auto& draw : draws) call.draws.push_back(draw.second);
+    call.cached = rows_.cached();
+    if (!draws.empty()) {
+      call.uniforms = session.DrawNumbers(RngStream::kTarget, static_cast<int64_t>(draws.size()));
+    }
+    call.sampling = session.sampling();
+    MULO_ASSIGN_OR_RETURN(const ZipArGraphs::Output out,
+                          target_->StepZipAr(graphs, std::move(call)));
+    MULO_RETURN_IF_ERROR(
+        target_->cache().Truncate(target_->cache().length() - forward.placeholders));
+    rows_.Fed(forward);
+    for (size_t j = 0; j < draws.size(); ++j) rows_.Set(draws[j].first, out.drawn[j]);
+    return OkStatus();
+  }
+
   ModelStream* target_;
   ZipArRows rows_;
 };
@@ -38,7 +92,12 @@ class ZipArState : public SteppedMethod::State {
 Status AdvanceRows(
     ModelStream& stream, ZipArRows& rows,
     const std::function<StatusOr<std::vector<int64_t>>(const torch::Tensor&)>& draw_rows) {
-  const ZipArRows::Forward forward = rows.Next(stream.condition_rows());
+  return FeedPlanned(stream, rows, rows.Next(stream.condition_rows()), draw_rows);
+}
+
+Status FeedPlanned(
+    ModelStream& stream, ZipArRows& rows, const ZipArRows::Forward& forward,
+    const std::function<StatusOr<std::vector<int64_t>>(const torch::Tensor&)>& draw_rows) {
   std::vector<int64_t> ids, positions;
   for (const ZipArRows::Input& in : forward.inputs) {
     ids.push_back(in.token);
@@ -47,12 +106,8 @@ Status AdvanceRows(
   MULO_ASSIGN_OR_RETURN(ForwardOutput out, stream.FeedSet(ids, positions, forward.mask));
   MULO_RETURN_IF_ERROR(stream.cache().Truncate(stream.cache().length() - forward.placeholders));
   rows.Fed(forward);
-  std::vector<std::pair<int64_t, int64_t>> draws;  // (position, input index)
-  for (size_t i = 0; i < forward.inputs.size(); ++i) {
-    if (forward.inputs[i].predicts >= 0) draws.emplace_back(forward.inputs[i].predicts, i);
-  }
+  const std::vector<std::pair<int64_t, int64_t>> draws = DrawOrder(forward);
   if (draws.empty()) return OkStatus();
-  std::sort(draws.begin(), draws.end());
   std::vector<int64_t> inputs;
   for (const auto& draw : draws) inputs.push_back(draw.second);
   // The drawing rows in position order: one gather, or the forward's own row when it is one.

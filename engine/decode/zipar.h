@@ -31,6 +31,10 @@ struct ZipArOptions {
 Status AdvanceRows(
     ModelStream& stream, ZipArRows& rows,
     const std::function<StatusOr<std::vector<int64_t>>(const torch::Tensor&)>& draw_rows);
+// The same for a forward already planned (rows.Next) with its mask.
+Status FeedPlanned(
+    ModelStream& stream, ZipArRows& rows, const ZipArRows::Forward& forward,
+    const std::function<StatusOr<std::vector<int64_t>>(const torch::Tensor&)>& draw_rows);
 
 class ZipArDecoder : public SteppedMethod {
  public:

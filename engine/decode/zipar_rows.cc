@@ -30,7 +30,7 @@ void ZipArRows::Set(int64_t raster, int64_t token) {
   ++decoded_[raster / grid_];
 }
 
-ZipArRows::Forward ZipArRows::Next(int64_t condition_rows) {
+ZipArRows::Forward ZipArRows::Next(int64_t condition_rows, bool with_mask) {
   Forward forward;
   std::vector<Input> placeholders;
   for (int64_t r = 0; r < grid_; ++r) {
@@ -61,6 +61,11 @@ ZipArRows::Forward ZipArRows::Next(int64_t condition_rows) {
   forward.placeholders = static_cast<int64_t>(placeholders.size());
   forward.inputs.insert(forward.inputs.end(), placeholders.begin(), placeholders.end());
 
+  if (with_mask) forward.mask = Mask(forward, condition_rows);
+  return forward;
+}
+
+torch::Tensor ZipArRows::Mask(const Forward& forward, int64_t condition_rows) const {
   const int64_t n = static_cast<int64_t>(forward.inputs.size());
   const int64_t cached = static_cast<int64_t>(cached_.size());
   auto mask = torch::zeros({n, condition_rows + cached + n}, torch::kBool);
@@ -75,8 +80,7 @@ ZipArRows::Forward ZipArRows::Next(int64_t condition_rows) {
       m[i][condition_rows + cached + k] = k == i || (!other.placeholder && sees(other.raster));
     }
   }
-  forward.mask = mask;
-  return forward;
+  return mask;
 }
 
 void ZipArRows::Fed(const Forward& forward) {

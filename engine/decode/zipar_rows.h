@@ -56,8 +56,11 @@ class ZipArRows {
 
   // Records the token drawn for raster position `raster` (the next of its row).
   void Set(int64_t raster, int64_t token);
-  // Plans the next forward over a cache of `condition_rows` rows plus every token fed so far.
-  Forward Next(int64_t condition_rows);
+  // Plans the next forward over a cache of `condition_rows` rows plus every token fed so far;
+  // `with_mask` false leaves its mask undefined (ZipArGraphs builds it on the device).
+  Forward Next(int64_t condition_rows, bool with_mask = true);
+  // The mask of `forward` (planned by Next, not yet Fed).
+  torch::Tensor Mask(const Forward& forward, int64_t condition_rows) const;
   // Records that `forward` ran: its real inputs stay in the cache, its placeholders do not.
   void Fed(const Forward& forward);
 
@@ -66,6 +69,8 @@ class ZipArRows {
   std::vector<bool> RowsDone() const;
   // Raster index of every cached token, in cache order (after the condition rows).
   const std::vector<int64_t>& cached() const { return cached_; }
+  // Whether a test narrowed the wavefront (Visibility): only Mask knows it then.
+  bool narrowed() const { return static_cast<bool>(visible_); }
 
  private:
   // Tokens row r needs before row r + 1 opens.

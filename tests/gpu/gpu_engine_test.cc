@@ -29,7 +29,9 @@
 #include "engine/decode/kv_pools.h"
 #include "engine/decode/method_registry.h"
 #include "engine/decode/mulo.h"
+#include "engine/decode/peanut.h"
 #include "engine/decode/speculative.h"
+#include "engine/decode/zipar.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/model_set.h"
 #include "engine/model/transformer.h"
@@ -293,7 +295,8 @@ TEST_F(GpuTest, LosslessMethodsGiveArsGreedyTokensOnTheGpu) {
 // ar row. MuLo-SD with the family's defaults (drafter rows and U_r replayed, one read per step)
 // gives its eager tokens, three replays per step; EAGLE-2 and EAGLE-1 (their drafting and
 // their verification each one replay of the tree graphs, eagle_tree_graphs.h and
-// tree_verify_graphs.h) give ar's, two replays per step.
+// tree_verify_graphs.h) give ar's, two replays per step, and so does PEANUT from its padded
+// drafting graphs; ZipAR from its graphs (zipar_graphs.h) gives its eager tokens.
 TEST_F(GpuTest, PooledStepGraphsGiveArsGreedyTokensOnTheGpu) {
   auto graphs = LoadModelSet("models/synth", GpuOptions(torch::kFloat32, true));
   ASSERT_OK(graphs);
@@ -319,7 +322,17 @@ TEST_F(GpuTest, PooledStepGraphsGiveArsGreedyTokensOnTheGpu) {
     EagleOptions static_tree;
     static_tree.static_tree = true;
     const EagleDecoder eagle1(static_tree);
-    for (const std::string method : {"ar", "speculative", "mulo", "eagle", "eagle1"}) {
+    // PEANUT's trees from the padded drafting graphs (lossless: ar's tokens); ZipAR's forwards
+    // from its graphs (its eager tokens on this device).
+    auto peanut_config = DefaultMethodConfig("peanut", *graphs);
+    ASSERT_OK(peanut_config);
+    const PeanutDecoder peanut(peanut_config->peanut);
+    auto zipar_config = DefaultMethodConfig("zipar", *graphs);
+    ASSERT_OK(zipar_config);
+    const ZipArDecoder zipar(zipar_config->zipar);
+    const auto zipar_eager = Tokens(zipar, *graphs, prompts[i], 0.0, i);
+    for (const std::string method :
+         {"ar", "speculative", "mulo", "eagle", "eagle1", "peanut", "zipar"}) {
       auto reservation = (*pools)->Reserve(
           RequestKvDemand(*graphs, method == "eagle1" ? "eagle" : method, sampling));
       ASSERT_NE(reservation, nullptr);
@@ -352,11 +365,13 @@ TEST_F(GpuTest, PooledStepGraphsGiveArsGreedyTokensOnTheGpu) {
           // mask made there go through the pool graphs (eagle.cc, StepOnDevice).
           : method == "eagle"  ? Tokens(EagleDecoder(), *graphs, prompts[i], 0.0, i, options)
           : method == "eagle1" ? Tokens(eagle1, *graphs, prompts[i], 0.0, i, options)
+          : method == "peanut" ? Tokens(peanut, *graphs, prompts[i], 0.0, i, options)
+          : method == "zipar"  ? Tokens(zipar, *graphs, prompts[i], 0.0, i, options)
                                : Tokens(mulo, *graphs, prompts[i], 0.0, i, options);
       const int64_t replays = (*pools)->graph_counts().replays - before.replays;
       std::cout << "[gpu] pooled " << method << ", prompt " << i << ": " << replays
                 << " replays\n";
-      EXPECT_EQ(pooled, method == "mulo" ? mulo_eager : ar)
+      EXPECT_EQ(pooled, method == "mulo" ? mulo_eager : method == "zipar" ? zipar_eager : ar)
           << method << " from the pools' graphs, prompt " << i;
       // MuLo-SD: the two prefills, then per step (8: two target rows each) the drafter's rows,
       // U_r and the verify forward, as on the CPU (mulo_graphs_test).

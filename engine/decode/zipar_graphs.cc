@@ -1,0 +1,258 @@
+#include "engine/decode/zipar_graphs.h"
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "engine/core/device_upload.h"
+#include "engine/core/host_read.h"
+#include "engine/core/torch_guard.h"
+#include "engine/model/forward_graphs.h"
+#include "engine/model/kv_pool.h"
+#include "engine/sampling/row_sampler.h"
+
+namespace mulo::engine {
+
+namespace {
+
+// The ints, in order: per stream its slot and cache length; per request cfg_scale and
+// temperature (float64 bits) and the sequence position of raster 0; per request row its token,
+// raster and drawing input; per request column its raster.
+struct Layout {
+  Layout(int64_t streams, int64_t rows, int64_t span)
+      : streams(streams), requests(streams / 2), rows(rows), span(span) {}
+  int64_t streams, requests, rows, span;
+  int64_t lengths() const { return streams; }
+  int64_t params() const { return 2 * streams; }
+  int64_t offsets() const { return params() + 2 * requests; }
+  int64_t tokens() const { return offsets() + requests; }
+  int64_t rasters() const { return tokens() + requests * rows; }
+  int64_t draws() const { return rasters() + requests * rows; }
+  int64_t columns() const { return draws() + requests * rows; }
+  int64_t size() const { return columns() + requests * span; }
+};
+
+// A raster no input's is above: placeholders', pads' and empty rows' columns, seen by no one.
+constexpr int64_t kUnseen = int64_t{1} << 40;
+// A pad input's own raster: it sees no column but its own row.
+constexpr int64_t kPadRaster = -2;
+
+// The replay's ints for `calls` (Layout's), pads keeping the scratch slot and length 0.
+std::vector<int64_t> StepInts(const std::vector<ZipArGraphs::Call>& calls, const Layout& at,
+                              int64_t scratch_slot) {
+  std::vector<int64_t> ints(at.size(), 0);
+  std::fill(ints.begin(), ints.begin() + at.streams, scratch_slot);
+  std::fill(ints.begin() + at.rasters(), ints.begin() + at.draws(), kPadRaster);
+  std::fill(ints.begin() + at.columns(), ints.end(), kUnseen);
+  double* const params = reinterpret_cast<double*>(ints.data() + at.params());
+  static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const ZipArGraphs::Call& call = calls[i];
+    const int64_t r = static_cast<int64_t>(i);
+    const int64_t length = call.cache->length();
+    for (int64_t b = 0; b < 2; ++b) {
+      ints[2 * r + b] = call.cache->first_slot() + b;
+      ints[at.lengths() + 2 * r + b] = length;
+    }
+    params[r] = call.sampling.cfg_scale;
+    params[at.requests + r] = call.sampling.temperature;
+    ints[at.offsets() + r] = call.position_offset;
+    const int64_t n = static_cast<int64_t>(call.tokens.size());
+    int64_t* const columns = ints.data() + at.columns() + r * at.span;
+    std::fill(columns, columns + call.condition_rows, -1);
+    std::copy(call.cached.begin(), call.cached.end(), columns + call.condition_rows);
+    for (int64_t k = 0; k < n; ++k) {
+      ints[at.tokens() + r * at.rows + k] = call.tokens[k];
+      ints[at.rasters() + r * at.rows + k] = call.rasters[k];
+      columns[length + k] = call.placeholders[k] ? kUnseen : call.rasters[k];
+    }
+    std::copy(call.draws.begin(), call.draws.end(), ints.begin() + at.draws() + r * at.rows);
+  }
+  return ints;
+}
+
+// Per-request values [requests, ...] repeated for both of its streams: [streams, ...].
+torch::Tensor PerStream(const torch::Tensor& per_request) {
+  std::vector<int64_t> sizes = per_request.sizes().vec();
+  sizes.insert(sizes.begin() + 1, 2);
+  std::vector<int64_t> flat = per_request.sizes().vec();
+  flat[0] *= 2;
+  return per_request.unsqueeze(1).expand(sizes).reshape(flat);
+}
+
+}  // namespace
+
+struct ZipArGraphs::Entry {
+  // Static inputs on the device, filled per replay: ints [Layout::size()] int64 (one upload)
+  // and numbers [requests, rows] float64 (one copy per sampled request).
+  torch::Tensor ints, numbers;
+  std::optional<KvCache> view;  // the pool's slots as the ints' first column indexes them
+  torch::Tensor result;         // [requests, rows] int64, written by every replay: the read
+  std::unique_ptr<ReplayableGraph> graph;
+};
+
+ZipArGraphs::ZipArGraphs(const KvPool& pool, int64_t grid, RowGraphs::Model model)
+    : pool_(pool), grid_(grid), model_(std::move(model)) {}
+
+ZipArGraphs::~ZipArGraphs() = default;
+
+PoolGraphs::Counts ZipArGraphs::counts() const { return set_.counts(); }
+
+int64_t ZipArGraphs::RowsOf(int64_t inputs) {
+  return PoolGraphs::Bucket(std::max<int64_t>(inputs, 1));
+}
+
+StatusOr<std::shared_ptr<ZipArGraphs>> ZipArGraphs::Capture(const KvPool& pool, int64_t grid,
+                                                            RowGraphs::Model model) {
+  if (pool.scratch_slot() < 0) {
+    return InvalidArgumentError("ZipArGraphs: the pool needs a scratch slot for pad requests");
+  }
+  if (grid < 1) return InvalidArgumentError("ZipArGraphs: a grid of at least one token");
+  std::shared_ptr<ZipArGraphs> graphs(new ZipArGraphs(pool, grid, std::move(model)));
+  const torch::Device device = graphs->model_.options.device();
+  for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
+    for (int64_t rows = 1; rows <= RowsOf(grid + 1); rows *= 2) {
+      MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(pool, rows, device, [&](int64_t span) {
+        return graphs->CaptureKey(Key(streams, rows, span));
+      }));
+    }
+  }
+  return graphs;
+}
+
+void ZipArGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t span) const {
+  torch::NoGradGuard no_grad;
+  const Layout at(streams, rows, span);
+  const int64_t requests = at.requests, vocab = model_.vocab;
+  const auto long_options = torch::dtype(torch::kInt64).device(model_.options.device());
+  const auto field = [&](int64_t from, int64_t width) {
+    return e.ints.narrow(0, from, requests * width).view({requests, width});
+  };
+  const torch::Tensor lengths = e.ints.narrow(0, at.lengths(), streams);
+  const torch::Tensor params =
+      e.ints.narrow(0, at.params(), 2 * requests).view(torch::kFloat64).view({2, requests});
+  const torch::Tensor offsets = PerStream(e.ints.narrow(0, at.offsets(), requests));
+  const torch::Tensor own = PerStream(field(at.rasters(), rows));          // [streams, rows]
+  const torch::Tensor columns = PerStream(field(at.columns(), span));     // [streams, span]
+  PoolGraphs::Inputs in;
+  in.inputs = {model_.embed(PerStream(field(at.tokens(), rows)))};
+  in.rows = lengths.unsqueeze(1) + torch::arange(rows, long_options).unsqueeze(0);
+  in.positions = offsets.unsqueeze(1) + own.clamp_min(0);
+  // ZipAR's wavefront: a column whose token's raster is smaller than the input's, or the
+  // input's own row.
+  in.mask = (columns.unsqueeze(1) < own.unsqueeze(2)) |
+            (torch::arange(span, long_options).view({1, 1, span}) == in.rows.unsqueeze(2));
+  in.span = span;
+  const torch::Tensor logits = model_.forward(*e.view, in)[1].to(torch::kFloat32);
+  // Draw j of a request reads its drawing input's row, with the j-th number.
+  const torch::Tensor draws = field(at.draws(), rows).view({requests, 1, rows, 1});
+  const torch::Tensor picked = logits.view({requests, 2, rows, vocab})
+                                   .gather(2, draws.expand({requests, 2, rows, vocab}));
+  const torch::Tensor cfg = params.select(0, 0).to(torch::kFloat32).view({requests, 1, 1});
+  const torch::Tensor temperature = params.select(0, 1).to(torch::kFloat32).view({requests, 1, 1});
+  const torch::Tensor p =
+      GuidedProbabilities(picked.select(1, 0), picked.select(1, 1), cfg, temperature);
+  e.result = DrawRows(p.reshape({requests * rows, vocab}), e.numbers.reshape({-1}))
+                 .view({requests, rows});
+}
+
+Status ZipArGraphs::CaptureKey(const Key& key) {
+  // Plain variables: the lambda below captures them (C++17 does not allow capturing bindings).
+  const int64_t streams = std::get<0>(key), rows = std::get<1>(key), span = std::get<2>(key);
+  return GuardTorch("ZipArGraphs::Capture", [&]() -> Status {
+    torch::NoGradGuard no_grad;
+    const torch::Device device = model_.options.device();
+    const Layout at(streams, rows, span);
+    auto entry = std::make_unique<Entry>();
+    Entry* e = entry.get();
+    // Until the first call fills them: every request a pad (the scratch slot, length 0,
+    // greedy), so the capture's warm-up writes nowhere a request reads.
+    std::vector<int64_t> pads = StepInts({}, at, pool_.scratch_slot());
+    e->ints = torch::tensor(pads, torch::kInt64).to(device);
+    e->numbers = torch::zeros({at.requests, rows}, torch::dtype(torch::kFloat64).device(device));
+    e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, streams)));
+    auto run = [this, e, streams, rows, span] { Body(*e, streams, rows, span); };
+    e->graph = set_.Make(device, run, model_.emulated, (e->ints.numel() + e->numbers.numel()) * 8);
+    if (e->graph != nullptr) entries_[key] = std::move(entry);
+    return OkStatus();
+  });
+}
+
+bool ZipArGraphs::Fits(const KvCache& cache, int64_t inputs, const SamplingParams& sampling) const {
+  if (cache.pool() != &pool_ || cache.batch() != 2) return false;
+  if (sampling.top_k > 0 && sampling.top_k < model_.vocab) return false;
+  if (sampling.top_p < 1.0) return false;
+  if (inputs < 1) return false;
+  const int64_t rows = RowsOf(inputs);
+  const int64_t span = ForwardGraphs::RoundUpToSpan(cache.length() + rows);
+  return span <= pool_.slot_rows() && entries_.count(Key(2, rows, span)) > 0;
+}
+
+StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Run(const std::vector<Call>& calls) const {
+  int64_t rows = 0, longest = 0;
+  for (const Call& call : calls) {
+    const int64_t n = static_cast<int64_t>(call.tokens.size());
+    if (call.cache == nullptr || !Fits(*call.cache, n, call.sampling)) {
+      return InvalidArgumentError("ZipArGraphs::Run: a call does not fit the graphs");
+    }
+    const int64_t draws = static_cast<int64_t>(call.draws.size());
+    const bool draws_in_range = std::all_of(call.draws.begin(), call.draws.end(),
+                                            [&](int64_t k) { return k >= 0 && k < n; });
+    if (static_cast<int64_t>(call.rasters.size()) != n ||
+        static_cast<int64_t>(call.placeholders.size()) != n || !draws_in_range || draws > n ||
+        call.condition_rows + static_cast<int64_t>(call.cached.size()) != call.cache->length() ||
+        (call.uniforms.defined() && call.uniforms.numel() != draws)) {
+      return InvalidArgumentError(
+          "ZipArGraphs::Run: a call needs a raster and a placeholder flag per input, draws "
+          "among its inputs with a number each, and a raster per cached row");
+    }
+    rows = std::max(rows, RowsOf(n));
+    longest = std::max(longest, call.cache->length() + rows);
+  }
+  const int64_t streams = PoolGraphs::Bucket(2 * static_cast<int64_t>(calls.size()));
+  const int64_t span = ForwardGraphs::RoundUpToSpan(longest);
+  auto it = entries_.find(Key(streams, rows, span));
+  if (it == entries_.end() && calls.size() > 1) {
+    std::vector<Output> outputs;  // each call alone (Fits holds its lone key)
+    for (const Call& call : calls) {
+      MULO_ASSIGN_OR_RETURN(std::vector<Output> one, Run({call}));
+      outputs.push_back(std::move(one[0]));
+    }
+    return outputs;
+  }
+  if (it == entries_.end()) {
+    return FailedPreconditionError("ZipArGraphs::Run: no graph of " + std::to_string(streams) +
+                                   " streams, " + std::to_string(rows) + " rows over " +
+                                   std::to_string(span));
+  }
+  Entry* e = it->second.get();
+  return GuardTorch("ZipArGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
+    torch::NoGradGuard no_grad;
+    const Layout at(streams, rows, span);
+    std::vector<int64_t> ints = StepInts(calls, at, pool_.scratch_slot());
+    UploadInto(e->ints,
+               torch::from_blob(ints.data(), {static_cast<int64_t>(ints.size())}, torch::kInt64));
+    for (size_t i = 0; i < calls.size(); ++i) {
+      // Greedy: p is one-hot, which every number in [0, 1) draws the same from.
+      const Call& call = calls[i];
+      if (!call.uniforms.defined() || call.draws.empty()) continue;
+      e->numbers.select(0, static_cast<int64_t>(i))
+          .narrow(0, 0, static_cast<int64_t>(call.draws.size()))
+          .copy_(call.uniforms.view({-1}));
+    }
+    e->graph->Replay();
+    set_.CountReplay(static_cast<int64_t>(calls.size()));
+    const torch::Tensor result = HostRead(e->result);  // every request's draws, one read
+    const int64_t* const host = result.data_ptr<int64_t>();
+    std::vector<Output> outputs;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const int64_t* const row = host + static_cast<int64_t>(i) * rows;
+      outputs.push_back({std::vector<int64_t>(row, row + calls[i].draws.size())});
+      calls[i].cache->Advance(static_cast<int64_t>(calls[i].tokens.size()));
+    }
+    return outputs;
+  });
+}
+
+}  // namespace mulo::engine

@@ -1,0 +1,119 @@
+// CUDA graphs of ZipAR's step over the target's KV-cache pool (issue 61): one replay feeds a
+// forward's set of tokens (every open row's newest token at its raster position, and the
+// placeholders that open the next rows; zipar_rows.h), mixes guidance, makes p and draws every
+// predicted token with the target stream's numbers, and leaves the drawn tokens in one small
+// tensor that the step reads once. Eagerly the same step dispatched ~150 operators around its
+// replayed forward (the mask and the inputs built and uploaded per forward, the gather of the
+// drawing rows, the draw).
+//
+// The mask is built inside the graph from rasters: each column of a request's span carries the
+// raster index of the token in that cache row (the condition rows -1; the forward's own rows
+// their inputs' rasters; placeholders, pads and rows past them one past the grid, seen by no
+// one), and an input sees a column when the column's raster is smaller than its own, or the
+// column is its own row: ZipAR's wavefront (a token sees every real token decoded before it
+// with a smaller raster index) with no host-built [n, span] mask. A schedule narrowed by a
+// test's Visibility hook steps eagerly.
+//
+// Everything a replay reads is in its static buffers, filled by one upload and one device copy
+// (the numbers) per replay: per stream its slot and cache length; per request cfg_scale,
+// temperature and the sequence position of raster 0; per request row its token, raster and
+// which input draws the row's number; per request column its raster. Pad rows after a
+// request's inputs write cache rows nothing attends (rows past the cache's length); pad
+// requests write to the scratch slot.
+//
+// Keys (streams, rows, span): streams padded to a power of two, rows the largest forward's
+// inputs padded to a power of two (as the pool's forward graphs pad them: a wavefront feeds 1
+// to 3 tokens most of the time, and a GPU's forward of 8 rows costs the H100 projection 2.5x
+// one of 2), span the longest cache after them in whole ForwardGraphs::kSpanRows. One set per
+// target pool serves every ZipAR window; requests with top-k or top-p filters step eagerly
+// (Fits).
+#ifndef MULO_ENGINE_DECODE_ZIPAR_GRAPHS_H_
+#define MULO_ENGINE_DECODE_ZIPAR_GRAPHS_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/model/graph_set.h"
+#include "engine/model/kv_cache.h"
+#include "engine/model/pool_graphs.h"
+#include "engine/model/row_graphs.h"
+#include "engine/sampling/sampling_params.h"
+
+namespace mulo::engine {
+
+class KvPool;
+
+class ZipArGraphs {
+ public:
+  // Captures (or, with model.emulated, emulates) every key's graph over `pool` (made with a
+  // scratch slot) for a `grid` x `grid` image: forwards of up to grid + 1 inputs (every row
+  // open and a placeholder). INVALID_ARGUMENT without a scratch slot or a grid; a key whose
+  // capture fails is left out and counted.
+  static StatusOr<std::shared_ptr<ZipArGraphs>> Capture(const KvPool& pool, int64_t grid,
+                                                        RowGraphs::Model model);
+
+  const KvPool& pool() const { return pool_; }
+  int64_t grid() const { return grid_; }
+  // The rows a forward of `inputs` tokens takes per stream: its inputs, padded to a power of
+  // two.
+  static int64_t RowsOf(int64_t inputs);
+
+  // Whether a request with `sampling` whose `cache` (a view of this pool) feeds `inputs`
+  // tokens may step from these graphs: two guidance streams, no top-k or top-p filter, and the
+  // rows fit a captured key.
+  bool Fits(const KvCache& cache, int64_t inputs, const SamplingParams& sampling) const;
+
+  // One request's forward (ZipArRows::Next's, without its mask).
+  struct Call {
+    KvCache* cache = nullptr;      // its rows in the order they were fed
+    std::vector<int64_t> tokens;   // the inputs' ids
+    std::vector<int64_t> rasters;  // their raster indices
+    std::vector<bool> placeholders;  // inputs that only lend their output (unseen by others)
+    std::vector<int64_t> draws;    // the inputs that draw, in the order they take numbers
+    // The raster of every cache row after the condition rows, in cache order.
+    std::vector<int64_t> cached;
+    int64_t condition_rows = 0;
+    torch::Tensor uniforms;        // float64 [draws] on the device: the target stream's next
+                                   // numbers (undefined when greedy: p's argmax)
+    SamplingParams sampling;       // cfg_scale and temperature (Fits holds)
+    int64_t position_offset = 0;   // the sequence position of raster 0
+  };
+  struct Output {
+    std::vector<int64_t> drawn;  // one per Call::draws, in its order
+  };
+  // Runs every call from one replay, reads every call's tokens in one host read and advances
+  // each cache by its inputs (the caller drops the placeholders' rows). INVALID_ARGUMENT for a
+  // call that does not Fit or whose lists disagree; a batch whose key failed to capture runs
+  // call by call; FAILED_PRECONDITION for a lone call whose key failed to capture.
+  StatusOr<std::vector<Output>> Run(const std::vector<Call>& calls) const;
+
+  PoolGraphs::Counts counts() const;
+
+  ZipArGraphs(const ZipArGraphs&) = delete;
+  ZipArGraphs& operator=(const ZipArGraphs&) = delete;
+  ~ZipArGraphs();
+
+ private:
+  using Key = std::tuple<int64_t, int64_t, int64_t>;  // (streams, rows, span)
+  struct Entry;
+  ZipArGraphs(const KvPool& pool, int64_t grid, RowGraphs::Model model);
+  Status CaptureKey(const Key& key);
+  // The step over a key's static buffers (what is captured).
+  void Body(Entry& e, int64_t streams, int64_t rows, int64_t span) const;
+
+  const KvPool& pool_;  // the target's; owned by the worker's pools as these graphs are
+  const int64_t grid_;
+  const RowGraphs::Model model_;
+  std::map<Key, std::unique_ptr<Entry>> entries_;
+  GraphSet set_;
+};
+
+}  // namespace mulo::engine
+
+#endif  // MULO_ENGINE_DECODE_ZIPAR_GRAPHS_H_

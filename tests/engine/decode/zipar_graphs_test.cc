@@ -1,0 +1,161 @@
+// ZipAR's steps over the pools with (emulated) graphs (issue 61): each forward of the wavefront
+// (every open row's newest token, the placeholders that open rows), its mask built from the
+// tokens' rasters, guidance and the draws of every predicted token run in one replay of the
+// target's ZipAR graphs (zipar_graphs.h), read once; requests of an engine loop share replays.
+// A request decodes the eager step's tokens (the host-built mask, a gather and the draw):
+// greedy exactly, sampled up to a rounding flip, as the other graphs' tests allow; a narrowed
+// wavefront (a test's Visibility hook) steps eagerly.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "engine/core/op_count.h"
+#include "engine/decode/engine_loop.h"
+#include "engine/decode/kv_pools.h"
+#include "engine/decode/method_registry.h"
+#include "engine/decode/zipar_graphs.h"
+#include "engine/model/model_set.h"
+#include "gtest/gtest.h"
+#include "tests/engine/decode/pooled_decode.h"
+#include "tests/engine/decode/synth_jobs.h"
+#include "tests/engine/test_util.h"
+
+namespace mulo::engine {
+namespace {
+
+TEST(ZipArGraphsTest, AForwardDrawsInOneReplayAndReadsOnceWithTheEagerStepsTokens) {
+  const ModelSet& plain = testing::SynthFamily();
+  const auto emulated = testing::EmulatedSynthFamily();
+  ASSERT_NE(emulated, nullptr);
+  auto pools = testing::SynthPools(*emulated, 1);
+  ASSERT_NE(pools, nullptr);
+  const ZipArGraphs* graphs = pools->zipar_graphs(*emulated->target);
+  ASSERT_NE(graphs, nullptr);
+  EXPECT_GT(graphs->counts().graphs, 0);
+  EXPECT_EQ(graphs->counts().failed_captures, 0);
+  auto defaults = DefaultMethodConfig("zipar", plain);
+  ASSERT_OK(defaults);
+  const int64_t grid = plain.target->grid_size();
+  // The family's window, a narrow one (many rows open at once) and the grid's (plain AR).
+  for (int64_t window : {defaults->zipar.window, int64_t{2}, grid}) {
+    MethodConfig config = *defaults;
+    config.zipar.window = window;
+    for (double temperature : {0.0, 1.0}) {
+      int mismatches = 0;
+      for (int prompt : {0, 1}) {
+        const DecodeRequest request = testing::SynthRequest({"zipar", prompt, temperature}, plain);
+        auto eager = testing::DecodeConfig(config, plain, request);
+        ASSERT_OK(eager);
+        auto reservation = testing::ReserveFor(*pools, *emulated, "zipar", request);
+        ASSERT_NE(reservation, nullptr);
+        const int64_t replays_before = graphs->counts().replays;
+        StatusOr<DecodeResult> graphed = InternalError("not run");
+        {
+          OpCounting counting;
+          graphed = testing::DecodeConfig(config, *emulated, request, nullptr, reservation.get());
+        }
+        ASSERT_OK(graphed);
+        const Stats& stats = graphed->stats;
+        const int64_t steps = stats.verify_steps;
+        std::cout << "window " << window << ", temperature " << temperature << ", prompt "
+                  << prompt << ": " << steps << " forwards, " << stats.graph_replays
+                  << " replays, " << stats.host_syncs << " reads, " << stats.dispatched_ops
+                  << " operators outside graphs ("
+                  << static_cast<double>(stats.dispatched_ops) / static_cast<double>(steps)
+                  << " per forward)\n";
+        ASSERT_GT(steps, 0);
+        EXPECT_EQ(steps, eager->stats.verify_steps);
+        // Every forward from the graphs (one replay, one read), after the prefill's replay.
+        EXPECT_EQ(graphs->counts().replays - replays_before, steps);
+        EXPECT_EQ(stats.graph_replays, steps + 1);
+        EXPECT_LE(stats.host_syncs, steps + 1);
+        EXPECT_LE(stats.dispatched_ops, 50 * steps);
+        if (graphed->tokens != eager->tokens) {
+          ++mismatches;
+          std::cout << "window " << window << ", temperature " << temperature << ", prompt "
+                    << prompt << ": tokens differ\n";
+        }
+        if (window == grid && temperature == 0.0) {
+          auto ar_config = DefaultMethodConfig("ar", plain);
+          ASSERT_OK(ar_config);
+          auto ar = testing::DecodeConfig(*ar_config, plain,
+                                          testing::SynthRequest({"ar", prompt, 0.0}, plain));
+          ASSERT_OK(ar);
+          EXPECT_EQ(graphed->tokens, ar->tokens) << "ZipAR over the whole row is ar";
+        }
+      }
+      EXPECT_LE(mismatches, temperature == 0.0 ? 0 : 1)
+          << "window " << window << ", temperature " << temperature;
+    }
+  }
+}
+
+// A narrowed wavefront (Visibility) cannot be built from rasters in the graph: it steps eagerly.
+TEST(ZipArGraphsTest, ANarrowedWavefrontStepsEagerly) {
+  const auto emulated = testing::EmulatedSynthFamily();
+  ASSERT_NE(emulated, nullptr);
+  auto pools = testing::SynthPools(*emulated, 1);
+  ASSERT_NE(pools, nullptr);
+  auto config = DefaultMethodConfig("zipar", *emulated);
+  ASSERT_OK(config);
+  config->zipar.visible = [](int64_t, int64_t) { return true; };
+  const DecodeRequest request = testing::SynthRequest({"zipar", 0, 0.0}, *emulated);
+  auto reservation = testing::ReserveFor(*pools, *emulated, "zipar", request);
+  ASSERT_NE(reservation, nullptr);
+  const ZipArGraphs* graphs = pools->zipar_graphs(*emulated->target);
+  ASSERT_NE(graphs, nullptr);
+  const int64_t before = graphs->counts().replays;
+  auto result = testing::DecodeConfig(*config, *emulated, request, nullptr, reservation.get());
+  ASSERT_OK(result);
+  EXPECT_EQ(graphs->counts().replays, before);
+  EXPECT_GT(result->stats.verify_steps, 0);
+}
+
+TEST(ZipArGraphsTest, RequestsOfALoopShareTheGraphs) {
+  const auto family = testing::EmulatedSynthFamily();
+  ASSERT_NE(family, nullptr);
+  auto pools = testing::SynthPools(*family, 3);
+  ASSERT_NE(pools, nullptr);
+  auto config = DefaultMethodConfig("zipar", *family);
+  ASSERT_OK(config);
+  const ZipArGraphs* graphs = pools->zipar_graphs(*family->target);
+  ASSERT_NE(graphs, nullptr);
+  const std::vector<DecodeRequest> requests = {
+      testing::SynthRequest({"zipar", 0, 1.0}, *family),
+      testing::SynthRequest({"zipar", 1, 0.0}, *family),
+      testing::SynthRequest({"zipar", 2, 0.7}, *family)};
+  std::vector<std::vector<int32_t>> alone;
+  for (const DecodeRequest& request : requests) {
+    auto reservation = testing::ReserveFor(*pools, *family, "zipar", request);
+    ASSERT_NE(reservation, nullptr);
+    auto own = testing::DecodeConfig(*config, *family, request, nullptr, reservation.get());
+    ASSERT_OK(own);
+    alone.push_back(own->tokens);
+  }
+  const PoolGraphs::Counts before = graphs->counts();
+  EngineLoop loop({/*max_rows=*/512, PackedGemms::kPerSequence});
+  std::vector<StatusOr<DecodeResult>> results(requests.size(), InternalError("not run"));
+  std::vector<EngineLoop::Task> tasks;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    tasks.push_back([&, i] {
+      auto reservation = testing::ReserveFor(*pools, *family, "zipar", requests[i]);
+      if (reservation == nullptr) return;
+      results[i] = testing::DecodeConfig(*config, *family, requests[i], &loop, reservation.get());
+    });
+  }
+  EngineLoop::ListSource source(std::move(tasks), 3);
+  ASSERT_OK(loop.Serve(source));
+  int64_t steps = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ASSERT_OK(results[i]);
+    EXPECT_EQ(results[i]->tokens, alone[i]) << "request " << i;
+    steps += results[i]->stats.verify_steps;
+  }
+  const PoolGraphs::Counts after = graphs->counts();
+  EXPECT_EQ(after.calls - before.calls, steps) << "every forward from the graphs";
+  EXPECT_LT(after.replays - before.replays, steps) << "requests share replays";
+  std::cout << steps << " forwards in " << after.replays - before.replays << " replays\n";
+}
+
+}  // namespace
+}  // namespace mulo::engine
