@@ -131,6 +131,45 @@ TreeVerifyGraphs::Shape Relaxed(TreeVerifyGraphs::Shape shape, Pooling kind, int
   return shape;
 }
 
+// Every tree the head's graphs draft, verified and judged in one replay: EAGLE-2's dynamic
+// trees and EAGLE-1's static ones (drawn with q) at every depth; with the family's latent
+// neighbours (`relaxed`), the same judged by LANTERN's (additive, dynamic trees) and
+// LANTERN++'s (multiplicative, static trees) relaxations at the family's k, greedy and sampled
+// apart; and PEANUT's trees, judged by the lossless rule (its LANTERN combination is off by
+// default), each key once.
+std::vector<TreeVerifyGraphs::Shape> TreeVerifyShapes(const KvPools::GraphedShapes& shapes,
+                                                      int64_t vocab, bool relaxed) {
+  std::vector<TreeVerifyGraphs::Shape> verify_shapes;
+  const std::vector<DynamicTreeOptions> trees = FamilyTrees(shapes.eagle_tree);
+  for (const DynamicTreeOptions& tree : trees) {
+    verify_shapes.push_back(DynamicVerifyShape(tree, vocab));
+  }
+  for (int64_t depth = 1; depth <= StaticTreeDepth(); ++depth) {
+    verify_shapes.push_back(StaticVerifyShape(depth));
+  }
+  if (relaxed) {
+    const int64_t lantern_k = shapes.lantern_k, plus_k = shapes.lantern_plus_plus_k;
+    const int64_t siblings = trees.back().top_k;  // the dynamic trees' bound
+    const size_t lossless = verify_shapes.size();
+    for (bool greedy : {false, true}) {
+      for (size_t i = 0; i < lossless; ++i) {
+        const bool drawn = verify_shapes[i].drawn();
+        verify_shapes.push_back(Relaxed(verify_shapes[i],
+                                        drawn ? Pooling::kMultiplicative : Pooling::kAdditive,
+                                        drawn ? plus_k : lantern_k, siblings, greedy));
+      }
+    }
+  }
+  for (const DynamicTreeOptions& tree : shapes.peanut_trees) {
+    const TreeVerifyGraphs::Shape shape = DynamicVerifyShape(tree, vocab);
+    const bool known =
+        std::any_of(verify_shapes.begin(), verify_shapes.end(),
+                    [&](const TreeVerifyGraphs::Shape& s) { return s.SameKey(shape); });
+    if (!known) verify_shapes.push_back(shape);
+  }
+  return verify_shapes;
+}
+
 // `chain`: whether the family has speculative's chain drafter (whose chains the target's
 // graphs then verify).
 void PlanModel(const std::string& component, const TokenModel* model, const ModelSet& models,
@@ -162,46 +201,12 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
       const VerifyGraphs::Shape mc_sjd{shapes.mc_sjd_window, /*redraw=*/true,
                                        /*group_size=*/0, /*couple=*/true};
       if (models.eagle != nullptr && models.eagle->uses_cuda_graphs()) {
-        // Every tree the head's graphs draft, verified and judged in one replay: EAGLE-2's
-        // dynamic trees and EAGLE-1's static ones (drawn with q) at every depth, and, where the
-        // family has its latent neighbours, the same judged by LANTERN's (additive, dynamic
-        // trees) and LANTERN++'s (multiplicative, static trees) relaxations at the family's k,
-        // greedy and sampled apart.
-        std::vector<TreeVerifyGraphs::Shape> verify_shapes;
-        const std::vector<DynamicTreeOptions> trees = FamilyTrees(shapes.eagle_tree);
-        for (const DynamicTreeOptions& tree : trees) {
-          verify_shapes.push_back(DynamicVerifyShape(tree, steps->vocab));
-        }
-        for (int64_t depth = 1; depth <= StaticTreeDepth(); ++depth) {
-          verify_shapes.push_back(StaticVerifyShape(depth));
-        }
-        torch::Tensor table;
-        if (models.neighbors != nullptr &&
-            models.neighbors->codebook_size() == steps->vocab) {
-          table = models.neighbors->TableOn(steps->options.device());
-          const int64_t lantern_k = shapes.lantern_k, plus_k = shapes.lantern_plus_plus_k;
-          const int64_t siblings = trees.back().top_k;  // the dynamic trees' bound
-          const size_t lossless = verify_shapes.size();
-          for (bool greedy : {false, true}) {
-            for (size_t i = 0; i < lossless; ++i) {
-              const bool drawn = verify_shapes[i].drawn();
-              verify_shapes.push_back(Relaxed(verify_shapes[i],
-                                              drawn ? Pooling::kMultiplicative
-                                                    : Pooling::kAdditive,
-                                              drawn ? plus_k : lantern_k, siblings, greedy));
-            }
-          }
-        }
-        // PEANUT's trees, judged by the lossless rule (its LANTERN combination is off by
-        // default), each key once.
-        for (const DynamicTreeOptions& tree : shapes.peanut_trees) {
-          const TreeVerifyGraphs::Shape shape = DynamicVerifyShape(tree, steps->vocab);
-          const bool known =
-              std::any_of(verify_shapes.begin(), verify_shapes.end(),
-                          [&](const TreeVerifyGraphs::Shape& s) { return s.SameKey(shape); });
-          if (!known) verify_shapes.push_back(shape);
-        }
-        for (const TreeVerifyGraphs::Shape& shape : verify_shapes) {
+        const bool neighbours =
+            models.neighbors != nullptr && models.neighbors->codebook_size() == steps->vocab;
+        const torch::Tensor table =
+            neighbours ? models.neighbors->TableOn(steps->options.device()) : torch::Tensor();
+        for (const TreeVerifyGraphs::Shape& shape :
+             TreeVerifyShapes(shapes, steps->vocab, neighbours)) {
           plan.capture_tree_verify.push_back([steps, shape, table](const KvPool& pool) {
             return TreeVerifyGraphs::Capture(pool, shape, *steps,
                                              shape.relaxed() ? table : torch::Tensor());
