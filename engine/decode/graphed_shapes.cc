@@ -13,6 +13,9 @@ KvPools::GraphedShapes GraphedShapesOf(const MethodConfig& config, const ModelSe
   shapes.gsd_window = config.gsd.window;
   shapes.gsd_group = config.gsd.group.size;
   shapes.mc_sjd_window = config.mc_sjd.window;
+  shapes.sjd_pac_window = config.sjd_pac.window;
+  shapes.sjd_pac_width = config.sjd_pac.width;
+  shapes.sjd_pac_depth = config.sjd_pac.depth;
   shapes.eagle_tree = config.eagle.dynamic;
   shapes.peanut_trees = PeanutShapes::Reachable(config.peanut.shape, config.peanut.tree);
   shapes.lantern_k = config.lantern.k;

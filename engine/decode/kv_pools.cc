@@ -6,6 +6,7 @@
 #include "engine/decode/draft_tree.h"
 #include "engine/decode/dynamic_tree.h"
 #include "engine/decode/eagle_tree_graphs.h"
+#include "engine/decode/pac_tree.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/row_graphs.h"
 #include "engine/model/verify_graphs.h"
@@ -212,6 +213,14 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
                                              shape.relaxed() ? table : torch::Tensor());
           });
         }
+      }
+      // SJD-PAC's window: its tree verified and the next window drafted in one replay.
+      if (shapes.sjd_pac_window > 0) {
+        const TreeVerifyGraphs::Shape pac =
+            PacVerifyShape(shapes.sjd_pac_window, shapes.sjd_pac_width, shapes.sjd_pac_depth);
+        plan.capture_tree_verify.push_back([steps, pac](const KvPool& pool) {
+          return TreeVerifyGraphs::Capture(pool, pac, *steps);
+        });
       }
       // MuLo-SD's verification, expansion and re-draws in one replay, for the family's
       // defaults.

@@ -118,6 +118,8 @@ class KvPools {
     int64_t gsd_window = kGraphedWindow;
     int64_t gsd_group = kGraphedGroup;
     int64_t mc_sjd_window = kGraphedCoupledWindow;
+    // SJD-PAC's window and tree (SjdPacOptions' own defaults; 0 = none captured).
+    int64_t sjd_pac_window = 64, sjd_pac_width = 4, sjd_pac_depth = 3;
     DynamicTreeOptions eagle_tree;  // EAGLE-2's (LANTERN's and PEANUT's first) tree
     // Every tree PEANUT's steps may draft (PeanutShapes::Reachable): drafted from padded
     // graphs (EagleTreeGraphs::CapturePadded), verified by graphs of their own.

@@ -229,7 +229,10 @@ bool ModelStream::CanVerifyTree(const TreeVerifyGraphs& graphs, int64_t nodes, i
 
 StatusOr<TreeVerifyGraphs::Output> ModelStream::VerifyTree(const TreeVerifyGraphs& graphs,
                                                            TreeVerifyGraphs::Call call) {
-  const int64_t nodes = call.tokens.defined() ? call.tokens.size(0) : 0;
+  // A Jacobi window's tree is the graphs' own shape (its tokens are made in the replay).
+  const int64_t nodes = graphs.shape().jacobi_window() ? graphs.shape().nodes
+                        : call.tokens.defined()        ? call.tokens.size(0)
+                                                       : 0;
   if (!CanVerifyTree(graphs, nodes, graphs.shape().max_depth, call.sampling)) {
     return FailedPreconditionError("ModelStream::VerifyTree: no tree verify graph fits " +
                                    std::to_string(nodes) + " nodes of this stream");
@@ -241,6 +244,13 @@ StatusOr<TreeVerifyGraphs::Output> ModelStream::VerifyTree(const TreeVerifyGraph
   if (model_.TokenPosition(condition_rows_, at + 1) != call.root_position + 1) {
     return FailedPreconditionError(
         "ModelStream::VerifyTree: the model's raster positions are not consecutive");
+  }
+  // A window padded past the image's end feeds its pads, and the image's last token (never
+  // fed: no token follows it), at the last position a token is fed at; their rows are never
+  // kept.
+  if (graphs.shape().jacobi_window()) {
+    call.jacobi.last_position = model_.TokenPosition(
+        condition_rows_, at + call.jacobi.length - (call.jacobi.bonus ? 0 : 1));
   }
   call.cache = &cache_;
   MULO_ASSIGN_OR_RETURN(TreeVerifyGraphs::Output out, graphs.Run(call));

@@ -6,7 +6,10 @@
 
 #include "engine/core/device_upload.h"
 #include "engine/decode/draft_tree.h"
+#include "engine/decode/pac_tree.h"
 #include "engine/decode/pac_tree_size.h"
+#include "engine/sampling/exact_verifier.h"
+#include "engine/sampling/tree_rejection.h"
 #include "engine/sampling/tree_verifier.h"
 #include "engine/sampling/without_replacement.h"
 
@@ -23,46 +26,23 @@ McSjdOptions ContinuationOf(const SjdPacOptions& o) {
   return mc;
 }
 
-// One iteration's drafts as a tree, level by level (level l at raster position n + l), parents
-// before children. Candidate c of a node indexes the candidate table: rows [0, length) the
-// carried drafts, then level l's extra candidate k at length + l * (width - 1) + k.
-struct PacTree {
-  std::vector<int64_t> tokens, parents, levels, candidates;
-  std::vector<int64_t> main;  // main[l]: the node of the carried draft on the carried path
+// One iteration's drafts as a tree (pac_tree.h's layout) and its tokens.
+struct PacTree : PacTreeLayout {
+  std::vector<int64_t> tokens;
 };
 
 PacTree BuildTree(const std::vector<int64_t>& window,
                   const std::vector<std::vector<int64_t>>& extra, int64_t width) {
-  PacTree tree;
   const int64_t length = static_cast<int64_t>(window.size());
-  const int64_t branching = std::min<int64_t>(static_cast<int64_t>(extra.size()), length);
-  auto add = [&](int64_t token, int64_t parent, int64_t level, int64_t candidate) {
-    tree.tokens.push_back(token);
-    tree.parents.push_back(parent);
-    tree.levels.push_back(level);
-    tree.candidates.push_back(candidate);
-    return static_cast<int64_t>(tree.tokens.size()) - 1;
-  };
-  std::vector<int64_t> previous = {-1};  // the nodes of the level above (-1 = the root)
-  for (int64_t l = 0; l < length; ++l) {
-    const int64_t main_parent = l == 0 ? -1 : tree.main[l - 1];
-    if (l >= branching) {  // past the tree: the chain of carried drafts
-      tree.main.push_back(add(window[l], main_parent, l, l));
-      continue;
-    }
-    // Every node of the level above gets the same candidates: the carried draft first.
-    std::vector<int64_t> level_nodes;
-    for (int64_t parent : previous) {
-      const int64_t node = add(window[l], parent, l, l);
-      if (parent == main_parent) tree.main.push_back(node);
-      level_nodes.push_back(node);
-      for (size_t k = 0; k < extra[l].size(); ++k) {
-        level_nodes.push_back(
-            add(extra[l][k], parent, l, length + l * (width - 1) + static_cast<int64_t>(k)));
-      }
-    }
-    previous = std::move(level_nodes);
+  std::vector<int64_t> counts, table = window;
+  for (const std::vector<int64_t>& level : extra) {
+    counts.push_back(static_cast<int64_t>(level.size()));
+    table.insert(table.end(), level.begin(), level.end());
+    table.resize(table.size() + (width - 1) - level.size(), 0);  // the level's table rows
   }
+  PacTree tree;
+  static_cast<PacTreeLayout&>(tree) = LayoutPacTree(length, counts, width);
+  for (int64_t candidate : tree.candidates) tree.tokens.push_back(table[candidate]);
   return tree;
 }
 
@@ -72,12 +52,23 @@ class PacState : public SteppedMethod::State {
       : method_(method),
         target_(target),
         verifier_(options.accept, {}, options.hooks),
-        options_(options) {}
+        options_(options),
+        // The graphs hold the exact rules with the maximal coupling everywhere, not a test's.
+        rules_in_graphs_(options.coupling == 1.0 && !options.accept && !options.hooks.residual &&
+                         !options.hooks.keep_longest_path && !options.sibling_q &&
+                         !options.coupled_residual && !options.carried_q),
+        graph_shape_(PacVerifyShape(options.window, options.width, options.depth)) {}
 
   // Invariant: the target has been fed every committed token but the last; window_ holds the
-  // drafts carried for the positions right after the committed prefix and their q, extra_ the
-  // extra candidates of the first positions and extra_q_ theirs.
+  // drafts carried for the positions right after the committed prefix and their q (in the
+  // graphs, carried_q_ holds the q), extra_ the extra candidates of the first positions and
+  // extra_q_ theirs.
   Status Step(DecodeSession& session) override {
+    if (const TreeVerifyGraphs* graphs = Graphs(session)) return StepInGraphs(session, *graphs);
+    if (carried_q_.defined()) {  // leaving the graphs: q by rows
+      window_.q = carried_q_.unbind(0);
+      carried_q_ = torch::Tensor();
+    }
     Stats& stats = session.stats();
     std::vector<int64_t> x = session.committed();
     const int64_t n = static_cast<int64_t>(x.size());
@@ -89,6 +80,7 @@ class PacState : public SteppedMethod::State {
       FillJacobiWindow(session, options_.init, x, length, window_);
       extra_.resize(std::min<int64_t>(extra_.size(), length));
       tree = BuildTree(window_.tokens, extra_, options_.width);
+      CountTree(stats, tree.size(), length);
       torch::Tensor table = torch::stack(window_.q);
       if (!extra_.empty()) {
         const int64_t levels = static_cast<int64_t>(extra_.size());
@@ -97,9 +89,6 @@ class PacState : public SteppedMethod::State {
       q = table.index_select(0, Upload(torch::tensor(tree.candidates), table.device()));
     }
     const int64_t nodes = static_cast<int64_t>(tree.tokens.size());
-    stats.drafted_tokens += nodes;
-    stats.drafted_tree_depth += length;
-    stats.drafted_tree_width += extra_.empty() ? 1 : 1 + static_cast<int64_t>(extra_[0].size());
     // Nodes at the image's last position are leaves that are judged but not fed (no token
     // follows them); they come last, their level being the deepest.
     const int64_t fed = static_cast<int64_t>(
@@ -159,6 +148,139 @@ class PacState : public SteppedMethod::State {
   }
 
  private:
+  void CountTree(Stats& stats, int64_t nodes, int64_t length) const {
+    stats.drafted_tokens += nodes;
+    stats.drafted_tree_depth += length;
+    stats.drafted_tree_width += extra_.empty() ? 1 : 1 + static_cast<int64_t>(extra_[0].size());
+  }
+
+  // The pools' graphs of this request's tree, or null when its rules, sampling or cache keep
+  // the step eager.
+  const TreeVerifyGraphs* Graphs(DecodeSession& session) const {
+    if (!rules_in_graphs_ || session.reservation() == nullptr) return nullptr;
+    const TreeVerifyGraphs* graphs =
+        session.reservation()->TreeVerifyGraphsOf(*session.models().target, graph_shape_);
+    return graphs != nullptr && target_->CanVerifyTree(*graphs, graph_shape_.nodes,
+                                                       graph_shape_.max_depth,
+                                                       session.sampling())
+               ? graphs
+               : nullptr;
+  }
+
+  // Step's iteration as one replay of the pools' tree verify graphs and one host read (issue
+  // 61): the tree (its tokens, q and which nodes are real made in the graph from the window,
+  // the extras and their q), its forward, the walk, the kept path's cache rows, and the Jacobi
+  // update of the next window with its extra candidates (tree_jacobi_update.h). Given the same
+  // numbers, Step's decisions: the graph's tree is the whole shape, the nodes the eager tree
+  // lacks (extras not drawn, levels past a shorter window or past the branching levels) never
+  // kept or walked into.
+  Status StepInGraphs(DecodeSession& session, const TreeVerifyGraphs& graphs) {
+    Stats& stats = session.stats();
+    std::vector<int64_t> x = session.committed();
+    const int64_t n = static_cast<int64_t>(x.size()), window = options_.window;
+    const int64_t length = std::min<int64_t>(window, session.num_tokens() - n);
+    const bool bonus = n + length < session.num_tokens();
+    const TreeVerifyGraphs::Shape& shape = graphs.shape();
+    const int64_t nodes = shape.nodes, max_depth = shape.max_depth;
+    const int64_t levels = shape.jacobi.levels, more = shape.jacobi.extras;
+    {  // 1. The window: carried drafts, then new initial tokens (their q made in the graph).
+      auto timer = session.Time(Phase::kDraft);
+      if (!window_.q.empty()) {  // coming from an eager step: q as one tensor
+        carried_q_ = torch::stack(window_.q);
+        window_.q.clear();
+      }
+      FillJacobiTokens(session, options_.init, x, length, window_.tokens);
+      if (carried_q_.defined() && carried_q_.size(0) > length) {
+        carried_q_ = carried_q_.narrow(0, 0, length);
+      }
+      extra_.resize(std::min<int64_t>(extra_.size(), length));
+      std::vector<int64_t> counts;
+      for (const std::vector<int64_t>& level : extra_) counts.push_back(level.size());
+      CountTree(stats, LayoutPacTree(length, counts, options_.width).size(), length);
+    }
+    TreeVerifyGraphs::Output out;
+    const VerifierRngs rngs = session.verifier_rngs();
+    {  // 2-5. The forward, the walk, the kept rows and the next window, in one replay.
+      auto timer = session.Time(Phase::kVerify);
+      TreeVerifyGraphs::Call call;
+      call.root_token = x.back();
+      call.sampling = session.sampling();
+      call.jacobi.drafts = window_.tokens;
+      call.jacobi.drafts.resize(window, 0);
+      call.jacobi.extras = extra_;
+      call.jacobi.carried_q = carried_q_;
+      if (!extra_.empty()) call.jacobi.extras_q = extra_q_.narrow(0, 0, extra_.size());
+      call.jacobi.length = length;
+      call.jacobi.bonus = bonus;
+      if (!session.greedy()) {
+        const ChainNumbers numbers = PeekChainNumbers(rngs, nodes + window, session.device());
+        call.accept_uniforms = numbers.accept;
+        call.draw_uniform = numbers.draw;
+        call.jacobi.drafter_uniforms =
+            session.uniforms(RngStream::kDrafter).Peek(window + 1 + levels * more);
+      }
+      MULO_ASSIGN_OR_RETURN(out, target_->VerifyTree(graphs, std::move(call)));
+      ++stats.verify_steps;
+    }
+    const std::vector<int64_t>& host = out.host;
+    MULO_ASSIGN_OR_RETURN(
+        const TreeDecision decision,
+        TreeDecisionFromHost(std::vector<int64_t>(host.begin() + 2 * nodes,
+                                                  host.begin() + 2 * nodes + 3 + max_depth),
+                             nodes, max_depth));
+    // The target keeps the root and the kept path, already in place (fed nodes only).
+    const int64_t accepted = static_cast<int64_t>(decision.accepted.size());
+    const int64_t root_row = target_->cache().length() - nodes - 1;
+    std::vector<int64_t> rows(root_row + 1);
+    for (int64_t r = 0; r <= root_row; ++r) rows[r] = r;
+    for (int64_t i = 0; i < accepted; ++i) {
+      x.push_back(host[decision.accepted[i]]);
+      if (n + i < session.num_tokens() - 1) rows.push_back(root_row + 1 + i);
+    }
+    MULO_RETURN_IF_ERROR(target_->Keep(
+        rows, std::vector<int64_t>(x.begin(), x.begin() + (static_cast<int64_t>(rows.size()) -
+                                                           target_->condition_rows()))));
+    if (decision.next_token >= 0 && static_cast<int64_t>(x.size()) < session.num_tokens()) {
+      x.push_back(decision.next_token);
+    }
+    stats.CountAcceptedPath(accepted);
+    // A token was re-drawn from a residual when the path's last node (the root) had children.
+    const int64_t branching = static_cast<int64_t>(extra_.size());
+    const int64_t last = accepted > 0 ? decision.accepted.back() : -1;
+    stats.resampled_tokens +=
+        accepted == 0 || (accepted < length && (accepted < branching ||
+                                                last == shape.jacobi.main[accepted - 1]));
+    // The next window from the read: rows first .. of the re-draws, the first levels' extras.
+    const int64_t first = static_cast<int64_t>(x.size()) - n;
+    const int64_t redrawn = std::max<int64_t>(0, length + (bonus ? 1 : 0) - first);
+    const int64_t next_levels =
+        options_.width > 1 && !session.greedy() ? std::min(options_.depth - 1, redrawn) : 0;
+    if (!session.greedy()) {
+      rngs.accept->Skip(static_cast<uint64_t>(decision.tries));
+      rngs.draw->Skip(1);
+      // The coupling's keep tests (one per carried draft past the prefix), the re-draws and the
+      // extras' draws.
+      if (redrawn > 0) {
+        rngs.accept->Skip(static_cast<uint64_t>(std::max<int64_t>(0, length - first)));
+      }
+      session.rng(RngStream::kDrafter).Skip(static_cast<uint64_t>(redrawn + next_levels * more));
+    }
+    const size_t redraws = 2 * nodes + 3 + max_depth;
+    window_.tokens.assign(host.begin() + redraws + first,
+                          host.begin() + redraws + first + redrawn);
+    carried_q_ = redrawn > 0 ? out.path_p.narrow(0, first, redrawn) : torch::Tensor();
+    extra_.assign(next_levels, {});
+    const size_t siblings = redraws + window + 1, valid = siblings + levels * more;
+    for (int64_t l = 0; l < next_levels; ++l) {
+      for (int64_t k = 0; k < more && host[valid + l * more + k] != 0; ++k) {
+        extra_[l].push_back(host[siblings + l * more + k]);
+      }
+    }
+    extra_q_ = out.sibling_q;
+    session.Commit(std::move(x));
+    return OkStatus();
+  }
+
   // The drafts past the new prefix (`first` rows after n) from the carried path's
   // distributions, and for the next window's first depth - 1 positions width - 1 candidates
   // more, drawn without replacement from the same q after the draft: one host read
@@ -222,6 +344,9 @@ class PacState : public SteppedMethod::State {
   JacobiWindow window_;
   std::vector<std::vector<int64_t>> extra_;  // level l's extra candidates, in draw order
   torch::Tensor extra_q_;                    // [levels, width - 1, V]: what each was drawn from
+  torch::Tensor carried_q_;  // in the graphs: [carried drafts, V], the window's q
+  const bool rules_in_graphs_;
+  const TreeVerifyGraphs::Shape graph_shape_;  // the pools' graphs of this request's tree
 };
 
 }  // namespace

@@ -14,6 +14,10 @@
 // removed, which it was, so the kept tokens follow the target exactly; greedy equals AR greedy
 // (tests/engine/decode/sjd_pac_test.cc).
 //
+// With CUDA graphs over the KV-cache pools, an iteration of the family's window, width and
+// depth is one replay and one host read (tree_verify_graphs.h, Shape::jacobi): the tree, its
+// verification and the next window's drafts and extras inside the graph.
+//
 // Where this departs from the authors' code, for losslessness: their extra candidates are
 // drawn from the residual norm(max(p - q, 0)) but judged as if drawn from q, their verifier
 // takes the longest accepted row rather than the first accepted sibling, and a fully accepted

@@ -63,8 +63,20 @@ class TreeVerifyGraphs {
     int64_t k = 0;
     bool greedy = false;
 
+    // SJD-PAC's window (sjd_pac.h, pac_tree.h): a static tree (parents above) whose nodes are
+    // rows of a candidate table, the window's `window` drafts then `levels` x `extras` extra
+    // candidates; the replay also runs the Jacobi update (tree_jacobi_update.h) for the next
+    // window. window 0: none.
+    struct Jacobi {
+      int64_t window = 0, levels = 0, extras = 0;
+      std::vector<int64_t> candidates;  // [nodes]: each node's row of the candidate table
+      std::vector<int64_t> levels_of;   // [nodes]: each node's level (0: the root's children)
+      std::vector<int64_t> main;        // [window]: the carried drafts' nodes, level by level
+    } jacobi;
+
     bool drawn() const { return !parents.empty(); }
     bool relaxed() const { return relaxation != Pooling::kNone; }
+    bool jacobi_window() const { return jacobi.window > 0; }
     // Whether graphs of `other` serve the trees of this shape (the static layout aside: a
     // static tree's is fixed by its size).
     bool SameKey(const Shape& other) const;
@@ -105,6 +117,24 @@ class TreeVerifyGraphs {
     // Relaxed graphs: delta (additive) or lambda - 1 (multiplicative), the request's own.
     double relaxation_bound = 0.0;
     SamplingParams sampling;
+    // A Jacobi window's graphs take their tokens, q and valid from these instead (tokens, q,
+    // valid above undefined), and accept_uniforms holds nodes + window numbers (the walk's,
+    // then the coupling's from the walk's last).
+    struct Jacobi {
+      std::vector<int64_t> drafts;  // [window]: the window's drafts (pads past `length`)
+      // [levels][<= extras]: each branching level's extra candidates (fewer: the rest pads).
+      std::vector<std::vector<int64_t>> extras;
+      // [c <= window, V] float32: what the first c drafts were drawn from (the others are
+      // fixed tokens: one-hot q), undefined for none; [l <= levels, extras, V]: what the
+      // extras were drawn from, undefined for none.
+      torch::Tensor carried_q, extras_q;
+      int64_t length = 0;         // the real drafts
+      bool bonus = false;         // whether a position follows the window
+      int64_t last_position = 0;  // the last sequence position fed (ModelStream sets it)
+      // float64 [window + 1 + levels * extras]: the drafter stream's next numbers (undefined
+      // when greedy).
+      torch::Tensor drafter_uniforms;
+    } jacobi;
   };
   struct Output {
     // The one read: the tree's tokens [nodes], parents [nodes], then JudgeTree's verdict
@@ -114,6 +144,11 @@ class TreeVerifyGraphs {
     // [2, max_depth + 1, dim] on the device: the target features of the root's row and of the
     // kept drafts' rows in path order (the rows after the path are pads).
     torch::Tensor path_features;
+    // A Jacobi window's, after the verdict in `host`: the re-draws [window + 1], the sibling
+    // tokens [levels * extras] and their validity (0 / 1) [levels * extras]
+    // (tree_jacobi_update.h); on the device, p along the carried path [window + 1, V] and
+    // the siblings' q [levels, extras, V] (copies).
+    torch::Tensor path_p, sibling_q;
   };
   // The verification from one replay and its one read; the cache is advanced by nodes + 1,
   // its rows after the root's now the kept path's (the caller keeps them: Compact of rows in
@@ -133,6 +168,17 @@ class TreeVerifyGraphs {
                    torch::Tensor neighbour_table);
   Status CaptureSpan(int64_t span);
   void Body(Entry& e, int64_t span) const;
+  // A Jacobi window's tree as the graph makes it from the ints and the q buffers.
+  struct WindowTree {
+    torch::Tensor tokens, q, valid;
+    torch::Tensor last_position;  // int64 [1]
+  };
+  WindowTree WindowTreeOf(const Entry& e) const;
+  // A Jacobi window's call: checked against the shape, its ints appended to the upload, its
+  // q and numbers copied into the entry's buffers.
+  Status CheckWindow(const Call::Jacobi& call) const;
+  void AppendWindowInts(const Call::Jacobi& call, std::vector<int64_t>& ints) const;
+  void CopyWindowTensors(const Call::Jacobi& call, bool greedy, Entry& e) const;
 
   const KvPool& pool_;  // the target's; owned by the worker's pools as these graphs are
   const Shape shape_;
