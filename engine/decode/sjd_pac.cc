@@ -250,35 +250,44 @@ class PacState : public SteppedMethod::State {
     stats.resampled_tokens +=
         accepted == 0 || (accepted < length && (accepted < branching ||
                                                 last == shape.jacobi.main[accepted - 1]));
-    // The next window from the read: rows first .. of the re-draws, the first levels' extras.
-    const int64_t first = static_cast<int64_t>(x.size()) - n;
+    TakeNextWindow(session, rngs, graphs.shape(), out, decision.tries, length, bonus,
+                   static_cast<int64_t>(x.size()) - n);
+    session.Commit(std::move(x));
+    return OkStatus();
+  }
+
+  // The next window from a replay's read and p (rows `first` .. of the re-draws, the first
+  // levels' extras and their q); the streams move by the numbers the step used: the walk's
+  // `tries` and its draw, the coupling's keep tests (one per carried draft past the prefix),
+  // the re-draws and the extras' draws.
+  void TakeNextWindow(DecodeSession& session, const VerifierRngs& rngs,
+                      const TreeVerifyGraphs::Shape& shape, const TreeVerifyGraphs::Output& out,
+                      int64_t tries, int64_t length, bool bonus, int64_t first) {
+    const int64_t levels = shape.jacobi.levels, more = shape.jacobi.extras;
     const int64_t redrawn = std::max<int64_t>(0, length + (bonus ? 1 : 0) - first);
     const int64_t next_levels =
         options_.width > 1 && !session.greedy() ? std::min(options_.depth - 1, redrawn) : 0;
     if (!session.greedy()) {
-      rngs.accept->Skip(static_cast<uint64_t>(decision.tries));
+      rngs.accept->Skip(static_cast<uint64_t>(tries));
       rngs.draw->Skip(1);
-      // The coupling's keep tests (one per carried draft past the prefix), the re-draws and the
-      // extras' draws.
       if (redrawn > 0) {
         rngs.accept->Skip(static_cast<uint64_t>(std::max<int64_t>(0, length - first)));
       }
       session.rng(RngStream::kDrafter).Skip(static_cast<uint64_t>(redrawn + next_levels * more));
     }
-    const size_t redraws = 2 * nodes + 3 + max_depth;
+    const std::vector<int64_t>& host = out.host;
+    const size_t redraws = 2 * shape.nodes + 3 + shape.max_depth;
     window_.tokens.assign(host.begin() + redraws + first,
                           host.begin() + redraws + first + redrawn);
     carried_q_ = redrawn > 0 ? out.path_p.narrow(0, first, redrawn) : torch::Tensor();
     extra_.assign(next_levels, {});
-    const size_t siblings = redraws + window + 1, valid = siblings + levels * more;
+    const size_t siblings = redraws + shape.jacobi.window + 1, valid = siblings + levels * more;
     for (int64_t l = 0; l < next_levels; ++l) {
       for (int64_t k = 0; k < more && host[valid + l * more + k] != 0; ++k) {
         extra_[l].push_back(host[siblings + l * more + k]);
       }
     }
     extra_q_ = out.sibling_q;
-    session.Commit(std::move(x));
-    return OkStatus();
   }
 
   // The drafts past the new prefix (`first` rows after n) from the carried path's
