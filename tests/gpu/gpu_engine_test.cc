@@ -30,6 +30,7 @@
 #include "engine/decode/method_registry.h"
 #include "engine/decode/mulo.h"
 #include "engine/decode/peanut.h"
+#include "engine/decode/sjd_pac.h"
 #include "engine/decode/speculative.h"
 #include "engine/decode/zipar.h"
 #include "engine/model/forward_graphs.h"
@@ -296,7 +297,8 @@ TEST_F(GpuTest, LosslessMethodsGiveArsGreedyTokensOnTheGpu) {
 // gives its eager tokens, three replays per step; EAGLE-2 and EAGLE-1 (their drafting and
 // their verification each one replay of the tree graphs, eagle_tree_graphs.h and
 // tree_verify_graphs.h) give ar's, two replays per step, and so does PEANUT from its padded
-// drafting graphs; ZipAR from its graphs (zipar_graphs.h) gives its eager tokens.
+// drafting graphs; ZipAR from its graphs (zipar_graphs.h) gives its eager tokens; SJD-PAC
+// (each iteration one replay of its window's tree verify graphs, Shape::jacobi) gives ar's.
 TEST_F(GpuTest, PooledStepGraphsGiveArsGreedyTokensOnTheGpu) {
   auto graphs = LoadModelSet("models/synth", GpuOptions(torch::kFloat32, true));
   ASSERT_OK(graphs);
@@ -331,8 +333,11 @@ TEST_F(GpuTest, PooledStepGraphsGiveArsGreedyTokensOnTheGpu) {
     ASSERT_OK(zipar_config);
     const ZipArDecoder zipar(zipar_config->zipar);
     const auto zipar_eager = Tokens(zipar, *graphs, prompts[i], 0.0, i);
+    auto pac_config = DefaultMethodConfig("sjd_pac", *graphs);
+    ASSERT_OK(pac_config);
+    const SjdPacDecoder sjd_pac(pac_config->sjd_pac);
     for (const std::string method :
-         {"ar", "speculative", "mulo", "eagle", "eagle1", "peanut", "zipar"}) {
+         {"ar", "speculative", "mulo", "eagle", "eagle1", "peanut", "zipar", "sjd_pac"}) {
       auto reservation = (*pools)->Reserve(
           RequestKvDemand(*graphs, method == "eagle1" ? "eagle" : method, sampling));
       ASSERT_NE(reservation, nullptr);
@@ -366,8 +371,9 @@ TEST_F(GpuTest, PooledStepGraphsGiveArsGreedyTokensOnTheGpu) {
           : method == "eagle"  ? Tokens(EagleDecoder(), *graphs, prompts[i], 0.0, i, options)
           : method == "eagle1" ? Tokens(eagle1, *graphs, prompts[i], 0.0, i, options)
           : method == "peanut" ? Tokens(peanut, *graphs, prompts[i], 0.0, i, options)
-          : method == "zipar"  ? Tokens(zipar, *graphs, prompts[i], 0.0, i, options)
-                               : Tokens(mulo, *graphs, prompts[i], 0.0, i, options);
+          : method == "zipar"   ? Tokens(zipar, *graphs, prompts[i], 0.0, i, options)
+          : method == "sjd_pac" ? Tokens(sjd_pac, *graphs, prompts[i], 0.0, i, options)
+                                : Tokens(mulo, *graphs, prompts[i], 0.0, i, options);
       const int64_t replays = (*pools)->graph_counts().replays - before.replays;
       std::cout << "[gpu] pooled " << method << ", prompt " << i << ": " << replays
                 << " replays\n";

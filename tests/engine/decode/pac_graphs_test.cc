@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/op_count.h"
 #include "engine/decode/graphed_shapes.h"
 #include "engine/decode/kv_pools.h"
 #include "engine/decode/method_registry.h"
@@ -57,47 +56,33 @@ void ExpectEagerTokensFromGraphs(const MethodConfig& config, const std::vector<i
     for (int prompt : prompts) {
       const DecodeRequest request =
           testing::SynthRequest({"sjd_pac", prompt, temperature}, plain);
-      auto eager = testing::DecodeConfig(config, plain, request);
-      ASSERT_OK(eager);
-      auto reservation = testing::ReserveFor(*pools, *emulated, "sjd_pac", request);
-      ASSERT_NE(reservation, nullptr);
       const int64_t replays_before = graphs->counts().replays;
-      StatusOr<DecodeResult> graphed = InternalError("not run");
-      {
-        OpCounting counting;
-        graphed = testing::DecodeConfig(config, *emulated, request, nullptr, reservation.get());
-      }
-      ASSERT_OK(graphed);
-      const Stats& stats = graphed->stats;
+      auto both = testing::DecodeEagerAndPooled(config, plain, *emulated, *pools, request);
+      ASSERT_OK(both);
+      const DecodeResult &eager = both->eager, &graphed = both->pooled;
+      const Stats& stats = graphed.stats;
       const int64_t steps = stats.verify_steps;
       const int64_t replays = graphs->counts().replays - replays_before;
       std::cout << "[" << label << "] temperature " << temperature << ", prompt " << prompt
-                << ": " << steps << " steps, " << replays << " in graphs, "
-                << stats.graph_replays << " replays, " << stats.host_syncs << " reads, "
-                << stats.dispatched_ops << " operators outside graphs ("
-                << static_cast<double>(stats.dispatched_ops) / static_cast<double>(steps)
-                << " per step)\n";
+                << ": " << replays << " steps in graphs; " << testing::StepCounts(stats) << "\n";
       ASSERT_GT(steps, 0);
       EXPECT_EQ(replays, steps) << "every step, the padded last windows too";
       EXPECT_LE(stats.host_syncs, steps + 2);
-      if (graphed->tokens != eager->tokens) {
+      if (graphed.tokens != eager.tokens) {
         ++mismatches;
         std::cout << "[" << label << "] temperature " << temperature << ", prompt " << prompt
                   << ": tokens differ\n";
       } else {
-        EXPECT_EQ(steps, eager->stats.verify_steps);
-        EXPECT_EQ(stats.accepted_tokens, eager->stats.accepted_tokens);
-        EXPECT_EQ(stats.drafted_tokens, eager->stats.drafted_tokens);
-        EXPECT_EQ(stats.drafted_tree_width, eager->stats.drafted_tree_width);
-        EXPECT_EQ(stats.resampled_tokens, eager->stats.resampled_tokens);
+        EXPECT_EQ(steps, eager.stats.verify_steps);
+        EXPECT_EQ(stats.accepted_tokens, eager.stats.accepted_tokens);
+        EXPECT_EQ(stats.drafted_tokens, eager.stats.drafted_tokens);
+        EXPECT_EQ(stats.drafted_tree_width, eager.stats.drafted_tree_width);
+        EXPECT_EQ(stats.resampled_tokens, eager.stats.resampled_tokens);
       }
       if (temperature == 0.0) {
-        auto ar_config = DefaultMethodConfig("ar", plain);
-        ASSERT_OK(ar_config);
-        auto ar = testing::DecodeConfig(*ar_config, plain,
-                                        testing::SynthRequest({"ar", prompt, 0.0}, plain));
+        auto ar = testing::GreedyArTokens(plain, prompt);
         ASSERT_OK(ar);
-        EXPECT_EQ(graphed->tokens, ar->tokens) << "greedy SJD-PAC is ar, prompt " << prompt;
+        EXPECT_EQ(graphed.tokens, *ar) << "greedy SJD-PAC is ar, prompt " << prompt;
       }
     }
     EXPECT_LE(mismatches, temperature == 0.0 ? 0 : 1) << label << ", temperature " << temperature;

@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/op_count.h"
 #include "engine/decode/dynamic_tree.h"
 #include "engine/decode/eagle_tree_graphs.h"
 #include "engine/decode/kv_pools.h"
@@ -95,52 +94,38 @@ TEST(PeanutGraphsTest, StepsDraftFromPaddedGraphsWithTheEagerStepsTokens) {
     for (int prompt : {0, 1}) {
       const DecodeRequest request =
           testing::SynthRequest({"peanut", prompt, temperature}, plain);
-      auto eager = testing::DecodeConfig(*config, plain, request);
-      ASSERT_OK(eager);
-      auto reservation = testing::ReserveFor(*pools, *emulated, "peanut", request);
-      ASSERT_NE(reservation, nullptr);
       const Replays before = Count(*pools, *emulated, *config);
-      StatusOr<DecodeResult> graphed = InternalError("not run");
-      {
-        OpCounting counting;
-        graphed = testing::DecodeConfig(*config, *emulated, request, nullptr, reservation.get());
-      }
-      ASSERT_OK(graphed);
+      auto both = testing::DecodeEagerAndPooled(*config, plain, *emulated, *pools, request);
+      ASSERT_OK(both);
+      const DecodeResult &eager = both->eager, &graphed = both->pooled;
       const Replays after = Count(*pools, *emulated, *config);
-      const Stats& stats = graphed->stats;
+      const Stats& stats = graphed.stats;
       const int64_t steps = stats.verify_steps;
       const int64_t drafts = after.drafts - before.drafts;
       const int64_t verifications = after.verifications - before.verifications;
       std::cout << "[peanut] temperature " << temperature << ", prompt " << prompt << ": "
-                << steps << " steps, " << drafts << " drafted from graphs ("
+                << drafts << " drafted from graphs ("
                 << after.padded_drafts - before.padded_drafts << " padded), " << verifications
-                << " verified in graphs, " << stats.graph_replays << " replays, "
-                << stats.host_syncs << " reads, " << stats.dispatched_ops
-                << " operators outside graphs ("
-                << static_cast<double>(stats.dispatched_ops) / static_cast<double>(steps)
-                << " per step)\n";
+                << " verified in graphs; " << testing::StepCounts(stats) << "\n";
       ASSERT_GT(steps, 0);
       EXPECT_GE(drafts, steps * 9 / 10);
       EXPECT_GT(after.padded_drafts, before.padded_drafts);
       EXPECT_GE(verifications, steps * 9 / 10);
       EXPECT_LE(stats.host_syncs, steps + 2);
-      EXPECT_EQ(stats.draft_forward_passes, eager->stats.draft_forward_passes);
-      if (graphed->tokens != eager->tokens) {
+      EXPECT_EQ(stats.draft_forward_passes, eager.stats.draft_forward_passes);
+      if (graphed.tokens != eager.tokens) {
         ++mismatches;
         std::cout << "[peanut] temperature " << temperature << ", prompt " << prompt
                   << ": tokens differ\n";
       } else {
-        EXPECT_EQ(stats.accepted_tokens, eager->stats.accepted_tokens);
-        EXPECT_EQ(stats.drafted_tokens, eager->stats.drafted_tokens);
-        EXPECT_EQ(stats.drafted_tree_width, eager->stats.drafted_tree_width);
+        EXPECT_EQ(stats.accepted_tokens, eager.stats.accepted_tokens);
+        EXPECT_EQ(stats.drafted_tokens, eager.stats.drafted_tokens);
+        EXPECT_EQ(stats.drafted_tree_width, eager.stats.drafted_tree_width);
       }
       if (temperature == 0.0) {
-        auto ar_config = DefaultMethodConfig("ar", plain);
-        ASSERT_OK(ar_config);
-        auto ar = testing::DecodeConfig(*ar_config, plain,
-                                        testing::SynthRequest({"ar", prompt, 0.0}, plain));
+        auto ar = testing::GreedyArTokens(plain, prompt);
         ASSERT_OK(ar);
-        EXPECT_EQ(graphed->tokens, ar->tokens) << "greedy PEANUT is ar, prompt " << prompt;
+        EXPECT_EQ(graphed.tokens, *ar) << "greedy PEANUT is ar, prompt " << prompt;
       }
     }
     EXPECT_LE(mismatches, temperature == 0.0 ? 0 : 1) << "temperature " << temperature;

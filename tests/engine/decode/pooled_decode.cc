@@ -1,7 +1,10 @@
 #include "tests/engine/decode/pooled_decode.h"
 
+#include <algorithm>
+#include <sstream>
 #include <utility>
 
+#include "engine/core/op_count.h"
 #include "engine/decode/graphed_shapes.h"
 #include "engine/decode/kv_demand.h"
 #include "gtest/gtest.h"
@@ -38,6 +41,36 @@ StatusOr<DecodeResult> DecodeConfig(const MethodConfig& config, const ModelSet& 
   NullProgressSink sink;
   CancelToken cancel;
   return method->Decode(request, family, sink, cancel);
+}
+
+StatusOr<EagerAndPooled> DecodeEagerAndPooled(const MethodConfig& config, const ModelSet& family,
+                                              const ModelSet& emulated, KvPools& pools,
+                                              const DecodeRequest& request) {
+  EagerAndPooled both;
+  MULO_ASSIGN_OR_RETURN(both.eager, DecodeConfig(config, family, request));
+  std::unique_ptr<KvReservation> reservation = ReserveFor(pools, emulated, config.name, request);
+  if (reservation == nullptr) return InternalError("nothing to reserve for " + config.name);
+  OpCounting counting;
+  MULO_ASSIGN_OR_RETURN(both.pooled,
+                        DecodeConfig(config, emulated, request, nullptr, reservation.get()));
+  return both;
+}
+
+std::string StepCounts(const Stats& stats) {
+  const int64_t steps = stats.verify_steps;
+  std::ostringstream line;
+  line << steps << " steps, " << stats.graph_replays << " replays, " << stats.host_syncs
+       << " reads, " << stats.dispatched_ops << " operators outside graphs ("
+       << static_cast<double>(stats.dispatched_ops) / static_cast<double>(std::max<int64_t>(steps, 1))
+       << " per step)";
+  return line.str();
+}
+
+StatusOr<std::vector<int>> GreedyArTokens(const ModelSet& family, int prompt) {
+  MULO_ASSIGN_OR_RETURN(const MethodConfig ar, DefaultMethodConfig("ar", family));
+  MULO_ASSIGN_OR_RETURN(DecodeResult result,
+                        DecodeConfig(ar, family, SynthRequest({"ar", prompt, 0.0}, family)));
+  return std::move(result.tokens);
 }
 
 }  // namespace mulo::engine::testing

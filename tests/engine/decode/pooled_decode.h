@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/decode/engine_loop.h"
 #include "engine/decode/kv_pools.h"
@@ -26,6 +27,21 @@ std::unique_ptr<KvReservation> ReserveFor(KvPools& pools, const ModelSet& family
 StatusOr<DecodeResult> DecodeConfig(const MethodConfig& config, const ModelSet& family,
                                     DecodeRequest request, EngineLoop* loop = nullptr,
                                     KvReservation* kv = nullptr);
+
+// `config`'s method decoding `request` on the plain `family` (the eager steps' oracle), then on
+// `emulated` over a reservation of `pools` with its operators counted (OpCounting): what the
+// graphs' tests compare. An error when either decode fails or nothing can be reserved.
+struct EagerAndPooled {
+  DecodeResult eager, pooled;
+};
+StatusOr<EagerAndPooled> DecodeEagerAndPooled(const MethodConfig& config, const ModelSet& family,
+                                              const ModelSet& emulated, KvPools& pools,
+                                              const DecodeRequest& request);
+// A pooled decode's counts, per step: "S steps, R replays, H reads, O operators outside
+// graphs (O / S per step)".
+std::string StepCounts(const Stats& stats);
+// ar's greedy tokens for the synth prompt `prompt` on `family`.
+StatusOr<std::vector<int>> GreedyArTokens(const ModelSet& family, int prompt);
 
 }  // namespace mulo::engine::testing
 

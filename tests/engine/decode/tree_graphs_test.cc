@@ -158,26 +158,15 @@ void ExpectStepsInTwoReplays(const MethodConfig& config, const ReplaysOf& replay
     for (int prompt : {0, 1, 2}) {
       const DecodeRequest request =
           testing::SynthRequest({config.name, prompt, temperature}, plain);
-      auto eager = testing::DecodeConfig(config, plain, request);
-      ASSERT_OK(eager);
-      auto reservation = testing::ReserveFor(*pools, *emulated, config.name, request);
-      ASSERT_NE(reservation, nullptr);
       const TreeReplays before = replays_of(*pools, *emulated);
-      StatusOr<DecodeResult> graphed = InternalError("not run");
-      {
-        OpCounting counting;
-        graphed = testing::DecodeConfig(config, *emulated, request, nullptr, reservation.get());
-      }
-      ASSERT_OK(graphed);
-      const Stats& stats = graphed->stats;
+      auto both = testing::DecodeEagerAndPooled(config, plain, *emulated, *pools, request);
+      ASSERT_OK(both);
+      const DecodeResult &eager = both->eager, &graphed = both->pooled;
+      const Stats& stats = graphed.stats;
       const int64_t steps = stats.verify_steps;
       const TreeReplays after = replays_of(*pools, *emulated);
       std::cout << "[" << label << "] temperature " << temperature << ", prompt " << prompt << ": "
-                << steps << " steps, "
-                << stats.graph_replays << " replays, " << stats.host_syncs << " reads, "
-                << stats.dispatched_ops << " operators outside graphs ("
-                << static_cast<double>(stats.dispatched_ops) / static_cast<double>(steps)
-                << " per step)\n";
+                << testing::StepCounts(stats) << "\n";
       ASSERT_GT(steps, 0);
       // Every step drafts its tree in one replay (the graphs of its depth: the family's, or
       // the cut one at the image's end) and verifies it in another, reading once; the
@@ -191,27 +180,23 @@ void ExpectStepsInTwoReplays(const MethodConfig& config, const ReplaysOf& replay
       EXPECT_EQ(after.verifications - before.verifications, in_graphs);
       EXPECT_EQ(stats.graph_replays, 2 * in_graphs + 1 + (steps - in_graphs));
       EXPECT_LE(stats.host_syncs, steps + 2);
-      EXPECT_EQ(stats.draft_forward_passes, eager->stats.draft_forward_passes);
-      if (graphed->tokens != eager->tokens) {
+      EXPECT_EQ(stats.draft_forward_passes, eager.stats.draft_forward_passes);
+      if (graphed.tokens != eager.tokens) {
         ++mismatches;
         std::cout << "[" << label << "] temperature " << temperature << ", prompt " << prompt
                   << ": tokens differ\n";
       } else {
-        EXPECT_EQ(stats.accepted_tokens, eager->stats.accepted_tokens);
-        EXPECT_EQ(stats.drafted_tokens, eager->stats.drafted_tokens);
-        EXPECT_EQ(stats.relaxed_accepted_tokens, eager->stats.relaxed_accepted_tokens);
-        EXPECT_EQ(stats.pooled_drafts, eager->stats.pooled_drafts);
-        EXPECT_EQ(stats.pooled_neighbors, eager->stats.pooled_neighbors);
+        EXPECT_EQ(stats.accepted_tokens, eager.stats.accepted_tokens);
+        EXPECT_EQ(stats.drafted_tokens, eager.stats.drafted_tokens);
+        EXPECT_EQ(stats.relaxed_accepted_tokens, eager.stats.relaxed_accepted_tokens);
+        EXPECT_EQ(stats.pooled_drafts, eager.stats.pooled_drafts);
+        EXPECT_EQ(stats.pooled_neighbors, eager.stats.pooled_neighbors);
         if (temperature == 1.0 && prompt == 0) break;
       }
       if (temperature == 0.0 && lossless) {
-        auto ar_config = DefaultMethodConfig("ar", plain);
-        ASSERT_OK(ar_config);
-        auto ar = testing::DecodeConfig(*ar_config, plain,
-                                        testing::SynthRequest({"ar", prompt, 0.0}, plain));
+        auto ar = testing::GreedyArTokens(plain, prompt);
         ASSERT_OK(ar);
-        EXPECT_EQ(graphed->tokens, ar->tokens) << "greedy " << label << " is ar, prompt "
-                                               << prompt;
+        EXPECT_EQ(graphed.tokens, *ar) << "greedy " << label << " is ar, prompt " << prompt;
       }
     }
     EXPECT_LE(mismatches, temperature == 0.0 ? 0 : 1) << "temperature " << temperature;

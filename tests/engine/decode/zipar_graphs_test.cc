@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/op_count.h"
 #include "engine/decode/engine_loop.h"
 #include "engine/decode/kv_pools.h"
 #include "engine/decode/method_registry.h"
@@ -44,44 +43,30 @@ TEST(ZipArGraphsTest, AForwardDrawsInOneReplayAndReadsOnceWithTheEagerStepsToken
       int mismatches = 0;
       for (int prompt : {0, 1}) {
         const DecodeRequest request = testing::SynthRequest({"zipar", prompt, temperature}, plain);
-        auto eager = testing::DecodeConfig(config, plain, request);
-        ASSERT_OK(eager);
-        auto reservation = testing::ReserveFor(*pools, *emulated, "zipar", request);
-        ASSERT_NE(reservation, nullptr);
         const int64_t replays_before = graphs->counts().replays;
-        StatusOr<DecodeResult> graphed = InternalError("not run");
-        {
-          OpCounting counting;
-          graphed = testing::DecodeConfig(config, *emulated, request, nullptr, reservation.get());
-        }
-        ASSERT_OK(graphed);
-        const Stats& stats = graphed->stats;
-        const int64_t steps = stats.verify_steps;
+        auto both = testing::DecodeEagerAndPooled(config, plain, *emulated, *pools, request);
+        ASSERT_OK(both);
+        const DecodeResult &eager = both->eager, &graphed = both->pooled;
+        const Stats& stats = graphed.stats;
+        const int64_t steps = stats.verify_steps;  // forwards
         std::cout << "window " << window << ", temperature " << temperature << ", prompt "
-                  << prompt << ": " << steps << " forwards, " << stats.graph_replays
-                  << " replays, " << stats.host_syncs << " reads, " << stats.dispatched_ops
-                  << " operators outside graphs ("
-                  << static_cast<double>(stats.dispatched_ops) / static_cast<double>(steps)
-                  << " per forward)\n";
+                  << prompt << ": " << testing::StepCounts(stats) << "\n";
         ASSERT_GT(steps, 0);
-        EXPECT_EQ(steps, eager->stats.verify_steps);
+        EXPECT_EQ(steps, eager.stats.verify_steps);
         // Every forward from the graphs (one replay, one read), after the prefill's replay.
         EXPECT_EQ(graphs->counts().replays - replays_before, steps);
         EXPECT_EQ(stats.graph_replays, steps + 1);
         EXPECT_LE(stats.host_syncs, steps + 1);
         EXPECT_LE(stats.dispatched_ops, 50 * steps);
-        if (graphed->tokens != eager->tokens) {
+        if (graphed.tokens != eager.tokens) {
           ++mismatches;
           std::cout << "window " << window << ", temperature " << temperature << ", prompt "
                     << prompt << ": tokens differ\n";
         }
         if (window == grid && temperature == 0.0) {
-          auto ar_config = DefaultMethodConfig("ar", plain);
-          ASSERT_OK(ar_config);
-          auto ar = testing::DecodeConfig(*ar_config, plain,
-                                          testing::SynthRequest({"ar", prompt, 0.0}, plain));
+          auto ar = testing::GreedyArTokens(plain, prompt);
           ASSERT_OK(ar);
-          EXPECT_EQ(graphed->tokens, ar->tokens) << "ZipAR over the whole row is ar";
+          EXPECT_EQ(graphed.tokens, *ar) << "ZipAR over the whole row is ar";
         }
       }
       EXPECT_LE(mismatches, temperature == 0.0 ? 0 : 1)
