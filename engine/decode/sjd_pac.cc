@@ -123,18 +123,13 @@ class PacState : public SteppedMethod::State {
     }
     // 4. The target keeps the root and the accepted path (fed nodes only).
     const int64_t accepted = static_cast<int64_t>(verdict.accepted.size());
-    std::vector<int64_t> rows(root_row + 1);
-    for (int64_t r = 0; r <= root_row; ++r) rows[r] = r;
+    std::vector<int64_t> path_tokens, path_rows;
     for (int64_t node : verdict.accepted) {
-      x.push_back(tree.tokens[node]);
-      if (node < fed) rows.push_back(root_row + 1 + node);
+      path_tokens.push_back(tree.tokens[node]);
+      path_rows.push_back(node < fed ? root_row + 1 + node : -1);
     }
-    MULO_RETURN_IF_ERROR(target_->Keep(
-        rows, std::vector<int64_t>(x.begin(), x.begin() + (static_cast<int64_t>(rows.size()) -
-                                                           target_->condition_rows()))));
-    if (verdict.next_token >= 0 && static_cast<int64_t>(x.size()) < session.num_tokens()) {
-      x.push_back(verdict.next_token);
-    }
+    MULO_RETURN_IF_ERROR(
+        KeepPath(session, root_row, path_tokens, path_rows, verdict.next_token, x));
     stats.CountAcceptedPath(accepted);
     const int64_t last = accepted > 0 ? verdict.accepted.back() : -1;
     stats.resampled_tokens += std::count(tree.parents.begin(), tree.parents.end(), last) > 0;
@@ -148,6 +143,27 @@ class PacState : public SteppedMethod::State {
   }
 
  private:
+  // The target keeps its rows through the root's and the kept path's fed rows (`path_rows`:
+  // each kept draft's cache row, -1 for one at the image's last position, never fed); x takes
+  // the path's tokens and, when a position is left, the token after them.
+  Status KeepPath(DecodeSession& session, int64_t root_row, const std::vector<int64_t>& tokens,
+                  const std::vector<int64_t>& path_rows, int64_t next_token,
+                  std::vector<int64_t>& x) {
+    std::vector<int64_t> rows(root_row + 1);
+    for (int64_t r = 0; r <= root_row; ++r) rows[r] = r;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      x.push_back(tokens[i]);
+      if (path_rows[i] >= 0) rows.push_back(path_rows[i]);
+    }
+    MULO_RETURN_IF_ERROR(target_->Keep(
+        rows, std::vector<int64_t>(x.begin(), x.begin() + (static_cast<int64_t>(rows.size()) -
+                                                           target_->condition_rows()))));
+    if (next_token >= 0 && static_cast<int64_t>(x.size()) < session.num_tokens()) {
+      x.push_back(next_token);
+    }
+    return OkStatus();
+  }
+
   void CountTree(Stats& stats, int64_t nodes, int64_t length) const {
     stats.drafted_tokens += nodes;
     stats.drafted_tree_depth += length;
@@ -231,18 +247,13 @@ class PacState : public SteppedMethod::State {
     // The target keeps the root and the kept path, already in place (fed nodes only).
     const int64_t accepted = static_cast<int64_t>(decision.accepted.size());
     const int64_t root_row = target_->cache().length() - nodes - 1;
-    std::vector<int64_t> rows(root_row + 1);
-    for (int64_t r = 0; r <= root_row; ++r) rows[r] = r;
+    std::vector<int64_t> path_tokens, path_rows;  // the path's rows: in place after the root's
     for (int64_t i = 0; i < accepted; ++i) {
-      x.push_back(host[decision.accepted[i]]);
-      if (n + i < session.num_tokens() - 1) rows.push_back(root_row + 1 + i);
+      path_tokens.push_back(host[decision.accepted[i]]);
+      path_rows.push_back(n + i < session.num_tokens() - 1 ? root_row + 1 + i : -1);
     }
-    MULO_RETURN_IF_ERROR(target_->Keep(
-        rows, std::vector<int64_t>(x.begin(), x.begin() + (static_cast<int64_t>(rows.size()) -
-                                                           target_->condition_rows()))));
-    if (decision.next_token >= 0 && static_cast<int64_t>(x.size()) < session.num_tokens()) {
-      x.push_back(decision.next_token);
-    }
+    MULO_RETURN_IF_ERROR(
+        KeepPath(session, root_row, path_tokens, path_rows, decision.next_token, x));
     stats.CountAcceptedPath(accepted);
     // A token was re-drawn from a residual when the path's last node (the root) had children.
     const int64_t branching = static_cast<int64_t>(extra_.size());

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "engine/core/op_count.h"
-#include "engine/decode/engine_loop.h"
 #include "engine/decode/kv_pools.h"
 #include "engine/decode/method_registry.h"
 #include "engine/decode/mulo_options.h"
@@ -186,32 +185,15 @@ TEST(MuloGraphsTest, RequestsOfALoopShareTheVerifyGraphs) {
       testing::SynthRequest({"mulo", 0, 1.0}, *family),
       testing::SynthRequest({"mulo", 1, 0.0}, *family),
       testing::SynthRequest({"mulo", 2, 0.7}, *family)};
-  std::vector<std::vector<int32_t>> alone;
-  for (const DecodeRequest& request : requests) {
-    auto reservation = testing::ReserveFor(*pools, *family, "mulo", request);
-    ASSERT_NE(reservation, nullptr);
-    auto own = testing::DecodeConfig(*config, *family, request, nullptr, reservation.get());
-    ASSERT_OK(own);
-    alone.push_back(own->tokens);
-  }
+  auto alone = testing::DecodeEachAlone(*config, *family, *pools, requests);
+  ASSERT_OK(alone);
   const PoolGraphs::Counts before = verify->counts();
-  EngineLoop loop({/*max_rows=*/512, PackedGemms::kPerSequence});
-  std::vector<StatusOr<DecodeResult>> results(requests.size(), InternalError("not run"));
-  std::vector<EngineLoop::Task> tasks;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    tasks.push_back([&, i] {
-      auto reservation = testing::ReserveFor(*pools, *family, "mulo", requests[i]);
-      if (reservation == nullptr) return;
-      results[i] = testing::DecodeConfig(*config, *family, requests[i], &loop, reservation.get());
-    });
-  }
-  EngineLoop::ListSource source(std::move(tasks), 3);
-  ASSERT_OK(loop.Serve(source));
+  auto looped = testing::DecodeInOneLoop(*config, *family, *pools, requests);
+  ASSERT_OK(looped);
   int64_t steps = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
-    ASSERT_OK(results[i]);
-    EXPECT_EQ(results[i]->tokens, alone[i]) << "request " << i;
-    steps += results[i]->stats.verify_steps;
+    EXPECT_EQ((*looped)[i].tokens, (*alone)[i]) << "request " << i;
+    steps += (*looped)[i].stats.verify_steps;
   }
   const PoolGraphs::Counts after = verify->counts();
   EXPECT_EQ(after.calls - before.calls, steps) << "every step from the graphs";

@@ -56,6 +56,44 @@ StatusOr<EagerAndPooled> DecodeEagerAndPooled(const MethodConfig& config, const 
   return both;
 }
 
+StatusOr<std::vector<std::vector<int>>> DecodeEachAlone(const MethodConfig& config,
+                                                        const ModelSet& family, KvPools& pools,
+                                                        const std::vector<DecodeRequest>& requests) {
+  std::vector<std::vector<int>> tokens;
+  for (const DecodeRequest& request : requests) {
+    std::unique_ptr<KvReservation> reservation = ReserveFor(pools, family, config.name, request);
+    if (reservation == nullptr) return InternalError("nothing to reserve for " + config.name);
+    MULO_ASSIGN_OR_RETURN(DecodeResult own,
+                          DecodeConfig(config, family, request, nullptr, reservation.get()));
+    tokens.push_back(std::move(own.tokens));
+  }
+  return tokens;
+}
+
+StatusOr<std::vector<DecodeResult>> DecodeInOneLoop(const MethodConfig& config,
+                                                    const ModelSet& family, KvPools& pools,
+                                                    const std::vector<DecodeRequest>& requests) {
+  EngineLoop loop({/*max_rows=*/512, PackedGemms::kPerSequence});
+  std::vector<StatusOr<DecodeResult>> results(requests.size(), InternalError("not run"));
+  std::vector<EngineLoop::Task> tasks;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    tasks.push_back([&, i] {
+      std::unique_ptr<KvReservation> reservation =
+          ReserveFor(pools, family, config.name, requests[i]);
+      if (reservation == nullptr) return;
+      results[i] = DecodeConfig(config, family, requests[i], &loop, reservation.get());
+    });
+  }
+  EngineLoop::ListSource source(std::move(tasks), static_cast<int>(requests.size()));
+  MULO_RETURN_IF_ERROR(loop.Serve(source));
+  std::vector<DecodeResult> looped;
+  for (StatusOr<DecodeResult>& result : results) {
+    MULO_RETURN_IF_ERROR(result.status());
+    looped.push_back(*std::move(result));
+  }
+  return looped;
+}
+
 std::string StepCounts(const Stats& stats) {
   const int64_t steps = stats.verify_steps;
   std::ostringstream line;

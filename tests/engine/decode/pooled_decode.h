@@ -37,6 +37,16 @@ struct EagerAndPooled {
 StatusOr<EagerAndPooled> DecodeEagerAndPooled(const MethodConfig& config, const ModelSet& family,
                                               const ModelSet& emulated, KvPools& pools,
                                               const DecodeRequest& request);
+// `config`'s method decoding each of `requests` alone over a reservation of `pools`: their
+// tokens (what a loop's requests must keep).
+StatusOr<std::vector<std::vector<int>>> DecodeEachAlone(const MethodConfig& config,
+                                                        const ModelSet& family, KvPools& pools,
+                                                        const std::vector<DecodeRequest>& requests);
+// The same requests stepping together in one engine loop (per-request GEMMs, every request a
+// task over its own reservation): each one's result, in order.
+StatusOr<std::vector<DecodeResult>> DecodeInOneLoop(const MethodConfig& config,
+                                                    const ModelSet& family, KvPools& pools,
+                                                    const std::vector<DecodeRequest>& requests);
 // A pooled decode's counts, per step: "S steps, R replays, H reads, O operators outside
 // graphs (O / S per step)".
 std::string StepCounts(const Stats& stats);

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/decode/engine_loop.h"
 #include "engine/decode/kv_pools.h"
 #include "engine/decode/method_registry.h"
 #include "engine/decode/zipar_graphs.h"
@@ -109,32 +108,15 @@ TEST(ZipArGraphsTest, RequestsOfALoopShareTheGraphs) {
       testing::SynthRequest({"zipar", 0, 1.0}, *family),
       testing::SynthRequest({"zipar", 1, 0.0}, *family),
       testing::SynthRequest({"zipar", 2, 0.7}, *family)};
-  std::vector<std::vector<int32_t>> alone;
-  for (const DecodeRequest& request : requests) {
-    auto reservation = testing::ReserveFor(*pools, *family, "zipar", request);
-    ASSERT_NE(reservation, nullptr);
-    auto own = testing::DecodeConfig(*config, *family, request, nullptr, reservation.get());
-    ASSERT_OK(own);
-    alone.push_back(own->tokens);
-  }
+  auto alone = testing::DecodeEachAlone(*config, *family, *pools, requests);
+  ASSERT_OK(alone);
   const PoolGraphs::Counts before = graphs->counts();
-  EngineLoop loop({/*max_rows=*/512, PackedGemms::kPerSequence});
-  std::vector<StatusOr<DecodeResult>> results(requests.size(), InternalError("not run"));
-  std::vector<EngineLoop::Task> tasks;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    tasks.push_back([&, i] {
-      auto reservation = testing::ReserveFor(*pools, *family, "zipar", requests[i]);
-      if (reservation == nullptr) return;
-      results[i] = testing::DecodeConfig(*config, *family, requests[i], &loop, reservation.get());
-    });
-  }
-  EngineLoop::ListSource source(std::move(tasks), 3);
-  ASSERT_OK(loop.Serve(source));
+  auto looped = testing::DecodeInOneLoop(*config, *family, *pools, requests);
+  ASSERT_OK(looped);
   int64_t steps = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
-    ASSERT_OK(results[i]);
-    EXPECT_EQ(results[i]->tokens, alone[i]) << "request " << i;
-    steps += results[i]->stats.verify_steps;
+    EXPECT_EQ((*looped)[i].tokens, (*alone)[i]) << "request " << i;
+    steps += (*looped)[i].stats.verify_steps;
   }
   const PoolGraphs::Counts after = graphs->counts();
   EXPECT_EQ(after.calls - before.calls, steps) << "every forward from the graphs";
