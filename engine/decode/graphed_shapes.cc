@@ -33,6 +33,8 @@ KvPools::GraphedShapes GraphedShapesOf(const MethodConfig& config, const ModelSe
     verify.pooling = mulo.pooling;
     // The drafter's row rides along unless ZipAR's wavefront drafts it (read on its own).
     verify.carried = mulo.zipar_window > 0 ? 0 : mulo.draft_rows * models.drafter->grid_size();
+    // A drafter that continues from its own tokens drafts inside the same replay (step graphs).
+    verify.draft = mulo.zipar_window == 0 && mulo.prefix == DraftPrefix::kOwn;
     shapes.mulo_verify = verify;
   }
   return shapes;

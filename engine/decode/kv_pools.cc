@@ -223,9 +223,9 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
         });
       }
       // MuLo-SD's verification, expansion and re-draws in one replay, for the family's
-      // defaults.
+      // defaults (step graphs, which draft too, are captured once the drafter's pool is made).
       const std::optional<MuloVerifyGraphs::Shape>& mulo = shapes.mulo_verify;
-      if (mulo && models.neighbors != nullptr &&
+      if (mulo && !mulo->draft && models.neighbors != nullptr &&
           models.neighbors->codebook_size() == steps->vocab) {
         const LatentNeighbors* neighbors = models.neighbors.get();
         plan.capture_mulo_verify = [steps, mulo, neighbors](const KvPool& pool) {
@@ -391,8 +391,31 @@ StatusOr<std::unique_ptr<KvPools>> KvPools::Make(const std::vector<Family>& fami
                                    steps->options.device(), steps->emulated));
       pools->resampler_graphs_.push_back(std::move(graphs));
     }
+    MULO_RETURN_IF_ERROR(pools->CaptureMuloStepGraphs(family, steps));
   }
   return pools;
+}
+
+Status KvPools::CaptureMuloStepGraphs(const Family& family,
+                                      const std::optional<RowGraphs::Model>& target_steps) {
+  const ModelSet& models = *family.models;
+  const std::optional<MuloVerifyGraphs::Shape>& shape = family.shapes.mulo_verify;
+  if (!target_steps || !shape || !shape->draft || models.drafter == nullptr ||
+      models.upsampler == nullptr || !models.drafter->uses_cuda_graphs() ||
+      models.neighbors == nullptr || models.neighbors->codebook_size() != target_steps->vocab) {
+    return OkStatus();
+  }
+  const Entry* target = Find(models.target.get());
+  const Entry* drafter = Find(models.drafter.get());
+  const std::optional<RowGraphs::Model> drafter_steps = models.drafter->StepGraphModel();
+  if (target == nullptr || drafter == nullptr || !drafter_steps) return OkStatus();
+  MuloVerifyGraphs::Drafting drafting{drafter->pool.get(), *drafter_steps, models.upsampler,
+                                      models.drafter->grid_size()};
+  MULO_ASSIGN_OR_RETURN(std::shared_ptr<MuloVerifyGraphs> graphs,
+                        MuloVerifyGraphs::Capture(*target->pool, *shape, *target_steps,
+                                                  models.neighbors.get(), std::move(drafting)));
+  mulo_verify_graphs_.push_back(std::move(graphs));
+  return OkStatus();
 }
 
 int64_t KvPools::RequestBytes(const std::vector<Family>& families) {

@@ -196,6 +196,11 @@ class KvPools {
     std::shared_ptr<KvPool> pool;
   };
   const Entry* Find(const void* model) const;
+  // MuLo-SD's step graphs of `family` (mulo_verify_graphs.h, Shape::draft) over its target's
+  // and drafter's pools, made before, where its defaults draft from the drafter's own tokens
+  // and both models replay graphs.
+  Status CaptureMuloStepGraphs(const Family& family,
+                               const std::optional<RowGraphs::Model>& target_steps);
   std::vector<Entry> pools_;
   std::vector<std::shared_ptr<ResamplerGraphs>> resampler_graphs_;
   std::vector<std::shared_ptr<EagleTreeGraphs>> tree_graphs_;

@@ -28,24 +28,30 @@ class MuloState : public SteppedMethod::State {
     Stats& stats = session.stats();
     const int64_t n = static_cast<int64_t>(session.committed().size());
     const int64_t grid = session.grid();
-    // (1), (2): drafter rows after its prefix, U_r: L target drafts after the committed rows,
-    // all on the device until the step's one read below.
-    MULO_ASSIGN_OR_RETURN(MuloProposer::Proposal proposal, proposer_.Propose(session));
-    const int64_t length = proposal.length, end = n + length;
     std::vector<int64_t> seq = session.committed();
     std::vector<int64_t> resample;
     torch::Tensor verify_logits;  // [batch, L, V]: position n + i at index i (eager steps)
-    const MuloVerifyGraphs* graphs = GraphsFor(session, proposal);
     const bool on_device = ResamplesOnDevice();  // always so where there are graphs
-    {
+    Judged judged;
+    if (const MuloVerifyGraphs* step = StepGraphsFor(session); step != nullptr) {
+      // (1)-(6) in one replay of the step graphs and its one read.
       auto timer = session.Time(Phase::kVerify);
-      Judged judged;
-      if (graphs != nullptr) {
+      MULO_ASSIGN_OR_RETURN(judged, StepOnGraphs(session, *step));
+    } else {
+      // (1), (2): drafter rows after its prefix, U_r: L target drafts after the committed
+      // rows, all on the device until the step's one read below.
+      MULO_ASSIGN_OR_RETURN(MuloProposer::Proposal proposal, proposer_.Propose(session));
+      auto timer = session.Time(Phase::kVerify);
+      if (const MuloVerifyGraphs* graphs = GraphsFor(session, proposal); graphs != nullptr) {
         // (3)-(6) in one replay of the target's graphs and its one read.
         MULO_ASSIGN_OR_RETURN(judged, VerifyOnGraphs(session, *graphs, proposal));
       } else {
         MULO_ASSIGN_OR_RETURN(judged, Verify(session, proposal, on_device, &verify_logits));
       }
+    }
+    const int64_t length = static_cast<int64_t>(judged.drafts.size()), end = n + length;
+    {
+      auto timer = session.Time(Phase::kVerify);
       ++stats.verify_steps;
       proposer_.Resolve(judged.drafter_ids, judged.drafts);
       target_->ResolveDrawn(n, judged.drafts);
@@ -85,20 +91,22 @@ class MuloState : public SteppedMethod::State {
     std::vector<int64_t> resampled, tokens;
   };
 
-  // The target's graphs of this step's verification (mulo_verify_graphs.h: the worker's, for
-  // the family's defaults), or null: the step then verifies eagerly.
-  const MuloVerifyGraphs* GraphsFor(DecodeSession& session,
-                                    const MuloProposer::Proposal& proposal) const {
+  // The worker's graphs (mulo_verify_graphs.h, for the family's defaults) of a step drafting
+  // `carried` drafter tokens into `drafts` target ones, drafting in the replay too (`draft`),
+  // where this step's verification fits them; else null.
+  const MuloVerifyGraphs* GraphsOf(DecodeSession& session, int64_t drafts, int64_t carried,
+                                   bool draft) const {
     if (!ResamplesOnDevice() || session.reservation() == nullptr) return nullptr;
     const std::vector<int64_t>& committed = session.committed();
     if (static_cast<int64_t>(committed.size()) % session.grid() != 0) return nullptr;
     MuloVerifyGraphs::Shape shape;
-    shape.drafts = proposal.length;
+    shape.drafts = drafts;
     shape.grid = session.grid();
     shape.radius = options_.radius;
     shape.rejection = options_.rejection;
     shape.pooling = options_.pooling;
-    shape.carried = proposal.drafter_ids.numel();
+    shape.carried = carried;
+    shape.draft = draft;
     const MuloVerifyGraphs* graphs =
         session.reservation()->MuloVerifyGraphsOf(*session.models().target, shape);
     return graphs != nullptr && target_->CanVerifyMulo(*graphs, committed, session.sampling())
@@ -106,18 +114,49 @@ class MuloState : public SteppedMethod::State {
                : nullptr;
   }
 
+  // The target's graphs of this step's verification after Propose, or null: the step then
+  // verifies eagerly.
+  const MuloVerifyGraphs* GraphsFor(DecodeSession& session,
+                                    const MuloProposer::Proposal& proposal) const {
+    return GraphsOf(session, proposal.length, proposal.drafter_ids.numel(), /*draft=*/false);
+  }
+
+  // The step graphs that draft this step's rows and verify them in one replay, or null.
+  const MuloVerifyGraphs* StepGraphsFor(DecodeSession& session) {
+    proposer_.PlanRows(static_cast<int64_t>(session.committed().size()));
+    const MuloVerifyGraphs* graphs = GraphsOf(session, proposer_.draft_tokens(),
+                                              proposer_.row_tokens(), /*draft=*/true);
+    return graphs != nullptr && proposer_.FitsStepGraphs(*graphs) ? graphs : nullptr;
+  }
+
+  // The whole step from the step graphs: the drafter's row with the drafter stream's numbers,
+  // U_r, then as VerifyOnGraphs.
+  StatusOr<Judged> StepOnGraphs(DecodeSession& session, const MuloVerifyGraphs& graphs) {
+    MuloVerifyGraphs::Call call;
+    call.drafter = proposer_.DraftInGraphs(session);
+    return RunGraphs(session, graphs, std::move(call), graphs.shape().drafts);
+  }
+
   StatusOr<Judged> VerifyOnGraphs(DecodeSession& session, const MuloVerifyGraphs& graphs,
                                   const MuloProposer::Proposal& proposal) {
     MuloVerifyGraphs::Call call;
     call.drafts = proposal.drafts;
     call.carried = proposal.drafter_ids;
+    return RunGraphs(session, graphs, std::move(call), proposal.length);
+  }
+
+  // One replay of `graphs` for `call` (its drafts or its drafter's row set) judging `length`
+  // drafts with the target stream's next numbers, and its one read.
+  StatusOr<Judged> RunGraphs(DecodeSession& session, const MuloVerifyGraphs& graphs,
+                             MuloVerifyGraphs::Call call, int64_t length) {
     if (!session.greedy()) {
-      call.redraw_uniforms = session.uniforms(RngStream::kTarget).Peek(proposal.length);
+      call.redraw_uniforms = session.uniforms(RngStream::kTarget).Peek(length);
     }
     call.sampling = session.sampling();
     call.tau = options_.tau;
     MULO_ASSIGN_OR_RETURN(MuloVerifyGraphs::Output out,
-                          target_->VerifyMulo(graphs, session.committed(), std::move(call)));
+                          target_->VerifyMulo(graphs, session.committed(), std::move(call),
+                                              proposer_.drafter()));
     return Judged{std::move(out.carried), std::move(out.drafts), std::move(out.pooled),
                   std::move(out.own),     std::move(out.resampled), std::move(out.tokens)};
   }

@@ -62,10 +62,29 @@ StatusOr<torch::Tensor> MuloProposer::DraftRows(DecodeSession& session,
   return torch::cat(drawn);
 }
 
+void MuloProposer::PlanRows(int64_t committed) {
+  first_row_ = committed / grid_ / r_;  // every step commits whole drafted rows
+  rows_ = std::min(options_.draft_rows, small_ - first_row_);
+}
+
+bool MuloProposer::FitsStepGraphs(const MuloVerifyGraphs& graphs) const {
+  return zipar_ == nullptr && graphs.shape().carried == row_tokens() &&
+         static_cast<int64_t>(prefix_.size()) == first_row_ * small_ &&
+         drafter_->fed() == prefix_ && drafter_->CanDraftMuloRow(graphs, draft_sampling_);
+}
+
+MuloVerifyGraphs::DrafterRow MuloProposer::DraftInGraphs(DecodeSession& session) {
+  MuloVerifyGraphs::DrafterRow row;
+  row.uniforms = session.DrawNumbers(RngStream::kDrafter, row_tokens(), &draft_sampling_);
+  row.sampling = draft_sampling_;
+  y_ = prefix_;
+  drawn_from_ = static_cast<int64_t>(prefix_.size());
+  return row;
+}
+
 StatusOr<MuloProposer::Proposal> MuloProposer::Propose(DecodeSession& session) {
   const int64_t n = static_cast<int64_t>(session.committed().size());
-  first_row_ = n / grid_ / r_;  // every step commits whole drafted rows
-  rows_ = std::min(options_.draft_rows, small_ - first_row_);
+  PlanRows(n);
   std::vector<int64_t> y = prefix_;  // (7): derived in Committed
   Proposal proposal;
   {

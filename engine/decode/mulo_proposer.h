@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "engine/decode/mulo_options.h"
+#include "engine/decode/mulo_verify_graphs.h"
 #include "engine/decode/session.h"
 #include "engine/decode/zipar_drafter.h"
 #include "engine/sampling/verifier.h"
@@ -37,6 +38,21 @@ class MuloProposer {
     int64_t length = 0;
   };
   StatusOr<Proposal> Propose(DecodeSession& session);
+
+  // The rows the step after `committed` tokens drafts (Propose plans them itself): the
+  // drafter's tokens and U_r's drafts they make.
+  void PlanRows(int64_t committed);
+  int64_t row_tokens() const { return rows_ * small_; }
+  int64_t draft_tokens() const { return rows_ * r_ * grid_; }
+  // Instead of Propose, after PlanRows: whether the step graphs `graphs` (mulo_verify_graphs.h,
+  // Shape::draft) may draw the drafter's rows and up-sample them inside the target's replay
+  // (the drafter continues from exactly what it was fed: no prefix to re-feed, no ZipAR
+  // wavefront), and the rows' call (the drafter stream's numbers and sampling; the target
+  // fills in the rest). Resolve follows as after Propose.
+  bool FitsStepGraphs(const MuloVerifyGraphs& graphs) const;
+  MuloVerifyGraphs::DrafterRow DraftInGraphs(DecodeSession& session);
+  // The drafter's stream (the step graphs draw its row inside the target's replay).
+  ModelStream* drafter() const { return drafter_; }
   // The host values of the last Proposal's two tensors.
   void Resolve(const std::vector<int64_t>& drafter_ids, const std::vector<int64_t>& drafts);
 

@@ -26,6 +26,46 @@ constexpr int64_t kRequestFields = kRequestParams + 1;
 // The result's blocks per request, each `drafts` wide: the drafts, the pooled and own
 // probabilities (float64 bits), re-sampled or not, the step's tokens; then the carried ids.
 constexpr int64_t kResultBlocks = 5;
+// Step graphs' drafter ints: per stream its slot, cache length, the row's first position and
+// the last position fed; per request its cfg_scale and temperature (float64 bits) and the
+// row's first index in the drafter's grid; then every request's grid of drafter tokens (its
+// prefix, 0 after it).
+constexpr int64_t kDrafterStreamFields = 4;
+constexpr int64_t kDrafterRequestFields = 3;
+
+int64_t DrafterIntsSize(int64_t streams, int64_t grid) {
+  const int64_t requests = streams / 2;
+  return kDrafterStreamFields * streams + kDrafterRequestFields * requests +
+         requests * grid * grid;
+}
+
+// The drafter's ints of a replay (DrafterIntsSize of them), pads with the scratch slot,
+// length 0, greedy and an empty grid.
+std::vector<int64_t> DrafterInts(const std::vector<MuloVerifyGraphs::Call>& calls,
+                                 int64_t streams, int64_t grid, int64_t scratch_slot) {
+  const int64_t requests = streams / 2;
+  std::vector<int64_t> ints(DrafterIntsSize(streams, grid), 0);
+  double* const params = reinterpret_cast<double*>(ints.data() + kDrafterStreamFields * streams);
+  int64_t* const firsts = ints.data() + kDrafterStreamFields * streams + 2 * requests;
+  int64_t* const grids = firsts + requests;
+  for (int64_t s = 0; s < streams; ++s) ints[s] = scratch_slot;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const MuloVerifyGraphs::DrafterRow& row = calls[i].drafter;
+    const int64_t r = static_cast<int64_t>(i);
+    for (int64_t b = 0; b < 2; ++b) {
+      const int64_t s = 2 * r + b;
+      ints[s] = row.cache->first_slot() + b;
+      ints[streams + s] = row.cache->length();
+      ints[2 * streams + s] = row.first_position;
+      ints[3 * streams + s] = row.last_position;
+    }
+    params[r] = row.sampling.cfg_scale;
+    params[requests + r] = row.sampling.temperature;
+    firsts[r] = static_cast<int64_t>(row.prefix.size());
+    std::copy(row.prefix.begin(), row.prefix.end(), grids + r * grid * grid);
+  }
+  return ints;
+}
 
 int64_t IntsSize(int64_t streams, int64_t rows) {
   const int64_t requests = streams / 2;
@@ -86,11 +126,12 @@ bool MuloVerifyGraphs::Shape::operator==(const Shape& other) const {
          (pooling.kind == Pooling::kNone ||
           (pooling.k == other.pooling.k && pooling.delta == other.pooling.delta &&
            pooling.lambda == other.pooling.lambda)) &&
-         carried == other.carried;
+         carried == other.carried && draft == other.draft;
 }
 
 struct MuloVerifyGraphs::Inputs {
   torch::Tensor ints, drafts, numbers, carried, first;  // as Entry's
+  torch::Tensor drafter_ints, drafter_first, drafter_numbers;
 };
 
 struct MuloVerifyGraphs::Entry {
@@ -100,18 +141,25 @@ struct MuloVerifyGraphs::Entry {
   //   drafts [requests, drafts] int64, numbers [requests, drafts] float64, carried
   //   [requests, carried] int64, first [streams, vocab] float32 (an empty tail's logits).
   torch::Tensor ints, drafts, numbers, carried, first;
+  // Step graphs: drafter_ints [DrafterIntsSize], drafter_first [streams, drafter vocab] float32
+  // (its row's first token's logits), drafter_numbers [requests, carried] float64.
+  torch::Tensor drafter_ints, drafter_first, drafter_numbers;
   std::optional<KvCache> view;  // the pool's slots as the ints' slot column indexes them
+  std::optional<KvCache> drafter_view;  // the drafter pool's, by the drafter ints' slots
+  torch::Tensor drafter_logits;  // [streams, drafter vocab] after the row, every replay
   // [requests, kResultBlocks x drafts + carried] int64, written by every replay: the one read.
   torch::Tensor result;
   std::unique_ptr<ReplayableGraph> graph;
 };
 
 MuloVerifyGraphs::MuloVerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model,
-                                   const LatentNeighbors* neighbors)
+                                   const LatentNeighbors* neighbors,
+                                   std::optional<Drafting> drafting)
     : pool_(pool),
       shape_(shape),
       model_(std::move(model)),
-      neighbors_(neighbors) {}
+      neighbors_(neighbors),
+      drafting_(std::move(drafting)) {}
 
 MuloVerifyGraphs::~MuloVerifyGraphs() = default;
 
@@ -123,7 +171,8 @@ int64_t MuloVerifyGraphs::RowsOf(int64_t tail) const {
 }
 
 StatusOr<std::shared_ptr<MuloVerifyGraphs>> MuloVerifyGraphs::Capture(
-    const KvPool& pool, Shape shape, RowGraphs::Model model, const LatentNeighbors* neighbors) {
+    const KvPool& pool, Shape shape, RowGraphs::Model model, const LatentNeighbors* neighbors,
+    std::optional<Drafting> drafting) {
   if (pool.scratch_slot() < 0) {
     return InvalidArgumentError("MuloVerifyGraphs: the pool needs a scratch slot for pad requests");
   }
@@ -136,14 +185,39 @@ StatusOr<std::shared_ptr<MuloVerifyGraphs>> MuloVerifyGraphs::Capture(
     return InvalidArgumentError("MuloVerifyGraphs: needs the latent neighbours of the " +
                                 std::to_string(model.vocab) + " tokens");
   }
+  if (shape.draft != drafting.has_value()) {
+    return InvalidArgumentError("MuloVerifyGraphs: step graphs (Shape::draft) need the drafting "
+                                "models, and only they");
+  }
+  if (drafting) {
+    const int64_t r = drafting->upsampler != nullptr ? drafting->upsampler->config().factor : 0;
+    if (drafting->pool == nullptr || drafting->pool->scratch_slot() < 0 || r < 1 ||
+        drafting->grid * r != shape.grid || shape.carried < 1 ||
+        shape.carried % drafting->grid != 0 || shape.drafts != shape.carried * r * r ||
+        shape.carried > drafting->pool->slot_rows()) {
+      return InvalidArgumentError(
+          "MuloVerifyGraphs: step graphs need the drafter's pool with a scratch slot, U_r whose "
+          "factor makes its grid the target's, and whole drafter rows whose blocks are the "
+          "drafts");
+    }
+  }
   std::shared_ptr<MuloVerifyGraphs> graphs(
-      new MuloVerifyGraphs(pool, shape, std::move(model), neighbors));
+      new MuloVerifyGraphs(pool, shape, std::move(model), neighbors, std::move(drafting)));
   const torch::Device device = graphs->model_.options.device();
   // Tails of 0 (the first step) to `drafts` tokens (the previous step re-sampled from its
   // first draft on).
   for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
     for (int64_t rows = graphs->RowsOf(0); rows <= graphs->RowsOf(shape.drafts);
          rows += kRowsStep) {
+      if (graphs->drafting_) {
+        // Step graphs: U_r's input height (the drafter rows up to the step's last), 1 row of
+        // drafter tokens or more, up to the grid.
+        const int64_t grid = graphs->drafting_->grid;
+        for (int64_t height = shape.carried / grid; height <= grid; ++height) {
+          MULO_RETURN_IF_ERROR(graphs->CaptureKey(Key(streams, rows, height)));
+        }
+        continue;
+      }
       MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(pool, rows, device, [&](int64_t span) {
         return graphs->CaptureKey(Key(streams, rows, span));
       }));
@@ -152,8 +226,56 @@ StatusOr<std::shared_ptr<MuloVerifyGraphs>> MuloVerifyGraphs::Capture(
   return graphs;
 }
 
-void MuloVerifyGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t span) const {
+void MuloVerifyGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t last) const {
   torch::NoGradGuard no_grad;
+  if (!drafting_) return Verify(e, e.drafts, e.carried, streams, rows, /*span=*/last);
+  torch::Tensor row;
+  const torch::Tensor drafts = Draft(e, streams, /*height=*/last, &row);
+  Verify(e, drafts, row, streams, rows, pool_.slot_rows());
+}
+
+torch::Tensor MuloVerifyGraphs::Draft(Entry& e, int64_t streams, int64_t height,
+                                      torch::Tensor* row) const {
+  const Drafting& drafting = *drafting_;
+  const int64_t requests = streams / 2, tokens = shape_.carried, grid = drafting.grid;
+  const auto long_options = torch::dtype(torch::kInt64).device(model_.options.device());
+  // (1) The drafter's row, as its row graphs draw and feed it.
+  RowGraphs::StepsIn in;
+  in.logits = e.drafter_first;
+  const torch::Tensor params = e.drafter_ints.narrow(0, kDrafterStreamFields * streams, 2 * requests)
+                                   .view(torch::kFloat64)
+                                   .view({2, requests});
+  in.cfg = params.select(0, 0).to(torch::kFloat32).unsqueeze(1);
+  in.temperature = params.select(0, 1).to(torch::kFloat32);
+  in.uniforms = e.drafter_numbers;
+  in.lengths = e.drafter_ints.narrow(0, streams, streams);
+  in.first_positions = e.drafter_ints.narrow(0, 2 * streams, streams);
+  in.last_positions = e.drafter_ints.narrow(0, 3 * streams, streams);
+  in.span = drafting.pool->slot_rows();
+  in.tokens = tokens;
+  const RowGraphs::Steps steps = RowGraphs::DrawSteps(drafting.model, *e.drafter_view, in);
+  e.drafter_logits = steps.logits;
+  *row = steps.tokens;
+  // (2) U_r over the drafter's rows up to `height` with the row in place after the prefix, at
+  // the eager step's height (its shapes, hence its bits, for a lone request).
+  const int64_t firsts_at = kDrafterStreamFields * streams + 2 * requests;
+  const torch::Tensor first = e.drafter_ints.narrow(0, firsts_at, requests).unsqueeze(1);
+  const torch::Tensor low =
+      e.drafter_ints.narrow(0, firsts_at + requests, requests * grid * grid)
+          .view({requests, grid * grid})
+          .narrow(1, 0, height * grid)
+          .scatter(1, first + torch::arange(tokens, long_options).unsqueeze(0), steps.tokens);
+  StatusOr<torch::Tensor> up = drafting.upsampler->ApplyDrawn(low, height, grid);
+  // The shapes were checked at Capture; a failure fails the capture (GuardTorch).
+  TORCH_CHECK(up.ok(), "MuloVerifyGraphs: U_r failed: ", up.status().ToString());
+  // Drafter index f starts target row f / grid x r, i.e. target index f x r x r.
+  const int64_t r = drafting.upsampler->config().factor;
+  return up->gather(1, first * (r * r) + torch::arange(shape_.drafts, long_options).unsqueeze(0));
+}
+
+void MuloVerifyGraphs::Verify(Entry& e, const torch::Tensor& draft_ids,
+                              const torch::Tensor& carried_ids, int64_t streams, int64_t rows,
+                              int64_t span) const {
   const int64_t requests = streams / 2, drafts = shape_.drafts, vocab = model_.vocab;
   const torch::Device device = model_.options.device();
   const auto long_options = torch::dtype(torch::kInt64).device(device);
@@ -171,7 +293,7 @@ void MuloVerifyGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t spa
   // last position, whose cache rows come after every real row.
   const torch::Tensor steps = torch::arange(rows, long_options).unsqueeze(0);
   const torch::Tensor from_drafts =
-      e.drafts.gather(1, (steps - tail_lengths).clamp(0, drafts - 1));
+      draft_ids.gather(1, (steps - tail_lengths).clamp(0, drafts - 1));
   const torch::Tensor ids_per_request = torch::where(steps < tail_lengths, tails, from_drafts);
   // The same ids in both streams of a request (expanded: see row_graphs.cc).
   const torch::Tensor ids =
@@ -202,7 +324,7 @@ void MuloVerifyGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t spa
   // pooled mass, as float32, reaches tau (PooledThresholdVerifier::Kept).
   const torch::Tensor p_rows = p.reshape({requests * drafts, vocab});
   const PooledProbabilities pooled =
-      Pool(p_rows, e.drafts.reshape({-1}), *neighbors_, shape_.pooling);
+      Pool(p_rows, draft_ids.reshape({-1}), *neighbors_, shape_.pooling);
   const torch::Tensor pooled_mass = pooled.pooled.to(torch::kFloat64).view({requests, drafts});
   const torch::Tensor own_mass = pooled.own.to(torch::kFloat64).view({requests, drafts});
   const torch::Tensor rejected = (pooled_mass >= tau).logical_not();
@@ -217,18 +339,18 @@ void MuloVerifyGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t spa
   const torch::Tensor rank = (resampled.to(torch::kInt64).cumsum(1) - 1).clamp_min(0);
   const torch::Tensor numbers = e.numbers.gather(1, rank).reshape({-1});
   const torch::Tensor drawn = DrawRows(p_rows, numbers).view({requests, drafts});
-  const torch::Tensor tokens = torch::where(resampled, drawn, e.drafts);
-  std::vector<torch::Tensor> result = {e.drafts, pooled_mass.view(torch::kInt64),
+  const torch::Tensor tokens = torch::where(resampled, drawn, draft_ids);
+  std::vector<torch::Tensor> result = {draft_ids, pooled_mass.view(torch::kInt64),
                                        own_mass.view(torch::kInt64),
                                        resampled.to(torch::kInt64), tokens};
-  if (shape_.carried > 0) result.push_back(e.carried);
+  if (shape_.carried > 0) result.push_back(carried_ids);
   e.result = torch::cat(result, 1);
 }
 
 Status MuloVerifyGraphs::CaptureKey(const Key& key) {
   // Plain variables (not a structured binding): the lambdas below capture them, which C++17
   // does not allow of bindings (clang refuses it).
-  const int64_t streams = std::get<0>(key), rows = std::get<1>(key), span = std::get<2>(key);
+  const int64_t streams = std::get<0>(key), rows = std::get<1>(key), last = std::get<2>(key);
   return GuardTorch("MuloVerifyGraphs::Capture", [&]() -> Status {
     torch::NoGradGuard no_grad;
     const torch::Device device = model_.options.device();
@@ -255,6 +377,17 @@ Status MuloVerifyGraphs::CaptureKey(const Key& key) {
       static_bytes = (inputs->ints.numel() + inputs->drafts.numel() +
                                inputs->numbers.numel() + inputs->carried.numel()) * 8 +
                               inputs->first.numel() * 4;
+      if (drafting_) {
+        // Pads draw greedily from zero logits into the drafter's scratch slot.
+        inputs->drafter_ints = torch::zeros({DrafterIntsSize(streams, drafting_->grid)}, long_options);
+        inputs->drafter_ints.narrow(0, 0, streams).fill_(drafting_->pool->scratch_slot());
+        inputs->drafter_first = torch::zeros({streams, drafting_->model.vocab},
+                                             torch::dtype(torch::kFloat32).device(device));
+        inputs->drafter_numbers = torch::zeros({requests, shape_.carried},
+                                               torch::dtype(torch::kFloat64).device(device));
+        static_bytes += (inputs->drafter_ints.numel() + inputs->drafter_numbers.numel()) * 8 +
+                        inputs->drafter_first.numel() * 4;
+      }
     }
     e->ints = inputs->ints;
     e->drafts = inputs->drafts;
@@ -262,7 +395,14 @@ Status MuloVerifyGraphs::CaptureKey(const Key& key) {
     e->carried = inputs->carried;
     e->first = inputs->first;
     e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, streams)));
-    auto run = [this, e, streams, rows, span] { Body(*e, streams, rows, span); };
+    if (drafting_) {
+      e->drafter_ints = inputs->drafter_ints;
+      e->drafter_first = inputs->drafter_first;
+      e->drafter_numbers = inputs->drafter_numbers;
+      e->drafter_view.emplace(
+          drafting_->pool->SlotIndexedView(e->drafter_ints.narrow(0, 0, streams)));
+    }
+    auto run = [this, e, streams, rows, last] { Body(*e, streams, rows, last); };
     e->graph = set_.Make(device, run, model_.emulated, static_bytes);
     if (e->graph != nullptr) entries_[key] = std::move(entry);
     return OkStatus();
@@ -276,33 +416,75 @@ bool MuloVerifyGraphs::Fits(const KvCache& cache, int64_t cached, int64_t tail,
   if (sampling.top_p < 1.0) return false;
   if (tail < 0 || tail > shape_.drafts || cached > cache.length()) return false;
   const int64_t rows = RowsOf(tail);
+  if (drafting_) {
+    // Every height of a row was captured (FitsDrafter checks the drafter's).
+    return cached + rows <= pool_.slot_rows() && entries_.count(Key(2, rows, shape_.carried /
+                                                                          drafting_->grid)) > 0;
+  }
   const int64_t span = ForwardGraphs::RoundUpToSpan(cached + rows);
   return span <= pool_.slot_rows() && entries_.count(Key(2, rows, span)) > 0;
+}
+
+bool MuloVerifyGraphs::FitsDrafter(const KvCache& cache, int64_t prefix,
+                                   const SamplingParams& sampling) const {
+  if (!drafting_ || cache.pool() != drafting_->pool || cache.batch() != 2) return false;
+  if (sampling.top_k > 0 && sampling.top_k < drafting_->model.vocab) return false;
+  if (sampling.top_p < 1.0) return false;
+  const int64_t grid = drafting_->grid;
+  return prefix >= 0 && prefix % grid == 0 && prefix + shape_.carried <= grid * grid &&
+         cache.length() + shape_.carried <= drafting_->pool->slot_rows();
+}
+
+Status MuloVerifyGraphs::CheckCall(const Call& call) const {
+  const int64_t tail = static_cast<int64_t>(call.tail.size());
+  const int64_t drafts = shape_.drafts, carried = shape_.carried;
+  if (call.cache == nullptr || !Fits(*call.cache, call.cache->length(), tail, call.sampling)) {
+    return InvalidArgumentError("MuloVerifyGraphs::Run: a call does not fit the graphs");
+  }
+  if ((call.redraw_uniforms.defined() && call.redraw_uniforms.numel() != drafts) ||
+      (tail == 0 &&
+       (!call.first_logits.defined() || call.first_logits.numel() != 2 * model_.vocab))) {
+    return InvalidArgumentError("MuloVerifyGraphs::Run: a call needs " + std::to_string(drafts) +
+                                " numbers and, with an empty tail, the first logits");
+  }
+  if (!shape_.draft) {
+    if (!call.drafts.defined() || call.drafts.numel() != drafts ||
+        (carried > 0 && (!call.carried.defined() || call.carried.numel() != carried))) {
+      return InvalidArgumentError("MuloVerifyGraphs::Run: a call needs " +
+                                  std::to_string(drafts) + " drafts and " +
+                                  std::to_string(carried) + " carried ids");
+    }
+    return OkStatus();
+  }
+  const DrafterRow& row = call.drafter;
+  if (row.cache == nullptr ||
+      !FitsDrafter(*row.cache, static_cast<int64_t>(row.prefix.size()), row.sampling) ||
+      !row.logits.defined() || row.logits.numel() != 2 * drafting_->model.vocab ||
+      (row.uniforms.defined() && row.uniforms.numel() != carried)) {
+    return InvalidArgumentError("MuloVerifyGraphs::Run: a step graph's call needs the "
+                                "drafter's cache, logits, whole prefix rows and " +
+                                std::to_string(carried) + " numbers");
+  }
+  return OkStatus();
 }
 
 StatusOr<std::vector<MuloVerifyGraphs::Output>> MuloVerifyGraphs::Run(
     const std::vector<Call>& calls) const {
   const int64_t drafts = shape_.drafts, carried = shape_.carried;
-  int64_t longest = 0, rows = 0;
+  int64_t longest = 0, rows = 0, height = 0;
   for (const Call& call : calls) {
-    const int64_t tail = static_cast<int64_t>(call.tail.size());
-    if (call.cache == nullptr || !Fits(*call.cache, call.cache->length(), tail, call.sampling)) {
-      return InvalidArgumentError("MuloVerifyGraphs::Run: a call does not fit the graphs");
+    MULO_RETURN_IF_ERROR(CheckCall(call));
+    rows = std::max(rows, RowsOf(static_cast<int64_t>(call.tail.size())));
+    if (drafting_) {
+      height = std::max(height, (static_cast<int64_t>(call.drafter.prefix.size()) + carried) /
+                                    drafting_->grid);
     }
-    if (!call.drafts.defined() || call.drafts.numel() != drafts ||
-        (carried > 0 && (!call.carried.defined() || call.carried.numel() != carried)) ||
-        (call.redraw_uniforms.defined() && call.redraw_uniforms.numel() != drafts) ||
-        (tail == 0 && (!call.first_logits.defined() || call.first_logits.numel() != 2 * model_.vocab))) {
-      return InvalidArgumentError(
-          "MuloVerifyGraphs::Run: a call needs " + std::to_string(drafts) + " drafts, " +
-          std::to_string(carried) + " carried ids and, with an empty tail, the first logits");
-    }
-    rows = std::max(rows, RowsOf(tail));
     longest = std::max(longest, call.cache->length() + rows);
   }
   const int64_t streams = PoolGraphs::Bucket(2 * static_cast<int64_t>(calls.size()));
   const int64_t span = ForwardGraphs::RoundUpToSpan(longest);
-  auto it = entries_.find(Key(streams, rows, span));
+  // Step graphs attend over the whole slot and are keyed by U_r's height instead.
+  auto it = entries_.find(Key(streams, rows, drafting_ ? height : span));
   if (it == entries_.end() && calls.size() > 1) {
     std::vector<Output> outputs;  // each call alone (Fits holds its lone key)
     for (const Call& call : calls) {
@@ -312,9 +494,10 @@ StatusOr<std::vector<MuloVerifyGraphs::Output>> MuloVerifyGraphs::Run(
     return outputs;
   }
   if (it == entries_.end()) {
-    return FailedPreconditionError("MuloVerifyGraphs::Run: no graph of " +
-                                   std::to_string(streams) + " streams, " +
-                                   std::to_string(rows) + " rows over " + std::to_string(span));
+    return FailedPreconditionError(
+        "MuloVerifyGraphs::Run: no graph of " + std::to_string(streams) + " streams, " +
+        std::to_string(rows) + " rows, " +
+        (drafting_ ? "height " + std::to_string(height) : "span " + std::to_string(span)));
   }
   Entry* e = it->second.get();
   const int64_t requests = streams / 2;
@@ -323,20 +506,34 @@ StatusOr<std::vector<MuloVerifyGraphs::Output>> MuloVerifyGraphs::Run(
     std::vector<int64_t> ints = StepInts(calls, streams, rows, pool_.scratch_slot());
     UploadInto(e->ints,
                torch::from_blob(ints.data(), {static_cast<int64_t>(ints.size())}, torch::kInt64));
+    if (drafting_) {
+      std::vector<int64_t> drafter =
+          DrafterInts(calls, streams, drafting_->grid, drafting_->pool->scratch_slot());
+      UploadInto(e->drafter_ints, torch::from_blob(drafter.data(),
+                                                   {static_cast<int64_t>(drafter.size())},
+                                                   torch::kInt64));
+    }
     const bool whole = requests == 1;  // a lone request fills the buffers without views
     for (size_t i = 0; i < calls.size(); ++i) {
       const Call& call = calls[i];
       const int64_t at = static_cast<int64_t>(i);
       const auto row = [&](const torch::Tensor& t) { return whole ? t : t.narrow(0, at, 1); };
-      row(e->drafts).copy_(call.drafts.view({1, drafts}));
+      const auto pair = [&](const torch::Tensor& t) { return whole ? t : t.narrow(0, 2 * at, 2); };
       // Greedy: p is one-hot, which every number in [0, 1) draws the same from.
       if (call.redraw_uniforms.defined()) {
         row(e->numbers).copy_(call.redraw_uniforms.view({1, drafts}));
       }
-      if (carried > 0) row(e->carried).copy_(call.carried.view({1, carried}));
-      if (call.tail.empty()) {
-        e->first.narrow(0, 2 * at, 2).copy_(call.first_logits.view({2, model_.vocab}));
+      if (call.tail.empty()) pair(e->first).copy_(call.first_logits.view({2, model_.vocab}));
+      if (drafting_) {
+        pair(e->drafter_first).copy_(call.drafter.logits.view({2, drafting_->model.vocab}));
+        // A greedy drafter's numbers are never read (its draw is the argmax).
+        if (call.drafter.uniforms.defined()) {
+          row(e->drafter_numbers).copy_(call.drafter.uniforms.view({1, carried}));
+        }
+        continue;
       }
+      row(e->drafts).copy_(call.drafts.view({1, drafts}));
+      if (carried > 0) row(e->carried).copy_(call.carried.view({1, carried}));
     }
     e->graph->Replay();
     set_.CountReplay(static_cast<int64_t>(calls.size()));
@@ -348,6 +545,13 @@ StatusOr<std::vector<MuloVerifyGraphs::Output>> MuloVerifyGraphs::Run(
       outputs.push_back(ReadOutput(result.data_ptr<int64_t>() + static_cast<int64_t>(i) * width,
                                    drafts, width));
       calls[i].cache->Advance(static_cast<int64_t>(calls[i].tail.size()) + drafts);
+      if (drafting_) {
+        // A copy: the next replay rewrites the graph's outputs.
+        const int64_t at = static_cast<int64_t>(i);
+        outputs.back().drafter_logits =
+            (requests == 1 ? e->drafter_logits : e->drafter_logits.narrow(0, 2 * at, 2)).clone();
+        calls[i].drafter.cache->Advance(carried);
+      }
     }
     return outputs;
   });

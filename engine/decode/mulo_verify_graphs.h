@@ -22,6 +22,17 @@
 // prefill's logits of the first draft. Pad rows after a request's real ones (its rows rounded
 // up to kRowsStep) write cache rows nothing attends; pad requests write to the scratch slot.
 //
+// Step graphs (Shape::draft, for a drafter that continues from its own tokens: DraftPrefix::
+// kOwn) draft in the same replay first (paper steps 1 and 2): the drafter's row is drawn and
+// fed over the drafter's pool (RowGraphs::DrawSteps, as its row graphs do, attending over its
+// whole slot) and U_r up-samples the drafter's grid with that row in place (its rows below
+// hold id 0, which no real row reads: U_r is row-causal, as ResamplerGraphs' batches rely
+// on), so that a whole MuLo-SD step is one replay and one read instead of three replays
+// (issue 61). The drafter's row is the step's carried ids; its next logits stay on the device.
+// U_r runs at the eager step's height (its shapes, hence its bits, as ResamplerGraphs' lone
+// calls), so step graphs are keyed (streams, rows, height) and attend over whole slots (the
+// target's and the drafter's): a longer span, as pool_graphs.h's.
+//
 // Keys (streams, rows, span): streams padded to a power of two, rows the longest request's
 // tail and drafts rounded up to kRowsStep, span the longest cache after them in whole
 // ForwardGraphs::kSpanRows. A set of graphs serves one Shape (the family's MuLo-SD defaults,
@@ -34,6 +45,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <tuple>
 #include <utility>
@@ -44,6 +56,7 @@
 #include "engine/model/graph_set.h"
 #include "engine/model/kv_cache.h"
 #include "engine/model/pool_graphs.h"
+#include "engine/model/resampler.h"
 #include "engine/model/row_graphs.h"
 #include "engine/sampling/latent_neighbors.h"
 #include "engine/sampling/pooling.h"
@@ -65,7 +78,18 @@ class MuloVerifyGraphs {
     Rejection rejection = Rejection::kLocal;
     PoolingRule pooling;  // with its neighbour table (Capture) unless Pooling::kNone
     int64_t carried = 0;  // the drafter's ids per step, read back with the verdict
+    // The replay drafts them first (step graphs: Capture's `drafting`): `carried` tokens of
+    // the drafter's row, whose r x r blocks are the `drafts`.
+    bool draft = false;
     bool operator==(const Shape& other) const;
+  };
+
+  // What step graphs draft with.
+  struct Drafting {
+    const KvPool* pool = nullptr;  // the drafter's, with a scratch slot
+    RowGraphs::Model model;        // the drafter's
+    std::shared_ptr<const Resampler> upsampler;  // U_r
+    int64_t grid = 0;              // the drafter's grid width and height
   };
 
   // Captures (or, with model.emulated, emulates) every key's graph of `shape` over `pool`
@@ -73,9 +97,11 @@ class MuloVerifyGraphs {
   // graphs), needed unless the shape pools nothing. INVALID_ARGUMENT for a shape without
   // drafts or grid, drafts that do not fill whole rows, or pooling without neighbours of the
   // model's vocabulary; a key whose capture fails is left out and counted.
-  static StatusOr<std::shared_ptr<MuloVerifyGraphs>> Capture(const KvPool& pool, Shape shape,
-                                                             RowGraphs::Model model,
-                                                             const LatentNeighbors* neighbors);
+  // Step graphs (shape.draft) need `drafting`, whose up-sampler's factor r makes `carried`
+  // drafter tokens the `drafts` (r x r each); INVALID_ARGUMENT otherwise.
+  static StatusOr<std::shared_ptr<MuloVerifyGraphs>> Capture(
+      const KvPool& pool, Shape shape, RowGraphs::Model model, const LatentNeighbors* neighbors,
+      std::optional<Drafting> drafting = std::nullopt);
 
   const Shape& shape() const { return shape_; }
   const KvPool& pool() const { return pool_; }
@@ -86,6 +112,21 @@ class MuloVerifyGraphs {
   // and the rows fit a captured key.
   bool Fits(const KvCache& cache, int64_t cached, int64_t tail,
             const SamplingParams& sampling) const;
+  // Step graphs: whether the drafter's `cache` (a view of Drafting::pool) holding `prefix`
+  // tokens may draw its next row here with `sampling`: two streams, no filter, the row fits
+  // its slot and the image.
+  bool FitsDrafter(const KvCache& cache, int64_t prefix, const SamplingParams& sampling) const;
+
+  // Step graphs: the drafter's row of a call, drawn as its row graphs draw it.
+  struct DrafterRow {
+    KvCache* cache = nullptr;      // the drafter's, fed every token of `prefix`
+    torch::Tensor logits;          // [2, drafter vocab] float32: its next token's
+    torch::Tensor uniforms;        // float64 [carried]: its stream's numbers (undefined: greedy)
+    SamplingParams sampling;       // its cfg_scale and temperature
+    std::vector<int64_t> prefix;   // its tokens of the committed rows (whole rows)
+    int64_t first_position = 0;    // the row's first token's sequence position
+    int64_t last_position = 0;     // the last a token is fed at
+  };
 
   // One request's step.
   struct Call {
@@ -100,6 +141,7 @@ class MuloVerifyGraphs {
     double tau = 0.0;
     int64_t first_position = 0;       // the tail's first token's sequence position
     int64_t last_position = 0;        // the last a token is fed at (rows are clamped to it)
+    DrafterRow drafter;               // step graphs only (`drafts` and `carried` unset)
   };
   // Read back as host values (parsed without tensor operators).
   struct Output {
@@ -110,6 +152,8 @@ class MuloVerifyGraphs {
     // Every draft re-sampled or not, and the step's tokens (the re-draw where re-sampled, the
     // draft elsewhere), as MuloState's device path decides.
     std::vector<int64_t> resampled, tokens;
+    // Step graphs: the drafter's logits after its row [2, drafter vocab] float32, on the device.
+    torch::Tensor drafter_logits;
   };
   // Runs every call from one replay, reads every call's output in one host read and advances
   // each cache by its tail and drafts. INVALID_ARGUMENT for a call that does not Fit or has
@@ -127,19 +171,30 @@ class MuloVerifyGraphs {
   ~MuloVerifyGraphs();
 
  private:
-  using Key = std::tuple<int64_t, int64_t, int64_t>;  // (streams, rows, span)
+  // (streams, rows, span), or (streams, rows, U_r's height) for step graphs.
+  using Key = std::tuple<int64_t, int64_t, int64_t>;
   struct Entry;
   struct Inputs;
   MuloVerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model,
-                   const LatentNeighbors* neighbors);
+                   const LatentNeighbors* neighbors, std::optional<Drafting> drafting);
   Status CaptureKey(const Key& key);
-  // The step over a key's static buffers (what is captured).
-  void Body(Entry& e, int64_t streams, int64_t rows, int64_t span) const;
+  // The step over a key's static buffers (what is captured): step graphs draft first. `last`:
+  // the key's last field.
+  void Body(Entry& e, int64_t streams, int64_t rows, int64_t last) const;
+  // The drafter's row and U_r's drafts of it [requests, drafts] at `height` (step graphs);
+  // the row in `row`.
+  torch::Tensor Draft(Entry& e, int64_t streams, int64_t height, torch::Tensor* row) const;
+  // Steps 3 to 6 on `draft_ids` [requests, drafts], read back with `carried_ids`.
+  void Verify(Entry& e, const torch::Tensor& draft_ids, const torch::Tensor& carried_ids,
+              int64_t streams, int64_t rows, int64_t span) const;
+  // A call's fields against the shape (its drafter's too for step graphs), or INVALID_ARGUMENT.
+  Status CheckCall(const Call& call) const;
 
   const KvPool& pool_;  // owns the slots these graphs read
   const Shape shape_;
   const RowGraphs::Model model_;
   const LatentNeighbors* const neighbors_;
+  const std::optional<Drafting> drafting_;
   std::map<Key, std::unique_ptr<Entry>> entries_;
   // The static inputs, one set per (streams, rows), shared by its spans' graphs (one worker
   // replays them, each after filling them).

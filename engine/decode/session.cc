@@ -280,12 +280,37 @@ bool ModelStream::CanVerifyMulo(const MuloVerifyGraphs& graphs,
   return graphs.Fits(cache_, condition_rows_ + start, n - start, sampling);
 }
 
+bool ModelStream::CanDraftMuloRow(const MuloVerifyGraphs& graphs,
+                                  const SamplingParams& sampling) const {
+  return graphs.shape().draft && next_logits_.defined() &&
+         std::find(fed_.begin(), fed_.end(), -1) == fed_.end() &&
+         graphs.FitsDrafter(cache_, static_cast<int64_t>(fed_.size()), sampling);
+}
+
 StatusOr<MuloVerifyGraphs::Output> ModelStream::VerifyMulo(const MuloVerifyGraphs& graphs,
                                                            const std::vector<int64_t>& committed,
-                                                           MuloVerifyGraphs::Call call) {
+                                                           MuloVerifyGraphs::Call call,
+                                                           ModelStream* drafter) {
   if (!CanVerifyMulo(graphs, committed, call.sampling)) {
     return FailedPreconditionError("ModelStream::VerifyMulo: no MuLo-SD verify graph fits " +
                                    std::to_string(committed.size()) + " committed tokens");
+  }
+  if (graphs.shape().draft &&
+      (drafter == nullptr || !drafter->CanDraftMuloRow(graphs, call.drafter.sampling))) {
+    return FailedPreconditionError(
+        "ModelStream::VerifyMulo: the step graphs need a drafter whose next row fits them");
+  }
+  const int64_t drafter_context = drafter != nullptr ? drafter->cache_.length() : 0;
+  if (graphs.shape().draft) {
+    MuloVerifyGraphs::DrafterRow& row = call.drafter;
+    const TokenModel& model = drafter->model_;
+    const int64_t at = static_cast<int64_t>(drafter->fed_.size());
+    row.cache = &drafter->cache_;
+    row.logits = drafter->next_logits_;
+    row.prefix = drafter->fed_;
+    row.first_position = model.TokenPosition(drafter->condition_rows_, at);
+    row.last_position = model.TokenPosition(
+        drafter->condition_rows_, std::max<int64_t>(0, model.num_image_tokens() - 2));
   }
   const int64_t n = static_cast<int64_t>(committed.size());
   const int64_t start = MuloTailStart(n), drafts = graphs.shape().drafts;
@@ -313,6 +338,20 @@ StatusOr<MuloVerifyGraphs::Output> ModelStream::VerifyMulo(const MuloVerifyGraph
   CountForward();
   if (cache_.trace() != nullptr) {
     cache_.trace()->push_back({&model_, cache_.batch(), rows, context, /*graph=*/true});
+  }
+  if (graphs.shape().draft) {
+    // The drafter's row: its forwards count as the forwards they are, replayed with the step.
+    const int64_t count = graphs.shape().carried;
+    drafter->next_logits_ = out.drafter_logits;
+    drafter->next_hidden_ = torch::Tensor();
+    drafter->fed_.insert(drafter->fed_.end(), count, -1);
+    for (int64_t j = 0; j < count; ++j) {
+      drafter->CountForward();
+      if (drafter->cache_.trace() != nullptr) {
+        drafter->cache_.trace()->push_back(
+            {&drafter->model_, drafter->cache_.batch(), 1, drafter_context + j, /*graph=*/true});
+      }
+    }
   }
   return out;
 }

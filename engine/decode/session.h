@@ -157,9 +157,18 @@ class ModelStream {
   // draft's logits; only the first step, with nothing committed, takes next_logits(). The
   // call's cache, tail, first logits and positions are this stream's. fed() then holds every
   // committed token and -1 for each draft until ResolveDrawn.
+  // With step graphs (MuloVerifyGraphs::Shape::draft) the same replay draws and feeds the
+  // `drafter`'s next row first, as call.drafter's numbers and sampling say (its cache, logits,
+  // prefix and positions are the drafter's): the drafter's fed() then holds -1 for the row
+  // until ResolveDrawn, and its next_logits() are those after the row.
   StatusOr<MuloVerifyGraphs::Output> VerifyMulo(const MuloVerifyGraphs& graphs,
                                                 const std::vector<int64_t>& committed,
-                                                MuloVerifyGraphs::Call call);
+                                                MuloVerifyGraphs::Call call,
+                                                ModelStream* drafter = nullptr);
+  // Whether this stream (MuLo-SD's drafter) may draw its next row inside a replay of the step
+  // graphs `graphs` with `sampling`: every token it was fed is known, its next logits are
+  // there, and the row fits (MuloVerifyGraphs::FitsDrafter).
+  bool CanDraftMuloRow(const MuloVerifyGraphs& graphs, const SamplingParams& sampling) const;
 
   // Whether a target may run a ZipAR forward of `inputs` tokens in one replay of `graphs`
   // (zipar_graphs.h), as `sampling` allows.

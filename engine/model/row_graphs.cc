@@ -100,10 +100,6 @@ void RowGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
   const torch::Tensor cfg = params.select(0, 0).to(torch::kFloat32).unsqueeze(1);
   const torch::Tensor temperature = params.select(0, 1).to(torch::kFloat32);
   const torch::Tensor uniforms = e.uniforms.view({requests, tokens_});
-  const torch::Tensor greedy = temperature == 0;
-  // Greedy requests divide by 1 (their tempered draw is computed and discarded).
-  const torch::Tensor divisor = torch::where(greedy, torch::ones_like(temperature), temperature)
-                                    .unsqueeze(1);
   torch::Tensor logits = e.logits;
   if (shape_.drafts) {
     // The prefix: both streams of a request feed its tokens at rows length .. length + 1 (a
@@ -130,40 +126,69 @@ void RowGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
     lengths = lengths + counts;
     first_positions = first_positions + counts;
   }
+  StepsIn steps;
+  steps.logits = logits;
+  steps.cfg = cfg;
+  steps.temperature = temperature;
+  steps.uniforms = uniforms;
+  steps.lengths = lengths;
+  steps.first_positions = first_positions;
+  steps.last_positions = last_positions;
+  steps.span = span;
+  steps.tokens = tokens_;
+  steps.drafts = shape_.drafts;
+  Steps out = DrawSteps(model_, *e.view, steps);
+  e.tokens = out.tokens;
+  e.probabilities = out.probabilities;
+  e.last_logits = out.logits;
+}
+
+RowGraphs::Steps RowGraphs::DrawSteps(const Model& model, KvCache& view, const StepsIn& in) {
+  const int64_t requests = in.cfg.size(0), streams = 2 * requests;
+  const torch::Tensor columns =
+      torch::arange(in.span, torch::dtype(torch::kInt64).device(in.lengths.device()));
+  const torch::Tensor greedy = in.temperature == 0;
+  // Greedy requests divide by 1 (their tempered draw is computed and discarded).
+  const torch::Tensor divisor =
+      torch::where(greedy, torch::ones_like(in.temperature), in.temperature).unsqueeze(1);
+  torch::Tensor logits = in.logits;
   std::vector<torch::Tensor> drawn, probabilities;
-  for (int64_t j = 0; j < tokens_; ++j) {
+  for (int64_t j = 0; j < in.tokens; ++j) {
     // MixCfg per request: uncond + scale x (cond - uncond), the conditional stream first.
     const torch::Tensor pairs = logits.reshape({requests, 2, -1});
     const torch::Tensor cond = pairs.select(1, 0), uncond = pairs.select(1, 1);
-    const torch::Tensor guided = uncond + cfg * (cond - uncond);
+    const torch::Tensor guided = uncond + in.cfg * (cond - uncond);
     const torch::Tensor probs = torch::softmax(guided / divisor, -1);
     const torch::Tensor best = guided.argmax(-1);
-    const torch::Tensor token = torch::where(greedy, best, DrawRows(probs, uniforms.select(1, j)));
+    const torch::Tensor token =
+        torch::where(greedy, best, DrawRows(probs, in.uniforms.select(1, j)));
     drawn.push_back(token);
-    if (shape_.drafts) {
+    if (in.drafts) {
       // What the verifier judges the draft by: ToProbabilities' one-hot at temperature 0.
       const torch::Tensor one_hot = torch::zeros_like(probs).scatter_(1, best.unsqueeze(1), 1.0);
       probabilities.push_back(torch::where(greedy.unsqueeze(1), one_hot, probs));
-      if (j + 1 == tokens_) break;  // the last draft is fed after verification, if kept
+      if (j + 1 == in.tokens) break;  // the last draft is fed after verification, if kept
     }
     // Both streams of a request read its token (expanded, not repeat_interleave: that one
     // reads its output size back from the device, which a capture forbids).
     const torch::Tensor ids = token.unsqueeze(1).expand({requests, 2}).reshape({streams, 1});
-    PoolGraphs::Inputs in;
-    in.inputs = {model_.embed(ids)};
-    in.positions = torch::minimum(first_positions + j, last_positions).unsqueeze(1);
-    in.rows = (lengths + j).unsqueeze(1);
-    in.mask = (columns.unsqueeze(0) <= (lengths + j).unsqueeze(1)).unsqueeze(1);
-    in.span = span;
-    const std::vector<torch::Tensor> out = model_.forward(*e.view, in);
+    PoolGraphs::Inputs fed;
+    fed.inputs = {model.embed(ids)};
+    fed.positions = torch::minimum(in.first_positions + j, in.last_positions).unsqueeze(1);
+    fed.rows = (in.lengths + j).unsqueeze(1);
+    fed.mask = (columns.unsqueeze(0) <= (in.lengths + j).unsqueeze(1)).unsqueeze(1);
+    fed.span = in.span;
+    const std::vector<torch::Tensor> out = model.forward(view, fed);
     logits = out[1].select(1, 0).to(torch::kFloat32);
   }
-  e.tokens = torch::stack(drawn, 1);
-  if (shape_.drafts) {
-    e.probabilities = torch::stack(probabilities, 1);
+  Steps out;
+  out.tokens = torch::stack(drawn, 1);
+  if (in.drafts) {
+    out.probabilities = torch::stack(probabilities, 1);
   } else {
-    e.last_logits = logits;
+    out.logits = logits;
   }
+  return out;
 }
 
 Status RowGraphs::CaptureKey(const Key& key) {

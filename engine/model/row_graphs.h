@@ -134,6 +134,27 @@ class RowGraphs {
 
   PoolGraphs::Counts counts() const;
 
+  // A row's draws and feeds over `view` (a slot-indexed view of a pool), graph-capturable: what
+  // every replay of these graphs runs, and MuLo-SD's step graphs run for its drafter's rows
+  // before their up-sampling (mulo_verify_graphs.h).
+  struct StepsIn {
+    torch::Tensor logits;       // [streams, vocab] float32: what the first token is drawn from
+    torch::Tensor cfg;          // [requests, 1] float32
+    torch::Tensor temperature;  // [requests] float32, 0 greedy
+    torch::Tensor uniforms;     // [requests, tokens] float64: step j's numbers in column j
+    torch::Tensor lengths;      // [streams] int64: the cache rows before the first token fed
+    torch::Tensor first_positions, last_positions;  // [streams] int64
+    int64_t span = 0;
+    int64_t tokens = 0;
+    bool drafts = false;  // keep each draw's distribution; the last draw is not fed
+  };
+  struct Steps {
+    torch::Tensor tokens;         // [requests, tokens] int64
+    torch::Tensor probabilities;  // drafts: [requests, tokens, vocab] float32
+    torch::Tensor logits;         // rows: [streams, vocab] float32, after the last token
+  };
+  static Steps DrawSteps(const Model& model, KvCache& view, const StepsIn& in);
+
   RowGraphs(const RowGraphs&) = delete;
   RowGraphs& operator=(const RowGraphs&) = delete;
   ~RowGraphs();

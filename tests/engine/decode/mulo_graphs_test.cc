@@ -1,11 +1,12 @@
 // MuLo-SD's step over pools with (emulated) graphs (issue 61):
-//   - the drafter's rows are drawn and fed in one replay of its pool's row graphs, left on the
-//     device (row_graphs.h, Shape::read false) for U_r, which replays the worker's graphs of
-//     the up-sampler (resampler_graphs.h);
-//   - with the family's defaults (re-samples drawn from the verify forward), the verify
-//     forward, the pooled threshold, the expansion of the rejections and the re-draws run in
-//     one replay of the target's MuLo-SD verify graphs (mulo_verify_graphs.h), read once;
-//     requests of an engine loop share its replays.
+//   - with the family's defaults (the drafter continues from its own tokens, re-samples drawn
+//     from the verify forward), the whole step is one replay of the target's step graphs
+//     (mulo_verify_graphs.h, Shape::draft), read once: the drafter's row drawn and fed over its
+//     pool, U_r, the verify forward, the pooled threshold, the expansion of the rejections and
+//     the re-draws; requests of an engine loop share its replays;
+//   - otherwise the drafter's rows are drawn and fed in one replay of its pool's row graphs,
+//     left on the device (row_graphs.h, Shape::read false) for U_r, which replays the worker's
+//     graphs of the up-sampler (resampler_graphs.h).
 // A request decodes the tokens of the eager step (the host's expansion and re-draw of the same
 // Philox numbers, and a drafter forward per token): greedy exactly, sampled up to a rounding
 // flip, as row_graphs_test allows; the paper's preset (down-sampled prefix, sequential
@@ -47,6 +48,7 @@ MuloVerifyGraphs::Shape VerifyShape(const MethodConfig& config, const ModelSet& 
   shape.rejection = config.mulo.rejection;
   shape.pooling = config.mulo.pooling;
   shape.carried = config.mulo.draft_rows * family.drafter->grid_size();
+  shape.draft = config.mulo.zipar_window == 0 && config.mulo.prefix == DraftPrefix::kOwn;
   return shape;
 }
 
@@ -103,17 +105,16 @@ TEST(MuloGraphsTest, AStepDraftsInOneReplayAndReadsOnceWithTheEagerStepsTokens) 
         // The drafter draws as many tokens either way (its rows: one forward each).
         EXPECT_EQ(stats.drafted_tokens, eager->stats.drafted_tokens);
         if (!preset.paper) {
-          // Per step one replay of the drafter's rows, one of U_r and one of the verify graphs
-          // (every step of the image, the first included), after the two prefills; one read
-          // per step.
-          EXPECT_EQ(stats.graph_replays, 2 + 3 * steps);
+          // Per step one replay of the step graphs (every step of the image, the first
+          // included), after the two prefills; one read per step.
+          EXPECT_EQ(stats.graph_replays, 2 + steps);
           EXPECT_EQ(verify->counts().replays - verify_replays, steps);
           EXPECT_LE(stats.host_syncs, steps + 1);
-          // Measured 69 greedy and 78 sampled per step with the prefills, Begin and the finish
-          // counted in (39-44 in a greedy step itself; 2026-11-30); 321-375 before the verify
-          // graphs, 1,941 before the drafter rows and U_r were replayed whole. Issue 61 asks
-          // for 50.
-          EXPECT_LE(stats.dispatched_ops, 85 * steps);
+          // Issue 61's bound. Measured 35 greedy and 45 sampled per step with the prefills,
+          // Begin and the finish counted in (2026-12-01, step graphs); 69 and 78 with three
+          // replays per step, 321-375 before the verify graphs, 1,941 before the drafter rows
+          // and U_r were replayed whole.
+          EXPECT_LE(stats.dispatched_ops, 50 * steps);
           EXPECT_LT(eager->stats.host_syncs, 2 * steps + 2);
         }
         if (graphed->tokens != eager->tokens) {
@@ -219,8 +220,15 @@ TEST(MuloGraphsTest, KernelsInsideTheVerifyGraphs) {
   {
     OpCounting counting;
     const OpCounts start = ThreadOpCounts();
-    auto verify = MuloVerifyGraphs::Capture(**pool, VerifyShape(*config, *family), *steps,
-                                            family->neighbors.get());
+    MuloVerifyGraphs::Shape shape = VerifyShape(*config, *family);
+    ASSERT_TRUE(shape.draft) << "the family's defaults draft in the step graphs";
+    // Step graphs need the drafting models; the verification alone is counted here.
+    EXPECT_EQ(MuloVerifyGraphs::Capture(**pool, shape, *steps, family->neighbors.get())
+                  .status()
+                  .code(),
+              StatusCode::kInvalidArgument);
+    shape.draft = false;
+    auto verify = MuloVerifyGraphs::Capture(**pool, shape, *steps, family->neighbors.get());
     ASSERT_OK(verify);
     graphs = (*verify)->counts().graphs;
     kernels = ThreadOpCounts().kernels - start.kernels;
