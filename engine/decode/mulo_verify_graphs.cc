@@ -33,6 +33,19 @@ constexpr int64_t kResultBlocks = 5;
 constexpr int64_t kDrafterStreamFields = 4;
 constexpr int64_t kDrafterRequestFields = 3;
 
+// Request r's two streams' fields (slot, cache length, first and last position) in `ints`, laid
+// out column by column over `streams` as both uploads have them.
+void PutStreamFields(const KvCache& cache, int64_t first_position, int64_t last_position,
+                     int64_t r, int64_t streams, int64_t* ints) {
+  for (int64_t b = 0; b < 2; ++b) {
+    const int64_t s = 2 * r + b;
+    ints[s] = cache.first_slot() + b;
+    ints[streams + s] = cache.length();
+    ints[2 * streams + s] = first_position;
+    ints[3 * streams + s] = last_position;
+  }
+}
+
 int64_t DrafterIntsSize(int64_t streams, int64_t grid) {
   const int64_t requests = streams / 2;
   return kDrafterStreamFields * streams + kDrafterRequestFields * requests +
@@ -52,13 +65,7 @@ std::vector<int64_t> DrafterInts(const std::vector<MuloVerifyGraphs::Call>& call
   for (size_t i = 0; i < calls.size(); ++i) {
     const MuloVerifyGraphs::DrafterRow& row = calls[i].drafter;
     const int64_t r = static_cast<int64_t>(i);
-    for (int64_t b = 0; b < 2; ++b) {
-      const int64_t s = 2 * r + b;
-      ints[s] = row.cache->first_slot() + b;
-      ints[streams + s] = row.cache->length();
-      ints[2 * streams + s] = row.first_position;
-      ints[3 * streams + s] = row.last_position;
-    }
+    PutStreamFields(*row.cache, row.first_position, row.last_position, r, streams, ints.data());
     params[r] = row.sampling.cfg_scale;
     params[requests + r] = row.sampling.temperature;
     firsts[r] = static_cast<int64_t>(row.prefix.size());
@@ -87,13 +94,7 @@ std::vector<int64_t> StepInts(const std::vector<MuloVerifyGraphs::Call>& calls, 
   for (size_t i = 0; i < calls.size(); ++i) {
     const MuloVerifyGraphs::Call& call = calls[i];
     const int64_t r = static_cast<int64_t>(i);
-    for (int64_t b = 0; b < 2; ++b) {
-      const int64_t s = 2 * r + b;
-      ints[s] = call.cache->first_slot() + b;
-      ints[streams + s] = call.cache->length();
-      ints[2 * streams + s] = call.first_position;
-      ints[3 * streams + s] = call.last_position;
-    }
+    PutStreamFields(*call.cache, call.first_position, call.last_position, r, streams, ints.data());
     params[r] = call.sampling.cfg_scale;
     params[requests + r] = call.sampling.temperature;
     params[2 * requests + r] = call.tau;
