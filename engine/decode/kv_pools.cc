@@ -409,8 +409,15 @@ Status KvPools::CaptureMuloStepGraphs(const Family& family,
   const Entry* drafter = Find(models.drafter.get());
   const std::optional<RowGraphs::Model> drafter_steps = models.drafter->StepGraphModel();
   if (target == nullptr || drafter == nullptr || !drafter_steps) return OkStatus();
+  // The rows before raster token 0 of the longest condition each pool's slots hold.
+  const auto prefix_rows = [](const TokenModel& model) {
+    const int64_t condition =
+        std::min<int64_t>(model.condition_shape().rows, kPooledConditionRows);
+    return model.CacheRows(condition) - model.num_image_tokens();
+  };
   MuloVerifyGraphs::Drafting drafting{drafter->pool.get(), *drafter_steps, models.upsampler,
-                                      models.drafter->grid_size()};
+                                      models.drafter->grid_size(), prefix_rows(*models.target),
+                                      prefix_rows(*models.drafter)};
   MULO_ASSIGN_OR_RETURN(std::shared_ptr<MuloVerifyGraphs> graphs,
                         MuloVerifyGraphs::Capture(*target->pool, *shape, *target_steps,
                                                   models.neighbors.get(), std::move(drafting)));

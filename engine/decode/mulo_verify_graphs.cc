@@ -232,7 +232,23 @@ void MuloVerifyGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t las
   if (!drafting_) return Verify(e, e.drafts, e.carried, streams, rows, /*span=*/last);
   torch::Tensor row;
   const torch::Tensor drafts = Draft(e, streams, /*height=*/last, &row);
-  Verify(e, drafts, row, streams, rows, pool_.slot_rows());
+  Verify(e, drafts, row, streams, rows, StepSpan(last));
+}
+
+int64_t MuloVerifyGraphs::StepSpan(int64_t height) const {
+  // A request at `height` has committed (height x r - drafted rows) target rows before its
+  // tail; a batch pads every request's tail and drafts to the longest, RowsOf(drafts) at most.
+  const int64_t r = drafting_->upsampler->config().factor;
+  const int64_t committed = height * r * shape_.grid - shape_.drafts;
+  return std::min(pool_.slot_rows(),
+                  ForwardGraphs::RoundUpToSpan(drafting_->target_prefix_rows + committed +
+                                               RowsOf(shape_.drafts)));
+}
+
+int64_t MuloVerifyGraphs::DrafterSpan(int64_t height) const {
+  return std::min(drafting_->pool->slot_rows(),
+                  ForwardGraphs::RoundUpToSpan(drafting_->drafter_prefix_rows +
+                                               height * drafting_->grid));
 }
 
 torch::Tensor MuloVerifyGraphs::Draft(Entry& e, int64_t streams, int64_t height,
@@ -252,7 +268,7 @@ torch::Tensor MuloVerifyGraphs::Draft(Entry& e, int64_t streams, int64_t height,
   in.lengths = e.drafter_ints.narrow(0, streams, streams);
   in.first_positions = e.drafter_ints.narrow(0, 2 * streams, streams);
   in.last_positions = e.drafter_ints.narrow(0, 3 * streams, streams);
-  in.span = drafting.pool->slot_rows();
+  in.span = DrafterSpan(height);
   in.tokens = tokens;
   const RowGraphs::Steps steps = RowGraphs::DrawSteps(drafting.model, *e.drafter_view, in);
   e.drafter_logits = steps.logits;
@@ -418,7 +434,8 @@ bool MuloVerifyGraphs::Fits(const KvCache& cache, int64_t cached, int64_t tail,
   if (tail < 0 || tail > shape_.drafts || cached > cache.length()) return false;
   const int64_t rows = RowsOf(tail);
   if (drafting_) {
-    // Every height of a row was captured (FitsDrafter checks the drafter's).
+    // Every height of a row was captured; a request of this pool fits its height's span
+    // (StepSpan bounds its rows by the pool's longest condition), the drafter's FitsDrafter.
     return cached + rows <= pool_.slot_rows() && entries_.count(Key(2, rows, shape_.carried /
                                                                           drafting_->grid)) > 0;
   }
@@ -433,7 +450,7 @@ bool MuloVerifyGraphs::FitsDrafter(const KvCache& cache, int64_t prefix,
   if (sampling.top_p < 1.0) return false;
   const int64_t grid = drafting_->grid;
   return prefix >= 0 && prefix % grid == 0 && prefix + shape_.carried <= grid * grid &&
-         cache.length() + shape_.carried <= drafting_->pool->slot_rows();
+         cache.length() + shape_.carried <= DrafterSpan((prefix + shape_.carried) / grid);
 }
 
 Status MuloVerifyGraphs::CheckCall(const Call& call) const {
@@ -472,20 +489,26 @@ Status MuloVerifyGraphs::CheckCall(const Call& call) const {
 StatusOr<std::vector<MuloVerifyGraphs::Output>> MuloVerifyGraphs::Run(
     const std::vector<Call>& calls) const {
   const int64_t drafts = shape_.drafts, carried = shape_.carried;
-  int64_t longest = 0, rows = 0, height = 0;
+  int64_t longest = 0, rows = 0, height = 0, drafter_longest = 0;
   for (const Call& call : calls) {
     MULO_RETURN_IF_ERROR(CheckCall(call));
     rows = std::max(rows, RowsOf(static_cast<int64_t>(call.tail.size())));
     if (drafting_) {
       height = std::max(height, (static_cast<int64_t>(call.drafter.prefix.size()) + carried) /
                                     drafting_->grid);
+      drafter_longest = std::max(drafter_longest, call.drafter.cache->length() + carried);
     }
     longest = std::max(longest, call.cache->length() + rows);
   }
   const int64_t streams = PoolGraphs::Bucket(2 * static_cast<int64_t>(calls.size()));
   const int64_t span = ForwardGraphs::RoundUpToSpan(longest);
-  // Step graphs attend over the whole slot and are keyed by U_r's height instead.
+  // Step graphs are keyed by U_r's height instead, whose spans hold every request that fits
+  // the pools' conditions (else each call alone, as a key not captured).
   auto it = entries_.find(Key(streams, rows, drafting_ ? height : span));
+  if (drafting_ && it != entries_.end() &&
+      (longest > StepSpan(height) || drafter_longest > DrafterSpan(height))) {
+    it = entries_.end();
+  }
   if (it == entries_.end() && calls.size() > 1) {
     std::vector<Output> outputs;  // each call alone (Fits holds its lone key)
     for (const Call& call : calls) {

@@ -30,8 +30,9 @@
 // on), so that a whole MuLo-SD step is one replay and one read instead of three replays
 // (issue 61). The drafter's row is the step's carried ids; its next logits stay on the device.
 // U_r runs at the eager step's height (its shapes, hence its bits, as ResamplerGraphs' lone
-// calls), so step graphs are keyed (streams, rows, height) and attend over whole slots (the
-// target's and the drafter's): a longer span, as pool_graphs.h's.
+// calls), so step graphs are keyed (streams, rows, height), and each height attends over the
+// span the longest condition (Drafting's prefix rows) needs there, in the target's and the
+// drafter's slots: a longer span than a request's own, as pool_graphs.h's.
 //
 // Keys (streams, rows, span): streams padded to a power of two, rows the longest request's
 // tail and drafts rounded up to kRowsStep, span the longest cache after them in whole
@@ -90,6 +91,9 @@ class MuloVerifyGraphs {
     RowGraphs::Model model;        // the drafter's
     std::shared_ptr<const Resampler> upsampler;  // U_r
     int64_t grid = 0;              // the drafter's grid width and height
+    // The most cache rows before raster token 0 (the longest condition) in the target's and
+    // the drafter's slots: with a height they bound each key's spans.
+    int64_t target_prefix_rows = 0, drafter_prefix_rows = 0;
   };
 
   // Captures (or, with model.emulated, emulates) every key's graph of `shape` over `pool`
@@ -184,6 +188,10 @@ class MuloVerifyGraphs {
   // The drafter's row and U_r's drafts of it [requests, drafts] at `height` (step graphs);
   // the row in `row`.
   torch::Tensor Draft(Entry& e, int64_t streams, int64_t height, torch::Tensor* row) const;
+  // Step graphs: the target's and the drafter's spans at U_r's `height` (the rows a request
+  // there may reach: its prefix, its tokens through the step's rows, a batch's padded tail).
+  int64_t StepSpan(int64_t height) const;
+  int64_t DrafterSpan(int64_t height) const;
   // Steps 3 to 6 on `draft_ids` [requests, drafts], read back with `carried_ids`.
   void Verify(Entry& e, const torch::Tensor& draft_ids, const torch::Tensor& carried_ids,
               int64_t streams, int64_t rows, int64_t span) const;
