@@ -62,6 +62,8 @@ ABSL_FLAG(std::string, prompts, "models/synth/heldout_prompts.jsonl", "held-out 
 ABSL_FLAG(int, limit, 64, "use the first N prompts (0 = all)");
 ABSL_FLAG(uint64_t, seed, 0, "prompt i uses seed + i");
 ABSL_FLAG(double, temperature, 1.0, "sampling temperature");
+ABSL_FLAG(int64_t, top_k, 0, "sampling top-k (0 = off)");
+ABSL_FLAG(double, top_p, 1.0, "sampling top-p (1 = off)");
 ABSL_FLAG(int, threads, 1, "torch intra-op threads");
 ABSL_FLAG(int, warmup, -1,
           "untimed images per row on the first prompt before the timed ones (-1: 1 on CUDA, "
@@ -493,6 +495,8 @@ int Run() {
     engine::SamplingParams sampling;
     sampling.cfg_scale = family->default_cfg_scale;
     sampling.temperature = absl::GetFlag(FLAGS_temperature);
+    sampling.top_k = absl::GetFlag(FLAGS_top_k);
+    sampling.top_p = absl::GetFlag(FLAGS_top_p);
     sampling.seed = absl::GetFlag(FLAGS_seed) + 1000000u + static_cast<uint64_t>(w);
     for (const Row& row : rows) {
       auto result = engine::GenerateImage(*row.config.method, *family, (*prompts)[0].prompt,
@@ -525,6 +529,8 @@ int Run() {
       engine::SamplingParams sampling;
       sampling.cfg_scale = family->default_cfg_scale;
       sampling.temperature = absl::GetFlag(FLAGS_temperature);
+      sampling.top_k = absl::GetFlag(FLAGS_top_k);
+      sampling.top_p = absl::GetFlag(FLAGS_top_p);
       sampling.seed = absl::GetFlag(FLAGS_seed) + static_cast<uint64_t>(entry.id) +
                       100000u * static_cast<uint64_t>(s_index);
       for (size_t r = 0; r < rows.size(); ++r) {
@@ -624,12 +630,19 @@ int Run() {
   std::ofstream md(dir + "/methods.md"), csv(dir + "/methods.csv"), sweep;
   if (absl::GetFlag(FLAGS_sweep)) sweep.open(dir + "/sweep.csv");
   const std::string header = absl::StrFormat(
-      "%zu prompts x %d seed(s) (%s), seeds %d + id%s, temperature %.2f, cfg %.2f, %d torch "
+      "%zu prompts x %d seed(s) (%s), seeds %d + id%s, temperature %.2f%s, cfg %.2f, %d torch "
       "thread(s), %s %s%s; "
       "%d target tokens, %d drafter tokens per image; %d untimed warm-up image(s) per row; "
       "SynthEval delta vs ar with its paired standard error%s\n\n",
       count, seeds, absl::GetFlag(FLAGS_prompts), absl::GetFlag(FLAGS_seed),
       seeds > 1 ? " + 100000 s" : "", absl::GetFlag(FLAGS_temperature),
+      absl::StrFormat("%s%s",
+                      absl::GetFlag(FLAGS_top_k) > 0
+                          ? absl::StrFormat(", top-k %d", absl::GetFlag(FLAGS_top_k))
+                          : "",
+                      absl::GetFlag(FLAGS_top_p) < 1.0
+                          ? absl::StrFormat(", top-p %.2f", absl::GetFlag(FLAGS_top_p))
+                          : ""),
       family->default_cfg_scale, absl::GetFlag(FLAGS_threads), device_name, dtype,
       load.device.is_cuda() || load.emulate_cuda_graphs ? GraphsLabel(load) : "", n_tokens,
       n_draft, warmup,

@@ -35,6 +35,7 @@ KvPools::GraphedShapes GraphedShapesOf(const MethodConfig& config, const ModelSe
     verify.carried = mulo.zipar_window > 0 ? 0 : mulo.draft_rows * models.drafter->grid_size();
     // A drafter that continues from its own tokens drafts inside the same replay (step graphs).
     verify.draft = mulo.zipar_window == 0 && mulo.prefix == DraftPrefix::kOwn;
+    verify.filters = true;  // top-k / top-p requests (LlamaGen's published settings) too
     shapes.mulo_verify = verify;
   }
   return shapes;

@@ -186,21 +186,28 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
     const std::optional<RowGraphs::Model> steps = model->StepGraphModel();
     const int64_t gamma = shapes.chain;
     if (steps && component == "target") {
-      // A row of the image's grid per replay (ar).
+      // A row of the image's grid per replay (ar); the chain methods' graphs also in a copy
+      // that filters by top-k and top-p, the published settings of LlamaGen and SJD.
       plan.capture_rows = [steps, model](const KvPool& pool) {
-        return RowGraphs::Capture(pool, {model->grid_size(), /*drafts=*/false}, *steps);
+        return RowGraphs::Capture(
+            pool, {model->grid_size(), /*drafts=*/false, /*read=*/true, /*filters=*/true},
+            *steps);
       };
       if (chain) {
         plan.capture_verify.push_back([steps, gamma](const KvPool& pool) {
-          return VerifyGraphs::Capture(pool, {gamma, /*redraw=*/false}, *steps);
+          return VerifyGraphs::Capture(
+              pool, {gamma, /*redraw=*/false, /*group_size=*/0, /*couple=*/false, /*filters=*/true},
+              *steps);
         });
       }
       // The Jacobi methods' windows (the target alone: every family): SJD's, GSD's with its
       // groups, MC-SJD's re-drawn by the coupling.
-      const VerifyGraphs::Shape sjd{shapes.sjd_window, /*redraw=*/true};
-      const VerifyGraphs::Shape gsd{shapes.gsd_window, /*redraw=*/true, shapes.gsd_group};
+      const VerifyGraphs::Shape sjd{shapes.sjd_window, /*redraw=*/true, /*group_size=*/0,
+                                    /*couple=*/false, /*filters=*/true};
+      const VerifyGraphs::Shape gsd{shapes.gsd_window, /*redraw=*/true, shapes.gsd_group,
+                                    /*couple=*/false, /*filters=*/true};
       const VerifyGraphs::Shape mc_sjd{shapes.mc_sjd_window, /*redraw=*/true,
-                                       /*group_size=*/0, /*couple=*/true};
+                                       /*group_size=*/0, /*couple=*/true, /*filters=*/true};
       if (models.eagle != nullptr && models.eagle->uses_cuda_graphs()) {
         const bool neighbours =
             models.neighbors != nullptr && models.neighbors->codebook_size() == steps->vocab;
@@ -234,7 +241,7 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
       }
       // ZipAR's forwards and draws in one replay, for any window.
       plan.capture_zipar = [steps, model](const KvPool& pool) {
-        return ZipArGraphs::Capture(pool, model->grid_size(), *steps);
+        return ZipArGraphs::Capture(pool, model->grid_size(), *steps, /*filters=*/true);
       };
       for (const VerifyGraphs::Shape& shape : {sjd, gsd, mc_sjd}) {
         plan.capture_verify.push_back([steps, shape, model](const KvPool& pool) {
@@ -249,12 +256,14 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
       // drawn and fed in one replay and left on the device for its up-sampler.
       const int64_t tokens = model->grid_size() * shapes.mulo_draft_rows;
       plan.capture_rows = [steps, tokens](const KvPool& pool) {
-        return RowGraphs::Capture(pool, {tokens, /*drafts=*/false, /*read=*/false}, *steps);
+        return RowGraphs::Capture(
+            pool, {tokens, /*drafts=*/false, /*read=*/false, /*filters=*/true}, *steps);
       };
     }
     if (steps && component == "chain") {
       plan.capture_rows = [steps, gamma](const KvPool& pool) {
-        return RowGraphs::Capture(pool, {gamma, /*drafts=*/true}, *steps);
+        return RowGraphs::Capture(
+            pool, {gamma, /*drafts=*/true, /*read=*/true, /*filters=*/true}, *steps);
       };
     }
   }

@@ -19,19 +19,29 @@ namespace {
 // The ints' columns per stream: slot, cache length before the tail, the tail's first token's
 // sequence position, the last position a row may take.
 constexpr int64_t kStreamFields = 4;
-// Per request: cfg_scale, temperature, tau (float64 bits), then the tail's length; then every
-// request's tail, padded to the key's rows.
-constexpr int64_t kRequestParams = 3;
-constexpr int64_t kRequestFields = kRequestParams + 1;
+// Per request: cfg_scale, temperature, tau, top_p (float64 bits), then top_k, then the tail's
+// length; then every request's tail, padded to the key's rows.
+constexpr int64_t kRequestParams = 4;
+constexpr int64_t kRequestFields = kRequestParams + 2;
 // The result's blocks per request, each `drafts` wide: the drafts, the pooled and own
 // probabilities (float64 bits), re-sampled or not, the step's tokens; then the carried ids.
 constexpr int64_t kResultBlocks = 5;
 // Step graphs' drafter ints: per stream its slot, cache length, the row's first position and
-// the last position fed; per request its cfg_scale and temperature (float64 bits) and the
-// row's first index in the drafter's grid; then every request's grid of drafter tokens (its
-// prefix, 0 after it).
+// the last position fed; per request its cfg_scale, temperature and top_p (float64 bits), its
+// top_k and the row's first index in the drafter's grid; then every request's grid of drafter
+// tokens (its prefix, 0 after it).
 constexpr int64_t kDrafterStreamFields = 4;
-constexpr int64_t kDrafterRequestFields = 3;
+constexpr int64_t kDrafterParams = 3;
+constexpr int64_t kDrafterRequestFields = kDrafterParams + 2;
+
+// Whether any call (or, for step graphs, its drafter row) filters by top-k or top-p.
+bool AnyFilters(const std::vector<MuloVerifyGraphs::Call>& calls, int64_t vocab,
+                int64_t drafter_vocab) {
+  return std::any_of(calls.begin(), calls.end(), [&](const MuloVerifyGraphs::Call& call) {
+    return HasFilters(call.sampling, vocab) ||
+           (call.drafter.cache != nullptr && HasFilters(call.drafter.sampling, drafter_vocab));
+  });
+}
 
 // Request r's two streams' fields (slot, cache length, first and last position) in `ints`, laid
 // out column by column over `streams` as both uploads have them.
@@ -59,7 +69,8 @@ std::vector<int64_t> DrafterInts(const std::vector<MuloVerifyGraphs::Call>& call
   const int64_t requests = streams / 2;
   std::vector<int64_t> ints(DrafterIntsSize(streams, grid), 0);
   double* const params = reinterpret_cast<double*>(ints.data() + kDrafterStreamFields * streams);
-  int64_t* const firsts = ints.data() + kDrafterStreamFields * streams + 2 * requests;
+  int64_t* const top_k = ints.data() + kDrafterStreamFields * streams + kDrafterParams * requests;
+  int64_t* const firsts = top_k + requests;
   int64_t* const grids = firsts + requests;
   for (int64_t s = 0; s < streams; ++s) ints[s] = scratch_slot;
   for (size_t i = 0; i < calls.size(); ++i) {
@@ -68,6 +79,8 @@ std::vector<int64_t> DrafterInts(const std::vector<MuloVerifyGraphs::Call>& call
     PutStreamFields(*row.cache, row.first_position, row.last_position, r, streams, ints.data());
     params[r] = row.sampling.cfg_scale;
     params[requests + r] = row.sampling.temperature;
+    params[2 * requests + r] = row.sampling.top_p;
+    top_k[r] = row.sampling.top_k;
     firsts[r] = static_cast<int64_t>(row.prefix.size());
     std::copy(row.prefix.begin(), row.prefix.end(), grids + r * grid * grid);
   }
@@ -87,7 +100,8 @@ std::vector<int64_t> StepInts(const std::vector<MuloVerifyGraphs::Call>& calls, 
   std::vector<int64_t> ints(IntsSize(streams, rows), 0);
   double* const params = reinterpret_cast<double*>(ints.data() + kStreamFields * streams);
   static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
-  int64_t* const tail_lengths = ints.data() + kStreamFields * streams + kRequestParams * requests;
+  int64_t* const top_k = ints.data() + kStreamFields * streams + kRequestParams * requests;
+  int64_t* const tail_lengths = top_k + requests;
   int64_t* const tails = tail_lengths + requests;
   for (int64_t s = 0; s < streams; ++s) ints[s] = scratch_slot;
   for (int64_t r = 0; r < requests; ++r) tail_lengths[r] = 1;
@@ -98,6 +112,8 @@ std::vector<int64_t> StepInts(const std::vector<MuloVerifyGraphs::Call>& calls, 
     params[r] = call.sampling.cfg_scale;
     params[requests + r] = call.sampling.temperature;
     params[2 * requests + r] = call.tau;
+    params[3 * requests + r] = call.sampling.top_p;
+    top_k[r] = call.sampling.top_k;
     tail_lengths[r] = static_cast<int64_t>(call.tail.size());
     std::copy(call.tail.begin(), call.tail.end(), tails + r * rows);
   }
@@ -207,32 +223,36 @@ StatusOr<std::shared_ptr<MuloVerifyGraphs>> MuloVerifyGraphs::Capture(
   const torch::Device device = graphs->model_.options.device();
   // Tails of 0 (the first step) to `drafts` tokens (the previous step re-sampled from its
   // first draft on).
-  for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
-    for (int64_t rows = graphs->RowsOf(0); rows <= graphs->RowsOf(shape.drafts);
-         rows += kRowsStep) {
-      if (graphs->drafting_) {
-        // Step graphs: U_r's input height (the drafter rows up to the step's last), 1 row of
-        // drafter tokens or more, up to the grid.
-        const int64_t grid = graphs->drafting_->grid;
-        for (int64_t height = shape.carried / grid; height <= grid; ++height) {
-          MULO_RETURN_IF_ERROR(graphs->CaptureKey(Key(streams, rows, height)));
+  for (const bool filtered : {false, true}) {
+    if (filtered && !shape.filters) break;
+    for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
+      for (int64_t rows = graphs->RowsOf(0); rows <= graphs->RowsOf(shape.drafts);
+           rows += kRowsStep) {
+        if (graphs->drafting_) {
+          // Step graphs: U_r's input height (the drafter rows up to the step's last), 1 row of
+          // drafter tokens or more, up to the grid.
+          const int64_t grid = graphs->drafting_->grid;
+          for (int64_t height = shape.carried / grid; height <= grid; ++height) {
+            MULO_RETURN_IF_ERROR(graphs->CaptureKey(Key(streams, rows, height, filtered)));
+          }
+          continue;
         }
-        continue;
+        MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(pool, rows, device, [&](int64_t span) {
+          return graphs->CaptureKey(Key(streams, rows, span, filtered));
+        }));
       }
-      MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(pool, rows, device, [&](int64_t span) {
-        return graphs->CaptureKey(Key(streams, rows, span));
-      }));
     }
   }
   return graphs;
 }
 
-void MuloVerifyGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t last) const {
+void MuloVerifyGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t last,
+                            bool filtered) const {
   torch::NoGradGuard no_grad;
-  if (!drafting_) return Verify(e, e.drafts, e.carried, streams, rows, /*span=*/last);
+  if (!drafting_) return Verify(e, e.drafts, e.carried, streams, rows, /*span=*/last, filtered);
   torch::Tensor row;
-  const torch::Tensor drafts = Draft(e, streams, /*height=*/last, &row);
-  Verify(e, drafts, row, streams, rows, StepSpan(last));
+  const torch::Tensor drafts = Draft(e, streams, /*height=*/last, filtered, &row);
+  Verify(e, drafts, row, streams, rows, StepSpan(last), filtered);
 }
 
 int64_t MuloVerifyGraphs::StepSpan(int64_t height) const {
@@ -251,7 +271,7 @@ int64_t MuloVerifyGraphs::DrafterSpan(int64_t height) const {
                                                height * drafting_->grid));
 }
 
-torch::Tensor MuloVerifyGraphs::Draft(Entry& e, int64_t streams, int64_t height,
+torch::Tensor MuloVerifyGraphs::Draft(Entry& e, int64_t streams, int64_t height, bool filtered,
                                       torch::Tensor* row) const {
   const Drafting& drafting = *drafting_;
   const int64_t requests = streams / 2, tokens = shape_.carried, grid = drafting.grid;
@@ -259,11 +279,17 @@ torch::Tensor MuloVerifyGraphs::Draft(Entry& e, int64_t streams, int64_t height,
   // (1) The drafter's row, as its row graphs draw and feed it.
   RowGraphs::StepsIn in;
   in.logits = e.drafter_first;
-  const torch::Tensor params = e.drafter_ints.narrow(0, kDrafterStreamFields * streams, 2 * requests)
+  const int64_t params_at = kDrafterStreamFields * streams;
+  const torch::Tensor params = e.drafter_ints.narrow(0, params_at, kDrafterParams * requests)
                                    .view(torch::kFloat64)
-                                   .view({2, requests});
+                                   .view({kDrafterParams, requests});
   in.cfg = params.select(0, 0).to(torch::kFloat32).unsqueeze(1);
   in.temperature = params.select(0, 1).to(torch::kFloat32);
+  if (filtered) {
+    in.filters = {e.drafter_ints.narrow(0, params_at + kDrafterParams * requests, requests)
+                      .view({requests, 1}),
+                  params.select(0, 2).to(torch::kFloat32).view({requests, 1})};
+  }
   in.uniforms = e.drafter_numbers;
   in.lengths = e.drafter_ints.narrow(0, streams, streams);
   in.first_positions = e.drafter_ints.narrow(0, 2 * streams, streams);
@@ -275,7 +301,7 @@ torch::Tensor MuloVerifyGraphs::Draft(Entry& e, int64_t streams, int64_t height,
   *row = steps.tokens;
   // (2) U_r over the drafter's rows up to `height` with the row in place after the prefix, at
   // the eager step's height (its shapes, hence its bits, for a lone request).
-  const int64_t firsts_at = kDrafterStreamFields * streams + 2 * requests;
+  const int64_t firsts_at = params_at + (kDrafterParams + 1) * requests;
   const torch::Tensor first = e.drafter_ints.narrow(0, firsts_at, requests).unsqueeze(1);
   const torch::Tensor low =
       e.drafter_ints.narrow(0, firsts_at + requests, requests * grid * grid)
@@ -292,7 +318,7 @@ torch::Tensor MuloVerifyGraphs::Draft(Entry& e, int64_t streams, int64_t height,
 
 void MuloVerifyGraphs::Verify(Entry& e, const torch::Tensor& draft_ids,
                               const torch::Tensor& carried_ids, int64_t streams, int64_t rows,
-                              int64_t span) const {
+                              int64_t span, bool filtered) const {
   const int64_t requests = streams / 2, drafts = shape_.drafts, vocab = model_.vocab;
   const torch::Device device = model_.options.device();
   const auto long_options = torch::dtype(torch::kInt64).device(device);
@@ -335,8 +361,14 @@ void MuloVerifyGraphs::Verify(Entry& e, const torch::Tensor& draft_ids,
   const torch::Tensor cfg = params.select(0, 0).to(torch::kFloat32).view({requests, 1, 1});
   const torch::Tensor temperature = params.select(0, 1).to(torch::kFloat32).view({requests, 1, 1});
   const torch::Tensor tau = params.select(0, 2).view({requests, 1});
+  RowFilters filters;
+  if (filtered) {
+    filters = {e.ints.narrow(0, tails_at - 2 * requests, requests).view({requests, 1, 1}),
+               params.select(0, 3).to(torch::kFloat32).view({requests, 1, 1})};
+  }
   const torch::Tensor p =
-      GuidedProbabilities(picked.select(1, 0), picked.select(1, 1), cfg, temperature);
+      GuidedProbabilities(picked.select(1, 0), picked.select(1, 1), cfg, temperature,
+                          /*one_hot_greedy=*/true, filtered ? &filters : nullptr);
   // (4) Every draft's pooled and own mass (row-wise, so all requests at once), kept where the
   // pooled mass, as float32, reaches tau (PooledThresholdVerifier::Kept).
   const torch::Tensor p_rows = p.reshape({requests * drafts, vocab});
@@ -368,6 +400,7 @@ Status MuloVerifyGraphs::CaptureKey(const Key& key) {
   // Plain variables (not a structured binding): the lambdas below capture them, which C++17
   // does not allow of bindings (clang refuses it).
   const int64_t streams = std::get<0>(key), rows = std::get<1>(key), last = std::get<2>(key);
+  const bool filtered = std::get<3>(key);
   return GuardTorch("MuloVerifyGraphs::Capture", [&]() -> Status {
     torch::NoGradGuard no_grad;
     const torch::Device device = model_.options.device();
@@ -384,7 +417,7 @@ Status MuloVerifyGraphs::CaptureKey(const Key& key) {
       // reads.
       inputs->ints = torch::zeros({IntsSize(streams, rows)}, long_options);
       inputs->ints.narrow(0, 0, streams).fill_(pool_.scratch_slot());
-      inputs->ints.narrow(0, kStreamFields * streams + kRequestParams * requests, requests)
+      inputs->ints.narrow(0, kStreamFields * streams + (kRequestParams + 1) * requests, requests)
           .fill_(1);
       inputs->drafts = torch::zeros({requests, drafts}, long_options);
       inputs->numbers = torch::zeros({requests, drafts}, torch::dtype(torch::kFloat64).device(device));
@@ -419,7 +452,9 @@ Status MuloVerifyGraphs::CaptureKey(const Key& key) {
       e->drafter_view.emplace(
           drafting_->pool->SlotIndexedView(e->drafter_ints.narrow(0, 0, streams)));
     }
-    auto run = [this, e, streams, rows, last] { Body(*e, streams, rows, last); };
+    auto run = [this, e, streams, rows, last, filtered] {
+      Body(*e, streams, rows, last, filtered);
+    };
     e->graph = set_.Make(device, run, model_.emulated, static_bytes);
     if (e->graph != nullptr) entries_[key] = std::move(entry);
     return OkStatus();
@@ -429,25 +464,24 @@ Status MuloVerifyGraphs::CaptureKey(const Key& key) {
 bool MuloVerifyGraphs::Fits(const KvCache& cache, int64_t cached, int64_t tail,
                             const SamplingParams& sampling) const {
   if (cache.pool() != &pool_ || cache.batch() != 2) return false;
-  if (sampling.top_k > 0 && sampling.top_k < model_.vocab) return false;
-  if (sampling.top_p < 1.0) return false;
+  const bool filtered = HasFilters(sampling, model_.vocab);
+  if (filtered && !shape_.filters) return false;
   if (tail < 0 || tail > shape_.drafts || cached > cache.length()) return false;
   const int64_t rows = RowsOf(tail);
   if (drafting_) {
     // Every height of a row was captured; a request of this pool fits its height's span
     // (StepSpan bounds its rows by the pool's longest condition), the drafter's FitsDrafter.
-    return cached + rows <= pool_.slot_rows() && entries_.count(Key(2, rows, shape_.carried /
-                                                                          drafting_->grid)) > 0;
+    return cached + rows <= pool_.slot_rows() &&
+           entries_.count(Key(2, rows, shape_.carried / drafting_->grid, filtered)) > 0;
   }
   const int64_t span = ForwardGraphs::RoundUpToSpan(cached + rows);
-  return span <= pool_.slot_rows() && entries_.count(Key(2, rows, span)) > 0;
+  return span <= pool_.slot_rows() && entries_.count(Key(2, rows, span, filtered)) > 0;
 }
 
 bool MuloVerifyGraphs::FitsDrafter(const KvCache& cache, int64_t prefix,
                                    const SamplingParams& sampling) const {
   if (!drafting_ || cache.pool() != drafting_->pool || cache.batch() != 2) return false;
-  if (sampling.top_k > 0 && sampling.top_k < drafting_->model.vocab) return false;
-  if (sampling.top_p < 1.0) return false;
+  if (HasFilters(sampling, drafting_->model.vocab) && !shape_.filters) return false;
   const int64_t grid = drafting_->grid;
   return prefix >= 0 && prefix % grid == 0 && prefix + shape_.carried <= grid * grid &&
          cache.length() + shape_.carried <= DrafterSpan((prefix + shape_.carried) / grid);
@@ -504,7 +538,9 @@ StatusOr<std::vector<MuloVerifyGraphs::Output>> MuloVerifyGraphs::Run(
   const int64_t span = ForwardGraphs::RoundUpToSpan(longest);
   // Step graphs are keyed by U_r's height instead, whose spans hold every request that fits
   // the pools' conditions (else each call alone, as a key not captured).
-  auto it = entries_.find(Key(streams, rows, drafting_ ? height : span));
+  const bool filtered =
+      AnyFilters(calls, model_.vocab, drafting_ ? drafting_->model.vocab : model_.vocab);
+  auto it = entries_.find(Key(streams, rows, drafting_ ? height : span, filtered));
   if (drafting_ && it != entries_.end() &&
       (longest > StepSpan(height) || drafter_longest > DrafterSpan(height))) {
     it = entries_.end();

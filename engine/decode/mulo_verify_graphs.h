@@ -34,11 +34,13 @@
 // span the longest condition (Drafting's prefix rows) needs there, in the target's and the
 // drafter's slots: a longer span than a request's own, as pool_graphs.h's.
 //
-// Keys (streams, rows, span): streams padded to a power of two, rows the longest request's
+// Keys (streams, rows, span, filtered): streams padded to a power of two, rows the longest request's
 // tail and drafts rounded up to kRowsStep, span the longest cache after them in whole
-// ForwardGraphs::kSpanRows. A set of graphs serves one Shape (the family's MuLo-SD defaults,
-// captured by the worker's pools at load); a request with other options, a top-k or top-p
-// filter, or a step that does not start a row steps eagerly (Fits).
+// ForwardGraphs::kSpanRows; and whether the batch filters (a copy of each key that applies each
+// request's top-k and top-p to p and to the drafter's draws, Shape::filters, as row_graphs.h's).
+// A set of graphs serves one Shape (the family's MuLo-SD defaults, captured by the worker's
+// pools at load); a request with other options, a filter where the graphs have no filtered
+// copy, or a step that does not start a row steps eagerly (Fits).
 #ifndef MULO_ENGINE_DECODE_MULO_VERIFY_GRAPHS_H_
 #define MULO_ENGINE_DECODE_MULO_VERIFY_GRAPHS_H_
 
@@ -82,6 +84,9 @@ class MuloVerifyGraphs {
     // The replay drafts them first (step graphs: Capture's `drafting`): `carried` tokens of
     // the drafter's row, whose r x r blocks are the `drafts`.
     bool draft = false;
+    // Also capture a copy of every key that filters by each request's top-k and top-p (not
+    // part of the shape's identity: operator== ignores it).
+    bool filters = false;
     bool operator==(const Shape& other) const;
   };
 
@@ -141,7 +146,7 @@ class MuloVerifyGraphs {
     torch::Tensor redraw_uniforms;    // float64 [drafts]: the target stream's next numbers
                                       // (undefined when greedy: p's argmax)
     torch::Tensor carried;            // int64 [carried] on the device, read back as is
-    SamplingParams sampling;          // cfg_scale and temperature (Fits holds)
+    SamplingParams sampling;          // cfg_scale, temperature, top_k, top_p (Fits holds)
     double tau = 0.0;
     int64_t first_position = 0;       // the tail's first token's sequence position
     int64_t last_position = 0;        // the last a token is fed at (rows are clamped to it)
@@ -176,7 +181,7 @@ class MuloVerifyGraphs {
 
  private:
   // (streams, rows, span), or (streams, rows, U_r's height) for step graphs.
-  using Key = std::tuple<int64_t, int64_t, int64_t>;
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool>;  // (streams, rows, span, filtered)
   struct Entry;
   struct Inputs;
   MuloVerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model,
@@ -184,17 +189,18 @@ class MuloVerifyGraphs {
   Status CaptureKey(const Key& key);
   // The step over a key's static buffers (what is captured): step graphs draft first. `last`:
   // the key's last field.
-  void Body(Entry& e, int64_t streams, int64_t rows, int64_t last) const;
+  void Body(Entry& e, int64_t streams, int64_t rows, int64_t last, bool filtered) const;
   // The drafter's row and U_r's drafts of it [requests, drafts] at `height` (step graphs);
   // the row in `row`.
-  torch::Tensor Draft(Entry& e, int64_t streams, int64_t height, torch::Tensor* row) const;
+  torch::Tensor Draft(Entry& e, int64_t streams, int64_t height, bool filtered,
+                      torch::Tensor* row) const;
   // Step graphs: the target's and the drafter's spans at U_r's `height` (the rows a request
   // there may reach: its prefix, its tokens through the step's rows, a batch's padded tail).
   int64_t StepSpan(int64_t height) const;
   int64_t DrafterSpan(int64_t height) const;
   // Steps 3 to 6 on `draft_ids` [requests, drafts], read back with `carried_ids`.
   void Verify(Entry& e, const torch::Tensor& draft_ids, const torch::Tensor& carried_ids,
-              int64_t streams, int64_t rows, int64_t span) const;
+              int64_t streams, int64_t rows, int64_t span, bool filtered) const;
   // A call's fields against the shape (its drafter's too for step graphs), or INVALID_ARGUMENT.
   Status CheckCall(const Call& call) const;
 

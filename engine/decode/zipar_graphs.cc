@@ -16,8 +16,9 @@ namespace mulo::engine {
 
 namespace {
 
-// The ints, in order: per stream its slot and cache length; per request cfg_scale and
-// temperature (float64 bits) and the sequence position of raster 0; per request row its token,
+// The ints, in order: per stream its slot and cache length; per request cfg_scale,
+// temperature and top_p (float64 bits), top_k and the sequence position of raster 0; per
+// request row its token,
 // raster and drawing input; per request column its raster.
 struct Layout {
   Layout(int64_t streams, int64_t rows, int64_t span)
@@ -25,7 +26,8 @@ struct Layout {
   int64_t streams, requests, rows, span;
   int64_t lengths() const { return streams; }
   int64_t params() const { return 2 * streams; }
-  int64_t offsets() const { return params() + 2 * requests; }
+  int64_t top_k() const { return params() + 3 * requests; }
+  int64_t offsets() const { return top_k() + requests; }
   int64_t tokens() const { return offsets() + requests; }
   int64_t rasters() const { return tokens() + requests * rows; }
   int64_t draws() const { return rasters() + requests * rows; }
@@ -57,6 +59,8 @@ std::vector<int64_t> StepInts(const std::vector<ZipArGraphs::Call>& calls, const
     }
     params[r] = call.sampling.cfg_scale;
     params[at.requests + r] = call.sampling.temperature;
+    params[2 * at.requests + r] = call.sampling.top_p;
+    ints[at.top_k() + r] = call.sampling.top_k;
     ints[at.offsets() + r] = call.position_offset;
     const int64_t n = static_cast<int64_t>(call.tokens.size());
     int64_t* const columns = ints.data() + at.columns() + r * at.span;
@@ -104,24 +108,30 @@ int64_t ZipArGraphs::RowsOf(int64_t inputs) {
 }
 
 StatusOr<std::shared_ptr<ZipArGraphs>> ZipArGraphs::Capture(const KvPool& pool, int64_t grid,
-                                                            RowGraphs::Model model) {
+                                                            RowGraphs::Model model,
+                                                            bool filters) {
   if (pool.scratch_slot() < 0) {
     return InvalidArgumentError("ZipArGraphs: the pool needs a scratch slot for pad requests");
   }
   if (grid < 1) return InvalidArgumentError("ZipArGraphs: a grid of at least one token");
   std::shared_ptr<ZipArGraphs> graphs(new ZipArGraphs(pool, grid, std::move(model)));
   const torch::Device device = graphs->model_.options.device();
-  for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
-    for (int64_t rows = 1; rows <= RowsOf(grid + 1); rows *= 2) {
-      MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(pool, rows, device, [&](int64_t span) {
-        return graphs->CaptureKey(Key(streams, rows, span));
-      }));
+  graphs->filters_ = filters;
+  for (const bool filtered : {false, true}) {
+    if (filtered && !filters) break;
+    for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
+      for (int64_t rows = 1; rows <= RowsOf(grid + 1); rows *= 2) {
+        MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(pool, rows, device, [&](int64_t span) {
+          return graphs->CaptureKey(Key(streams, rows, span, filtered));
+        }));
+      }
     }
   }
   return graphs;
 }
 
-void ZipArGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t span) const {
+void ZipArGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t span,
+                       bool filtered) const {
   torch::NoGradGuard no_grad;
   const Layout at(streams, rows, span);
   const int64_t requests = at.requests, vocab = model_.vocab;
@@ -131,7 +141,7 @@ void ZipArGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t span) co
   };
   const torch::Tensor lengths = e.ints.narrow(0, at.lengths(), streams);
   const torch::Tensor params =
-      e.ints.narrow(0, at.params(), 2 * requests).view(torch::kFloat64).view({2, requests});
+      e.ints.narrow(0, at.params(), 3 * requests).view(torch::kFloat64).view({3, requests});
   const torch::Tensor offsets = PerStream(e.ints.narrow(0, at.offsets(), requests));
   const torch::Tensor own = PerStream(field(at.rasters(), rows));          // [streams, rows]
   const torch::Tensor columns = PerStream(field(at.columns(), span));     // [streams, span]
@@ -151,8 +161,14 @@ void ZipArGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t span) co
                                    .gather(2, draws.expand({requests, 2, rows, vocab}));
   const torch::Tensor cfg = params.select(0, 0).to(torch::kFloat32).view({requests, 1, 1});
   const torch::Tensor temperature = params.select(0, 1).to(torch::kFloat32).view({requests, 1, 1});
+  RowFilters filters;
+  if (filtered) {
+    filters = {e.ints.narrow(0, at.top_k(), requests).view({requests, 1, 1}),
+               params.select(0, 2).to(torch::kFloat32).view({requests, 1, 1})};
+  }
   const torch::Tensor p =
-      GuidedProbabilities(picked.select(1, 0), picked.select(1, 1), cfg, temperature);
+      GuidedProbabilities(picked.select(1, 0), picked.select(1, 1), cfg, temperature,
+                          /*one_hot_greedy=*/true, filtered ? &filters : nullptr);
   e.result = DrawRows(p.reshape({requests * rows, vocab}), e.numbers.reshape({-1}))
                  .view({requests, rows});
 }
@@ -160,6 +176,7 @@ void ZipArGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t span) co
 Status ZipArGraphs::CaptureKey(const Key& key) {
   // Plain variables: the lambda below captures them (C++17 does not allow capturing bindings).
   const int64_t streams = std::get<0>(key), rows = std::get<1>(key), span = std::get<2>(key);
+  const bool filtered = std::get<3>(key);
   return GuardTorch("ZipArGraphs::Capture", [&]() -> Status {
     torch::NoGradGuard no_grad;
     const torch::Device device = model_.options.device();
@@ -172,7 +189,9 @@ Status ZipArGraphs::CaptureKey(const Key& key) {
     e->ints = torch::tensor(pads, torch::kInt64).to(device);
     e->numbers = torch::zeros({at.requests, rows}, torch::dtype(torch::kFloat64).device(device));
     e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, streams)));
-    auto run = [this, e, streams, rows, span] { Body(*e, streams, rows, span); };
+    auto run = [this, e, streams, rows, span, filtered] {
+      Body(*e, streams, rows, span, filtered);
+    };
     e->graph = set_.Make(device, run, model_.emulated, (e->ints.numel() + e->numbers.numel()) * 8);
     if (e->graph != nullptr) entries_[key] = std::move(entry);
     return OkStatus();
@@ -181,12 +200,11 @@ Status ZipArGraphs::CaptureKey(const Key& key) {
 
 bool ZipArGraphs::Fits(const KvCache& cache, int64_t inputs, const SamplingParams& sampling) const {
   if (cache.pool() != &pool_ || cache.batch() != 2) return false;
-  if (sampling.top_k > 0 && sampling.top_k < model_.vocab) return false;
-  if (sampling.top_p < 1.0) return false;
-  if (inputs < 1) return false;
+  const bool filtered = HasFilters(sampling, model_.vocab);
+  if ((filtered && !filters_) || inputs < 1) return false;
   const int64_t rows = RowsOf(inputs);
   const int64_t span = ForwardGraphs::RoundUpToSpan(cache.length() + rows);
-  return span <= pool_.slot_rows() && entries_.count(Key(2, rows, span)) > 0;
+  return span <= pool_.slot_rows() && entries_.count(Key(2, rows, span, filtered)) > 0;
 }
 
 StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Run(const std::vector<Call>& calls) const {
@@ -212,7 +230,10 @@ StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Run(const std::vector<Ca
   }
   const int64_t streams = PoolGraphs::Bucket(2 * static_cast<int64_t>(calls.size()));
   const int64_t span = ForwardGraphs::RoundUpToSpan(longest);
-  auto it = entries_.find(Key(streams, rows, span));
+  const bool filtered = std::any_of(calls.begin(), calls.end(), [this](const Call& call) {
+    return HasFilters(call.sampling, model_.vocab);
+  });
+  auto it = entries_.find(Key(streams, rows, span, filtered));
   if (it == entries_.end() && calls.size() > 1) {
     std::vector<Output> outputs;  // each call alone (Fits holds its lone key)
     for (const Call& call : calls) {

@@ -21,12 +21,13 @@
 // request's inputs write cache rows nothing attends (rows past the cache's length); pad
 // requests write to the scratch slot.
 //
-// Keys (streams, rows, span): streams padded to a power of two, rows the largest forward's
+// Keys (streams, rows, span, filtered): streams padded to a power of two, rows the largest forward's
 // inputs padded to a power of two (as the pool's forward graphs pad them: a wavefront feeds 1
 // to 3 tokens most of the time, and a GPU's forward of 8 rows costs the H100 projection 2.5x
-// one of 2), span the longest cache after them in whole ForwardGraphs::kSpanRows. One set per
-// target pool serves every ZipAR window; requests with top-k or top-p filters step eagerly
-// (Fits).
+// one of 2), span the longest cache after them in whole ForwardGraphs::kSpanRows, and whether
+// the batch filters (a copy of each key that applies each request's top-k and top-p, as
+// row_graphs.h's, captured with `filters`). One set per target pool serves every ZipAR window;
+// requests with filters step eagerly where no filtered copy was captured (Fits).
 #ifndef MULO_ENGINE_DECODE_ZIPAR_GRAPHS_H_
 #define MULO_ENGINE_DECODE_ZIPAR_GRAPHS_H_
 
@@ -53,10 +54,11 @@ class ZipArGraphs {
  public:
   // Captures (or, with model.emulated, emulates) every key's graph over `pool` (made with a
   // scratch slot) for a `grid` x `grid` image: forwards of up to grid + 1 inputs (every row
-  // open and a placeholder). INVALID_ARGUMENT without a scratch slot or a grid; a key whose
-  // capture fails is left out and counted.
+  // open and a placeholder); with `filters`, also each key's filtered copy. INVALID_ARGUMENT
+  // without a scratch slot or a grid; a key whose capture fails is left out and counted.
   static StatusOr<std::shared_ptr<ZipArGraphs>> Capture(const KvPool& pool, int64_t grid,
-                                                        RowGraphs::Model model);
+                                                        RowGraphs::Model model,
+                                                        bool filters = false);
 
   const KvPool& pool() const { return pool_; }
   int64_t grid() const { return grid_; }
@@ -65,8 +67,8 @@ class ZipArGraphs {
   static int64_t RowsOf(int64_t inputs);
 
   // Whether a request with `sampling` whose `cache` (a view of this pool) feeds `inputs`
-  // tokens may step from these graphs: two guidance streams, no top-k or top-p filter, and the
-  // rows fit a captured key.
+  // tokens may step from these graphs: two guidance streams, and the rows fit a captured key
+  // (a filtered one for a request with top-k or top-p).
   bool Fits(const KvCache& cache, int64_t inputs, const SamplingParams& sampling) const;
 
   // One request's forward (ZipArRows::Next's, without its mask).
@@ -81,7 +83,7 @@ class ZipArGraphs {
     int64_t condition_rows = 0;
     torch::Tensor uniforms;        // float64 [draws] on the device: the target stream's next
                                    // numbers (undefined when greedy: p's argmax)
-    SamplingParams sampling;       // cfg_scale and temperature (Fits holds)
+    SamplingParams sampling;       // cfg_scale, temperature, top_k, top_p (Fits holds)
     int64_t position_offset = 0;   // the sequence position of raster 0
   };
   struct Output {
@@ -100,16 +102,17 @@ class ZipArGraphs {
   ~ZipArGraphs();
 
  private:
-  using Key = std::tuple<int64_t, int64_t, int64_t>;  // (streams, rows, span)
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool>;  // (streams, rows, span, filtered)
   struct Entry;
   ZipArGraphs(const KvPool& pool, int64_t grid, RowGraphs::Model model);
   Status CaptureKey(const Key& key);
   // The step over a key's static buffers (what is captured).
-  void Body(Entry& e, int64_t streams, int64_t rows, int64_t span) const;
+  void Body(Entry& e, int64_t streams, int64_t rows, int64_t span, bool filtered) const;
 
   const KvPool& pool_;  // the target's; owned by the worker's pools as these graphs are
   const int64_t grid_;
   const RowGraphs::Model model_;
+  bool filters_ = false;  // whether filtered copies were captured
   std::map<Key, std::unique_ptr<Entry>> entries_;
   GraphSet set_;
 };

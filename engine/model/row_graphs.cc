@@ -24,15 +24,25 @@ namespace {
 // The ints' columns per stream: slot, cache length before the replay, the sequence position of
 // the first token fed, the last position fed, the prefix's length (drafts; 1 otherwise).
 constexpr int64_t kStreamFields = 5;
+// Per request: cfg_scale and temperature (float64 bits), its prefix (kMaxPrefix tokens), top_k,
+// top_p (float64 bits).
+constexpr int64_t kRequestFields = 2 + RowGraphs::kMaxPrefix + 2;
+
+bool AnyFilters(const std::vector<RowGraphs::Call>& calls, int64_t vocab) {
+  return std::any_of(calls.begin(), calls.end(), [vocab](const RowGraphs::Call& call) {
+    return HasFilters(call.sampling, vocab);
+  });
+}
 
 }  // namespace
 
 struct RowGraphs::Entry {
   // Static inputs on the device, each filled by one copy per replay (a lone request's with
   // no view made: every operator outside the graph counts on a GPU):
-  //   ints [kStreamFields x streams + (2 + kMaxPrefix) x requests] int64: every stream's
+  //   ints [kStreamFields x streams + kRequestFields x requests] int64: every stream's
   //     fields (above), column by column; then every request's cfg_scale and temperature
-  //     (0: greedy) as float64 bits; then every request's prefix, padded with token 0;
+  //     (0: greedy) as float64 bits; then every request's prefix, padded with token 0; then
+  //     every request's top_k, and its top_p as float64 bits (read by filtered keys only);
   //   uniforms [requests x tokens] float64: request r's step j number at r x tokens + j;
   //   logits [streams, vocab] float32: what the row's first token is drawn from.
   torch::Tensor ints, uniforms, logits;
@@ -72,11 +82,14 @@ StatusOr<std::shared_ptr<RowGraphs>> RowGraphs::Capture(const KvPool& pool, Shap
   const torch::Device device = graphs->model_.options.device();
   const int64_t reserved_before = DeviceReservedBytes(device);
   // Two streams per request; the requests of a batch fill the pool's slots at most.
-  for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
-    for (int64_t span = ForwardGraphs::kSpanRows; span <= pool.slot_rows();
-         span += ForwardGraphs::kSpanRows) {
-      if (span < graphs->rows_written()) continue;
-      MULO_RETURN_IF_ERROR(graphs->CaptureKey(Key(streams, span)));
+  for (const bool filtered : {false, true}) {
+    if (filtered && !shape.filters) break;
+    for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
+      for (int64_t span = ForwardGraphs::kSpanRows; span <= pool.slot_rows();
+           span += ForwardGraphs::kSpanRows) {
+        if (span < graphs->rows_written()) continue;
+        MULO_RETURN_IF_ERROR(graphs->CaptureKey(Key(streams, span, filtered)));
+      }
     }
   }
   PoolGraphs::Counts& counts = graphs->counts_;
@@ -86,8 +99,9 @@ StatusOr<std::shared_ptr<RowGraphs>> RowGraphs::Capture(const KvPool& pool, Shap
   return graphs;
 }
 
-void RowGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
+void RowGraphs::Body(Entry& e, const Key& key) const {
   torch::NoGradGuard no_grad;
+  const auto [streams, span, filtered] = key;
   const int64_t requests = streams / 2;
   const torch::Device device = model_.options.device();
   torch::Tensor lengths = e.ints.narrow(0, streams, streams);
@@ -137,6 +151,15 @@ void RowGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
   steps.span = span;
   steps.tokens = tokens_;
   steps.drafts = shape_.drafts;
+  if (filtered) {
+    const torch::Tensor filters =
+        e.ints.narrow(0, kStreamFields * streams + (2 + kMaxPrefix) * requests, 2 * requests);
+    steps.filters = {filters.narrow(0, 0, requests).view({requests, 1}),
+                     filters.narrow(0, requests, requests)
+                         .view(torch::kFloat64)
+                         .to(torch::kFloat32)
+                         .view({requests, 1})};
+  }
   Steps out = DrawSteps(model_, *e.view, steps);
   e.tokens = out.tokens;
   e.probabilities = out.probabilities;
@@ -158,7 +181,9 @@ RowGraphs::Steps RowGraphs::DrawSteps(const Model& model, KvCache& view, const S
     const torch::Tensor pairs = logits.reshape({requests, 2, -1});
     const torch::Tensor cond = pairs.select(1, 0), uncond = pairs.select(1, 1);
     const torch::Tensor guided = uncond + in.cfg * (cond - uncond);
-    const torch::Tensor probs = torch::softmax(guided / divisor, -1);
+    const torch::Tensor tempered = guided / divisor;
+    const torch::Tensor probs = torch::softmax(
+        in.filters.top_k.defined() ? FilterRows(tempered, in.filters) : tempered, -1);
     const torch::Tensor best = guided.argmax(-1);
     const torch::Tensor token =
         torch::where(greedy, best, DrawRows(probs, in.uniforms.select(1, j)));
@@ -192,7 +217,7 @@ RowGraphs::Steps RowGraphs::DrawSteps(const Model& model, KvCache& view, const S
 }
 
 Status RowGraphs::CaptureKey(const Key& key) {
-  const int64_t streams = key.first, span = key.second;
+  const int64_t streams = std::get<0>(key);
   return GuardTorch("RowGraphs::Capture", [&]() -> Status {
     torch::NoGradGuard no_grad;
     const torch::Device device = model_.options.device();
@@ -207,11 +232,11 @@ Status RowGraphs::CaptureKey(const Key& key) {
     e->ints = torch::cat({torch::full({streams}, pool_.scratch_slot(), long_options),
                           torch::zeros({3 * streams}, long_options),
                           torch::ones({streams}, long_options),
-                          torch::zeros({(2 + kMaxPrefix) * requests}, long_options)});
+                          torch::zeros({kRequestFields * requests}, long_options)});
     e->uniforms = torch::zeros({requests * tokens_}, double_options);
     e->logits = torch::zeros({streams, model_.vocab}, torch::dtype(torch::kFloat32).device(device));
     e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, streams)));
-    auto run = [this, e, streams, span] { Body(*e, streams, span); };
+    auto run = [this, e, key] { Body(*e, key); };
     auto graph = ReplayableGraph::Make(device, run, model_.emulated, memory_pool_->memory);
     if (!graph.ok()) {
       ++counts_.failed_captures;
@@ -228,10 +253,10 @@ Status RowGraphs::CaptureKey(const Key& key) {
 
 bool RowGraphs::Fits(const KvCache& cache, const SamplingParams& sampling) const {
   if (cache.pool() != &pool_ || cache.batch() != 2) return false;
-  if (sampling.top_k > 0 && sampling.top_k < model_.vocab) return false;
-  if (sampling.top_p < 1.0) return false;
+  const bool filtered = HasFilters(sampling, model_.vocab);
+  if (filtered && !shape_.filters) return false;
   const int64_t span = ForwardGraphs::RoundUpToSpan(cache.length() + rows_written());
-  return span <= pool_.slot_rows() && entries_.count(Key(2, span)) > 0;
+  return span <= pool_.slot_rows() && entries_.count(Key(2, span, filtered)) > 0;
 }
 
 StatusOr<std::vector<RowGraphs::Output>> RowGraphs::Run(const std::vector<Call>& calls) const {
@@ -249,7 +274,8 @@ StatusOr<std::vector<RowGraphs::Output>> RowGraphs::Run(const std::vector<Call>&
   }
   const int64_t streams = PoolGraphs::Bucket(2 * static_cast<int64_t>(calls.size()));
   const int64_t span = ForwardGraphs::RoundUpToSpan(longest);
-  auto it = entries_.find(Key(streams, span));
+  const bool filtered = AnyFilters(calls, model_.vocab);
+  auto it = entries_.find(Key(streams, span, filtered));
   if (it == entries_.end() && calls.size() > 1) {
     // A batch whose key failed to capture: each call alone (Fits holds the lone key).
     std::vector<Output> outputs;
@@ -268,12 +294,14 @@ StatusOr<std::vector<RowGraphs::Output>> RowGraphs::Run(const std::vector<Call>&
   return GuardTorch("RowGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
     torch::NoGradGuard no_grad;
     // Host side in plain memory; pad requests keep the scratch slot, length 0 and greedy
-    // (cfg_scale and temperature 0.0, all bits zero).
-    const int64_t size = kStreamFields * streams + (2 + kMaxPrefix) * requests;
+    // (cfg_scale and temperature 0.0, all bits zero; their filters' draws are discarded).
+    const int64_t size = kStreamFields * streams + kRequestFields * requests;
     std::vector<int64_t> ints(size, 0);
     double* const params = reinterpret_cast<double*>(ints.data() + kStreamFields * streams);
     static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
     int64_t* const prefixes = ints.data() + kStreamFields * streams + 2 * requests;
+    int64_t* const top_k = prefixes + kMaxPrefix * requests;
+    double* const top_p = reinterpret_cast<double*>(top_k + requests);
     for (int64_t s = 0; s < streams; ++s) {
       ints[s] = pool_.scratch_slot();
       ints[4 * streams + s] = 1;
@@ -291,6 +319,8 @@ StatusOr<std::vector<RowGraphs::Output>> RowGraphs::Run(const std::vector<Call>&
       std::copy(call.prefix.begin(), call.prefix.end(), prefixes + r * kMaxPrefix);
       params[r] = call.sampling.cfg_scale;
       params[requests + r] = call.sampling.temperature;
+      top_k[r] = call.sampling.top_k;
+      top_p[r] = call.sampling.top_p;
     }
     UploadInto(e->ints, torch::from_blob(ints.data(), {size}, torch::kInt64));
     const bool whole = requests == 1;  // a lone request fills the buffers without views

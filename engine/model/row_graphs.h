@@ -12,8 +12,11 @@
 //   - feeds the token to both streams at cache row length + j, position first_position + j,
 //     attending over its slot's rows [0, length + j] (built on the device from the lengths).
 // Every request's parameters are tensors, so one graph serves any mix of temperatures and
-// guidance scales; a request with top-k or top-p filtering, or with one stream (cfg_scale 1),
-// steps token by token through the pool's forward graphs instead (Fits). The tokens are those
+// guidance scales. Top-k and top-p filters (LlamaGen's and SJD's published settings use top-k)
+// are tensors too (RowFilters), applied in graphs of their own (Shape::filters) that a batch
+// with any filtering request replays: two sorts per draw that unfiltered batches do not pay. A
+// request with one stream (cfg_scale 1), or filters where the graphs have none, steps token by
+// token through the pool's forward graphs instead (Fits). The tokens are those
 // of DecodeSession::DrawOnDevice and a fed forward per token, up to the last bits that a graph's
 // longer span may change (as for pool_graphs.h's spans).
 //
@@ -24,7 +27,7 @@
 // for the verifier (chain_graphs.h), with no host read: speculative's whole drafting is one
 // replay instead of gamma forwards, gamma draws and ~500 operators.
 //
-// Keys: (streams, span), streams padded up to a power of two (pad requests write to the
+// Keys: (streams, span, filtered), streams padded up to a power of two (pad requests write to the
 // scratch slot and see only their own rows), span the longest call's cache after the row
 // rounded up to ForwardGraphs::kSpanRows. Every key is captured at load, as pool_graphs.h's.
 // Emulated graphs (LoadOptions::emulate_cuda_graphs) run the captured body eagerly at each
@@ -40,12 +43,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "engine/core/status.h"
 #include "engine/model/kv_cache.h"
 #include "engine/model/pool_graphs.h"
+#include "engine/sampling/row_sampler.h"
 #include "engine/sampling/sampling_params.h"
 
 namespace mulo::engine {
@@ -77,6 +82,8 @@ class RowGraphs {
     // device (Output::drafts) for a caller that reads them with more of its step (MuLo-SD's
     // drafter rows, which its up-sampler and verification consume first).
     bool read = true;
+    // Also capture graphs that filter each request's draws by its top-k and top-p.
+    bool filters = false;
   };
   static constexpr int64_t kMaxPrefix = 2;
 
@@ -95,8 +102,8 @@ class RowGraphs {
   // Whether Run reads the tokens back (a row's, with Shape::read).
   bool reads_tokens() const { return !shape_.drafts && shape_.read; }
   // Whether a request with `sampling` and `cache` (a view of this pool) may run its next row
-  // from these graphs: two guidance streams, no top-k or top-p filter, and the row fits its
-  // slots and a captured span.
+  // from these graphs: two guidance streams, top-k or top-p filters only in graphs with
+  // filters, and the row fits its slots and a captured span.
   bool Fits(const KvCache& cache, const SamplingParams& sampling) const;
 
   // One request's row.
@@ -106,7 +113,7 @@ class RowGraphs {
                               // (unread with Shape::drafts)
     std::vector<int64_t> prefix;  // Shape::drafts: the 1 .. kMaxPrefix tokens fed first
     torch::Tensor uniforms;   // float64 [tokens] on the device: step j's number; undefined: greedy
-    SamplingParams sampling;  // cfg_scale and temperature (Fits holds)
+    SamplingParams sampling;  // cfg_scale, temperature, top_k and top_p (Fits holds)
     int64_t first_position = 0;  // the sequence position of the row's first token
     // (with drafts, of the prefix's first token).
     // The last position a token is fed at (the image's second to last token's; its last is
@@ -147,6 +154,7 @@ class RowGraphs {
     int64_t span = 0;
     int64_t tokens = 0;
     bool drafts = false;  // keep each draw's distribution; the last draw is not fed
+    RowFilters filters;   // [requests, 1] each; undefined: no filters
   };
   struct Steps {
     torch::Tensor tokens;         // [requests, tokens] int64
@@ -160,12 +168,12 @@ class RowGraphs {
   ~RowGraphs();
 
  private:
-  using Key = std::pair<int64_t, int64_t>;  // (streams, span)
+  using Key = std::tuple<int64_t, int64_t, bool>;  // (streams, span, filtered)
   struct Entry;
   RowGraphs(const KvPool& pool, Shape shape, Model model);
   Status CaptureKey(const Key& key);
   // The row's steps over a key's static buffers (what is captured).
-  void Body(Entry& e, int64_t streams, int64_t span) const;
+  void Body(Entry& e, const Key& key) const;
 
   const KvPool& pool_;  // owns these graphs
   const Shape shape_;

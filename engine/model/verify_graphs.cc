@@ -22,10 +22,11 @@ namespace {
 // The ints' columns per stream: slot, cache length before the chain, the last committed
 // token's sequence position, the last position fed.
 constexpr int64_t kStreamFields = 4;
-// Per request: cfg_scale, temperature, GSD's probability gap and embedding distance (float64
-// bits), the last committed token, the drafts with a q, the real drafts, whether it pools.
-constexpr int64_t kRequestParams = 4;
-constexpr int64_t kRequestFields = kRequestParams + 4;
+// Per request: cfg_scale, temperature, GSD's probability gap and embedding distance, top_p
+// (float64 bits), the last committed token, the drafts with a q, the real drafts, whether it
+// pools, top_k.
+constexpr int64_t kRequestParams = 5;
+constexpr int64_t kRequestFields = kRequestParams + 5;
 // The decisions' columns in the result: kept, next token, relaxed, neighbours.
 constexpr int64_t kDecisionFields = 4;
 
@@ -110,11 +111,14 @@ StatusOr<std::shared_ptr<VerifyGraphs>> VerifyGraphs::Capture(const KvPool& pool
   const auto start = std::chrono::steady_clock::now();
   const torch::Device device = graphs->model_.options.device();
   const int64_t reserved_before = DeviceReservedBytes(device);
-  for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
-    for (int64_t span = ForwardGraphs::kSpanRows; span <= pool.slot_rows();
-         span += ForwardGraphs::kSpanRows) {
-      if (span < drafts + 1) continue;
-      MULO_RETURN_IF_ERROR(graphs->CaptureKey(Key(streams, span)));
+  for (const bool filtered : {false, true}) {
+    if (filtered && !shape.filters) break;
+    for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
+      for (int64_t span = ForwardGraphs::kSpanRows; span <= pool.slot_rows();
+           span += ForwardGraphs::kSpanRows) {
+        if (span < drafts + 1) continue;
+        MULO_RETURN_IF_ERROR(graphs->CaptureKey(Key(streams, span, filtered)));
+      }
     }
   }
   PoolGraphs::Counts& counts = graphs->counts_;
@@ -124,8 +128,9 @@ StatusOr<std::shared_ptr<VerifyGraphs>> VerifyGraphs::Capture(const KvPool& pool
   return graphs;
 }
 
-void VerifyGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
+void VerifyGraphs::Body(Entry& e, const Key& key) const {
   torch::NoGradGuard no_grad;
+  const int64_t streams = std::get<0>(key), span = std::get<1>(key);
   const int64_t requests = streams / 2, rows = drafts_ + 1, vocab = model_.vocab;
   const torch::Device device = model_.options.device();
   const auto long_options = torch::dtype(torch::kInt64).device(device);
@@ -142,6 +147,11 @@ void VerifyGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
   const torch::Tensor carried = request_field(kRequestParams + 1);
   const torch::Tensor judged = request_field(kRequestParams + 2);
   const torch::Tensor grouped = request_field(kRequestParams + 3).ne(0);
+  RowFilters filters;
+  if (std::get<2>(key)) {
+    filters = {request_field(kRequestParams + 4).view({requests, 1, 1}),
+               params.select(0, 4).to(torch::kFloat32).view({requests, 1, 1})};
+  }
   // The chain's rows, the same ids in both streams of a request (expanded: see row_graphs.cc).
   const torch::Tensor chain = torch::cat({last_tokens.unsqueeze(1), e.drafts}, 1);
   const torch::Tensor ids =
@@ -160,7 +170,8 @@ void VerifyGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
   const torch::Tensor cfg = params.select(0, 0).to(torch::kFloat32).view({requests, 1, 1});
   const torch::Tensor temperature = params.select(0, 1).to(torch::kFloat32).view({requests, 1, 1});
   const torch::Tensor p =
-      GuidedProbabilities(logits.select(1, 0), logits.select(1, 1), cfg, temperature);
+      GuidedProbabilities(logits.select(1, 0), logits.select(1, 1), cfg, temperature,
+                          /*one_hot_greedy=*/true, std::get<2>(key) ? &filters : nullptr);
   // q: the carried rows, then the fixed tokens' one-hot rows.
   const torch::Tensor fixed =
       torch::zeros_like(e.q).scatter_(2, e.drafts.unsqueeze(2), 1.0);
@@ -230,7 +241,7 @@ void VerifyGraphs::Body(Entry& e, int64_t streams, int64_t span) const {
 }
 
 Status VerifyGraphs::CaptureKey(const Key& key) {
-  const int64_t streams = key.first, span = key.second;
+  const int64_t streams = std::get<0>(key);
   return GuardTorch("VerifyGraphs::Capture", [&]() -> Status {
     torch::NoGradGuard no_grad;
     const torch::Device device = model_.options.device();
@@ -265,7 +276,7 @@ Status VerifyGraphs::CaptureKey(const Key& key) {
     e->draw = inputs->draw;
     e->redraw = inputs->redraw;
     e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, streams)));
-    auto run = [this, e, streams, span] { Body(*e, streams, span); };
+    auto run = [this, e, key] { Body(*e, key); };
     auto graph = ReplayableGraph::Make(device, run, model_.emulated, memory_pool_->memory);
     if (!graph.ok()) {
       ++counts_.failed_captures;
@@ -280,10 +291,10 @@ Status VerifyGraphs::CaptureKey(const Key& key) {
 
 bool VerifyGraphs::Fits(const KvCache& cache, const SamplingParams& sampling) const {
   if (cache.pool() != &pool_ || cache.batch() != 2) return false;
-  if (sampling.top_k > 0 && sampling.top_k < model_.vocab) return false;
-  if (sampling.top_p < 1.0) return false;
+  const bool filtered = HasFilters(sampling, model_.vocab);
+  if (filtered && !shape_.filters) return false;
   const int64_t span = ForwardGraphs::RoundUpToSpan(cache.length() + drafts_ + 1);
-  return span <= pool_.slot_rows() && entries_.count(Key(2, span)) > 0;
+  return span <= pool_.slot_rows() && entries_.count(Key(2, span, filtered)) > 0;
 }
 
 StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
@@ -308,7 +319,10 @@ StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
   }
   const int64_t streams = PoolGraphs::Bucket(2 * static_cast<int64_t>(calls.size()));
   const int64_t span = ForwardGraphs::RoundUpToSpan(longest);
-  auto it = entries_.find(Key(streams, span));
+  const bool filtered =
+      std::any_of(calls.begin(), calls.end(),
+                  [this](const Call& call) { return HasFilters(call.sampling, model_.vocab); });
+  auto it = entries_.find(Key(streams, span, filtered));
   if (it == entries_.end() && calls.size() > 1) {
     std::vector<Output> outputs;  // each call alone (Fits holds the lone key)
     for (const Call& call : calls) {
@@ -334,6 +348,7 @@ StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
     int64_t* const carried = last_tokens + requests;
     int64_t* const judged = carried + requests;
     int64_t* const grouped = judged + requests;
+    int64_t* const top_k = grouped + requests;
     for (int64_t s = 0; s < streams; ++s) ints[s] = pool_.scratch_slot();
     for (size_t r = 0; r < calls.size(); ++r) {
       const Call& call = calls[r];
@@ -350,6 +365,8 @@ StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
         params[2 * requests + r] = call.group->max_probability_gap;
         params[3 * requests + r] = call.group->max_embedding_distance;
       }
+      params[4 * requests + r] = call.sampling.top_p;
+      top_k[r] = call.sampling.top_k;
       last_tokens[r] = call.last_token;
       carried[r] = call.q.defined() ? call.q.size(0) : 0;
       judged[r] = call.judged >= 0 ? std::min(call.judged, drafts_) : drafts_;

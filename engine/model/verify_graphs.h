@@ -27,14 +27,15 @@
 //
 // Every request's parameters are tensors (cfg_scale, temperature: 0 makes p and q one-hot, as
 // ToProbabilities does, and then the rule keeps a draft exactly when it is the argmax), so one
-// graph serves any mix; requests with top-k or top-p filters verify eagerly (Fits). The chain
+// graph serves any mix; top-k and top-p filter p in graphs of their own (Shape::filters, as
+// row_graphs.h's), else such requests verify eagerly (Fits). The chain
 // always has a bonus row: at the image's end the caller ignores the bonus token (the draft
 // after the last is fed at the last position into a row nothing reads, as row_graphs.h's last
 // row). Decisions are those of ExactVerifier given the same numbers and the same p, which the
 // graph computes from a forward of exactly the chain's rows (the eager verification pads them
 // to a power of two, which may change the last bits; pool_graphs.h).
 //
-// Keys (streams, span), as row_graphs.h's: streams padded to a power of two (pad requests write
+// Keys (streams, span, filtered), as row_graphs.h's: streams padded to a power of two (pad requests write
 // to the scratch slot), span the longest cache after the chain, in whole kSpanRows.
 #ifndef MULO_ENGINE_MODEL_VERIFY_GRAPHS_H_
 #define MULO_ENGINE_MODEL_VERIFY_GRAPHS_H_
@@ -46,6 +47,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -67,6 +69,7 @@ class VerifyGraphs {
     bool redraw = false;  // also re-draw every row of p and keep p (SJD's Jacobi update)
     int64_t group_size = 0;  // > 1: calls may be judged by GSD's groups of this size
     bool couple = false;     // redraw by MC-SJD's maximal coupling with the carried drafts
+    bool filters = false;    // also capture graphs that filter p by each request's top-k, top-p
   };
   // Captures (or, with model.emulated, emulates) every key's graph of `shape` over `pool`
   // (made with a scratch slot). `embeddings`: the target's token embeddings [V, dim] (GSD's
@@ -81,8 +84,8 @@ class VerifyGraphs {
   int64_t drafts() const { return drafts_; }
   const Shape& shape() const { return shape_; }
   // Whether a request with `sampling` and `cache` (a view of this pool) may verify a chain
-  // from these graphs: two guidance streams, no top-k or top-p filter, and the chain fits its
-  // slots and a captured span.
+  // from these graphs: two guidance streams, top-k or top-p filters only in graphs with
+  // filters, and the chain fits its slots and a captured span.
   bool Fits(const KvCache& cache, const SamplingParams& sampling) const;
 
   // One request's chain.
@@ -98,7 +101,7 @@ class VerifyGraphs {
     // Shape::redraw: float64 [drafts + 1], the drafter stream's next numbers (undefined when
     // greedy: the re-draw is p's argmax).
     torch::Tensor redraw_uniforms;
-    SamplingParams sampling;        // cfg_scale and temperature (Fits holds)
+    SamplingParams sampling;        // cfg_scale, temperature, top_k, top_p (Fits holds)
     int64_t first_position = 0;     // last_token's sequence position
     int64_t last_position = 0;      // the last position a token is fed at (row_graphs.h)
     // GSD's rule (its size the graphs' Shape::group_size); none: the drafts' own masses.
@@ -129,13 +132,13 @@ class VerifyGraphs {
   ~VerifyGraphs();
 
  private:
-  using Key = std::pair<int64_t, int64_t>;  // (streams, span)
+  using Key = std::tuple<int64_t, int64_t, bool>;  // (streams, span, filtered)
   struct Entry;
   VerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model,
                torch::Tensor embeddings);
   Status CaptureKey(const Key& key);
   // The verification over a key's static buffers (what is captured).
-  void Body(Entry& e, int64_t streams, int64_t span) const;
+  void Body(Entry& e, const Key& key) const;
 
   const KvPool& pool_;  // owns these graphs
   const Shape shape_;

@@ -1,5 +1,8 @@
 #include "engine/sampling/row_sampler.h"
 
+#include <cmath>
+#include <vector>
+
 #include "engine/core/device_upload.h"
 #include "engine/sampling/logits_processor.h"
 
@@ -25,14 +28,45 @@ torch::Tensor DrawRows(const torch::Tensor& probs, const torch::Tensor& uniforms
   return torch::where(index < vocab, index, last_with_mass);
 }
 
+bool HasFilters(const SamplingParams& params, int64_t vocab) {
+  return (params.top_k > 0 && params.top_k < vocab) || params.top_p < 1.0;
+}
+
+torch::Tensor FilterRows(const torch::Tensor& tempered, const RowFilters& filters) {
+  const int64_t vocab = tempered.size(-1), last = tempered.dim() - 1;
+  std::vector<int64_t> row_shape = tempered.sizes().vec();
+  row_shape.back() = 1;
+  // Top-k: keep logits >= the k-th largest (ties at the threshold stay); a row that keeps
+  // everything compares with its smallest logit, which drops nothing.
+  const torch::Tensor k = filters.top_k.to(torch::kInt64);
+  const torch::Tensor kept = torch::where(k.gt(0).logical_and(k.lt(vocab)), k, vocab);
+  const torch::Tensor descending = std::get<0>(tempered.sort(last, /*descending=*/true));
+  const torch::Tensor kth = descending.gather(last, (kept - 1).expand(row_shape));
+  torch::Tensor x = tempered.masked_fill(tempered < kth, -INFINITY);
+  // Top-p on what top-k left: drop a token when the mass before it already exceeds top_p (the
+  // top token always stays); a row whose top_p is 1 drops nothing.
+  auto [sorted, order] = x.sort(last, /*descending=*/true);
+  const torch::Tensor mass = torch::softmax(sorted, last);
+  const torch::Tensor top_p = filters.top_p.to(torch::kFloat32);
+  const torch::Tensor drop_sorted =
+      ((mass.cumsum(last) - mass) > top_p).logical_and(top_p < 1.0);
+  const torch::Tensor drop = torch::zeros_like(drop_sorted).scatter(last, order, drop_sorted);
+  return x.masked_fill(drop, -INFINITY);
+}
+
 torch::Tensor GuidedProbabilities(const torch::Tensor& cond, const torch::Tensor& uncond,
                                   const torch::Tensor& cfg, const torch::Tensor& temperature,
-                                  bool one_hot_greedy) {
+                                  bool one_hot_greedy, const RowFilters* filters) {
   const torch::Tensor guided = uncond + cfg * (cond - uncond);
   const torch::Tensor greedy = temperature == 0;
   const torch::Tensor divisor = torch::where(greedy, torch::ones_like(temperature), temperature);
-  const torch::Tensor p = torch::softmax(guided / divisor, -1);
-  if (!one_hot_greedy) return p;
+  const torch::Tensor tempered = guided / divisor;
+  const torch::Tensor p =
+      torch::softmax(filters != nullptr ? FilterRows(tempered, *filters) : tempered, -1);
+  if (!one_hot_greedy) {
+    // A greedy row ranks by its unfiltered distribution (DecodeSession's ranking params).
+    return filters != nullptr ? torch::where(greedy, torch::softmax(tempered, -1), p) : p;
+  }
   const int64_t last = guided.dim() - 1;
   const torch::Tensor one_hot =
       torch::zeros_like(guided).scatter_(last, guided.argmax(last, /*keepdim=*/true), 1.0);

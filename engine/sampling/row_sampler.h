@@ -18,6 +18,21 @@ namespace mulo::engine {
 // same decisions as SampleFromHostProbabilities given the same uniform.
 torch::Tensor DrawRows(const torch::Tensor& probs, const torch::Tensor& uniforms);
 
+// Every row's top-k and top-p filters (ToProbabilities') as tensors, so that one CUDA graph
+// serves any mix of requests: top_k int64 and top_p float32, both broadcastable to the
+// logits' [..., 1]. top_k 0 (or at least the vocabulary) and top_p 1 keep every token.
+struct RowFilters {
+  torch::Tensor top_k, top_p;
+};
+
+// Whether `params` filter a vocabulary of `vocab` tokens (what RowFilters then carry).
+bool HasFilters(const SamplingParams& params, int64_t vocab);
+
+// Tempered logits [..., vocab] float32 with each row's filtered tokens at -inf, bit for bit
+// ToProbabilities' filtering of that row with its own top_k and top_p (a row that filters
+// nothing comes back unchanged). Graph-capturable.
+torch::Tensor FilterRows(const torch::Tensor& tempered, const RowFilters& filters);
+
 // Tokens of CFG-mixed logits [rows, vocab]: the argmax of each row at temperature 0 (the
 // uniforms are not read), otherwise DrawRows(ToProbabilities(logits, params), uniforms).
 // p as DecodeSession::Probabilities makes it, for requests whose cfg_scale and temperature are
@@ -25,10 +40,12 @@ torch::Tensor DrawRows(const torch::Tensor& probs, const torch::Tensor& uniforms
 // cfg (cond - uncond), tempered and softmaxed; at temperature 0 the one-hot row of their argmax
 // (the first on ties), or with `one_hot_greedy` false their untempered softmax (the ranking
 // distribution a relaxed greedy rule pools over). cond and uncond [..., vocab] float32; cfg and
-// temperature float32, broadcastable to [..., 1].
+// temperature float32, broadcastable to [..., 1]. `filters` (null: none) filter the tempered
+// logits of sampled rows as ToProbabilities does (a greedy row's argmax is never filtered).
 torch::Tensor GuidedProbabilities(const torch::Tensor& cond, const torch::Tensor& uncond,
                                   const torch::Tensor& cfg, const torch::Tensor& temperature,
-                                  bool one_hot_greedy = true);
+                                  bool one_hot_greedy = true,
+                                  const RowFilters* filters = nullptr);
 
 torch::Tensor SampleRows(const torch::Tensor& logits, const SamplingParams& params,
                          const torch::Tensor& uniforms);

@@ -74,10 +74,18 @@ TEST(MuloGraphsTest, AStepDraftsInOneReplayAndReadsOnceWithTheEagerStepsTokens) 
     auto config = MuloConfig(*emulated, preset);
     ASSERT_OK(config);
     ASSERT_GT(config->mulo.draft_cfg_scale.value_or(0.0), 1.0) << "the drafter rows' graphs";
-    for (double temperature : {0.0, 1.0}) {
+    // Greedy, sampled, and sampled with top-k and top-p (the filtered copies of the step
+    // graphs; the paper preset steps eagerly either way, so it skips them).
+    for (const int64_t top_k : {int64_t{0}, int64_t{-1}, int64_t{50}}) {
+      if (top_k > 0 && preset.paper) continue;
+      const double temperature = top_k == 0 ? 0.0 : 1.0;
       int mismatches = 0;
       for (int prompt : {0, 1, 2}) {
-        const DecodeRequest request = testing::SynthRequest({"mulo", prompt, temperature}, plain);
+        DecodeRequest request = testing::SynthRequest({"mulo", prompt, temperature}, plain);
+        if (top_k > 0) {
+          request.sampling.top_k = top_k;
+          request.sampling.top_p = 0.9;
+        }
         auto eager = testing::DecodeConfig(*config, plain, request);
         ASSERT_OK(eager);
         EXPECT_EQ(eager->stats.graph_replays, 0);
@@ -95,8 +103,9 @@ TEST(MuloGraphsTest, AStepDraftsInOneReplayAndReadsOnceWithTheEagerStepsTokens) 
         ASSERT_OK(graphed);
         const Stats& stats = graphed->stats;
         const int64_t steps = stats.verify_steps;
-        std::cout << "[" << preset.name << "] temperature " << temperature << ", prompt "
-                  << prompt << ": " << steps << " steps, " << stats.graph_replays
+        std::cout << "[" << preset.name << "] temperature " << temperature << ", top_k "
+                  << std::max<int64_t>(top_k, 0) << ", prompt " << prompt << ": " << steps
+                  << " steps, " << stats.graph_replays
                   << " replays, " << stats.host_syncs << " reads (eager " << eager->stats.host_syncs
                   << "), " << stats.dispatched_ops << " operators outside graphs ("
                   << static_cast<double>(stats.dispatched_ops) / static_cast<double>(steps)
@@ -128,7 +137,7 @@ TEST(MuloGraphsTest, AStepDraftsInOneReplayAndReadsOnceWithTheEagerStepsTokens) 
         }
       }
       EXPECT_LE(mismatches, temperature == 0.0 ? 0 : 1)
-          << preset.name << " at temperature " << temperature;
+          << preset.name << " at temperature " << temperature << ", top_k " << top_k;
     }
   }
 }
@@ -182,10 +191,13 @@ TEST(MuloGraphsTest, RequestsOfALoopShareTheVerifyGraphs) {
   const MuloVerifyGraphs* verify =
       pools->mulo_verify_graphs(*family->target, VerifyShape(*config, *family));
   ASSERT_NE(verify, nullptr);
-  const std::vector<DecodeRequest> requests = {
+  std::vector<DecodeRequest> requests = {
       testing::SynthRequest({"mulo", 0, 1.0}, *family),
       testing::SynthRequest({"mulo", 1, 0.0}, *family),
       testing::SynthRequest({"mulo", 2, 0.7}, *family)};
+  // One filters: the batch replays the filtered copy, which leaves the others' steps as their
+  // unfiltered graphs make them alone.
+  requests[2].sampling.top_k = 40;
   auto alone = testing::DecodeEachAlone(*config, *family, *pools, requests);
   ASSERT_OK(alone);
   const PoolGraphs::Counts before = verify->counts();

@@ -3,9 +3,11 @@
 //   - decodes the tokens it decodes token by token without graphs (greedy exactly; sampled up
 //     to a rounding flip, as emulated_graphs_test allows);
 //   - pays per row one replay, one host read and at most 10 operators outside graphs;
-//   - batches its rows with other requests' in one replay, whatever their temperatures and
-//     guidance scales, each keeping its lone tokens;
-//   - steps token by token where a row graph cannot serve it (top-k, top-p, no guidance).
+//   - batches its rows with other requests' in one replay, whatever their temperatures,
+//     guidance scales and top-k / top-p filters, each keeping its lone tokens;
+//   - with top-k or top-p, runs its rows in the filtered graphs with the eager filtered
+//     decode's tokens;
+//   - steps token by token where a row graph cannot serve it (no guidance).
 #include "engine/model/row_graphs.h"
 
 #include <memory>
@@ -30,12 +32,13 @@ namespace {
 std::shared_ptr<const ModelSet> Emulated() { return testing::EmulatedSynthFamily(); }
 
 // An ar request of the synth family: held-out prompt `prompt`, seed 1000 + prompt, with
-// `temperature`, the family's guidance unless `cfg_scale` > 0, and `top_k`.
+// `temperature`, the family's guidance unless `cfg_scale` > 0, `top_k` and `top_p`.
 DecodeRequest ArRequest(const ModelSet& family, int prompt, double temperature,
-                        double cfg_scale = 0, int64_t top_k = 0) {
+                        double cfg_scale = 0, int64_t top_k = 0, double top_p = 1.0) {
   DecodeRequest request = testing::SynthRequest({"ar", prompt, temperature}, family);
   if (cfg_scale > 0) request.sampling.cfg_scale = cfg_scale;
   request.sampling.top_k = top_k;
+  request.sampling.top_p = top_p;
   return request;
 }
 
@@ -165,9 +168,12 @@ TEST(RowGraphsTest, RowsOfRequestsWithDifferentSamplingShareOneReplay) {
   ASSERT_NE(family, nullptr);
   auto pools = Pools(*family, 4);
   ASSERT_NE(pools, nullptr);
+  // Two filter by top-k or top-p: the batch replays the filtered graphs, which leave the
+  // others' draws bit for bit as their unfiltered graphs make them alone.
   const std::vector<DecodeRequest> requests = {
-      ArRequest(*family, 0, 1.0), ArRequest(*family, 1, 0.0), ArRequest(*family, 2, 0.7, 2.0),
-      ArRequest(*family, 3, 1.3, 6.0)};
+      ArRequest(*family, 0, 1.0), ArRequest(*family, 1, 0.0),
+      ArRequest(*family, 2, 0.7, 2.0, /*top_k=*/40),
+      ArRequest(*family, 3, 1.3, 6.0, /*top_k=*/0, /*top_p=*/0.8)};
   std::vector<std::vector<int32_t>> alone;
   for (const DecodeRequest& request : requests) {
     auto reservation = Reserve(*pools, *family, request);
@@ -204,24 +210,63 @@ TEST(RowGraphsTest, RowsOfRequestsWithDifferentSamplingShareOneReplay) {
   EXPECT_GE(loop.counters().max_calls, 4);
 }
 
-TEST(RowGraphsTest, FilteredOrUnguidedRequestsStepTokenByToken) {
+TEST(RowGraphsTest, FilteredRequestsRunTheirRowsInFilteredGraphs) {
+  const ModelSet& plain = testing::SynthFamily();
+  const auto emulated = Emulated();
+  ASSERT_NE(emulated, nullptr);
+  auto pools = Pools(*emulated, 1);
+  ASSERT_NE(pools, nullptr);
+  const int64_t grid = emulated->target->grid_size();
+  struct Filter {
+    int64_t top_k;
+    double top_p;
+  };
+  for (const Filter filter : {Filter{50, 1.0}, Filter{0, 0.9}, Filter{200, 0.7}}) {
+    // Sampled: prompt 0, or if a rounding flip changed it, both of 1 and 2 (as above).
+    int mismatches = 0;
+    for (int prompt : {0, 1, 2}) {
+      const DecodeRequest request =
+          ArRequest(*emulated, prompt, 1.0, 0, filter.top_k, filter.top_p);
+      auto reservation = Reserve(*pools, *emulated, request);
+      ASSERT_NE(reservation, nullptr);
+      auto rows = DecodeAr(*emulated, request, nullptr, reservation.get());
+      ASSERT_OK(rows);
+      auto eager = DecodeAr(plain, request);
+      ASSERT_OK(eager);
+      EXPECT_EQ(rows->stats.graph_replays, grid + 1) << "a row per replay, and the prefill's";
+      EXPECT_EQ(rows->stats.host_syncs, grid);
+      // The control: the same request unfiltered draws other tokens.
+      auto unfiltered = DecodeAr(plain, ArRequest(*emulated, prompt, 1.0));
+      ASSERT_OK(unfiltered);
+      EXPECT_NE(unfiltered->tokens, eager->tokens) << "top_k " << filter.top_k;
+      if (rows->tokens != eager->tokens) {
+        ++mismatches;
+        std::cout << "[rows] top_k " << filter.top_k << ", top_p " << filter.top_p
+                  << ", prompt " << prompt << ": tokens differ\n";
+      } else if (prompt == 0) {
+        break;
+      }
+    }
+    EXPECT_LE(mismatches, 1) << "top_k " << filter.top_k << ", top_p " << filter.top_p;
+  }
+}
+
+TEST(RowGraphsTest, UnguidedRequestsStepTokenByToken) {
   const auto family = Emulated();
   ASSERT_NE(family, nullptr);
   auto pools = Pools(*family, 1);
   ASSERT_NE(pools, nullptr);
   const int64_t tokens = family->target->num_image_tokens();
-  for (const DecodeRequest& request :
-       {ArRequest(*family, 0, 1.0, 0, /*top_k=*/50), ArRequest(*family, 0, 1.0, 1.0)}) {
-    auto reservation = Reserve(*pools, *family, request);
-    ASSERT_NE(reservation, nullptr);
-    auto pooled = DecodeAr(*family, request, nullptr, reservation.get());
-    ASSERT_OK(pooled);
-    auto eager = DecodeAr(testing::SynthFamily(), request);
-    ASSERT_OK(eager);
-    // The prefill and every fed token replay the pool's forward graphs.
-    EXPECT_EQ(pooled->stats.graph_replays, tokens) << "cfg " << request.sampling.cfg_scale;
-    EXPECT_EQ(pooled->tokens.size(), eager->tokens.size());
-  }
+  const DecodeRequest request = ArRequest(*family, 0, 1.0, 1.0);
+  auto reservation = Reserve(*pools, *family, request);
+  ASSERT_NE(reservation, nullptr);
+  auto pooled = DecodeAr(*family, request, nullptr, reservation.get());
+  ASSERT_OK(pooled);
+  auto eager = DecodeAr(testing::SynthFamily(), request);
+  ASSERT_OK(eager);
+  // The prefill and every fed token replay the pool's forward graphs.
+  EXPECT_EQ(pooled->stats.graph_replays, tokens);
+  EXPECT_EQ(pooled->tokens.size(), eager->tokens.size());
 }
 
 TEST(RowGraphsTest, ACallThatDoesNotFitIsRefused) {
@@ -240,14 +285,18 @@ TEST(RowGraphsTest, ACallThatDoesNotFitIsRefused) {
   SamplingParams filtered = request.sampling;
   filtered.top_p = 0.9;
   EXPECT_TRUE(rows->Fits(*cache, request.sampling));
-  EXPECT_FALSE(rows->Fits(*cache, filtered));
+  EXPECT_TRUE(rows->Fits(*cache, filtered));
+  // A row past the slot's end does not fit.
+  const int64_t full = cache->capacity() - 1;
+  cache->Advance(full);
+  EXPECT_FALSE(rows->Fits(*cache, request.sampling));
   RowGraphs::Call call;
   call.cache = &*cache;
   call.logits = torch::zeros({2, family->target->vocab_size()});
   call.sampling = filtered;
   auto ran = rows->Run({call});
   EXPECT_EQ(ran.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(cache->length(), 0) << "a refused row moves nothing";
+  EXPECT_EQ(cache->length(), full) << "a refused row moves nothing";
   // An unpooled cache has no row graphs.
   EXPECT_EQ(RowGraphs::Of(family->target->NewCache(2, 16)), nullptr);
 }

@@ -12,10 +12,11 @@
 //     rounding flip, as row_graphs_test allows (the eager verification pads its rows, the
 //     graph does not);
 //   - pays per step its replays, one read and a bounded number of operators outside graphs;
+//   - with top-k and top-p, is judged and re-drawn by the filtered p in filtered graphs, with
+//     the eager filtered step's tokens;
 //   - batches its steps with other requests' (of either method) in one replay per graph,
-//     whatever their temperatures and guidance, each keeping its lone tokens;
-//   - steps eagerly where the graphs cannot serve it (another gamma, window or group size,
-//     top-k).
+//     whatever their temperatures, guidance and filters, each keeping its lone tokens;
+//   - steps eagerly where the graphs cannot serve it (another gamma, window or group size).
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,12 +40,22 @@ namespace {
 std::shared_ptr<const ModelSet> Emulated() { return testing::EmulatedSynthFamily(); }
 
 DecodeRequest Request(const ModelSet& family, const std::string& method, int prompt,
-                      double temperature, double cfg_scale = 0, int64_t top_k = 0) {
+                      double temperature, double cfg_scale = 0, int64_t top_k = 0,
+                      double top_p = 1.0) {
   DecodeRequest request = testing::SynthRequest({method, prompt, temperature}, family);
   if (cfg_scale > 0) request.sampling.cfg_scale = cfg_scale;
   request.sampling.top_k = top_k;
+  request.sampling.top_p = top_p;
   return request;
 }
+
+// A request's sampling: greedy, sampled, and sampled with both filters.
+struct Setting {
+  double temperature;
+  int64_t top_k;
+  double top_p;
+};
+constexpr Setting kSettings[] = {{0.0, 0, 1.0}, {1.0, 0, 1.0}, {1.0, 50, 0.9}};
 
 // `method` with speculative's gamma and the Jacobi methods' window `length`, GSD's group size
 // `group_size` (0: the defaults).
@@ -89,10 +100,12 @@ TEST(VerifyGraphsTest, AStepIsItsReplaysAndOneReadWithTheEagerStepsTokens) {
   auto pools = Pools(*emulated, 1);
   ASSERT_NE(pools, nullptr);
   for (const GraphedMethod& method : GraphedMethods()) {
-    for (double temperature : {0.0, 1.0}) {
+    for (const Setting& setting : kSettings) {
+      const double temperature = setting.temperature;
       int mismatches = 0;
       for (int prompt : {0, 1, 2}) {
-        const DecodeRequest request = Request(*emulated, method.name, prompt, temperature);
+        const DecodeRequest request = Request(*emulated, method.name, prompt, temperature, 0,
+                                              setting.top_k, setting.top_p);
         auto eager = Decode(plain, method.name, request);
         ASSERT_OK(eager);
         EXPECT_EQ(eager->stats.graph_replays, 0);
@@ -106,8 +119,8 @@ TEST(VerifyGraphsTest, AStepIsItsReplaysAndOneReadWithTheEagerStepsTokens) {
         ASSERT_OK(graphed);
         const Stats& stats = graphed->stats;
         const int64_t steps = stats.verify_steps;
-        std::cout << "[" << method.name << "] temperature " << temperature << ", prompt "
-                  << prompt << ": " << steps << " steps, " << stats.graph_replays
+        std::cout << "[" << method.name << "] temperature " << temperature << ", top_k "
+                  << setting.top_k << ", prompt " << prompt << ": " << steps << " steps, " << stats.graph_replays
                   << " replays, " << stats.host_syncs << " reads, " << stats.dispatched_ops
                   << " operators outside graphs ("
                   << static_cast<double>(stats.dispatched_ops) / static_cast<double>(steps)
@@ -155,7 +168,7 @@ TEST(VerifyGraphsTest, AStepIsItsReplaysAndOneReadWithTheEagerStepsTokens) {
         }
       }
       EXPECT_LE(mismatches, temperature == 0.0 ? 0 : 1)
-          << method.name << " at temperature " << temperature;
+          << method.name << " at temperature " << temperature << ", top_k " << setting.top_k;
     }
   }
 }
@@ -166,9 +179,12 @@ TEST(VerifyGraphsTest, StepsOfRequestsWithDifferentSamplingShareReplays) {
   auto pools = Pools(*family, 4);
   ASSERT_NE(pools, nullptr);
   const std::vector<std::string> methods = {"speculative", "speculative", "sjd", "sjd"};
+  // One of each method filters: both graphs replay their filtered copies, which judge the
+  // others as their unfiltered graphs do alone.
   const std::vector<DecodeRequest> requests = {
-      Request(*family, "speculative", 0, 1.0), Request(*family, "speculative", 1, 0.0),
-      Request(*family, "sjd", 2, 0.7, 2.0), Request(*family, "sjd", 3, 1.0)};
+      Request(*family, "speculative", 0, 1.0, 0, /*top_k=*/0, /*top_p=*/0.8),
+      Request(*family, "speculative", 1, 0.0), Request(*family, "sjd", 2, 0.7, 2.0, 40),
+      Request(*family, "sjd", 3, 1.0)};
   std::vector<std::vector<int32_t>> alone;
   int64_t lone_replays = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -212,14 +228,11 @@ TEST(VerifyGraphsTest, StepsTheGraphsDoNotHoldRunEagerly) {
   ASSERT_NE(pools, nullptr);
   struct Case {
     std::string method;
-    int64_t top_k;
     int64_t length;      // gamma or window; 0: the default
     int64_t group_size;  // GSD's; 0: the default
   };
-  const std::vector<Case> cases = {{"speculative", 0, 3, 0}, {"speculative", 50, 0, 0},
-                                   {"sjd", 0, 8, 0},         {"sjd", 50, 0, 0},
-                                   {"gsd", 0, 8, 0},         {"gsd", 0, 0, 5},
-                                   {"mc_sjd", 0, 16, 0},     {"mc_sjd", 50, 0, 0}};
+  const std::vector<Case> cases = {{"speculative", 3, 0}, {"sjd", 8, 0}, {"gsd", 8, 0},
+                                   {"gsd", 0, 5},         {"mc_sjd", 16, 0}};
   // The graphs' own counters (found through a cache of each pool, given back before decoding).
   std::vector<const VerifyGraphs*> verify;
   const RowGraphs* chains = nullptr;
@@ -250,7 +263,7 @@ TEST(VerifyGraphsTest, StepsTheGraphsDoNotHoldRunEagerly) {
     return calls;
   };
   for (const Case& c : cases) {
-    const DecodeRequest request = Request(*family, c.method, 0, 1.0, 0, c.top_k);
+    const DecodeRequest request = Request(*family, c.method, 0, 1.0);
     auto reservation = Reserve(*pools, *family, c.method, request);
     ASSERT_NE(reservation, nullptr);
     const int64_t before = graphed_calls();
@@ -261,15 +274,15 @@ TEST(VerifyGraphsTest, StepsTheGraphsDoNotHoldRunEagerly) {
                       c.group_size);
     }
     ASSERT_OK(pooled);
-    EXPECT_EQ(graphed_calls(), before) << c.method << ", top_k " << c.top_k << ", length "
-                                       << c.length << ", group size " << c.group_size;
+    EXPECT_EQ(graphed_calls(), before)
+        << c.method << ", length " << c.length << ", group size " << c.group_size;
     EXPECT_GT(pooled->stats.dispatched_ops, 100 * pooled->stats.verify_steps)
         << c.method << ": the eager step's operators";
     EXPECT_EQ(pooled->tokens.size(), static_cast<size_t>(family->target->num_image_tokens()));
   }
-  // The same requests with the graphs' lengths and no filter do reach them.
+  // The same requests with the graphs' lengths do reach them, filtered by top-k too.
   for (const std::string method : {"speculative", "sjd", "gsd", "mc_sjd"}) {
-    const DecodeRequest request = Request(*family, method, 0, 1.0);
+    const DecodeRequest request = Request(*family, method, 0, 1.0, 0, /*top_k=*/50);
     auto reservation = Reserve(*pools, *family, method, request);
     ASSERT_NE(reservation, nullptr);
     const int64_t before = graphed_calls();
@@ -306,7 +319,7 @@ TEST(VerifyGraphsTest, AChainThatDoesNotFitIsRefused) {
   SamplingParams filtered = request.sampling;
   filtered.top_p = 0.9;
   EXPECT_TRUE(verify->Fits(*target, request.sampling));
-  EXPECT_FALSE(verify->Fits(*target, filtered));
+  EXPECT_TRUE(verify->Fits(*target, filtered)) << "its filtered copy";
   // A chain of the wrong length, and a drafter call without a prefix, move nothing.
   VerifyGraphs::Call call;
   call.cache = &*target;

@@ -38,18 +38,26 @@ TEST(ZipArGraphsTest, AForwardDrawsInOneReplayAndReadsOnceWithTheEagerStepsToken
   for (int64_t window : {defaults->zipar.window, int64_t{2}, grid}) {
     MethodConfig config = *defaults;
     config.zipar.window = window;
-    for (double temperature : {0.0, 1.0}) {
+    // Greedy, sampled, and (the family's window) sampled with top-k and top-p.
+    for (const int64_t top_k : {int64_t{0}, int64_t{-1}, int64_t{50}}) {
+      if (top_k > 0 && window != defaults->zipar.window) continue;
+      const double temperature = top_k == 0 ? 0.0 : 1.0;
       int mismatches = 0;
       for (int prompt : {0, 1}) {
-        const DecodeRequest request = testing::SynthRequest({"zipar", prompt, temperature}, plain);
+        DecodeRequest request = testing::SynthRequest({"zipar", prompt, temperature}, plain);
+        if (top_k > 0) {
+          request.sampling.top_k = top_k;
+          request.sampling.top_p = 0.9;
+        }
         const int64_t replays_before = graphs->counts().replays;
         auto both = testing::DecodeEagerAndPooled(config, plain, *emulated, *pools, request);
         ASSERT_OK(both);
         const DecodeResult &eager = both->eager, &graphed = both->pooled;
         const Stats& stats = graphed.stats;
         const int64_t steps = stats.verify_steps;  // forwards
-        std::cout << "window " << window << ", temperature " << temperature << ", prompt "
-                  << prompt << ": " << testing::StepCounts(stats) << "\n";
+        std::cout << "window " << window << ", temperature " << temperature << ", top_k "
+                  << std::max<int64_t>(top_k, 0) << ", prompt " << prompt << ": "
+                  << testing::StepCounts(stats) << "\n";
         ASSERT_GT(steps, 0);
         EXPECT_EQ(steps, eager.stats.verify_steps);
         // Every forward from the graphs (one replay, one read), after the prefill's replay.
@@ -104,10 +112,11 @@ TEST(ZipArGraphsTest, RequestsOfALoopShareTheGraphs) {
   ASSERT_OK(config);
   const ZipArGraphs* graphs = pools->zipar_graphs(*family->target);
   ASSERT_NE(graphs, nullptr);
-  const std::vector<DecodeRequest> requests = {
+  std::vector<DecodeRequest> requests = {
       testing::SynthRequest({"zipar", 0, 1.0}, *family),
       testing::SynthRequest({"zipar", 1, 0.0}, *family),
       testing::SynthRequest({"zipar", 2, 0.7}, *family)};
+  requests[2].sampling.top_p = 0.8;  // the batch replays the filtered copy
   auto alone = testing::DecodeEachAlone(*config, *family, *pools, requests);
   ASSERT_OK(alone);
   const PoolGraphs::Counts before = graphs->counts();
