@@ -34,6 +34,42 @@ bool AnyFilters(const std::vector<RowGraphs::Call>& calls, int64_t vocab) {
   });
 }
 
+// The replay's ints (Entry's layout) for `calls`, in plain host memory; pad requests keep the
+// scratch slot, length 0 and greedy (cfg_scale and temperature 0.0, all bits zero; their
+// filters' draws are discarded).
+std::vector<int64_t> RowInts(const std::vector<RowGraphs::Call>& calls, int64_t streams,
+                             int64_t scratch_slot) {
+  constexpr int64_t kMaxPrefix = RowGraphs::kMaxPrefix;
+  const int64_t requests = streams / 2;
+  std::vector<int64_t> ints(kStreamFields * streams + kRequestFields * requests, 0);
+  double* const params = reinterpret_cast<double*>(ints.data() + kStreamFields * streams);
+  static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
+  int64_t* const prefixes = ints.data() + kStreamFields * streams + 2 * requests;
+  int64_t* const top_k = prefixes + kMaxPrefix * requests;
+  double* const top_p = reinterpret_cast<double*>(top_k + requests);
+  for (int64_t s = 0; s < streams; ++s) {
+    ints[s] = scratch_slot;
+    ints[4 * streams + s] = 1;
+  }
+  for (size_t r = 0; r < calls.size(); ++r) {
+    const RowGraphs::Call& call = calls[r];
+    for (int64_t b = 0; b < 2; ++b) {
+      const int64_t s = 2 * static_cast<int64_t>(r) + b;
+      ints[s] = call.cache->first_slot() + b;
+      ints[streams + s] = call.cache->length();
+      ints[2 * streams + s] = call.first_position;
+      ints[3 * streams + s] = call.last_position;
+      if (!call.prefix.empty()) ints[4 * streams + s] = static_cast<int64_t>(call.prefix.size());
+    }
+    std::copy(call.prefix.begin(), call.prefix.end(), prefixes + r * kMaxPrefix);
+    params[r] = call.sampling.cfg_scale;
+    params[requests + r] = call.sampling.temperature;
+    top_k[r] = call.sampling.top_k;
+    top_p[r] = call.sampling.top_p;
+  }
+  return ints;
+}
+
 }  // namespace
 
 struct RowGraphs::Entry {
@@ -293,36 +329,9 @@ StatusOr<std::vector<RowGraphs::Output>> RowGraphs::Run(const std::vector<Call>&
   const int64_t requests = streams / 2;
   return GuardTorch("RowGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
     torch::NoGradGuard no_grad;
-    // Host side in plain memory; pad requests keep the scratch slot, length 0 and greedy
-    // (cfg_scale and temperature 0.0, all bits zero; their filters' draws are discarded).
-    const int64_t size = kStreamFields * streams + kRequestFields * requests;
-    std::vector<int64_t> ints(size, 0);
-    double* const params = reinterpret_cast<double*>(ints.data() + kStreamFields * streams);
-    static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
-    int64_t* const prefixes = ints.data() + kStreamFields * streams + 2 * requests;
-    int64_t* const top_k = prefixes + kMaxPrefix * requests;
-    double* const top_p = reinterpret_cast<double*>(top_k + requests);
-    for (int64_t s = 0; s < streams; ++s) {
-      ints[s] = pool_.scratch_slot();
-      ints[4 * streams + s] = 1;
-    }
-    for (size_t r = 0; r < calls.size(); ++r) {
-      const Call& call = calls[r];
-      for (int64_t b = 0; b < 2; ++b) {
-        const int64_t s = 2 * static_cast<int64_t>(r) + b;
-        ints[s] = call.cache->first_slot() + b;
-        ints[streams + s] = call.cache->length();
-        ints[2 * streams + s] = call.first_position;
-        ints[3 * streams + s] = call.last_position;
-        if (!call.prefix.empty()) ints[4 * streams + s] = static_cast<int64_t>(call.prefix.size());
-      }
-      std::copy(call.prefix.begin(), call.prefix.end(), prefixes + r * kMaxPrefix);
-      params[r] = call.sampling.cfg_scale;
-      params[requests + r] = call.sampling.temperature;
-      top_k[r] = call.sampling.top_k;
-      top_p[r] = call.sampling.top_p;
-    }
-    UploadInto(e->ints, torch::from_blob(ints.data(), {size}, torch::kInt64));
+    std::vector<int64_t> ints = RowInts(calls, streams, pool_.scratch_slot());
+    UploadInto(e->ints,
+               torch::from_blob(ints.data(), {static_cast<int64_t>(ints.size())}, torch::kInt64));
     const bool whole = requests == 1;  // a lone request fills the buffers without views
     for (size_t r = 0; r < calls.size(); ++r) {
       const int64_t at = static_cast<int64_t>(r);

@@ -30,6 +30,85 @@ constexpr int64_t kRequestFields = kRequestParams + 5;
 // The decisions' columns in the result: kept, next token, relaxed, neighbours.
 constexpr int64_t kDecisionFields = 4;
 
+// The replay's ints (Entry's layout) for `calls` of chains of `drafts`, in plain host memory;
+// pads keep the scratch slot, length 0, greedy and token 0.
+std::vector<int64_t> ChainInts(const std::vector<VerifyGraphs::Call>& calls, int64_t streams,
+                               int64_t drafts, int64_t scratch_slot) {
+  const int64_t requests = streams / 2;
+  std::vector<int64_t> ints(kStreamFields * streams + kRequestFields * requests, 0);
+  double* const params = reinterpret_cast<double*>(ints.data() + kStreamFields * streams);
+  static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
+  int64_t* const last_tokens = ints.data() + kStreamFields * streams + kRequestParams * requests;
+  int64_t* const carried = last_tokens + requests;
+  int64_t* const judged = carried + requests;
+  int64_t* const grouped = judged + requests;
+  int64_t* const top_k = grouped + requests;
+  for (int64_t s = 0; s < streams; ++s) ints[s] = scratch_slot;
+  for (size_t r = 0; r < calls.size(); ++r) {
+    const VerifyGraphs::Call& call = calls[r];
+    for (int64_t b = 0; b < 2; ++b) {
+      const int64_t s = 2 * static_cast<int64_t>(r) + b;
+      ints[s] = call.cache->first_slot() + b;
+      ints[streams + s] = call.cache->length();
+      ints[2 * streams + s] = call.first_position;
+      ints[3 * streams + s] = call.last_position;
+    }
+    params[r] = call.sampling.cfg_scale;
+    params[requests + r] = call.sampling.temperature;
+    if (call.group) {
+      params[2 * requests + r] = call.group->max_probability_gap;
+      params[3 * requests + r] = call.group->max_embedding_distance;
+    }
+    params[4 * requests + r] = call.sampling.top_p;
+    top_k[r] = call.sampling.top_k;
+    last_tokens[r] = call.last_token;
+    carried[r] = call.q.defined() ? call.q.size(0) : 0;
+    judged[r] = call.judged >= 0 ? std::min(call.judged, drafts) : drafts;
+    grouped[r] = call.group.has_value();
+  }
+  return ints;
+}
+
+// What GSD's graphs judge one request's drafts by: its groups' pooled masses when it pools
+// (`pools`, bool [1]), else each draft's own (the exact rule); drafts that are not `real` (the
+// window's padding) rejected with no neighbours. p and q [drafts, V], tokens [drafts].
+PooledMasses JudgedMasses(const torch::Tensor& p, const torch::Tensor& q,
+                          const torch::Tensor& tokens, const torch::Tensor& embeddings,
+                          int64_t group_size, const torch::Tensor& gap,
+                          const torch::Tensor& distance, const torch::Tensor& pools,
+                          const torch::Tensor& real) {
+  const PooledMasses group = GroupMasses(p, q, tokens, embeddings, group_size, gap, distance);
+  const torch::Tensor x = tokens.unsqueeze(1);
+  const torch::Tensor own_p = p.gather(1, x).squeeze(1).to(torch::kFloat64);
+  const torch::Tensor own_q = q.gather(1, x).squeeze(1).to(torch::kFloat64);
+  PooledMasses masses;
+  masses.p = torch::where(real, torch::where(pools, group.p, own_p), 0.0);
+  masses.q = torch::where(real, torch::where(pools, group.q, own_q), 1.0);
+  masses.neighbors = torch::where(real.logical_and(pools), group.neighbors, 0);
+  return masses;
+}
+
+// MC-SJD's re-draws of a window: rows marked `coupled` hold drafts (x_i from q_i) the
+// verification did not reach, coupled with p_i (row i's keep test takes the acceptance number
+// i: the verification took the earlier ones); the other rows draw from p with `numbers`, as
+// SJD's. p [requests, drafts + 1, V], q and drafts [requests, drafts, ...], accept [requests,
+// drafts], numbers [requests x (drafts + 1)], coupled bool [requests, drafts + 1].
+torch::Tensor CoupledRedraws(const torch::Tensor& p, const torch::Tensor& q,
+                             const torch::Tensor& drafts, const torch::Tensor& accept,
+                             const torch::Tensor& numbers, const torch::Tensor& coupled) {
+  const int64_t requests = p.size(0), rows = p.size(1), vocab = p.size(2);
+  const torch::Tensor p_rows = p.reshape({requests * rows, vocab});
+  const torch::Tensor x =
+      torch::cat({drafts, torch::zeros({requests, 1}, drafts.options())}, 1).reshape({-1});
+  const torch::Tensor q_rows =
+      torch::cat({q, p.narrow(1, rows - 1, 1)}, 1).reshape({requests * rows, vocab});
+  const torch::Tensor keep_numbers =
+      torch::cat({accept, torch::zeros({requests, 1}, accept.options())}, 1).reshape({-1});
+  return CoupleRows(p_rows, x, KeepProbabilities(p_rows, q_rows, x), ResidualRows(p_rows, q_rows),
+                    keep_numbers, numbers, coupled.reshape({-1}))
+      .tokens;
+}
+
 }  // namespace
 
 struct VerifyGraphs::MemoryPool {
@@ -185,23 +264,11 @@ void VerifyGraphs::Body(Entry& e, const Key& key) const {
     calls.push_back({p.select(0, r), q.select(0, r), e.drafts.select(0, r),
                      e.accept.select(0, r), e.draw.narrow(0, r, 1), /*greedy=*/false});
     if (shape_.group_size > 1) {
-      // Every draft judged by pooled masses: its group's when the request pools, else its own
-      // (which is the exact rule); the padding past `judged` rejected with no neighbours.
-      const torch::Tensor tokens = e.drafts.select(0, r);
-      const torch::Tensor p_r = p.select(0, r).narrow(0, 0, drafts_), q_r = q.select(0, r);
-      const PooledMasses group =
-          GroupMasses(p_r, q_r, tokens, embeddings_, shape_.group_size,
-                      params.select(0, 2).narrow(0, r, 1), params.select(0, 3).narrow(0, r, 1));
-      const torch::Tensor x = tokens.unsqueeze(1);
-      const torch::Tensor own_p = p_r.gather(1, x).squeeze(1).to(torch::kFloat64);
-      const torch::Tensor own_q = q_r.gather(1, x).squeeze(1).to(torch::kFloat64);
-      const torch::Tensor pools = grouped.narrow(0, r, 1);
       const torch::Tensor real = draft_steps.squeeze(0) < judged.narrow(0, r, 1);
-      PooledMasses masses;
-      masses.p = torch::where(real, torch::where(pools, group.p, own_p), 0.0);
-      masses.q = torch::where(real, torch::where(pools, group.q, own_q), 1.0);
-      masses.neighbors = torch::where(real.logical_and(pools), group.neighbors, 0);
-      calls.back().pooled = std::move(masses);
+      calls.back().pooled = JudgedMasses(
+          p.select(0, r).narrow(0, 0, drafts_), q.select(0, r), e.drafts.select(0, r),
+          embeddings_, shape_.group_size, params.select(0, 2).narrow(0, r, 1),
+          params.select(0, 3).narrow(0, r, 1), grouped.narrow(0, r, 1), real);
     }
   }
   const torch::Tensor decisions = JudgeChains(calls);
@@ -214,26 +281,10 @@ void VerifyGraphs::Body(Entry& e, const Key& key) const {
     const torch::Tensor index = (steps - first).clamp_min(0);
     const torch::Tensor numbers = e.redraw.gather(1, index).reshape({-1});
     const torch::Tensor p_rows = p.reshape({requests * rows, vocab});
-    torch::Tensor redraws;
-    if (shape_.couple) {
-      // MC-SJD: rows first .. judged - 1 hold drafts (x_i from q_i) the verification did not
-      // reach, coupled with p_i; row i's keep test takes the acceptance number i (the
-      // verification took numbers 0 .. first - 1). The other rows draw from p as SJD's.
-      const torch::Tensor x = torch::cat({e.drafts, torch::zeros({requests, 1}, long_options)}, 1)
-                                  .reshape({-1});
-      const torch::Tensor q_rows = torch::cat({q, p.narrow(1, drafts_, 1)}, 1)
-                                       .reshape({requests * rows, vocab});
-      const torch::Tensor keep_numbers =
-          torch::cat({e.accept, torch::zeros({requests, 1}, e.accept.options())}, 1)
-              .reshape({-1});
-      const torch::Tensor coupled =
-          steps.ge(first).logical_and(steps.lt(judged.unsqueeze(1))).reshape({-1});
-      redraws = CoupleRows(p_rows, x, KeepProbabilities(p_rows, q_rows, x),
-                           ResidualRows(p_rows, q_rows), keep_numbers, numbers, coupled)
-                    .tokens;
-    } else {
-      redraws = DrawRows(p_rows, numbers);
-    }
+    const torch::Tensor redraws =
+        shape_.couple ? CoupledRedraws(p, q, e.drafts, e.accept, numbers,
+                                       steps.ge(first).logical_and(steps.lt(judged.unsqueeze(1))))
+                      : DrawRows(p_rows, numbers);
     result.push_back(redraws.view({requests, rows}));
     e.p = p;
   }
@@ -339,40 +390,9 @@ StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
   const int64_t requests = streams / 2;
   return GuardTorch("VerifyGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
     torch::NoGradGuard no_grad;
-    // Pads keep the scratch slot, length 0, greedy and token 0.
-    const int64_t size = kStreamFields * streams + kRequestFields * requests;
-    std::vector<int64_t> ints(size, 0);
-    double* const params = reinterpret_cast<double*>(ints.data() + kStreamFields * streams);
-    static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
-    int64_t* const last_tokens = ints.data() + kStreamFields * streams + kRequestParams * requests;
-    int64_t* const carried = last_tokens + requests;
-    int64_t* const judged = carried + requests;
-    int64_t* const grouped = judged + requests;
-    int64_t* const top_k = grouped + requests;
-    for (int64_t s = 0; s < streams; ++s) ints[s] = pool_.scratch_slot();
-    for (size_t r = 0; r < calls.size(); ++r) {
-      const Call& call = calls[r];
-      for (int64_t b = 0; b < 2; ++b) {
-        const int64_t s = 2 * static_cast<int64_t>(r) + b;
-        ints[s] = call.cache->first_slot() + b;
-        ints[streams + s] = call.cache->length();
-        ints[2 * streams + s] = call.first_position;
-        ints[3 * streams + s] = call.last_position;
-      }
-      params[r] = call.sampling.cfg_scale;
-      params[requests + r] = call.sampling.temperature;
-      if (call.group) {
-        params[2 * requests + r] = call.group->max_probability_gap;
-        params[3 * requests + r] = call.group->max_embedding_distance;
-      }
-      params[4 * requests + r] = call.sampling.top_p;
-      top_k[r] = call.sampling.top_k;
-      last_tokens[r] = call.last_token;
-      carried[r] = call.q.defined() ? call.q.size(0) : 0;
-      judged[r] = call.judged >= 0 ? std::min(call.judged, drafts_) : drafts_;
-      grouped[r] = call.group.has_value();
-    }
-    UploadInto(e->ints, torch::from_blob(ints.data(), {size}, torch::kInt64));
+    std::vector<int64_t> ints = ChainInts(calls, streams, drafts_, pool_.scratch_slot());
+    UploadInto(e->ints,
+               torch::from_blob(ints.data(), {static_cast<int64_t>(ints.size())}, torch::kInt64));
     const bool whole = requests == 1;  // a lone request fills the buffers without views
     for (size_t r = 0; r < calls.size(); ++r) {
       const Call& call = calls[r];
