@@ -18,6 +18,9 @@
 #               window in graphs), POOL_LIMIT prompts (TREE_POOL_LIMIT for the tree methods),
 #               beside ar with per-request graphs (today's path) on the same prompts
 #     pool_ops  operators and host reads per step with the pools (OPS_LIMIT prompts)
+#     filters   issue 61: requests with top-k and top-p (FILTER_TOP_K, FILTER_TOP_P; default
+#               50 and 0.9) over the pools' filtered graphs, FILTER_METHODS beside ar with the
+#               same filters (FILTER_LIMIT prompts), then their operators and reads per step
 #     peer      issue 63: the compiled PyTorch peer (tools/gpu/peer_compiled.py) on the
 #               Janus-Pro-1B replica in bf16 beside mulo's step (token_model_bench, eager and
 #               graphs), the peer's logits checked against mulo's (PEER_MODES: eager and
@@ -78,7 +81,7 @@ tree_methods=ar,eagle,lantern,lantern++,peanut
 all_methods=$fast_methods,${tree_methods#ar,}
 # The least time, in seconds, in which a step measures something worth returning.
 declare -A need=([info]=5 [ceilings]=25 [build]=150 [test]=40 [methods]=60 [buckets]=60
-                 [pool]=60 [pool_ops]=40 [peer]=150
+                 [pool]=60 [pool_ops]=40 [filters]=60 [peer]=150
                  [ops]=40 [auto]=90 [costs]=60
                  [replicas]=240 [janus]=150 [eagle]=90 [serve]=60 [serve_workers]=60 [serve_replica]=120
                  [loop]=120)
@@ -208,6 +211,19 @@ step_pool() {
 step_pool_ops() {
   section "operators and host reads per decode step with the pools (issue 61)"
   methods_run cuda_pool_ops "${METHODS_DEVICE:-cuda}" true "${OPS_LIMIT:-1}" --kv_pool --count_ops
+}
+
+# Issue 61: requests that filter by top-k and top-p (upstream's published settings do) replay
+# the pools' filtered graphs (row_graphs.h, Shape::filters); each run has its own filtered ar.
+step_filters() {
+  section "top-k and top-p requests in the pools' graphs (issue 61)"
+  local device=${METHODS_DEVICE:-cuda}
+  local methods=${FILTER_METHODS:-ar,speculative,mulo,sjd,mc_sjd,zipar}
+  local filters=(--kv_pool --top_k="${FILTER_TOP_K:-50}" --top_p="${FILTER_TOP_P:-0.9}")
+  METHODS=$methods methods_run cuda_pool_filters "$device" true "${FILTER_LIMIT:-4}" \
+    "${filters[@]}"
+  publish
+  METHODS=$methods methods_run cuda_pool_filters_ops "$device" true 1 "${filters[@]}" --count_ops
 }
 
 # Issue 63: mulo's step and the compiled peer's on the same weights, the peer checked against
