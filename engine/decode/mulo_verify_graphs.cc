@@ -10,6 +10,7 @@
 #include "engine/core/torch_guard.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/kv_pool.h"
+#include "engine/model/stream_fields.h"
 #include "engine/sampling/row_sampler.h"
 
 namespace mulo::engine {
@@ -41,19 +42,6 @@ bool AnyFilters(const std::vector<MuloVerifyGraphs::Call>& calls, int64_t vocab,
     return HasFilters(call.sampling, vocab) ||
            (call.drafter.cache != nullptr && HasFilters(call.drafter.sampling, drafter_vocab));
   });
-}
-
-// Request r's two streams' fields (slot, cache length, first and last position) in `ints`, laid
-// out column by column over `streams` as both uploads have them.
-void PutStreamFields(const KvCache& cache, int64_t first_position, int64_t last_position,
-                     int64_t r, int64_t streams, int64_t* ints) {
-  for (int64_t b = 0; b < 2; ++b) {
-    const int64_t s = 2 * r + b;
-    ints[s] = cache.first_slot() + b;
-    ints[streams + s] = cache.length();
-    ints[2 * streams + s] = first_position;
-    ints[3 * streams + s] = last_position;
-  }
 }
 
 int64_t DrafterIntsSize(int64_t streams, int64_t grid) {

@@ -11,6 +11,7 @@
 #include "engine/model/cuda_graph_capture.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/kv_pool.h"
+#include "engine/model/stream_fields.h"
 #include "engine/sampling/row_sampler.h"
 
 namespace mulo::engine {
@@ -53,13 +54,11 @@ std::vector<int64_t> RowInts(const std::vector<RowGraphs::Call>& calls, int64_t 
   }
   for (size_t r = 0; r < calls.size(); ++r) {
     const RowGraphs::Call& call = calls[r];
-    for (int64_t b = 0; b < 2; ++b) {
-      const int64_t s = 2 * static_cast<int64_t>(r) + b;
-      ints[s] = call.cache->first_slot() + b;
-      ints[streams + s] = call.cache->length();
-      ints[2 * streams + s] = call.first_position;
-      ints[3 * streams + s] = call.last_position;
-      if (!call.prefix.empty()) ints[4 * streams + s] = static_cast<int64_t>(call.prefix.size());
+    const int64_t at = static_cast<int64_t>(r);
+    PutStreamFields(*call.cache, call.first_position, call.last_position, at, streams,
+                    ints.data());
+    if (!call.prefix.empty()) {
+      std::fill_n(ints.begin() + 4 * streams + 2 * at, 2, static_cast<int64_t>(call.prefix.size()));
     }
     std::copy(call.prefix.begin(), call.prefix.end(), prefixes + r * kMaxPrefix);
     params[r] = call.sampling.cfg_scale;

@@ -11,6 +11,7 @@
 #include "engine/model/cuda_graph_capture.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/kv_pool.h"
+#include "engine/model/stream_fields.h"
 #include "engine/sampling/chain_rejection.h"
 #include "engine/sampling/maximal_coupling.h"
 #include "engine/sampling/row_sampler.h"
@@ -46,13 +47,8 @@ std::vector<int64_t> ChainInts(const std::vector<VerifyGraphs::Call>& calls, int
   for (int64_t s = 0; s < streams; ++s) ints[s] = scratch_slot;
   for (size_t r = 0; r < calls.size(); ++r) {
     const VerifyGraphs::Call& call = calls[r];
-    for (int64_t b = 0; b < 2; ++b) {
-      const int64_t s = 2 * static_cast<int64_t>(r) + b;
-      ints[s] = call.cache->first_slot() + b;
-      ints[streams + s] = call.cache->length();
-      ints[2 * streams + s] = call.first_position;
-      ints[3 * streams + s] = call.last_position;
-    }
+    PutStreamFields(*call.cache, call.first_position, call.last_position,
+                    static_cast<int64_t>(r), streams, ints.data());
     params[r] = call.sampling.cfg_scale;
     params[requests + r] = call.sampling.temperature;
     if (call.group) {
