@@ -113,13 +113,13 @@ class EagleState : public SteppedMethod::State {
   }
 
  private:
-  // The target features that predicted the committed tokens x_n, x_n+1, ...: the root's row
-  // of the verify forward's `hidden` [batch, 1 + L, dim], then each accepted node's.
-  static std::vector<torch::Tensor> PathFeatures(const torch::Tensor& hidden,
-                                                 const Verdict& verdict) {
-    std::vector<torch::Tensor> features = {hidden.select(1, 0)};
-    for (int64_t node : verdict.accepted) features.push_back(hidden.select(1, 1 + node));
-    return features;
+  // The target features that predicted the committed tokens x_n, x_n+1, ...
+  // [batch, accepted + 1, dim]: the root's row of the verify forward's `hidden`
+  // [batch, 1 + L, dim], then each accepted node's.
+  static torch::Tensor PathFeatures(const torch::Tensor& hidden, const Verdict& verdict) {
+    std::vector<int64_t> rows = {0};
+    for (int64_t node : verdict.accepted) rows.push_back(1 + node);
+    return hidden.index_select(1, torch::tensor(rows, torch::kInt64).to(hidden.device()));
   }
 
   // A deterministic tree (EAGLE-2's, PEANUT's, LANTERN's) is verified on the device, by the
@@ -266,7 +266,7 @@ class EagleState : public SteppedMethod::State {
     const int64_t length = chosen.size();
     TreeDraft tree;
     Verdict verdict;
-    std::vector<torch::Tensor> features;
+    torch::Tensor features;  // the path's rows of the verify graphs' output
     {
       auto timer = session.Time(Phase::kVerify);
       TreeVerifyGraphs::Call call;
@@ -290,9 +290,7 @@ class EagleState : public SteppedMethod::State {
       ++session.stats().verify_steps;
       MULO_RETURN_IF_ERROR(
           TakeVerdict(session, rngs, out.host, length, chosen.max_depth, &tree, &verdict));
-      for (size_t i = 0; i <= verdict.accepted.size(); ++i) {
-        features.push_back(out.path_features.select(1, static_cast<int64_t>(i)));
-      }
+      features = out.path_features;
     }
     return CommitPath(session, std::move(x), tree, features, verdict, shape,
                       /*path_in_place=*/true);
@@ -329,11 +327,12 @@ class EagleState : public SteppedMethod::State {
   }
 
   // 4. The target keeps the root and the accepted path; the head gets their features.
-  // `features`: the target features that predicted x_n, x_n+1, ... (PathFeatures);
+  // `features` [batch, >= accepted + 1, dim]: the target features that predicted x_n,
+  // x_n+1, ... (PathFeatures, or the verify graphs' path);
   // `path_in_place`: the target's cache already holds the accepted path right after the root
   // (the tree verify graphs move it).
   Status CommitPath(DecodeSession& session, std::vector<int64_t> x, const TreeDraft& tree,
-                    const std::vector<torch::Tensor>& features, const Verdict& verdict,
+                    const torch::Tensor& features, const Verdict& verdict,
                     const DynamicTreeOptions& shape, bool path_in_place = false) {
     Stats& stats = session.stats();
     const int64_t n = static_cast<int64_t>(x.size());
@@ -354,9 +353,8 @@ class EagleState : public SteppedMethod::State {
     MULO_RETURN_IF_ERROR(target_->Keep(rows, x));
     const bool room = static_cast<int64_t>(x.size()) < session.num_tokens();
     if (verdict.next_token >= 0 && room) x.push_back(verdict.next_token);
-    for (int64_t j = n; j < static_cast<int64_t>(x.size()); ++j) {
-      proposer_->Push(x[j], features[j - n]);
-    }
+    const int64_t pushed = static_cast<int64_t>(x.size()) - n;
+    proposer_->Push(std::vector<int64_t>(x.begin() + n, x.end()), features.narrow(1, 0, pushed));
     stats.CountAcceptedPath(accepted);
     stats.relaxed_accepted_tokens += verdict.relaxed_accepts;
     stats.pooled_drafts += verdict.pooled_drafts;
@@ -422,7 +420,7 @@ StatusOr<std::unique_ptr<SteppedMethod::State>> EagleDecoder::Begin(DecodeSessio
   auto proposer = std::make_unique<EagleProposer>(
       *models.eagle, *models.target,
       session.NewCache(*models.eagle, target->cache().batch(), session.num_tokens() + tree_rows));
-  proposer->Push(session.committed().back(), target->next_hidden());
+  proposer->Push({session.committed().back()}, target->next_hidden().unsqueeze(1));
   return std::unique_ptr<State>(
       std::make_unique<EagleState>(target, std::move(proposer), options_, models.neighbors,
                                    std::move(shapes)));

@@ -23,9 +23,15 @@ torch::Tensor Ids(const std::vector<int64_t>& tokens, int64_t batch) {
 EagleProposer::EagleProposer(const EagleHead& head, const TokenModel& target, KvCache cache)
     : head_(head), target_(target), cache_(std::move(cache)) {}
 
-void EagleProposer::Push(int64_t token, const torch::Tensor& feature) {
-  queued_tokens_.push_back(token);
-  queued_features_.push_back(feature);
+void EagleProposer::Push(std::vector<int64_t> tokens, const torch::Tensor& features) {
+  if (tokens.empty()) return;
+  queued_tokens_.insert(queued_tokens_.end(), tokens.begin(), tokens.end());
+  queued_features_.push_back(features);
+}
+
+torch::Tensor EagleProposer::QueuedFeatures() const {
+  return queued_features_.size() == 1 ? queued_features_.front()
+                                      : torch::cat(queued_features_, 1);
 }
 
 StatusOr<torch::Tensor> EagleProposer::CatchUp(DecodeSession& session) {
@@ -38,7 +44,7 @@ StatusOr<torch::Tensor> EagleProposer::CatchUp(DecodeSession& session) {
   MULO_ASSIGN_OR_RETURN(
       torch::Tensor predicted,
       session.RunHead(head_,
-                      {&cache_, embeddings, torch::stack(queued_features_, 1), torch::Tensor()}));
+                      {&cache_, embeddings, QueuedFeatures(), torch::Tensor()}));
   ++session.stats().draft_forward_passes;
   committed_rows_ += m;
   queued_tokens_.clear();
@@ -207,7 +213,7 @@ StatusOr<std::optional<EagleTreeGraphs::StaticDraft>> EagleProposer::ProposeStat
   if (graphs == nullptr || !graphs->FitsStatic(cache_, pairs, depth, session.sampling())) {
     return std::optional<EagleTreeGraphs::StaticDraft>();
   }
-  EagleTreeGraphs::Call call{&cache_, queued_tokens_, torch::stack(queued_features_, 1),
+  EagleTreeGraphs::Call call{&cache_, queued_tokens_, QueuedFeatures(),
                              session.sampling()};
   // The drafter stream's numbers for every node at once: the ones ProposeStatic draws level
   // by level, in the same order.
@@ -280,7 +286,7 @@ StatusOr<DeviceDynamicTree::ChosenTree> EagleProposer::ProposeDynamicOnDevice(
   if (graphs != nullptr && graphs->Fits(cache_, pairs, cut, session.sampling())) {
     MULO_ASSIGN_OR_RETURN(
         DeviceDynamicTree::ChosenTree chosen,
-        graphs->Run({&cache_, queued_tokens_, torch::stack(queued_features_, 1),
+        graphs->Run({&cache_, queued_tokens_, QueuedFeatures(),
                      session.sampling(), /*numbers=*/torch::Tensor(), cut}));
     session.stats().draft_forward_passes += 1 + cut.depth;  // the catch-up, each expansion
     PairsFed();

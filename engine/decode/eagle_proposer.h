@@ -45,9 +45,10 @@ class EagleProposer {
   // `cache`: an empty cache of the head, of the target stream's batch (2 with guidance).
   EagleProposer(const EagleHead& head, const TokenModel& target, KvCache cache);
 
-  // Queues the pair of a newly committed token and the target feature [batch, dim] that
-  // predicted it; Propose feeds the queue first.
-  void Push(int64_t token, const torch::Tensor& feature);
+  // Queues the pairs of newly committed tokens and the target features [batch, tokens, dim]
+  // that predicted them (one block: a step's path is a narrow of its verify output, queued
+  // without a per-token view); Propose feeds the queue first.
+  void Push(std::vector<int64_t> tokens, const torch::Tensor& features);
 
   // A tree at most `max_depth` deep after the committed prefix.
   StatusOr<TreeDraft> ProposeStatic(DecodeSession& session, int64_t max_depth);
@@ -78,6 +79,9 @@ class EagleProposer {
                                             const torch::Tensor& valid, const torch::Tensor& q);
   // The queued pairs handed to the graphs that fed them.
   void PairsFed();
+  // The queued pairs' features [batch, pairs, dim]: the one block pushed since the last feed
+  // as it is (no operator), else the blocks concatenated.
+  torch::Tensor QueuedFeatures() const;
   // Grows the dynamic tree of `cut` options (the head's rows dropped after), unread.
   StatusOr<DeviceDynamicTree> GrowDynamic(DecodeSession& session, const DynamicTreeOptions& cut);
   // Feeds the queued pairs; returns the predicted feature after the last one [batch, dim].
@@ -111,7 +115,7 @@ class EagleProposer {
   KvCache cache_;
   int64_t committed_rows_ = 0;  // head cache rows holding committed pairs
   std::vector<int64_t> queued_tokens_;
-  std::vector<torch::Tensor> queued_features_;
+  std::vector<torch::Tensor> queued_features_;  // blocks [batch, k, dim], k tokens each
   torch::Tensor tree_features_;  // [batch, tree slots, dim]: the fed nodes' predictions
 };
 

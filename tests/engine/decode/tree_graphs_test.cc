@@ -180,6 +180,8 @@ void ExpectStepsInTwoReplays(const MethodConfig& config, const ReplaysOf& replay
       EXPECT_EQ(after.verifications - before.verifications, in_graphs);
       EXPECT_EQ(stats.graph_replays, 2 * in_graphs + 1 + (steps - in_graphs));
       EXPECT_LE(stats.host_syncs, steps + 2);
+      // Issue 61's bound on the host's side of a step, the prefill's included.
+      EXPECT_LE(stats.dispatched_ops, 50 * steps) << label << ": at most 50 operators per step";
       EXPECT_EQ(stats.draft_forward_passes, eager.stats.draft_forward_passes);
       if (graphed.tokens != eager.tokens) {
         ++mismatches;
