@@ -12,6 +12,7 @@
 #include "engine/core/torch_guard.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/kv_pool.h"
+#include "engine/sampling/row_sampler.h"
 #include "engine/sampling/tree_rejection.h"
 #include "engine/sampling/without_replacement.h"
 
@@ -21,8 +22,9 @@ namespace {
 
 // The ints before the pairs' tokens: the two head slots, the cache length, the pairs fed.
 constexpr int64_t kFixedInts = 4;
-// After the pairs' tokens: cfg_scale and temperature (float64 bits), then a padded tree's width.
-constexpr int64_t kTrailingInts = 3;
+// After the pairs' tokens: cfg_scale and temperature (float64 bits), a padded tree's width, then
+// top_p (float64 bits) and top_k.
+constexpr int64_t kTrailingInts = 5;
 
 // One masked head forward over m tree nodes taking the next slots after `slots` fed ones
 // (head cache rows committed + slots ..): `tokens` int64 [m], `inputs` [2, m, dim] their
@@ -71,7 +73,8 @@ bool SameTree(const DynamicTreeOptions& a, const DynamicTreeOptions& b) {
 struct EagleTreeGraphs::Entry {
   // Static inputs on the device, filled per replay:
   //   ints [kFixedInts + max_pairs + kTrailingInts] int64: slots, length, pairs, the pairs'
-  //     tokens, then cfg_scale and temperature as float64 bits and a padded tree's width;
+  //     tokens, then cfg_scale and temperature as float64 bits, a padded tree's width, top_p
+  //     as float64 bits and top_k;
   //   features [2, max_pairs, dim]: the pairs' target features;
   //   numbers [nodes] float64: a sampled static tree's (undefined for other graphs).
   torch::Tensor ints, features, numbers;
@@ -96,11 +99,18 @@ struct EagleTreeGraphs::StaticLevel {
   torch::Tensor attends;       // bool [fed, slots before]: its ancestors' slots
 };
 
+// The request's numbers, as tensors read from a replay's upload.
+struct EagleTreeGraphs::Numbers {
+  torch::Tensor cfg, temperature;  // float32 [1]
+  std::optional<RowFilters> filters;  // the filtered copies' top_k and top_p, [1, 1] each
+};
+
 EagleTreeGraphs::EagleTreeGraphs(const KvPool& pool, DynamicTreeOptions tree, int64_t max_pairs,
-                                 Model model, bool padded)
+                                 Model model, bool filters, bool padded)
     : pool_(pool),
       tree_(tree),
       padded_(padded),
+      filters_(filters),
       max_pairs_(max_pairs),
       model_(std::move(model)) {}
 
@@ -109,18 +119,19 @@ EagleTreeGraphs::~EagleTreeGraphs() = default;
 StatusOr<std::shared_ptr<EagleTreeGraphs>> EagleTreeGraphs::Capture(const KvPool& pool,
                                                                     DynamicTreeOptions tree,
                                                                     int64_t max_pairs,
-                                                                    Model model) {
+                                                                    Model model, bool filters) {
   if (tree.depth < 0 || tree.top_k < 1 || tree.total_tokens < 1 || max_pairs < 1) {
     return InvalidArgumentError("EagleTreeGraphs: a tree needs a top_k, tokens and pairs");
   }
   return CaptureAll(std::shared_ptr<EagleTreeGraphs>(
-      new EagleTreeGraphs(pool, tree, max_pairs, std::move(model))));
+      new EagleTreeGraphs(pool, tree, max_pairs, std::move(model), filters)));
 }
 
 StatusOr<std::shared_ptr<EagleTreeGraphs>> EagleTreeGraphs::CapturePadded(const KvPool& pool,
                                                                           DynamicTreeOptions tree,
                                                                           int64_t max_pairs,
-                                                                          Model model) {
+                                                                          Model model,
+                                                                          bool filters) {
   if (tree.depth < 0 || tree.top_k < 1 || tree.top_k > model.vocab || tree.total_tokens < 1 ||
       tree.total_tokens > ChosenNodes(tree, model.vocab) || max_pairs < 1) {
     return InvalidArgumentError(
@@ -128,20 +139,22 @@ StatusOr<std::shared_ptr<EagleTreeGraphs>> EagleTreeGraphs::CapturePadded(const 
         "tokens as it records, and pairs");
   }
   return CaptureAll(std::shared_ptr<EagleTreeGraphs>(
-      new EagleTreeGraphs(pool, tree, max_pairs, std::move(model), /*padded=*/true)));
+      new EagleTreeGraphs(pool, tree, max_pairs, std::move(model), filters, /*padded=*/true)));
 }
 
 StatusOr<std::shared_ptr<EagleTreeGraphs>> EagleTreeGraphs::CaptureStatic(const KvPool& pool,
                                                                           StaticTree tree,
                                                                           int64_t max_pairs,
-                                                                          Model model) {
+                                                                          Model model,
+                                                                          bool filters) {
   const int64_t deepest = StaticTree57().max_depth();
   if (tree.depth < 1 || tree.depth > deepest || max_pairs < 1) {
     return InvalidArgumentError("EagleTreeGraphs: a static tree needs a depth in [1, " +
                                 std::to_string(deepest) + "] and pairs");
   }
   std::shared_ptr<EagleTreeGraphs> graphs(
-      new EagleTreeGraphs(pool, DynamicTreeOptions(), max_pairs, std::move(model)));
+      new EagleTreeGraphs(pool, DynamicTreeOptions(), max_pairs, std::move(model),
+                          filters && !tree.greedy));
   graphs->static_tree_ = tree;
   MULO_RETURN_IF_ERROR(GuardTorch("EagleTreeGraphs::CaptureStatic", [&]() -> Status {
     graphs->PlanStatic();
@@ -158,7 +171,10 @@ StatusOr<std::shared_ptr<EagleTreeGraphs>> EagleTreeGraphs::CaptureAll(
   EagleTreeGraphs* const raw = graphs.get();
   MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(
       graphs->pool_, graphs->rows_written(), graphs->model_.options.device(),
-      [raw](int64_t span) { return raw->CaptureSpan(span); }));
+      [raw](int64_t span) {
+        MULO_RETURN_IF_ERROR(raw->CaptureSpan(span, /*filtered=*/false));
+        return raw->filters_ ? raw->CaptureSpan(span, /*filtered=*/true) : OkStatus();
+      }));
   return graphs;
 }
 
@@ -230,28 +246,31 @@ int64_t EagleTreeGraphs::rows_written() const {
   return max_pairs() + fed;
 }
 
-torch::Tensor EagleTreeGraphs::Ranking(const torch::Tensor& features, const torch::Tensor& cfg,
-                                       const torch::Tensor& divisor) const {
+torch::Tensor EagleTreeGraphs::Ranking(const torch::Tensor& features,
+                                       const Numbers& numbers) const {
   // DecodeSession::RankingProbabilities with the request's numbers as tensors: MixCfg, then
-  // ToProbabilities' tempering (by 1 when greedy) and softmax.
+  // ToProbabilities' tempering (by 1 when greedy), filtering (never when greedy) and softmax.
   const torch::Tensor logits = model_.logits(features);
-  const torch::Tensor cond = logits.select(0, 0), uncond = logits.select(0, 1);
-  const torch::Tensor guided = uncond + cfg * (cond - uncond);
-  return torch::softmax(guided / divisor, -1);
+  return GuidedProbabilities(logits.select(0, 0), logits.select(0, 1), numbers.cfg,
+                             numbers.temperature, /*one_hot_greedy=*/false,
+                             numbers.filters ? &*numbers.filters : nullptr);
 }
 
-void EagleTreeGraphs::Body(Entry& e, int64_t span) const {
+void EagleTreeGraphs::Body(Entry& e, int64_t span, bool filtered) const {
   torch::NoGradGuard no_grad;
   const int64_t pairs_max = max_pairs();
   const auto longs = torch::dtype(torch::kInt64).device(model_.options.device());
   const torch::Tensor length = e.ints.narrow(0, 2, 1);
   const torch::Tensor pairs = e.ints.narrow(0, 3, 1);
-  const torch::Tensor params = e.ints.narrow(0, kFixedInts + pairs_max, 2).view(torch::kFloat64);
-  const torch::Tensor width = e.ints.narrow(0, kFixedInts + pairs_max + 2, 1);
-  const torch::Tensor cfg = params.narrow(0, 0, 1).to(torch::kFloat32);
-  const torch::Tensor temperature = params.narrow(0, 1, 1).to(torch::kFloat32);
-  const torch::Tensor divisor =
-      torch::where(temperature == 0, torch::ones_like(temperature), temperature);
+  const torch::Tensor trailing = e.ints.narrow(0, kFixedInts + pairs_max, kTrailingInts);
+  const torch::Tensor params = trailing.narrow(0, 0, 2).view(torch::kFloat64);
+  const torch::Tensor width = trailing.narrow(0, 2, 1);
+  Numbers numbers{params.narrow(0, 0, 1).to(torch::kFloat32),
+                  params.narrow(0, 1, 1).to(torch::kFloat32), std::nullopt};
+  if (filtered) {
+    numbers.filters = RowFilters{trailing.narrow(0, 4, 1).view({1, 1}),
+                                 trailing.narrow(0, 3, 1).view(torch::kFloat64).view({1, 1})};
+  }
   const torch::Tensor columns = torch::arange(span, longs);
   // 1. The catch-up: pair j at cache row length + j, causal (pads past the pairs included).
   PoolGraphs::Inputs in;
@@ -268,21 +287,21 @@ void EagleTreeGraphs::Body(Entry& e, int64_t span) const {
   torch::Tensor fed = model_.head(*e.view, in)[0].index_select(1, pairs - 1);
   const torch::Tensor committed = length + pairs;
   if (static_tree_) {
-    DrawStatic(e, fed, committed, columns, cfg, divisor);
+    DrawStatic(e, fed, committed, columns, numbers);
     return;
   }
   // 2. The tree, as EagleProposer::GrowDynamic grows it; `fed`: the root's and every slot's
   // predicted features, in slot order.
   const TreeColumns tree_columns(columns, committed);
   DeviceDynamicTree tree(tree_, padded_ ? width : torch::Tensor());
-  tree.Start(Ranking(fed, cfg, divisor).log()[0]);
+  tree.Start(Ranking(fed, numbers).log()[0]);
   while (tree.expansions_left() > 0) {
     const DeviceDynamicTree::Feed feed = tree.NextFeed();
     const torch::Tensor predicted =
         FeedNodes(model_, *e.view, tree_columns, tree.slots_fed(), feed.tokens,
                   fed.index_select(1, feed.parent_slot + 1), feed.attends);
     fed = torch::cat({fed, predicted}, 1);
-    tree.Expand(Ranking(predicted, cfg, divisor).log());
+    tree.Expand(Ranking(predicted, numbers).log());
   }
   StatusOr<DeviceDynamicTree::ChosenTree> chosen = tree.ChosenTreeOnDevice();
   if (!chosen.ok()) throw std::runtime_error(std::string(chosen.status().message()));
@@ -290,8 +309,7 @@ void EagleTreeGraphs::Body(Entry& e, int64_t span) const {
 }
 
 void EagleTreeGraphs::DrawStatic(Entry& e, torch::Tensor fed, const torch::Tensor& committed,
-                                 const torch::Tensor& columns, const torch::Tensor& cfg,
-                                 const torch::Tensor& divisor) const {
+                                 const torch::Tensor& columns, const Numbers& numbers) const {
   const int64_t length = static_shape_.parents.size(0);
   const auto longs = columns.options();
   const bool greedy = static_tree_->greedy;
@@ -299,7 +317,7 @@ void EagleTreeGraphs::DrawStatic(Entry& e, torch::Tensor fed, const torch::Tenso
   torch::Tensor tokens = torch::zeros({length}, longs);
   torch::Tensor valid = torch::zeros({length}, longs.dtype(torch::kBool));
   torch::Tensor q;
-  torch::Tensor after = Ranking(fed, cfg, divisor);  // [parents, vocab], the root's first
+  torch::Tensor after = Ranking(fed, numbers);  // [parents, vocab], the root's first
   int64_t slots = 0;
   for (const StaticLevel& level : static_levels_) {
     // EagleProposer::DrawChildren: every parent's children at once.
@@ -319,26 +337,28 @@ void EagleTreeGraphs::DrawStatic(Entry& e, torch::Tensor fed, const torch::Tenso
                   fed.index_select(1, level.parent_slot), level.attends);
     fed = torch::cat({fed, predicted}, 1);
     slots += level.fed;
-    after = Ranking(predicted, cfg, divisor);
+    after = Ranking(predicted, numbers);
   }
   e.chosen.tokens = tokens;
   e.q = q;
   e.valid = valid;
 }
 
-Status EagleTreeGraphs::CaptureSpan(int64_t span) {
+Status EagleTreeGraphs::CaptureSpan(int64_t span, bool filtered) {
   return GuardTorch("EagleTreeGraphs::Capture", [&]() -> Status {
     torch::NoGradGuard no_grad;
     const torch::Device device = model_.options.device();
     auto entry = std::make_unique<Entry>();
     Entry* e = entry.get();
     // Until the first call fills them: the scratch slot, length 0, one pair, greedy (cfg_scale
-    // and temperature 0.0), so that the capture's warm-up writes nowhere a request reads.
+    // and temperature 0.0, top_p 1.0), so that the capture's warm-up writes nowhere a request
+    // reads.
     e->ints = torch::zeros({kFixedInts + max_pairs() + kTrailingInts},
                            torch::dtype(torch::kInt64).device(device));
     e->ints.narrow(0, 0, 2).fill_(pool_.scratch_slot());
     e->ints.narrow(0, 3, 1).fill_(1);
     e->ints.narrow(0, kFixedInts + max_pairs() + 2, 1).fill_(tree_.top_k);
+    e->ints.narrow(0, kFixedInts + max_pairs() + 3, 1).view(torch::kFloat64).fill_(1.0);
     e->features = torch::zeros({2, max_pairs(), model_.dim}, model_.options);
     const int64_t nodes = static_tree_ ? static_shape_.parents.size(0) : 0;
     if (static_tree_ && !static_tree_->greedy) {
@@ -346,9 +366,9 @@ Status EagleTreeGraphs::CaptureSpan(int64_t span) {
     }
     e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, 2)));
     e->graph = set_.Make(
-        device, [this, e, span] { Body(*e, span); }, model_.emulated,
+        device, [this, e, span, filtered] { Body(*e, span, filtered); }, model_.emulated,
         e->ints.numel() * 8 + e->features.numel() * e->features.element_size() + nodes * 8);
-    if (e->graph != nullptr) entries_[span] = std::move(entry);
+    if (e->graph != nullptr) entries_[Key(span, filtered)] = std::move(entry);
     return OkStatus();
   });
 }
@@ -357,13 +377,16 @@ bool EagleTreeGraphs::FitsCall(const KvCache& cache, int64_t pairs,
                                const SamplingParams& sampling) const {
   if (cache.pool() != &pool_ || cache.batch() != 2) return false;
   if (pairs < 1 || pairs > max_pairs()) return false;
-  // The ranking distribution is the request's own when it samples: no filter in the graph.
-  if (sampling.temperature != 0.0 &&
-      ((sampling.top_k > 0 && sampling.top_k < model_.vocab) || sampling.top_p < 1.0)) {
-    return false;
-  }
-  const int64_t span = SpanOf(cache);
-  return span <= pool_.slot_rows() && entries_.count(span) > 0;
+  const Key key = KeyOf(cache, sampling);
+  return key.first <= pool_.slot_rows() && entries_.count(key) > 0;
+}
+
+EagleTreeGraphs::Key EagleTreeGraphs::KeyOf(const KvCache& cache,
+                                            const SamplingParams& sampling) const {
+  // The ranking distribution is the request's own when it samples, filtered; greedy it is
+  // untempered and unfiltered.
+  return Key(SpanOf(cache),
+             sampling.temperature != 0.0 && HasFilters(sampling, model_.vocab));
 }
 
 int64_t EagleTreeGraphs::SpanOf(const KvCache& cache) const {
@@ -396,11 +419,12 @@ StatusOr<EagleTreeGraphs::Entry*> EagleTreeGraphs::Replay(const Call& call) cons
     return InvalidArgumentError("EagleTreeGraphs::Run: features: expected [2, " +
                                 std::to_string(pairs) + ", " + std::to_string(model_.dim) + "]");
   }
-  const int64_t span = SpanOf(*call.cache);
-  auto it = entries_.find(span);
+  const Key key = KeyOf(*call.cache, call.sampling);
+  auto it = entries_.find(key);
   if (it == entries_.end()) {
-    return FailedPreconditionError("EagleTreeGraphs::Run: no graph over " + std::to_string(span) +
-                                   " rows");
+    return FailedPreconditionError("EagleTreeGraphs::Run: no " +
+                                   std::string(key.second ? "filtered " : "") + "graph over " +
+                                   std::to_string(key.first) + " rows");
   }
   Entry* e = it->second.get();
   if (e->numbers.defined() &&
@@ -421,6 +445,8 @@ StatusOr<EagleTreeGraphs::Entry*> EagleTreeGraphs::Replay(const Call& call) cons
     params[0] = call.sampling.cfg_scale;
     params[1] = call.sampling.temperature;
     ints[kFixedInts + max_pairs() + 2] = static_tree_ ? 0 : call.tree.top_k;
+    params[3] = call.sampling.top_p;
+    ints[kFixedInts + max_pairs() + 4] = call.sampling.top_k;
     UploadInto(e->ints, torch::from_blob(ints.data(), {static_cast<int64_t>(ints.size())},
                                          torch::kInt64));
     // Pad pairs keep stale features: only pad rows, which nothing attends, read them.

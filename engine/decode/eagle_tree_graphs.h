@@ -16,7 +16,7 @@
 //   - the request's two head slots, its cache length before the catch-up, how many pairs it
 //     feeds (1 .. max_pairs()) and their tokens (padded with token 0), its cfg_scale and
 //     temperature (the ranking distribution's, DecodeSession::RankingProbabilities: untempered
-//     when greedy);
+//     when greedy), its top_p and top_k (read by the filtered copies);
 //   - the pairs' target features [2, max_pairs(), dim] (pads zero);
 //   - a sampled static tree's numbers, the drafter stream's next one per node in draw order
 //     (a greedy static tree takes each node's top tokens: greedy and sampled draws are
@@ -28,15 +28,18 @@
 // one graph per span serves every step of every request with those options.
 //
 // Keys: the span (cache length + max_pairs() + the tree's rows, rounded up to
-// ForwardGraphs::kSpanRows); lone requests (two streams: a guided request's conditional and
+// ForwardGraphs::kSpanRows) and whether the ranking is filtered; lone requests (two streams: a guided request's conditional and
 // unconditional halves). A set of graphs grows one tree shape; the worker's pools capture one
 // set at load for the family's EAGLE-2 tree and one for each shorter depth it is cut to where
 // the image ends, and for the static tree one per depth and draw (greedy or sampled).
 // PEANUT's trees change width every step (its 4 default images took 55 shapes in 327 steps), so
 // its sets are padded (CapturePadded): one set per depth, chosen count and padded width
 // grows every width up to it, the step's width riding in the upload (DeviceDynamicTree's
-// padded tree: the same chosen tree). A request with other options, a top-k or top-p filter,
-// or one stream grows its tree eagerly (Fits, FitsStatic).
+// padded tree: the same chosen tree). A sampled request with a top-k or top-p filter ranks by
+// its filtered distribution (DecodeSession::RankingProbabilities), in filtered copies of the
+// graphs (`filters` at capture; a greedy request ranks unfiltered and takes the plain ones).
+// A request with other options, a filter the graphs were captured without, or one stream
+// grows its tree eagerly (Fits, FitsStatic).
 // Emulated graphs (LoadOptions::emulate_cuda_graphs) run the captured body eagerly at each
 // replay, counted as one replay with none of its operators (op_count.h).
 #ifndef MULO_ENGINE_DECODE_EAGLE_TREE_GRAPHS_H_
@@ -49,6 +52,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "engine/core/status.h"
@@ -91,20 +95,26 @@ class EagleTreeGraphs {
   // committed pairs first: a step commits at most its tree's deepest path and the next token
   // (the family's full tree: depth + 2), or the first step's one. INVALID_ARGUMENT without a
   // scratch slot; a key whose capture fails is left out and counted (its steps grow eagerly).
+  // `filters`: also a filtered copy of every span's graph, for sampled requests with a top-k
+  // or top-p filter.
   static StatusOr<std::shared_ptr<EagleTreeGraphs>> Capture(const KvPool& pool,
                                                             DynamicTreeOptions tree,
-                                                            int64_t max_pairs, Model model);
+                                                            int64_t max_pairs, Model model,
+                                                            bool filters = false);
 
   // The same for trees of `tree`'s depth and every width up to tree.top_k (at most the
   // vocabulary) whose chosen count (ChosenNodes) is tree.total_tokens.
   static StatusOr<std::shared_ptr<EagleTreeGraphs>> CapturePadded(const KvPool& pool,
                                                                   DynamicTreeOptions tree,
-                                                                  int64_t max_pairs, Model model);
+                                                                  int64_t max_pairs, Model model,
+                                                                  bool filters = false);
 
-  // The same for the static tree `tree`. INVALID_ARGUMENT also for a depth outside 1 .. 5.
+  // The same for the static tree `tree` (filtered copies only for a sampled draw: a greedy
+  // one ranks unfiltered). INVALID_ARGUMENT also for a depth outside 1 .. 5.
   static StatusOr<std::shared_ptr<EagleTreeGraphs>> CaptureStatic(const KvPool& pool,
                                                                   StaticTree tree,
-                                                                  int64_t max_pairs, Model model);
+                                                                  int64_t max_pairs, Model model,
+                                                                  bool filters = false);
 
   const KvPool& pool() const { return pool_; }
   // The dynamic tree these graphs grow (padded: the widest, with the chosen count);
@@ -117,10 +127,13 @@ class EagleTreeGraphs {
   // The static tree these graphs draw, or nullopt (a dynamic tree's graphs).
   const std::optional<StaticTree>& static_tree() const { return static_tree_; }
   int64_t max_pairs() const { return max_pairs_; }
+  // Whether filtered copies were captured (a greedy static draw's never are).
+  bool filters() const { return filters_; }
 
   // Whether a request's step may draft from these graphs: `cache` (its head cache, two
-  // streams) is a view of this pool, `pairs` fit, these graphs grow the tree (Grows), the
-  // ranking distribution has no top-k or top-p filter and the step's rows fit a captured span.
+  // streams) is a view of this pool, `pairs` fit, these graphs grow the tree (Grows), a
+  // sampled request's top-k or top-p filter has its filtered copies and the step's rows fit a
+  // captured span.
   bool Fits(const KvCache& cache, int64_t pairs, const DynamicTreeOptions& options,
             const SamplingParams& sampling) const;
   // The same for a static tree cut to `depth` levels; greedy requests (temperature 0) take the
@@ -168,34 +181,38 @@ class EagleTreeGraphs {
   struct Entry;
   struct StaticLevel;
   EagleTreeGraphs(const KvPool& pool, DynamicTreeOptions tree, int64_t max_pairs, Model model,
-                  bool padded = false);
+                  bool filters, bool padded = false);
+  using Key = std::pair<int64_t, bool>;  // (span, filtered)
   static StatusOr<std::shared_ptr<EagleTreeGraphs>> CaptureAll(
       std::shared_ptr<EagleTreeGraphs> graphs);
-  Status CaptureSpan(int64_t span);
+  Status CaptureSpan(int64_t span, bool filtered);
   // Makes static_levels_ and the shape's tensors for static_tree_ (before any capture).
   void PlanStatic();
   // The cache rows a step writes after the committed ones: the pairs and the tree's frontiers
   // (a static tree's: its nodes with children).
   int64_t rows_written() const;
-  // The rows a call would span, and its key's graph (null when none was captured).
+  // The rows a call would span.
   int64_t SpanOf(const KvCache& cache) const;
+  // The key of a call's graph: its span, and whether it ranks by a filtered distribution.
+  Key KeyOf(const KvCache& cache, const SamplingParams& sampling) const;
   // Whether the call's cache, pairs and sampling fit these graphs (the tree aside).
   bool FitsCall(const KvCache& cache, int64_t pairs, const SamplingParams& sampling) const;
-  // Fills a span's static inputs from `call` and replays; the pairs' cache rows advanced.
+  // Fills a key's static inputs from `call` and replays; the pairs' cache rows advanced.
   StatusOr<Entry*> Replay(const Call& call) const;
   // The step over a span's static buffers (what is captured).
-  void Body(Entry& e, int64_t span) const;
+  void Body(Entry& e, int64_t span, bool filtered) const;
+  // The request's numbers as Body reads them from the upload.
+  struct Numbers;
   // The static tree's levels after the root's prediction `fed` [2, 1, dim] (Body's part 2).
   void DrawStatic(Entry& e, torch::Tensor fed, const torch::Tensor& committed,
-                  const torch::Tensor& columns, const torch::Tensor& cfg,
-                  const torch::Tensor& divisor) const;
+                  const torch::Tensor& columns, const Numbers& numbers) const;
   // The ranking distribution [m, vocab] after predicted features [2, m, dim].
-  torch::Tensor Ranking(const torch::Tensor& features, const torch::Tensor& cfg,
-                        const torch::Tensor& divisor) const;
+  torch::Tensor Ranking(const torch::Tensor& features, const Numbers& numbers) const;
 
   const KvPool& pool_;  // the head's; owned by the worker's pools as these graphs are
   const DynamicTreeOptions tree_;
   const bool padded_;  // the width rides in the upload (CapturePadded)
+  bool filters_;       // filtered copies captured
   std::optional<StaticTree> static_tree_;
   const int64_t max_pairs_;
   const Model model_;
@@ -203,7 +220,7 @@ class EagleTreeGraphs {
   DeviceDynamicTree::ChosenTree static_shape_;
   int64_t static_widest_ = 0;
   std::vector<StaticLevel> static_levels_;
-  std::map<int64_t, std::unique_ptr<Entry>> entries_;  // by span
+  std::map<Key, std::unique_ptr<Entry>> entries_;
   GraphSet set_;
 };
 

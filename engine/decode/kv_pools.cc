@@ -168,6 +168,8 @@ std::vector<TreeVerifyGraphs::Shape> TreeVerifyShapes(const KvPools::GraphedShap
                     [&](const TreeVerifyGraphs::Shape& s) { return s.SameKey(shape); });
     if (!known) verify_shapes.push_back(shape);
   }
+  // Sampled requests that filter by top-k or top-p (LlamaGen's published settings) too.
+  for (TreeVerifyGraphs::Shape& shape : verify_shapes) shape.filters = true;
   return verify_shapes;
 }
 
@@ -223,8 +225,9 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
       }
       // SJD-PAC's window: its tree verified and the next window drafted in one replay.
       if (shapes.sjd_pac_window > 0) {
-        const TreeVerifyGraphs::Shape pac =
+        TreeVerifyGraphs::Shape pac =
             PacVerifyShape(shapes.sjd_pac_window, shapes.sjd_pac_width, shapes.sjd_pac_depth);
+        pac.filters = true;
         plan.capture_tree_verify.push_back([steps, pac](const KvPool& pool) {
           return TreeVerifyGraphs::Capture(pool, pac, *steps);
         });
@@ -307,22 +310,23 @@ std::vector<PoolPlan> Plan(const ModelSet& models, const KvPools::GraphedShapes&
                                      steps->emulated};
         for (const DynamicTreeOptions& tree : trees) {
           plan.capture_trees.push_back([model, tree, max_pairs](const KvPool& pool) {
-            return EagleTreeGraphs::Capture(pool, tree, max_pairs, model);
+            return EagleTreeGraphs::Capture(pool, tree, max_pairs, model, /*filters=*/true);
           });
         }
         for (const DynamicTreeOptions& tree : PaddedPeanutTrees(shapes, steps->vocab)) {
           plan.capture_trees.push_back([model, tree, max_pairs](const KvPool& pool) {
-            return EagleTreeGraphs::CapturePadded(pool, tree, max_pairs, model);
+            return EagleTreeGraphs::CapturePadded(pool, tree, max_pairs, model, /*filters=*/true);
           });
         }
-        // EAGLE-1's: the static tree at every depth, greedy and sampled draws apart. A step
-        // commits at most the tree's depth and the next token.
+        // EAGLE-1's: the static tree at every depth, greedy and sampled draws apart (filtered
+        // copies for the sampled). A step commits at most the tree's depth and the next token.
         const int64_t static_pairs = StaticTreeDepth() + 2;
         for (int64_t depth = 1; depth <= StaticTreeDepth(); ++depth) {
           for (bool greedy : {false, true}) {
             const EagleTreeGraphs::StaticTree tree{depth, greedy};
             plan.capture_trees.push_back([model, tree, static_pairs](const KvPool& pool) {
-              return EagleTreeGraphs::CaptureStatic(pool, tree, static_pairs, model);
+              return EagleTreeGraphs::CaptureStatic(pool, tree, static_pairs, model,
+                                                    /*filters=*/true);
             });
           }
         }

@@ -20,8 +20,9 @@ namespace mulo::engine {
 namespace {
 
 // The ints: the two slots, the cache length (the root's row), the root token, its sequence
-// position, then cfg_scale, temperature and the relaxation's bound as float64 bits.
-constexpr int64_t kInts = 8;
+// position, then cfg_scale, temperature, the relaxation's bound and top_p as float64 bits, and
+// top_k.
+constexpr int64_t kInts = 10;
 // A Jacobi window's after them: the drafts with a carried q, the real drafts, whether a
 // position follows, the image's last position, the levels that branch, then each level's
 // extras, the window's drafts and the extras (Call::Jacobi).
@@ -108,7 +109,12 @@ StatusOr<std::shared_ptr<TreeVerifyGraphs>> TreeVerifyGraphs::Capture(
   TreeVerifyGraphs* const raw = graphs.get();
   MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(
       pool, graphs->shape_.nodes + 1, graphs->model_.options.device(),
-      [raw](int64_t span) { return raw->CaptureSpan(span); }));
+      [raw](int64_t span) {
+        MULO_RETURN_IF_ERROR(raw->CaptureSpan(span, /*filtered=*/false));
+        // A greedy request's p ignores its filters: greedy relaxed graphs need no copy.
+        const bool filters = raw->shape_.filters && !(raw->shape_.relaxed() && raw->shape_.greedy);
+        return filters ? raw->CaptureSpan(span, /*filtered=*/true) : OkStatus();
+      }));
   return graphs;
 }
 
@@ -144,16 +150,17 @@ TreeVerifyGraphs::WindowTree TreeVerifyGraphs::WindowTreeOf(const Entry& e) cons
   return tree;
 }
 
-void TreeVerifyGraphs::Body(Entry& e, int64_t span) const {
+void TreeVerifyGraphs::Body(Entry& e, int64_t span, bool filtered) const {
   torch::NoGradGuard no_grad;
   const int64_t nodes = shape_.nodes, rows = nodes + 1;
   const auto longs = torch::dtype(torch::kInt64).device(model_.options.device());
   const torch::Tensor length = e.ints.narrow(0, 2, 1);
   const torch::Tensor root = e.ints.narrow(0, 3, 1);
   const torch::Tensor root_position = e.ints.narrow(0, 4, 1);
-  const torch::Tensor params = e.ints.narrow(0, 5, 3).view(torch::kFloat64);
+  const torch::Tensor params = e.ints.narrow(0, 5, 4).view(torch::kFloat64);
   const torch::Tensor cfg = params.narrow(0, 0, 1).to(torch::kFloat32);
   const torch::Tensor temperature = params.narrow(0, 1, 1).to(torch::kFloat32);
+  const RowFilters filters{e.ints.narrow(0, 9, 1).view({1, 1}), params.narrow(0, 3, 1).view({1, 1})};
   const bool jacobi = shape_.jacobi_window();
   const WindowTree window = jacobi ? WindowTreeOf(e) : WindowTree{e.tokens, e.q, e.valid, {}};
   // The root at the cache's length, node i at the row after it; positions by depth. The root
@@ -183,8 +190,9 @@ void TreeVerifyGraphs::Body(Entry& e, int64_t span) const {
   // ranking distribution greedy (a one-hot p leaves nothing to pool), which the divisor of 1
   // at temperature 0 gives.
   const torch::Tensor logits = out[1].to(torch::kFloat32);
-  const torch::Tensor p = GuidedProbabilities(logits.select(0, 0), logits.select(0, 1), cfg,
-                                              temperature, /*one_hot_greedy=*/!shape_.relaxed());
+  const torch::Tensor p =
+      GuidedProbabilities(logits.select(0, 0), logits.select(0, 1), cfg, temperature,
+                          /*one_hot_greedy=*/!shape_.relaxed(), filtered ? &filters : nullptr);
   const torch::Tensor walk_numbers = jacobi ? e.accept.narrow(0, 0, nodes) : e.accept;
   TreeCall call{p,         window.tokens, e.parents, walk_numbers, e.draw, /*greedy=*/false,
                 shape_.max_depth, e.ancestors, window.q, window.valid, shape_.max_children};
@@ -224,7 +232,7 @@ void TreeVerifyGraphs::Body(Entry& e, int64_t span) const {
                      places.unsqueeze(0).expand({2, shape_.max_depth}));
 }
 
-Status TreeVerifyGraphs::CaptureSpan(int64_t span) {
+Status TreeVerifyGraphs::CaptureSpan(int64_t span, bool filtered) {
   return GuardTorch("TreeVerifyGraphs::Capture", [&]() -> Status {
     torch::NoGradGuard no_grad;
     const torch::Device device = model_.options.device();
@@ -285,13 +293,15 @@ Status TreeVerifyGraphs::CaptureSpan(int64_t span) {
     }
     e->ints = torch::zeros({IntsOf(shape_)}, longs);
     e->ints.narrow(0, 0, 2).fill_(pool_.scratch_slot());
+    e->ints.narrow(0, 8, 1).view(torch::kFloat64).fill_(1.0);  // top_p: no filter
     e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, 2)));
-    e->graph = set_.Make(device, [this, e, span] { Body(*e, span); }, model_.emulated,
+    e->graph = set_.Make(device, [this, e, span, filtered] { Body(*e, span, filtered); },
+                         model_.emulated,
                          (IntsOf(shape_) + 3 * nodes + e->accept.numel() + 1) * 8 +
                              nodes * nodes +
                              (e->q.defined() ? nodes * model_.vocab * 4 + nodes : 0) +
                              window_bytes);
-    if (e->graph != nullptr) entries_[span] = std::move(entry);
+    if (e->graph != nullptr) entries_[Key(span, filtered)] = std::move(entry);
     return OkStatus();
   });
 }
@@ -301,10 +311,14 @@ bool TreeVerifyGraphs::Fits(const KvCache& cache, int64_t nodes, int64_t max_dep
   if (cache.pool() != &pool_ || cache.batch() != 2) return false;
   if (nodes != shape_.nodes || max_depth != shape_.max_depth) return false;
   if (shape_.relaxed() && shape_.greedy != (sampling.temperature == 0.0)) return false;
-  if (sampling.top_k > 0 && sampling.top_k < model_.vocab) return false;
-  if (sampling.top_p < 1.0) return false;
-  const int64_t span = ForwardGraphs::RoundUpToSpan(cache.length() + nodes + 1);
-  return span <= pool_.slot_rows() && entries_.count(span) > 0;
+  const Key key = KeyOf(cache, sampling);
+  return key.first <= pool_.slot_rows() && entries_.count(key) > 0;
+}
+
+TreeVerifyGraphs::Key TreeVerifyGraphs::KeyOf(const KvCache& cache,
+                                              const SamplingParams& sampling) const {
+  return Key(ForwardGraphs::RoundUpToSpan(cache.length() + shape_.nodes + 1),
+             sampling.temperature != 0.0 && HasFilters(sampling, model_.vocab));
 }
 
 Status TreeVerifyGraphs::CheckWindow(const Call::Jacobi& call) const {
@@ -390,18 +404,18 @@ StatusOr<TreeVerifyGraphs::Output> TreeVerifyGraphs::Run(const Call& call) const
     return InvalidArgumentError(drawn ? "TreeVerifyGraphs::Run: a static tree needs q and valid"
                                       : "TreeVerifyGraphs::Run: q and valid are a static tree's");
   }
-  const int64_t span = ForwardGraphs::RoundUpToSpan(call.cache->length() + nodes + 1);
-  Entry* e = entries_.at(span).get();
+  Entry* e = entries_.at(KeyOf(*call.cache, call.sampling)).get();
   return GuardTorch("TreeVerifyGraphs::Run", [&]() -> StatusOr<Output> {
     torch::NoGradGuard no_grad;
     std::vector<int64_t> ints = {call.cache->first_slot(), call.cache->first_slot() + 1,
                                  call.cache->length(), call.root_token, call.root_position,
-                                 0, 0, 0};
+                                 0, 0, 0, 0, call.sampling.top_k};
     double* const params = reinterpret_cast<double*>(ints.data() + 5);
     static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
     params[0] = call.sampling.cfg_scale;
     params[1] = call.sampling.temperature;
     params[2] = call.relaxation_bound;
+    params[3] = call.sampling.top_p;
     if (jacobi) AppendWindowInts(call.jacobi, ints);
     UploadInto(e->ints, torch::from_blob(ints.data(), {static_cast<int64_t>(ints.size())},
                                          torch::kInt64));

@@ -14,10 +14,13 @@
 // what is left, which are the greedy walk's decisions (so no host flag enters the graph and a
 // greedy request's numbers are never read). A static tree's greedy drafts carry one-hot q rows
 // (the top tokens): a child that is the argmax has p' = q = 1 and is kept, any other has p' = 0
-// and is rejected with p' unchanged, the same decisions again. Requests with top-k or top-p
-// filters verify eagerly (Fits).
+// and is rejected with p' unchanged, the same decisions again. A sampled request with a top-k or
+// top-p filter verifies in filtered copies of the graphs (Shape::filters: p filtered by its own
+// top_k and top_p, as DecodeSession::Probabilities filters it; a greedy request's p ignores
+// them, so it takes the plain ones); without them it verifies eagerly (Fits).
 //
-// Keys: the span (the cache after the tree, in whole ForwardGraphs::kSpanRows); lone requests
+// Keys: the span (the cache after the tree, in whole ForwardGraphs::kSpanRows) and whether p is
+// filtered; lone requests
 // (two streams). A set of graphs serves one tree shape (nodes, depth bound); the worker's pools
 // capture one set per shape of the family's EAGLE-2 trees at load (the full tree's, and those
 // cut shorter where the image ends). Emulated graphs (LoadOptions::emulate_cuda_graphs) run the captured body eagerly
@@ -30,6 +33,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "engine/core/status.h"
@@ -62,6 +66,9 @@ class TreeVerifyGraphs {
     Pooling relaxation = Pooling::kNone;
     int64_t k = 0;
     bool greedy = false;
+    // Also capture graphs that filter p by a sampled request's top-k and top-p (not part of
+    // SameKey: the plain and the filtered graphs are one set).
+    bool filters = false;
 
     // SJD-PAC's window (sjd_pac.h, pac_tree.h): a static tree (parents above) whose nodes are
     // rows of a candidate table, the window's `window` drafts then `levels` x `extras` extra
@@ -94,9 +101,9 @@ class TreeVerifyGraphs {
   const KvPool& pool() const { return pool_; }
   const Shape& shape() const { return shape_; }
   // Whether a request may verify a tree of `nodes` drafts at most `max_depth` deep with
-  // `cache` (a view of this pool, two streams) and `sampling`: the shape is these graphs', no
-  // top-k or top-p filter, relaxed graphs of the request's kind (greedy or sampled), and the
-  // tree fits a captured span.
+  // `cache` (a view of this pool, two streams) and `sampling`: the shape is these graphs', a
+  // sampled request's top-k or top-p filter has its filtered copies, relaxed graphs are of the
+  // request's kind (greedy or sampled), and the tree fits a captured span.
   bool Fits(const KvCache& cache, int64_t nodes, int64_t max_depth,
             const SamplingParams& sampling) const;
 
@@ -166,8 +173,11 @@ class TreeVerifyGraphs {
   struct Entry;
   TreeVerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model,
                    torch::Tensor neighbour_table);
-  Status CaptureSpan(int64_t span);
-  void Body(Entry& e, int64_t span) const;
+  using Key = std::pair<int64_t, bool>;  // (span, filtered)
+  // The key of a call: the span after its tree, and whether its p is filtered.
+  Key KeyOf(const KvCache& cache, const SamplingParams& sampling) const;
+  Status CaptureSpan(int64_t span, bool filtered);
+  void Body(Entry& e, int64_t span, bool filtered) const;
   // A Jacobi window's tree as the graph makes it from the ints and the q buffers.
   struct WindowTree {
     torch::Tensor tokens, q, valid;
@@ -184,7 +194,7 @@ class TreeVerifyGraphs {
   const Shape shape_;
   const RowGraphs::Model model_;
   const torch::Tensor neighbour_table_;  // relaxed shapes only
-  std::map<int64_t, std::unique_ptr<Entry>> entries_;  // by span
+  std::map<Key, std::unique_ptr<Entry>> entries_;
   GraphSet set_;
 };
 

@@ -37,8 +37,9 @@ std::unique_ptr<KvPools> PoolsFor(const ModelSet& family, const MethodConfig& co
   return made.ok() ? std::move(*made) : nullptr;
 }
 
-// Decodes `prompts` greedy and sampled with `config` eagerly and from the pools' graphs, and
-// checks the graphs' tokens, counts and statistics against the eager step's.
+// Decodes `prompts` greedy, sampled and sampled with top-k 50 and top-p 0.9 (the graphs'
+// filtered copies) with `config` eagerly and from the pools' graphs, and checks the graphs'
+// tokens, counts and statistics against the eager step's.
 void ExpectEagerTokensFromGraphs(const MethodConfig& config, const std::vector<int>& prompts,
                                  const std::string& label) {
   const ModelSet& plain = testing::SynthFamily();
@@ -51,11 +52,18 @@ void ExpectEagerTokensFromGraphs(const MethodConfig& config, const std::vector<i
       PacVerifyShape(config.sjd_pac.window, config.sjd_pac.width, config.sjd_pac.depth));
   ASSERT_NE(graphs, nullptr);
   EXPECT_EQ(graphs->counts().failed_captures, 0);
-  for (double temperature : {0.0, 1.0}) {
+  struct Setting {
+    double temperature;
+    int64_t top_k;
+    double top_p;
+  };
+  for (const Setting& setting : {Setting{0.0, 0, 1.0}, Setting{1.0, 0, 1.0}, Setting{1.0, 50, 0.9}}) {
+    const double temperature = setting.temperature;
     int mismatches = 0;
     for (int prompt : prompts) {
-      const DecodeRequest request =
-          testing::SynthRequest({"sjd_pac", prompt, temperature}, plain);
+      DecodeRequest request = testing::SynthRequest({"sjd_pac", prompt, temperature}, plain);
+      request.sampling.top_k = setting.top_k;
+      request.sampling.top_p = setting.top_p;
       const int64_t replays_before = graphs->counts().replays;
       auto both = testing::DecodeEagerAndPooled(config, plain, *emulated, *pools, request);
       ASSERT_OK(both);
@@ -63,11 +71,13 @@ void ExpectEagerTokensFromGraphs(const MethodConfig& config, const std::vector<i
       const Stats& stats = graphed.stats;
       const int64_t steps = stats.verify_steps;
       const int64_t replays = graphs->counts().replays - replays_before;
-      std::cout << "[" << label << "] temperature " << temperature << ", prompt " << prompt
-                << ": " << replays << " steps in graphs; " << testing::StepCounts(stats) << "\n";
+      std::cout << "[" << label << "] temperature " << temperature << ", top_k " << setting.top_k
+                << ", top_p " << setting.top_p << ", prompt " << prompt << ": " << replays
+                << " steps in graphs; " << testing::StepCounts(stats) << "\n";
       ASSERT_GT(steps, 0);
       EXPECT_EQ(replays, steps) << "every step, the padded last windows too";
       EXPECT_LE(stats.host_syncs, steps + 2);
+      EXPECT_LE(stats.dispatched_ops, 50 * steps) << "at most 50 operators per step";
       if (graphed.tokens != eager.tokens) {
         ++mismatches;
         std::cout << "[" << label << "] temperature " << temperature << ", prompt " << prompt

@@ -89,11 +89,20 @@ TEST(PeanutGraphsTest, StepsDraftFromPaddedGraphsWithTheEagerStepsTokens) {
               << " padded drafting sets (" << padded_graphs << " graphs) of the pools' "
               << pools->graph_counts().graphs << " graphs\n";
   }
-  for (double temperature : {0.0, 1.0}) {
+  // Greedy, sampled, and sampled with top-k 50 and top-p 0.9 (the padded graphs' filtered
+  // copies).
+  struct Setting {
+    double temperature;
+    int64_t top_k;
+    double top_p;
+  };
+  for (const Setting& setting : {Setting{0.0, 0, 1.0}, Setting{1.0, 0, 1.0}, Setting{1.0, 50, 0.9}}) {
+    const double temperature = setting.temperature;
     int mismatches = 0;
     for (int prompt : {0, 1}) {
-      const DecodeRequest request =
-          testing::SynthRequest({"peanut", prompt, temperature}, plain);
+      DecodeRequest request = testing::SynthRequest({"peanut", prompt, temperature}, plain);
+      request.sampling.top_k = setting.top_k;
+      request.sampling.top_p = setting.top_p;
       const Replays before = Count(*pools, *emulated, *config);
       auto both = testing::DecodeEagerAndPooled(*config, plain, *emulated, *pools, request);
       ASSERT_OK(both);
@@ -103,7 +112,8 @@ TEST(PeanutGraphsTest, StepsDraftFromPaddedGraphsWithTheEagerStepsTokens) {
       const int64_t steps = stats.verify_steps;
       const int64_t drafts = after.drafts - before.drafts;
       const int64_t verifications = after.verifications - before.verifications;
-      std::cout << "[peanut] temperature " << temperature << ", prompt " << prompt << ": "
+      std::cout << "[peanut] temperature " << temperature << ", top_k " << setting.top_k
+                << ", prompt " << prompt << ": "
                 << drafts << " drafted from graphs ("
                 << after.padded_drafts - before.padded_drafts << " padded), " << verifications
                 << " verified in graphs; " << testing::StepCounts(stats) << "\n";
