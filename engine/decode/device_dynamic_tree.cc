@@ -123,6 +123,15 @@ StatusOr<torch::Tensor> DeviceDynamicTree::ChosenOnDevice() const {
   });
 }
 
+DeviceDynamicTree::ChosenTree DeviceDynamicTree::ChosenTree::Owned() const {
+  ChosenTree owned = *this;
+  owned.tokens = tokens.clone();
+  owned.parents = parents.clone();
+  owned.depths = depths.clone();
+  owned.ancestors = ancestors.clone();
+  return owned;
+}
+
 StatusOr<DeviceDynamicTree::ChosenTree> DeviceDynamicTree::ChosenTreeOnDevice() const {
   MULO_ASSIGN_OR_RETURN(torch::Tensor chosen, ChosenOnDevice());
   return GuardTorch("DeviceDynamicTree::ChosenTreeOnDevice", [&]() -> StatusOr<ChosenTree> {

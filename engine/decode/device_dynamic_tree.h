@@ -77,6 +77,9 @@ class DeviceDynamicTree {
     int64_t max_depth = 0;    // the tree's levels at most (the root's children, one per expansion)
 
     int64_t size() const { return tokens.size(0); }
+    // The same tree in tensors of its own: a graph's outputs are rewritten by its next replay,
+    // so a step that yields to the engine loop before it is done with them copies them first.
+    ChosenTree Owned() const;
   };
   StatusOr<ChosenTree> ChosenTreeOnDevice() const;
 

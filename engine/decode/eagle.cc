@@ -66,7 +66,8 @@ class EagleState : public SteppedMethod::State {
           return VerifyOnGraphs(session, *graphs, draft->tree, shape, draft->q, draft->valid);
         }
         auto timer = session.Time(Phase::kDraft);
-        MULO_ASSIGN_OR_RETURN(tree, proposer_->ReadStatic(session, *draft));
+        // The read yields to the engine loop, whose other requests may replay the graphs.
+        MULO_ASSIGN_OR_RETURN(tree, proposer_->ReadStatic(session, draft->Owned()));
         drafted = true;
       }
     }
@@ -205,6 +206,9 @@ class EagleState : public SteppedMethod::State {
         target_->CanVerifyTree(*graphs, length, chosen.max_depth, session.sampling())) {
       return VerifyOnGraphs(session, *graphs, chosen, shape);
     }
+    // The eager forward yields to the engine loop, whose other requests may replay the
+    // drafting graphs (whose outputs `chosen` views).
+    chosen = chosen.Owned();
     ForwardOutput out;
     TreeDraft tree;
     Verdict verdict;

@@ -465,15 +465,17 @@ StatusOr<DeviceDynamicTree::ChosenTree> EagleTreeGraphs::Run(const Call& call) c
     return InvalidArgumentError("EagleTreeGraphs::Run: the call does not fit the tree graphs");
   }
   MULO_ASSIGN_OR_RETURN(Entry * e, Replay(call));
-  return GuardTorch("EagleTreeGraphs::Run", [&]() -> StatusOr<DeviceDynamicTree::ChosenTree> {
-    // Copies: the next replay (another request's step, in an engine loop) rewrites them.
-    DeviceDynamicTree::ChosenTree chosen = e->chosen;
-    chosen.tokens = chosen.tokens.clone();
-    chosen.parents = chosen.parents.clone();
-    chosen.depths = chosen.depths.clone();
-    chosen.ancestors = chosen.ancestors.clone();
-    return chosen;
-  });
+  // Views: the step copies them into the verify graphs' upload before anything replays these
+  // graphs again (another request's step, in an engine loop); four copies per step saved.
+  return e->chosen;
+}
+
+EagleTreeGraphs::StaticDraft EagleTreeGraphs::StaticDraft::Owned() const {
+  StaticDraft owned = *this;
+  owned.tree.tokens = tree.tokens.clone();
+  owned.q = q.clone();
+  owned.valid = valid.clone();
+  return owned;
 }
 
 StatusOr<EagleTreeGraphs::StaticDraft> EagleTreeGraphs::RunStatic(const Call& call) const {
@@ -485,11 +487,11 @@ StatusOr<EagleTreeGraphs::StaticDraft> EagleTreeGraphs::RunStatic(const Call& ca
   MULO_ASSIGN_OR_RETURN(Entry * e, Replay(call));
   return GuardTorch("EagleTreeGraphs::RunStatic", [&]() -> StatusOr<StaticDraft> {
     StaticDraft draft;
-    // The shape's tensors are constants nothing writes; the draws are copied.
+    // The shape's tensors are constants nothing writes; the draws are views, as Run's.
     draft.tree = static_shape_;
-    draft.tree.tokens = e->chosen.tokens.clone();
-    draft.q = e->q.clone();
-    draft.valid = e->valid.clone();
+    draft.tree.tokens = e->chosen.tokens;
+    draft.q = e->q;
+    draft.valid = e->valid;
     draft.max_children = static_widest_;
     draft.head_forwards = 1;
     for (const StaticLevel& level : static_levels_) draft.head_forwards += level.fed > 0;

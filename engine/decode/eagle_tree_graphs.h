@@ -153,9 +153,11 @@ class EagleTreeGraphs {
     DynamicTreeOptions tree;
   };
   // The chosen tree of DeviceDynamicTree (as EagleProposer grows it eagerly), left on the
-  // device (copies: the next replay rewrites the graph's outputs); the cache is advanced by the
-  // pairs. INVALID_ARGUMENT for a call that does not Fit; FAILED_PRECONDITION when its key
-  // failed to capture.
+  // device as views of the graph's outputs, valid until these graphs' next replay: a step that
+  // hands them straight to the verify graphs' upload copies nothing, one that first yields to
+  // the engine loop (a read, a batched forward) takes ChosenTree::Owned copies. The cache is
+  // advanced by the pairs. INVALID_ARGUMENT for a call that does not Fit; FAILED_PRECONDITION
+  // when its key failed to capture.
   StatusOr<DeviceDynamicTree::ChosenTree> Run(const Call& call) const;
 
   // A static tree drawn on the device: the shape's layout and each draft's draw.
@@ -166,9 +168,13 @@ class EagleTreeGraphs {
     torch::Tensor valid;      // bool [nodes]: whether its draw found mass
     int64_t max_children = 0;  // the shape's widest node
     int64_t head_forwards = 0;  // the catch-up and one per level fed
+
+    // The draws in tensors of their own (the shape's are constants nothing rewrites).
+    StaticDraft Owned() const;
   };
-  // The static tree of a call that FitsStatic (copies, as Run's); the cache is advanced by
-  // the pairs. INVALID_ARGUMENT for a call that does not fit or lacks its numbers.
+  // The static tree of a call that FitsStatic (views until the next replay, as Run's); the
+  // cache is advanced by the pairs. INVALID_ARGUMENT for a call that does not fit or lacks its
+  // numbers.
   StatusOr<StaticDraft> RunStatic(const Call& call) const;
 
   PoolGraphs::Counts counts() const { return set_.counts(); }
