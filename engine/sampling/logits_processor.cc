@@ -24,7 +24,8 @@ torch::Tensor ToProbabilities(const torch::Tensor& logits, const SamplingParams&
     x = x.masked_fill(x < kth, -INFINITY);
   }
   if (params.top_p < 1.0) {
-    auto [sorted, order] = x.sort(-1, /*descending=*/true);
+    // Stable: tied logits keep index order, as the graphs' FilterRows sorts them.
+    auto [sorted, order] = x.sort(/*stable=*/true, -1, /*descending=*/true);
     auto cumulative = torch::softmax(sorted, -1).cumsum(-1);
     // Drop a token when the mass before it already exceeds top_p; the top token always stays.
     auto drop_sorted = (cumulative - torch::softmax(sorted, -1)) > params.top_p;
