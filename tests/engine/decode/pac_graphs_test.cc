@@ -52,12 +52,7 @@ void ExpectEagerTokensFromGraphs(const MethodConfig& config, const std::vector<i
       PacVerifyShape(config.sjd_pac.window, config.sjd_pac.width, config.sjd_pac.depth));
   ASSERT_NE(graphs, nullptr);
   EXPECT_EQ(graphs->counts().failed_captures, 0);
-  struct Setting {
-    double temperature;
-    int64_t top_k;
-    double top_p;
-  };
-  for (const Setting& setting : {Setting{0.0, 0, 1.0}, Setting{1.0, 0, 1.0}, Setting{1.0, 50, 0.9}}) {
+  for (const testing::SamplingSetting& setting : testing::kGraphSettings) {
     const double temperature = setting.temperature;
     int mismatches = 0;
     for (int prompt : prompts) {

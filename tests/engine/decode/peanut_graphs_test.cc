@@ -89,14 +89,7 @@ TEST(PeanutGraphsTest, StepsDraftFromPaddedGraphsWithTheEagerStepsTokens) {
               << " padded drafting sets (" << padded_graphs << " graphs) of the pools' "
               << pools->graph_counts().graphs << " graphs\n";
   }
-  // Greedy, sampled, and sampled with top-k 50 and top-p 0.9 (the padded graphs' filtered
-  // copies).
-  struct Setting {
-    double temperature;
-    int64_t top_k;
-    double top_p;
-  };
-  for (const Setting& setting : {Setting{0.0, 0, 1.0}, Setting{1.0, 0, 1.0}, Setting{1.0, 50, 0.9}}) {
+  for (const testing::SamplingSetting& setting : testing::kGraphSettings) {
     const double temperature = setting.temperature;
     int mismatches = 0;
     for (int prompt : {0, 1}) {

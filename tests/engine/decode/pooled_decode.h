@@ -50,6 +50,15 @@ StatusOr<std::vector<DecodeResult>> DecodeInOneLoop(const MethodConfig& config,
 // A pooled decode's counts, per step: "S steps, R replays, H reads, O operators outside
 // graphs (O / S per step)".
 std::string StepCounts(const Stats& stats);
+
+// The sampling settings the graph tests decode a method with: greedy, sampled, and sampled with
+// top-k 50 and top-p 0.9 (the graphs' filtered copies).
+struct SamplingSetting {
+  double temperature;
+  int64_t top_k;
+  double top_p;
+};
+inline constexpr SamplingSetting kGraphSettings[] = {{0.0, 0, 1.0}, {1.0, 0, 1.0}, {1.0, 50, 0.9}};
 // ar's greedy tokens for the synth prompt `prompt` on `family`.
 StatusOr<std::vector<int>> GreedyArTokens(const ModelSet& family, int prompt);
 
