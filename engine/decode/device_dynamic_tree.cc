@@ -124,7 +124,9 @@ StatusOr<torch::Tensor> DeviceDynamicTree::ChosenOnDevice() const {
 }
 
 DeviceDynamicTree::ChosenTree DeviceDynamicTree::ChosenTree::Owned() const {
+  if (!borrowed) return *this;  // the eager tree's own tensors: nothing to copy
   ChosenTree owned = *this;
+  owned.borrowed = false;
   owned.tokens = tokens.clone();
   owned.parents = parents.clone();
   owned.depths = depths.clone();

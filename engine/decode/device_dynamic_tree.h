@@ -76,9 +76,13 @@ class DeviceDynamicTree {
     torch::Tensor ancestors;  // bool [L, L]: row i, node i's ancestors and node i itself
     int64_t max_depth = 0;    // the tree's levels at most (the root's children, one per expansion)
 
+    // Whether the tensors are views of a graph's outputs (EagleTreeGraphs::Run), which its next
+    // replay rewrites.
+    bool borrowed = false;
+
     int64_t size() const { return tokens.size(0); }
-    // The same tree in tensors of its own: a graph's outputs are rewritten by its next replay,
-    // so a step that yields to the engine loop before it is done with them copies them first.
+    // The same tree in tensors of its own (itself unless borrowed): a step that yields to the
+    // engine loop before it is done with a borrowed tree copies it first.
     ChosenTree Owned() const;
   };
   StatusOr<ChosenTree> ChosenTreeOnDevice() const;

@@ -207,7 +207,7 @@ class EagleState : public SteppedMethod::State {
       return VerifyOnGraphs(session, *graphs, chosen, shape);
     }
     // The eager forward yields to the engine loop, whose other requests may replay the
-    // drafting graphs (whose outputs `chosen` views).
+    // drafting graphs (whose outputs a borrowed `chosen` views).
     chosen = chosen.Owned();
     ForwardOutput out;
     TreeDraft tree;

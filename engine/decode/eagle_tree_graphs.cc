@@ -467,12 +467,15 @@ StatusOr<DeviceDynamicTree::ChosenTree> EagleTreeGraphs::Run(const Call& call) c
   MULO_ASSIGN_OR_RETURN(Entry * e, Replay(call));
   // Views: the step copies them into the verify graphs' upload before anything replays these
   // graphs again (another request's step, in an engine loop); four copies per step saved.
-  return e->chosen;
+  DeviceDynamicTree::ChosenTree chosen = e->chosen;
+  chosen.borrowed = true;
+  return chosen;
 }
 
 EagleTreeGraphs::StaticDraft EagleTreeGraphs::StaticDraft::Owned() const {
   StaticDraft owned = *this;
-  owned.tree.tokens = tree.tokens.clone();
+  owned.tree.tokens = tree.tokens.clone();  // the layout's tensors are constants: shared
+  owned.tree.borrowed = false;
   owned.q = q.clone();
   owned.valid = valid.clone();
   return owned;
@@ -490,6 +493,7 @@ StatusOr<EagleTreeGraphs::StaticDraft> EagleTreeGraphs::RunStatic(const Call& ca
     // The shape's tensors are constants nothing writes; the draws are views, as Run's.
     draft.tree = static_shape_;
     draft.tree.tokens = e->chosen.tokens;
+    draft.tree.borrowed = true;
     draft.q = e->q;
     draft.valid = e->valid;
     draft.max_children = static_widest_;

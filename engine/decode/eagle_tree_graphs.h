@@ -28,8 +28,8 @@
 // one graph per span serves every step of every request with those options.
 //
 // Keys: the span (cache length + max_pairs() + the tree's rows, rounded up to
-// ForwardGraphs::kSpanRows) and whether the ranking is filtered; lone requests (two streams: a guided request's conditional and
-// unconditional halves). A set of graphs grows one tree shape; the worker's pools capture one
+// ForwardGraphs::kSpanRows) and whether the ranking is filtered; lone requests (two streams: a
+// guided request's conditional and unconditional halves). A set of graphs grows one tree shape; the worker's pools capture one
 // set at load for the family's EAGLE-2 tree and one for each shorter depth it is cut to where
 // the image ends, and for the static tree one per depth and draw (greedy or sampled).
 // PEANUT's trees change width every step (its 4 default images took 55 shapes in 327 steps), so
@@ -127,8 +127,6 @@ class EagleTreeGraphs {
   // The static tree these graphs draw, or nullopt (a dynamic tree's graphs).
   const std::optional<StaticTree>& static_tree() const { return static_tree_; }
   int64_t max_pairs() const { return max_pairs_; }
-  // Whether filtered copies were captured (a greedy static draw's never are).
-  bool filters() const { return filters_; }
 
   // Whether a request's step may draft from these graphs: `cache` (its head cache, two
   // streams) is a view of this pool, `pairs` fit, these graphs grow the tree (Grows), a
@@ -153,9 +151,10 @@ class EagleTreeGraphs {
     DynamicTreeOptions tree;
   };
   // The chosen tree of DeviceDynamicTree (as EagleProposer grows it eagerly), left on the
-  // device as views of the graph's outputs, valid until these graphs' next replay: a step that
-  // hands them straight to the verify graphs' upload copies nothing, one that first yields to
-  // the engine loop (a read, a batched forward) takes ChosenTree::Owned copies. The cache is
+  // device as views of the graph's outputs (ChosenTree::borrowed), valid until these graphs'
+  // next replay: a step that hands them straight to the verify graphs' upload copies nothing,
+  // one that first yields to the engine loop (a read, a batched forward) takes
+  // ChosenTree::Owned copies. The cache is
   // advanced by the pairs. INVALID_ARGUMENT for a call that does not Fit; FAILED_PRECONDITION
   // when its key failed to capture.
   StatusOr<DeviceDynamicTree::ChosenTree> Run(const Call& call) const;
@@ -218,7 +217,7 @@ class EagleTreeGraphs {
   const KvPool& pool_;  // the head's; owned by the worker's pools as these graphs are
   const DynamicTreeOptions tree_;
   const bool padded_;  // the width rides in the upload (CapturePadded)
-  bool filters_;       // filtered copies captured
+  const bool filters_;  // filtered copies captured (a greedy static draw's never are)
   std::optional<StaticTree> static_tree_;
   const int64_t max_pairs_;
   const Model model_;

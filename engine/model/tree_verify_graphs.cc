@@ -112,7 +112,8 @@ StatusOr<std::shared_ptr<TreeVerifyGraphs>> TreeVerifyGraphs::Capture(
       [raw](int64_t span) {
         MULO_RETURN_IF_ERROR(raw->CaptureSpan(span, /*filtered=*/false));
         // A greedy request's p ignores its filters: greedy relaxed graphs need no copy.
-        const bool filters = raw->shape_.filters && !(raw->shape_.relaxed() && raw->shape_.greedy);
+        const bool filters =
+            raw->shape_.filters && !(raw->shape_.relaxed() && raw->shape_.greedy);
         return filters ? raw->CaptureSpan(span, /*filtered=*/true) : OkStatus();
       }));
   return graphs;
@@ -160,7 +161,8 @@ void TreeVerifyGraphs::Body(Entry& e, int64_t span, bool filtered) const {
   const torch::Tensor params = e.ints.narrow(0, 5, 4).view(torch::kFloat64);
   const torch::Tensor cfg = params.narrow(0, 0, 1).to(torch::kFloat32);
   const torch::Tensor temperature = params.narrow(0, 1, 1).to(torch::kFloat32);
-  const RowFilters filters{e.ints.narrow(0, 9, 1).view({1, 1}), params.narrow(0, 3, 1).view({1, 1})};
+  const RowFilters filters{e.ints.narrow(0, 9, 1).view({1, 1}),
+                           params.narrow(0, 3, 1).view({1, 1})};
   const bool jacobi = shape_.jacobi_window();
   const WindowTree window = jacobi ? WindowTreeOf(e) : WindowTree{e.tokens, e.q, e.valid, {}};
   // The root at the cache's length, node i at the row after it; positions by depth. The root
