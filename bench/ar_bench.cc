@@ -15,8 +15,9 @@
 //
 // It depends on the engine and LibTorch only (no Abseil), so tools/build_engine.sh builds it
 // on a GPU machine that has neither Bazel nor the server's libraries.
+#include <ATen/Parallel.h>
 #include <torch/cuda.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <atomic>
@@ -252,7 +253,7 @@ int Run(const Flags& flags) {
               "%d threads\n\n",
               c.dim, c.n_layer, c.n_head, c.n_kv_head, c.vocab_size, c.grid_size, c.grid_size,
               c.cls_token_num, weight_bytes->load() / 1e6, flags.dtype.c_str(), batch,
-              batch == 2 ? "on" : "off", device.str().c_str(), torch::get_num_threads());
+              batch == 2 ? "on" : "off", device.str().c_str(), at::get_num_threads());
 
   nlohmann::json report;
   report["model_dir"] = flags.model_dir;

@@ -144,7 +144,7 @@ void PrintGemmTable(const engine::TransformerConfig& c, int requests) {
       "| weight | in x out | 2 rows us | %d rows us | %d x 2 rows us | batched / "
       "separate |\n|---|---|---:|---:|---:|---:|\n",
       2 * requests, requests);
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   for (const Weight& w : weights) {
     auto weight = torch::randn({w.out, w.in}) * 0.02;
     const double small = time_us(torch::randn({2, w.in}), weight);

@@ -4,7 +4,7 @@
 #ifndef MULO_BENCH_FAMILY_INPUTS_H_
 #define MULO_BENCH_FAMILY_INPUTS_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdio>
 #include <memory>

@@ -12,7 +12,7 @@
 //   bazel run //bench:methods_bench -- --models=$PWD/models/synth
 //       --prompts=$PWD/models/synth/heldout_prompts.jsonl --limit=64
 //       --out_dir=$PWD/out/bench
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <array>

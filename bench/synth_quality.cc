@@ -4,7 +4,7 @@
 //
 //   bazel run //bench:synth_quality -- --models=$PWD/models/synth
 //       --prompts=$PWD/models/synth/heldout_prompts.jsonl --grid_out=/tmp/grid.png
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <chrono>
 #include <cstdio>

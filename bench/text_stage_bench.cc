@@ -14,7 +14,8 @@
 // cover the whole text vocabulary (217,206 for Tar's MLLM) where the stage computes its 65,536
 // image tokens only: the ratio overstates the window's cost on the stage somewhat. The
 // encoder: seconds per encode of --caption tokens for batch 1 and 2.
-#include <torch/torch.h>
+#include <ATen/Parallel.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <chrono>
@@ -75,8 +76,8 @@ int Run(int argc, char** argv) {
   if (threads > 0) SetCpuThreads(threads);
   LoadOptions options;
   options.dtype = dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
-  torch::NoGradGuard no_grad;
-  std::printf("%s, %d torch thread(s), median of %d\n\n", dtype.c_str(), torch::get_num_threads(),
+  at::NoGradGuard no_grad;
+  std::printf("%s, %d torch thread(s), median of %d\n\n", dtype.c_str(), at::get_num_threads(),
               repeats);
   if (!lm_dir.empty()) {
     const double rss_before = RssGiB();

@@ -14,7 +14,8 @@
 //
 //   bazel-bin/bench/token_model_bench --family=out/replicas/repository/janus-pro-1b \
 //       --dtype=bfloat16 --threads=2 --contexts=0,288 --windows=1,16
-#include <torch/torch.h>
+#include <ATen/Parallel.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <chrono>
@@ -110,7 +111,7 @@ int Run(int argc, char** argv) {
   options.dtype = dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
   options.device = device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   options.cuda_graphs = graphs == "on";
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const double rss_before = RssGiB();
   const auto start = Clock::now();
   auto family = LoadModelSet(family_dir, options);
@@ -125,7 +126,7 @@ int Run(int argc, char** argv) {
               "torch thread(s), median of %d\n",
               family->name.c_str(), target.architecture().c_str(), target.grid_size(),
               target.grid_size(), target.vocab_size(), dtype.c_str(), device.c_str(),
-              graphs.c_str(), torch::get_num_threads(), repeats);
+              graphs.c_str(), at::get_num_threads(), repeats);
   std::printf("load %.1f s, resident %.2f GiB (%.2f GiB before loading)\n\n", load_s, RssGiB(),
               rss_before);
   const Condition condition = RandomCondition(target, prompt);

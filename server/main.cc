@@ -8,7 +8,7 @@
 // and running requests finish within --drain_timeout (what is still running then ends
 // UNAVAILABLE, retryable), then the process exits 0.
 #include <grpcpp/grpcpp.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <sys/resource.h>
 

@@ -4,13 +4,14 @@
 
 #include <algorithm>
 
-#include <torch/torch.h>
+#include <ATen/Parallel.h>
+#include <torch/types.h>
 
 namespace mulo::engine {
 
 void SetCpuThreads(int threads) {
   threads = std::max(1, threads);
-  torch::set_num_threads(threads);
+  at::set_num_threads(threads);
   // Looked up at run time: a LibTorch built on MKL or another BLAS has no such symbol, and
   // the engine must not link OpenBLAS itself.
   using SetBlasThreads = void (*)(int);

@@ -1,6 +1,6 @@
 // CPU thread settings for a decoding thread. LibTorch's own setting does not reach the BLAS:
 // Debian's LibTorch calls OpenBLAS (pthreads build), whose pool keeps one spinning thread per
-// core (sched_yield in a loop) once it has run, whatever torch::set_num_threads says. On a
+// core (sched_yield in a loop) once it has run, whatever at::set_num_threads says. On a
 // small CPU that spinner takes a whole core from the RPC threads, other workers and clients.
 #ifndef MULO_ENGINE_CORE_CPU_THREADS_H_
 #define MULO_ENGINE_CORE_CPU_THREADS_H_

@@ -6,7 +6,7 @@
 #ifndef MULO_ENGINE_CORE_DEVICE_STREAM_H_
 #define MULO_ENGINE_CORE_DEVICE_STREAM_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace mulo::engine {
 

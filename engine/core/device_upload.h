@@ -11,7 +11,7 @@
 #ifndef MULO_ENGINE_CORE_DEVICE_UPLOAD_H_
 #define MULO_ENGINE_CORE_DEVICE_UPLOAD_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace mulo::engine {
 

@@ -16,7 +16,7 @@
 #ifndef MULO_ENGINE_CORE_HOST_READ_H_
 #define MULO_ENGINE_CORE_HOST_READ_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <vector>

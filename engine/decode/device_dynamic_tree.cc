@@ -54,7 +54,7 @@ torch::Tensor DeviceDynamicTree::Best(const torch::Tensor& scores, int64_t first
 }
 
 void DeviceDynamicTree::Start(const torch::Tensor& log_probs) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const auto ints = log_probs.options().dtype(torch::kInt64);
   tokens_ = torch::zeros({0}, ints);
   parents_ = torch::zeros({0}, ints);
@@ -74,7 +74,7 @@ void DeviceDynamicTree::Start(const torch::Tensor& log_probs) {
 }
 
 DeviceDynamicTree::Feed DeviceDynamicTree::NextFeed() const {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   Feed feed;
   feed.tokens = tokens_.index_select(0, frontier_);
   feed.parent_slot = frontier_parent_slot_;
@@ -83,7 +83,7 @@ DeviceDynamicTree::Feed DeviceDynamicTree::NextFeed() const {
 }
 
 void DeviceDynamicTree::Expand(const torch::Tensor& log_probs) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   // The frontier was fed: frontier node j holds slot base + j, and its children attend it.
   const int64_t base = slots_fed_;
   slots_fed_ += frontier_size_;
@@ -108,7 +108,7 @@ void DeviceDynamicTree::Expand(const torch::Tensor& log_probs) {
 
 StatusOr<torch::Tensor> DeviceDynamicTree::ChosenOnDevice() const {
   return GuardTorch("DeviceDynamicTree::ChosenOnDevice", [&]() -> StatusOr<torch::Tensor> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     const int64_t recorded = tokens_.size(0);
     const int64_t total = std::min<int64_t>(options_.total_tokens, recorded);
     const torch::Tensor chosen = Best(scores_, 0, total, nullptr);
@@ -137,7 +137,7 @@ DeviceDynamicTree::ChosenTree DeviceDynamicTree::ChosenTree::Owned() const {
 StatusOr<DeviceDynamicTree::ChosenTree> DeviceDynamicTree::ChosenTreeOnDevice() const {
   MULO_ASSIGN_OR_RETURN(torch::Tensor chosen, ChosenOnDevice());
   return GuardTorch("DeviceDynamicTree::ChosenTreeOnDevice", [&]() -> StatusOr<ChosenTree> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     const int64_t total = chosen.size(0) / 3;
     ChosenTree tree;
     tree.tokens = chosen.narrow(0, total, total);

@@ -15,7 +15,7 @@
 #ifndef MULO_ENGINE_DECODE_DEVICE_DYNAMIC_TREE_H_
 #define MULO_ENGINE_DECODE_DEVICE_DYNAMIC_TREE_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <utility>

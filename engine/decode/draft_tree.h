@@ -6,7 +6,7 @@
 #ifndef MULO_ENGINE_DECODE_DRAFT_TREE_H_
 #define MULO_ENGINE_DECODE_DRAFT_TREE_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <vector>

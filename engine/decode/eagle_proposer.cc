@@ -85,7 +85,7 @@ StatusOr<torch::Tensor> EagleProposer::FeedTreeNodes(DecodeSession& session,
 
 torch::Tensor EagleProposer::Probabilities(DecodeSession& session,
                                            const torch::Tensor& features) const {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const auto logits = target_.HeadLogits(features);
   // Greedy verification only compares argmaxes, so a greedy tree is ranked by the head's
   // guided, untempered distribution and keeps its alternatives.

@@ -19,7 +19,7 @@
 #ifndef MULO_ENGINE_DECODE_EAGLE_PROPOSER_H_
 #define MULO_ENGINE_DECODE_EAGLE_PROPOSER_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <optional>

@@ -179,7 +179,7 @@ StatusOr<std::shared_ptr<EagleTreeGraphs>> EagleTreeGraphs::CaptureAll(
 }
 
 void EagleTreeGraphs::PlanStatic() {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const TreeShape shape = StaticTree57Cut(static_tree_->depth);
   const int64_t length = shape.size();
   const torch::Device device = model_.options.device();
@@ -257,7 +257,7 @@ torch::Tensor EagleTreeGraphs::Ranking(const torch::Tensor& features,
 }
 
 void EagleTreeGraphs::Body(Entry& e, int64_t span, bool filtered) const {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const int64_t pairs_max = max_pairs();
   const auto longs = torch::dtype(torch::kInt64).device(model_.options.device());
   const torch::Tensor length = e.ints.narrow(0, 2, 1);
@@ -346,7 +346,7 @@ void EagleTreeGraphs::DrawStatic(Entry& e, torch::Tensor fed, const torch::Tenso
 
 Status EagleTreeGraphs::CaptureSpan(int64_t span, bool filtered) {
   return GuardTorch("EagleTreeGraphs::Capture", [&]() -> Status {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     const torch::Device device = model_.options.device();
     auto entry = std::make_unique<Entry>();
     Entry* e = entry.get();
@@ -433,7 +433,7 @@ StatusOr<EagleTreeGraphs::Entry*> EagleTreeGraphs::Replay(const Call& call) cons
                                 std::to_string(e->numbers.numel()) + " for the sampled tree");
   }
   return GuardTorch("EagleTreeGraphs::Run", [&]() -> StatusOr<Entry*> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     std::vector<int64_t> ints(kFixedInts + max_pairs() + kTrailingInts, 0);
     ints[0] = call.cache->first_slot();
     ints[1] = call.cache->first_slot() + 1;

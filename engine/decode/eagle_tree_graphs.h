@@ -45,7 +45,7 @@
 #ifndef MULO_ENGINE_DECODE_EAGLE_TREE_GRAPHS_H_
 #define MULO_ENGINE_DECODE_EAGLE_TREE_GRAPHS_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <functional>

@@ -247,7 +247,7 @@ Status EngineLoop::Serve(Source& source) {
   };
   serving_ = true;
   // The batched forwards run here, outside any request's scope: inference only.
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   while (true) {
     admit();
     if (active.empty()) break;

@@ -3,7 +3,7 @@
 #ifndef MULO_ENGINE_DECODE_JACOBI_WINDOW_H_
 #define MULO_ENGINE_DECODE_JACOBI_WINDOW_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <vector>

@@ -38,7 +38,7 @@ std::vector<int64_t> ExpandRejections(const std::vector<int64_t>& rejected, int6
 
 torch::Tensor ExpandRejectionsOnDevice(const torch::Tensor& rejected, int64_t begin,
                                        int64_t width, int64_t radius, Rejection mode) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   // Every position from the first rejection on (t0 <= u).
   const torch::Tensor from_first = rejected.to(torch::kInt64).cumsum(0) > 0;
   if (mode == Rejection::kRaster) return from_first;

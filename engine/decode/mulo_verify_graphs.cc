@@ -236,7 +236,7 @@ StatusOr<std::shared_ptr<MuloVerifyGraphs>> MuloVerifyGraphs::Capture(
 
 void MuloVerifyGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t last,
                             bool filtered) const {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   if (!drafting_) return Verify(e, e.drafts, e.carried, streams, rows, /*span=*/last, filtered);
   torch::Tensor row;
   const torch::Tensor drafts = Draft(e, streams, /*height=*/last, filtered, &row);
@@ -390,7 +390,7 @@ Status MuloVerifyGraphs::CaptureKey(const Key& key) {
   const int64_t streams = std::get<0>(key), rows = std::get<1>(key), last = std::get<2>(key);
   const bool filtered = std::get<3>(key);
   return GuardTorch("MuloVerifyGraphs::Capture", [&]() -> Status {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     const torch::Device device = model_.options.device();
     const int64_t requests = streams / 2, drafts = shape_.drafts;
     auto entry = std::make_unique<Entry>();
@@ -550,7 +550,7 @@ StatusOr<std::vector<MuloVerifyGraphs::Output>> MuloVerifyGraphs::Run(
   Entry* e = it->second.get();
   const int64_t requests = streams / 2;
   return GuardTorch("MuloVerifyGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     std::vector<int64_t> ints = StepInts(calls, streams, rows, pool_.scratch_slot());
     UploadInto(e->ints,
                torch::from_blob(ints.data(), {static_cast<int64_t>(ints.size())}, torch::kInt64));

@@ -44,7 +44,7 @@
 #ifndef MULO_ENGINE_DECODE_MULO_VERIFY_GRAPHS_H_
 #define MULO_ENGINE_DECODE_MULO_VERIFY_GRAPHS_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <map>

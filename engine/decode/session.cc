@@ -722,7 +722,7 @@ StatusOr<DecodeResult> SteppedMethod::Decode(const DecodeRequest& request, const
   MULO_ASSIGN_OR_RETURN(std::unique_ptr<DecodeSession> session,
                         DecodeSession::Start(name(), request, models, progress, cancel));
   return GuardTorch(name(), [&]() -> StatusOr<DecodeResult> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     // The request runs in one execution context from Begin to Finish (its fiber on the
     // engine loop, or this thread), so the context's read count over that span is its own.
     const int64_t reads_before = HostReadCount();

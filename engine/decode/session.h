@@ -11,7 +11,7 @@
 #ifndef MULO_ENGINE_DECODE_SESSION_H_
 #define MULO_ENGINE_DECODE_SESSION_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <array>
 #include <chrono>

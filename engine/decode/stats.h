@@ -3,7 +3,7 @@
 #ifndef MULO_ENGINE_DECODE_STATS_H_
 #define MULO_ENGINE_DECODE_STATS_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <array>
 #include <chrono>

@@ -132,7 +132,7 @@ StatusOr<std::shared_ptr<ZipArGraphs>> ZipArGraphs::Capture(const KvPool& pool, 
 
 void ZipArGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t span,
                        bool filtered) const {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const Layout at(streams, rows, span);
   const int64_t requests = at.requests, vocab = model_.vocab;
   const auto long_options = torch::dtype(torch::kInt64).device(model_.options.device());
@@ -178,7 +178,7 @@ Status ZipArGraphs::CaptureKey(const Key& key) {
   const int64_t streams = std::get<0>(key), rows = std::get<1>(key), span = std::get<2>(key);
   const bool filtered = std::get<3>(key);
   return GuardTorch("ZipArGraphs::Capture", [&]() -> Status {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     const torch::Device device = model_.options.device();
     const Layout at(streams, rows, span);
     auto entry = std::make_unique<Entry>();
@@ -249,7 +249,7 @@ StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Run(const std::vector<Ca
   }
   Entry* e = it->second.get();
   return GuardTorch("ZipArGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     const Layout at(streams, rows, span);
     std::vector<int64_t> ints = StepInts(calls, at, pool_.scratch_slot());
     UploadInto(e->ints,

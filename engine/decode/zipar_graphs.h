@@ -31,7 +31,7 @@
 #ifndef MULO_ENGINE_DECODE_ZIPAR_GRAPHS_H_
 #define MULO_ENGINE_DECODE_ZIPAR_GRAPHS_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <map>

@@ -20,7 +20,7 @@
 #ifndef MULO_ENGINE_DECODE_ZIPAR_ROWS_H_
 #define MULO_ENGINE_DECODE_ZIPAR_ROWS_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <functional>

@@ -55,7 +55,7 @@ StatusOr<Block> Block::Load(Checkpoint& ckpt, const std::string& p, const BlockS
     // One GEMM for both FFN inputs on a GPU: a small forward costs its launches. Not on the
     // CPU: there the stacked GEMM made ar 1.2x slower per image (OpenBLAS, 3 interleaved runs
     // against two GEMMs), though it saves one operator per layer.
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     b.w13_ = torch::cat({b.w1_, b.w3_});
     b.w1_ = torch::Tensor();
     b.w3_ = torch::Tensor();

@@ -107,7 +107,7 @@ Status CheckPromptIds(const std::vector<int64_t>& ids, int64_t rows, int64_t voc
 }
 
 torch::Tensor RotaryTable(const CausalLmConfig& c, const torch::Device& device) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const int64_t hd = c.head_dim();
   const auto f32 = torch::dtype(torch::kFloat32);
   const torch::Tensor inv_freq =
@@ -135,7 +135,7 @@ StatusOr<torch::Tensor> CausalLm::Forward(KvCache& cache, const torch::Tensor& t
                                 ")");
   }
   return GuardTorch("CausalLm::Forward", [&]() -> StatusOr<torch::Tensor> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     torch::Tensor x = torch::embedding(text_embeddings_, tokens.to(text_embeddings_.device()));
     const torch::Tensor positions =
         torch::arange(start, start + n, torch::dtype(torch::kInt64).device(x.device()));
@@ -179,7 +179,7 @@ StatusOr<torch::Tensor> CausalLm::EmbedCondition(const Condition& condition, boo
   MULO_RETURN_IF_ERROR(CheckPromptIds(ids, condition_shape_.rows, config_.vocab_size,
                                       std::to_string(num_image_tokens()) + " image tokens"));
   return GuardTorch("EmbedCondition", [&]() -> StatusOr<torch::Tensor> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     const auto index = torch::tensor(ids, torch::kInt64).to(text_embeddings_.device());
     return text_embeddings_.index_select(0, index).unsqueeze(0);
   });

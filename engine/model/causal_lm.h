@@ -18,7 +18,7 @@
 #ifndef MULO_ENGINE_MODEL_CAUSAL_LM_H_
 #define MULO_ENGINE_MODEL_CAUSAL_LM_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <string>

@@ -7,7 +7,7 @@
 #ifndef MULO_ENGINE_MODEL_CHECKPOINT_H_
 #define MULO_ENGINE_MODEL_CHECKPOINT_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <atomic>
 #include <cstdint>

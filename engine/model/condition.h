@@ -2,7 +2,7 @@
 #ifndef MULO_ENGINE_MODEL_CONDITION_H_
 #define MULO_ENGINE_MODEL_CONDITION_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <string>

@@ -4,7 +4,7 @@
 #ifndef MULO_ENGINE_MODEL_CUDA_GRAPH_CAPTURE_H_
 #define MULO_ENGINE_MODEL_CUDA_GRAPH_CAPTURE_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <functional>

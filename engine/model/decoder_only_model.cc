@@ -61,7 +61,7 @@ std::optional<RowGraphs::Model> DecoderOnlyModel::StepGraphModel() const {
 
 std::vector<torch::Tensor> DecoderOnlyModel::ForwardSlots(KvCache& view,
                                                           const PoolGraphs::Inputs& in) const {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   torch::Tensor x = in.inputs[0];
   const torch::Tensor rope = ApplyPositions(&x, in.positions);
   // [streams, 1, rows, span]: each stream's own mask, broadcast over the heads.
@@ -142,7 +142,7 @@ torch::Tensor DecoderOnlyModel::EmbedCheckedTokens(const torch::Tensor& tokens) 
 StatusOr<torch::Tensor> DecoderOnlyModel::EmbedTokens(const torch::Tensor& tokens) const {
   MULO_RETURN_IF_ERROR(CheckTokens(tokens));
   return GuardTorch("EmbedTokens", [&]() -> StatusOr<torch::Tensor> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     return EmbedCheckedTokens(tokens);
   });
 }
@@ -223,7 +223,7 @@ StatusOr<ForwardOutput> DecoderOnlyModel::ForwardImpl(KvCache& cache,
                                                       const torch::Tensor& positions,
                                                       const torch::Tensor& mask,
                                                       LogitsMode logits_mode) const {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const int64_t n = embeddings.size(1);
   const int64_t ops_before = ThreadOpCounts().dispatched;
   PreparedInput in = Prepare(cache, embeddings, positions, mask);
@@ -263,7 +263,7 @@ StatusOr<std::vector<ForwardOutput>> DecoderOnlyModel::ForwardBatch(
 
 std::vector<ForwardOutput> DecoderOnlyModel::ForwardBatchImpl(const std::vector<ForwardCall>& calls,
                                                               PackedGemms gemms) const {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   std::vector<PackedSequence> sequences;
   std::vector<torch::Tensor> rows;
   for (const ForwardCall& call : calls) {
@@ -335,7 +335,7 @@ ForwardOutput DecoderOnlyModel::ForwardStatic(KvCache& cache, const torch::Tenso
                                               const torch::Tensor& first_row, int64_t span,
                                               const torch::Tensor& mask,
                                               LogitsMode logits_mode) const {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const int64_t n = tokens.size(1);
   auto x = EmbedCheckedTokens(tokens);
   const torch::Tensor rope = ApplyPositions(&x, positions);
@@ -370,7 +370,7 @@ ForwardOutput DecoderOnlyModel::Head(const torch::Tensor& x, LogitsMode logits_m
 }
 
 torch::Tensor DecoderOnlyModel::HeadLogits(const torch::Tensor& hidden) const {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   torch::Tensor x = hidden;
   if (head_hidden_.defined()) x = torch::gelu(torch::linear(x, head_hidden_, head_hidden_bias_));
   return torch::linear(x, output_, output_bias_).to(torch::kFloat32);
@@ -425,7 +425,7 @@ StatusOr<ForwardOutput> DecoderOnlyModel::ForwardDrawnTokens(KvCache& cache,
 StatusOr<torch::Tensor> DecoderOnlyModel::EmbedDrawnTokens(const torch::Tensor& tokens) const {
   MULO_RETURN_IF_ERROR(CheckTokenShape(tokens));
   return GuardTorch("EmbedDrawnTokens", [&]() -> StatusOr<torch::Tensor> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     return EmbedCheckedTokens(tokens);
   });
 }
@@ -443,7 +443,7 @@ StatusOr<ForwardOutput> DecoderOnlyModel::ForwardRangeCheckedTokens(KvCache& cac
   if (PoolGraphs::Of(cache) != nullptr) {
     MULO_ASSIGN_OR_RETURN(torch::Tensor embeddings,
                           GuardTorch("ForwardTokens", [&]() -> StatusOr<torch::Tensor> {
-                            torch::NoGradGuard no_grad;
+                            at::NoGradGuard no_grad;
                             return EmbedCheckedTokens(tokens);
                           }));
     if (auto replayed =
@@ -469,7 +469,7 @@ StatusOr<ForwardOutput> DecoderOnlyModel::ForwardRangeCheckedTokens(KvCache& cac
     }
   }
   return GuardTorch("ForwardTokens", [&]() -> StatusOr<ForwardOutput> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     return ForwardImpl(cache, EmbedCheckedTokens(tokens), positions, mask, logits_mode);
   });
 }

@@ -10,7 +10,7 @@
 #ifndef MULO_ENGINE_MODEL_DECODER_ONLY_MODEL_H_
 #define MULO_ENGINE_MODEL_DECODER_ONLY_MODEL_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <optional>

@@ -54,7 +54,7 @@ PoolGraphs::Body EagleHead::SlotForward() const {
 
 std::vector<torch::Tensor> EagleHead::ForwardSlots(KvCache& view,
                                                    const PoolGraphs::Inputs& in) const {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const torch::Tensor h =
       torch::linear(torch::cat({in.inputs[0], in.inputs[1]}, -1), fc_weight_, fc_bias_);
   const torch::Tensor mask = Block::PrepareMask(in.mask, h).unsqueeze(1);
@@ -124,7 +124,7 @@ StatusOr<torch::Tensor> EagleHead::Forward(KvCache& cache, const torch::Tensor& 
     return std::move((**replayed)[0]);
   }
   return GuardTorch("EagleHead::Forward", [&]() -> StatusOr<torch::Tensor> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     const int64_t n = features.size(1);
     auto h = Fuse(call);
     auto out = block_.Forward(h, torch::Tensor(),
@@ -144,7 +144,7 @@ StatusOr<std::vector<torch::Tensor>> EagleHead::ForwardBatch(const std::vector<H
   MULO_RETURN_IF_ERROR(CheckDistinctCaches(caches, "EagleHead::ForwardBatch"));
   if (auto replayed = ForwardFromPoolGraphs(calls)) return *std::move(replayed);
   return GuardTorch("EagleHead::ForwardBatch", [&]() -> StatusOr<std::vector<torch::Tensor>> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     std::vector<PackedSequence> sequences;
     std::vector<torch::Tensor> rows;
     for (const HeadCall& call : calls) {

@@ -4,7 +4,7 @@
 #ifndef MULO_ENGINE_MODEL_EAGLE_HEAD_H_
 #define MULO_ENGINE_MODEL_EAGLE_HEAD_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <optional>

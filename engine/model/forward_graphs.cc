@@ -116,7 +116,7 @@ StatusOr<std::optional<ForwardOutput>> ForwardGraphs::Run(const DecoderOnlyModel
   if (entry == nullptr) entry = std::make_unique<Entry>();
   if (entry->failed || ++entry->uses <= kCaptureAfter) return std::optional<ForwardOutput>();
   return GuardTorch("ForwardGraphs::Run", [&]() -> StatusOr<std::optional<ForwardOutput>> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     const torch::Device device = model.options().device();
     GraphInputs in = PadGraphInputs(tokens, positions, mask, cache.length(), rows, span);
     const int64_t batch = in.ids.size(0), id_count = batch * rows;

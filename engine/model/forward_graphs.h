@@ -32,7 +32,7 @@
 #ifndef MULO_ENGINE_MODEL_FORWARD_GRAPHS_H_
 #define MULO_ENGINE_MODEL_FORWARD_GRAPHS_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <map>
 #include <memory>

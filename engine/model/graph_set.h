@@ -5,7 +5,7 @@
 #ifndef MULO_ENGINE_MODEL_GRAPH_SET_H_
 #define MULO_ENGINE_MODEL_GRAPH_SET_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <functional>

@@ -44,7 +44,7 @@ StatusOr<std::shared_ptr<const JanusModel>> JanusModel::LoadDirectory(const std:
   const std::string weights = dir + "/model.safetensors";
   MULO_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::Open(weights, options));
   MULO_RETURN_IF_ERROR(GuardTorch(weights, [&]() -> Status {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     MULO_ASSIGN_OR_RETURN(model->text_embeddings_,
                           ckpt.Get("tok_embeddings.weight", {lm.vocab_size, lm.dim}));
     BlockShape shape{lm.dim, lm.n_head, lm.n_kv_head, lm.ffn_hidden_dim, lm.norm_eps};
@@ -100,7 +100,7 @@ StatusOr<torch::Tensor> JanusModel::EmbedCondition(const Condition& condition,
   MULO_RETURN_IF_ERROR(CheckPromptIds(ids, condition_shape_.rows, config_.language.vocab_size,
                                       std::to_string(num_image_tokens()) + " image codes"));
   return GuardTorch("EmbedCondition", [&]() -> StatusOr<torch::Tensor> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     const torch::Tensor rows = with_null ? GuidancePair(ids, config_.pad_id)
                                          : torch::tensor(ids, torch::kInt64).unsqueeze(0);
     return torch::embedding(text_embeddings_, rows.to(text_embeddings_.device()));

@@ -20,7 +20,7 @@
 #ifndef MULO_ENGINE_MODEL_JANUS_MODEL_H_
 #define MULO_ENGINE_MODEL_JANUS_MODEL_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <string>

@@ -12,7 +12,7 @@ namespace mulo::engine {
 KvCache::KvCache(int64_t n_layer, int64_t batch, int64_t n_kv_head, int64_t head_dim,
                  int64_t capacity, const torch::TensorOptions& options)
     : batch_(batch), capacity_(std::max<int64_t>(capacity, 1)) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   for (int64_t i = 0; i < n_layer; ++i) {
     keys_.push_back(torch::zeros({batch, n_kv_head, capacity_, head_dim}, options));
     values_.push_back(torch::zeros({batch, n_kv_head, capacity_, head_dim}, options));
@@ -92,7 +92,7 @@ std::pair<torch::Tensor, torch::Tensor> KvCache::StoreAt(int64_t layer, const to
 }
 
 void KvCache::MoveRowsAt(const torch::Tensor& from, const torch::Tensor& to) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   for (std::vector<torch::Tensor>* tensors : {&keys_, &values_}) {
     for (torch::Tensor& t : *tensors) {
       if (slot_index_.defined()) {
@@ -133,7 +133,7 @@ Status KvCache::Compact(const std::vector<int64_t>& keep) {
     ++first_moved;
   }
   return GuardTorch("KvCache::Compact", [&]() -> Status {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     if (first_moved < keep.size()) {
       std::vector<int64_t> moved(keep.begin() + first_moved, keep.end());
       auto index = Upload(torch::tensor(moved, torch::dtype(torch::kInt64)), keys_[0].device());

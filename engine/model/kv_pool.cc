@@ -20,7 +20,7 @@ StatusOr<std::shared_ptr<KvPool>> KvPool::Make(const KvCache& prototype, int64_t
   }
   std::vector<torch::Tensor> keys, values;
   try {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     for (int64_t layer = 0; layer < prototype.num_layers(); ++layer) {
       const torch::Tensor k = prototype.Keys(layer);
       const std::vector<int64_t> shape = {slots + (scratch_slot ? 1 : 0), k.size(1), slot_rows,

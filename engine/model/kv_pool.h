@@ -21,7 +21,7 @@
 #ifndef MULO_ENGINE_MODEL_KV_POOL_H_
 #define MULO_ENGINE_MODEL_KV_POOL_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <memory>

@@ -98,7 +98,7 @@ Status PoolGraphs::CaptureKey(const Key& key) {
   // Plain locals, not a structured binding: C++17 lets no lambda capture one (clang refuses).
   const int64_t streams = std::get<0>(key), rows = std::get<1>(key), span = std::get<2>(key);
   return GuardTorch("PoolGraphs::Capture", [&]() -> Status {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     const torch::Device device = layout_.options.device();
     const auto long_options = torch::dtype(torch::kInt64).device(device);
     auto entry = std::make_unique<Entry>();
@@ -159,7 +159,7 @@ StatusOr<std::optional<std::vector<std::vector<torch::Tensor>>>> PoolGraphs::Run
   }
   Entry* e = it->second.get();
   return GuardTorch("PoolGraphs::Run", [&]() -> StatusOr<Result> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     // The host side of the inputs, built in plain memory (no operators): slots, positions and
     // cache rows, and the mask; pad streams keep the capture's (scratch slot, itself).
     const int64_t cells = streams * rows;

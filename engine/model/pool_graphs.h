@@ -33,7 +33,7 @@
 #ifndef MULO_ENGINE_MODEL_POOL_GRAPHS_H_
 #define MULO_ENGINE_MODEL_POOL_GRAPHS_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <functional>

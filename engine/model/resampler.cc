@@ -94,7 +94,7 @@ Status Resampler::CheckIds(const torch::Tensor& ids, int64_t h, int64_t w, bool 
 StatusOr<torch::Tensor> Resampler::Logits(const torch::Tensor& ids, int64_t h, int64_t w) const {
   MULO_RETURN_IF_ERROR(CheckIds(ids, h, w));
   return GuardTorch("Resampler::Logits", [&]() -> StatusOr<torch::Tensor> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     return CheckedLogits(ids, h, w);
   });
 }
@@ -125,7 +125,7 @@ StatusOr<torch::Tensor> Resampler::ApplyDrawn(const torch::Tensor& ids, int64_t 
                                               int64_t w) const {
   MULO_RETURN_IF_ERROR(CheckIds(ids, h, w, /*values=*/false));
   return GuardTorch("Resampler::ApplyDrawn", [&]() -> StatusOr<torch::Tensor> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     return CheckedLogits(ids, h, w).argmax(1).flatten(1);
   });
 }
@@ -147,7 +147,7 @@ StatusOr<std::vector<torch::Tensor>> Resampler::ApplyBatch(const std::vector<Res
     tallest = std::max(tallest, call.h);
   }
   return GuardTorch("Resampler::ApplyBatch", [&]() -> StatusOr<std::vector<torch::Tensor>> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     std::vector<torch::Tensor> outputs;
     if (!stackable) {
       for (const ResampleCall& call : calls) {

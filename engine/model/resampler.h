@@ -7,7 +7,7 @@
 #ifndef MULO_ENGINE_MODEL_RESAMPLER_H_
 #define MULO_ENGINE_MODEL_RESAMPLER_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <string>

@@ -61,7 +61,7 @@ StatusOr<std::shared_ptr<ResamplerGraphs>> ResamplerGraphs::Capture(
 Status ResamplerGraphs::CaptureKey(const Key& key) {
   const int64_t batch = key.first, rows = key.second;
   return GuardTorch("ResamplerGraphs::Capture", [&]() -> Status {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     auto entry = std::make_unique<Entry>();
     Entry* e = entry.get();
     e->ids = torch::zeros({batch, rows * width_}, torch::dtype(torch::kInt64).device(device_));
@@ -112,7 +112,7 @@ StatusOr<std::vector<torch::Tensor>> ResamplerGraphs::Run(
   }
   Entry* e = it->second.get();
   return GuardTorch("ResamplerGraphs::Run", [&]() -> StatusOr<std::vector<torch::Tensor>> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     if (calls.size() == 1 && batch == 1) {
       e->ids.copy_(calls[0].ids);  // a lone image at its own height: one copy, no view
     } else {

@@ -14,7 +14,7 @@
 #ifndef MULO_ENGINE_MODEL_RESAMPLER_GRAPHS_H_
 #define MULO_ENGINE_MODEL_RESAMPLER_GRAPHS_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <map>

@@ -135,7 +135,7 @@ StatusOr<std::shared_ptr<RowGraphs>> RowGraphs::Capture(const KvPool& pool, Shap
 }
 
 void RowGraphs::Body(Entry& e, const Key& key) const {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const auto [streams, span, filtered] = key;
   const int64_t requests = streams / 2;
   const torch::Device device = model_.options.device();
@@ -254,7 +254,7 @@ RowGraphs::Steps RowGraphs::DrawSteps(const Model& model, KvCache& view, const S
 Status RowGraphs::CaptureKey(const Key& key) {
   const int64_t streams = std::get<0>(key);
   return GuardTorch("RowGraphs::Capture", [&]() -> Status {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     const torch::Device device = model_.options.device();
     const int64_t requests = streams / 2;
     auto entry = std::make_unique<Entry>();
@@ -327,7 +327,7 @@ StatusOr<std::vector<RowGraphs::Output>> RowGraphs::Run(const std::vector<Call>&
   Entry* e = it->second.get();
   const int64_t requests = streams / 2;
   return GuardTorch("RowGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     std::vector<int64_t> ints = RowInts(calls, streams, pool_.scratch_slot());
     UploadInto(e->ints,
                torch::from_blob(ints.data(), {static_cast<int64_t>(ints.size())}, torch::kInt64));

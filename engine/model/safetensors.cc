@@ -206,7 +206,7 @@ StatusOr<torch::Tensor> SafetensorsFile::Read(const std::string& key,
   const TensorInfo& info = it->second;
   const DtypeSpec* dtype = FindDtype(info.dtype);
   return GuardTorch(path_ + ": key '" + key + "'", [&]() -> StatusOr<torch::Tensor> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     // from_blob does not own the bytes; clone() (or the dtype conversion) copies them out of
     // the mapping before it is released.
     auto view = torch::from_blob(const_cast<uint8_t*>(data_ + info.begin), info.shape,

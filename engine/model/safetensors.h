@@ -8,7 +8,7 @@
 #ifndef MULO_ENGINE_MODEL_SAFETENSORS_H_
 #define MULO_ENGINE_MODEL_SAFETENSORS_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <map>

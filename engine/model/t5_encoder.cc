@@ -105,7 +105,7 @@ StatusOr<torch::Tensor> T5Encoder::Encode(const torch::Tensor& ids,
                                 ")");
   }
   return GuardTorch("T5Encoder::Encode", [&]() -> StatusOr<torch::Tensor> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     const auto device = embed_tokens_.device();
     const int64_t batch = ids.size(0), n = ids.size(1), heads = config_.num_heads;
     torch::Tensor x = torch::embedding(embed_tokens_, ids.to(device));

@@ -12,7 +12,7 @@
 #ifndef MULO_ENGINE_MODEL_T5_ENCODER_H_
 #define MULO_ENGINE_MODEL_T5_ENCODER_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <string>

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <torch/nn/functional.h>
+
 #include "engine/core/torch_guard.h"
 #include "engine/model/json_fields.h"
 
@@ -147,7 +149,7 @@ StatusOr<torch::Tensor> TaTokDequantizer::Decode(const std::vector<int64_t>& ids
   const int64_t n = static_cast<int64_t>(ids.size());
   MULO_RETURN_IF_ERROR(CheckIds(ids));
   return GuardTorch("TaTokDequantizer::Decode", [&]() -> StatusOr<torch::Tensor> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     auto index = torch::tensor(ids, torch::kInt64).to(embedding_.device());
     // SimVQ: the codebook is embedding_proj(embedding); only the rows asked for are projected
     // (the same rows the full projection would give).

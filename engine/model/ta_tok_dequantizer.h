@@ -11,7 +11,7 @@
 #ifndef MULO_ENGINE_MODEL_TA_TOK_DEQUANTIZER_H_
 #define MULO_ENGINE_MODEL_TA_TOK_DEQUANTIZER_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <memory>

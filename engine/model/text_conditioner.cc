@@ -95,7 +95,7 @@ StatusOr<std::vector<int64_t>> TextConditioner::Tokenize(const std::string& prom
 StatusOr<torch::Tensor> TextConditioner::Encode(const std::string& prompt) const {
   MULO_ASSIGN_OR_RETURN(std::vector<int64_t> ids, Tokenize(prompt));
   return GuardTorch("TextConditioner::Encode", [&]() -> StatusOr<torch::Tensor> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     auto index = torch::tensor(ids, torch::kInt64).to(tok_embeddings_.device());
     auto h = (tok_embeddings_.index_select(0, index) + pos_embeddings_).unsqueeze(0);
     for (int64_t i = 0; i < config_.n_layer; ++i) {

@@ -6,7 +6,7 @@
 #ifndef MULO_ENGINE_MODEL_TEXT_CONDITIONER_H_
 #define MULO_ENGINE_MODEL_TEXT_CONDITIONER_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <string>

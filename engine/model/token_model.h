@@ -17,7 +17,7 @@
 #ifndef MULO_ENGINE_MODEL_TOKEN_MODEL_H_
 #define MULO_ENGINE_MODEL_TOKEN_MODEL_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <memory>

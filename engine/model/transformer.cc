@@ -103,7 +103,7 @@ StatusOr<torch::Tensor> Transformer::EmbedCondition(const Condition& condition,
   }
   MULO_RETURN_IF_ERROR(CheckCaptionLength(condition_shape_, condition.caption_length));
   return GuardTorch("EmbedCondition", [&]() -> StatusOr<torch::Tensor> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     if (c.condition_mode == ConditionMode::kClassLabel) {
       std::vector<int64_t> labels = {condition.class_label};
       if (with_null) labels.push_back(c.num_classes);  // the null class row

@@ -13,7 +13,7 @@
 #ifndef MULO_ENGINE_MODEL_TRANSFORMER_H_
 #define MULO_ENGINE_MODEL_TRANSFORMER_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <string>

@@ -152,7 +152,7 @@ TreeVerifyGraphs::WindowTree TreeVerifyGraphs::WindowTreeOf(const Entry& e) cons
 }
 
 void TreeVerifyGraphs::Body(Entry& e, int64_t span, bool filtered) const {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const int64_t nodes = shape_.nodes, rows = nodes + 1;
   const auto longs = torch::dtype(torch::kInt64).device(model_.options.device());
   const torch::Tensor length = e.ints.narrow(0, 2, 1);
@@ -236,7 +236,7 @@ void TreeVerifyGraphs::Body(Entry& e, int64_t span, bool filtered) const {
 
 Status TreeVerifyGraphs::CaptureSpan(int64_t span, bool filtered) {
   return GuardTorch("TreeVerifyGraphs::Capture", [&]() -> Status {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     const torch::Device device = model_.options.device();
     const auto longs = torch::dtype(torch::kInt64).device(device);
     const auto doubles = torch::dtype(torch::kFloat64).device(device);
@@ -408,7 +408,7 @@ StatusOr<TreeVerifyGraphs::Output> TreeVerifyGraphs::Run(const Call& call) const
   }
   Entry* e = entries_.at(KeyOf(*call.cache, call.sampling)).get();
   return GuardTorch("TreeVerifyGraphs::Run", [&]() -> StatusOr<Output> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     std::vector<int64_t> ints = {call.cache->first_slot(), call.cache->first_slot() + 1,
                                  call.cache->length(), call.root_token, call.root_position,
                                  0, 0, 0, 0, call.sampling.top_k};

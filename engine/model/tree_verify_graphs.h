@@ -28,7 +28,7 @@
 #ifndef MULO_ENGINE_MODEL_TREE_VERIFY_GRAPHS_H_
 #define MULO_ENGINE_MODEL_TREE_VERIFY_GRAPHS_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <map>

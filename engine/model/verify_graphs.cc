@@ -177,7 +177,7 @@ StatusOr<std::shared_ptr<VerifyGraphs>> VerifyGraphs::Capture(const KvPool& pool
   torch::Tensor table;
   if (shape.group_size > 1) {
     MULO_ASSIGN_OR_RETURN(table, GuardTorch("VerifyGraphs::Capture", [&]() -> StatusOr<torch::Tensor> {
-      torch::NoGradGuard no_grad;
+      at::NoGradGuard no_grad;
       return embeddings.to(model.options.device(), torch::kFloat32).contiguous();
     }));
   }
@@ -204,7 +204,7 @@ StatusOr<std::shared_ptr<VerifyGraphs>> VerifyGraphs::Capture(const KvPool& pool
 }
 
 void VerifyGraphs::Body(Entry& e, const Key& key) const {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const int64_t streams = std::get<0>(key), span = std::get<1>(key);
   const int64_t requests = streams / 2, rows = drafts_ + 1, vocab = model_.vocab;
   const torch::Device device = model_.options.device();
@@ -290,7 +290,7 @@ void VerifyGraphs::Body(Entry& e, const Key& key) const {
 Status VerifyGraphs::CaptureKey(const Key& key) {
   const int64_t streams = std::get<0>(key);
   return GuardTorch("VerifyGraphs::Capture", [&]() -> Status {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     const torch::Device device = model_.options.device();
     const int64_t requests = streams / 2;
     auto entry = std::make_unique<Entry>();
@@ -385,7 +385,7 @@ StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
   Entry* e = it->second.get();
   const int64_t requests = streams / 2;
   return GuardTorch("VerifyGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     std::vector<int64_t> ints = ChainInts(calls, streams, drafts_, pool_.scratch_slot());
     UploadInto(e->ints,
                torch::from_blob(ints.data(), {static_cast<int64_t>(ints.size())}, torch::kInt64));

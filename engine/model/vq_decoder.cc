@@ -67,7 +67,7 @@ StatusOr<std::shared_ptr<const VqDecoder>> VqDecoder::LoadDirectory(const std::s
 }
 
 Status VqDecoder::LoadWeights(Checkpoint& ckpt) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const auto& c = config_;
   const int64_t levels = static_cast<int64_t>(c.ch_mult.size());
   MULO_ASSIGN_OR_RETURN(codebook_, ckpt.Get("quantize.embedding.weight",
@@ -157,7 +157,7 @@ StatusOr<torch::Tensor> VqDecoder::Decode(const torch::Tensor& ids, int64_t h, i
     return InvalidArgumentError("ids: expected int64 [batch, " + std::to_string(h * w) + "]");
   }
   return GuardTorch("VqDecoder::Decode", [&]() -> StatusOr<torch::Tensor> {
-    torch::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     if (ids.numel() > 0 && (ids.min().item<int64_t>() < 0 ||
                             ids.max().item<int64_t>() >= config_.codebook_size)) {
       return InvalidArgumentError("ids: token ids must be in [0, " +

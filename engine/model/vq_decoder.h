@@ -4,7 +4,7 @@
 #ifndef MULO_ENGINE_MODEL_VQ_DECODER_H_
 #define MULO_ENGINE_MODEL_VQ_DECODER_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <memory>

@@ -40,7 +40,7 @@ torch::Tensor OnDevice(const std::vector<int64_t>& values, const torch::Device& 
 }  // namespace
 
 torch::Tensor JudgeChains(const std::vector<ChainCall>& calls) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   TORCH_CHECK(!calls.empty(), "JudgeChains: no calls");
   const int64_t count = static_cast<int64_t>(calls.size());
   const torch::Device device = calls[0].p.device();

@@ -13,7 +13,7 @@
 #ifndef MULO_ENGINE_SAMPLING_CHAIN_REJECTION_H_
 #define MULO_ENGINE_SAMPLING_CHAIN_REJECTION_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <optional>
 #include <vector>

@@ -29,7 +29,7 @@ PooledMasses GroupMasses(const torch::Tensor& p, const torch::Tensor& q, const t
                          const torch::Tensor& embeddings, int64_t size,
                          const torch::Tensor& max_probability_gap,
                          const torch::Tensor& max_embedding_distance) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const torch::Tensor probs = p.to(torch::kFloat32), drafts = q.to(torch::kFloat32);
   const int64_t length = probs.size(0), vocab = probs.size(1);
   const auto long_options = torch::dtype(torch::kInt64).device(probs.device());

@@ -10,7 +10,7 @@
 #ifndef MULO_ENGINE_SAMPLING_GROUP_VERIFIER_H_
 #define MULO_ENGINE_SAMPLING_GROUP_VERIFIER_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <vector>

@@ -3,7 +3,7 @@
 #ifndef MULO_ENGINE_SAMPLING_GUIDANCE_H_
 #define MULO_ENGINE_SAMPLING_GUIDANCE_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 

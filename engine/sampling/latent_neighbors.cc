@@ -34,7 +34,7 @@ torch::Tensor NearestInOrder(const torch::Tensor& distances, int64_t m) {
 }  // namespace
 
 LatentNeighbors LatentNeighbors::Build(const torch::Tensor& codebook, int64_t max_neighbors) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   auto book = codebook.to(torch::kCPU, torch::kFloat64);
   const int64_t v = book.size(0);
   const int64_t m = std::clamp<int64_t>(max_neighbors, 0, v - 1);

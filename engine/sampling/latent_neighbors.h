@@ -6,7 +6,7 @@
 #ifndef MULO_ENGINE_SAMPLING_LATENT_NEIGHBORS_H_
 #define MULO_ENGINE_SAMPLING_LATENT_NEIGHBORS_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 

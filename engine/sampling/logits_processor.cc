@@ -11,7 +11,7 @@ torch::Tensor MixCfg(const torch::Tensor& logits, double scale) {
 }
 
 torch::Tensor ToProbabilities(const torch::Tensor& logits, const SamplingParams& params) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   auto x = logits.to(torch::kFloat32);
   const int64_t vocab = x.size(-1);
   if (params.temperature == 0.0) {

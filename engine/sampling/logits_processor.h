@@ -4,7 +4,7 @@
 #ifndef MULO_ENGINE_SAMPLING_LOGITS_PROCESSOR_H_
 #define MULO_ENGINE_SAMPLING_LOGITS_PROCESSOR_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "engine/sampling/sampling_params.h"
 

@@ -7,7 +7,7 @@
 #ifndef MULO_ENGINE_SAMPLING_MAXIMAL_COUPLING_H_
 #define MULO_ENGINE_SAMPLING_MAXIMAL_COUPLING_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace mulo::engine {
 

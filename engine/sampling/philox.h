@@ -14,7 +14,7 @@
 #ifndef MULO_ENGINE_SAMPLING_PHILOX_H_
 #define MULO_ENGINE_SAMPLING_PHILOX_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "engine/sampling/rng.h"
 

@@ -82,7 +82,7 @@ Status PoolingRule::Validate(const std::string& prefix) const {
 
 PooledProbabilities Pool(const torch::Tensor& probs, const torch::Tensor& tokens,
                          const LatentNeighbors& neighbors, const PoolingRule& rule) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   Prefix prefix = PrefixWithinBound(probs, tokens, neighbors, rule);
   PooledProbabilities out;
   out.own = prefix.own.to(torch::kFloat32);
@@ -99,7 +99,7 @@ torch::Tensor PooledProbability(const torch::Tensor& probs, const torch::Tensor&
 
 PooledSet PoolSet(const torch::Tensor& probs, const torch::Tensor& tokens,
                   const LatentNeighbors& neighbors, const PoolingRule& rule) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   Prefix prefix = PrefixWithinBound(probs, tokens, neighbors, rule);
   return PooledSet{BorrowedMass(prefix), prefix.within.sum(1)};
 }

@@ -9,7 +9,7 @@
 #ifndef MULO_ENGINE_SAMPLING_POOLING_H_
 #define MULO_ENGINE_SAMPLING_POOLING_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <string>

@@ -49,7 +49,7 @@ torch::Tensor Neighbourhoods(const torch::Tensor& x, const torch::Tensor& take, 
 }  // namespace
 
 torch::Tensor JudgeRelaxedTree(const RelaxedTreeCall& call) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const TreeCall& tree = call.tree;
   const int64_t length = tree.size(), vocab = tree.p.size(1), depth = tree.max_depth;
   TORCH_CHECK(tree.p.dim() == 2 && tree.p.size(0) == length + 1,

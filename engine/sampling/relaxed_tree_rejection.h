@@ -30,7 +30,7 @@
 #ifndef MULO_ENGINE_SAMPLING_RELAXED_TREE_REJECTION_H_
 #define MULO_ENGINE_SAMPLING_RELAXED_TREE_REJECTION_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <vector>

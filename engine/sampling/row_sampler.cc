@@ -77,7 +77,7 @@ torch::Tensor GuidedProbabilities(const torch::Tensor& cond, const torch::Tensor
 
 torch::Tensor SampleRows(const torch::Tensor& logits, const SamplingParams& params,
                          const torch::Tensor& uniforms) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   if (params.temperature == 0.0) return logits.argmax(-1);
   return DrawRows(ToProbabilities(logits, params), uniforms);
 }

@@ -5,7 +5,7 @@
 #ifndef MULO_ENGINE_SAMPLING_ROW_SAMPLER_H_
 #define MULO_ENGINE_SAMPLING_ROW_SAMPLER_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "engine/sampling/sampling_params.h"
 

@@ -50,7 +50,7 @@ int64_t SampleFromHostProbabilities(const torch::Tensor& probs, Rng& rng) {
 
 PreparedTokenDraw PrepareTokenDraw(const torch::Tensor& logits, const SamplingParams& params,
                                    Rng& rng) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   if (params.temperature == 0.0) return {logits.argmax(-1).reshape({1}), torch::kInt64, true};
   const torch::Tensor probs = ToProbabilities(logits, params);
   if (probs.is_cuda()) return {DrawIndexOnDevice(probs, rng), torch::kInt64, true};

@@ -2,7 +2,7 @@
 #ifndef MULO_ENGINE_SAMPLING_SAMPLER_H_
 #define MULO_ENGINE_SAMPLING_SAMPLER_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 

@@ -16,7 +16,7 @@ namespace {
 
 // `counted`: the total is a host read (p and q where the model is), not a host value.
 torch::Tensor Residual(const torch::Tensor& p, const torch::Tensor& q, bool counted) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   auto residual = (p.to(torch::kFloat64) - q.to(torch::kFloat64)).clamp_min(0.0);
   const torch::Tensor sum = residual.sum();
   const double total = counted ? ItemOf<double>(sum) : sum.item<double>();

@@ -6,7 +6,7 @@
 #ifndef MULO_ENGINE_SAMPLING_SPECULATIVE_ACCEPTANCE_H_
 #define MULO_ENGINE_SAMPLING_SPECULATIVE_ACCEPTANCE_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "engine/sampling/rng.h"
 

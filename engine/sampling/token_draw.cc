@@ -30,7 +30,7 @@ DrawKey KeyOf(const DrawCall& call) {
 }  // namespace
 
 torch::Tensor DrawTokens(const DrawCall& call) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   // No view for [streams, V]: a lone draw dispatches only the operators it always did.
   const int64_t k = call.count();
   return SampleRows(GuidedLogits(call.logits, call.sampling.cfg_scale).reshape({k, -1}),
@@ -38,7 +38,7 @@ torch::Tensor DrawTokens(const DrawCall& call) {
 }
 
 std::vector<torch::Tensor> TokenDrawer::DrawBatch(const std::vector<DrawCall>& calls) const {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   std::map<DrawKey, std::vector<size_t>> groups;  // calls drawn together, in call order
   for (size_t i = 0; i < calls.size(); ++i) groups[KeyOf(calls[i])].push_back(i);
   std::vector<torch::Tensor> tokens(calls.size());

@@ -5,7 +5,7 @@
 #ifndef MULO_ENGINE_SAMPLING_TOKEN_DRAW_H_
 #define MULO_ENGINE_SAMPLING_TOKEN_DRAW_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <vector>
 

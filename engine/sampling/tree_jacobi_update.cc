@@ -6,7 +6,7 @@
 namespace mulo::engine {
 
 TreeJacobiUpdate UpdateJacobiAfterTree(const TreeJacobiCall& call) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const int64_t window = call.carried.size(0), rows = window + 1;
   const auto longs = call.carried.options();
   const torch::Tensor kept = call.verdict.narrow(0, 0, 1);

@@ -17,7 +17,7 @@
 #ifndef MULO_ENGINE_SAMPLING_TREE_JACOBI_UPDATE_H_
 #define MULO_ENGINE_SAMPLING_TREE_JACOBI_UPDATE_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 

@@ -7,7 +7,7 @@
 namespace mulo::engine {
 
 torch::Tensor TreeAncestors(const torch::Tensor& parents, int64_t max_depth) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const int64_t length = parents.size(0);
   const auto reals = parents.options().dtype(torch::kFloat32);
   // Row i: i itself and its parent; after s squarings, every ancestor up to 2^s levels up (the
@@ -93,7 +93,7 @@ TreePath PathOfFirstKept(const torch::Tensor& first, const torch::Tensor& ancest
 }
 
 torch::Tensor JudgeTree(const TreeCall& call) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   const int64_t length = call.size(), vocab = call.p.size(1), depth = call.max_depth;
   TORCH_CHECK(call.p.dim() == 2 && call.p.size(0) == length + 1,
               "JudgeTree: p needs a row after the root and after every draft");

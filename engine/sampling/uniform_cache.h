@@ -10,7 +10,7 @@
 #ifndef MULO_ENGINE_SAMPLING_UNIFORM_CACHE_H_
 #define MULO_ENGINE_SAMPLING_UNIFORM_CACHE_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "engine/sampling/rng.h"
 

@@ -24,7 +24,7 @@
 #ifndef MULO_ENGINE_SAMPLING_VERIFIER_H_
 #define MULO_ENGINE_SAMPLING_VERIFIER_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <functional>

@@ -7,7 +7,7 @@ namespace mulo::engine {
 
 SiblingDraws DrawWithoutReplacement(const torch::Tensor& q, int64_t count, Rng& rng,
                                     bool greedy) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   SiblingDraws out;
   torch::Tensor remaining = q.to(torch::kCPU, torch::kFloat32).clone();
   std::vector<torch::Tensor> rows;
@@ -29,7 +29,7 @@ SiblingDraws DrawWithoutReplacement(const torch::Tensor& q, int64_t count, Rng& 
 
 SiblingDrawsOnDevice DrawSiblingsOnDevice(const torch::Tensor& q, int64_t count,
                                           const torch::Tensor& uniforms, bool greedy) {
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   TORCH_CHECK(q.dim() == 2, "DrawSiblingsOnDevice: q must be [parents, V]");
   TORCH_CHECK(greedy || (uniforms.dim() == 2 && uniforms.size(0) == q.size(0) &&
                          uniforms.size(1) == count),

@@ -5,7 +5,7 @@
 #ifndef MULO_ENGINE_SAMPLING_WITHOUT_REPLACEMENT_H_
 #define MULO_ENGINE_SAMPLING_WITHOUT_REPLACEMENT_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <vector>

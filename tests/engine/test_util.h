@@ -3,7 +3,7 @@
 #define MULO_TESTS_ENGINE_TEST_UTIL_H_
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdlib>
 #include <map>

@@ -10,7 +10,7 @@
 // ||gpu - cpu|| / ||cpu|| over the whole output.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <fstream>
@@ -86,7 +86,7 @@ class GpuTest : public ::testing::Test {
 
 Condition RandomCondition(const TransformerConfig& c, int64_t seed) {
   Condition condition;
-  torch::manual_seed(seed);
+  at::manual_seed(seed);
   if (c.condition_mode == ConditionMode::kClassLabel) {
     condition.class_label = seed % c.num_classes;
   } else {
@@ -116,7 +116,7 @@ double TransformerError(const std::string& dir, torch::ScalarType dtype, bool gr
   auto b = (*gpu)->Prefill(gpu_cache, *gpu_cond, LogitsMode::kLast);
   EXPECT_TRUE(a.ok() && b.ok());
   worst = std::max(worst, RelativeError(b->logits, a->logits));
-  torch::manual_seed(11);
+  at::manual_seed(11);
   const int64_t usable = c.num_image_tokens() - 1;
   std::vector<int64_t> chunks = {1, 1, 1, 1, 8, 1, 1, 8, 8, 8};
   int64_t fed = 0;
@@ -175,7 +175,7 @@ TEST_F(GpuTest, FamilyComponentsMatchTheCpuInFp32) {
   auto gpu = LoadModelSet("models/synth", GpuOptions());
   ASSERT_OK(cpu);
   ASSERT_OK(gpu);
-  torch::manual_seed(3);
+  at::manual_seed(3);
   // VQ decoder: a random grid of codes to pixels.
   const int64_t grid = cpu->target->grid_size();
   auto ids = torch::randint(cpu->vq->config().codebook_size, {2, grid * grid}, torch::kInt64);

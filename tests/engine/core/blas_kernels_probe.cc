@@ -1,5 +1,5 @@
 // Prints the OpenBLAS core LibTorch's GEMMs run on, then BlasKernelAdvice(), one per line.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdio>
 

@@ -1,12 +1,13 @@
 // SetCpuThreads reaches both LibTorch (per calling thread) and OpenBLAS (when loaded), the
-// second of which torch::set_num_threads leaves alone.
+// second of which at::set_num_threads leaves alone.
 #include "engine/core/cpu_threads.h"
 
 #include <dlfcn.h>
 
 #include <thread>
 
-#include <torch/torch.h>
+#include <ATen/Parallel.h>
+#include <torch/types.h>
 
 #include "gtest/gtest.h"
 
@@ -27,7 +28,7 @@ TEST(CpuThreadsTest, SetsTorchAndBlasThreadsOnTheCallingThread) {
   int blas_threads = 0;
   std::thread worker([&] {
     SetCpuThreads(1);
-    torch_threads = torch::get_num_threads();
+    torch_threads = at::get_num_threads();
     blas_threads = BlasThreadsOrMinusOne();
   });
   worker.join();
@@ -35,7 +36,7 @@ TEST(CpuThreadsTest, SetsTorchAndBlasThreadsOnTheCallingThread) {
   if (blas_threads != -1) EXPECT_EQ(blas_threads, 1);  // -1: this LibTorch has no OpenBLAS
 
   SetCpuThreads(0);  // below 1 means 1
-  EXPECT_EQ(torch::get_num_threads(), 1);
+  EXPECT_EQ(at::get_num_threads(), 1);
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 #include "engine/core/fiber.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <stdexcept>

@@ -30,7 +30,7 @@ const ModelSet& Family() { return testing::SynthFamily(); }
 
 // A cache holding the condition of `seed`'s random features and `tokens` fed raster tokens.
 KvCache FilledCache(const TokenModel& model, int64_t batch, int64_t tokens, int64_t seed) {
-  torch::manual_seed(seed);
+  at::manual_seed(seed);
   KvCache cache = model.NewCache(batch, 16);  // small: the forwards below make it grow
   auto condition = torch::randn({batch, model.condition_shape().rows, model.dim()});
   EXPECT_TRUE(model.Prefill(cache, condition, LogitsMode::kNone).ok());
@@ -52,7 +52,7 @@ struct CallSpec {
 };
 
 ForwardCall MakeCall(const TokenModel& model, KvCache& cache, const CallSpec& spec, int64_t seed) {
-  torch::manual_seed(seed);
+  at::manual_seed(seed);
   ForwardCall call;
   call.cache = &cache;
   call.embeddings = torch::randn({spec.batch, spec.new_tokens, model.dim()});
@@ -144,7 +144,7 @@ TEST(ForwardBatchTest, ABadCallFailsTheBatchBeforeAnyCacheMoves) {
 
 // A head cache holding `committed` pairs of `seed`'s random inputs.
 KvCache FilledHeadCache(const EagleHead& head, int64_t batch, int64_t committed, int64_t seed) {
-  torch::manual_seed(seed);
+  at::manual_seed(seed);
   KvCache cache = head.NewCache(batch, 4);  // small: the forwards below make it grow
   if (committed > 0) {
     const int64_t dim = Family().target->dim();
@@ -161,7 +161,7 @@ struct HeadSpec {
 };
 
 HeadCall MakeHeadCall(KvCache& cache, const HeadSpec& spec, int64_t seed) {
-  torch::manual_seed(seed);
+  at::manual_seed(seed);
   const int64_t dim = Family().target->dim(), n = spec.new_rows;
   HeadCall call{&cache, torch::randn({spec.batch, n, dim}), torch::randn({spec.batch, n, dim}),
                 torch::Tensor()};
@@ -236,7 +236,7 @@ TEST(ForwardBatchTest, ABadHeadCallFailsTheBatchBeforeAnyCacheMoves) {
 
 // Random ids on an h x w grid of `resampler`'s input codebook.
 torch::Tensor RandomIds(const Resampler& resampler, int64_t h, int64_t w, int64_t seed) {
-  torch::manual_seed(seed);
+  at::manual_seed(seed);
   return torch::randint(resampler.config().codebook_size, {1, h * w}, torch::kInt64);
 }
 

@@ -46,7 +46,7 @@ TEST(DynamicTreeTest, ExpandsByCumulativeProbabilityAndKeepsTheBestNodes) {
 }
 
 TEST(DynamicTreeTest, ChosenTreesAreConnectedWhateverTheScores) {
-  torch::manual_seed(3);
+  at::manual_seed(3);
   for (int trial = 0; trial < 20; ++trial) {
     DynamicTreeBuilder tree({/*total_tokens=*/12, /*depth=*/4, /*top_k=*/3});
     tree.Start(torch::log_softmax(torch::randn({16}, torch::kFloat64) * 2, 0));
@@ -76,7 +76,7 @@ TEST(DynamicTreeTest, ChosenTreesAreConnectedWhateverTheScores) {
 // the selection's tie-break (creation order) decides; a control breaking ties the other way
 // gives other frontiers.
 TEST(DynamicTreeTest, TheDeviceTreeIsTheHostBuilders) {
-  torch::manual_seed(11);
+  at::manual_seed(11);
   const std::vector<double> values = {0.3, 0.2, 0.15, 0.1, 0.08, 0.07, 0.05, 0.03, 0.02};
   const auto row = [&]() {
     return torch::tensor(values, torch::kFloat64).index_select(0, torch::randperm(9)).log();
@@ -148,7 +148,7 @@ TEST(DynamicTreeTest, TheDeviceTreeIsTheHostBuilders) {
 // Control: the same tree grown unpadded at the padded width differs, so the padding's marks
 // are what make them equal.
 TEST(DynamicTreeTest, APaddedDeviceTreeIsTheUnpaddedTreeOfItsWidth) {
-  torch::manual_seed(5);
+  at::manual_seed(5);
   constexpr int64_t kVocab = 24;
   // Row t: the distribution after token t, a permutation of the same values (distinct within
   // a row, as a model's are in practice: top-k itself orders ties as it likes), so that

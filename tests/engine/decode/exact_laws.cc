@@ -1,6 +1,6 @@
 #include "tests/engine/decode/exact_laws.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cmath>

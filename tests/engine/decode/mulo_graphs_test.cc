@@ -268,7 +268,7 @@ TEST(MuloGraphsTest, UpsamplerGraphsReplayTheUpsampler) {
   ASSERT_NE(graphs, nullptr);
   const int64_t small = family->drafter->grid_size();
   EXPECT_EQ(graphs->counts().graphs, 2 * small) << "heights 1 .. grid, batches of 1 and 2";
-  torch::manual_seed(64);
+  at::manual_seed(64);
   const int64_t codes = up.config().codebook_size;
   std::vector<ResampleCall> calls;
   std::vector<torch::Tensor> lone;

@@ -407,7 +407,7 @@ TEST(LocalExpansionTest, RasterRejectsEverythingAfterTheFirstRejection) {
 // positions: random rejection sets over chunks that start mid-row or on a row, every radius
 // from 0 past the grid (a client may send 2^32 - 1), both modes; and an empty set marks none.
 TEST(LocalExpansionTest, TheDevicesExpansionIsTheHosts) {
-  torch::manual_seed(61);
+  at::manual_seed(61);
   int checked = 0;
   for (const int64_t width : {1, 5, 8, 16}) {
     for (const int64_t begin : {int64_t{0}, width, 3 * width + width / 2}) {

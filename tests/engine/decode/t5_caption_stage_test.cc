@@ -35,7 +35,7 @@ void WriteT5(const std::string& dir, int64_t width) {
       {"d_ff", d_ff},                 {"num_layers", 1},      {"num_heads", heads},
       {"vocab_size", kVocab},         {"num_buckets", 32},    {"max_distance", 128},
       {"norm_eps", 1e-6}}.dump(2);
-  torch::manual_seed(3);
+  at::manual_seed(3);
   auto r = [](std::vector<int64_t> shape) { return torch::randn(shape) * 0.5; };
   const std::string a = "block.0.layer.0.", f = "block.0.layer.1.";
   std::map<std::string, torch::Tensor> tensors = {

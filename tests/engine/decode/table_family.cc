@@ -62,7 +62,7 @@ void WriteRandomResampler(const std::string& dir, bool up, int64_t vocab, uint64
                         {"channels", kChannels},      {"num_blocks", 0},
                         {"codebook_size", vocab},     {"codebook_embed_dim", kEmbed}}
              .dump();
-  torch::manual_seed(seed);
+  at::manual_seed(seed);
   const int64_t r2 = kFactor * kFactor;
   std::map<std::string, torch::Tensor> tensors = {
       {"codebook", torch::randn({vocab, kEmbed})},

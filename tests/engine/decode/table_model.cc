@@ -310,7 +310,7 @@ void WriteLinearEagleHead(const std::string& dir, int64_t tokens) {
   fc[2][TableModel::kTokenSlot] = 1;
   for (int64_t k = 0; k + 1 < tokens; ++k) fc[3 + k][d + 2 + k] = 1;
   const int64_t hidden = LlamaFfnHiddenDim(d, kMultipleOf, 0.0);
-  torch::manual_seed(58);
+  at::manual_seed(58);
   const std::string b = "layers.0.";
   std::map<std::string, torch::Tensor> tensors = {
       {"fc.weight", fc},

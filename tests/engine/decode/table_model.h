@@ -26,7 +26,7 @@
 #ifndef MULO_TESTS_ENGINE_DECODE_TABLE_MODEL_H_
 #define MULO_TESTS_ENGINE_DECODE_TABLE_MODEL_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <string>

@@ -104,7 +104,7 @@ TEST(ResamplerParityTest, ConvolutionsAreRowCausal) {
   auto down = Resampler::LoadDirectory(FixtureDir("resampler_tiny") + "/down", LoadOptions());
   ASSERT_OK(up);
   ASSERT_OK(down);
-  torch::manual_seed(3);
+  at::manual_seed(3);
   // 4x4 drafter grid, rows 2-3 changed: target rows 0-3 (of 8) stay.
   ExpectRowCausal(**up, 4, 4, 2, 4, 7);
   // 8x8 target grid, rows 4-7 changed: drafter rows 0-1 (of 4) stay.

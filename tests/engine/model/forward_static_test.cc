@@ -23,7 +23,7 @@ struct Fed {
 Fed Feed(const Transformer& model, bool use_static, int64_t row_shift) {
   const auto& c = model.config();
   Condition condition;
-  torch::manual_seed(5);
+  at::manual_seed(5);
   if (c.condition_mode == ConditionMode::kClassLabel) {
     condition.class_label = 1;
   } else {
@@ -59,9 +59,9 @@ TEST(ForwardStaticTest, MatchesTheEagerAppendOverAPaddedSpan) {
   for (const std::string name : {"tar_tiny", "llamagen_c2i_tiny"}) {
     auto model = LoadFixtureModel(name);
     ASSERT_NE(model, nullptr);
-    torch::manual_seed(9);
+    at::manual_seed(9);
     Fed eager = Feed(*model, false, 0);
-    torch::manual_seed(9);
+    at::manual_seed(9);
     Fed graph_safe = Feed(*model, true, 0);
     EXPECT_LE(MaxAbsDiff(graph_safe.logits, eager.logits), 1e-5) << name;
     ASSERT_EQ(graph_safe.cache.length(), eager.cache.length());
@@ -70,7 +70,7 @@ TEST(ForwardStaticTest, MatchesTheEagerAppendOverAPaddedSpan) {
       EXPECT_LE(MaxAbsDiff(graph_safe.cache.Values(layer), eager.cache.Values(layer)), 1e-5);
     }
     // Control: rows written one place too far leave a stale row inside the mask.
-    torch::manual_seed(9);
+    at::manual_seed(9);
     Fed shifted = Feed(*model, true, 1);
     EXPECT_GT(MaxAbsDiff(shifted.logits, eager.logits), 1e-3) << name;
   }
@@ -86,7 +86,7 @@ struct TreeRun {
 
 TreeRun RunTree(const Transformer& model, bool use_static, bool leak_pad_rows) {
   const auto& c = model.config();
-  torch::manual_seed(3);
+  at::manual_seed(3);
   Condition condition;
   if (c.condition_mode == ConditionMode::kClassLabel) {
     condition.class_label = 2;

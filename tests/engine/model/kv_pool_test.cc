@@ -138,7 +138,7 @@ TEST(KvPoolTest, ACacheThatOutgrowsItsSlotMovesOutAndComputesTheSame) {
   auto slots = pool.Take(2);
   KvCache pooled = pool.CacheOver(slots, 2);
   KvCache own = m.NewCache(2, c.max_positions());
-  torch::manual_seed(3);
+  at::manual_seed(3);
   Condition condition;
   condition.features = torch::randn({c.cls_token_num, c.cond_dim});
   auto cond = m.EmbedCondition(condition, true);

@@ -84,7 +84,7 @@ TEST(PoolGraphsTest, ABatchOfCallsReplaysOneGraphAndComputesTheirEagerForwards) 
     // A bystander's slot, prefilled: no batch it is not in may touch it.
     auto bystander_slots = pool.Take(1);
     KvCache bystander = pool.CacheOver(bystander_slots, 1);
-    torch::manual_seed(7);
+    at::manual_seed(7);
     Condition condition;
     if (c.condition_mode == ConditionMode::kClassLabel) {
       condition.class_label = 1;

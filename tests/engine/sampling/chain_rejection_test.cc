@@ -31,7 +31,7 @@ struct Case {
 
 // Drafts from q; p mixes in q by `closeness` so that chains are kept for long stretches.
 Case RandomCase(int64_t length, bool bonus, bool greedy, double closeness, int64_t seed) {
-  torch::manual_seed(seed);
+  at::manual_seed(seed);
   const int64_t rows = length + (bonus ? 1 : 0);
   Case c;
   c.q = torch::softmax(torch::randn({length, kVocab}) * 2.0, 1);

@@ -109,7 +109,7 @@ TEST(GroupVerifierTest, TheDevicePathMakesTheHostLoopsDecisions) {
   int64_t pooled_neighbors = 0, relaxed = 0, rejections = 0, whole_chains = 0;
   for (const int64_t size : {1, 3, 14, 40}) {
     for (const double gap : {0.05, 0.15, 1.0}) {
-      torch::manual_seed(size * 100 + static_cast<int64_t>(gap * 100));
+      at::manual_seed(size * 100 + static_cast<int64_t>(gap * 100));
       // Embeddings on a line with small steps: the distance bound keeps neighbours in id.
       const torch::Tensor embeddings = torch::randn({kVocab, 3}) * 0.4;
       const GroupVerifier verifier({size, gap, 0.5}, embeddings);

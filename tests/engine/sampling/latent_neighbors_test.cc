@@ -3,7 +3,7 @@
 #include "engine/sampling/latent_neighbors.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <limits>
 
@@ -17,7 +17,7 @@ torch::Tensor Definition(const torch::Tensor& book, int64_t m) {
 }
 
 TEST(LatentNeighborsTest, PartialSelectionEqualsTheFullStableSort) {
-  torch::manual_seed(5);
+  at::manual_seed(5);
   auto book = torch::randn({2500, 8});  // three row blocks, the last one partial
   for (int64_t m : {1, 10, 1000}) {
     EXPECT_TRUE(torch::equal(LatentNeighbors::Build(book, m).table(), Definition(book, m)))
@@ -29,7 +29,7 @@ TEST(LatentNeighborsTest, TiesAcrossTheCutKeepIndexOrder) {
   // 300 copies of one vector (dead codes of a trained codebook look like this) and random
   // others: each copy's nearest 100 are ties at distance 0 beyond the selection's margin, so
   // the result must come from the index order, for the copies and for the others.
-  torch::manual_seed(6);
+  at::manual_seed(6);
   auto book = torch::randn({1200, 4});
   book.narrow(0, 200, 300).copy_(book[0].expand({300, 4}));
   for (int64_t m : {100, 400}) {

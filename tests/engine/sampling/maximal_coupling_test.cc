@@ -20,7 +20,7 @@ struct Case {
 };
 
 Case MakeCase() {
-  torch::manual_seed(7);
+  at::manual_seed(7);
   Case c;
   const torch::Tensor p_row = torch::tensor({0.30, 0.05, 0.20, 0.01, 0.14, 0.10, 0.15, 0.05});
   const torch::Tensor q_row = torch::tensor({0.10, 0.25, 0.20, 0.15, 0.04, 0.10, 0.06, 0.10});

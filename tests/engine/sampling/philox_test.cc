@@ -8,7 +8,7 @@
 #include "engine/sampling/philox.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <fstream>
@@ -95,7 +95,7 @@ TEST(PhiloxTest, ANumberDependsOnlyOnItsKey) {
 }
 
 TEST(PhiloxTest, TheHostBlockEqualsTheTensorForm) {
-  torch::manual_seed(5);
+  at::manual_seed(5);
   const torch::Tensor counters = torch::randint(0, int64_t{1} << 32, {500, 4}, torch::kInt64);
   const torch::Tensor keys = torch::randint(0, int64_t{1} << 32, {500, 2}, torch::kInt64);
   const torch::Tensor words = Philox4x32(counters, keys);

@@ -65,7 +65,7 @@ TEST(PoolingTest, MultiplicativeBoundsThePooledMassByLambdaTimesOwn) {
 }
 
 TEST(PoolingTest, EveryNoPoolingFormIsTheOwnProbability) {
-  torch::manual_seed(0);
+  at::manual_seed(0);
   auto table = LatentNeighbors::Build(torch::randn({64, 8}), 63);
   auto p = torch::softmax(torch::randn({32, 64}) * 3, -1);
   auto tokens = torch::randint(64, {32}, torch::kInt64);

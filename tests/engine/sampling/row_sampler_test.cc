@@ -6,7 +6,7 @@
 #include "engine/sampling/row_sampler.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <vector>
@@ -21,7 +21,7 @@ namespace {
 
 // Rows of a random distribution over 64 entries, about a third of them without mass.
 torch::Tensor RandomRows(int64_t rows, uint64_t seed) {
-  torch::manual_seed(seed);
+  at::manual_seed(seed);
   torch::Tensor probs = torch::rand({rows, 64});
   probs = probs * (torch::rand({rows, 64}) > 0.33).to(torch::kFloat32);
   probs.select(1, 5).fill_(0.01f);  // every row keeps some mass
@@ -91,7 +91,7 @@ TEST(RowSamplerTest, CounterUniformsDrawTheDistribution) {
 }
 
 TEST(RowSamplerTest, TemperatureZeroIsTheArgmaxAndTokensStayOnTheLogitsDevice) {
-  torch::manual_seed(3);
+  at::manual_seed(3);
   const torch::Tensor logits = torch::randn({7, 32});
   SamplingParams greedy;
   greedy.temperature = 0.0;
@@ -115,7 +115,7 @@ struct FilteredRows {
 };
 
 FilteredRows RandomFilteredRows(int64_t rows, int64_t vocab, uint64_t seed) {
-  torch::manual_seed(seed);
+  at::manual_seed(seed);
   FilteredRows out;
   out.cond = (torch::randn({rows, vocab}) * 30).round() / 10;
   out.uncond = (torch::randn({rows, vocab}) * 30).round() / 10;
@@ -193,7 +193,7 @@ TEST(RowSamplerTest, RowFiltersBroadcastOverAWindowOfRows) {
 }
 
 TEST(RowSamplerTest, RowsThatFilterNothingComeBackUnchanged) {
-  torch::manual_seed(13);
+  at::manual_seed(13);
   const torch::Tensor tempered = torch::randn({4, 50});
   const RowFilters none{torch::tensor({0, 50, 0, 50}).view({4, 1}),
                         torch::ones({4, 1}, torch::kFloat32)};

@@ -5,7 +5,7 @@
 #include "engine/sampling/token_draw.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <vector>
 
@@ -26,7 +26,7 @@ SamplingParams Params(double cfg, double temperature, int64_t top_k = 0, double 
 // A call of `streams` guidance streams and k positions ([streams, V] when k is 0), with its
 // own logits and numbers.
 DrawCall Call(int64_t streams, int64_t k, const SamplingParams& sampling, uint64_t seed) {
-  torch::manual_seed(seed);
+  at::manual_seed(seed);
   DrawCall call;
   call.logits = 3 * (k == 0 ? torch::randn({streams, kVocab}) : torch::randn({streams, k, kVocab}));
   call.sampling = sampling;

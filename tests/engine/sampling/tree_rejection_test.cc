@@ -63,7 +63,7 @@ RandomShape MakeRandomShape(int64_t size, int64_t max_children) {
 // A random deterministic tree (siblings are distinct tokens, parents before children) whose
 // p leans towards the drafted children by `closeness`, so that paths are kept for a while.
 Tree RandomTree(int64_t size, int64_t max_children, double closeness, bool greedy, int64_t seed) {
-  torch::manual_seed(seed);
+  at::manual_seed(seed);
   const RandomShape shape = MakeRandomShape(size, max_children);
   Tree t;
   t.parents = shape.parents;
@@ -167,7 +167,7 @@ struct StaticTree {
 
 StaticTree RandomStaticTree(int64_t size, int64_t max_children, double closeness, bool greedy,
                             bool sparse, int64_t seed) {
-  torch::manual_seed(seed);
+  at::manual_seed(seed);
   Rng draws(seed, RngStream::kDrafter);
   StaticTree t;
   const RandomShape shape = MakeRandomShape(size, max_children);
@@ -292,7 +292,7 @@ const std::vector<Relaxation>& Relaxations() {
 
 // The latent neighbours of kVocab random 3-d codes (every other token, nearest first).
 std::shared_ptr<const LatentNeighbors> Neighbours() {
-  torch::manual_seed(4242);
+  at::manual_seed(4242);
   return std::make_shared<LatentNeighbors>(
       LatentNeighbors::Build(torch::randn({kVocab, 3}), kVocab - 1));
 }

@@ -13,7 +13,7 @@ namespace {
 TEST(UniformCacheTest, PeekEqualsTheStreamsNextNumbersAcrossBlocks) {
   Rng rng(77, RngStream::kDrafter);
   UniformCache cache(&rng, torch::kCPU);
-  torch::manual_seed(3);
+  at::manual_seed(3);
   int64_t peeks = 0;
   while (rng.index() < 3 * UniformCache::kBlock) {
     const int64_t count = torch::randint(1, 40, {1}).item<int64_t>();

@@ -57,7 +57,7 @@ TEST(WithoutReplacementTest, GreedyTakesTheLikeliestInOrderAndStopsAtZeroMass) {
 // rows of q, over random distributions with zeros (some rows have fewer tokens with mass than
 // draws, which the host stops at and the device marks invalid), sampled and greedy.
 TEST(WithoutReplacementTest, DeviceDrawsAreTheHostLoopsGivenTheSameNumbers) {
-  torch::manual_seed(5);
+  at::manual_seed(5);
   int checked = 0, invalid = 0;
   for (int trial = 0; trial < 40; ++trial) {
     const int64_t parents = 3, count = 4, vocab = 12;
@@ -128,7 +128,7 @@ TEST(WithoutReplacementTest, DeviceDrawsAreTheHostLoopsGivenTheSameNumbers) {
 // The host function with numbers taken from a generator and the device one with the same
 // generator's numbers give the same siblings.
 TEST(WithoutReplacementTest, DeviceDrawsMatchTheHostFunctionOnOneStream) {
-  torch::manual_seed(8);
+  at::manual_seed(8);
   for (int trial = 0; trial < 20; ++trial) {
     const torch::Tensor q = torch::softmax(torch::randn({1, 16}) * 2, 1);
     Rng host_rng(trial), device_rng(trial);
