@@ -26,6 +26,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -170,27 +171,12 @@ int StackedRequestsTable(const Flags& flags, const Transformer& model,
   return 0;
 }
 
-int Run(const Flags& flags) {
-  const torch::Device device(flags.device);
-  if (flags.threads > 0) SetCpuThreads(flags.threads);
-  LoadOptions options;
-  options.device = device;
-  if (flags.dtype == "bfloat16") {
-    options.dtype = torch::kBFloat16;
-  } else if (flags.dtype == "float16") {
-    options.dtype = torch::kFloat16;
-  } else if (flags.dtype != "float32") {
-    std::fprintf(stderr, "error: --dtype: expected float32, bfloat16 or float16, got \"%s\"\n",
-                 flags.dtype.c_str());
-    return 2;
-  }
-  if (flags.graphs != "both" && flags.graphs != "on" && flags.graphs != "off") {
-    std::fprintf(stderr, "error: --graphs: expected both, on or off\n");
-    return 2;
-  }
-  const bool graphs_possible = CudaGraphsAvailable(device);
+// The model in each graph mode --graphs asks for (the first counts the weight bytes); empty
+// after saying why it failed.
+std::vector<Variant> LoadVariants(const Flags& flags, const LoadOptions& options,
+                                  const std::shared_ptr<std::atomic<int64_t>>& weight_bytes) {
+  const bool graphs_possible = CudaGraphsAvailable(options.device);
   std::vector<Variant> variants;
-  auto weight_bytes = std::make_shared<std::atomic<int64_t>>(0);
   for (const bool graphs : {false, true}) {
     if (graphs && !graphs_possible) continue;
     if ((graphs && flags.graphs == "off") || (!graphs && flags.graphs == "on" && graphs_possible)) {
@@ -200,117 +186,113 @@ int Run(const Flags& flags) {
     o.cuda_graphs = graphs;
     if (variants.empty()) o.loaded_bytes = weight_bytes;
     auto loaded = Transformer::LoadDirectory(flags.model_dir, o);
-    if (!loaded.ok()) return Fail(loaded.status());
+    if (!loaded.ok()) {
+      Fail(loaded.status());
+      return {};
+    }
     variants.push_back({graphs ? "graphs" : "eager", *loaded});
   }
-  const Transformer& model = *variants[0].model;
-  const TransformerConfig& c = model.config();
-  const int64_t batch = flags.cfg_scale == 1.0 ? 1 : 2;
-  const int repeats = std::max(1, flags.repeats);
-  const int64_t n_image = c.num_image_tokens();
+  return variants;
+}
+
+// The shapes and the bandwidth the flags ask for.
+struct Shapes {
   std::vector<int64_t> new_tokens, contexts;
-  if (!bench::ParseList(flags.new_tokens, &new_tokens)) {
+  double bandwidth = 0;  // bytes / s; 0: no floor table
+};
+
+// --new_tokens, --contexts, --bandwidth and --ceilings read; nullopt after naming the flag.
+std::optional<Shapes> ParseShapes(const Flags& flags, int64_t n_image) {
+  Shapes shapes;
+  if (!bench::ParseList(flags.new_tokens, &shapes.new_tokens)) {
     std::fprintf(stderr, "error: --new_tokens: expected a comma list of counts\n");
-    return 2;
+    return std::nullopt;
   }
   if (flags.contexts.empty()) {
-    contexts = {0, n_image / 4, n_image / 2, 3 * n_image / 4};
-  } else if (!bench::ParseList(flags.contexts, &contexts)) {
+    shapes.contexts = {0, n_image / 4, n_image / 2, 3 * n_image / 4};
+  } else if (!bench::ParseList(flags.contexts, &shapes.contexts)) {
     std::fprintf(stderr, "error: --contexts: expected a comma list of image-token counts\n");
-    return 2;
+    return std::nullopt;
   }
-  for (int64_t ctx : contexts) {
+  for (int64_t ctx : shapes.contexts) {
     if (ctx >= n_image - 1) {
       std::fprintf(stderr, "error: --contexts: %ld leaves no free position (%ld image tokens)\n",
                    ctx, n_image);
-      return 2;
+      return std::nullopt;
     }
   }
-  double bandwidth = flags.bandwidth;
+  shapes.bandwidth = flags.bandwidth;
   if (!flags.ceilings.empty()) {
     std::ifstream in(flags.ceilings);
     const auto doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     if (doc.is_discarded() || !doc.contains("copy_bytes_per_s")) {
       std::fprintf(stderr, "error: --ceilings: %s has no copy_bytes_per_s\n",
                    flags.ceilings.c_str());
-      return 2;
+      return std::nullopt;
     }
-    bandwidth = doc["copy_bytes_per_s"].get<double>();
+    shapes.bandwidth = doc["copy_bytes_per_s"].get<double>();
   }
+  return shapes;
+}
 
-  Condition condition;
-  if (c.condition_mode == ConditionMode::kClassLabel) {
-    condition.class_label = 0;
-  } else {
-    condition.features = torch::randn({c.cls_token_num, c.cond_dim});
+// What one decode step is made of: the operators of a 1-token append to a warm cache (the
+// first variant, after its warm-up), counted by engine/core/op_count.h. On a GPU each kernel
+// is a launch, so this count bounds how close a step can come to the bandwidth floor.
+int OneTokenOperators(const std::vector<Variant>& variants, const torch::Tensor& embedded,
+                      int64_t batch, const torch::Device& device, nlohmann::json& report) {
+  const Transformer& model = *variants[0].model;
+  const TransformerConfig& c = model.config();
+  auto cache = WarmCache(*variants[0].model, embedded, 0, c.cls_token_num + 8);
+  if (!cache.ok()) return Fail(cache.status());
+  auto ids = torch::randint(c.vocab_size, {1, 1}, torch::kInt64).expand({batch, 1}).contiguous();
+  auto positions = model.TokenPosition(0) + torch::arange(1);
+  const int64_t warm = cache->length();
+  for (int i = 0; i < 2; ++i) {  // warm-up: allocator, library handles
+    auto t = TimeAppend(*variants[0].model, *cache, ids, positions, warm, device);
+    if (!t.ok()) return Fail(t.status());
   }
-  auto embedded = model.EmbedCondition(condition, batch == 2);
-  if (!embedded.ok()) return Fail(embedded.status());
-
-  std::printf("AR decode benchmark: %s\n", flags.model_dir.c_str());
-  std::printf("model: dim %ld, %ld layers, %ld heads (%ld kv), vocab %ld, grid %ldx%ld, "
-              "%ld condition positions, %.1f M weight bytes (%s); batch %ld (CFG %s); %s, "
-              "%d threads\n\n",
-              c.dim, c.n_layer, c.n_head, c.n_kv_head, c.vocab_size, c.grid_size, c.grid_size,
-              c.cls_token_num, weight_bytes->load() / 1e6, flags.dtype.c_str(), batch,
-              batch == 2 ? "on" : "off", device.str().c_str(), at::get_num_threads());
-
-  nlohmann::json report;
-  report["model_dir"] = flags.model_dir;
-  report["device"] = device.str();
-  report["dtype"] = flags.dtype;
-  report["batch"] = batch;
-  report["weight_bytes"] = weight_bytes->load();
-  report["cls_token_num"] = c.cls_token_num;
-  report["image_tokens"] = n_image;
-  report["kv_bytes_per_row"] = 2 * c.n_layer * batch * c.n_kv_head * c.head_dim() *
-                               static_cast<int64_t>(c10::elementSize(options.dtype));
-  report["cost"] = nlohmann::json::array();
-
-  // What one decode step is made of: the operators of a 1-token append to a warm cache (the
-  // first variant, after its warm-up), counted by engine/core/op_count.h. On a GPU each kernel
-  // is a launch, so this count bounds how close a step can come to the bandwidth floor.
+  std::vector<std::string> kernels;
+  const OpCounts before = ThreadOpCounts();
   {
-    auto cache = WarmCache(*variants[0].model, *embedded, 0, c.cls_token_num + 8);
-    if (!cache.ok()) return Fail(cache.status());
-    auto ids = torch::randint(c.vocab_size, {1, 1}, torch::kInt64).expand({batch, 1}).contiguous();
-    auto positions = model.TokenPosition(0) + torch::arange(1);
-    const int64_t warm = cache->length();
-    for (int i = 0; i < 2; ++i) {  // warm-up: allocator, library handles
-      auto t = TimeAppend(*variants[0].model, *cache, ids, positions, warm, device);
-      if (!t.ok()) return Fail(t.status());
-    }
-    std::vector<std::string> kernels;
-    const OpCounts before = ThreadOpCounts();
-    {
-      OpCounting counting(&kernels);
-      auto t = TimeAppend(*variants[0].model, *cache, ids, positions, warm, device);
-      if (!t.ok()) return Fail(t.status());
-    }
-    const OpCounts after = ThreadOpCounts();
-    const int64_t dispatched = after.dispatched - before.dispatched;
-    std::map<std::string, int64_t> by_name;
-    for (const std::string& k : kernels) ++by_name[k];
-    std::printf("operators of one 1-token forward (%s, context 0, batch %ld, %ld layers): "
-                "%ld dispatched, %zu kernels = %.1f per layer\n",
-                variants[0].name.c_str(), batch, c.n_layer, dispatched, kernels.size(),
-                static_cast<double>(kernels.size()) / c.n_layer);
-    std::vector<std::pair<int64_t, std::string>> ranked;
-    for (const auto& [name, count] : by_name) ranked.push_back({count, name});
-    std::sort(ranked.rbegin(), ranked.rend());
-    std::string listing;
-    for (const auto& [count, name] : ranked) {
-      listing += (listing.empty() ? "" : ", ") + name + " " + std::to_string(count);
-    }
-    std::printf("  kernels by operator: %s\n\n", listing.c_str());
-    report["ops_one_token"] = {{"dispatched", dispatched},
-                               {"kernels", static_cast<int64_t>(kernels.size())},
-                               {"layers", c.n_layer},
-                               {"by_operator", by_name}};
+    OpCounting counting(&kernels);
+    auto t = TimeAppend(*variants[0].model, *cache, ids, positions, warm, device);
+    if (!t.ok()) return Fail(t.status());
   }
+  const OpCounts after = ThreadOpCounts();
+  const int64_t dispatched = after.dispatched - before.dispatched;
+  std::map<std::string, int64_t> by_name;
+  for (const std::string& k : kernels) ++by_name[k];
+  std::printf("operators of one 1-token forward (%s, context 0, batch %ld, %ld layers): "
+              "%ld dispatched, %zu kernels = %.1f per layer\n",
+              variants[0].name.c_str(), batch, c.n_layer, dispatched, kernels.size(),
+              static_cast<double>(kernels.size()) / c.n_layer);
+  std::vector<std::pair<int64_t, std::string>> ranked;
+  for (const auto& [name, count] : by_name) ranked.push_back({count, name});
+  std::sort(ranked.rbegin(), ranked.rend());
+  std::string listing;
+  for (const auto& [count, name] : ranked) {
+    listing += (listing.empty() ? "" : ", ") + name + " " + std::to_string(count);
+  }
+  std::printf("  kernels by operator: %s\n\n", listing.c_str());
+  report["ops_one_token"] = {{"dispatched", dispatched},
+                             {"kernels", static_cast<int64_t>(kernels.size())},
+                             {"layers", c.n_layer},
+                             {"by_operator", by_name}};
+  return 0;
+}
 
-  // The cost table. Free positions after the context wrap for long appends, as tree drafts
-  // reuse positions (a node's position is its depth), which costs the same.
+// The cost table: ms per forward and per token for each context and new-token count, every
+// variant on its own warm cache. Free positions after the context wrap for long appends, as
+// tree drafts reuse positions (a node's position is its depth), which costs the same.
+int CostTable(const Flags& flags, const std::vector<Variant>& variants, const Shapes& shapes,
+              const torch::Tensor& embedded, int64_t batch, const torch::Device& device,
+              nlohmann::json& report) {
+  const Transformer& model = *variants[0].model;
+  const TransformerConfig& c = model.config();
+  const int64_t n_image = c.num_image_tokens();
+  const int repeats = std::max(1, flags.repeats);
+  const std::vector<int64_t>& new_tokens = shapes.new_tokens;
+  const std::vector<int64_t>& contexts = shapes.contexts;
   const int64_t max_new = *std::max_element(new_tokens.begin(), new_tokens.end());
   const int64_t capacity = c.cls_token_num + n_image + max_new;
   const int warmups = ForwardGraphs::kCaptureAfter + 2;  // eager uses, capture, one replay
@@ -323,7 +305,7 @@ int Run(const Flags& flags) {
   for (int64_t ctx : contexts) {
     std::vector<KvCache> caches;
     for (const Variant& v : variants) {
-      auto cache = WarmCache(*v.model, *embedded, ctx, capacity);
+      auto cache = WarmCache(*v.model, embedded, ctx, capacity);
       if (!cache.ok()) return Fail(cache.status());
       caches.push_back(std::move(*cache));
     }
@@ -355,41 +337,44 @@ int Run(const Flags& flags) {
       report["cost"].push_back(row);
     }
   }
+  return 0;
+}
 
-  if (!flags.requests.empty()) {
-    const int status = StackedRequestsTable(flags, model, *embedded, batch, device, &report);
-    if (status != 0) return status;
-  }
-
-  if (bandwidth > 0) {
-    const double floor_ms = 1e3 * weight_bytes->load() / bandwidth;
-    const int64_t kv_row = report["kv_bytes_per_row"].get<int64_t>();
-    std::printf("\nAR step (1 new token) against the memory-bandwidth floor: weights %.1f MB / "
-                "%.2f TB/s = %.3f ms\n\n| context | floor + KV rows read ms |",
-                weight_bytes->load() / 1e6, bandwidth / 1e12, floor_ms);
-    for (const Variant& v : variants) std::printf(" %s ms | %s / floor |", v.name.c_str(),
-                                                  v.name.c_str());
-    std::printf("\n|---:|---:|");
-    for (size_t i = 0; i < variants.size(); ++i) std::printf("---:|---:|");
-    std::printf("\n");
-    report["floor_ms"] = floor_ms;
-    report["bandwidth_bytes_per_s"] = bandwidth;
-    for (const auto& row : report["cost"]) {
-      if (row["new_tokens"].get<int64_t>() != 1) continue;
-      const int64_t ctx = row["context"].get<int64_t>();
-      const double kv_ms = 1e3 * kv_row * (c.cls_token_num + ctx) / bandwidth;
-      std::printf("| %ld | %.3f |", ctx, floor_ms + kv_ms);
-      for (const Variant& v : variants) {
-        const double ms = row[v.name + "_ms"].get<double>();
-        std::printf(" %.3f | %.2fx |", ms, ms / floor_ms);
-      }
-      std::printf("\n");
+// The AR step (1 new token) against the memory-bandwidth floor: the weights and the KV rows
+// read once, from the cost table's rows.
+void FloorTable(const std::vector<Variant>& variants, double bandwidth, int64_t weight_bytes,
+                nlohmann::json& report) {
+  const TransformerConfig& c = variants[0].model->config();
+  const double floor_ms = 1e3 * weight_bytes / bandwidth;
+  const int64_t kv_row = report["kv_bytes_per_row"].get<int64_t>();
+  std::printf("\nAR step (1 new token) against the memory-bandwidth floor: weights %.1f MB / "
+              "%.2f TB/s = %.3f ms\n\n| context | floor + KV rows read ms |",
+              weight_bytes / 1e6, bandwidth / 1e12, floor_ms);
+  for (const Variant& v : variants) std::printf(" %s ms | %s / floor |", v.name.c_str(),
+                                                v.name.c_str());
+  std::printf("\n|---:|---:|");
+  for (size_t i = 0; i < variants.size(); ++i) std::printf("---:|---:|");
+  std::printf("\n");
+  report["floor_ms"] = floor_ms;
+  report["bandwidth_bytes_per_s"] = bandwidth;
+  for (const auto& row : report["cost"]) {
+    if (row["new_tokens"].get<int64_t>() != 1) continue;
+    const int64_t ctx = row["context"].get<int64_t>();
+    const double kv_ms = 1e3 * kv_row * (c.cls_token_num + ctx) / bandwidth;
+    std::printf("| %ld | %.3f |", ctx, floor_ms + kv_ms);
+    for (const Variant& v : variants) {
+      const double ms = row[v.name + "_ms"].get<double>();
+      std::printf(" %.3f | %.2fx |", ms, ms / floor_ms);
     }
+    std::printf("\n");
   }
 
-  // Whole images, the variants alternating per image (--images=0 skips them: a 512 px image of
-  // a full-size model takes minutes on a CPU).
-  if (flags.images <= 0) return WriteJson(flags, report);
+}
+
+// Whole images, the variants alternating per image.
+int ImageTable(const Flags& flags, const std::vector<Variant>& variants,
+               const Condition& condition, nlohmann::json& report) {
+  const int64_t n_image = variants[0].model->config().num_image_tokens();
   DecodeRequest request;
   request.condition = condition;
   request.sampling.cfg_scale = flags.cfg_scale;
@@ -421,6 +406,82 @@ int Run(const Flags& flags) {
     std::printf("| %s | %.4f | %.3f | %.1f |\n", variants[v].name.c_str(), per_image, token_ms,
                 n_image / per_image);
     report["image"][variants[v].name] = {{"seconds", per_image}, {"token_ms", token_ms}};
+  }
+  return 0;
+}
+
+int Run(const Flags& flags) {
+  const torch::Device device(flags.device);
+  if (flags.threads > 0) SetCpuThreads(flags.threads);
+  LoadOptions options;
+  options.device = device;
+  if (flags.dtype == "bfloat16") {
+    options.dtype = torch::kBFloat16;
+  } else if (flags.dtype == "float16") {
+    options.dtype = torch::kFloat16;
+  } else if (flags.dtype != "float32") {
+    std::fprintf(stderr, "error: --dtype: expected float32, bfloat16 or float16, got \"%s\"\n",
+                 flags.dtype.c_str());
+    return 2;
+  }
+  if (flags.graphs != "both" && flags.graphs != "on" && flags.graphs != "off") {
+    std::fprintf(stderr, "error: --graphs: expected both, on or off\n");
+    return 2;
+  }
+  auto weight_bytes = std::make_shared<std::atomic<int64_t>>(0);
+  const std::vector<Variant> variants = LoadVariants(flags, options, weight_bytes);
+  if (variants.empty()) return 1;
+  const Transformer& model = *variants[0].model;
+  const TransformerConfig& c = model.config();
+  const int64_t batch = flags.cfg_scale == 1.0 ? 1 : 2;
+  const int64_t n_image = c.num_image_tokens();
+  const std::optional<Shapes> shapes = ParseShapes(flags, n_image);
+  if (!shapes) return 2;
+
+  Condition condition;
+  if (c.condition_mode == ConditionMode::kClassLabel) {
+    condition.class_label = 0;
+  } else {
+    condition.features = torch::randn({c.cls_token_num, c.cond_dim});
+  }
+  auto embedded = model.EmbedCondition(condition, batch == 2);
+  if (!embedded.ok()) return Fail(embedded.status());
+
+  std::printf("AR decode benchmark: %s\n", flags.model_dir.c_str());
+  std::printf("model: dim %ld, %ld layers, %ld heads (%ld kv), vocab %ld, grid %ldx%ld, "
+              "%ld condition positions, %.1f M weight bytes (%s); batch %ld (CFG %s); %s, "
+              "%d threads\n\n",
+              c.dim, c.n_layer, c.n_head, c.n_kv_head, c.vocab_size, c.grid_size, c.grid_size,
+              c.cls_token_num, weight_bytes->load() / 1e6, flags.dtype.c_str(), batch,
+              batch == 2 ? "on" : "off", device.str().c_str(), at::get_num_threads());
+
+  nlohmann::json report;
+  report["model_dir"] = flags.model_dir;
+  report["device"] = device.str();
+  report["dtype"] = flags.dtype;
+  report["batch"] = batch;
+  report["weight_bytes"] = weight_bytes->load();
+  report["cls_token_num"] = c.cls_token_num;
+  report["image_tokens"] = n_image;
+  report["kv_bytes_per_row"] = 2 * c.n_layer * batch * c.n_kv_head * c.head_dim() *
+                               static_cast<int64_t>(c10::elementSize(options.dtype));
+  report["cost"] = nlohmann::json::array();
+  if (int status = OneTokenOperators(variants, *embedded, batch, device, report); status != 0) {
+    return status;
+  }
+  if (int status = CostTable(flags, variants, *shapes, *embedded, batch, device, report);
+      status != 0) {
+    return status;
+  }
+  if (!flags.requests.empty()) {
+    const int status = StackedRequestsTable(flags, model, *embedded, batch, device, &report);
+    if (status != 0) return status;
+  }
+  if (shapes->bandwidth > 0) FloorTable(variants, shapes->bandwidth, weight_bytes->load(), report);
+  // Whole images (--images=0 skips them: a 512 px image of a full-size model takes minutes on
+  // a CPU).
+  if (flags.images > 0) {
+    if (int status = ImageTable(flags, variants, condition, report); status != 0) return status;
   }
   return WriteJson(flags, report);
 }

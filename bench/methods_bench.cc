@@ -39,10 +39,12 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/family_inputs.h"
+#include "bench/mulo_studies.h"
 #include "bench/rgb_mat.h"
 #include "engine/decode/ar.h"
 #include "engine/core/op_count.h"
@@ -70,15 +72,7 @@ ABSL_FLAG(int, warmup, -1,
           "where a process's first images capture graphs and set up kernels and would be "
           "charged to whichever row runs first, ar; 0 on the CPU)");
 ABSL_FLAG(bool, sweep, false, "also run MuLo-SD's ablation sweep");
-namespace {
-// The sweep's axes, in the order they run: the flag's default, its check and its message.
-const std::vector<std::string>& SweepAxes() {
-  static const auto* axes =
-      new std::vector<std::string>({"tau", "radius", "pooling", "draft_rows", "bounds", "prefix"});
-  return *axes;
-}
-}  // namespace
-ABSL_FLAG(std::vector<std::string>, sweep_groups, SweepAxes(),
+ABSL_FLAG(std::vector<std::string>, sweep_groups, mulo::bench::MuloSweepAxes(),
           "with --sweep: which axes to sweep (tau = tau x rejection, radius, pooling, "
           "draft_rows, bounds = tau 0 and tau 2, prefix = the drafter keeps its own tokens)");
 ABSL_FLAG(std::vector<std::string>, methods,
@@ -182,51 +176,9 @@ nlohmann::json MuloJson(const engine::MuloOptions& o) {
   return engine::OptionsJson(*engine::FindMethod("mulo"), config);
 }
 
-Config Mulo(const std::string& name, const std::string& group, const engine::MuloOptions& o) {
-  return Config{name, group, std::make_shared<engine::MuloDecoder>(o), MuloJson(o)};
-}
-
-// MuLo-SD with the paper's settings but these.
-Config Mulo(const std::string& name, const std::string& group, double tau, int64_t radius,
-            engine::Rejection rejection, int64_t k, int64_t draft_rows = 1,
-            engine::DraftPrefix prefix = engine::DraftPrefix::kDownsampled) {
-  engine::MuloOptions o = engine::PaperMuloOptions();
-  o.prefix = prefix;
-  o.draft_rows = draft_rows;
-  o.tau = tau;
-  o.radius = radius;
-  o.rejection = rejection;
-  o.pooling.k = k;
-  return Mulo(name, group, o);
-}
-
-// The ablation rows: the paper preset, then the family default with each setting that
-// differs from the paper's put back, one at a time.
-std::vector<Config> AblationRows(const engine::MuloOptions& family) {
-  const engine::MuloOptions paper = engine::PaperMuloOptions();
-  std::vector<Config> rows = {Mulo("mulo paper preset", "ablation", paper)};
-  auto without = [&](const std::string& what, auto revert) {
-    engine::MuloOptions o = family;
-    revert(o);
-    if (MuloJson(o) != MuloJson(family)) {
-      rows.push_back(Mulo("mulo default, " + what + " as the paper", "ablation", o));
-    }
-  };
-  without("prefix", [&](auto& o) { o.prefix = paper.prefix; });
-  without("pooling", [&](auto& o) { o.pooling = paper.pooling; });
-  without("radius", [&](auto& o) { o.radius = paper.radius; });
-  without("drafter guidance", [&](auto& o) {
-    o.draft_cfg_scale = paper.draft_cfg_scale;
-    o.draft_temperature = paper.draft_temperature;
-  });
-  without("tau", [&](auto& o) { o.tau = paper.tau; });
-  without("draft rows", [&](auto& o) { o.draft_rows = paper.draft_rows; });
-  without("rejection", [&](auto& o) { o.rejection = paper.rejection; });
-  without("re-sampling order", [&](auto& o) {
-    o.resample = paper.resample;
-    o.parallel_radius = paper.parallel_radius;
-  });
-  return rows;
+Config MuloConfig(const bench::MuloRow& row) {
+  return Config{row.name, row.group, std::make_shared<engine::MuloDecoder>(row.options),
+                MuloJson(row.options)};
 }
 
 // Mean over pairs of the mean absolute difference of two images' pixels (0..255).
@@ -287,13 +239,40 @@ engine::StatusOr<engine::MethodConfig> ParseRow(const std::string& spec,
   return m;
 }
 
-int Run() {
+// --methods with its selectors expanded, in registry order: `available` (every method the
+// family can run), `with:C` / `without:C` (those that need component C, e.g. `with:eagle` for
+// the EAGLE-head tree methods, or do not). Auto is left out of them: it picks one of the others.
+std::vector<std::string> ExpandMethodSelectors(const std::vector<std::string>& listed,
+                                               const engine::ModelSet& family) {
+  std::vector<std::string> names;
+  for (const std::string& item : listed) {
+    const bool with = absl::StartsWith(item, "with:");
+    const bool without = absl::StartsWith(item, "without:");
+    if (item != "available" && !with && !without) {
+      names.push_back(item);
+      continue;
+    }
+    const std::string component = item.substr(item.find(':') + 1);
+    for (const std::string& name : engine::AvailableMethods(family)) {
+      const engine::MethodEntry& entry = *engine::FindMethod(name);
+      if (!entry.make) continue;
+      const bool needs = std::any_of(entry.needs.begin(), entry.needs.end(), [&](auto c) {
+        return component == engine::ComponentName(c);
+      });
+      if (item == "available" || needs == with) names.push_back(name);
+    }
+  }
+  return names;
+}
+
+// The load options the flags ask for; nullopt after saying which flag is wrong.
+std::optional<engine::LoadOptions> LoadOptionsFromFlags() {
   engine::LoadOptions load;
   const std::string device_name = absl::GetFlag(FLAGS_device);
   if (device_name != "cpu" && device_name != "cuda") {
     std::fprintf(stderr, "error: --device: expected cpu or cuda, got \"%s\"\n",
                  device_name.c_str());
-    return 2;
+    return std::nullopt;
   }
   load.device = torch::Device(device_name);
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
@@ -302,7 +281,7 @@ int Run() {
   } else if (dtype != "float32") {
     std::fprintf(stderr, "error: --dtype: expected float32 or bfloat16, got \"%s\"\n",
                  dtype.c_str());
-    return 2;
+    return std::nullopt;
   }
   load.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   load.cuda_graph_buckets = absl::GetFlag(FLAGS_cuda_graph_buckets);
@@ -310,64 +289,53 @@ int Run() {
   if (load.emulate_cuda_graphs && load.device.is_cuda()) {
     std::fprintf(stderr, "error: --emulate_cuda_graphs: only on --device=cpu (a GPU replays "
                          "its graphs)\n");
-    return 2;
+    return std::nullopt;
   }
-  auto inputs = bench::LoadFamilyInputs(absl::GetFlag(FLAGS_models), absl::GetFlag(FLAGS_prompts),
-                                        absl::GetFlag(FLAGS_limit), absl::GetFlag(FLAGS_threads),
-                                        load);
-  if (!inputs) return 1;
-  std::ofstream trace_file;
-  if (const std::string trace_path = absl::GetFlag(FLAGS_trace_out); !trace_path.empty()) {
-    const auto parent = std::filesystem::path(trace_path).parent_path();
-    std::error_code ignored;
-    if (!parent.empty()) std::filesystem::create_directories(parent, ignored);
-    trace_file.open(trace_path);
-    if (!trace_file) {
-      std::fprintf(stderr, "error: --trace_out: cannot write %s\n", trace_path.c_str());
-      return 2;
-    }
+  return load;
+}
+
+// --trace_out opened (closed when unset); false after saying why it cannot be written.
+bool OpenTrace(std::ofstream& trace_file) {
+  const std::string trace_path = absl::GetFlag(FLAGS_trace_out);
+  if (trace_path.empty()) return true;
+  const auto parent = std::filesystem::path(trace_path).parent_path();
+  std::error_code ignored;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ignored);
+  trace_file.open(trace_path);
+  if (!trace_file) {
+    std::fprintf(stderr, "error: --trace_out: cannot write %s\n", trace_path.c_str());
+    return false;
   }
-  const engine::ModelSet* family = &inputs->family;
-  const auto* prompts = &inputs->prompts;
-  const size_t count = prompts->size();
-  using engine::Rejection;
-  // The main rows: ar first (the baseline), then each --methods entry at its family defaults.
-  std::vector<std::string> wanted = absl::GetFlag(FLAGS_methods);
-  if (wanted == std::vector<std::string>{"available"}) {  // every method the family can run
-    wanted.clear();
-    for (const std::string& name : engine::AvailableMethods(*family)) {
-      if (engine::FindMethod(name)->make) wanted.push_back(name);  // not auto: it picks one
-    }
-  }
+  return true;
+}
+
+// The rows every method gets: ar first (the baseline), then each --methods entry at its family
+// defaults with its spec's bench variants, then the --rows entries. False after saying why.
+bool AddMethodRows(const engine::ModelSet& family, const engine::MethodConfig& defaults,
+                   std::vector<Config>& configs) {
+  std::vector<std::string> wanted = ExpandMethodSelectors(absl::GetFlag(FLAGS_methods), family);
   wanted.erase(std::remove(wanted.begin(), wanted.end(), "ar"), wanted.end());
   wanted.insert(wanted.begin(), "ar");
-  std::vector<Config> configs;
-  // The family's defaults of every method: what a row's label leaves out.
-  auto defaults = engine::DefaultMethodConfig("ar", *family);
-  if (!defaults.ok()) {
-    std::fprintf(stderr, "error: %s\n", defaults.status().ToString().c_str());
-    return 2;
-  }
-  // A row for `config`, labelled by OptionsLabel; false (after saying why, naming `flag`) when
-  // the registry refuses it.
+  // A row for `config`, labelled by OptionsLabel (what differs from `defaults`); false (after
+  // saying why, naming `flag`) when the registry refuses it.
   auto add_row = [&](const engine::MethodConfig& config, const std::string& group,
                      const char* flag) {
-    auto made = engine::MakeMethod(config, *family);
+    auto made = engine::MakeMethod(config, family);
     if (!made.ok()) {
       std::fprintf(stderr, "error: %s: %s\n", flag, made.status().ToString().c_str());
       return false;
     }
     configs.push_back(
-        {engine::OptionsLabel(*engine::FindMethod(config.name), config, *defaults), group, *made});
+        {engine::OptionsLabel(*engine::FindMethod(config.name), config, defaults), group, *made});
     return true;
   };
   for (const std::string& name : wanted) {
-    auto method = engine::DefaultMethodConfig(name, *family);
+    auto method = engine::DefaultMethodConfig(name, family);
     if (!method.ok()) {
       std::fprintf(stderr, "error: --methods: %s\n", method.status().ToString().c_str());
-      return 2;
+      return false;
     }
-    if (!add_row(*method, "main", "--methods")) return 2;
+    if (!add_row(*method, "main", "--methods")) return false;
     if (name == "mulo") configs.back().mulo = MuloJson(method->mulo);
     const engine::MethodEntry& entry = *engine::FindMethod(name);
     for (const std::vector<std::string>& variant : entry.bench_variants) {
@@ -375,261 +343,220 @@ int Run() {
       engine::Status set = engine::ApplyOptionAssignments(entry, variant, name, config);
       if (!set.ok()) {
         std::fprintf(stderr, "error: %s\n", set.ToString().c_str());
-        return 2;
+        return false;
       }
-      if (!add_row(config, "main", "--methods")) return 2;
+      if (!add_row(config, "main", "--methods")) return false;
     }
   }
   for (const std::string& spec : absl::GetFlag(FLAGS_rows)) {
-    auto parsed = ParseRow(spec, *family);
+    auto parsed = ParseRow(spec, family);
     if (!parsed.ok()) {
       std::fprintf(stderr, "error: --rows: %s\n", parsed.status().ToString().c_str());
-      return 2;
+      return false;
     }
-    if (!add_row(*parsed, "rows", "--rows")) return 2;
+    if (!add_row(*parsed, "rows", "--rows")) return false;
   }
-  if (absl::GetFlag(FLAGS_ablation)) {
-    for (Config& c : AblationRows(defaults->mulo)) configs.push_back(std::move(c));
-  }
+  return true;
+}
+
+// MuLo-SD's studies the flags ask for (bench/mulo_studies.h). False after saying why.
+bool AddMuloStudies(const engine::MethodConfig& defaults, std::vector<Config>& configs) {
+  std::vector<bench::MuloRow> studies;
+  if (absl::GetFlag(FLAGS_ablation)) studies = bench::MuloAblationRows(defaults.mulo);
   if (const std::string grid_path = absl::GetFlag(FLAGS_mulo_grid); !grid_path.empty()) {
-    std::ifstream in(grid_path);
-    const nlohmann::json grid = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (!grid.is_array()) {
-      std::fprintf(stderr, "error: --mulo_grid: %s is not a JSON array\n", grid_path.c_str());
-      return 2;
+    auto grid = bench::MuloGridRows(grid_path, defaults);
+    if (!grid.ok()) {
+      std::fprintf(stderr, "error: %s\n", grid.status().ToString().c_str());
+      return false;
     }
-    for (size_t i = 0; i < grid.size(); ++i) {
-      nlohmann::json entry = grid[i];
-      const std::string base = entry.is_object() ? entry.value("base", "paper") : "";
-      if (base != "paper" && base != "family") {
-        std::fprintf(stderr, "error: --mulo_grid: entry %zu: base must be paper or family\n", i);
-        return 2;
-      }
-      const bool named = entry.is_object() && entry.contains("name") && entry["name"].is_string();
-      const std::string label =
-          named ? entry["name"].get<std::string>() : absl::StrFormat("mulo grid %d", i);
-      if (entry.is_object()) {
-        entry.erase("base");
-        entry.erase("name");
-      }
-      engine::MethodConfig options = *defaults;
-      if (base == "paper") options.mulo = engine::PaperMuloOptions();
-      engine::Status valid = engine::ApplyOptionsJson(
-          *engine::FindMethod("mulo"), entry, absl::StrFormat("--mulo_grid entry %d", i), options);
-      if (valid.ok()) valid = engine::ValidateMuloOptions(options.mulo);
-      if (!valid.ok()) {
-        std::fprintf(stderr, "error: %s\n", valid.ToString().c_str());
-        return 2;
-      }
-      configs.push_back(Mulo(label, "grid", options.mulo));
-    }
+    studies.insert(studies.end(), grid->begin(), grid->end());
   }
-  const auto groups = absl::GetFlag(FLAGS_sweep_groups);
-  for (const std::string& g : groups) {
-    if (std::find(SweepAxes().begin(), SweepAxes().end(), g) == SweepAxes().end()) {
-      std::fprintf(stderr, "error: --sweep_groups: unknown axis \"%s\" (%s)\n", g.c_str(),
-                   absl::StrJoin(SweepAxes(), ", ").c_str());
-      return 2;
-    }
+  auto sweep = bench::MuloSweepRows(absl::GetFlag(FLAGS_sweep_groups));
+  if (!sweep.ok()) {
+    std::fprintf(stderr, "error: %s\n", sweep.status().ToString().c_str());
+    return false;
   }
-  auto sweeping = [&](const std::string& group) {
-    return absl::GetFlag(FLAGS_sweep) &&
-           std::find(groups.begin(), groups.end(), group) != groups.end();
-  };
-  if (sweeping("tau")) {
-    for (double tau : {1e-5, 1e-4, 1e-3, 1e-2}) {
-      for (Rejection rej : {Rejection::kLocal, Rejection::kRaster}) {
-        configs.push_back(Mulo(
-            absl::StrFormat("mulo tau %g %s", tau, rej == Rejection::kLocal ? "local" : "raster"),
-            "tau x rejection", tau, 3, rej, 1000));
-      }
-    }
+  if (absl::GetFlag(FLAGS_sweep)) studies.insert(studies.end(), sweep->begin(), sweep->end());
+  for (const bench::MuloRow& row : studies) configs.push_back(MuloConfig(row));
+  return true;
+}
+
+// The flags' sampling settings with `seed`.
+engine::SamplingParams Sampling(const engine::ModelSet& family, uint64_t seed) {
+  engine::SamplingParams sampling;
+  sampling.cfg_scale = family.default_cfg_scale;
+  sampling.temperature = absl::GetFlag(FLAGS_temperature);
+  sampling.top_k = absl::GetFlag(FLAGS_top_k);
+  sampling.top_p = absl::GetFlag(FLAGS_top_p);
+  sampling.seed = seed;
+  return sampling;
+}
+
+// One image's statistics and verdict added to its row.
+void Accumulate(const engine::Stats& s, int pass, Row& row) {
+  ++row.n;
+  row.pass += pass;
+  row.passes.push_back(pass);
+  row.seconds += s.total_seconds;
+  row.target_forwards += s.target_forward_passes;
+  row.draft_forwards += s.draft_forward_passes;
+  row.drafted += s.drafted_tokens;
+  row.accepted += s.accepted_tokens;
+  row.tokens += s.tokens;
+  row.resampled += s.resampled_tokens;
+  row.relaxed += s.relaxed_accepted_tokens;
+  row.expansion += s.expansion_resampled_tokens;
+  row.prefix_own += s.prefix_own_tokens;
+  row.prefix_down += s.prefix_downsampled_tokens;
+  row.verify_steps += s.verify_steps;
+  row.pooled_drafts += s.pooled_drafts;
+  row.pooled_neighbors += s.pooled_neighbors;
+  row.tree_depth += s.drafted_tree_depth;
+  row.tree_width += s.drafted_tree_width;
+  row.host_syncs += s.host_syncs;
+  row.dispatched_ops += s.dispatched_ops;
+  row.kernel_ops += s.kernel_ops;
+  row.graph_replays += s.graph_replays;
+  if (row.accepted_per_position.size() < s.accepted_per_position.size()) {
+    row.accepted_per_position.resize(s.accepted_per_position.size(), 0.0);
   }
-  if (sweeping("radius")) {
-    for (int64_t radius : {0, 1}) {
-      configs.push_back(Mulo(absl::StrFormat("mulo radius %d", radius), "radius", 1e-4, radius,
-                             Rejection::kLocal, 1000));
-    }
+  for (size_t d = 0; d < s.accepted_per_position.size(); ++d) {
+    row.accepted_per_position[d] += s.accepted_per_position[d];
   }
-  if (sweeping("pooling")) {
-    configs.push_back(Mulo("mulo no pooling (k 0)", "pooling", 1e-4, 3, Rejection::kLocal, 0));
+  for (int p = 0; p < engine::kNumPhases; ++p) row.phase_seconds[p] += s.phase_seconds[p];
+}
+
+// One request's --trace_out line.
+nlohmann::json TraceLine(const engine::ModelSet& family, const std::string& method, int prompt,
+                         uint64_t seed, const engine::Stats& s,
+                         const engine::ForwardTrace& trace) {
+  nlohmann::json line = {{"method", method},           {"prompt", prompt},
+                         {"seed", seed},               {"seconds", s.total_seconds},
+                         {"tokens", s.tokens},         {"host_syncs", s.host_syncs},
+                         {"graph_replays", s.graph_replays}};
+  if (absl::GetFlag(FLAGS_count_ops)) {
+    line["dispatched_ops"] = s.dispatched_ops;
+    line["kernel_ops"] = s.kernel_ops;
   }
-  if (sweeping("draft_rows")) {
-    // More drafter rows per step: fewer verify forwards and drafter cache refreshes, longer
-    // stretches drafted without the target's correction.
-    for (int64_t rows : {2, 4}) {
-      configs.push_back(Mulo(absl::StrFormat("mulo draft_rows %d", rows), "draft rows", 1e-4, 3,
-                             Rejection::kLocal, 1000, rows));
-    }
+  for (int p = 0; p < engine::kNumPhases; ++p) {
+    line["phases"][engine::PhaseName(static_cast<engine::Phase>(p))] = s.phase_seconds[p];
   }
-  if (sweeping("bounds")) {
-    // The two ends of the acceptance range: tau = 0 accepts every draft, so its time is
-    // MuLo-SD's fixed cost (drafting, up/down-sampling, verification); tau > 1 accepts none
-    // and re-samples every token with the target on top of that fixed cost.
-    configs.push_back(Mulo("mulo tau 0 (accept all)", "bounds", 0, 3, Rejection::kLocal, 1000));
-    configs.push_back(Mulo("mulo tau 2 (accept none)", "bounds", 2, 3, Rejection::kLocal, 1000));
+  line["forwards"] = nlohmann::json::array();
+  for (const engine::ForwardEvent& e : trace) {
+    line["forwards"].push_back(
+        {ModelName(family, e.model), e.batch, e.new_tokens, e.context, e.graph, e.dispatched_ops});
   }
-  if (sweeping("prefix")) {
-    // The drafter continues from its own tokens where U_r of them was committed unchanged,
-    // instead of D_r of the committed rows (DraftPrefix::kKeepDrafted; not the paper's).
-    for (double tau : {0.0, 1e-5, 1e-4, 1e-3}) {
-      configs.push_back(Mulo(absl::StrFormat("mulo keep-drafted tau %g", tau), "prefix", tau, 3,
-                             Rejection::kLocal, 1000, 1, engine::DraftPrefix::kKeepDrafted));
-    }
+  return line;
+}
+
+// What RunRows decodes with, besides the rows.
+struct RunContext {
+  const engine::ModelSet* family = nullptr;
+  const std::vector<synth::HeldoutEntry>* prompts = nullptr;
+  engine::KvPools* kv_pools = nullptr;  // null: every request's caches are its own
+  std::ofstream* trace_file = nullptr;  // closed: no trace
+  int warmup = 0;
+  int seeds = 1;
+  size_t grid_prompts = 0;
+};
+
+// --kv_pool's pools (null without the flag); false after saying why they cannot be made.
+bool MakeKvPools(const engine::ModelSet& family, std::unique_ptr<engine::KvPools>& pools) {
+  if (!absl::GetFlag(FLAGS_kv_pool)) return true;
+  auto pooled = engine::PoolFamily(family.name, family);
+  if (!pooled.ok()) {
+    std::fprintf(stderr, "error: --kv_pool: %s\n", pooled.status().ToString().c_str());
+    return false;
   }
+  auto made = engine::KvPools::Make({*pooled}, 1);
+  if (!made.ok()) {
+    std::fprintf(stderr, "error: --kv_pool: %s\n", made.status().ToString().c_str());
+    return false;
+  }
+  pools = std::move(*made);
+  return true;
+}
+
+// Every row on every prompt and seed, interleaved per prompt so that slow drifts of the
+// machine hit every method alike, after the untimed warm-up images. False after saying which
+// request failed.
+bool RunRows(const RunContext& run, std::vector<Row>& rows) {
+  const engine::ModelSet& family = *run.family;
+  const auto& prompts = *run.prompts;
   synth::SynthEval judge;
   engine::NullProgressSink sink;
   engine::CancelToken cancel;
-  std::vector<Row> rows;
-  for (const Config& config : configs) rows.push_back(Row{config});
-  const int64_t n_tokens = family->target->num_image_tokens();
-  const int64_t n_draft = family->drafter ? family->drafter->num_image_tokens() : 0;
-  // Interleave methods per prompt so slow drifts of the machine hit every
-  // method alike.
-  const int seeds = std::max(1, absl::GetFlag(FLAGS_seeds_per_prompt));
-  const size_t grid_prompts =
-      absl::GetFlag(FLAGS_grid_out).empty() ? 0 : static_cast<size_t>(absl::GetFlag(FLAGS_grid_prompts));
-  int warmup = absl::GetFlag(FLAGS_warmup);
-  if (warmup < 0) warmup = load.device.is_cuda() ? 1 : 0;
-  for (int w = 0; w < warmup && count > 0; ++w) {
-    engine::SamplingParams sampling;
-    sampling.cfg_scale = family->default_cfg_scale;
-    sampling.temperature = absl::GetFlag(FLAGS_temperature);
-    sampling.top_k = absl::GetFlag(FLAGS_top_k);
-    sampling.top_p = absl::GetFlag(FLAGS_top_p);
-    sampling.seed = absl::GetFlag(FLAGS_seed) + 1000000u + static_cast<uint64_t>(w);
+  for (int w = 0; w < run.warmup && !prompts.empty(); ++w) {
+    const engine::SamplingParams sampling =
+        Sampling(family, absl::GetFlag(FLAGS_seed) + 1000000u + static_cast<uint64_t>(w));
     for (const Row& row : rows) {
-      auto result = engine::GenerateImage(*row.config.method, *family, (*prompts)[0].prompt,
+      auto result = engine::GenerateImage(*row.config.method, family, prompts[0].prompt,
                                           sampling, sink, cancel, engine::GenerateOptions{});
       if (!result.ok()) {
         std::fprintf(stderr, "error (%s, warm-up): %s\n", row.config.name.c_str(),
                      result.status().ToString().c_str());
-        return 1;
+        return false;
       }
     }
   }
-  std::unique_ptr<engine::KvPools> kv_pools;
-  if (absl::GetFlag(FLAGS_kv_pool)) {
-    auto pooled = engine::PoolFamily(family->name, *family);
-    if (!pooled.ok()) {
-      std::fprintf(stderr, "error: --kv_pool: %s\n", pooled.status().ToString().c_str());
-      return 1;
-    }
-    auto made = engine::KvPools::Make({*pooled}, 1);
-    if (!made.ok()) {
-      std::fprintf(stderr, "error: --kv_pool: %s\n", made.status().ToString().c_str());
-      return 1;
-    }
-    kv_pools = std::move(*made);
-  }
-  for (size_t i = 0; i < count; ++i) {
-    const auto& entry = (*prompts)[i];
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto& entry = prompts[i];
     std::vector<std::vector<cv::Mat>> samples(rows.size());
-    for (int s_index = 0; s_index < seeds; ++s_index) {
-      engine::SamplingParams sampling;
-      sampling.cfg_scale = family->default_cfg_scale;
-      sampling.temperature = absl::GetFlag(FLAGS_temperature);
-      sampling.top_k = absl::GetFlag(FLAGS_top_k);
-      sampling.top_p = absl::GetFlag(FLAGS_top_p);
-      sampling.seed = absl::GetFlag(FLAGS_seed) + static_cast<uint64_t>(entry.id) +
-                      100000u * static_cast<uint64_t>(s_index);
+    for (int s_index = 0; s_index < run.seeds; ++s_index) {
+      const engine::SamplingParams sampling =
+          Sampling(family, absl::GetFlag(FLAGS_seed) + static_cast<uint64_t>(entry.id) +
+                               100000u * static_cast<uint64_t>(s_index));
       for (size_t r = 0; r < rows.size(); ++r) {
         Row& row = rows[r];
         engine::ForwardTrace trace;
         std::optional<engine::OpCounting> counting;
         if (absl::GetFlag(FLAGS_count_ops)) counting.emplace();
         engine::GenerateOptions options;
-        options.trace = trace_file.is_open() ? &trace : nullptr;
+        options.trace = run.trace_file->is_open() ? &trace : nullptr;
         options.synchronize_phases = absl::GetFlag(FLAGS_sync_phases);
         std::unique_ptr<engine::KvReservation> reservation;
-        if (kv_pools != nullptr) {
-          reservation = kv_pools->Reserve(
-              engine::RequestKvDemand(*family, row.config.method->name(), sampling));
+        if (run.kv_pools != nullptr) {
+          reservation = run.kv_pools->Reserve(
+              engine::RequestKvDemand(family, row.config.method->name(), sampling));
           options.kv = reservation.get();
         }
-        auto result = engine::GenerateImage(*row.config.method, *family, entry.prompt, sampling,
+        auto result = engine::GenerateImage(*row.config.method, family, entry.prompt, sampling,
                                             sink, cancel, options);
         if (!result.ok()) {
           std::fprintf(stderr, "error (%s, prompt %d): %s\n", row.config.name.c_str(), entry.id,
                        result.status().ToString().c_str());
-          return 1;
+          return false;
         }
         cv::Mat image = bench::ToRgbMat(result->image);
         auto verdict = judge.Evaluate(entry.prompt, image);
-        const auto& s = result->stats;
-        ++row.n;
-        const int pass = verdict.ok() && verdict->pass;
-        row.pass += pass;
-        row.passes.push_back(pass);
-        row.seconds += s.total_seconds;
-        row.target_forwards += s.target_forward_passes;
-        row.draft_forwards += s.draft_forward_passes;
-        row.drafted += s.drafted_tokens;
-        row.accepted += s.accepted_tokens;
-        row.tokens += s.tokens;
-        row.resampled += s.resampled_tokens;
-        row.relaxed += s.relaxed_accepted_tokens;
-        row.expansion += s.expansion_resampled_tokens;
-        row.prefix_own += s.prefix_own_tokens;
-        row.prefix_down += s.prefix_downsampled_tokens;
-        row.verify_steps += s.verify_steps;
-        row.pooled_drafts += s.pooled_drafts;
-        row.pooled_neighbors += s.pooled_neighbors;
-        row.tree_depth += s.drafted_tree_depth;
-        row.tree_width += s.drafted_tree_width;
-        row.host_syncs += s.host_syncs;
-        row.dispatched_ops += s.dispatched_ops;
-        row.kernel_ops += s.kernel_ops;
-        row.graph_replays += s.graph_replays;
-        if (row.accepted_per_position.size() < s.accepted_per_position.size()) {
-          row.accepted_per_position.resize(s.accepted_per_position.size(), 0.0);
-        }
-        for (size_t d = 0; d < s.accepted_per_position.size(); ++d) {
-          row.accepted_per_position[d] += s.accepted_per_position[d];
-        }
-        for (int p = 0; p < engine::kNumPhases; ++p) row.phase_seconds[p] += s.phase_seconds[p];
-        if (seeds > 1) samples[r].push_back(image.clone());
-        if (s_index == 0 && i < grid_prompts) row.grid.push_back(image.clone());
-        if (trace_file.is_open()) {
-          nlohmann::json line = {{"method", row.config.name},
-                                 {"prompt", entry.id},
-                                 {"seed", sampling.seed},
-                                 {"seconds", s.total_seconds},
-                                 {"tokens", s.tokens},
-                                 {"host_syncs", s.host_syncs},
-                                 {"graph_replays", s.graph_replays}};
-          if (absl::GetFlag(FLAGS_count_ops)) {
-            line["dispatched_ops"] = s.dispatched_ops;
-            line["kernel_ops"] = s.kernel_ops;
-          }
-          for (int p = 0; p < engine::kNumPhases; ++p) {
-            line["phases"][engine::PhaseName(static_cast<engine::Phase>(p))] = s.phase_seconds[p];
-          }
-          line["forwards"] = nlohmann::json::array();
-          for (const engine::ForwardEvent& e : trace) {
-            line["forwards"].push_back(
-                {ModelName(*family, e.model), e.batch, e.new_tokens, e.context, e.graph,
-                 e.dispatched_ops});
-          }
-          trace_file << line.dump() << "\n";
+        Accumulate(result->stats, verdict.ok() && verdict->pass, row);
+        if (run.seeds > 1) samples[r].push_back(image.clone());
+        if (s_index == 0 && i < run.grid_prompts) row.grid.push_back(image.clone());
+        if (run.trace_file->is_open()) {
+          *run.trace_file << TraceLine(family, row.config.name, entry.id, sampling.seed,
+                                       result->stats, trace)
+                                 .dump()
+                          << "\n";
         }
       }
     }
-    if (seeds > 1) {
+    if (run.seeds > 1) {
       for (size_t r = 0; r < rows.size(); ++r) {
         rows[r].diversity.push_back(MeanPairwiseDistance(samples[r]));
       }
     }
-    std::fprintf(stderr, "\r[%zu/%zu prompts]", i + 1, count);
+    std::fprintf(stderr, "\r[%zu/%zu prompts]", i + 1, prompts.size());
   }
   std::fprintf(stderr, "\n");
-  const Row& ar = rows[0];
-  const std::string dir = absl::GetFlag(FLAGS_out_dir);
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  std::ofstream md(dir + "/methods.md"), csv(dir + "/methods.csv"), sweep;
-  if (absl::GetFlag(FLAGS_sweep)) sweep.open(dir + "/sweep.csv");
-  const std::string header = absl::StrFormat(
+  return true;
+}
+
+// The tables' caption: the run's settings.
+std::string Header(const engine::ModelSet& family, const engine::LoadOptions& load,
+                   size_t count, int seeds, int warmup) {
+  const int64_t n_tokens = family.target->num_image_tokens();
+  const int64_t n_draft = family.drafter ? family.drafter->num_image_tokens() : 0;
+  return absl::StrFormat(
       "%zu prompts x %d seed(s) (%s), seeds %d + id%s, temperature %.2f%s, cfg %.2f, %d torch "
       "thread(s), %s %s%s; "
       "%d target tokens, %d drafter tokens per image; %d untimed warm-up image(s) per row; "
@@ -643,12 +570,23 @@ int Run() {
                       absl::GetFlag(FLAGS_top_p) < 1.0
                           ? absl::StrFormat(", top-p %.2f", absl::GetFlag(FLAGS_top_p))
                           : ""),
-      family->default_cfg_scale, absl::GetFlag(FLAGS_threads), device_name, dtype,
+      family.default_cfg_scale, absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_device),
+      absl::GetFlag(FLAGS_dtype),
       load.device.is_cuda() || load.emulate_cuda_graphs ? GraphsLabel(load) : "", n_tokens,
       n_draft, warmup,
       seeds > 1 ? "; diversity = mean pairwise pixel distance (0-255) between one prompt's "
                   "samples, relative to ar's"
                 : "");
+}
+
+// The main table: methods.md (and stdout), methods.csv and, for the rows outside the main
+// group, sweep.csv when it is open.
+void WriteMethodTables(const engine::ModelSet& family, const std::vector<Row>& rows, int seeds,
+                       const std::string& header, std::ostream& md, std::ostream& csv,
+                       std::ofstream& sweep) {
+  const int64_t n_tokens = family.target->num_image_tokens();
+  const int64_t n_draft = family.drafter ? family.drafter->num_image_tokens() : 0;
+  const Row& ar = rows[0];
   md << header
      << "| method | s / image | speedup vs ar | step compression | acceptance | relaxed "
         "| target fwd | draft fwd | S_T | SynthEval | delta vs ar |"
@@ -700,39 +638,48 @@ int Run() {
     if (sweep.is_open() && row.config.group != "main") sweep << csv_line;
     std::fputs(line.c_str(), stdout);
   }
-  if (!absl::GetFlag(FLAGS_grid_out).empty() && !rows.empty() && !rows[0].grid.empty()) {
-    // One column per method row, one row per prompt, 2x nearest-neighbour so 64 px reads.
-    std::vector<cv::Mat> lines;
-    for (size_t p = 0; p < rows[0].grid.size(); ++p) {
-      std::vector<cv::Mat> cells;
-      for (const Row& row : rows) {
-        cv::Mat big;
-        cv::resize(row.grid[p], big, cv::Size(), 2, 2, cv::INTER_NEAREST);
-        cv::copyMakeBorder(big, big, 2, 2, 2, 2, cv::BORDER_CONSTANT, cv::Scalar(255, 255, 255));
-        cells.push_back(big);
-      }
-      cv::Mat line;
-      cv::hconcat(cells, line);
-      lines.push_back(line);
+}
+
+// --grid_out: one column per method row, one row per prompt, 2x nearest-neighbour so 64 px
+// reads. False after saying why it cannot be written.
+bool WriteGrid(const std::vector<Row>& rows) {
+  const std::string path = absl::GetFlag(FLAGS_grid_out);
+  if (path.empty() || rows.empty() || rows[0].grid.empty()) return true;
+  std::vector<cv::Mat> lines;
+  for (size_t p = 0; p < rows[0].grid.size(); ++p) {
+    std::vector<cv::Mat> cells;
+    for (const Row& row : rows) {
+      cv::Mat big;
+      cv::resize(row.grid[p], big, cv::Size(), 2, 2, cv::INTER_NEAREST);
+      cv::copyMakeBorder(big, big, 2, 2, 2, 2, cv::BORDER_CONSTANT, cv::Scalar(255, 255, 255));
+      cells.push_back(big);
     }
-    cv::Mat grid, bgr;
-    cv::vconcat(lines, grid);
-    cv::cvtColor(grid, bgr, cv::COLOR_RGB2BGR);
-#ifdef MULO_HAVE_IMGCODECS
-    const bool written = cv::imwrite(absl::GetFlag(FLAGS_grid_out), bgr);
-#else
-    const bool written = false;
-#endif
-    if (!written) {
-      std::fprintf(stderr, "error: --grid_out: cannot write %s\n",
-                   absl::GetFlag(FLAGS_grid_out).c_str());
-      return 1;
-    }
-    std::string columns;
-    for (const Row& row : rows) absl::StrAppend(&columns, columns.empty() ? "" : " | ", row.config.name);
-    std::printf("grid %s: columns %s\n", absl::GetFlag(FLAGS_grid_out).c_str(), columns.c_str());
+    cv::Mat line;
+    cv::hconcat(cells, line);
+    lines.push_back(line);
   }
-  // Where the time goes: the numbers that explain a speedup (or its absence).
+  cv::Mat grid, bgr;
+  cv::vconcat(lines, grid);
+  cv::cvtColor(grid, bgr, cv::COLOR_RGB2BGR);
+#ifdef MULO_HAVE_IMGCODECS
+  const bool written = cv::imwrite(path, bgr);
+#else
+  const bool written = false;
+#endif
+  if (!written) {
+    std::fprintf(stderr, "error: --grid_out: cannot write %s\n", path.c_str());
+    return false;
+  }
+  std::string columns;
+  for (const Row& row : rows) {
+    absl::StrAppend(&columns, columns.empty() ? "" : " | ", row.config.name);
+  }
+  std::printf("grid %s: columns %s\n", path.c_str(), columns.c_str());
+  return true;
+}
+
+// Where the time goes: mean seconds per image by phase, and re-sampled tokens.
+std::string PhaseTable(const std::vector<Row>& rows, const engine::LoadOptions& load) {
   std::string phases = absl::StrCat(
       "\nmean seconds per image by phase (",
       load.device.is_cuda() && !absl::GetFlag(FLAGS_sync_phases)
@@ -752,10 +699,13 @@ int Run() {
     }
     absl::StrAppend(&phases, absl::StrFormat(" %.1f |\n", row.resampled / row.n));
   }
-  md << phases;
-  std::fputs(phases.c_str(), stdout);
-  // Device -> host reads (host synchronisations on a GPU, counted on every device): a decoding
-  // step is a verify step (parallel step), or a sampled token for methods without them (ar).
+  return phases;
+}
+
+// Device -> host reads (host synchronisations on a GPU, counted on every device), graph
+// replays and operators per decoding step: a verify step (parallel step), or a sampled token
+// for methods without them (ar).
+std::string HostSyncTable(const std::vector<Row>& rows) {
   std::string syncs =
       "\nhost syncs (device -> host reads), graph replays and operators dispatched outside "
       "graphs (prefill and decoding, not the image decode)\n\n"
@@ -774,10 +724,13 @@ int Run() {
                         counted_ops ? absl::StrFormat("%.0f", per_step(row.dispatched_ops)) : "-",
                         counted_ops ? absl::StrFormat("%.0f", per_step(row.kernel_ops)) : "-"));
   }
-  md << syncs;
-  std::fputs(syncs.c_str(), stdout);
-  // Tree and chain methods: how long the accepted paths are and, for the relaxed rules, how
-  // much of it the relaxation bought and how large the pooled sets were.
+  return syncs;
+}
+
+// Tree and chain methods: how long the accepted paths are and, for the relaxed rules, how
+// much of it the relaxation bought and how large the pooled sets were. Empty when no row
+// verified drafts.
+std::string PathTable(const std::vector<Row>& rows) {
   std::string paths =
       "\ndraft paths: mean accepted length per verify step, accepted drafts per image at depth "
       "1..6, the fraction of accepted drafts only the relaxation kept, mean pooled neighbours "
@@ -805,9 +758,57 @@ int Run() {
         row.tree_width > 0 ? absl::StrFormat(" %.2f |\n", row.tree_width / row.verify_steps)
                            : " - |\n");
   }
-  if (any_paths) {
-    md << paths;
-    std::fputs(paths.c_str(), stdout);
+  return any_paths ? paths : "";
+}
+
+int Run() {
+  const std::optional<engine::LoadOptions> load = LoadOptionsFromFlags();
+  if (!load) return 2;
+  auto inputs = bench::LoadFamilyInputs(absl::GetFlag(FLAGS_models), absl::GetFlag(FLAGS_prompts),
+                                        absl::GetFlag(FLAGS_limit), absl::GetFlag(FLAGS_threads),
+                                        *load);
+  if (!inputs) return 1;
+  std::ofstream trace_file;
+  if (!OpenTrace(trace_file)) return 2;
+  const engine::ModelSet& family = inputs->family;
+  // The family's defaults of every method: what a row's label leaves out.
+  auto defaults = engine::DefaultMethodConfig("ar", family);
+  if (!defaults.ok()) {
+    std::fprintf(stderr, "error: %s\n", defaults.status().ToString().c_str());
+    return 2;
+  }
+  std::vector<Config> configs;
+  if (!AddMethodRows(family, *defaults, configs) || !AddMuloStudies(*defaults, configs)) return 2;
+  std::vector<Row> rows;
+  for (const Config& config : configs) rows.push_back(Row{config});
+
+  std::unique_ptr<engine::KvPools> kv_pools;
+  if (!MakeKvPools(family, kv_pools)) return 1;
+  RunContext run;
+  run.family = &family;
+  run.prompts = &inputs->prompts;
+  run.kv_pools = kv_pools.get();
+  run.trace_file = &trace_file;
+  run.warmup = absl::GetFlag(FLAGS_warmup);
+  if (run.warmup < 0) run.warmup = load->device.is_cuda() ? 1 : 0;
+  run.seeds = std::max(1, absl::GetFlag(FLAGS_seeds_per_prompt));
+  run.grid_prompts = absl::GetFlag(FLAGS_grid_out).empty()
+                         ? 0
+                         : static_cast<size_t>(absl::GetFlag(FLAGS_grid_prompts));
+  if (!RunRows(run, rows)) return 1;
+
+  const std::string dir = absl::GetFlag(FLAGS_out_dir);
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  std::ofstream md(dir + "/methods.md"), csv(dir + "/methods.csv"), sweep;
+  if (absl::GetFlag(FLAGS_sweep)) sweep.open(dir + "/sweep.csv");
+  const std::string header =
+      Header(family, *load, inputs->prompts.size(), run.seeds, run.warmup);
+  WriteMethodTables(family, rows, run.seeds, header, md, csv, sweep);
+  if (!WriteGrid(rows)) return 1;
+  for (const std::string& table : {PhaseTable(rows, *load), HostSyncTable(rows), PathTable(rows)}) {
+    md << table;
+    std::fputs(table.c_str(), stdout);
   }
   std::fputs(header.c_str(), stdout);
   std::printf("\nwrote %s/methods.md and methods.csv%s\n", dir.c_str(),

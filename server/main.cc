@@ -283,145 +283,92 @@ absl::Status InstallKvPools(const ModelRepository& repository,
   return absl::OkStatus();
 }
 
-int Run() {
-  RaiseOpenFileLimit();
-  // Signals are taken by one thread with sigwait; every other thread (gRPC, workers, HTTP)
-  // inherits this mask and never sees them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);  // reloads --api_keys_file
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-  const int torch_threads = absl::GetFlag(FLAGS_torch_threads);  // SetCpuThreads clamps to >= 1
-  engine::SetCpuThreads(torch_threads);
-  if (const std::string advice = engine::BlasKernelAdvice(); !advice.empty()) Log(advice);
+// The devices, graphs and dtype the flags ask for. INVALID_ARGUMENT naming the flag.
+absl::StatusOr<engine::LoadOptions> LoadOptionsFromFlags() {
   engine::LoadOptions load_options;
   try {
     load_options.device = torch::Device(absl::GetFlag(FLAGS_device));
   } catch (const std::exception& e) {
-    Log(absl::StrCat("--device: ", absl::GetFlag(FLAGS_device), " is not a device"));
-    return 2;
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device: ", absl::GetFlag(FLAGS_device), " is not a device"));
   }
   const absl::StatusOr<CudaGraphChoice> graphs =
       ChooseCudaGraphs(absl::GetFlag(FLAGS_cuda_graphs), load_options.device.is_cuda(),
                        absl::GetFlag(FLAGS_workers));
-  if (!graphs.ok()) {
-    Log(std::string(graphs.status().message()));
-    return 2;
-  }
+  if (!graphs.ok()) return graphs.status();
   load_options.cuda_graphs = graphs->enabled;
   if (!graphs->note.empty()) Log(graphs->note);
   if (const std::string dtype = absl::GetFlag(FLAGS_dtype); dtype == "bfloat16") {
     load_options.dtype = torch::kBFloat16;
   } else if (dtype != "float32") {
-    Log(absl::StrCat("--dtype: expected float32 or bfloat16, got \"", dtype, "\""));
-    return 2;
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype: expected float32 or bfloat16, got \"", dtype, "\""));
   }
+  return load_options;
+}
 
-  // Declared in this order so they are destroyed in reverse: the service, then the metrics
-  // (their HTTP server reads the scheduler at scrape time), then the scheduler.
-  Scheduler::Options scheduler_options;
-  scheduler_options.workers = absl::GetFlag(FLAGS_workers);
-  scheduler_options.max_batch = absl::GetFlag(FLAGS_max_batch);
-  scheduler_options.batching.max_rows = absl::GetFlag(FLAGS_max_batch_tokens);
+// The workers, batches and queue the flags ask for (the callbacks are the caller's).
+// INVALID_ARGUMENT naming the flag.
+absl::StatusOr<Scheduler::Options> SchedulerOptionsFromFlags() {
+  Scheduler::Options options;
+  options.workers = absl::GetFlag(FLAGS_workers);
+  options.max_batch = absl::GetFlag(FLAGS_max_batch);
+  options.batching.max_rows = absl::GetFlag(FLAGS_max_batch_tokens);
+  options.max_queue = absl::GetFlag(FLAGS_max_queue);
   if (const std::string gemms = absl::GetFlag(FLAGS_batch_gemms); gemms == "shared") {
-    scheduler_options.batching.gemms = engine::PackedGemms::kShared;
+    options.batching.gemms = engine::PackedGemms::kShared;
   } else if (gemms != "per_sequence") {
-    Log(absl::StrCat("--batch_gemms: expected per_sequence or shared, got \"", gemms, "\""));
-    return 2;
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch_gemms: expected per_sequence or shared, got \"", gemms, "\""));
   }
-  if (scheduler_options.max_batch < 1 || scheduler_options.max_batch > 64) {
-    Log(absl::StrCat("--max_batch: expected 1..64, got ", scheduler_options.max_batch));
-    return 2;
+  if (options.max_batch < 1 || options.max_batch > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_batch: expected 1..64, got ", options.max_batch));
   }
-  if (scheduler_options.batching.max_rows < 1) {
-    Log("--max_batch_tokens: must be >= 1");
-    return 2;
+  if (options.batching.max_rows < 1) {
+    return absl::InvalidArgumentError("--max_batch_tokens: must be >= 1");
   }
   // Checked again against the families' sizes once they load (InstallKvPools).
   if (auto requests = KvPoolRequests(absl::GetFlag(FLAGS_kv_cache_memory), 1, 0); !requests.ok()) {
-    Log(std::string(requests.status().message()));
-    return 2;
+    return requests.status();
   }
   if (absl::GetFlag(FLAGS_batch_wait) != absl::ZeroDuration()) {
     Log("--batch_wait: no longer used, ignored (the engine loop batches when every request "
         "waits for a forward)");
   }
-  const std::string default_method = absl::GetFlag(FLAGS_default_method);
-  if (v1::ApiMethodField(default_method) == nullptr) {
-    Log(absl::StrCat("--default_method: unknown method \"", default_method, "\" (",
-                     absl::StrJoin(v1::ApiMethodNames(), ", "), ")"));
-    return 2;
-  }
-  auto batch_policy = BatchPolicy::Parse(absl::GetFlag(FLAGS_batch_methods));
-  if (!batch_policy.ok()) {
-    Log(std::string(batch_policy.status().message()));
-    return 2;
-  }
-  Log(scheduler_options.max_batch == 1
-          ? std::string("batching: off (--max_batch=1)")
-          : absl::StrCat("batching: up to ", scheduler_options.max_batch,
-                         " requests per worker, methods ", batch_policy->ToString()));
-  BatchMetricsRelay batch_metrics;
-  scheduler_options.on_batch = [&batch_metrics](const engine::EngineLoop::BatchEvent& e) {
-    batch_metrics.Record(e);
-  };
-  scheduler_options.max_queue = absl::GetFlag(FLAGS_max_queue);
-  // Per worker: the OpenMP thread count is per thread, and a new thread gets OpenMP's default
-  // (every core), not --torch_threads. On a GPU each worker launches on a stream of its own
-  // (engine/core/device_stream.h).
-  scheduler_options.on_worker_start = [torch_threads, device = load_options.device] {
-    engine::SetCpuThreads(torch_threads);
-    engine::UseOwnDeviceStream(device);
-  };
-  Scheduler scheduler(scheduler_options);
-  ServerMetrics metrics;
-  BatchMetricsRelay::Attachment batch_metrics_attached(&batch_metrics, &metrics);
-  metrics.WatchQueue(
-      [&scheduler] { return std::make_pair(scheduler.queue_depth(), scheduler.running()); });
+  return options;
+}
+
+// --max_decode_time and --max_tree_nodes. INVALID_ARGUMENT naming the flag.
+absl::StatusOr<RequestLimits> LimitsFromFlags() {
   RequestLimits limits;
-  if (const absl::Duration max_decode = absl::GetFlag(FLAGS_max_decode_time);
-      max_decode < absl::ZeroDuration() || max_decode > absl::Hours(24 * 7)) {
-    Log("--max_decode_time: expected 0 (no limit) up to 168h");
-    return 2;
-  } else {
-    limits.max_decode_time = max_decode == absl::ZeroDuration() ? absl::InfiniteDuration()
-                                                                 : max_decode;
+  const absl::Duration max_decode = absl::GetFlag(FLAGS_max_decode_time);
+  if (max_decode < absl::ZeroDuration() || max_decode > absl::Hours(24 * 7)) {
+    return absl::InvalidArgumentError("--max_decode_time: expected 0 (no limit) up to 168h");
   }
+  limits.max_decode_time =
+      max_decode == absl::ZeroDuration() ? absl::InfiniteDuration() : max_decode;
   limits.max_tree_nodes = absl::GetFlag(FLAGS_max_tree_nodes);  // 0 = no bound
   if (limits.max_tree_nodes < 0) {
-    Log("--max_tree_nodes: must be >= 0 (0 = no bound)");
-    return 2;
+    return absl::InvalidArgumentError("--max_tree_nodes: must be >= 0 (0 = no bound)");
   }
-  std::unique_ptr<ApiKeys> api_keys = std::make_unique<ApiKeys>();
-  if (const std::string keys_file = absl::GetFlag(FLAGS_api_keys_file); !keys_file.empty()) {
-    auto loaded = ApiKeys::Load(keys_file);
-    if (!loaded.ok()) {
-      Log(std::string(loaded.status().message()));
-      return 2;
-    }
-    api_keys = *std::move(loaded);
-    Log("API keys: required (--api_keys_file; SIGHUP reloads it)");
-  }
-  GenerationService generation(scheduler, metrics, *std::move(batch_policy), limits);
-  generation.SetDefaultMethod(default_method);
-  ImageGenerationService service(generation, api_keys.get());
-  std::atomic<bool> ready{false};
+  return limits;
+}
 
-  auto http = metrics.StartHttp(absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_metrics_port),
-                                [&ready] { return ready.load(); });
-  if (!http.ok()) {
-    Log(absl::StrCat("metrics: ", http.status().ToString()));
-    return 1;
-  }
+// --api_keys_file's keys, or none required without it.
+absl::StatusOr<std::unique_ptr<ApiKeys>> ApiKeysFromFlags() {
+  const std::string keys_file = absl::GetFlag(FLAGS_api_keys_file);
+  if (keys_file.empty()) return std::make_unique<ApiKeys>();
+  auto loaded = ApiKeys::Load(keys_file);
+  if (loaded.ok()) Log("API keys: required (--api_keys_file; SIGHUP reloads it)");
+  return loaded;
+}
 
+// The gRPC front end's address, credentials and limits; requests whose bytes do not parse are
+// logged and counted in `metrics`.
+absl::StatusOr<GrpcFrontEndOptions> GrpcOptionsFromFlags(ServerMetrics& metrics) {
   auto credentials = Credentials();
-  if (!credentials.ok()) {
-    Log(credentials.status().ToString());
-    return 2;
-  }
+  if (!credentials.ok()) return credentials.status();
   GrpcFrontEndOptions grpc_options;
   grpc_options.address = absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
   grpc_options.credentials = *credentials;
@@ -435,121 +382,124 @@ int Run() {
     WriteRequestLog(line);
     if (absl::EndsWith(method, "/Generate")) metrics.RecordRequest(line);
   };
-  auto grpc_front_end = GrpcFrontEnd::Start(grpc_options, &service);
-  if (!grpc_front_end.ok()) {
-    Log(std::string(grpc_front_end.status().message()));
-    return 1;
-  }
-  GrpcFrontEnd& front_end = **grpc_front_end;
-  const int port = front_end.port();
-  std::unique_ptr<http::HttpFrontEnd> http_front_end;
-  if (const int http_port = absl::GetFlag(FLAGS_http_port); http_port >= 0) {
-    http::HttpFrontEndOptions http_options;
-    http_options.address = absl::StrCat(absl::GetFlag(FLAGS_host), ":", http_port);
-    http_options.api_keys = api_keys.get();
-    if (const std::string cert = absl::GetFlag(FLAGS_tls_cert); !cert.empty()) {
-      // Read again here: Credentials() checked both files already.
-      http_options.tls_cert_pem = ReadTextFile(cert).value_or("");
-      http_options.tls_key_pem = ReadTextFile(absl::GetFlag(FLAGS_tls_key)).value_or("");
-    }
-    http_options.idle_timeout_seconds = static_cast<unsigned>(
-        std::max<int64_t>(1, absl::ToInt64Seconds(absl::GetFlag(FLAGS_http_idle_timeout))));
-    http_options.max_connections =
-        static_cast<unsigned>(std::max(1, absl::GetFlag(FLAGS_http_max_connections)));
-    http_options.max_connections_per_client =
-        static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_http_max_connections_per_client)));
-    http_options.threads = static_cast<unsigned>(std::max(1, absl::GetFlag(FLAGS_http_threads)));
-    http_options.request_read_timeout_seconds = static_cast<unsigned>(std::max<int64_t>(
-        0, absl::ToInt64Seconds(absl::GetFlag(FLAGS_http_request_read_timeout))));
-    http_options.cors_origins = absl::GetFlag(FLAGS_http_cors_origins);
-    http_options.image_url_ttl = std::chrono::seconds(
-        std::max<int64_t>(1, absl::ToInt64Seconds(absl::GetFlag(FLAGS_image_url_ttl))));
-    http_options.image_url_max_bytes =
-        static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_image_url_memory_mb))) << 20;
-    http_options.public_url = absl::GetFlag(FLAGS_http_public_url);
-    http_options.image_url_needs_key = absl::GetFlag(FLAGS_image_url_needs_key);
-    auto started = http::HttpFrontEnd::Start(http_options, &generation);
-    if (!started.ok()) {
-      Log(std::string(started.status().message()));
-      return 1;
-    }
-    http_front_end = *std::move(started);
-    // Before the line below, which tests and scripts wait for.
-    std::printf("mulo_server HTTP API on port %d\n", http_front_end->port());
-  }
-  // The exact line tests and scripts wait for.
-  std::printf("mulo_server listening on port %d (metrics on port %d)\n", port, *http);
-  std::fflush(stdout);
+  return grpc_options;
+}
 
-  Log(absl::StrCat("loading models from ", absl::GetFlag(FLAGS_model_repository)));
-  const auto load_start = absl::Now();
-  auto repository = ModelRepository::Load(absl::GetFlag(FLAGS_model_repository), load_options,
-                                          absl::GetFlag(FLAGS_require_all_families));
-  if (!repository.ok()) {
-    Log(absl::StrCat("cannot load models: ", repository.status().ToString()));
-    return 1;
+// The HTTP front end's options on `http_port`.
+http::HttpFrontEndOptions HttpOptionsFromFlags(int http_port, const ApiKeys* api_keys) {
+  http::HttpFrontEndOptions http_options;
+  http_options.address = absl::StrCat(absl::GetFlag(FLAGS_host), ":", http_port);
+  http_options.api_keys = api_keys;
+  if (const std::string cert = absl::GetFlag(FLAGS_tls_cert); !cert.empty()) {
+    // Read again here: Credentials() checked both files already.
+    http_options.tls_cert_pem = ReadTextFile(cert).value_or("");
+    http_options.tls_key_pem = ReadTextFile(absl::GetFlag(FLAGS_tls_key)).value_or("");
   }
-  for (const auto& dir : (*repository)->skipped()) {
+  http_options.idle_timeout_seconds = static_cast<unsigned>(
+      std::max<int64_t>(1, absl::ToInt64Seconds(absl::GetFlag(FLAGS_http_idle_timeout))));
+  http_options.max_connections =
+      static_cast<unsigned>(std::max(1, absl::GetFlag(FLAGS_http_max_connections)));
+  http_options.max_connections_per_client =
+      static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_http_max_connections_per_client)));
+  http_options.threads = static_cast<unsigned>(std::max(1, absl::GetFlag(FLAGS_http_threads)));
+  http_options.request_read_timeout_seconds = static_cast<unsigned>(std::max<int64_t>(
+      0, absl::ToInt64Seconds(absl::GetFlag(FLAGS_http_request_read_timeout))));
+  http_options.cors_origins = absl::GetFlag(FLAGS_http_cors_origins);
+  http_options.image_url_ttl = std::chrono::seconds(
+      std::max<int64_t>(1, absl::ToInt64Seconds(absl::GetFlag(FLAGS_image_url_ttl))));
+  http_options.image_url_max_bytes =
+      static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_image_url_memory_mb))) << 20;
+  http_options.public_url = absl::GetFlag(FLAGS_http_public_url);
+  http_options.image_url_needs_key = absl::GetFlag(FLAGS_image_url_needs_key);
+  return http_options;
+}
+
+// What loaded, in the log and the metrics, and --model_aliases / --default_model over the
+// loaded families. INVALID_ARGUMENT naming the flag.
+absl::Status ApplyRepository(const ModelRepository& repository, const torch::Device& device,
+                             ServerMetrics& metrics, GenerationService& generation) {
+  for (const auto& dir : repository.skipped()) {
     Log(absl::StrCat("skipped ", dir, ": no family.json (not a family, or a conversion that did "
                      "not finish)"));
   }
-  for (const auto& [name, why] : (*repository)->failed()) {
+  for (const auto& [name, why] : repository.failed()) {
     metrics.SetModelLoaded(name, false);
     Log(absl::StrCat("family ", name, " not loaded (requests for it get UNAVAILABLE; "
                      "--require_all_families makes this fatal): ", why));
   }
-  for (const auto& name : (*repository)->Names()) {
+  for (const auto& name : repository.Names()) {
     metrics.SetModelLoaded(name, true);
-    metrics.SetModelWeightBytes(name, load_options.device.str(),
-                                (*repository)->Find(name)->weight_bytes);
+    metrics.SetModelWeightBytes(name, device.str(), repository.Find(name)->weight_bytes);
   }
+  const std::string loaded = absl::StrJoin(repository.Names(), ", ");
   std::map<std::string, std::string> aliases;
   for (const std::string& pair : absl::GetFlag(FLAGS_model_aliases)) {
     const size_t equals = pair.find('=');
     const std::string family = equals == std::string::npos ? "" : pair.substr(equals + 1);
-    if (equals == 0 || family.empty() || (*repository)->Find(family) == nullptr) {
-      Log(absl::StrCat("--model_aliases: \"", pair, "\" is not NAME=FAMILY with a loaded family "
-                       "(loaded: ", absl::StrJoin((*repository)->Names(), ", "), ")"));
-      return 2;
+    if (equals == 0 || family.empty() || repository.Find(family) == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--model_aliases: \"", pair,
+                       "\" is not NAME=FAMILY with a loaded family (loaded: ", loaded, ")"));
     }
     aliases[pair.substr(0, equals)] = family;
   }
   generation.SetModelAliases(std::move(aliases));
   if (const std::string model = absl::GetFlag(FLAGS_default_model); !model.empty()) {
-    if ((*repository)->Find(model) == nullptr) {
-      Log(absl::StrCat("--default_model: ", model, " is not a loaded family (loaded: ",
-                       absl::StrJoin((*repository)->Names(), ", "), ")"));
-      return 2;
+    if (repository.Find(model) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--default_model: ", model, " is not a loaded family (loaded: ", loaded, ")"));
     }
     generation.SetDefaultModel(model);
   }
-  if (absl::Status pools = InstallKvPools(**repository, scheduler_options, scheduler, metrics);
-      !pools.ok()) {
-    Log(std::string(pools.message()));
-    return 2;
-  }
-  generation.SetRepository(repository->get());
-  front_end.SetServing(true);
-  ready = true;
-  Log(absl::StrCat("serving ", absl::StrJoin((*repository)->Names(), ", "), " (loaded in ",
-                   absl::FormatDuration(absl::Now() - load_start), ")"));
+  return absl::OkStatus();
+}
 
+// Waits for SIGTERM or SIGINT (returned), reloading the API keys on every SIGHUP.
+int WaitForStop(const sigset_t& signals, ApiKeys& api_keys) {
   int signal = 0;
   while (sigwait(&signals, &signal) == 0 && signal == SIGHUP) {
-    if (!api_keys->enabled()) {
+    if (!api_keys.enabled()) {
       Log("SIGHUP: no --api_keys_file to reload");
       continue;
     }
     // The count only: keys never reach the log.
-    auto reloaded = api_keys->Reload();
+    auto reloaded = api_keys.Reload();
     Log(!reloaded.ok()   ? absl::StrCat("SIGHUP: ", reloaded.status().message(),
                                        "; the keys in force stay")
         : *reloaded == 0 ? std::string("SIGHUP: the keys file holds no key: every key is "
                                        "revoked, every API call is refused until keys are added")
                          : absl::StrCat("SIGHUP: reloaded ", *reloaded, " API keys"));
   }
-  Log(absl::StrCat("received ", signal == SIGTERM ? "SIGTERM" : "SIGINT", ", draining"));
-  ready = false;
+  return signal;
+}
+
+// --batch_methods, logged with the batch size.
+absl::StatusOr<BatchPolicy> BatchPolicyFromFlags(int max_batch) {
+  auto batch_policy = BatchPolicy::Parse(absl::GetFlag(FLAGS_batch_methods));
+  if (!batch_policy.ok()) return batch_policy.status();
+  Log(max_batch == 1 ? std::string("batching: off (--max_batch=1)")
+                     : absl::StrCat("batching: up to ", max_batch,
+                                    " requests per worker, methods ", batch_policy->ToString()));
+  return batch_policy;
+}
+
+// The HTTP front end on --http_port (null when it is negative), after which the line tests
+// and scripts wait for says its port.
+absl::StatusOr<std::unique_ptr<http::HttpFrontEnd>> StartHttpFrontEnd(
+    const ApiKeys* api_keys, GenerationService& generation) {
+  const int http_port = absl::GetFlag(FLAGS_http_port);
+  if (http_port < 0) return std::unique_ptr<http::HttpFrontEnd>();
+  auto started = http::HttpFrontEnd::Start(HttpOptionsFromFlags(http_port, api_keys), &generation);
+  if (!started.ok()) return started.status();
+  // Before the "listening" line, which tests and scripts wait for.
+  std::printf("mulo_server HTTP API on port %d\n", (*started)->port());
+  return started;
+}
+
+// Stops taking requests, lets the running ones finish within --drain_timeout (then cancels
+// them) and shuts the front ends down.
+void Drain(GrpcFrontEnd& front_end, http::HttpFrontEnd* http_front_end,
+           GenerationService& generation, Scheduler& scheduler) {
   front_end.StopServing();
   generation.StopAccepting();
   scheduler.StopAccepting();
@@ -563,6 +513,159 @@ int Run() {
   front_end.Shutdown(absl::Seconds(drained ? 5 : 1));
   if (http_front_end != nullptr) http_front_end->Shutdown(absl::Seconds(drained ? 5 : 1));
   Log("stopped");
+}
+
+// Every flag the server reads before it starts, checked.
+struct ServerFlags {
+  engine::LoadOptions load;
+  Scheduler::Options scheduler;
+  std::string default_method;
+  BatchPolicy batch_policy;
+  RequestLimits limits;
+  std::unique_ptr<ApiKeys> api_keys;
+};
+
+// The flags read and checked. INVALID_ARGUMENT naming the first bad one.
+absl::StatusOr<ServerFlags> ParseServerFlags() {
+  absl::StatusOr<engine::LoadOptions> load = LoadOptionsFromFlags();
+  if (!load.ok()) return load.status();
+  absl::StatusOr<Scheduler::Options> scheduler = SchedulerOptionsFromFlags();
+  if (!scheduler.ok()) return scheduler.status();
+  const std::string default_method = absl::GetFlag(FLAGS_default_method);
+  if (v1::ApiMethodField(default_method) == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--default_method: unknown method \"", default_method, "\" (",
+                     absl::StrJoin(v1::ApiMethodNames(), ", "), ")"));
+  }
+  absl::StatusOr<BatchPolicy> batch_policy = BatchPolicyFromFlags(scheduler->max_batch);
+  if (!batch_policy.ok()) return batch_policy.status();
+  absl::StatusOr<RequestLimits> limits = LimitsFromFlags();
+  if (!limits.ok()) return limits.status();
+  absl::StatusOr<std::unique_ptr<ApiKeys>> api_keys = ApiKeysFromFlags();
+  if (!api_keys.ok()) return api_keys.status();
+  return ServerFlags{*std::move(load),         *std::move(scheduler), default_method,
+                     *std::move(batch_policy), *limits,               *std::move(api_keys)};
+}
+
+// A flag's error: logged, and the exit status of a bad command line.
+int BadFlag(const absl::Status& status) {
+  Log(std::string(status.message()));
+  return 2;
+}
+
+// Signals are taken by one thread with sigwait; every other thread (gRPC, workers, HTTP)
+// inherits this mask and never sees them.
+sigset_t BlockStopSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);  // reloads --api_keys_file
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
+// Loads --model_repository and sets the flags and pools that depend on its families: 0, or
+// the exit status after logging why (1: the families did not load, 2: a flag names a family
+// that did not or asks for pools that do not fit).
+int LoadModels(const ServerFlags& flags, ServerMetrics& metrics, GenerationService& generation,
+               Scheduler& scheduler, std::unique_ptr<ModelRepository>& repository) {
+  Log(absl::StrCat("loading models from ", absl::GetFlag(FLAGS_model_repository)));
+  auto loaded = ModelRepository::Load(absl::GetFlag(FLAGS_model_repository), flags.load,
+                                      absl::GetFlag(FLAGS_require_all_families));
+  if (!loaded.ok()) {
+    Log(absl::StrCat("cannot load models: ", loaded.status().ToString()));
+    return 1;
+  }
+  repository = *std::move(loaded);
+  if (absl::Status applied = ApplyRepository(*repository, flags.load.device, metrics, generation);
+      !applied.ok()) {
+    return BadFlag(applied);
+  }
+  if (absl::Status pools = InstallKvPools(*repository, flags.scheduler, scheduler, metrics);
+      !pools.ok()) {
+    return BadFlag(pools);
+  }
+  return 0;
+}
+
+int Run() {
+  RaiseOpenFileLimit();
+  const sigset_t signals = BlockStopSignals();
+
+  const int torch_threads = absl::GetFlag(FLAGS_torch_threads);  // SetCpuThreads clamps to >= 1
+  engine::SetCpuThreads(torch_threads);
+  if (const std::string advice = engine::BlasKernelAdvice(); !advice.empty()) Log(advice);
+  absl::StatusOr<ServerFlags> flags = ParseServerFlags();
+  if (!flags.ok()) return BadFlag(flags.status());
+
+  // Declared in this order so they are destroyed in reverse: the service, then the metrics
+  // (their HTTP server reads the scheduler at scrape time), then the scheduler.
+  BatchMetricsRelay batch_metrics;
+  Scheduler::Options& scheduler_options = flags->scheduler;
+  scheduler_options.on_batch = [&batch_metrics](const engine::EngineLoop::BatchEvent& e) {
+    batch_metrics.Record(e);
+  };
+  // Per worker: the OpenMP thread count is per thread, and a new thread gets OpenMP's default
+  // (every core), not --torch_threads. On a GPU each worker launches on a stream of its own
+  // (engine/core/device_stream.h).
+  scheduler_options.on_worker_start = [torch_threads, device = flags->load.device] {
+    engine::SetCpuThreads(torch_threads);
+    engine::UseOwnDeviceStream(device);
+  };
+  Scheduler scheduler(scheduler_options);
+  ServerMetrics metrics;
+  BatchMetricsRelay::Attachment batch_metrics_attached(&batch_metrics, &metrics);
+  metrics.WatchQueue(
+      [&scheduler] { return std::make_pair(scheduler.queue_depth(), scheduler.running()); });
+  GenerationService generation(scheduler, metrics, std::move(flags->batch_policy),
+                               flags->limits);
+  generation.SetDefaultMethod(flags->default_method);
+  ApiKeys& api_keys = *flags->api_keys;
+  ImageGenerationService service(generation, &api_keys);
+  std::atomic<bool> ready{false};
+
+  auto http = metrics.StartHttp(absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_metrics_port),
+                                [&ready] { return ready.load(); });
+  if (!http.ok()) {
+    Log(absl::StrCat("metrics: ", http.status().ToString()));
+    return 1;
+  }
+  auto grpc_options = GrpcOptionsFromFlags(metrics);
+  if (!grpc_options.ok()) {
+    Log(grpc_options.status().ToString());
+    return 2;
+  }
+  auto grpc_front_end = GrpcFrontEnd::Start(*grpc_options, &service);
+  if (!grpc_front_end.ok()) {
+    Log(std::string(grpc_front_end.status().message()));
+    return 1;
+  }
+  GrpcFrontEnd& front_end = **grpc_front_end;
+  auto http_front_end = StartHttpFrontEnd(&api_keys, generation);
+  if (!http_front_end.ok()) {
+    Log(std::string(http_front_end.status().message()));
+    return 1;
+  }
+  // The exact line tests and scripts wait for.
+  std::printf("mulo_server listening on port %d (metrics on port %d)\n", front_end.port(), *http);
+  std::fflush(stdout);
+
+  const auto load_start = absl::Now();
+  std::unique_ptr<ModelRepository> repository;
+  if (int status = LoadModels(*flags, metrics, generation, scheduler, repository); status != 0) {
+    return status;
+  }
+  generation.SetRepository(repository.get());
+  front_end.SetServing(true);
+  ready = true;
+  Log(absl::StrCat("serving ", absl::StrJoin(repository->Names(), ", "), " (loaded in ",
+                   absl::FormatDuration(absl::Now() - load_start), ")"));
+
+  const int signal = WaitForStop(signals, api_keys);
+  Log(absl::StrCat("received ", signal == SIGTERM ? "SIGTERM" : "SIGINT", ", draining"));
+  ready = false;
+  Drain(front_end, http_front_end->get(), generation, scheduler);
   return 0;
 }
 

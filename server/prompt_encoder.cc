@@ -175,8 +175,11 @@ absl::StatusOr<std::unique_ptr<PromptEncoder>> ForT5(const std::string& dir,
 absl::StatusOr<std::unique_ptr<PromptEncoder>> PromptEncoder::ForFamily(
     const std::string& dir, const engine::ModelSet& models) {
   if (models.pipeline.empty()) {
-    // A target that reads the prompt's ids itself.
-    if (models.target->architecture() == "janus") return ForJanus(dir, models);
+    // A target that reads the prompt's text ids itself (Janus-Pro's language model), chosen by
+    // the condition it declares, not by its architecture's name.
+    if (models.target->condition_shape().mode == engine::ConditionMode::kPromptIds) {
+      return ForJanus(dir, models);
+    }
     return std::unique_ptr<PromptEncoder>();
   }
   switch (models.pipeline.front()->input()) {

@@ -134,11 +134,11 @@ std::vector<std::string> TextStageMethods(const engine::ModelSet& stage) {
   return out;
 }
 
-absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& request,
-                                                 const ModelRepository& repository) {
-  ValidatedRequest out;
-  out.request_id = request.request_id();
-  if (out.request_id.size() > 128) return Invalid("request_id", "longer than 128 bytes");
+namespace {
+
+// The model the request names, loaded: NOT_FOUND or UNAVAILABLE (it failed to load) naming it.
+absl::Status FindModel(const v1::GenerateRequest& request, const ModelRepository& repository,
+                       ValidatedRequest& out) {
   if (request.model().empty()) {
     return Invalid(
         "model", absl::StrCat("required (loaded: ", absl::StrJoin(repository.Names(), ", "), ")"));
@@ -155,9 +155,13 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
                      " is not loaded (loaded: ", absl::StrJoin(repository.Names(), ", "), ")"));
   }
   out.model_name = request.model();
-  const engine::ConditionShape& target = out.models->target->condition_shape();
+  return absl::OkStatus();
+}
 
-  // What to condition on: a prompt, precomputed features, TA-Tok ids or a class label.
+// What to condition on: a prompt, precomputed features, TA-Tok ids or a class label.
+absl::Status MapCondition(const v1::GenerateRequest& request, const ModelRepository& repository,
+                          ValidatedRequest& out) {
+  const engine::ConditionShape& target = out.models->target->condition_shape();
   if (request.condition_size() > 0 && request.condition_tokens_size() > 0) {
     return Invalid("condition_tokens", "send either condition features or condition_tokens");
   }
@@ -230,8 +234,12 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
     }
   }
 
-  // Sampling: unset fields take the engine's defaults (the CFG scale: the family's); the
-  // engine validates the ranges, naming the field.
+  return absl::OkStatus();
+}
+
+// Sampling: unset fields take the engine's defaults (the CFG scale: the family's); the engine
+// validates the ranges, naming the field.
+absl::Status MapSampling(const v1::GenerateRequest& request, ValidatedRequest& out) {
   const auto& s = request.sampling();
   out.sampling.cfg_scale = s.has_cfg_scale() ? s.cfg_scale() : out.models->default_cfg_scale;
   if (s.has_temperature()) out.sampling.temperature = s.temperature();
@@ -242,9 +250,12 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
       !st.ok()) {
     return ToAbsl(st);
   }
+  return absl::OkStatus();
+}
 
-  // Method: the proto's oneof mapped to the engine's options; the engine's registry checks
-  // the name, the family's components and the option ranges.
+// Method: the proto's oneof mapped to the engine's options; the engine's registry checks the
+// name, the family's components and the option ranges.
+absl::Status MapMethod(const v1::GenerateRequest& request, ValidatedRequest& out) {
   auto defaults = engine::DefaultMethodConfig(v1::RequestMethodName(request), *out.models);
   if (!defaults.ok()) return ToAbsl(defaults.status());
   engine::MethodConfig config = *std::move(defaults);
@@ -270,26 +281,33 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
   out.method = config.name;
   out.method_config = config;
   out.decoder = *decoder;
-  if (!request.text_stage_method().empty()) {
-    if (out.models->mllm_stage == nullptr || out.condition.prompt_ids.empty()) {
-      return Invalid("text_stage_method",
-                     "applies to a prompt on a family with a decoding text stage (Tar's MLLM)");
-    }
-    const engine::ModelSet& stage = *out.models->mllm_stage;
-    const std::vector<std::string> methods = TextStageMethods(stage);
-    const std::string& name = request.text_stage_method();
-    if (std::find(methods.begin(), methods.end(), name) == methods.end()) {
-      return Invalid("text_stage_method", absl::StrCat(Quoted(name), " is not one of ",
-                                                       absl::StrJoin(methods, ", ")));
-    }
-    auto stage_config = engine::DefaultMethodConfig(name, stage);
-    if (!stage_config.ok()) return ToAbsl(stage_config.status());
-    auto stage_decoder = engine::MakeMethod(*stage_config, stage);
-    if (!stage_decoder.ok()) return ToAbsl(stage_decoder.status());
-    out.text_stage_decoder = *stage_decoder;
-  }
+  return absl::OkStatus();
+}
 
-  // Output.
+// text_stage_method: how a family's decoding text stage (Tar's MLLM) runs.
+absl::Status MapTextStage(const v1::GenerateRequest& request, ValidatedRequest& out) {
+  if (request.text_stage_method().empty()) return absl::OkStatus();
+  if (out.models->mllm_stage == nullptr || out.condition.prompt_ids.empty()) {
+    return Invalid("text_stage_method",
+                   "applies to a prompt on a family with a decoding text stage (Tar's MLLM)");
+  }
+  const engine::ModelSet& stage = *out.models->mllm_stage;
+  const std::vector<std::string> methods = TextStageMethods(stage);
+  const std::string& name = request.text_stage_method();
+  if (std::find(methods.begin(), methods.end(), name) == methods.end()) {
+    return Invalid("text_stage_method", absl::StrCat(Quoted(name), " is not one of ",
+                                                     absl::StrJoin(methods, ", ")));
+  }
+  auto stage_config = engine::DefaultMethodConfig(name, stage);
+  if (!stage_config.ok()) return ToAbsl(stage_config.status());
+  auto stage_decoder = engine::MakeMethod(*stage_config, stage);
+  if (!stage_decoder.ok()) return ToAbsl(stage_decoder.status());
+  out.text_stage_decoder = *stage_decoder;
+  return absl::OkStatus();
+}
+
+// The image's format, size and quality, and how it streams.
+absl::Status MapOutput(const v1::GenerateRequest& request, ValidatedRequest& out) {
   switch (request.image_format()) {
     case v1::IMAGE_FORMAT_UNSPECIFIED:
     case v1::PNG:
@@ -342,6 +360,22 @@ absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& requ
   }
   out.partial_images = static_cast<int>(request.stream().partial_images());
   out.full_size_previews = request.stream().full_size_previews();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& request,
+                                                 const ModelRepository& repository) {
+  ValidatedRequest out;
+  out.request_id = request.request_id();
+  if (out.request_id.size() > 128) return Invalid("request_id", "longer than 128 bytes");
+  if (absl::Status st = FindModel(request, repository, out); !st.ok()) return st;
+  if (absl::Status st = MapCondition(request, repository, out); !st.ok()) return st;
+  if (absl::Status st = MapSampling(request, out); !st.ok()) return st;
+  if (absl::Status st = MapMethod(request, out); !st.ok()) return st;
+  if (absl::Status st = MapTextStage(request, out); !st.ok()) return st;
+  if (absl::Status st = MapOutput(request, out); !st.ok()) return st;
   return out;
 }
 

@@ -18,6 +18,15 @@ rm -f "$events"
 source tools/blas_env.sh
 blas_env=()
 [[ -n "${OPENBLAS_CORETYPE:-}" ]] && blas_env=(--test_env=OPENBLAS_CORETYPE)
+# Include what is used (docs/design.md, "Build"): <torch/torch.h> costs every file that
+# includes it 17 s of a core, twice <torch/types.h>.
+heavy=$(grep -rln --include='*.cc' --include='*.h' '#include <torch/torch.h>' \
+          engine server client bench tests synth text tools 2>/dev/null)
+if [[ -n "$heavy" ]]; then
+  echo "FAIL: these include <torch/torch.h>; include <torch/types.h> or the ATen header used:" \
+       $heavy >&2
+  exit 1
+fi
 bazel test //... --nocache_test_results --build_event_json_file="$events" "${blas_env[@]}" "$@"
 status=$?
 

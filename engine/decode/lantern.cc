@@ -23,14 +23,13 @@ EagleOptions TreeOf(const LanternPlusPlusOptions& o) {
 }  // namespace
 
 Status ValidateLanternOptions(const LanternOptions& o) {
-  if (o.k < 0 || o.k > kMaxNeighbours) return InvalidArgumentError("lantern.k: must be in [0, " + std::to_string(kMaxNeighbours) + "]");
+  // k's upper bound is its spec's (lantern_spec.cc, checked by MakeMethod).
   const PoolingRule rule{Pooling::kAdditive, o.k, o.delta};
   MULO_RETURN_IF_ERROR(rule.Validate("lantern"));
   return ValidateEagleOptions(o.tree, "lantern.tree");
 }
 
 Status ValidateLanternPlusPlusOptions(const LanternPlusPlusOptions& o) {
-  if (o.k < 0 || o.k > kMaxNeighbours) return InvalidArgumentError("lantern++.k: must be in [0, " + std::to_string(kMaxNeighbours) + "]");
   return PoolingRule{Pooling::kMultiplicative, o.k, 0.0, o.lambda}.Validate("lantern++");
 }
 

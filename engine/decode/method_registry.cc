@@ -66,6 +66,12 @@ std::string MethodList() {
   return Join(names);
 }
 
+std::vector<TreeDemand> TreeDemands(const MethodConfig& config) {
+  const MethodEntry* entry = FindMethod(config.name);
+  if (entry == nullptr || !entry->tree_demands) return {};
+  return entry->tree_demands(config);
+}
+
 std::vector<std::string> AvailableMethods(const ModelSet& models) {
   std::vector<std::string> names;
   for (const MethodEntry& entry : Methods()) {
@@ -89,8 +95,9 @@ StatusOr<MethodConfig> DefaultMethodConfig(const std::string& name, const ModelS
         *entry, item.value(), models.name + " family.json method_defaults." + entry->name,
         config));
   }
-  // PEANUT + LANTERN pools LANTERN's neighbourhood (PEANUT's spec has no k of its own).
-  config.peanut.lantern_k = config.lantern.k;
+  for (const MethodEntry& entry : Methods()) {
+    if (entry.derive_defaults) entry.derive_defaults(config);
+  }
   return config;
 }
 

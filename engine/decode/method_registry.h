@@ -7,6 +7,7 @@
 #ifndef MULO_ENGINE_DECODE_METHOD_REGISTRY_H_
 #define MULO_ENGINE_DECODE_METHOD_REGISTRY_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -57,6 +58,15 @@ const char* ComponentName(Component component);
 const void* ComponentModel(const ModelSet& models, Component component);
 bool HasComponent(const ModelSet& models, Component component);
 
+// A draft tree a method expands or verifies at every step, for a server that bounds a request's
+// work (mulo_server --max_tree_nodes): the option that sets its size, as the request's field
+// path ("eagle.top_k"), what the tree is, and its node count.
+struct TreeDemand {
+  std::string field;
+  std::string what;
+  int64_t nodes = 0;
+};
+
 struct MethodEntry {
   std::string name;     // on the wire (lower case), in the client and the benches
   std::string summary;  // one line for help texts
@@ -82,6 +92,12 @@ struct MethodEntry {
   // The paper's other settings that methods_bench runs beside the family default, each as
   // name=value settings of `options` (EAGLE-1's static tree beside EAGLE-2's dynamic one).
   std::vector<std::vector<std::string>> bench_variants;
+  // The draft trees `config` expands or verifies per step (TreeDemands). Unset: the method
+  // drafts chains or windows, bounded by its own options.
+  std::function<std::vector<TreeDemand>(const MethodConfig&)> tree_demands;
+  // Options it takes from another method's family defaults, set after those are read
+  // (PEANUT + LANTERN pools LANTERN's neighbourhood). Unset: none.
+  std::function<void(MethodConfig&)> derive_defaults;
 };
 
 // Every method the proto declares, in its order.
@@ -89,6 +105,10 @@ const std::vector<MethodEntry>& Methods();
 const MethodEntry* FindMethod(const std::string& name);
 // Comma-separated names of Methods(), for messages and help texts.
 std::string MethodList();
+
+// The draft trees the method `config` names expands or verifies per step; none for an unknown
+// method or one without trees (EAGLE-1's and LANTERN++'s static trees are fixed).
+std::vector<TreeDemand> TreeDemands(const MethodConfig& config);
 
 // The implemented methods whose components `models` has, in registry order.
 std::vector<std::string> AvailableMethods(const ModelSet& models);

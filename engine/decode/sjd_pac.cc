@@ -375,12 +375,8 @@ SjdPacDecoder::SjdPacDecoder(SjdPacOptions options)
     : McSjdDecoder(ContinuationOf(options)), pac_(std::move(options)) {}
 
 Status SjdPacDecoder::Validate(const ModelSet& models) const {
-  if (pac_.width < 1 || pac_.width > 16) {
-    return InvalidArgumentError("sjd_pac.width: must be in [1, 16]");
-  }
-  if (pac_.depth < 1 || pac_.depth > 8) {
-    return InvalidArgumentError("sjd_pac.depth: must be in [1, 8]");
-  }
+  // Each option's range is its spec's (sjd_pac_spec.cc, checked by MakeMethod); the tree they
+  // make together is bounded here.
   const int64_t nodes = PacTreeNodes(pac_.width, pac_.depth);
   if (nodes > kMaxPacTreeNodes) {
     return InvalidArgumentError(

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -194,6 +195,34 @@ struct Exchange {
     if (!suspended || stopping) return;
     suspended = false;
     MHD_resume_connection(connection);
+  }
+
+  // Generation `i`'s event (on a worker thread): a stream's partial image or completion, a
+  // finished image or a status; wakes the connection when it waits for it.
+  void Deliver(int i, GenerationEvent event) {
+    std::lock_guard<std::mutex> lock(mu);
+    switch (event.kind) {
+      case GenerationEvent::Kind::kRows:
+        if (stream && !event.preview.empty()) {
+          chunks.push_back(
+              PartialImageEvent(event.preview, event.preview_index, UnixSeconds(), echo));
+        }
+        break;
+      case GenerationEvent::Kind::kImage:
+        images[i] = FinishedImage{event.request_id, std::move(event)};
+        break;
+      case GenerationEvent::Kind::kDone:
+        statuses[i] = event.status;
+        if (stream) {
+          chunks.push_back(event.status.ok()
+                               ? CompletedEvent(images[i], UnixSeconds(), echo)
+                               : ErrorEvent(event.status, HttpStatusOf(event.status, false)));
+        }
+        --remaining;
+        break;
+    }
+    // A stream takes every chunk as it comes; a plain answer waits for all n images.
+    if (stream || remaining == 0) WakeLocked();
   }
 
   const bool stream;
@@ -608,6 +637,39 @@ bool HttpFrontEnd::HandleImageFile(MHD_Connection* connection, const std::string
   return Send(connection, 200, image->content_type.c_str(), image->bytes, envelope);
 }
 
+namespace {
+
+// The request's timeout: the body's `timeout`, else the X-Timeout header's seconds, else none.
+// INVALID_ARGUMENT naming the header when it is not seconds in (0, 86400].
+absl::StatusOr<std::optional<double>> RequestTimeout(MHD_Connection* connection,
+                                                     const ImagesRequest& images) {
+  if (images.timeout_seconds) return images.timeout_seconds;
+  const char* header = Header(connection, kTimeoutHeader);
+  if (header == nullptr) return std::optional<double>();
+  double seconds = 0;
+  if (!absl::SimpleAtod(header, &seconds) || !(seconds > 0 && seconds <= 86400)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("timeout: header ", kTimeoutHeader, " must be seconds in (0, 86400]"));
+  }
+  return std::optional<double>(seconds);
+}
+
+// A streamed answer: server-sent events as the exchange's chunks arrive.
+bool StartEventStream(MHD_Connection* connection, Exchange* exchange, const Envelope& envelope) {
+  MHD_Response* response = MHD_create_response_from_callback(
+      MHD_SIZE_UNKNOWN, 64 * 1024, &HttpCallbacks::ReadStream, exchange, nullptr);
+  if (response == nullptr) return false;
+  MHD_add_response_header(response, "Content-Type", "text/event-stream");
+  MHD_add_response_header(response, "Cache-Control", "no-store");
+  MHD_add_response_header(response, "X-Accel-Buffering", "no");  // proxies: do not buffer
+  AddEnvelope(response, envelope);
+  const MHD_Result queued = MHD_queue_response(connection, 200, response);
+  MHD_destroy_response(response);
+  return queued == MHD_YES;
+}
+
+}  // namespace
+
 bool HttpFrontEnd::HandleGenerations(MHD_Connection* connection, RequestState* state) {
   GenerationService::CallOptions options;
   options.protocol = "http";
@@ -633,21 +695,11 @@ bool HttpFrontEnd::HandleGenerations(MHD_Connection* connection, RequestState* s
     }
     return refuse(model.status(), images.request.model());
   }
-  std::optional<double> timeout = images.timeout_seconds;
-  if (!timeout) {
-    if (const char* header = Header(connection, kTimeoutHeader)) {
-      double seconds = 0;
-      if (!absl::SimpleAtod(header, &seconds) || !(seconds > 0 && seconds <= 86400)) {
-        return refuse(absl::InvalidArgumentError(absl::StrCat(
-                          "timeout: header ", kTimeoutHeader, " must be seconds in (0, 86400]")),
-                      images.request.model());
-      }
-      timeout = seconds;
-    }
-  }
-  if (timeout) {
+  const absl::StatusOr<std::optional<double>> timeout = RequestTimeout(connection, images);
+  if (!timeout.ok()) return refuse(timeout.status(), images.request.model());
+  if (*timeout) {
     options.deadline = options.arrived + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(*timeout));
+                                             std::chrono::duration<double>(**timeout));
   }
 
   auto exchange = std::make_shared<Exchange>(images.n, images.stream);
@@ -667,31 +719,7 @@ bool HttpFrontEnd::HandleGenerations(MHD_Connection* connection, RequestState* s
     }
     std::weak_ptr<Exchange> weak = exchange;
     auto call = service_->Start(request, options, [weak, i](GenerationEvent event) {
-      auto ex = weak.lock();
-      if (ex == nullptr) return;
-      std::lock_guard<std::mutex> lock(ex->mu);
-      switch (event.kind) {
-        case GenerationEvent::Kind::kRows:
-          if (ex->stream && !event.preview.empty()) {
-            ex->chunks.push_back(
-                PartialImageEvent(event.preview, event.preview_index, UnixSeconds(), ex->echo));
-          }
-          break;
-        case GenerationEvent::Kind::kImage:
-          ex->images[i] = FinishedImage{event.request_id, std::move(event)};
-          break;
-        case GenerationEvent::Kind::kDone:
-          ex->statuses[i] = event.status;
-          if (ex->stream) {
-            ex->chunks.push_back(event.status.ok()
-                                     ? CompletedEvent(ex->images[i], UnixSeconds(), ex->echo)
-                                     : ErrorEvent(event.status, HttpStatusOf(event.status, false)));
-          }
-          --ex->remaining;
-          break;
-      }
-      // A stream takes every chunk as it comes; a plain answer waits for all n images.
-      if (ex->stream || ex->remaining == 0) ex->WakeLocked();
+      if (auto ex = weak.lock()) ex->Deliver(i, std::move(event));
     });
     if (!call.ok()) {
       // Stop what already started; its events go nowhere.
@@ -707,6 +735,22 @@ bool HttpFrontEnd::HandleGenerations(MHD_Connection* connection, RequestState* s
     exchange->AddCall(*std::move(call));
   }
 
+  Track(connection, state, exchange);
+  if (stopping_) return false;
+
+  if (images.stream) return StartEventStream(connection, exchange.get(), envelope);
+  {
+    std::lock_guard<std::mutex> lock(exchange->mu);
+    if (exchange->remaining > 0) {
+      exchange->SuspendLocked();  // the last generation's done event resumes it
+      return true;
+    }
+  }
+  return AnswerGenerations(connection, state);
+}
+
+void HttpFrontEnd::Track(MHD_Connection* connection, RequestState* state,
+                         const std::shared_ptr<Exchange>& exchange) {
   // While it generates, the connection is suspended (libmicrohttpd does not read it then):
   // its hang-up is watched here, so that a client that leaves stops its generation.
   const MHD_ConnectionInfo* fd_info =
@@ -718,32 +762,8 @@ bool HttpFrontEnd::HandleGenerations(MHD_Connection* connection, RequestState* s
   })
                             : 0;
   state->exchange = exchange;
-  {
-    std::lock_guard<std::mutex> lock(exchanges_mu_);
-    exchanges_.insert(exchange);
-  }
-  if (stopping_) return false;
-
-  if (images.stream) {
-    MHD_Response* response = MHD_create_response_from_callback(
-        MHD_SIZE_UNKNOWN, 64 * 1024, &HttpCallbacks::ReadStream, exchange.get(), nullptr);
-    if (response == nullptr) return false;
-    MHD_add_response_header(response, "Content-Type", "text/event-stream");
-    MHD_add_response_header(response, "Cache-Control", "no-store");
-    MHD_add_response_header(response, "X-Accel-Buffering", "no");  // proxies: do not buffer
-    AddEnvelope(response, envelope);
-    const MHD_Result queued = MHD_queue_response(connection, 200, response);
-    MHD_destroy_response(response);
-    return queued == MHD_YES;
-  }
-  {
-    std::lock_guard<std::mutex> lock(exchange->mu);
-    if (exchange->remaining > 0) {
-      exchange->SuspendLocked();  // the last generation's done event resumes it
-      return true;
-    }
-  }
-  return AnswerGenerations(connection, state);
+  std::lock_guard<std::mutex> lock(exchanges_mu_);
+  exchanges_.insert(exchange);
 }
 
 bool HttpFrontEnd::AnswerGenerations(MHD_Connection* connection, RequestState* state) {

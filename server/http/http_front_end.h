@@ -112,6 +112,10 @@ class HttpFrontEnd {
   bool HandleGenerations(MHD_Connection* connection, RequestState* state);
   // The answer of a generation that was waited for (a suspended connection, resumed).
   bool AnswerGenerations(MHD_Connection* connection, RequestState* state);
+  // Watches the suspended connection's hang-up for `exchange` (its client leaving cancels it)
+  // and keeps the exchange until the request completes.
+  void Track(MHD_Connection* connection, RequestState* state,
+             const std::shared_ptr<Exchange>& exchange);
   bool HandleModels(MHD_Connection* connection, const std::string& url, RequestState* state);
   bool HandleImageFile(MHD_Connection* connection, const std::string& url, RequestState* state);
   // Where `state`'s request can fetch what the image store keeps.

@@ -220,6 +220,201 @@ Json ModelObject(const ModelSummary& m, int64_t created) {
 
 }  // namespace
 
+namespace {
+
+// What ParseImagesRequest reads beside the request itself, across its fields.
+struct ParseState {
+  ImagesRequest* out;
+  std::string method_name;                                         // "method"
+  const google::protobuf::FieldDescriptor* options_field = nullptr;  // a method's options
+  std::optional<uint64_t> compression;                             // "output_compression"
+  bool response_format_given = false;
+};
+
+// OpenAI's fields about the image it answers: size, format, compression and streaming.
+// nullopt: `key` is not one of them.
+std::optional<absl::Status> ReadOutputField(const std::string& key, const Json& value,
+                                            ParseState& state) {
+  ImagesRequest& out = *state.out;
+  v1::GenerateRequest& r = out.request;
+  if (key == "size") {
+    MULO_HTTP_ASSIGN_OR_RETURN(size, String(value, key));
+    const std::string lower = absl::AsciiStrToLower(size);
+    if (lower != "auto") {
+      const std::vector<std::string> parts = absl::StrSplit(lower, 'x');
+      int width = 0, height = 0;
+      if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &width) ||
+          !absl::SimpleAtoi(parts[1], &height) || width < 1 || height < 1 ||
+          width > static_cast<int>(kMaxOutputSide) || height > static_cast<int>(kMaxOutputSide) ||
+          static_cast<uint64_t>(width) * height > kMaxOutputPixels) {
+        return Invalid(key, absl::StrCat("must be \"auto\" or \"WIDTHxHEIGHT\" with each side in "
+                                         "[1, ", kMaxOutputSide, "], got ",
+                                         Quoted(size)));
+      }
+      out.width = width;
+      out.height = height;
+    }
+  } else if (key == "response_format") {
+    MULO_HTTP_ASSIGN_OR_RETURN(format, String(value, key));
+    if (format != "b64_json" && format != "url") return Invalid(key, "must be b64_json or url");
+    out.response_format = format;
+    state.response_format_given = true;
+  } else if (key == "output_format") {
+    MULO_HTTP_ASSIGN_OR_RETURN(format, String(value, key));
+    if (format == "png") {
+      r.set_image_format(v1::PNG);
+    } else if (format == "jpeg" || format == "jpg") {
+      r.set_image_format(v1::JPEG);
+    } else if (format == "webp") {
+      r.set_image_format(v1::WEBP);
+    } else {
+      return Invalid(key, absl::StrCat("must be png, jpeg or webp, got \"",
+                                       absl::CHexEscape(format), "\""));
+    }
+    out.output_format = format == "jpg" ? "jpeg" : format;
+  } else if (key == "output_compression") {
+    MULO_HTTP_ASSIGN_OR_RETURN(level, Integer(value, key, 0, 100));
+    state.compression = level;
+  } else if (key == "stream") {
+    MULO_HTTP_ASSIGN_OR_RETURN(stream, Bool(value, key));
+    out.stream = stream;
+  } else if (key == "partial_images") {
+    // The bound is the validation's (stream.partial_images), shared with gRPC.
+    MULO_HTTP_ASSIGN_OR_RETURN(partial,
+                               Integer(value, key, 0, std::numeric_limits<uint32_t>::max()));
+    r.mutable_stream()->set_partial_images(static_cast<uint32_t>(partial));
+  } else {
+    return std::nullopt;
+  }
+  return absl::OkStatus();
+}
+
+// OpenAI's other fields (the Images API's). nullopt: `key` is not one of them.
+std::optional<absl::Status> ReadOpenAiField(const std::string& key, const Json& value,
+                                            ParseState& state) {
+  ImagesRequest& out = *state.out;
+  v1::GenerateRequest& r = out.request;
+  if (key == "model") {
+    MULO_HTTP_ASSIGN_OR_RETURN(model, String(value, key));
+    r.set_model(model);
+  } else if (key == "prompt") {
+    MULO_HTTP_ASSIGN_OR_RETURN(prompt, String(value, key));
+    r.set_prompt(prompt);
+  } else if (key == "n") {
+    MULO_HTTP_ASSIGN_OR_RETURN(n, Integer(value, key, 1, kMaxImagesPerRequest));
+    out.n = static_cast<int>(n);
+  } else if (key == "user") {
+    MULO_HTTP_ASSIGN_OR_RETURN(user, String(value, key));
+    if (user.size() > 256) return Invalid(key, "at most 256 bytes");
+    out.user = user;
+  } else if (key == "quality") {
+    MULO_HTTP_ASSIGN_OR_RETURN(quality, String(value, key));
+    if (absl::Status s = OnlyValue(value, key, {"auto", "low", "medium", "high", "standard", "hd"});
+        !s.ok()) {
+      return s;
+    }
+    out.quality = quality;
+  } else if (key == "style") {
+    if (absl::Status s = OnlyValue(value, key, {"vivid", "natural"}); !s.ok()) return s;
+    out.style = value.get<std::string>();
+  } else if (key == "moderation") {
+    if (absl::Status s = OnlyValue(value, key, {"auto", "low"}); !s.ok()) return s;
+    out.moderation = value.get<std::string>();
+  } else if (key == "background") {
+    MULO_HTTP_ASSIGN_OR_RETURN(background, String(value, key));
+    if (background == "transparent") {
+      return Invalid(key, "transparent is not available: the model families draw opaque "
+                          "images (no alpha channel); use opaque or auto");
+    }
+    if (absl::Status s = OnlyValue(value, key, {"opaque", "auto"}); !s.ok()) return s;
+    out.background = background;
+  } else {
+    return std::nullopt;
+  }
+  return absl::OkStatus();
+}
+
+// The decoding method: "method" and one method's options, by the name of its oneof field.
+// nullopt: `key` is neither.
+std::optional<absl::Status> ReadMethodField(const std::string& key, const Json& value,
+                                            ParseState& state) {
+  v1::GenerateRequest& r = state.out->request;
+  if (key == "method") {
+    MULO_HTTP_ASSIGN_OR_RETURN(name, String(value, key));
+    if (v1::ApiMethodField(name) == nullptr) {
+      return Invalid(key, absl::StrCat("unknown method \"", absl::CHexEscape(name),
+                                       "\"; one of ", absl::StrJoin(v1::ApiMethodNames(), ", ")));
+    }
+    state.method_name = name;
+  } else if (const auto* field = v1::MethodOneof().containing_type()->FindFieldByName(key);
+             field != nullptr && field->containing_oneof() == &v1::MethodOneof()) {
+    if (state.options_field != nullptr) {
+      return Invalid(key, absl::StrCat("options for two methods (", state.options_field->name(),
+                                       " and ", key, "); give one"));
+    }
+    if (absl::Status s = ReadMethodOptions(value, *field, &r); !s.ok()) return s;
+    state.options_field = field;
+  } else {
+    return std::nullopt;
+  }
+  return absl::OkStatus();
+}
+
+// mulo's extensions: sampling, conditions, the text stage and the timeout. nullopt: `key` is
+// not one of them.
+std::optional<absl::Status> ReadMuloField(const std::string& key, const Json& value,
+                                          ParseState& state) {
+  ImagesRequest& out = *state.out;
+  v1::GenerateRequest& r = out.request;
+  if (key == "seed") {
+    MULO_HTTP_ASSIGN_OR_RETURN(seed, Integer(value, key, 0, std::numeric_limits<uint64_t>::max()));
+    r.mutable_sampling()->set_seed(seed);
+  } else if (key == "cfg_scale") {
+    MULO_HTTP_ASSIGN_OR_RETURN(x, Number(value, key));
+    r.mutable_sampling()->set_cfg_scale(x);
+  } else if (key == "temperature") {
+    MULO_HTTP_ASSIGN_OR_RETURN(x, Number(value, key));
+    r.mutable_sampling()->set_temperature(x);
+  } else if (key == "top_p") {
+    MULO_HTTP_ASSIGN_OR_RETURN(x, Number(value, key));
+    r.mutable_sampling()->set_top_p(x);
+  } else if (key == "top_k") {
+    MULO_HTTP_ASSIGN_OR_RETURN(k, Integer(value, key, 0, std::numeric_limits<uint32_t>::max()));
+    r.mutable_sampling()->set_top_k(static_cast<uint32_t>(k));
+  } else if (key == "class_label") {
+    MULO_HTTP_ASSIGN_OR_RETURN(label, Integer(value, key, 0, std::numeric_limits<uint32_t>::max()));
+    r.set_class_label(static_cast<uint32_t>(label));
+  } else if (key == "condition_tokens") {
+    if (!value.is_array()) return WrongType(key, "an array of integers", value);
+    for (const auto& token : value) {
+      MULO_HTTP_ASSIGN_OR_RETURN(t, Integer(token, key, 0, std::numeric_limits<uint32_t>::max()));
+      r.add_condition_tokens(static_cast<uint32_t>(t));
+    }
+  } else if (key == "condition") {
+    if (!value.is_array()) return WrongType(key, "an array of numbers", value);
+    for (const auto& x : value) {
+      MULO_HTTP_ASSIGN_OR_RETURN(number, Number(x, key));
+      r.add_condition(static_cast<float>(number));
+    }
+  } else if (key == "caption_length") {
+    MULO_HTTP_ASSIGN_OR_RETURN(length,
+                               Integer(value, key, 0, std::numeric_limits<uint32_t>::max()));
+    r.set_caption_length(static_cast<uint32_t>(length));
+  } else if (key == "text_stage_method") {
+    MULO_HTTP_ASSIGN_OR_RETURN(stage, String(value, key));
+    r.set_text_stage_method(stage);
+  } else if (key == "timeout") {
+    MULO_HTTP_ASSIGN_OR_RETURN(seconds, Number(value, key));
+    if (seconds <= 0 || seconds > 86400) return Invalid(key, "must be in (0, 86400] seconds");
+    out.timeout_seconds = seconds;
+  } else {
+    return std::nullopt;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body) {
   if (NestingDepth(body, kMaxJsonDepth) > kMaxJsonDepth) {
     return Invalid("body", absl::StrCat("JSON nested deeper than ", kMaxJsonDepth, " levels"));
@@ -235,163 +430,29 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body) {
   // Only what the response carries: no rows events, previews as OpenAI's full-size partials.
   r.mutable_stream()->set_rows(false);
   r.mutable_stream()->set_full_size_previews(true);
-  std::string method_name;
-  const google::protobuf::FieldDescriptor* options_field = nullptr;
-  std::optional<uint64_t> compression;
-  bool response_format_given = false;
+  ParseState state{&out};
   for (const auto& [key, value] : json.items()) {
     // JSON null means "not given" (the openai SDKs send it for parameters set to None).
     if (value.is_null() && key != "prompt") continue;
-    if (key == "model") {
-      MULO_HTTP_ASSIGN_OR_RETURN(model, String(value, key));
-      r.set_model(model);
-    } else if (key == "prompt") {
-      MULO_HTTP_ASSIGN_OR_RETURN(prompt, String(value, key));
-      r.set_prompt(prompt);
-    } else if (key == "n") {
-      MULO_HTTP_ASSIGN_OR_RETURN(n, Integer(value, key, 1, kMaxImagesPerRequest));
-      out.n = static_cast<int>(n);
-    } else if (key == "size") {
-      MULO_HTTP_ASSIGN_OR_RETURN(size, String(value, key));
-      const std::string lower = absl::AsciiStrToLower(size);
-      if (lower != "auto") {
-        const std::vector<std::string> parts = absl::StrSplit(lower, 'x');
-        int width = 0, height = 0;
-        if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &width) ||
-            !absl::SimpleAtoi(parts[1], &height) || width < 1 || height < 1 ||
-            width > static_cast<int>(kMaxOutputSide) || height > static_cast<int>(kMaxOutputSide) ||
-            static_cast<uint64_t>(width) * height > kMaxOutputPixels) {
-          return Invalid(key, absl::StrCat("must be \"auto\" or \"WIDTHxHEIGHT\" with each side in "
-                                           "[1, ", kMaxOutputSide, "], got ",
-                                           Quoted(size)));
-        }
-        out.width = width;
-        out.height = height;
-      }
-    } else if (key == "response_format") {
-      MULO_HTTP_ASSIGN_OR_RETURN(format, String(value, key));
-      if (format != "b64_json" && format != "url") return Invalid(key, "must be b64_json or url");
-      out.response_format = format;
-      response_format_given = true;
-    } else if (key == "output_format") {
-      MULO_HTTP_ASSIGN_OR_RETURN(format, String(value, key));
-      if (format == "png") {
-        r.set_image_format(v1::PNG);
-      } else if (format == "jpeg" || format == "jpg") {
-        r.set_image_format(v1::JPEG);
-      } else if (format == "webp") {
-        r.set_image_format(v1::WEBP);
-      } else {
-        return Invalid(key, absl::StrCat("must be png, jpeg or webp, got \"",
-                                         absl::CHexEscape(format), "\""));
-      }
-      out.output_format = format == "jpg" ? "jpeg" : format;
-    } else if (key == "output_compression") {
-      MULO_HTTP_ASSIGN_OR_RETURN(level, Integer(value, key, 0, 100));
-      compression = level;
-    } else if (key == "stream") {
-      MULO_HTTP_ASSIGN_OR_RETURN(stream, Bool(value, key));
-      out.stream = stream;
-    } else if (key == "partial_images") {
-      // The bound is the validation's (stream.partial_images), shared with gRPC.
-      MULO_HTTP_ASSIGN_OR_RETURN(partial, Integer(value, key, 0, std::numeric_limits<uint32_t>::max()));
-      r.mutable_stream()->set_partial_images(static_cast<uint32_t>(partial));
-    } else if (key == "user") {
-      MULO_HTTP_ASSIGN_OR_RETURN(user, String(value, key));
-      if (user.size() > 256) return Invalid(key, "at most 256 bytes");
-      out.user = user;
-    } else if (key == "quality") {
-      MULO_HTTP_ASSIGN_OR_RETURN(quality, String(value, key));
-      if (absl::Status s = OnlyValue(value, key, {"auto", "low", "medium", "high", "standard", "hd"});
-          !s.ok()) {
-        return s;
-      }
-      out.quality = quality;
-    } else if (key == "style") {
-      if (absl::Status s = OnlyValue(value, key, {"vivid", "natural"}); !s.ok()) return s;
-      out.style = value.get<std::string>();
-    } else if (key == "moderation") {
-      if (absl::Status s = OnlyValue(value, key, {"auto", "low"}); !s.ok()) return s;
-      out.moderation = value.get<std::string>();
-    } else if (key == "background") {
-      MULO_HTTP_ASSIGN_OR_RETURN(background, String(value, key));
-      if (background == "transparent") {
-        return Invalid(key, "transparent is not available: the model families draw opaque "
-                            "images (no alpha channel); use opaque or auto");
-      }
-      if (absl::Status s = OnlyValue(value, key, {"opaque", "auto"}); !s.ok()) return s;
-      out.background = background;
-    } else if (key == "method") {
-      MULO_HTTP_ASSIGN_OR_RETURN(name, String(value, key));
-      if (v1::ApiMethodField(name) == nullptr) {
-        return Invalid(key, absl::StrCat("unknown method \"", absl::CHexEscape(name),
-                                         "\"; one of ", absl::StrJoin(v1::ApiMethodNames(), ", ")));
-      }
-      method_name = name;
-    } else if (const auto* field = v1::MethodOneof().containing_type()->FindFieldByName(key);
-               field != nullptr && field->containing_oneof() == &v1::MethodOneof()) {
-      if (options_field != nullptr) {
-        return Invalid(key, absl::StrCat("options for two methods (", options_field->name(),
-                                         " and ", key, "); give one"));
-      }
-      if (absl::Status s = ReadMethodOptions(value, *field, &r); !s.ok()) return s;
-      options_field = field;
-    } else if (key == "seed") {
-      MULO_HTTP_ASSIGN_OR_RETURN(seed, Integer(value, key, 0, std::numeric_limits<uint64_t>::max()));
-      r.mutable_sampling()->set_seed(seed);
-    } else if (key == "cfg_scale") {
-      MULO_HTTP_ASSIGN_OR_RETURN(x, Number(value, key));
-      r.mutable_sampling()->set_cfg_scale(x);
-    } else if (key == "temperature") {
-      MULO_HTTP_ASSIGN_OR_RETURN(x, Number(value, key));
-      r.mutable_sampling()->set_temperature(x);
-    } else if (key == "top_p") {
-      MULO_HTTP_ASSIGN_OR_RETURN(x, Number(value, key));
-      r.mutable_sampling()->set_top_p(x);
-    } else if (key == "top_k") {
-      MULO_HTTP_ASSIGN_OR_RETURN(k, Integer(value, key, 0, std::numeric_limits<uint32_t>::max()));
-      r.mutable_sampling()->set_top_k(static_cast<uint32_t>(k));
-    } else if (key == "class_label") {
-      MULO_HTTP_ASSIGN_OR_RETURN(label, Integer(value, key, 0, std::numeric_limits<uint32_t>::max()));
-      r.set_class_label(static_cast<uint32_t>(label));
-    } else if (key == "condition_tokens") {
-      if (!value.is_array()) return WrongType(key, "an array of integers", value);
-      for (const auto& token : value) {
-        MULO_HTTP_ASSIGN_OR_RETURN(t, Integer(token, key, 0, std::numeric_limits<uint32_t>::max()));
-        r.add_condition_tokens(static_cast<uint32_t>(t));
-      }
-    } else if (key == "condition") {
-      if (!value.is_array()) return WrongType(key, "an array of numbers", value);
-      for (const auto& x : value) {
-        MULO_HTTP_ASSIGN_OR_RETURN(number, Number(x, key));
-        r.add_condition(static_cast<float>(number));
-      }
-    } else if (key == "caption_length") {
-      MULO_HTTP_ASSIGN_OR_RETURN(length, Integer(value, key, 0, std::numeric_limits<uint32_t>::max()));
-      r.set_caption_length(static_cast<uint32_t>(length));
-    } else if (key == "text_stage_method") {
-      MULO_HTTP_ASSIGN_OR_RETURN(stage, String(value, key));
-      r.set_text_stage_method(stage);
-    } else if (key == "timeout") {
-      MULO_HTTP_ASSIGN_OR_RETURN(seconds, Number(value, key));
-      if (seconds <= 0 || seconds > 86400) return Invalid(key, "must be in (0, 86400] seconds");
-      out.timeout_seconds = seconds;
-    } else {
-      return InvalidKey(key, "unknown field");
-    }
+    std::optional<absl::Status> read = ReadOpenAiField(key, value, state);
+    if (!read) read = ReadOutputField(key, value, state);
+    if (!read) read = ReadMethodField(key, value, state);
+    if (!read) read = ReadMuloField(key, value, state);
+    if (!read) return InvalidKey(key, "unknown field");
+    if (!read->ok()) return *read;
   }
   if (json.contains("prompt") && json["prompt"].is_null()) {
     return WrongType("prompt", "a string", json["prompt"]);
   }
-  if (!method_name.empty()) {
-    const auto* field = v1::ApiMethodField(method_name);
-    if (options_field != nullptr && options_field != field) {
-      return Invalid(options_field->name(),
-                     absl::StrCat("options for ", v1::ApiMethodName(*options_field),
-                                  " but method is ", method_name));
+  if (!state.method_name.empty()) {
+    const auto* field = v1::ApiMethodField(state.method_name);
+    if (state.options_field != nullptr && state.options_field != field) {
+      return Invalid(state.options_field->name(),
+                     absl::StrCat("options for ", v1::ApiMethodName(*state.options_field),
+                                  " but method is ", state.method_name));
     }
-    if (options_field == nullptr) r.GetReflection()->MutableMessage(&r, field);
-  } else if (options_field == nullptr) {
+    if (state.options_field == nullptr) r.GetReflection()->MutableMessage(&r, field);
+  } else if (state.options_field == nullptr) {
     // No method named: OpenAI's quality picks one (docs/http.md). low: the fastest method of
     // the family's calibration whatever its quality; high / hd: the fastest lossless one (its
     // images are distributed as ar's); medium, standard, auto: the server's default method.
@@ -403,13 +464,13 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body) {
   }
   // output_compression is the JPEG / WebP quality (OpenAI's default 100: the best); PNG is
   // lossless and ignores it.
-  if (compression && out.output_format != "png") {
-    r.set_image_quality(static_cast<uint32_t>(std::max<uint64_t>(1, *compression)));
+  if (state.compression && out.output_format != "png") {
+    r.set_image_quality(static_cast<uint32_t>(std::max<uint64_t>(1, *state.compression)));
   }
   // No response_format: OpenAI answers dall-e-2 and dall-e-3 with URLs and every other model
   // with base64, and clients written for it read what it gives (LibreChat's DALL-E 3 tool reads
   // data[0].url without asking for one). A streamed answer is base64 events whatever the model.
-  if (!response_format_given && !out.stream && absl::StartsWith(r.model(), "dall-e-")) {
+  if (!state.response_format_given && !out.stream && absl::StartsWith(r.model(), "dall-e-")) {
     out.response_format = "url";
   }
   if (out.stream && out.n != 1) return Invalid("n", "a streamed request makes one image (n = 1)");

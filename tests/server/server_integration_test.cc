@@ -330,7 +330,7 @@ TEST(ServerIntegrationTest, TrainingFreeMethodsAreServedAndReduceToTheirLossless
   greedy.mutable_sampling()->set_temperature(0.0);
   const StreamResult ar_greedy = run(greedy);
   greedy.mutable_sjd()->set_window(8);
-  greedy.mutable_sjd()->set_init(v1::SjdParams::REPEAT_HORIZON);
+  greedy.mutable_sjd()->set_init(v1::REPEAT_HORIZON);
   const StreamResult sjd = run(greedy);
   EXPECT_EQ(ImageTokens(sjd), ImageTokens(ar_greedy));
   EXPECT_EQ(sjd.image->stats().iterations() + 1, sjd.image->stats().target_forward_passes());
@@ -359,7 +359,7 @@ TEST(ServerIntegrationTest, TrainingFreeMethodsAreServedAndReduceToTheirLossless
 
   const std::vector<BadRequest> bad = {
       {"sjd.window", [](auto* r) { r->mutable_sjd()->set_window(0); }},
-      {"sjd.init", [](auto* r) { r->mutable_sjd()->set_init(static_cast<v1::SjdParams::Init>(7)); }},
+      {"sjd.init", [](auto* r) { r->mutable_sjd()->set_init(static_cast<v1::JacobiInit>(7)); }},
       {"gsd.group_size", [](auto* r) { r->mutable_gsd()->set_group_size(0); }},
       {"gsd.max_probability_gap", [](auto* r) { r->mutable_gsd()->set_max_probability_gap(2); }},
       {"zipar.window", [](auto* r) { r->mutable_zipar()->set_window(33); }},

@@ -6,6 +6,24 @@
 #   fail MESSAGE: prints FAIL: MESSAGE and exits 1.
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# The methods `mulo_client models` lists for family $1 in listing $2, one per line.
+listed_methods() {
+  sed -n "s/^$1 .* methods \([^ ]*\) .*/\1/p" <<<"$2" | tr , '\n'
+}
+
+# Checks that family $1 of listing $2 runs ar and auto and none of the methods that need a
+# component it lacks (the other arguments): what a family serves follows from its components,
+# whatever methods the registry gains.
+expect_methods_without() {
+  local family=$1 listing=$2 methods
+  shift 2
+  methods=$(listed_methods "$family" "$listing")
+  grep -qx ar <<<"$methods" && grep -qx auto <<<"$methods" || fail "$family's listing: $methods"
+  for method in "$@"; do
+    ! grep -qx -- "$method" <<<"$methods" || fail "$family lists $method without its component"
+  done
+}
+
 start_server() {
   local repository=$1 work=$2
   shift 2

@@ -76,9 +76,11 @@ export PYTHONUNBUFFERED=1
 source bench/server_lib.sh  # start_server, for the serve step
 budget=${BUDGET_S:-0}
 began=$SECONDS
-fast_methods=ar,speculative,mulo,sjd,gsd,zipar,mc_sjd,sjd_pac
-tree_methods=ar,eagle,lantern,lantern++,peanut
-all_methods=$fast_methods,${tree_methods#ar,}
+# methods_bench's selectors, from the method registry: the methods without the EAGLE head
+# (chains, windows, SJD-PAC's tree) run fast; the head's tree methods draft eagerly.
+fast_methods=without:eagle
+tree_methods=with:eagle
+all_methods=available
 # The least time, in seconds, in which a step measures something worth returning.
 declare -A need=([info]=5 [ceilings]=25 [build]=150 [test]=40 [methods]=60 [buckets]=60
                  [pool]=60 [pool_ops]=40 [filters]=60 [peer]=150

@@ -13,6 +13,10 @@ MethodEntry EagleSpec() {
   e.options = EagleTreeOptions("", [](MethodConfig& c) -> EagleOptions& { return c.eagle; });
   e.label_options = {"static_tree", "total_tokens", "depth", "top_k"};
   e.bench_variants = {{"static_tree=true"}};
+  e.tree_demands = [](const MethodConfig& c) {
+    return c.eagle.static_tree ? std::vector<TreeDemand>{}
+                               : DynamicTreeDemands(c.eagle.dynamic, "eagle.");
+  };
   e.lossless = [](const MethodConfig&) { return true; };
   return e;
 }

@@ -19,6 +19,10 @@ MethodEntry LanternSpec() {
     e.options.push_back(std::move(o));
   }
   e.label_options = {"k", "delta"};
+  e.tree_demands = [](const MethodConfig& c) {
+    return c.lantern.tree.static_tree ? std::vector<TreeDemand>{}
+                                      : DynamicTreeDemands(c.lantern.tree.dynamic, "lantern.tree.");
+  };
   return e;
 }
 

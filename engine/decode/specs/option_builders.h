@@ -109,6 +109,19 @@ inline std::vector<OptionSpec> TreeSizeOptions(const std::string& prefix,
   };
 }
 
+// An EAGLE-2 tree's demands under the request path `prefix` ("eagle.", "lantern.tree."): the
+// nodes it verifies (total_tokens) and those the head expands (depth x top_k).
+inline std::vector<TreeDemand> DynamicTreeDemands(const DynamicTreeOptions& tree,
+                                                  const std::string& prefix) {
+  return {
+      {prefix + "total_tokens", "a tree verifying total_tokens", tree.total_tokens},
+      {prefix + "top_k",
+       "a tree expanding depth " + std::to_string(tree.depth) + " x top_k " +
+           std::to_string(tree.top_k),
+       tree.depth * tree.top_k},
+  };
+}
+
 // A Jacobi window's options (SjdParams / McSjdParams: window, init) on `window` and `init`.
 inline std::vector<OptionSpec> JacobiWindowOptions(Field<int64_t> window, Field<JacobiInit> init) {
   return {

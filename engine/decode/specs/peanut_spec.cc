@@ -44,6 +44,19 @@ MethodEntry PeanutSpec() {
   }
   e.label_options = {"beta", "l_d", "l_k", "init", "tree.total_tokens", "tree.depth",
                      "tree.top_k"};
+  // The initial tree, and the widest it adapts to: the shapes stay strictly inside
+  // (min_depth, max_depth) x (min_top_k, max_top_k).
+  e.tree_demands = [](const MethodConfig& c) {
+    std::vector<TreeDemand> demands = DynamicTreeDemands(c.peanut.tree, "peanut.tree.");
+    const PeanutOptions& shape = c.peanut.shape;
+    demands.push_back({"peanut.max_top_k",
+                       "adapted trees up to depth " + std::to_string(shape.max_depth - 1) +
+                           " x top_k " + std::to_string(shape.max_top_k - 1),
+                       (shape.max_depth - 1) * (shape.max_top_k - 1)});
+    return demands;
+  };
+  // PEANUT + LANTERN pools LANTERN's neighbourhood: the family's LANTERN k (no k of its own).
+  e.derive_defaults = [](MethodConfig& c) { c.peanut.lantern_k = c.lantern.k; };
   e.lossless = [](const MethodConfig& c) { return c.peanut.lantern_delta == 0.0; };
   return e;
 }

@@ -1,3 +1,4 @@
+#include "engine/decode/pac_tree_size.h"
 #include "engine/decode/specs/method_specs.h"
 #include "engine/decode/specs/option_builders.h"
 
@@ -22,6 +23,13 @@ MethodEntry SjdPacSpec() {
   e.options.push_back(
       Integer("depth", 1, 8, [](MethodConfig& c) -> int64_t& { return c.sjd_pac.depth; }));
   e.label_options = {"window", "width", "depth"};
+  e.tree_demands = [](const MethodConfig& c) {
+    return std::vector<TreeDemand>{
+        {"sjd_pac.width",
+         "a tree branching width " + std::to_string(c.sjd_pac.width) + " to depth " +
+             std::to_string(c.sjd_pac.depth),
+         PacTreeNodes(c.sjd_pac.width, c.sjd_pac.depth)}};
+  };
   e.lossless = [](const MethodConfig&) { return true; };
   return e;
 }

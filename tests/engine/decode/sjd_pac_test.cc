@@ -12,6 +12,7 @@
 #include <string>
 
 #include "engine/decode/ar.h"
+#include "engine/decode/method_registry.h"
 #include "tests/engine/decode/sd_fixture.h"
 #include "tests/engine/test_util.h"
 
@@ -143,10 +144,14 @@ TEST(SjdPacTest, OptionsAreValidatedByName) {
   auto coupling = RunMethod(SjdPacDecoder(Pac(8, 4, 3, 1.5)), f, SamplingParams());
   EXPECT_EQ(coupling.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(coupling.status().message(), "sjd_pac.coupling: must be in [0, 1]");
-  auto width = RunMethod(SjdPacDecoder(Pac(8, 0, 3)), f, SamplingParams());
-  EXPECT_EQ(width.status().message(), "sjd_pac.width: must be in [1, 16]");
-  auto depth = RunMethod(SjdPacDecoder(Pac(8, 4, 9)), f, SamplingParams());
-  EXPECT_EQ(depth.status().message(), "sjd_pac.depth: must be in [1, 8]");
+  // Each option's range is its spec's, checked where every caller makes a method.
+  MethodConfig config;
+  config.name = "sjd_pac";
+  config.sjd_pac = Pac(8, 0, 3);
+  EXPECT_EQ(MakeMethod(config, f.models).status().message(), "sjd_pac.width: must be in [1, 16]");
+  config.sjd_pac = Pac(8, 4, 9);
+  EXPECT_EQ(MakeMethod(config, f.models).status().message(), "sjd_pac.depth: must be in [1, 8]");
+  // The tree both make is the decoder's own rule.
   auto nodes = RunMethod(SjdPacDecoder(Pac(8, 16, 3)), f, SamplingParams());
   EXPECT_EQ(nodes.status().message(),
             "sjd_pac.depth: width 16 and depth 3 make 272 tree nodes; at most 256");
