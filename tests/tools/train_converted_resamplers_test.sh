@@ -20,7 +20,7 @@ echo "$models"
 for name in tar tar-resampled; do
   # Trained resamplers add MuLo-SD (its drafter is the target itself); still no chain or head.
   expect_methods_without $name "$models" speculative eagle lantern lantern++ peanut
-  listed_methods $name "$models" | grep -qx mulo || fail "$name lists no mulo"
+  grep -qx mulo <<<"$(listed_methods $name "$models")" || fail "$name lists no mulo"
   "$client" generate --server="$addr" --model=$name --method=mulo --seed=3 --format=raw \
     --condition_tokens="<I1><I5><I90><I3><I4><I5><I6><I7><I8>" --out="$work/$name.rgb"
   [[ $(stat -c %s "$work/$name.rgb") == $((16 * 16 * 3)) ]] || fail "$name: image size"
