@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/decode/kv_demand.h"
+#include "server/engine_status.h"
 #include "server/image_encoding.h"
 #include "server/preview_schedule.h"
 

@@ -40,6 +40,7 @@
 #include "mulo/v1/method_names.h"
 #include "server/batch_policy.h"
 #include "server/cuda_graph_policy.h"
+#include "server/engine_status.h"
 #include "server/grpc_front_end.h"
 #include "server/api_keys.h"
 #include "server/generation_service.h"

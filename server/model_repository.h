@@ -46,9 +46,6 @@ class ModelRepository {
   std::vector<std::string> skipped_;
 };
 
-// engine::Status -> absl::Status, keeping the code and message.
-absl::Status ToAbsl(const engine::Status& status);
-
 }  // namespace mulo::server
 
 #endif  // MULO_SERVER_MODEL_REPOSITORY_H_

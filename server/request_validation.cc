@@ -11,6 +11,7 @@
 #include "engine/decode/method_registry.h"
 #include "mulo/v1/method_names.h"
 #include "server/client_text.h"
+#include "server/engine_status.h"
 
 namespace mulo::server {
 namespace {
