@@ -169,16 +169,9 @@ struct Row {
   std::vector<cv::Mat> grid;       // the first seed's images of the first --grid_prompts
 };
 
-// MuLo-SD's options as its spec writes them (the CSV's option columns).
-nlohmann::json MuloJson(const engine::MuloOptions& o) {
-  engine::MethodConfig config;
-  config.mulo = o;
-  return engine::OptionsJson(*engine::FindMethod("mulo"), config);
-}
-
 Config MuloConfig(const bench::MuloRow& row) {
   return Config{row.name, row.group, std::make_shared<engine::MuloDecoder>(row.options),
-                MuloJson(row.options)};
+                bench::MuloJson(row.options)};
 }
 
 // Mean over pairs of the mean absolute difference of two images' pixels (0..255).
@@ -336,7 +329,7 @@ bool AddMethodRows(const engine::ModelSet& family, const engine::MethodConfig& d
       return false;
     }
     if (!add_row(*method, "main", "--methods")) return false;
-    if (name == "mulo") configs.back().mulo = MuloJson(method->mulo);
+    if (name == "mulo") configs.back().mulo = bench::MuloJson(method->mulo);
     const engine::MethodEntry& entry = *engine::FindMethod(name);
     for (const std::vector<std::string>& variant : entry.bench_variants) {
       engine::MethodConfig config = *method;

@@ -13,13 +13,6 @@ namespace {
 
 using engine::Rejection;
 
-// MuLo-SD's options as its spec writes them: two option sets are the same row when these are.
-nlohmann::json MuloJson(const engine::MuloOptions& o) {
-  engine::MethodConfig config;
-  config.mulo = o;
-  return engine::OptionsJson(*engine::FindMethod("mulo"), config);
-}
-
 // MuLo-SD with the paper's settings but these.
 MuloRow Paper(const std::string& name, const std::string& group, double tau, int64_t radius,
               Rejection rejection, int64_t k, int64_t draft_rows = 1,
@@ -35,6 +28,12 @@ MuloRow Paper(const std::string& name, const std::string& group, double tau, int
 }
 
 }  // namespace
+
+nlohmann::json MuloJson(const engine::MuloOptions& o) {
+  engine::MethodConfig config;
+  config.mulo = o;
+  return engine::OptionsJson(*engine::FindMethod("mulo"), config);
+}
 
 std::vector<MuloRow> MuloAblationRows(const engine::MuloOptions& family) {
   const engine::MuloOptions paper = engine::PaperMuloOptions();

@@ -4,6 +4,7 @@
 #ifndef MULO_BENCH_MULO_STUDIES_H_
 #define MULO_BENCH_MULO_STUDIES_H_
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,10 @@ struct MuloRow {
   std::string group;
   engine::MuloOptions options;
 };
+
+// MuLo-SD's options as its spec writes them (OptionsJson): methods_bench's CSV columns, and
+// how two option sets are told apart.
+nlohmann::json MuloJson(const engine::MuloOptions& o);
 
 // The ablation rows over the family's MuLo-SD defaults `family`.
 std::vector<MuloRow> MuloAblationRows(const engine::MuloOptions& family);
