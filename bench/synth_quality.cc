@@ -21,7 +21,7 @@
 #include "bench/rgb_mat.h"
 #include "engine/decode/ar.h"
 #include "engine/decode/generate.h"
-#include "server/model_repository.h"  // ToAbsl
+#include "server/engine_status.h"
 #include "synth/heldout.h"
 #include "synth/synth_eval.h"
 
