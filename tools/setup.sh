@@ -6,7 +6,7 @@ set -euo pipefail
 
 PACKAGES=(
   # build
-  bazel-bootstrap g++ pkg-config
+  bazel-bootstrap clang-14 g++ pkg-config
   # engine: LibTorch (CPU) and its fast BLAS (without it matmuls are ~8x slower)
   libtorch-dev libopenblas0-pthread
   # server, client, metrics
@@ -18,7 +18,7 @@ PACKAGES=(
   # SynthEval, benchmarks and tests (the server encodes with libpng / libjpeg only)
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   # tests
-  libgtest-dev libgmock-dev prometheus openssl curl nginx-light clang-14 libfuzzer-14-dev chromium
+  libgtest-dev libgmock-dev prometheus openssl curl nginx-light libfuzzer-14-dev chromium
   # tools (reference models, training, plots) use Debian's interpreter: /usr/bin/python3
   python3-torch python3-numpy python3-matplotlib python3-yaml
 )

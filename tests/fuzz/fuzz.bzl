@@ -6,8 +6,10 @@ reproducers included, stays a regression test. With --config=fuzz (clang-14, lib
 AddressSanitizer; tools/fuzz.sh) the same target links libFuzzer's driver instead.
 """
 
+load("//tools/bazel:cc.bzl", "cc_test")
+
 def fuzz_target(name, srcs, deps, data = []):
-    native.cc_test(
+    cc_test(
         name = name,
         size = "small",
         srcs = srcs + select({

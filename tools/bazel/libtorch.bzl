@@ -24,6 +24,10 @@ def _libtorch_repository_impl(ctx):
         if not ctx.path(include_dir + "/torch").exists:
             fail("MULO_LIBTORCH=%s has no include/torch: point it at a LibTorch directory" % root)
         ctx.symlink(include_dir, "include")
+
+        # No precompiled header here: its dependency list would name headers outside the
+        # compiler's builtin directories, which Bazel refuses (see tools/bazel/torch_pch.bzl).
+        pch_includes = []
         hdrs = 'glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh"])'
         includes = '["include", "include/torch/csrc/api/include"]'
     else:
@@ -35,6 +39,7 @@ def _libtorch_repository_impl(ctx):
         # /usr/include is a builtin include directory of the compiler, so only the C++ API
         # directory needs to be declared and put on the include path.
         ctx.symlink(api, "api")
+        pch_includes = [api]
         hdrs = 'glob(["api/**/*.h"])'
         includes = '["api"]'
 
@@ -49,6 +54,8 @@ def _libtorch_repository_impl(ctx):
     linkopts += ["-l" + lib for lib in _LIBS] + ["-lpthread"]
     defines = ["MULO_WITH_CUDA=1"] if cuda else []
 
+    # Absolute include directories for tools/bazel/torch_pch.bzl ([] turns the PCH off).
+    ctx.file("pch.bzl", "TORCH_PCH_INCLUDES = %s\n" % repr(pch_includes))
     ctx.file("BUILD", """
 package(default_visibility = ["//visibility:public"])
 
