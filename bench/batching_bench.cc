@@ -154,6 +154,65 @@ void PrintGemmTable(const engine::TransformerConfig& c, int requests) {
   }
 }
 
+// Measures per concurrency level and variant, over rounds ("off" = sequential, unbatched).
+using Runs = std::map<int, std::map<std::string, std::vector<Measure>>>;
+
+double MedianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// One row per concurrency level: the unbatched rate and latency, then each variant's, its
+// speedup paired per round, its calls per forward and whether its tokens equal the unbatched.
+void PrintTable(Runs& runs, const std::vector<int>& levels,
+                const std::vector<std::string>& variants, const Flags& flags) {
+  const auto median = MedianOf;
+  std::printf("method %s, %d requests per run, median of %d rounds, one core\n\n",
+              flags.method.c_str(), flags.requests, flags.rounds);
+  std::printf("| concurrency | off images/s | off latency s |");
+  for (const auto& v : variants)
+    std::printf(" %s images/s | x off | latency s | calls/forward | tokens = off |", v.c_str());
+  std::printf("\n|---:|---:|---:|");
+  for (size_t i = 0; i < variants.size(); ++i) std::printf("---:|---:|---:|---:|---:|");
+  std::printf("\n");
+  for (int level : levels) {
+    std::vector<double> off_rate, off_latency;
+    for (const Measure& m : runs[level]["off"]) {
+      off_rate.push_back(flags.requests / m.seconds);
+      off_latency.push_back(m.mean_latency);
+    }
+    std::printf("| %d | %.2f | %.3f |", level, median(off_rate), median(off_latency));
+    for (const auto& v : variants) {
+      std::vector<double> rate, ratio, latency, calls;
+      const auto& ms = runs[level][v];
+      for (size_t r = 0; r < ms.size(); ++r) {
+        rate.push_back(flags.requests / ms[r].seconds);
+        ratio.push_back(runs[level]["off"][r].seconds / ms[r].seconds);  // paired per round
+        latency.push_back(ms[r].mean_latency);
+        calls.push_back(ms[r].calls_per_forward);
+      }
+      std::printf(" %.2f | %.2f | %.3f | %.1f | %s |", median(rate), median(ratio), median(latency),
+                  median(calls), TokensEqual(ms[0], runs[level]["off"][0]).c_str());
+    }
+    std::printf("\n");
+  }
+}
+
+// --gemms as a list of the variants in `kinds`; false (with the error printed) for another.
+bool ParseVariants(const std::string& gemms,
+                   const std::map<std::string, engine::PackedGemms>& kinds,
+                   std::vector<std::string>* variants) {
+  std::stringstream in(gemms);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!kinds.count(item)) {
+      std::fprintf(stderr, "error: --gemms: '%s' is not per_sequence or shared\n", item.c_str());
+      return false;
+    }
+    variants->push_back(item);
+  }
+  return true;
+}
+
 int Run(const Flags& flags) {
   auto inputs = LoadFamilyInputs(flags.models, flags.prompts, flags.requests, 1);
   if (!inputs) return 1;
@@ -191,16 +250,7 @@ int Run(const Flags& flags) {
       {"per_sequence", engine::PackedGemms::kPerSequence},
       {"shared", engine::PackedGemms::kShared}};
   std::vector<std::string> variants;
-  {
-    std::stringstream in(flags.gemms);
-    for (std::string item; std::getline(in, item, ',');) {
-      if (!kinds.count(item)) {
-        std::fprintf(stderr, "error: --gemms: '%s' is not per_sequence or shared\n", item.c_str());
-        return 2;
-      }
-      variants.push_back(item);
-    }
-  }
+  if (!ParseVariants(flags.gemms, kinds, &variants)) return 2;
   std::vector<int64_t> counts;
   if (!ParseList(flags.concurrency, &counts) ||
       std::find(counts.begin(), counts.end(), 0) != counts.end()) {
@@ -211,8 +261,7 @@ int Run(const Flags& flags) {
   // Warm-up: one request of each kind.
   Decode(family, methods, conditions, static_cast<int>(methods.size()), 1, nullptr);
 
-  // seconds[level][variant] over rounds ("off" = sequential, unbatched).
-  std::map<int, std::map<std::string, std::vector<Measure>>> runs;
+  Runs runs;
   for (int round = 1; round <= flags.rounds; ++round) {
     for (int level : levels) {
       runs[level]["off"].push_back(
@@ -238,39 +287,7 @@ int Run(const Flags& flags) {
       std::fprintf(stderr, "round %d, concurrency %d done\n", round, level);
     }
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  std::printf("method %s, %d requests per run, median of %d rounds, one core\n\n",
-              flags.method.c_str(), flags.requests, flags.rounds);
-  std::printf("| concurrency | off images/s | off latency s |");
-  for (const auto& v : variants)
-    std::printf(" %s images/s | x off | latency s | calls/forward | tokens = off |", v.c_str());
-  std::printf("\n|---:|---:|---:|");
-  for (size_t i = 0; i < variants.size(); ++i) std::printf("---:|---:|---:|---:|---:|");
-  std::printf("\n");
-  for (int level : levels) {
-    std::vector<double> off_rate, off_latency;
-    for (const Measure& m : runs[level]["off"]) {
-      off_rate.push_back(flags.requests / m.seconds);
-      off_latency.push_back(m.mean_latency);
-    }
-    std::printf("| %d | %.2f | %.3f |", level, median(off_rate), median(off_latency));
-    for (const auto& v : variants) {
-      std::vector<double> rate, ratio, latency, calls;
-      const auto& ms = runs[level][v];
-      for (size_t r = 0; r < ms.size(); ++r) {
-        rate.push_back(flags.requests / ms[r].seconds);
-        ratio.push_back(runs[level]["off"][r].seconds / ms[r].seconds);  // paired per round
-        latency.push_back(ms[r].mean_latency);
-        calls.push_back(ms[r].calls_per_forward);
-      }
-      std::printf(" %.2f | %.2f | %.3f | %.1f | %s |", median(rate), median(ratio),
-                  median(latency), median(calls), TokensEqual(ms[0], runs[level]["off"][0]).c_str());
-    }
-    std::printf("\n");
-  }
+  PrintTable(runs, levels, variants, flags);
   return 0;
 }
 

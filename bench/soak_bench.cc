@@ -158,6 +158,49 @@ Outcome Send(v1::ImageGeneration::Stub& stub, const v1::GenerateRequest& request
   return outcome;
 }
 
+// The server's model list, once its models are loaded (up to a minute).
+v1::ListModelsResponse WaitForModels(v1::ImageGeneration::Stub& stub) {
+  v1::ListModelsResponse models;
+  for (int attempt = 0; attempt < 600; ++attempt) {
+    grpc::ClientContext context;
+    if (stub.ListModels(&context, v1::ListModelsRequest(), &models).ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return models;
+}
+
+// The statuses and each method's latency percentiles; true when a status other than OK,
+// CANCELLED, DEADLINE_EXCEEDED or UNAVAILABLE came back.
+bool PrintOutcomes(const std::vector<Outcome>& outcomes) {
+  std::map<std::string, int> codes;
+  std::map<std::string, std::vector<double>> latency;  // OK requests of normal endings
+  for (const Outcome& o : outcomes) {
+    ++codes[CodeName(o.code)];
+    if (o.code == grpc::StatusCode::OK && o.ending == Ending::kNormal) {
+      latency[o.method].push_back(o.seconds);
+    }
+  }
+  std::printf("| status | requests |\n|---|---:|\n");
+  bool unexpected = false;
+  for (const auto& [name, count] : codes) {
+    std::printf("| %s | %d |\n", name.c_str(), count);
+    unexpected |=
+        name != "OK" && name != "CANCELLED" && name != "DEADLINE_EXCEEDED" && name != "UNAVAILABLE";
+  }
+  std::printf(
+      "\n| method | OK requests | p50 (s) | p95 (s) | p99 (s) |\n|---|---:|---:|---:|---:|\n");
+  for (const auto& [method, seconds] : latency) {
+    std::printf("| %s | %zu | %.3f | %.3f | %.3f |\n", method.c_str(), seconds.size(),
+                mulo::client::Percentile(seconds, 0.5), mulo::client::Percentile(seconds, 0.95),
+                mulo::client::Percentile(seconds, 0.99));
+  }
+  std::printf("\n%s\n", unexpected ? "FAILED: statuses other than OK / CANCELLED / "
+                                     "DEADLINE_EXCEEDED / UNAVAILABLE"
+                                   : "statuses: only OK / CANCELLED / DEADLINE_EXCEEDED / "
+                                     "UNAVAILABLE");
+  return unexpected;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -168,13 +211,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto channel = grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
-  auto stub = v1::ImageGeneration::NewStub(channel);
-  v1::ListModelsResponse models;
-  for (int attempt = 0; attempt < 600; ++attempt) {  // until the models are loaded
-    grpc::ClientContext context;
-    if (stub->ListModels(&context, v1::ListModelsRequest(), &models).ok()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const v1::ListModelsResponse models = WaitForModels(*v1::ImageGeneration::NewStub(channel));
   if (models.models_size() == 0) {
     std::fprintf(stderr, "soak: the server lists no models\n");
     return 1;
@@ -236,30 +273,6 @@ int main(int argc, char** argv) {
               "(target under 2%%)\n\n",
               warmup, baseline, final_rss, growth);
 
-  std::map<std::string, int> codes;
-  std::map<std::string, std::vector<double>> latency;  // OK requests of normal endings
-  for (const Outcome& o : outcomes) {
-    ++codes[CodeName(o.code)];
-    if (o.code == grpc::StatusCode::OK && o.ending == Ending::kNormal) {
-      latency[o.method].push_back(o.seconds);
-    }
-  }
-  std::printf("| status | requests |\n|---|---:|\n");
-  bool unexpected = false;
-  for (const auto& [name, count] : codes) {
-    std::printf("| %s | %d |\n", name.c_str(), count);
-    unexpected |= name != "OK" && name != "CANCELLED" && name != "DEADLINE_EXCEEDED" &&
-                  name != "UNAVAILABLE";
-  }
-  std::printf("\n| method | OK requests | p50 (s) | p95 (s) | p99 (s) |\n|---|---:|---:|---:|---:|\n");
-  for (const auto& [method, seconds] : latency) {
-    std::printf("| %s | %zu | %.3f | %.3f | %.3f |\n", method.c_str(), seconds.size(),
-                mulo::client::Percentile(seconds, 0.5), mulo::client::Percentile(seconds, 0.95),
-                mulo::client::Percentile(seconds, 0.99));
-  }
-  std::printf("\n%s\n", unexpected ? "FAILED: statuses other than OK / CANCELLED / "
-                                      "DEADLINE_EXCEEDED / UNAVAILABLE"
-                                   : "statuses: only OK / CANCELLED / DEADLINE_EXCEEDED / "
-                                     "UNAVAILABLE");
+  const bool unexpected = PrintOutcomes(outcomes);
   return unexpected || growth >= 2.0 ? 1 : 0;
 }

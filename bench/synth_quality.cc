@@ -153,6 +153,44 @@ int ReportError(const synth::HeldoutEntry& entry, const absl::Status& status) {
   return 1;
 }
 
+// The token ids of one prompt's target image, as a JSON line.
+void WriteTokensLine(int64_t id, const std::vector<int32_t>& tokens, std::ofstream& out) {
+  out << "{\"id\": " << id << ", \"tokens\": [";
+  for (size_t t = 0; t < tokens.size(); ++t) out << (t ? ", " : "") << tokens[t];
+  out << "]}\n";
+}
+
+// The three rows a run fills: the target, the drafter alone, and U_r of the drafter's sample.
+struct Tallies {
+  bool with_target = false, with_drafter = false, with_upsampled = false;
+  Tally target, drafter, upsampled;
+  int64_t target_size = 0, drafter_size = 0;  // pixels per side
+};
+
+void PrintTable(const Tallies& t, size_t count, const engine::SamplingParams& sampling) {
+  std::printf(
+      "SynthEval over %zu held-out prompts (%s), ar decoding, cfg %.2f, temperature %.2f, "
+      "seeds %lu..\n\n",
+      count, absl::GetFlag(FLAGS_prompts).c_str(), sampling.cfg_scale, sampling.temperature,
+      absl::GetFlag(FLAGS_seed));
+  std::printf(
+      "| model | image | prompts | pass | colour | shape | size | position | background | s / "
+      "image |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  if (t.with_target) t.target.Print("target", t.target_size);
+  if (t.with_drafter) t.drafter.Print("drafter (alone)", t.drafter_size);
+  if (t.with_upsampled) t.upsampled.Print("U_r(drafter sample)", t.target_size);
+}
+
+void WriteJson(const Tallies& t, const engine::SamplingParams& sampling, const std::string& path) {
+  std::ofstream json(path);
+  json << "{\"cfg_scale\": " << sampling.cfg_scale << ", \"temperature\": " << sampling.temperature;
+  if (t.with_target) json << ", \"target\": " << t.target.Json(t.target_size);
+  if (t.with_drafter) json << ", \"drafter\": " << t.drafter.Json(t.drafter_size);
+  if (t.with_upsampled) json << ", \"upsampled_drafter\": " << t.upsampled.Json(t.target_size);
+  json << "}\n";
+}
+
 int Run() {
   auto inputs = bench::LoadFamilyInputs(absl::GetFlag(FLAGS_models), absl::GetFlag(FLAGS_prompts),
                                         absl::GetFlag(FLAGS_limit), absl::GetFlag(FLAGS_threads));
@@ -168,14 +206,16 @@ int Run() {
 
   ModelSet drafter_family = family;  // the drafter decoding on its own, at its own resolution
   drafter_family.target = family.drafter;
-  const bool with_drafter = absl::GetFlag(FLAGS_drafter) && family.drafter != nullptr;
-  const bool with_upsampled = with_drafter && absl::GetFlag(FLAGS_upsampled_drafter) &&
-                              family.upsampler != nullptr && family.vq != nullptr;
-  const bool with_target = absl::GetFlag(FLAGS_target);
+  Tallies t;
+  t.with_drafter = absl::GetFlag(FLAGS_drafter) && family.drafter != nullptr;
+  t.with_upsampled = t.with_drafter && absl::GetFlag(FLAGS_upsampled_drafter) &&
+                     family.upsampler != nullptr && family.vq != nullptr;
+  t.with_target = absl::GetFlag(FLAGS_target);
+  t.target_size = family.ImageSize();
+  if (t.with_drafter) t.drafter_size = drafter_family.ImageSize();
 
   synth::SynthEval judge;
   engine::ArDecoder ar;
-  Tally target_tally, drafter_tally, upsampled_tally;
   std::vector<cv::Mat> grid_images;
   std::vector<std::string> grid_captions;
   std::ofstream tokens_out;
@@ -186,26 +226,19 @@ int Run() {
     const auto& entry = (*prompts)[i];
     sampling.seed = absl::GetFlag(FLAGS_seed) + static_cast<uint64_t>(entry.id);
     for (bool drafter : {false, true}) {
-      if (drafter && !with_drafter) continue;
-      if (!drafter && !with_target) continue;
+      if (drafter ? !t.with_drafter : !t.with_target) continue;
       const ModelSet& models = drafter ? drafter_family : family;
       auto judged = GenerateAndJudge(ar, models, entry.prompt, sampling, judge);
       if (!judged.ok()) return ReportError(entry, judged.status());
       const engine::GenerateResult& result = judged->generated;
       const synth::Verdict& verdict = judged->verdict;
-      (drafter ? drafter_tally : target_tally).Add(verdict, result.stats.total_seconds);
-      if (drafter && with_upsampled) {
+      (drafter ? t.drafter : t.target).Add(verdict, result.stats.total_seconds);
+      if (drafter && t.with_upsampled) {
         auto up_verdict = JudgeUpsampled(family, result.tokens, entry.prompt, judge);
         if (!up_verdict.ok()) return ReportError(entry, up_verdict.status());
-        upsampled_tally.Add(*up_verdict, 0);
+        t.upsampled.Add(*up_verdict, 0);
       }
-      if (!drafter && tokens_out.is_open()) {
-        tokens_out << "{\"id\": " << entry.id << ", \"tokens\": [";
-        for (size_t t = 0; t < result.tokens.size(); ++t) {
-          tokens_out << (t ? ", " : "") << result.tokens[t];
-        }
-        tokens_out << "]}\n";
-      }
+      if (!drafter && tokens_out.is_open()) WriteTokensLine(entry.id, result.tokens, tokens_out);
       if (!drafter && grid_images.size() < 16) {
         grid_images.push_back(judged->image);
         grid_captions.push_back((verdict.pass ? "[pass] " : "[fail] ") + entry.prompt);
@@ -213,33 +246,12 @@ int Run() {
     }
     if ((i + 1) % 16 == 0 || i + 1 == count) {
       std::fprintf(stderr, "\r[%zu/%zu] target pass %d, drafter pass %d", i + 1, count,
-                   target_tally.pass, drafter_tally.pass);
+                   t.target.pass, t.drafter.pass);
     }
   }
   std::fprintf(stderr, "\n");
-  std::printf(
-      "SynthEval over %zu held-out prompts (%s), ar decoding, cfg %.2f, temperature %.2f, "
-      "seeds %lu..\n\n",
-      count, absl::GetFlag(FLAGS_prompts).c_str(), sampling.cfg_scale, sampling.temperature,
-      absl::GetFlag(FLAGS_seed));
-  std::printf(
-      "| model | image | prompts | pass | colour | shape | size | position | background | s / "
-      "image |\n");
-  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  if (with_target) target_tally.Print("target", family.ImageSize());
-  if (with_drafter) drafter_tally.Print("drafter (alone)", drafter_family.ImageSize());
-  if (with_upsampled) upsampled_tally.Print("U_r(drafter sample)", family.ImageSize());
-  if (!absl::GetFlag(FLAGS_json_out).empty()) {
-    std::ofstream json(absl::GetFlag(FLAGS_json_out));
-    json << "{\"cfg_scale\": " << sampling.cfg_scale
-         << ", \"temperature\": " << sampling.temperature;
-    if (with_target) json << ", \"target\": " << target_tally.Json(family.ImageSize());
-    if (with_drafter) json << ", \"drafter\": " << drafter_tally.Json(drafter_family.ImageSize());
-    if (with_upsampled) {
-      json << ", \"upsampled_drafter\": " << upsampled_tally.Json(family.ImageSize());
-    }
-    json << "}\n";
-  }
+  PrintTable(t, count, sampling);
+  if (!absl::GetFlag(FLAGS_json_out).empty()) WriteJson(t, sampling, absl::GetFlag(FLAGS_json_out));
   if (!absl::GetFlag(FLAGS_grid_out).empty()) {
     WriteGrid(grid_images, grid_captions, absl::GetFlag(FLAGS_grid_out));
     std::printf("\nwrote %s\n", absl::GetFlag(FLAGS_grid_out).c_str());

@@ -50,6 +50,75 @@ double Median(int repeats, Fn&& fn) {
   return times[times.size() / 2];
 }
 
+// A causal language model (Tar's MLLM): load, prefill, and a decode step (or a window of new
+// tokens) after each cached context. False when it does not load.
+bool BenchLanguageModel(const std::string& lm_dir, const LoadOptions& options, int repeats,
+                        int prompt, const std::vector<int64_t>& context_list,
+                        const std::vector<int64_t>& window_list) {
+  const double rss_before = RssGiB();
+  auto start = Clock::now();
+  auto lm = CausalLm::LoadDirectory(lm_dir, options);
+  if (!lm.ok()) {
+    std::fprintf(stderr, "error: %s\n", lm.status().ToString().c_str());
+    return false;
+  }
+  const double load = Seconds(start);
+  const CausalLmConfig& c = (*lm)->config();
+  std::printf("language model %s: %s, %lld layers, %lld wide, vocabulary %lld\n", lm_dir.c_str(),
+              c.architecture.c_str(), static_cast<long long>(c.n_layer),
+              static_cast<long long>(c.dim), static_cast<long long>(c.vocab_size));
+  std::printf("  load %.1f s, resident +%.2f GiB\n", load, RssGiB() - rss_before);
+  const auto ids = [&](int64_t n) { return torch::randint(c.vocab_size, {1, n}, torch::kInt64); };
+  const double prefill = Median(repeats, [&] {
+    KvCache cache = (*lm)->NewCache(1, prompt);
+    (void)(*lm)->Forward(cache, ids(prompt), /*last_only=*/true);
+  });
+  std::printf("  prefill of %d tokens: %.3f s\n", prompt, prefill);
+  std::printf(
+      "  | cached tokens | new tokens | s per forward | / one-token step |\n"
+      "  |---:|---:|---:|---:|\n");
+  for (int64_t context : context_list) {
+    double one = 0.0;
+    for (int64_t window : window_list) {
+      KvCache cache = (*lm)->NewCache(1, context + window);
+      if (context > 0) (void)(*lm)->Forward(cache, ids(context), /*last_only=*/true);
+      const double step = Median(repeats, [&] {
+        (void)(*lm)->Forward(cache, ids(window), /*last_only=*/window == 1);
+        (void)cache.Truncate(context);
+      });
+      if (window == 1) one = step;
+      std::printf("  | %lld | %lld | %.4f | %s |\n", static_cast<long long>(context),
+                  static_cast<long long>(window), step,
+                  one > 0 ? std::to_string(step / one).substr(0, 4).c_str() : "-");
+    }
+  }
+  return true;
+}
+
+// A T5 encoder (LlamaGen t2i's): load, and one caption's encode at batch 1 and 2.
+bool BenchT5(const std::string& t5_dir, const LoadOptions& options, int repeats, int caption) {
+  const double rss_before = RssGiB();
+  auto start = Clock::now();
+  auto t5 = T5Encoder::LoadDirectory(t5_dir, options);
+  if (!t5.ok()) {
+    std::fprintf(stderr, "error: %s\n", t5.status().ToString().c_str());
+    return false;
+  }
+  const double load = Seconds(start);
+  const T5EncoderConfig& c = (*t5)->config();
+  std::printf("\nT5 encoder %s: %lld blocks, %lld wide\n", t5_dir.c_str(),
+              static_cast<long long>(c.num_layers), static_cast<long long>(c.d_model));
+  std::printf("  load %.1f s, resident +%.2f GiB\n", load, RssGiB() - rss_before);
+  for (int64_t batch : {1, 2}) {
+    const torch::Tensor ids = torch::randint(c.vocab_size, {batch, caption}, torch::kInt64);
+    const torch::Tensor mask = torch::ones({batch, caption}, torch::kInt64);
+    const double encode = Median(repeats, [&] { (void)(*t5)->Encode(ids, mask); });
+    std::printf("  encode batch %lld x %d tokens: %.3f s\n", static_cast<long long>(batch), caption,
+                encode);
+  }
+  return true;
+}
+
 int Run(int argc, char** argv) {
   std::string lm_dir, t5_dir, dtype = "float32", contexts = "0,128,512,729", windows = "1";
   int threads = 0, repeats = 5, prompt = 48, caption = 120;
@@ -79,67 +148,11 @@ int Run(int argc, char** argv) {
   at::NoGradGuard no_grad;
   std::printf("%s, %d torch thread(s), median of %d\n\n", dtype.c_str(), at::get_num_threads(),
               repeats);
-  if (!lm_dir.empty()) {
-    const double rss_before = RssGiB();
-    auto start = Clock::now();
-    auto lm = CausalLm::LoadDirectory(lm_dir, options);
-    if (!lm.ok()) {
-      std::fprintf(stderr, "error: %s\n", lm.status().ToString().c_str());
-      return 1;
-    }
-    const double load = Seconds(start);
-    const CausalLmConfig& c = (*lm)->config();
-    std::printf("language model %s: %s, %lld layers, %lld wide, vocabulary %lld\n",
-                lm_dir.c_str(), c.architecture.c_str(), static_cast<long long>(c.n_layer),
-                static_cast<long long>(c.dim), static_cast<long long>(c.vocab_size));
-    std::printf("  load %.1f s, resident +%.2f GiB\n", load, RssGiB() - rss_before);
-    const auto ids = [&](int64_t n) {
-      return torch::randint(c.vocab_size, {1, n}, torch::kInt64);
-    };
-    const double prefill = Median(repeats, [&] {
-      KvCache cache = (*lm)->NewCache(1, prompt);
-      (void)(*lm)->Forward(cache, ids(prompt), /*last_only=*/true);
-    });
-    std::printf("  prefill of %d tokens: %.3f s\n", prompt, prefill);
-    std::printf("  | cached tokens | new tokens | s per forward | / one-token step |\n"
-                "  |---:|---:|---:|---:|\n");
-    for (int64_t context : context_list) {
-      double one = 0.0;
-      for (int64_t window : window_list) {
-        KvCache cache = (*lm)->NewCache(1, context + window);
-        if (context > 0) (void)(*lm)->Forward(cache, ids(context), /*last_only=*/true);
-        const double step = Median(repeats, [&] {
-          (void)(*lm)->Forward(cache, ids(window), /*last_only=*/window == 1);
-          (void)cache.Truncate(context);
-        });
-        if (window == 1) one = step;
-        std::printf("  | %lld | %lld | %.4f | %s |\n", static_cast<long long>(context),
-                    static_cast<long long>(window), step,
-                    one > 0 ? std::to_string(step / one).substr(0, 4).c_str() : "-");
-      }
-    }
+  if (!lm_dir.empty() &&
+      !BenchLanguageModel(lm_dir, options, repeats, prompt, context_list, window_list)) {
+    return 1;
   }
-  if (!t5_dir.empty()) {
-    const double rss_before = RssGiB();
-    auto start = Clock::now();
-    auto t5 = T5Encoder::LoadDirectory(t5_dir, options);
-    if (!t5.ok()) {
-      std::fprintf(stderr, "error: %s\n", t5.status().ToString().c_str());
-      return 1;
-    }
-    const double load = Seconds(start);
-    const T5EncoderConfig& c = (*t5)->config();
-    std::printf("\nT5 encoder %s: %lld blocks, %lld wide\n", t5_dir.c_str(),
-                static_cast<long long>(c.num_layers), static_cast<long long>(c.d_model));
-    std::printf("  load %.1f s, resident +%.2f GiB\n", load, RssGiB() - rss_before);
-    for (int64_t batch : {1, 2}) {
-      const torch::Tensor ids = torch::randint(c.vocab_size, {batch, caption}, torch::kInt64);
-      const torch::Tensor mask = torch::ones({batch, caption}, torch::kInt64);
-      const double encode = Median(repeats, [&] { (void)(*t5)->Encode(ids, mask); });
-      std::printf("  encode batch %lld x %d tokens: %.3f s\n", static_cast<long long>(batch),
-                  caption, encode);
-    }
-  }
+  if (!t5_dir.empty() && !BenchT5(t5_dir, options, repeats, caption)) return 1;
   return 0;
 }
 

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,6 +78,92 @@ Condition RandomCondition(const TokenModel& target, int64_t prompt_tokens) {
   return condition;
 }
 
+// The forward's time per window of new tokens after each cached context (CFG batch 2), and
+// its ratio to the one-token step. Returns each context's (cached rows, one-token step); nullopt
+// when a forward fails.
+std::optional<std::vector<std::pair<int64_t, double>>> PrintStepTable(
+    const TokenModel& target, const torch::Tensor& embedded,
+    const std::vector<int64_t>& context_list, const std::vector<int64_t>& window_list,
+    int repeats) {
+  const int64_t tokens = target.num_image_tokens();
+  const int64_t rows = embedded.size(1);
+  std::printf(
+      "| cached image tokens | new tokens | s per forward (CFG batch 2) | x the one-token "
+      "step |\n|---:|---:|---:|---:|\n");
+  auto ids = [&](int64_t n) { return torch::randint(target.vocab_size(), {2, n}); };
+  auto positions = [&](int64_t from, int64_t n) {
+    return torch::arange(target.TokenPosition(rows, from), target.TokenPosition(rows, from) + n,
+                         torch::kInt64);
+  };
+  std::vector<std::pair<int64_t, double>> paged_rows;  // cached rows, one-token step
+  for (int64_t context : context_list) {
+    // One cache per context (graphs are captured per cache), cut back after every timed forward.
+    KvCache cache = target.NewCache(2, target.CacheRows(rows));
+    if (!target.Prefill(cache, embedded, LogitsMode::kNone).ok()) return std::nullopt;
+    if (context > 0 &&
+        !target.ForwardTokens(cache, ids(context), positions(0, context), LogitsMode::kNone).ok()) {
+      return std::nullopt;
+    }
+    const int64_t cached = cache.length();
+    double step = 0;
+    for (int64_t window : window_list) {
+      if (context + window > tokens - 1) continue;  // the last token is never fed
+      std::vector<double> times;
+      for (int i = 0; i <= repeats; ++i) {
+        const auto t0 = Clock::now();
+        auto out =
+            target.ForwardTokens(cache, ids(window), positions(context, window), LogitsMode::kAll);
+        if (!out.ok()) return std::nullopt;
+        (void)out->logits.sum().item<float>();    // the host waits for the device, as a step does
+        if (i > 0) times.push_back(Seconds(t0));  // the first is the warm-up (and the capture)
+        if (!cache.Truncate(cached).ok()) return std::nullopt;
+      }
+      std::sort(times.begin(), times.end());
+      const double median = times[times.size() / 2];
+      if (window == 1) step = median;
+      std::printf("| %ld | %ld | %.4f | %s |\n", context, window, median,
+                  step > 0 ? (std::to_string(median / step).substr(0, 4) + "x").c_str() : "-");
+    }
+    if (step > 0) paged_rows.push_back({cached, step});
+  }
+  return paged_rows;
+}
+
+// Why the KV-cache pool has fixed slots (docs/design.md): a paged layout, read by LibTorch's
+// attention (no paged-attention kernel), must first gather a request's blocks of every layer
+// into one tensor each step; a slot is already one (a view). The gather's cost per step, for
+// the cache lengths above, against the step itself.
+void PrintPagedGatherTable(const TokenModel& target,
+                           const std::vector<std::pair<int64_t, double>>& paged_rows, int repeats) {
+  std::printf(
+      "\n| cached rows | paged gather per step (16-row blocks, all layers, K and V) | "
+      "x the one-token step |\n|---:|---:|---:|\n");
+  const torch::Tensor probe = target.NewCache(1, 1).Keys(0);  // [1, heads, 0, head dim]
+  const int64_t layers = target.NewCache(1, 1).num_layers(), block = 16;
+  for (const auto& [cached, step] : paged_rows) {
+    const int64_t blocks = 2 * ((cached + block - 1) / block);  // two guidance streams
+    const torch::Tensor pool =
+        torch::zeros({4 * blocks, probe.size(1), block, probe.size(3)}, probe.options());
+    const torch::Tensor table =
+        torch::randperm(4 * blocks, torch::dtype(torch::kInt64).device(probe.device()))
+            .narrow(0, 0, blocks);
+    std::vector<double> times;
+    for (int i = 0; i <= repeats; ++i) {
+      const auto t0 = Clock::now();
+      torch::Tensor sum;
+      for (int64_t layer = 0; layer < 2 * layers; ++layer) {
+        torch::Tensor gathered = pool.index_select(0, table);
+        if (layer == 0) sum = gathered.sum();
+      }
+      (void)sum.item<float>();
+      if (i > 0) times.push_back(Seconds(t0));
+    }
+    std::sort(times.begin(), times.end());
+    const double median = times[times.size() / 2];
+    std::printf("| %ld | %.5f s | %.2fx |\n", cached, median, median / step);
+  }
+}
+
 int Run(int argc, char** argv) {
   std::string family_dir, dtype = "float32", contexts = "0,288", windows = "1,16";
   std::string device = "cpu", graphs = "off", logits_out;
@@ -121,7 +208,6 @@ int Run(int argc, char** argv) {
   }
   const double load_s = Seconds(start);
   const TokenModel& target = *family->target;
-  const int64_t tokens = target.num_image_tokens();
   std::printf("%s: %s target, grid %ldx%ld, %ld image-token ids; %s on %s (graphs %s), %d "
               "torch thread(s), median of %d\n",
               family->name.c_str(), target.architecture().c_str(), target.grid_size(),
@@ -144,76 +230,9 @@ int Run(int argc, char** argv) {
     std::printf("wrote %s: the logits of %ld prompt ids and %ld codes\n\n", logits_out.c_str(),
                 static_cast<long>(condition.prompt_ids.size()), static_cast<long>(kCheckedCodes));
   }
-  const int64_t rows = embedded->size(1);
-  std::printf("| cached image tokens | new tokens | s per forward (CFG batch 2) | x the one-token "
-              "step |\n|---:|---:|---:|---:|\n");
-  auto ids = [&](int64_t n) { return torch::randint(target.vocab_size(), {2, n}); };
-  auto positions = [&](int64_t from, int64_t n) {
-    return torch::arange(target.TokenPosition(rows, from), target.TokenPosition(rows, from) + n,
-                         torch::kInt64);
-  };
-  std::vector<std::pair<int64_t, double>> paged_rows;  // cached rows, one-token step
-  for (int64_t context : context_list) {
-    // One cache per context (graphs are captured per cache), cut back after every timed forward.
-    KvCache cache = target.NewCache(2, target.CacheRows(rows));
-    if (!target.Prefill(cache, *embedded, LogitsMode::kNone).ok()) return 1;
-    if (context > 0 &&
-        !target.ForwardTokens(cache, ids(context), positions(0, context), LogitsMode::kNone)
-             .ok()) {
-      return 1;
-    }
-    const int64_t cached = cache.length();
-    double step = 0;
-    for (int64_t window : window_list) {
-      if (context + window > tokens - 1) continue;  // the last token is never fed
-      std::vector<double> times;
-      for (int i = 0; i <= repeats; ++i) {
-        const auto t0 = Clock::now();
-        auto out = target.ForwardTokens(cache, ids(window), positions(context, window),
-                                        LogitsMode::kAll);
-        if (!out.ok()) return 1;
-        (void)out->logits.sum().item<float>();  // the host waits for the device, as a step does
-        if (i > 0) times.push_back(Seconds(t0));  // the first is the warm-up (and the capture)
-        if (!cache.Truncate(cached).ok()) return 1;
-      }
-      std::sort(times.begin(), times.end());
-      const double median = times[times.size() / 2];
-      if (window == 1) step = median;
-      std::printf("| %ld | %ld | %.4f | %s |\n", context, window, median,
-                  step > 0 ? (std::to_string(median / step).substr(0, 4) + "x").c_str() : "-");
-    }
-    if (step > 0) paged_rows.push_back({cached, step});
-  }
-  // Why the KV-cache pool has fixed slots (docs/design.md): a paged layout, read by LibTorch's
-  // attention (no paged-attention kernel), must first gather a request's blocks of every layer
-  // into one tensor each step; a slot is already one (a view). The gather's cost per step, for
-  // the cache lengths above, against the step itself.
-  std::printf("\n| cached rows | paged gather per step (16-row blocks, all layers, K and V) | "
-              "x the one-token step |\n|---:|---:|---:|\n");
-  const torch::Tensor probe = target.NewCache(1, 1).Keys(0);  // [1, heads, 0, head dim]
-  const int64_t layers = target.NewCache(1, 1).num_layers(), block = 16;
-  for (const auto& [cached, step] : paged_rows) {
-    const int64_t blocks = 2 * ((cached + block - 1) / block);  // two guidance streams
-    const torch::Tensor pool =
-        torch::zeros({4 * blocks, probe.size(1), block, probe.size(3)}, probe.options());
-    const torch::Tensor table = torch::randperm(4 * blocks, torch::dtype(torch::kInt64)
-                                                                .device(probe.device()))
-                                    .narrow(0, 0, blocks);
-    std::vector<double> times;
-    for (int i = 0; i <= repeats; ++i) {
-      const auto t0 = Clock::now();
-      torch::Tensor sum;
-      for (int64_t layer = 0; layer < 2 * layers; ++layer) {
-        torch::Tensor gathered = pool.index_select(0, table);
-        if (layer == 0) sum = gathered.sum();
-      }
-      (void)sum.item<float>();
-      if (i > 0) times.push_back(Seconds(t0));
-    }
-    std::sort(times.begin(), times.end());
-    const double median = times[times.size() / 2];
-    std::printf("| %ld | %.5f s | %.2fx |\n", cached, median, median / step);
-  }
+  const auto paged_rows = PrintStepTable(target, *embedded, context_list, window_list, repeats);
+  if (!paged_rows.has_value()) return 1;
+  PrintPagedGatherTable(target, *paged_rows, repeats);
   return 0;
 }
 

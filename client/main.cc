@@ -219,6 +219,40 @@ bool BuildRequest(const std::string& prompt, uint64_t seed,
   return true;
 }
 
+// The image's decoding statistics, as the server reported them.
+void PrintStats(const mulo::v1::Stats& s) {
+  if (!s.method().empty()) std::printf("method %s\n", s.method().c_str());
+  if (!s.method_choice().empty()) std::printf("%s\n", s.method_choice().c_str());
+  std::printf("target forwards %u, draft forwards %u, step compression %.2f",
+              s.target_forward_passes(), s.draft_forward_passes(), s.step_compression());
+  if (s.iterations() > 0) std::printf(", iterations %u", s.iterations());
+  if (s.mean_tree_depth() > 0) {
+    std::printf(", mean tree depth %.2f", s.mean_tree_depth());
+    if (s.mean_tree_width() > 0) std::printf(" width %.2f", s.mean_tree_width());
+  }
+  if (s.drafted_tokens() > 0) {
+    std::printf(", acceptance %.3f (%u/%u drafted), resampled %u", s.acceptance_rate(),
+                s.accepted_tokens(), s.drafted_tokens(), s.resampled_tokens());
+  }
+  if (s.mean_accepted_length() > 0) {
+    std::printf(", mean accepted length %.2f", s.mean_accepted_length());
+  }
+  if (s.relaxed_accepted_tokens() > 0) {
+    std::printf(", relaxed accepts %u", s.relaxed_accepted_tokens());
+  }
+  if (s.pooled_drafts() > 0) {
+    std::printf(", pooled sets %u (mean size - 1 %.2f)", s.pooled_drafts(),
+                s.mean_pooled_neighbors());
+  }
+  if (s.text_stage_tokens() > 0) {
+    std::printf(", text stage %u tokens in %u forwards", s.text_stage_tokens(),
+                s.text_stage_forward_passes());
+  }
+  std::printf("\nphases:");
+  for (const auto& [phase, t] : s.phase_seconds()) std::printf(" %s=%.3fs", phase.c_str(), t);
+  std::printf("\n");
+}
+
 int Generate() {
   if (absl::GetFlag(FLAGS_prompt).empty() && absl::GetFlag(FLAGS_condition_tokens).empty() &&
       absl::GetFlag(FLAGS_condition).empty() && absl::GetFlag(FLAGS_class_label) < 0) {
@@ -279,36 +313,7 @@ int Generate() {
       "latency %.3fs (first row %.3fs, server queue %.3fs, server "
       "decode %.3fs)\n",
       seconds(), first_row, s.queue_seconds(), s.total_seconds());
-  if (!s.method().empty()) std::printf("method %s\n", s.method().c_str());
-  if (!s.method_choice().empty()) std::printf("%s\n", s.method_choice().c_str());
-  std::printf("target forwards %u, draft forwards %u, step compression %.2f",
-              s.target_forward_passes(), s.draft_forward_passes(), s.step_compression());
-  if (s.iterations() > 0) std::printf(", iterations %u", s.iterations());
-  if (s.mean_tree_depth() > 0) {
-    std::printf(", mean tree depth %.2f", s.mean_tree_depth());
-    if (s.mean_tree_width() > 0) std::printf(" width %.2f", s.mean_tree_width());
-  }
-  if (s.drafted_tokens() > 0) {
-    std::printf(", acceptance %.3f (%u/%u drafted), resampled %u", s.acceptance_rate(),
-                s.accepted_tokens(), s.drafted_tokens(), s.resampled_tokens());
-  }
-  if (s.mean_accepted_length() > 0) {
-    std::printf(", mean accepted length %.2f", s.mean_accepted_length());
-  }
-  if (s.relaxed_accepted_tokens() > 0) {
-    std::printf(", relaxed accepts %u", s.relaxed_accepted_tokens());
-  }
-  if (s.pooled_drafts() > 0) {
-    std::printf(", pooled sets %u (mean size - 1 %.2f)", s.pooled_drafts(),
-                s.mean_pooled_neighbors());
-  }
-  if (s.text_stage_tokens() > 0) {
-    std::printf(", text stage %u tokens in %u forwards", s.text_stage_tokens(),
-                s.text_stage_forward_passes());
-  }
-  std::printf("\nphases:");
-  for (const auto& [phase, t] : s.phase_seconds()) std::printf(" %s=%.3fs", phase.c_str(), t);
-  std::printf("\n");
+  PrintStats(s);
   return 0;
 }
 
@@ -328,6 +333,41 @@ std::vector<std::string> ReadPrompts(const std::string& path) {
 }
 
 using mulo::client::Percentile;
+
+struct BenchResult {
+  grpc::Status status;
+  double latency = 0, first_row = -1;  // seconds; first_row -1: no rows streamed
+  mulo::v1::Stats stats;
+};
+
+// The bench's request `i`: its prompt, seed --seed + i, timed from send to the final status.
+BenchResult BenchOne(ImageGeneration::Stub& stub, const std::string& prompt, int i) {
+  mulo::v1::GenerateRequest request;
+  BuildRequest(prompt, absl::GetFlag(FLAGS_seed) + i, &request);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(static_cast<int64_t>(absl::GetFlag(FLAGS_timeout))));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto since = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  BenchResult result;
+  auto reader = stub.Generate(&context, request);
+  mulo::v1::GenerateResponse response;
+  while (reader->Read(&response)) {
+    if (response.has_rows() && result.first_row < 0) result.first_row = since();
+    if (response.has_image()) result.stats = response.image().stats();
+  }
+  result.status = reader->Finish();
+  result.latency = since();
+  return result;
+}
+
+double Mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s / v.size();
+}
 
 // Closed-loop load: `concurrency` workers each send their next request as soon
 // as the last one finishes. Prints latency percentiles, throughput and the
@@ -360,35 +400,16 @@ int Bench() {
     workers.emplace_back([&] {
       auto stub = ImageGeneration::NewStub(channel);
       for (int i = next++; i < n; i = next++) {
-        mulo::v1::GenerateRequest request;
-        BuildRequest(prompts[i % prompts.size()], absl::GetFlag(FLAGS_seed) + i, &request);
-        grpc::ClientContext context;
-        context.set_deadline(
-            std::chrono::system_clock::now() +
-            std::chrono::seconds(static_cast<int64_t>(absl::GetFlag(FLAGS_timeout))));
-        const auto t0 = std::chrono::steady_clock::now();
-        double t_first = -1;
-        auto reader = stub->Generate(&context, request);
-        mulo::v1::GenerateResponse response;
-        mulo::v1::Stats stats;
-        while (reader->Read(&response)) {
-          if (response.has_rows() && t_first < 0) {
-            t_first = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          }
-          if (response.has_image()) stats = response.image().stats();
-        }
-        grpc::Status status = reader->Finish();
-        const double t =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const BenchResult r = BenchOne(*stub, prompts[i % prompts.size()], i);
         std::lock_guard<std::mutex> lock(mu);
-        if (!status.ok()) {
-          errors.push_back(status.error_message());
+        if (!r.status.ok()) {
+          errors.push_back(r.status.error_message());
           continue;
         }
-        latency.push_back(t);
-        decode.push_back(stats.total_seconds());
-        queue.push_back(stats.queue_seconds());
-        if (t_first >= 0) first_row.push_back(t_first);  // none without --stream_rows
+        latency.push_back(r.latency);
+        decode.push_back(r.stats.total_seconds());
+        queue.push_back(r.stats.queue_seconds());
+        if (r.first_row >= 0) first_row.push_back(r.first_row);  // none without --stream_rows
       }
     });
   }
@@ -400,11 +421,7 @@ int Bench() {
                  errors.empty() ? "?" : errors[0].c_str());
     return 1;
   }
-  auto mean = [](const std::vector<double>& v) {
-    double s = 0;
-    for (double x : v) s += x;
-    return s / v.size();
-  };
+  const auto mean = Mean;
   std::vector<double> overhead;
   for (size_t i = 0; i < latency.size(); ++i) overhead.push_back(latency[i] - queue[i] - decode[i]);
   std::printf(

@@ -48,6 +48,101 @@ std::string Describe(const ObjectClaim& claim) {
   return s;
 }
 
+// Why `rgb` and `claims` cannot be judged at all, or "".
+std::string UnusableReason(const CaptionClaims& claims, const cv::Mat& rgb,
+                           const SynthEvalOptions& options) {
+  if (rgb.empty()) return "image is empty";
+  if (rgb.type() != CV_8UC3) {
+    return absl::StrCat("image must be 8-bit RGB (CV_8UC3), got ", rgb.channels(),
+                        " channel(s) of depth ", rgb.depth());
+  }
+  if (rgb.rows != rgb.cols)
+    return absl::StrCat("image must be square, got ", rgb.cols, "x", rgb.rows);
+  if (rgb.rows < options.min_image_size) {
+    return absl::StrCat("image is ", rgb.rows, "x", rgb.cols, ", smaller than ",
+                        options.min_image_size, "x", options.min_image_size);
+  }
+  if (!ValidateBackground(claims.background).ok() || claims.objects.empty()) {
+    return "claims are incomplete (no valid background or no object)";
+  }
+  return "";
+}
+
+// The shape fits best among all shapes (within the slack), and so does the size when claimed.
+void JudgeShapeAndSize(Verdict& v, ObjectReport& report, const ObjectProbe& probe,
+                       const std::string& what, int n, const SynthEvalOptions& options) {
+  const ObjectClaim& claim = report.claim;
+  report.fit = FitShapes(probe.mask, probe.region.tl(), n, report.centroid, options.shape_fit);
+  const ShapeFit& fit = report.fit;
+  const double claimed_shape_iou = fit.BestForShape(claim.shape);
+  double best_shape_iou = 0.0;
+  for (Shape s : kShapes) best_shape_iou = std::max(best_shape_iou, fit.BestForShape(s));
+  bool shape_ok = true;
+  if (fit.best_iou < options.min_shape_iou) {
+    shape_ok = false;
+    Fail(v, &Verdict::shape,
+         absl::StrFormat("shape: the %s matches no shape (best IoU %.2f for a %s)", what,
+                         fit.best_iou, ShapeName(fit.best_shape)));
+  } else if (claimed_shape_iou < best_shape_iou - options.iou_slack) {
+    shape_ok = false;
+    Fail(v, &Verdict::shape,
+         absl::StrFormat("shape: the %s looks like a %s (IoU %.2f vs %.2f)", what,
+                         ShapeName(fit.best_shape), best_shape_iou, claimed_shape_iou));
+  }
+  if (claim.size) {
+    const Shape shape = shape_ok ? claim.shape : fit.best_shape;
+    const double claimed_size_iou = fit.Iou(shape, *claim.size);
+    const Size other = *claim.size == Size::kSmall ? Size::kLarge : Size::kSmall;
+    const double other_iou = fit.Iou(shape, other);
+    if (claimed_size_iou < other_iou - options.iou_slack) {
+      Fail(v, &Verdict::size,
+           absl::StrFormat("size: the %s looks %s (IoU %.2f vs %.2f)", what, SizeName(other),
+                           other_iou, claimed_size_iou));
+    }
+  }
+}
+
+// A cell nobody claimed holding enough foreground fails the position attribute.
+void FlagUnclaimedObjects(Verdict& v, const std::array<bool, kCells>& claimed,
+                          const cv::Mat& foreground, int n, const SynthEvalOptions& options) {
+  for (int cell = 0; cell < kCells; ++cell) {
+    if (claimed[cell]) continue;
+    const cv::Rect interior = Grow(CellRect(cell, n), -options.cell_margin_px, n);
+    if (interior.area() == 0) continue;
+    const double fraction =
+        static_cast<double>(cv::countNonZero(foreground(interior))) / interior.area();
+    if (fraction > options.extra_object_fraction) {
+      Fail(v, &Verdict::position,
+           absl::StrFormat("position: unexpected object in %s (%.0f%% foreground)",
+                           PositionName(cell), 100 * fraction));
+    }
+  }
+}
+
+// The background against its claim, outside the `judged` mask; returns the background the
+// objects are measured against (the claimed one, or the estimated one when the claim failed)
+// and each pixel's distance from it.
+std::pair<cv::Mat, cv::Mat> JudgeBackground(Verdict& v, const CaptionClaims& claims,
+                                            const cv::Mat& rgb, const cv::Mat& judged,
+                                            const SynthEvalOptions& options) {
+  const int n = rgb.rows;
+  cv::Mat background_model = *RenderBackground(claims.background, n);  // validated by the caller
+  cv::Mat distance = BackgroundDistance(rgb, background_model);
+  const BackgroundVerdict bg =
+      CheckBackground(claims.background, rgb, distance, judged, options.background);
+  v.background_consistency = bg.consistency;
+  if (!bg.ok) {
+    v.background = false;
+    for (const auto& r : bg.reasons) v.reasons.push_back(r);
+    auto estimated = RenderBackground(EstimateBackground(rgb, judged, options.background), n);
+    if (estimated.ok()) {
+      background_model = *estimated;
+      distance = BackgroundDistance(rgb, background_model);
+    }
+  }
+  return {background_model, distance};
+}
+
 }  // namespace
 
 std::string Verdict::ToString() const {
@@ -70,20 +165,7 @@ Verdict SynthEval::EvaluateClaims(const CaptionClaims& claims, const cv::Mat& rg
   for (const auto& claim : claims.objects) v.objects.push_back({claim});
 
   // Images that cannot be judged fail every attribute: nothing was verified.
-  std::string unusable;
-  if (rgb.empty()) {
-    unusable = "image is empty";
-  } else if (rgb.type() != CV_8UC3) {
-    unusable = absl::StrCat("image must be 8-bit RGB (CV_8UC3), got ", rgb.channels(),
-                            " channel(s) of depth ", rgb.depth());
-  } else if (rgb.rows != rgb.cols) {
-    unusable = absl::StrCat("image must be square, got ", rgb.cols, "x", rgb.rows);
-  } else if (rgb.rows < options_.min_image_size) {
-    unusable = absl::StrCat("image is ", rgb.rows, "x", rgb.cols, ", smaller than ",
-                            options_.min_image_size, "x", options_.min_image_size);
-  } else if (!ValidateBackground(claims.background).ok() || claims.objects.empty()) {
-    unusable = "claims are incomplete (no valid background or no object)";
-  }
+  const std::string unusable = UnusableReason(claims, rgb, options_);
   if (!unusable.empty()) {
     v.color = v.shape = v.size = v.position = v.background = v.pass = false;
     v.reasons.push_back("image: " + unusable);
@@ -100,20 +182,7 @@ Verdict SynthEval::EvaluateClaims(const CaptionClaims& claims, const cv::Mat& rg
     claimed[claim.cell] = true;
     judged(Grow(CellRect(claim.cell, n), options_.cell_margin_px, n)).setTo(0);
   }
-  cv::Mat background_model = *RenderBackground(claims.background, n);  // validated above
-  cv::Mat distance = BackgroundDistance(rgb, background_model);
-  const BackgroundVerdict bg =
-      CheckBackground(claims.background, rgb, distance, judged, options_.background);
-  v.background_consistency = bg.consistency;
-  if (!bg.ok) {
-    v.background = false;
-    for (const auto& r : bg.reasons) v.reasons.push_back(r);
-    auto estimated = RenderBackground(EstimateBackground(rgb, judged, options_.background), n);
-    if (estimated.ok()) {
-      background_model = *estimated;
-      distance = BackgroundDistance(rgb, background_model);
-    }
-  }
+  const auto [background_model, distance] = JudgeBackground(v, claims, rgb, judged, options_);
   const cv::Mat foreground = distance > options_.foreground_threshold;  // CV_8U 0 / 255
 
   // Claimed objects.
@@ -147,35 +216,7 @@ Verdict SynthEval::EvaluateClaims(const CaptionClaims& claims, const cv::Mat& rg
            absl::StrCat("colour: the ", what, " looks ", report.measured_color));
     }
 
-    // Shape and size.
-    report.fit = FitShapes(probe.mask, probe.region.tl(), n, report.centroid, options_.shape_fit);
-    const ShapeFit& fit = report.fit;
-    const double claimed_shape_iou = fit.BestForShape(claim.shape);
-    double best_shape_iou = 0.0;
-    for (Shape s : kShapes) best_shape_iou = std::max(best_shape_iou, fit.BestForShape(s));
-    bool shape_ok = true;
-    if (fit.best_iou < options_.min_shape_iou) {
-      shape_ok = false;
-      Fail(v, &Verdict::shape,
-           absl::StrFormat("shape: the %s matches no shape (best IoU %.2f for a %s)", what,
-                           fit.best_iou, ShapeName(fit.best_shape)));
-    } else if (claimed_shape_iou < best_shape_iou - options_.iou_slack) {
-      shape_ok = false;
-      Fail(v, &Verdict::shape,
-           absl::StrFormat("shape: the %s looks like a %s (IoU %.2f vs %.2f)", what,
-                           ShapeName(fit.best_shape), best_shape_iou, claimed_shape_iou));
-    }
-    if (claim.size) {
-      const Shape shape = shape_ok ? claim.shape : fit.best_shape;
-      const double claimed_size_iou = fit.Iou(shape, *claim.size);
-      const Size other = *claim.size == Size::kSmall ? Size::kLarge : Size::kSmall;
-      const double other_iou = fit.Iou(shape, other);
-      if (claimed_size_iou < other_iou - options_.iou_slack) {
-        Fail(v, &Verdict::size,
-             absl::StrFormat("size: the %s looks %s (IoU %.2f vs %.2f)", what, SizeName(other),
-                             other_iou, claimed_size_iou));
-      }
-    }
+    JudgeShapeAndSize(v, report, probe, what, n, options_);
 
     // Position: where the object's mass is, not just where something was found.
     const double cu = (report.centroid.x + 0.5) / n, cv_ = (report.centroid.y + 0.5) / n;
@@ -187,19 +228,7 @@ Verdict SynthEval::EvaluateClaims(const CaptionClaims& claims, const cv::Mat& rg
     }
   }
 
-  // Objects nobody claimed.
-  for (int cell = 0; cell < kCells; ++cell) {
-    if (claimed[cell]) continue;
-    const cv::Rect interior = Grow(CellRect(cell, n), -options_.cell_margin_px, n);
-    if (interior.area() == 0) continue;
-    const double fraction =
-        static_cast<double>(cv::countNonZero(foreground(interior))) / interior.area();
-    if (fraction > options_.extra_object_fraction) {
-      Fail(v, &Verdict::position,
-           absl::StrFormat("position: unexpected object in %s (%.0f%% foreground)",
-                           PositionName(cell), 100 * fraction));
-    }
-  }
+  FlagUnclaimedObjects(v, claimed, foreground, n, options_);
 
   v.pass = v.color && v.shape && v.size && v.position && v.background;
   return v;

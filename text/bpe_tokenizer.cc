@@ -100,15 +100,10 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::LoadFile(const std::
   return tokenizer;
 }
 
-absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromJson(std::string_view text) {
-  const json file = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!file.is_object()) return FieldError("(file)", "not a JSON object");
-  std::unique_ptr<BpeTokenizer> t(new BpeTokenizer());
+namespace {
 
-  const json& model = file.value("model", json());
-  if (!model.is_object() || model.value("type", "") != "BPE") {
-    return FieldError("model.type", "only \"BPE\" is supported");
-  }
+// The BPE model's options this tokenizer does not implement must be off.
+absl::Status CheckModelOptions(const json& model) {
   if (model.value("byte_fallback", false)) {
     return FieldError("model.byte_fallback", "not supported (byte-level BPE needs none)");
   }
@@ -120,18 +115,14 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromJson(std::string
   if (model.contains("dropout") && !model["dropout"].is_null()) {
     return FieldError("model.dropout", "only null is supported");
   }
-  const json& vocab = model.value("vocab", json());
-  if (!vocab.is_object() || vocab.empty()) return FieldError("model.vocab", "missing or empty");
-  for (const auto& [token, id] : vocab.items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-        id.get<int64_t>() > std::numeric_limits<int32_t>::max() / 2) {
-      return FieldError(absl::StrCat("model.vocab[\"", token, "\"]"), "must be an id >= 0");
-    }
-    t->vocab_[token] = id.get<int32_t>();
-    t->size_ = std::max(t->size_, id.get<int32_t>() + 1);
-  }
+  return absl::OkStatus();
+}
+
+// model.merges as "left right" keys in rank order (either of the file's two spellings).
+absl::StatusOr<std::vector<std::string>> MergeKeys(const json& model) {
   const json& merges = model.value("merges", json::array());
   if (!merges.is_array()) return FieldError("model.merges", "must be a list");
+  std::vector<std::string> keys;
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const json& m = merges[rank];
     std::string key;
@@ -144,43 +135,14 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromJson(std::string
       return FieldError(absl::StrCat("model.merges[", rank, "]"),
                         "must be \"left right\" or [left, right]");
     }
-    t->merge_rank_.emplace(key, static_cast<int32_t>(rank));  // the first rank of a pair wins
+    keys.push_back(std::move(key));
   }
+  return keys;
+}
 
-  const json& added = file.value("added_tokens", json::array());
-  for (size_t i = 0; i < added.size(); ++i) {
-    const json& a = added[i];
-    const std::string field = absl::StrCat("added_tokens[", i, "]");
-    if (!a.is_object() || !a.value("id", json()).is_number_integer() ||
-        !a.value("content", json()).is_string() || a["content"].get<std::string>().empty()) {
-      return FieldError(field, "needs an integer id and a non-empty content");
-    }
-    for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
-      if (a.value(flag, false)) {
-        return FieldError(absl::StrCat(field, ".", flag), "only false is supported");
-      }
-    }
-    const int32_t id = a["id"].get<int32_t>();
-    const std::string content = a["content"].get<std::string>();
-    // Hugging Face's default: special tokens match the raw text, the others the normalised.
-    const bool normalized = a.value("normalized", !a.value("special", false));
-    (normalized ? t->normalized_added_ : t->raw_added_).Add(content, id);
-    t->size_ = std::max(t->size_, id + 1);
-  }
-
-  const json& normalizer = file.value("normalizer", json());
-  UErrorCode status = U_ZERO_ERROR;
-  if (!normalizer.is_null()) {
-    if (normalizer.value("type", "") != "NFC") {
-      return FieldError("normalizer.type", "only null or \"NFC\" is supported");
-    }
-    t->pieces_->nfc = icu::Normalizer2::getNFCInstance(status);
-    if (U_FAILURE(status)) return absl::InternalError("tokenizer: ICU has no NFC normaliser");
-  }
-
-  // The pre-tokenizer: ByteLevel (GPT-2's pattern), or regex Splits then a ByteLevel that
-  // only maps bytes.
-  const json& pre = file.value("pre_tokenizer", json());
+// The pre-tokenizer's split patterns: ByteLevel (GPT-2's pattern), or regex Splits then a
+// ByteLevel that only maps bytes.
+absl::StatusOr<std::vector<std::string>> PreTokenizerPatterns(const json& pre) {
   std::vector<std::string> patterns;
   auto byte_level = [](const json& p, const std::string& field) -> absl::Status {
     if (p.value("add_prefix_space", false)) {
@@ -221,6 +183,79 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromJson(std::string
                       "only ByteLevel, or a Sequence of regex Splits and a ByteLevel, is "
                       "supported");
   }
+  return patterns;
+}
+
+// The normalizer: none (null) or ICU's NFC.
+absl::StatusOr<const icu::Normalizer2*> Normalizer(const json& normalizer) {
+  if (normalizer.is_null()) return nullptr;
+  if (normalizer.value("type", "") != "NFC") {
+    return FieldError("normalizer.type", "only null or \"NFC\" is supported");
+  }
+  UErrorCode status = U_ZERO_ERROR;
+  const icu::Normalizer2* nfc = icu::Normalizer2::getNFCInstance(status);
+  if (U_FAILURE(status)) return absl::InternalError("tokenizer: ICU has no NFC normaliser");
+  return nfc;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromJson(std::string_view text) {
+  const json file = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!file.is_object()) return FieldError("(file)", "not a JSON object");
+  std::unique_ptr<BpeTokenizer> t(new BpeTokenizer());
+
+  const json& model = file.value("model", json());
+  if (!model.is_object() || model.value("type", "") != "BPE") {
+    return FieldError("model.type", "only \"BPE\" is supported");
+  }
+  if (auto options = CheckModelOptions(model); !options.ok()) return options;
+  const json& vocab = model.value("vocab", json());
+  if (!vocab.is_object() || vocab.empty()) return FieldError("model.vocab", "missing or empty");
+  for (const auto& [token, id] : vocab.items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+        id.get<int64_t>() > std::numeric_limits<int32_t>::max() / 2) {
+      return FieldError(absl::StrCat("model.vocab[\"", token, "\"]"), "must be an id >= 0");
+    }
+    t->vocab_[token] = id.get<int32_t>();
+    t->size_ = std::max(t->size_, id.get<int32_t>() + 1);
+  }
+  auto merges = MergeKeys(model);
+  if (!merges.ok()) return merges.status();
+  for (size_t rank = 0; rank < merges->size(); ++rank) {
+    // The first rank of a pair wins.
+    t->merge_rank_.emplace((*merges)[rank], static_cast<int32_t>(rank));
+  }
+
+  const json& added = file.value("added_tokens", json::array());
+  for (size_t i = 0; i < added.size(); ++i) {
+    const json& a = added[i];
+    const std::string field = absl::StrCat("added_tokens[", i, "]");
+    if (!a.is_object() || !a.value("id", json()).is_number_integer() ||
+        !a.value("content", json()).is_string() || a["content"].get<std::string>().empty()) {
+      return FieldError(field, "needs an integer id and a non-empty content");
+    }
+    for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
+      if (a.value(flag, false)) {
+        return FieldError(absl::StrCat(field, ".", flag), "only false is supported");
+      }
+    }
+    const int32_t id = a["id"].get<int32_t>();
+    const std::string content = a["content"].get<std::string>();
+    // Hugging Face's default: special tokens match the raw text, the others the normalised.
+    const bool normalized = a.value("normalized", !a.value("special", false));
+    (normalized ? t->normalized_added_ : t->raw_added_).Add(content, id);
+    t->size_ = std::max(t->size_, id + 1);
+  }
+
+  auto nfc = Normalizer(file.value("normalizer", json()));
+  if (!nfc.ok()) return nfc.status();
+  t->pieces_->nfc = *nfc;
+  UErrorCode status = U_ZERO_ERROR;
+
+  auto patterns_or = PreTokenizerPatterns(file.value("pre_tokenizer", json()));
+  if (!patterns_or.ok()) return patterns_or.status();
+  const std::vector<std::string>& patterns = *patterns_or;
   for (size_t i = 0; i < patterns.size(); ++i) {
     UParseError where;
     t->pieces_->patterns.emplace_back(icu::RegexPattern::compile(

@@ -174,6 +174,88 @@ struct CaptionCleaner::Patterns {
   const icu::Normalizer2* nfc = nullptr;
 };
 
+namespace {
+
+// (python pattern, replacement) pairs: upstream's clean_caption rules before it splits on dashes.
+const std::vector<std::pair<const char*, const char*>>& BeforeDashesRules() {
+  static const auto* const kRules = new std::vector<std::pair<const char*, const char*>>{
+      {R"(@[\w\d]+\b)", ""},
+      {R"([\u31c0-\u31ef]+)", ""},
+      {R"([\u31f0-\u31ff]+)", ""},
+      {R"([\u3200-\u32ff]+)", ""},
+      {R"([\u3300-\u33ff]+)", ""},
+      {R"([\u3400-\u4dbf]+)", ""},
+      {R"([\u4dc0-\u4dff]+)", ""},
+      {R"([\u4e00-\u9fff]+)", ""},
+      {R"([\u002D\u058A\u05BE\u1400\u1806\u2010-\u2015\u2E17\u2E1A\u2E3A\u2E3B\u2E40\u301C\u3030\u30A0\uFE31\uFE32\uFE58\uFE63\uFF0D]+)",
+       "-"},
+      {"[`\u00b4\u00ab\u00bb\u201c\u201d\u00a8]", "\""},
+      {"[\u2018\u2019]", "'"},
+      {R"(&quot;?)", ""},
+      {R"(&amp)", ""},
+      {R"(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})", " "},
+      {R"(\d:\d\d\s+$)", ""},
+      {R"(\\n)", " "},
+      {R"(#\d{1,3}\b)", ""},
+      {R"(#\d{5,}\b)", ""},
+      {R"(\b\d{6,}\b)", ""},
+      {R"([\S]+\.(?:png|jpg|jpeg|bmp|webp|eps|pdf|apk|mp4))", ""},
+      {R"([\"\']{2,})", "\""},
+      {R"([\.]{2,})", " "},
+      {"[#\u00ae\u2022\u00a9\u2122&@\u00b7\u00ba\u00bd\u00be\u00bf\u00a1\u00a7~\\)\\(\\]\\[\\}"
+       "\\{\\|\\\\\\/\\*]{1,}",
+       " "},
+      {R"(\s+\.\s+)", " "},
+  };
+  return *kRules;
+}
+
+// (python pattern, replacement) pairs: the parts of ftfy.fix_text that change captions.
+const std::vector<std::pair<const char*, const char*>>& FtfyRules() {
+  static const auto* const kRules = new std::vector<std::pair<const char*, const char*>>{
+      {"[\ufb00]", "ff"},  // fix_latin_ligatures
+      {"[\ufb01]", "fi"},
+      {"[\ufb02]", "fl"},
+      {"[\ufb03]", "ffi"},
+      {"[\ufb04]", "ffl"},
+      {"[\ufb05]", "\u017ft"},
+      {"[\ufb06]", "st"},
+      {"[\u3000]", " "},               // fix_character_width (the full-width forms are below)
+      {"[\u02bc\u2018-\u201b]", "'"},  // uncurl_quotes
+      {"[\u201c-\u201f]", "\""},
+      {"\r\n|[\r\u2028\u2029\u0085]", "\n"},  // fix_line_breaks
+      {"[\\x00-\\x08\\x0b\\x0e-\\x1f\\x7f\u206a-\u206f\ufeff\ufff9-\ufffb]",
+       ""},  // remove_control_chars
+  };
+  return *kRules;
+}
+
+// (python pattern, replacement) pairs: upstream's clean_caption rules after the dashes.
+const std::vector<std::pair<const char*, const char*>>& AfterCleanRules() {
+  static const auto* const kRules = new std::vector<std::pair<const char*, const char*>>{
+      {R"(\b[a-zA-Z]{1,3}\d{3,15}\b)", ""},
+      {R"(\b[a-zA-Z]+\d+[a-zA-Z]+\b)", ""},
+      {R"(\b\d+[a-zA-Z]+\d+\b)", ""},
+      {R"((worldwide\s+)?(free\s+)?shipping)", ""},
+      {R"((free\s)?download(\sfree)?)", ""},
+      {R"(\bclick\b\s(?:for|on)\s\w+)", ""},
+      {R"(\b(?:png|jpg|jpeg|bmp|webp|eps|pdf|apk|mp4)(\simage[s]?)?)", ""},
+      {R"(\bpage\s+\d+\b)", ""},
+      {R"(\b\d*[a-zA-Z]+\d+[a-zA-Z]+\d+[a-zA-Z\d]*\b)", " "},
+      {"\\b\\d+\\.?\\d*[x\u0445\u00d7]\\d+\\.?\\d*\\b", ""},
+      {R"(\b\s+\:\s+)", ": "},
+      {R"((\D[,\./])\b)", "$1 "},
+      {R"(\s+)", " "},
+      {R"(^[\"\']([\w\W]+)[\"\']$)", "$1"},
+      {R"(^[\'\_,\-\:;])", ""},
+      {R"([\'\_,\-\:\-\+]$)", ""},
+      {R"(^\.\S+$)", ""},
+  };
+  return *kRules;
+}
+
+}  // namespace
+
 CaptionCleaner::CaptionCleaner(std::unique_ptr<Patterns> patterns)
     : patterns_(std::move(patterns)) {}
 CaptionCleaner::~CaptionCleaner() = default;
@@ -208,74 +290,14 @@ absl::StatusOr<std::unique_ptr<CaptionCleaner>> CaptionCleaner::Create() {
   // (a '<' not followed by a letter, '/', '!' or '?' is text).
   p->tags = rule(R"(<!--[\s\S]*?-->|<![^>]*>|<\?[^>]*>|</?[a-zA-Z][^>]*>)", "");
   p->reference = rule(R"(&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[a-zA-Z][a-zA-Z0-9]*;))", "");
-  for (const auto& [python, replacement] : std::vector<std::pair<const char*, const char*>>{
-           {R"(@[\w\d]+\b)", ""},
-           {R"([\u31c0-\u31ef]+)", ""},
-           {R"([\u31f0-\u31ff]+)", ""},
-           {R"([\u3200-\u32ff]+)", ""},
-           {R"([\u3300-\u33ff]+)", ""},
-           {R"([\u3400-\u4dbf]+)", ""},
-           {R"([\u4dc0-\u4dff]+)", ""},
-           {R"([\u4e00-\u9fff]+)", ""},
-           {R"([\u002D\u058A\u05BE\u1400\u1806\u2010-\u2015\u2E17\u2E1A\u2E3A\u2E3B\u2E40\u301C\u3030\u30A0\uFE31\uFE32\uFE58\uFE63\uFF0D]+)",
-            "-"},
-           {"[`\u00b4\u00ab\u00bb\u201c\u201d\u00a8]", "\""},
-           {"[\u2018\u2019]", "'"},
-           {R"(&quot;?)", ""},
-           {R"(&amp)", ""},
-           {R"(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})", " "},
-           {R"(\d:\d\d\s+$)", ""},
-           {R"(\\n)", " "},
-           {R"(#\d{1,3}\b)", ""},
-           {R"(#\d{5,}\b)", ""},
-           {R"(\b\d{6,}\b)", ""},
-           {R"([\S]+\.(?:png|jpg|jpeg|bmp|webp|eps|pdf|apk|mp4))", ""},
-           {R"([\"\']{2,})", "\""},
-           {R"([\.]{2,})", " "},
-           {"[#\u00ae\u2022\u00a9\u2122&@\u00b7\u00ba\u00bd\u00be\u00bf\u00a1\u00a7~\\)\\(\\]\\[\\}"
-            "\\{\\|\\\\\\/\\*]{1,}",
-            " "},
-           {R"(\s+\.\s+)", " "},
-       }) {
+  for (const auto& [python, replacement] : BeforeDashesRules()) {
     p->before_dashes.push_back(rule(python, replacement));
   }
   p->separator = rule(R"((?:\-|\_))", " ");
-  for (const auto& [python, replacement] : std::vector<std::pair<const char*, const char*>>{
-           {"[\ufb00]", "ff"},  // fix_latin_ligatures
-           {"[\ufb01]", "fi"},
-           {"[\ufb02]", "fl"},
-           {"[\ufb03]", "ffi"},
-           {"[\ufb04]", "ffl"},
-           {"[\ufb05]", "\u017ft"},
-           {"[\ufb06]", "st"},
-           {"[\u3000]", " "},  // fix_character_width (the full-width forms are below)
-           {"[\u02bc\u2018-\u201b]", "'"},  // uncurl_quotes
-           {"[\u201c-\u201f]", "\""},
-           {"\r\n|[\r\u2028\u2029\u0085]", "\n"},  // fix_line_breaks
-           {"[\\x00-\\x08\\x0b\\x0e-\\x1f\\x7f\u206a-\u206f\ufeff\ufff9-\ufffb]",
-            ""},  // remove_control_chars
-       }) {
+  for (const auto& [python, replacement] : FtfyRules()) {
     p->ftfy.push_back(rule(python, replacement));
   }
-  for (const auto& [python, replacement] : std::vector<std::pair<const char*, const char*>>{
-           {R"(\b[a-zA-Z]{1,3}\d{3,15}\b)", ""},
-           {R"(\b[a-zA-Z]+\d+[a-zA-Z]+\b)", ""},
-           {R"(\b\d+[a-zA-Z]+\d+\b)", ""},
-           {R"((worldwide\s+)?(free\s+)?shipping)", ""},
-           {R"((free\s)?download(\sfree)?)", ""},
-           {R"(\bclick\b\s(?:for|on)\s\w+)", ""},
-           {R"(\b(?:png|jpg|jpeg|bmp|webp|eps|pdf|apk|mp4)(\simage[s]?)?)", ""},
-           {R"(\bpage\s+\d+\b)", ""},
-           {R"(\b\d*[a-zA-Z]+\d+[a-zA-Z]+\d+[a-zA-Z\d]*\b)", " "},
-           {"\\b\\d+\\.?\\d*[x\u0445\u00d7]\\d+\\.?\\d*\\b", ""},
-           {R"(\b\s+\:\s+)", ": "},
-           {R"((\D[,\./])\b)", "$1 "},
-           {R"(\s+)", " "},
-           {R"(^[\"\']([\w\W]+)[\"\']$)", "$1"},
-           {R"(^[\'\_,\-\:;])", ""},
-           {R"([\'\_,\-\:\-\+]$)", ""},
-           {R"(^\.\S+$)", ""},
-       }) {
+  for (const auto& [python, replacement] : AfterCleanRules()) {
     p->after_clean.push_back(rule(python, replacement));
   }
   if (!error.ok()) return error;

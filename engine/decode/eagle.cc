@@ -40,7 +40,6 @@ class EagleState : public SteppedMethod::State {
     if (max_depth > 0 && VerifiesOnDevice(session, shape, max_depth)) {
       return StepOnDevice(session, shape, max_depth);
     }
-    Stats& stats = session.stats();
     std::vector<int64_t> x = session.committed();
     TreeDraft tree;
     bool drafted = false;
@@ -79,24 +78,34 @@ class EagleState : public SteppedMethod::State {
         MULO_ASSIGN_OR_RETURN(tree, proposer_->ProposeDynamic(session, shape, max_depth));
       }
     }
-    const int64_t length = tree.drafts.size();
-    const int64_t root_row = target_->cache().length();  // the verify forward's first row
     ForwardOutput out;
     Verdict verdict;
+    MULO_RETURN_IF_ERROR(VerifyOnHost(session, x.back(), tree, out, verdict));
+    return CommitPath(session, std::move(x), tree, PathFeatures(out.hidden, verdict), verdict,
+                      shape);
+  }
+
+ private:
+  // 2. One target forward: the root x_{n-1} at n - 1, node i at n - 1 + depth_i; 3. recursive
+  // rejection from the root. Sets the forward's output and the verdict.
+  Status VerifyOnHost(DecodeSession& session, int64_t root, const TreeDraft& tree,
+                      ForwardOutput& out, Verdict& verdict) {
+    const int64_t n = static_cast<int64_t>(session.committed().size());
+    const int64_t length = tree.drafts.size();
+    const int64_t root_row = target_->cache().length();  // the verify forward's first row
     {  // 2. One target forward: the root x_{n-1} at n - 1, node i at n - 1 + depth_i.
       auto timer = session.Time(Phase::kVerify);
-      std::vector<int64_t> ids = {x.back()}, positions = {n - 1}, parents = {-1};
+      std::vector<int64_t> ids = {root}, positions = {n - 1}, parents = {-1};
       for (int64_t i = 0; i < length; ++i) {
         ids.push_back(tree.drafts.tokens[i]);
         positions.push_back(n - 1 + tree.shape.depths[i]);
         parents.push_back(tree.drafts.parents[i] + 1);  // the root is node 0 here
       }
       MULO_ASSIGN_OR_RETURN(TreeShape with_root, TreeFromParents(parents));
-      MULO_ASSIGN_OR_RETURN(
-          out, target_->FeedSet(ids, positions,
-                                TreeAttentionMask(with_root, root_row),
-                                LogitsMode::kAll));
-      ++stats.verify_steps;
+      MULO_ASSIGN_OR_RETURN(out,
+                            target_->FeedSet(ids, positions, TreeAttentionMask(with_root, root_row),
+                                             LogitsMode::kAll));
+      ++session.stats().verify_steps;
       // 3. Recursive rejection from the root: p after node i is row 1 + i, after the root row
       // 0 (the verifier wants it last). Greedy relaxed verification pools the untempered
       // distribution (the request's own is one-hot at temperature 0).
@@ -109,11 +118,9 @@ class EagleState : public SteppedMethod::State {
                             session.greedy()},
                            session.verifier_rngs()));
     }
-    return CommitPath(session, std::move(x), tree, PathFeatures(out.hidden, verdict), verdict,
-                      shape);
+    return OkStatus();
   }
 
- private:
   // The target features that predicted the committed tokens x_n, x_n+1, ...
   // [batch, accepted + 1, dim]: the root's row of the verify forward's `hidden`
   // [batch, 1 + L, dim], then each accepted node's.

@@ -508,6 +508,32 @@ Status MuloVerifyGraphs::CheckCall(const Call& call) const {
   return OkStatus();
 }
 
+void MuloVerifyGraphs::UploadCalls(Entry& e, const std::vector<Call>& calls) const {
+  const int64_t drafts = shape_.drafts, carried = shape_.carried;
+  const bool whole = calls.size() == 1;  // a lone request fills the buffers without views
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Call& call = calls[i];
+    const int64_t at = static_cast<int64_t>(i);
+    const auto row = [&](const torch::Tensor& t) { return whole ? t : t.narrow(0, at, 1); };
+    const auto pair = [&](const torch::Tensor& t) { return whole ? t : t.narrow(0, 2 * at, 2); };
+    // Greedy: p is one-hot, which every number in [0, 1) draws the same from.
+    if (call.redraw_uniforms.defined()) {
+      row(e.numbers).copy_(call.redraw_uniforms.view({1, drafts}));
+    }
+    if (call.tail.empty()) pair(e.first).copy_(call.first_logits.view({2, model_.vocab}));
+    if (drafting_) {
+      pair(e.drafter_first).copy_(call.drafter.logits.view({2, drafting_->model.vocab}));
+      // A greedy drafter's numbers are never read (its draw is the argmax).
+      if (call.drafter.uniforms.defined()) {
+        row(e.drafter_numbers).copy_(call.drafter.uniforms.view({1, carried}));
+      }
+      continue;
+    }
+    row(e.drafts).copy_(call.drafts.view({1, drafts}));
+    if (carried > 0) row(e.carried).copy_(call.carried.view({1, carried}));
+  }
+}
+
 StatusOr<std::vector<MuloVerifyGraphs::Output>> MuloVerifyGraphs::Run(
     const std::vector<Call>& calls) const {
   const int64_t drafts = shape_.drafts, carried = shape_.carried;
@@ -534,12 +560,8 @@ StatusOr<std::vector<MuloVerifyGraphs::Output>> MuloVerifyGraphs::Run(
     it = entries_.end();
   }
   if (it == entries_.end() && calls.size() > 1) {
-    std::vector<Output> outputs;  // each call alone (Fits holds its lone key)
-    for (const Call& call : calls) {
-      MULO_ASSIGN_OR_RETURN(std::vector<Output> one, Run({call}));
-      outputs.push_back(std::move(one[0]));
-    }
-    return outputs;
+    // A batch whose key failed to capture: each call alone (Fits holds the lone key).
+    return RunEachAlone<Output>(calls, [this](const std::vector<Call>& one) { return Run(one); });
   }
   if (it == entries_.end()) {
     return FailedPreconditionError(
@@ -561,28 +583,7 @@ StatusOr<std::vector<MuloVerifyGraphs::Output>> MuloVerifyGraphs::Run(
                                                    {static_cast<int64_t>(drafter.size())},
                                                    torch::kInt64));
     }
-    const bool whole = requests == 1;  // a lone request fills the buffers without views
-    for (size_t i = 0; i < calls.size(); ++i) {
-      const Call& call = calls[i];
-      const int64_t at = static_cast<int64_t>(i);
-      const auto row = [&](const torch::Tensor& t) { return whole ? t : t.narrow(0, at, 1); };
-      const auto pair = [&](const torch::Tensor& t) { return whole ? t : t.narrow(0, 2 * at, 2); };
-      // Greedy: p is one-hot, which every number in [0, 1) draws the same from.
-      if (call.redraw_uniforms.defined()) {
-        row(e->numbers).copy_(call.redraw_uniforms.view({1, drafts}));
-      }
-      if (call.tail.empty()) pair(e->first).copy_(call.first_logits.view({2, model_.vocab}));
-      if (drafting_) {
-        pair(e->drafter_first).copy_(call.drafter.logits.view({2, drafting_->model.vocab}));
-        // A greedy drafter's numbers are never read (its draw is the argmax).
-        if (call.drafter.uniforms.defined()) {
-          row(e->drafter_numbers).copy_(call.drafter.uniforms.view({1, carried}));
-        }
-        continue;
-      }
-      row(e->drafts).copy_(call.drafts.view({1, drafts}));
-      if (carried > 0) row(e->carried).copy_(call.carried.view({1, carried}));
-    }
+    UploadCalls(*e, calls);
     e->graph->Replay();
     set_.CountReplay(static_cast<int64_t>(calls.size()));
     // Every request's decisions in one read (pads' rows included: no view).

@@ -203,6 +203,8 @@ class MuloVerifyGraphs {
               int64_t streams, int64_t rows, int64_t span, bool filtered) const;
   // A call's fields against the shape (its drafter's too for step graphs), or INVALID_ARGUMENT.
   Status CheckCall(const Call& call) const;
+  // Copies each call's numbers, logits and drafts into the entry's input buffers.
+  void UploadCalls(Entry& e, const std::vector<Call>& calls) const;
 
   const KvPool& pool_;  // owns the slots these graphs read
   const Shape shape_;

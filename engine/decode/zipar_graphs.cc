@@ -235,12 +235,8 @@ StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Run(const std::vector<Ca
   });
   auto it = entries_.find(Key(streams, rows, span, filtered));
   if (it == entries_.end() && calls.size() > 1) {
-    std::vector<Output> outputs;  // each call alone (Fits holds its lone key)
-    for (const Call& call : calls) {
-      MULO_ASSIGN_OR_RETURN(std::vector<Output> one, Run({call}));
-      outputs.push_back(std::move(one[0]));
-    }
-    return outputs;
+    // A batch whose key failed to capture: each call alone (Fits holds the lone key).
+    return RunEachAlone<Output>(calls, [this](const std::vector<Call>& one) { return Run(one); });
   }
   if (it == entries_.end()) {
     return FailedPreconditionError("ZipArGraphs::Run: no graph of " + std::to_string(streams) +

@@ -42,6 +42,7 @@
 #include <mutex>
 #include <optional>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "engine/core/status.h"
@@ -138,6 +139,18 @@ class PoolGraphs {
   mutable std::mutex mu_;  // counts_ only: Run is called by one worker's loop at a time
   Counts counts_;
 };
+
+// For a batch whose graph key is missing (it failed to capture): each call run alone through
+// `run`, which the graphs' lone key serves (their Fits holds it).
+template <typename Output, typename Call, typename Run>
+StatusOr<std::vector<Output>> RunEachAlone(const std::vector<Call>& calls, const Run& run) {
+  std::vector<Output> outputs;
+  for (const Call& call : calls) {
+    MULO_ASSIGN_OR_RETURN(std::vector<Output> one, run(std::vector<Call>{call}));
+    outputs.push_back(std::move(one[0]));
+  }
+  return outputs;
+}
 
 }  // namespace mulo::engine
 

@@ -103,12 +103,8 @@ StatusOr<std::vector<torch::Tensor>> ResamplerGraphs::Run(
   auto it = entries_.find(Key(batch, tallest));
   if (it == entries_.end()) {
     // A batch whose key failed to capture: each call alone (Fits holds the lone key).
-    std::vector<torch::Tensor> outputs;
-    for (const ResampleCall& call : calls) {
-      MULO_ASSIGN_OR_RETURN(std::vector<torch::Tensor> one, Run({call}));
-      outputs.push_back(std::move(one[0]));
-    }
-    return outputs;
+    return RunEachAlone<torch::Tensor>(
+        calls, [this](const std::vector<ResampleCall>& one) { return Run(one); });
   }
   Entry* e = it->second.get();
   return GuardTorch("ResamplerGraphs::Run", [&]() -> StatusOr<std::vector<torch::Tensor>> {

@@ -294,17 +294,22 @@ bool RowGraphs::Fits(const KvCache& cache, const SamplingParams& sampling) const
   return span <= pool_.slot_rows() && entries_.count(Key(2, span, filtered)) > 0;
 }
 
+Status RowGraphs::CheckCall(const Call& call) const {
+  if (call.cache == nullptr || !Fits(*call.cache, call.sampling)) {
+    return InvalidArgumentError("RowGraphs::Run: a call does not fit the row graphs");
+  }
+  const int64_t prefix = static_cast<int64_t>(call.prefix.size());
+  if (shape_.drafts ? prefix < 1 || prefix > kMaxPrefix : prefix != 0) {
+    return InvalidArgumentError("RowGraphs::Run: a prefix of " + std::to_string(prefix) +
+                                " tokens does not suit these graphs");
+  }
+  return OkStatus();
+}
+
 StatusOr<std::vector<RowGraphs::Output>> RowGraphs::Run(const std::vector<Call>& calls) const {
   int64_t longest = 0;
   for (const Call& call : calls) {
-    if (call.cache == nullptr || !Fits(*call.cache, call.sampling)) {
-      return InvalidArgumentError("RowGraphs::Run: a call does not fit the row graphs");
-    }
-    const int64_t prefix = static_cast<int64_t>(call.prefix.size());
-    if (shape_.drafts ? prefix < 1 || prefix > kMaxPrefix : prefix != 0) {
-      return InvalidArgumentError("RowGraphs::Run: a prefix of " + std::to_string(prefix) +
-                                  " tokens does not suit these graphs");
-    }
+    MULO_RETURN_IF_ERROR(CheckCall(call));
     longest = std::max(longest, call.cache->length() + rows_written());
   }
   const int64_t streams = PoolGraphs::Bucket(2 * static_cast<int64_t>(calls.size()));
@@ -313,12 +318,7 @@ StatusOr<std::vector<RowGraphs::Output>> RowGraphs::Run(const std::vector<Call>&
   auto it = entries_.find(Key(streams, span, filtered));
   if (it == entries_.end() && calls.size() > 1) {
     // A batch whose key failed to capture: each call alone (Fits holds the lone key).
-    std::vector<Output> outputs;
-    for (const Call& call : calls) {
-      MULO_ASSIGN_OR_RETURN(std::vector<Output> one, Run({call}));
-      outputs.push_back(std::move(one[0]));
-    }
-    return outputs;
+    return RunEachAlone<Output>(calls, [this](const std::vector<Call>& one) { return Run(one); });
   }
   if (it == entries_.end()) {
     return FailedPreconditionError("RowGraphs::Run: no graph of " + std::to_string(streams) +

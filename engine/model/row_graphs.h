@@ -174,6 +174,8 @@ class RowGraphs {
   Status CaptureKey(const Key& key);
   // The row's steps over a key's static buffers (what is captured).
   void Body(Entry& e, const Key& key) const;
+  // INVALID_ARGUMENT naming what a call lacks for these graphs.
+  Status CheckCall(const Call& call) const;
 
   const KvPool& pool_;  // owns these graphs
   const Shape shape_;

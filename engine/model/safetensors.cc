@@ -51,6 +51,56 @@ bool IsLittleEndianHost() {
   return first == 1;
 }
 
+// One header entry (dtype, shape, data_offsets), checked against itself and the data section's
+// `data_size` bytes; errors start with `where`.
+StatusOr<TensorInfo> ParseEntry(const std::string& where, const nlohmann::json& entry,
+                                uint64_t data_size) {
+  TensorInfo info;
+  if (!entry["dtype"].is_string()) return DataLossError(where + ": dtype is not a string");
+  info.dtype = entry["dtype"].get<std::string>();
+  const DtypeSpec* dtype = FindDtype(info.dtype);
+  if (dtype == nullptr) {
+    return DataLossError(where + ": unknown dtype '" + info.dtype +
+                         "' (supported: F32, F16, BF16, F64, I64, I32, U8)");
+  }
+  const auto& shape = entry["shape"];
+  if (!shape.is_array()) return DataLossError(where + ": shape is not an array");
+  uint64_t numel = 1;
+  for (const auto& dim : shape) {
+    if (!dim.is_number_integer() || dim.get<int64_t>() < 0) {
+      return DataLossError(where + ": shape has a non-integer or negative dimension");
+    }
+    info.shape.push_back(dim.get<int64_t>());
+    // A shape whose element count wraps around 2^63 could otherwise match small offsets
+    // (e.g. [2^32, 2^32] with 0 bytes) and reach the tensor allocation.
+    const uint64_t d = static_cast<uint64_t>(dim.get<int64_t>());
+    if (d != 0 && numel > (uint64_t{1} << 62) / d) {
+      return DataLossError(where + ": shape has more than 2^62 elements");
+    }
+    numel *= d;
+  }
+  const auto& offsets = entry["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+      !offsets[1].is_number_unsigned()) {
+    return DataLossError(where + ": data_offsets must be two non-negative integers");
+  }
+  info.begin = offsets[0].get<uint64_t>();
+  info.end = offsets[1].get<uint64_t>();
+  if (info.end < info.begin) {
+    return DataLossError(where + ": data_offsets end before they begin");
+  }
+  if (info.end - info.begin != numel * static_cast<uint64_t>(dtype->bytes)) {
+    return DataLossError(where + ": " + std::to_string(info.end - info.begin) +
+                         " bytes do not hold shape " + ShapeToString(info.shape) + " of " +
+                         info.dtype);
+  }
+  if (info.end > data_size) {
+    return DataLossError(where + ": truncated data: needs bytes up to " + std::to_string(info.end) +
+                         " of the data section, file has " + std::to_string(data_size));
+  }
+  return info;
+}
+
 }  // namespace
 
 std::string ShapeToString(const std::vector<int64_t>& shape) {
@@ -147,50 +197,7 @@ StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
         !entry.contains("data_offsets")) {
       return DataLossError(where + ": malformed entry (needs dtype, shape, data_offsets)");
     }
-    TensorInfo info;
-    if (!entry["dtype"].is_string()) return DataLossError(where + ": dtype is not a string");
-    info.dtype = entry["dtype"].get<std::string>();
-    const DtypeSpec* dtype = FindDtype(info.dtype);
-    if (dtype == nullptr) {
-      return DataLossError(where + ": unknown dtype '" + info.dtype +
-                           "' (supported: F32, F16, BF16, F64, I64, I32, U8)");
-    }
-    const auto& shape = entry["shape"];
-    if (!shape.is_array()) return DataLossError(where + ": shape is not an array");
-    uint64_t numel = 1;
-    for (const auto& dim : shape) {
-      if (!dim.is_number_integer() || dim.get<int64_t>() < 0) {
-        return DataLossError(where + ": shape has a non-integer or negative dimension");
-      }
-      info.shape.push_back(dim.get<int64_t>());
-      // A shape whose element count wraps around 2^63 could otherwise match small offsets
-      // (e.g. [2^32, 2^32] with 0 bytes) and reach the tensor allocation.
-      const uint64_t d = static_cast<uint64_t>(dim.get<int64_t>());
-      if (d != 0 && numel > (uint64_t{1} << 62) / d) {
-        return DataLossError(where + ": shape has more than 2^62 elements");
-      }
-      numel *= d;
-    }
-    const auto& offsets = entry["data_offsets"];
-    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
-        !offsets[1].is_number_unsigned()) {
-      return DataLossError(where + ": data_offsets must be two non-negative integers");
-    }
-    info.begin = offsets[0].get<uint64_t>();
-    info.end = offsets[1].get<uint64_t>();
-    if (info.end < info.begin) {
-      return DataLossError(where + ": data_offsets end before they begin");
-    }
-    if (info.end - info.begin != numel * static_cast<uint64_t>(dtype->bytes)) {
-      return DataLossError(where + ": " + std::to_string(info.end - info.begin) +
-                           " bytes do not hold shape " + ShapeToString(info.shape) + " of " +
-                           info.dtype);
-    }
-    if (info.end > data_size) {
-      return DataLossError(where + ": truncated data: needs bytes up to " +
-                           std::to_string(info.end) + " of the data section, file has " +
-                           std::to_string(data_size));
-    }
+    MULO_ASSIGN_OR_RETURN(TensorInfo info, ParseEntry(where, entry, data_size));
     file.tensors_.emplace(key, std::move(info));
   }
   return file;

@@ -35,6 +35,22 @@ int64_t IntsOf(const TreeVerifyGraphs::Shape& shape) {
                       : 0);
 }
 
+// The verify forward's attention over `span` cache columns: the root (at the cache's
+// `length`) sees the prefix and itself, node i (the row after it) also its ancestors and
+// itself. `ancestors` [nodes, nodes] bool. [nodes + 1, span] bool.
+torch::Tensor TreeRowsMask(const torch::Tensor& ancestors, const torch::Tensor& length,
+                           int64_t span) {
+  const int64_t nodes = ancestors.size(0);
+  const torch::Tensor columns =
+      torch::arange(span, torch::dtype(torch::kInt64).device(ancestors.device()));
+  const torch::Tensor relative = columns - (length + 1);  // column c is node c - length - 1
+  const torch::Tensor in_tree = ((relative >= 0) & (relative < nodes)).unsqueeze(0);
+  const torch::Tensor node_ancestors =
+      torch::constant_pad_nd(ancestors, {0, 0, 1, 0}, 0)  // the root's row: no node
+          .index_select(1, relative.clamp(0, nodes - 1));
+  return (columns <= length).unsqueeze(0) | (node_ancestors & in_tree);
+}
+
 }  // namespace
 
 struct TreeVerifyGraphs::Entry {
@@ -165,16 +181,8 @@ void TreeVerifyGraphs::Body(Entry& e, int64_t span, bool filtered) const {
                            params.narrow(0, 3, 1).view({1, 1})};
   const bool jacobi = shape_.jacobi_window();
   const WindowTree window = jacobi ? WindowTreeOf(e) : WindowTree{e.tokens, e.q, e.valid, {}};
-  // The root at the cache's length, node i at the row after it; positions by depth. The root
-  // sees the prefix and itself, a node also its ancestors and itself (the tree mask).
-  const torch::Tensor columns = torch::arange(span, longs);
-  const torch::Tensor relative = columns - (length + 1);  // column c is node c - length - 1
-  const torch::Tensor in_tree = ((relative >= 0) & (relative < nodes)).unsqueeze(0);
-  const torch::Tensor node_ancestors =
-      torch::constant_pad_nd(e.ancestors, {0, 0, 1, 0}, 0)  // the root's row: no node
-          .index_select(1, relative.clamp(0, nodes - 1));
-  const torch::Tensor mask =
-      (columns <= length).unsqueeze(0) | (node_ancestors & in_tree);  // [rows, span]
+  // The root at the cache's length, node i at the row after it; positions by depth.
+  const torch::Tensor mask = TreeRowsMask(e.ancestors, length, span);  // [rows, span]
   PoolGraphs::Inputs in;
   in.span = span;
   in.inputs = {model_.embed(

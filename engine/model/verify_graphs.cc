@@ -105,6 +105,25 @@ torch::Tensor CoupledRedraws(const torch::Tensor& p, const torch::Tensor& q,
       .tokens;
 }
 
+// The rows after the kept drafts, re-drawn: row i takes the number i - (kept + 1), the host's
+// draw of rows kept + 1 .. from the drafter stream's next numbers (earlier rows' draws are
+// discarded); argmax when greedy, which a one-hot p gives too. Coupled (MC-SJD) rows keep the
+// draft where the maximal coupling lets them. [requests, rows].
+torch::Tensor RedrawRows(bool couple, const torch::Tensor& p, const torch::Tensor& q,
+                         const torch::Tensor& drafts, const torch::Tensor& accept,
+                         const torch::Tensor& redraw_numbers, const torch::Tensor& steps,
+                         const torch::Tensor& decisions, const torch::Tensor& judged) {
+  const int64_t requests = p.size(0), rows = p.size(1), vocab = p.size(2);
+  const torch::Tensor first = decisions.select(1, 0).unsqueeze(1) + 1;
+  const torch::Tensor index = (steps - first).clamp_min(0);
+  const torch::Tensor numbers = redraw_numbers.gather(1, index).reshape({-1});
+  const torch::Tensor redraws =
+      couple ? CoupledRedraws(p, q, drafts, accept, numbers,
+                              steps.ge(first).logical_and(steps.lt(judged.unsqueeze(1))))
+             : DrawRows(p.reshape({requests * rows, vocab}), numbers);
+  return redraws.view({requests, rows});
+}
+
 }  // namespace
 
 struct VerifyGraphs::MemoryPool {
@@ -270,18 +289,8 @@ void VerifyGraphs::Body(Entry& e, const Key& key) const {
   const torch::Tensor decisions = JudgeChains(calls);
   std::vector<torch::Tensor> result = {e.drafts, decisions.narrow(1, 0, kDecisionFields)};
   if (shape_.redraw) {
-    // Row i takes the number i - (kept + 1): the host's draw of rows kept + 1 .. from the
-    // drafter stream's next numbers (earlier rows' draws are discarded); argmax when greedy,
-    // which a one-hot p gives too.
-    const torch::Tensor first = decisions.select(1, 0).unsqueeze(1) + 1;
-    const torch::Tensor index = (steps - first).clamp_min(0);
-    const torch::Tensor numbers = e.redraw.gather(1, index).reshape({-1});
-    const torch::Tensor p_rows = p.reshape({requests * rows, vocab});
-    const torch::Tensor redraws =
-        shape_.couple ? CoupledRedraws(p, q, e.drafts, e.accept, numbers,
-                                       steps.ge(first).logical_and(steps.lt(judged.unsqueeze(1))))
-                      : DrawRows(p_rows, numbers);
-    result.push_back(redraws.view({requests, rows}));
+    result.push_back(
+        RedrawRows(shape_.couple, p, q, e.drafts, e.accept, e.redraw, steps, decisions, judged));
     e.p = p;
   }
   e.result = torch::cat(result, 1);
@@ -344,24 +353,29 @@ bool VerifyGraphs::Fits(const KvCache& cache, const SamplingParams& sampling) co
   return span <= pool_.slot_rows() && entries_.count(Key(2, span, filtered)) > 0;
 }
 
+Status VerifyGraphs::CheckCall(const Call& call) const {
+  if (call.cache == nullptr || !Fits(*call.cache, call.sampling)) {
+    return InvalidArgumentError("VerifyGraphs::Run: a call does not fit the verify graphs");
+  }
+  if (call.group && call.group->size != shape_.group_size) {
+    return InvalidArgumentError("VerifyGraphs::Run: group_size " +
+                                std::to_string(call.group->size) + ", the graphs pool " +
+                                std::to_string(shape_.group_size));
+  }
+  if (!call.drafts.defined() || call.drafts.numel() != drafts_ ||
+      (call.q.defined() && (call.q.dim() != 2 || call.q.size(0) > drafts_)) ||
+      !call.accept_uniforms.defined() || !call.draw_uniform.defined()) {
+    return InvalidArgumentError("VerifyGraphs::Run: a call needs " + std::to_string(drafts_) +
+                                " drafts, at most as many q rows and the rule's numbers");
+  }
+  return OkStatus();
+}
+
 StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
     const std::vector<Call>& calls) const {
   int64_t longest = 0;
   for (const Call& call : calls) {
-    if (call.cache == nullptr || !Fits(*call.cache, call.sampling)) {
-      return InvalidArgumentError("VerifyGraphs::Run: a call does not fit the verify graphs");
-    }
-    if (call.group && call.group->size != shape_.group_size) {
-      return InvalidArgumentError("VerifyGraphs::Run: group_size " +
-                                  std::to_string(call.group->size) + ", the graphs pool " +
-                                  std::to_string(shape_.group_size));
-    }
-    if (!call.drafts.defined() || call.drafts.numel() != drafts_ ||
-        (call.q.defined() && (call.q.dim() != 2 || call.q.size(0) > drafts_)) ||
-        !call.accept_uniforms.defined() || !call.draw_uniform.defined()) {
-      return InvalidArgumentError("VerifyGraphs::Run: a call needs " + std::to_string(drafts_) +
-                                  " drafts, at most as many q rows and the rule's numbers");
-    }
+    MULO_RETURN_IF_ERROR(CheckCall(call));
     longest = std::max(longest, call.cache->length() + drafts_ + 1);
   }
   const int64_t streams = PoolGraphs::Bucket(2 * static_cast<int64_t>(calls.size()));
@@ -371,12 +385,8 @@ StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
                   [this](const Call& call) { return HasFilters(call.sampling, model_.vocab); });
   auto it = entries_.find(Key(streams, span, filtered));
   if (it == entries_.end() && calls.size() > 1) {
-    std::vector<Output> outputs;  // each call alone (Fits holds the lone key)
-    for (const Call& call : calls) {
-      MULO_ASSIGN_OR_RETURN(std::vector<Output> one, Run({call}));
-      outputs.push_back(std::move(one[0]));
-    }
-    return outputs;
+    // A batch whose key failed to capture: each call alone (Fits holds the lone key).
+    return RunEachAlone<Output>(calls, [this](const std::vector<Call>& one) { return Run(one); });
   }
   if (it == entries_.end()) {
     return FailedPreconditionError("VerifyGraphs::Run: no graph of " + std::to_string(streams) +

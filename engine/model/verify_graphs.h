@@ -139,6 +139,8 @@ class VerifyGraphs {
   Status CaptureKey(const Key& key);
   // The verification over a key's static buffers (what is captured).
   void Body(Entry& e, const Key& key) const;
+  // INVALID_ARGUMENT naming what a call lacks for these graphs.
+  Status CheckCall(const Call& call) const;
 
   const KvPool& pool_;  // owns these graphs
   const Shape shape_;
