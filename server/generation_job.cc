@@ -1,7 +1,6 @@
 #include "server/generation_job.h"
 
 #include "absl/strings/str_cat.h"
-#include "engine/decode/kv_demand.h"
 #include "server/engine_status.h"
 #include "server/image_encoding.h"
 #include "server/preview_schedule.h"
@@ -14,7 +13,7 @@ class GenerationJob::RowStream : public engine::ProgressSink {
  public:
   explicit RowStream(GenerationJob* job)
       : job_(job),
-        width_(job->request_.models->target->grid_size()),
+        width_(job->request_.engine->grid_size()),
         previews_(width_, job->request_.preview_every_rows, job->request_.partial_images) {}
 
   void OnRows(int64_t first_row, int64_t num_rows, const std::vector<int32_t>& tokens) override {
@@ -35,9 +34,7 @@ class GenerationJob::RowStream : public engine::ProgressSink {
     event.width = width_;
     event.tokens = tokens;
     if (preview_due) {
-      // The VQ decoder is convolutional, so the committed rows decode on their own.
-      auto preview = r.models->vq->DecodeToRgb(committed_, done_rows, width_,
-                                               r.models->pixel_rounding);
+      auto preview = r.engine->Preview(committed_, done_rows);
       if (preview.ok() && r.full_size_previews) {
         // The grid is square, so the full image is as tall as it is wide.
         preview->pixels.resize(static_cast<size_t>(preview->width * preview->width * 3), 128);
@@ -70,10 +67,7 @@ GenerationJob::GenerationJob(ValidatedRequest request,
                              GenerationListener listener)
     : request_(std::move(request)),
       joins_batches_(joins_batches),
-      kv_demand_(request_.models == nullptr
-                     ? engine::KvDemand()
-                     : engine::RequestKvDemand(*request_.models, request_.method,
-                                               request_.sampling)),
+      kv_demand_(request_.plan.kv_demand),
       max_decode_time_(max_decode_time),
       listener_(std::move(listener)),
       cancel_(has_deadline ? engine::CancelToken(deadline) : engine::CancelToken()) {
@@ -115,13 +109,7 @@ void GenerationJob::Run(engine::EngineLoop* loop, engine::KvReservation* kv) {
   engine::GenerateOptions options;
   options.loop = loop;
   options.kv = kv;
-  options.mllm_method = r.text_stage_decoder.get();
-  auto result =
-      r.prompt.empty()
-          ? engine::GenerateImage(*r.decoder, *r.models, r.condition, r.sampling, rows, cancel_,
-                                  options)
-          : engine::GenerateImage(*r.decoder, *r.models, r.prompt, r.sampling, rows, cancel_,
-                                  options);
+  auto result = r.engine->Run(r.plan, rows, cancel_, options);
   GenerationEvent event;  // kDone unless the image follows
   if (!result.ok()) {
     event.status = ToAbsl(result.status());
@@ -156,8 +144,8 @@ void GenerationJob::Run(engine::EngineLoop* loop, engine::KvReservation* kv) {
   image.tokens = result->tokens;
   image.stats = result->stats;
   image.queue_seconds = queue_seconds;
-  image.method = r.method;
-  image.method_choice = r.method_config.chosen_by;
+  image.method = r.plan.method;
+  image.method_choice = r.plan.method_config.chosen_by;
   Post(std::move(image));
   Post(std::move(event));
 }

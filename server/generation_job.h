@@ -11,7 +11,6 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "engine/decode/generate.h"
 #include "server/generation_event.h"
 #include "server/request_validation.h"
 #include "server/scheduler.h"

@@ -3,8 +3,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/decode/auto_method.h"
-#include "engine/decode/method_registry.h"
 #include "mulo/v1/method_names.h"
 #include "server/client_text.h"
 #include "server/request_log.h"
@@ -18,42 +16,21 @@ double SecondsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-ModelSummary Summarize(const std::string& name, const engine::ModelSet& models) {
+ModelSummary Summarize(const std::string& name, const engine::ImageEngine& engine) {
+  const engine::FamilyDescription family = engine.Describe();
   ModelSummary out;
-  const engine::ConditionShape& target = models.target->condition_shape();
   out.name = name;
-  out.image_width = models.ImageSize();
-  out.image_height = models.ImageSize();
-  out.grid_size = models.target->grid_size();
-  out.vocab_size = models.target->vocab_size();
-  out.methods = engine::AvailableMethods(models);
-  out.default_cfg_scale = models.default_cfg_scale;
-  // A pipeline that starts from text: the engine's text encoder, or a stage whose ids the
-  // repository's prompt encoder writes (Tar's MLLM, LlamaGen t2i's T5), or a target that
-  // reads the prompt's ids.
-  if (!models.pipeline.empty() && models.pipeline.front()->reads_text()) {
-    out.conditions.push_back("prompt");
-  }
-  if (target.mode == engine::ConditionMode::kPromptIds) {
-    // A target that reads the prompt's ids itself (Janus-Pro): the prompt is all it takes.
-    out.conditions.push_back("prompt");
-  } else if (target.mode != engine::ConditionMode::kClassLabel) {
-    out.conditions.push_back("condition");
-    out.condition_width = target.width;
-  } else {
-    out.conditions.push_back("class_label");
-    out.num_classes = target.num_classes;
-  }
-  if (models.StageReading(engine::ConditionForm::kTaTokIds) != nullptr) {
-    out.conditions.push_back("condition_tokens");
-  }
-  out.condition_rows = target.rows;
-  if (auto defaults = engine::DefaultMethodConfig("ar", models); defaults.ok()) {
-    if (auto choice = engine::ChooseAutoMethod(engine::AutoOptions(), models, *defaults);
-        choice.ok()) {
-      out.auto_method = choice->reason;
-    }
-  }
+  out.image_width = family.image_width;
+  out.image_height = family.image_height;
+  out.grid_size = family.grid_size;
+  out.vocab_size = family.vocab_size;
+  out.methods = family.methods;
+  out.default_cfg_scale = family.default_cfg_scale;
+  out.conditions = family.conditions;
+  out.condition_width = family.condition_width;
+  out.num_classes = family.num_classes;
+  out.condition_rows = family.condition_rows;
+  out.auto_method = family.auto_method;
   return out;
 }
 
@@ -126,7 +103,7 @@ absl::StatusOr<std::shared_ptr<GenerationService::Call>> GenerationService::Star
   v1::GenerateRequest with_default;
   const bool defaulted =
       request.GetReflection()->GetOneofFieldDescriptor(request, &v1::MethodOneof()) == nullptr &&
-      default_method_ != "ar";
+      default_method_ != engine::kBaselineMethod;
   const auto alias = aliases_.find(request.model());
   if (defaulted || alias != aliases_.end()) {
     with_default = request;
@@ -144,7 +121,7 @@ absl::StatusOr<std::shared_ptr<GenerationService::Call>> GenerationService::Star
     return refuse(bounded, "");
   }
   validated->request_id = call->request_id_;
-  const std::string method = validated->method;
+  const std::string method = validated->plan.method;
 
   // The call's deadline bounds queueing and decoding alike.
   const bool has_deadline = call->options_.deadline.has_value();
@@ -200,7 +177,7 @@ void GenerationService::OnJobEvent(const std::shared_ptr<Call>& call, Generation
         "server shut down (drain timeout) before the request finished; retry on another replica");
   }
   const JobRecord record = call->job_->record();
-  Finish(*call, outcome, &record, call->job_->request().method);
+  Finish(*call, outcome, &record, call->job_->request().plan.method);
   {
     std::lock_guard<std::mutex> lock(calls_mu_);
     calls_.erase(call);
@@ -238,7 +215,7 @@ absl::StatusOr<ModelSummary> GenerationService::GetModel(const std::string& aske
   const std::string& name = alias != aliases_.end() ? alias->second : asked;
   const ModelRepository* repository = repository_;
   if (repository == nullptr) return absl::UnavailableError("models are still loading");
-  const engine::ModelSet* models = repository->Find(name);
+  const engine::ImageEngine* models = repository->Find(name);
   if (models == nullptr && !repository->FailureOf(name).empty()) {
     return absl::UnavailableError(absl::StrCat(field, ": model ", Quoted(name),
                                                " did not load: ", repository->FailureOf(name)));

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/decode/baseline_method.h"
 #include "mulo/v1/image_generation.pb.h"
 #include "server/batch_policy.h"
 #include "server/generation_event.h"
@@ -89,7 +90,7 @@ class GenerationService {
 
   // The loaded models; must outlive the service.
   void SetRepository(const ModelRepository* repository) { repository_ = repository; }
-  // The method of requests that name none (a method of the API; "ar" unless set).
+  // The method of requests that name none (a method of the API; the baseline unless set).
   void SetDefaultMethod(std::string method) { default_method_ = std::move(method); }
   // The family of HTTP requests that name none (OpenAI's clients may omit `model`): this one,
   // or, unset, the first loaded family in name order.
@@ -137,7 +138,7 @@ class GenerationService {
   ServerMetrics& metrics_;
   const BatchPolicy batching_;
   const RequestLimits limits_;
-  std::string default_method_ = "ar";
+  std::string default_method_ = engine::kBaselineMethod;
   std::string default_model_;
   std::map<std::string, std::string> aliases_;
   std::atomic<bool> accepting_{true};

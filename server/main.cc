@@ -8,9 +8,8 @@
 // and running requests finish within --drain_timeout (what is still running then ends
 // UNAVAILABLE, retryable), then the process exits 0.
 #include <grpcpp/grpcpp.h>
-#include <torch/types.h>
-
 #include <sys/resource.h>
+#include <torch/types.h>
 
 #include <chrono>
 #include <csignal>
@@ -35,24 +34,25 @@
 #include "engine/core/blas_kernels.h"
 #include "engine/core/cpu_threads.h"
 #include "engine/core/device_stream.h"
+#include "engine/decode/baseline_method.h"
 #include "engine/decode/graphed_shapes.h"
 #include "engine/decode/kv_pools.h"
 #include "mulo/v1/method_names.h"
+#include "server/api_keys.h"
 #include "server/batch_policy.h"
 #include "server/cuda_graph_policy.h"
 #include "server/engine_status.h"
-#include "server/grpc_front_end.h"
-#include "server/api_keys.h"
 #include "server/generation_service.h"
+#include "server/grpc_front_end.h"
 #include "server/http/http_front_end.h"
 #include "server/image_generation_service.h"
 #include "server/kv_pool_sizing.h"
-#include "server/request_limits.h"
 #include "server/model_repository.h"
+#include "server/request_limits.h"
 #include "server/request_log.h"
 #include "server/scheduler.h"
-#include "server/text_file.h"
 #include "server/server_metrics.h"
+#include "server/text_file.h"
 
 ABSL_FLAG(std::string, model_repository, "models",
           "directory whose subdirectories with a family.json are loaded and served");
@@ -118,14 +118,14 @@ ABSL_FLAG(int64_t, kv_cache_memory, 0,
 ABSL_FLAG(absl::Duration, batch_wait, absl::ZeroDuration(),
           "no longer used (accepted so that old command lines still start): each worker's "
           "engine loop runs a batch as soon as every request it steps waits for a forward");
-ABSL_FLAG(std::string, default_method, "ar",
+ABSL_FLAG(std::string, default_method, mulo::engine::kBaselineMethod,
           "the method of requests that name none (any method of the API; `auto`: the fastest "
           "the family's calibration table allows)");
 // Every method by default: with the engine loop no method loses in the batch beyond this CPU's
 // noise (docs/benchmarks.md, "Which methods batch"), and on a GPU a batch reads the weights
 // once for all its requests. A list keeps the others out (each then has its worker alone).
 ABSL_FLAG(std::string, batch_methods, "all",
-          "methods whose requests join the batch (all, none or a comma list such as ar,mulo); "
+          "methods whose requests join the batch (all, none or a comma list of method names); "
           "a request of another method has its worker to itself");
 ABSL_FLAG(std::string, batch_gemms, "per_sequence",
           "per_sequence: exact (a request's tokens never depend on its batch); shared: one GEMM "
@@ -149,9 +149,8 @@ ABSL_FLAG(std::string, dtype, "float32",
           "float32 by rounding)");
 ABSL_FLAG(int, max_message_mb, 64, "largest gRPC message accepted or sent, MiB");
 ABSL_FLAG(int, max_tree_nodes, mulo::server::kDefaultMaxTreeNodes,
-          "most draft-tree nodes a tree method (eagle, lantern, peanut, sjd_pac) may expand "
-          "(depth x top_k) or verify (total_tokens; sjd_pac: width + ... + width^(depth - 1)) "
-          "per step; larger trees are refused (0 = no bound)");
+          "most draft-tree nodes a tree method may expand or verify per step, as its spec counts "
+          "them from its options (docs/methods.md); larger trees are refused (0 = no bound)");
 ABSL_FLAG(absl::Duration, max_decode_time, mulo::server::kDefaultMaxDecodeTime,
           "longest a request may decode, from when a worker starts it, whatever its deadline; "
           "longer ones end DEADLINE_EXCEEDED saying so (0 = no limit)");
@@ -231,7 +230,7 @@ absl::Status InstallKvPools(const ModelRepository& repository,
   for (const std::string& name : repository.Names()) {
     // Each family's step graphs for the method options its requests take by default.
     engine::StatusOr<engine::KvPools::Family> family =
-        engine::PoolFamily(name, *repository.Find(name));
+        engine::PoolFamily(name, repository.Find(name)->models());
     if (!family.ok()) return ToAbsl(family.status());
     families.push_back(std::move(*family));
   }
@@ -430,7 +429,7 @@ absl::Status ApplyRepository(const ModelRepository& repository, const torch::Dev
   }
   for (const auto& name : repository.Names()) {
     metrics.SetModelLoaded(name, true);
-    metrics.SetModelWeightBytes(name, device.str(), repository.Find(name)->weight_bytes);
+    metrics.SetModelWeightBytes(name, device.str(), repository.Find(name)->models().weight_bytes);
   }
   const std::string loaded = absl::StrJoin(repository.Names(), ", ");
   std::map<std::string, std::string> aliases;

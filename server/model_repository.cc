@@ -1,13 +1,11 @@
 #include "server/model_repository.h"
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/decode/method_registry.h"
 
 namespace mulo::server {
 
@@ -50,27 +48,23 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
       failures.push_back(absl::StrCat(dir.string(), ": ", why));
       repository->failed_[FamilyNameOf(dir)] = why;
     };
-    auto models = engine::LoadModelSet(dir.string(), options);
-    if (!models.ok()) {
-      fail(models.status().ToString());
+    auto engine = engine::ImageEngine::Load(dir.string(), options);
+    if (!engine.ok()) {
+      fail(engine.status().ToString());
       continue;
     }
-    if (auto defaults = engine::ValidateMethodDefaults(*models); !defaults.ok()) {
-      fail(defaults.ToString());
-      continue;
-    }
-    const std::string name = models->name;
+    const std::string name = (*engine)->models().name;
     if (repository->models_.count(name)) {
       failures.push_back(absl::StrCat(dir.string(), ": duplicate model name '", name, "'"));
       continue;
     }
-    auto encoder = PromptEncoder::ForFamily(dir.string(), *models);
+    auto encoder = text::PromptEncoder::ForFamily(dir.string(), (*engine)->models());
     if (!encoder.ok()) {
       fail(std::string(encoder.status().message()));
       continue;
     }
     if (*encoder != nullptr) repository->prompt_encoders_[name] = *std::move(encoder);
-    repository->models_[name] = std::make_unique<engine::ModelSet>(std::move(*models));
+    repository->models_[name] = std::move(engine).value();
   }
   if (!failures.empty() && (require_all || repository->models_.empty())) {
     return absl::FailedPreconditionError(
@@ -88,12 +82,12 @@ std::string ModelRepository::FailureOf(absl::string_view name) const {
   return it == failed_.end() ? std::string() : it->second;
 }
 
-const PromptEncoder* ModelRepository::FindPromptEncoder(absl::string_view name) const {
+const text::PromptEncoder* ModelRepository::FindPromptEncoder(absl::string_view name) const {
   auto it = prompt_encoders_.find(name);
   return it == prompt_encoders_.end() ? nullptr : it->second.get();
 }
 
-const engine::ModelSet* ModelRepository::Find(absl::string_view name) const {
+const engine::ImageEngine* ModelRepository::Find(absl::string_view name) const {
   auto it = models_.find(name);
   return it == models_.end() ? nullptr : it->second.get();
 }

@@ -13,8 +13,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "engine/model/model_set.h"
-#include "server/prompt_encoder.h"
+#include "engine/api/image_engine.h"
+#include "text/prompt_encoder.h"
 
 namespace mulo::server {
 
@@ -27,10 +27,10 @@ class ModelRepository {
                                                                const engine::LoadOptions& options,
                                                                bool require_all = true);
 
-  // Null when no model of that name is loaded.
-  const engine::ModelSet* Find(absl::string_view name) const;
+  // The engine of the family named `name`; null when none of that name is loaded.
+  const engine::ImageEngine* Find(absl::string_view name) const;
   // The family's prompt encoder (families with an MLLM stage); null otherwise.
-  const PromptEncoder* FindPromptEncoder(absl::string_view name) const;
+  const text::PromptEncoder* FindPromptEncoder(absl::string_view name) const;
   std::vector<std::string> Names() const;
   // Families that did not load: name (family.json's, else the directory's) -> why.
   const std::map<std::string, std::string, std::less<>>& failed() const { return failed_; }
@@ -40,8 +40,8 @@ class ModelRepository {
   const std::vector<std::string>& skipped() const { return skipped_; }
 
  private:
-  std::map<std::string, std::unique_ptr<engine::ModelSet>, std::less<>> models_;
-  std::map<std::string, std::unique_ptr<PromptEncoder>, std::less<>> prompt_encoders_;
+  std::map<std::string, std::unique_ptr<engine::ImageEngine>, std::less<>> models_;
+  std::map<std::string, std::unique_ptr<text::PromptEncoder>, std::less<>> prompt_encoders_;
   std::map<std::string, std::string, std::less<>> failed_;
   std::vector<std::string> skipped_;
 };

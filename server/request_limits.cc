@@ -1,16 +1,15 @@
 #include "server/request_limits.h"
 
 #include "absl/strings/str_cat.h"
-#include "engine/decode/method_registry.h"
 
 namespace mulo::server {
 
 absl::Status CheckRequestLimits(const ValidatedRequest& request, const RequestLimits& limits) {
   const int64_t bound = limits.max_tree_nodes;
   if (bound <= 0) return absl::OkStatus();
-  // Each method's spec says which trees its options make (TreeDemands); chains and windows
+  // Each method's spec says which trees its options make (the plan's trees); chains and windows
   // are bounded by the methods' own option ranges.
-  for (const engine::TreeDemand& tree : engine::TreeDemands(request.method_config)) {
+  for (const engine::TreeDemand& tree : request.plan.trees) {
     if (tree.nodes > bound) {
       return absl::InvalidArgumentError(absl::StrCat(tree.field, ": ", tree.what, " = ",
                                                      tree.nodes,

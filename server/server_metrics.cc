@@ -99,6 +99,17 @@ class KvPoolCollector : public metrics::Collector {
 }  // namespace
 
 ServerMetrics::ServerMetrics() {
+  AddRequestSeries();
+  AddSpeculativeSeries();
+  AddLatencySeries();
+  AddBatchAndModelSeries();
+  if (auto st = registry_.AddCollector(std::make_unique<metrics::ProcessCollector>()); !st.ok()) {
+    std::fprintf(stderr, "metrics: %s\n", st.ToString().c_str());
+    std::abort();
+  }
+}
+
+void ServerMetrics::AddRequestSeries() {
   const std::vector<std::string> mm = {"model", "method"};
   requests_ = OrDie(registry_.AddCounter(
       "mulo_requests_total",
@@ -110,6 +121,10 @@ ServerMetrics::ServerMetrics() {
                                                 "Forward passes of the target model.", mm));
   draft_forwards_ = OrDie(
       registry_.AddCounter("mulo_draft_forward_passes_total", "Forward passes of drafters.", mm));
+}
+
+void ServerMetrics::AddSpeculativeSeries() {
+  const std::vector<std::string> mm = {"model", "method"};
   drafted_ = OrDie(
       registry_.AddCounter("mulo_spec_drafted_tokens_total", "Tokens proposed by drafters.", mm));
   accepted_ = OrDie(registry_.AddCounter("mulo_spec_accepted_tokens_total",
@@ -121,34 +136,41 @@ ServerMetrics::ServerMetrics() {
       "Accepted drafts that only the relaxation (latent pooling) kept.", mm));
   pooled_drafts_ = OrDie(registry_.AddCounter(
       "mulo_spec_pooled_drafts_total",
-      "Drafts judged with a pooled set: LANTERN's latent set A, GSD's group G.", mm));
+      "Drafts judged with a pooled set (a relaxed method's latent neighbours or group).", mm));
   pooled_neighbors_ = OrDie(registry_.AddCounter(
       "mulo_spec_pooled_neighbors_total",
       "Tokens pooled with the drafts (|A| - 1 or |G| - 1 summed; over "
       "mulo_spec_pooled_drafts_total: the mean pooled set size).", mm));
   iterations_ = OrDie(registry_.AddCounter(
       "mulo_decode_iterations_total",
-      "Decoding rounds after the prefill: draft-and-verify steps, or ZipAR's parallel steps "
-      "(mulo_spec_accepted_tokens_total over it: accepted drafts per round).", mm));
+      "Decoding rounds after the prefill: draft-and-verify steps, or parallel decoding steps "
+      "(mulo_spec_accepted_tokens_total over it: accepted drafts per round).",
+      mm));
   tree_depth_ = OrDie(registry_.AddCounter(
       "mulo_spec_tree_depth_total",
       "Depths of the drafted trees, summed (over mulo_decode_iterations_total: the mean; "
-      "PEANUT adapts it).", mm));
+      "adaptive trees vary it).",
+      mm));
   tree_width_ = OrDie(registry_.AddCounter(
       "mulo_spec_tree_width_total",
       "Widths (top-k) of the drafted dynamic trees, summed (over mulo_decode_iterations_total: "
       "the mean).", mm));
   expansion_resampled_ = OrDie(registry_.AddCounter(
       "mulo_spec_expansion_resampled_tokens_total",
-      "Accepted drafts re-sampled because they neighbour a rejection (MuLo-SD).", mm));
+      "Accepted drafts re-sampled because they neighbour a rejection (a method's refinement).",
+      mm));
   prefix_tokens_ = OrDie(registry_.AddCounter(
       "mulo_draft_prefix_tokens_total",
-      "Drafter prefix tokens by source: own draws or re-derived by D_r (MuLo-SD).",
+      "Drafter prefix tokens by source: own draws or re-derived by a down-sampler.",
       {"model", "method", "source"}));
   accepted_per_position_ = OrDie(
       registry_.AddCounter("mulo_spec_accepted_tokens_per_position_total",
                            "Drafted tokens accepted at each draft depth (chain and tree methods).",
                            {"model", "method", "position"}));
+}
+
+void ServerMetrics::AddLatencySeries() {
+  const std::vector<std::string> mm = {"model", "method"};
   request_duration_ = OrDie(registry_.AddHistogram(
       "mulo_request_duration_seconds", "Time from arrival to the final status.", mm,
       {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60, 120, 300}));
@@ -162,6 +184,9 @@ ServerMetrics::ServerMetrics() {
       "mulo_phase_duration_seconds",
       "Time per request spent in each decoding phase (draft, verify, resample, ...).",
       {"model", "method", "phase"}, {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60}));
+}
+
+void ServerMetrics::AddBatchAndModelSeries() {
   batch_size_ = OrDie(registry_.AddHistogram(
       "mulo_batch_size",
       "Requests whose calls one batched forward carried, by component (transformer, "
@@ -179,10 +204,6 @@ ServerMetrics::ServerMetrics() {
       "Bytes the model family's resident weights (all components, compute dtype) and latent "
       "neighbour table take on the device.",
       {"model", "device"}));
-  if (auto st = registry_.AddCollector(std::make_unique<metrics::ProcessCollector>()); !st.ok()) {
-    std::fprintf(stderr, "metrics: %s\n", st.ToString().c_str());
-    std::abort();
-  }
 }
 
 void ServerMetrics::WatchQueue(std::function<std::pair<int, int>()> probe) {

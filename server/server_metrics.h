@@ -54,6 +54,11 @@ class ServerMetrics {
   const metrics::Registry& registry() const { return registry_; }
 
  private:
+  // The constructor's series, by what they count.
+  void AddRequestSeries();
+  void AddSpeculativeSeries();
+  void AddLatencySeries();
+  void AddBatchAndModelSeries();
   // `model` if it was ever loaded, else "unknown".
   std::string ModelLabel(const std::string& model) const;
 

@@ -6,7 +6,7 @@
 //     (stripped of whitespace as Python's str.strip does) + "\n\n" + "<|Assistant|>:", the
 //     whole stripped, then the image start tag "<begin_of_image>"; an empty caption leaves the
 //     user's turn as "<|User|>:" with nothing after it, as upstream's template does.
-// The tokenizer's begin-of-sentence id goes first (server/prompt_encoder); the guidance row is
+// The tokenizer's begin-of-sentence id goes first (text/prompt_encoder); the guidance row is
 // the engine's (engine/model/janus_model.h, JanusModel::GuidancePair).
 #ifndef MULO_TEXT_JANUS_PROMPT_H_
 #define MULO_TEXT_JANUS_PROMPT_H_

@@ -37,14 +37,14 @@ StatusOr<AutoChoice> ChooseAutoMethod(const AutoOptions& options, const ModelSet
     table = &auto_defaults["calibration"][device]["methods"];
   }
   if (table == nullptr) {
-    return AutoChoice{"ar", "auto: " + models.name + "'s family.json has no " + device +
-                                " calibration (tools/synth/calibrate_auto.py): ran ar"};
+    return AutoChoice{kBaselineMethod, "auto: " + models.name + "'s family.json has no " + device +
+                                           " calibration (tools/synth/calibrate_auto.py): ran ar"};
   }
   if (!table->is_object()) return FailedPreconditionError(where + ": must be an object");
   const char* budget = options.relaxed                    ? "of any quality"
                        : options.max_quality_loss.has_value() ? "within the quality budget"
                                                               : "lossless";
-  AutoChoice best{"ar", ""};
+  AutoChoice best{kBaselineMethod, ""};
   double best_speedup = 1.0;
   for (const std::string& name : AvailableMethods(models)) {
     const MethodEntry& entry = *FindMethod(name);

@@ -42,7 +42,7 @@ KvPools::GraphedShapes GraphedShapesOf(const MethodConfig& config, const ModelSe
 }
 
 StatusOr<KvPools::Family> PoolFamily(std::string name, const ModelSet& models) {
-  MULO_ASSIGN_OR_RETURN(const MethodConfig config, DefaultMethodConfig("ar", models));
+  MULO_ASSIGN_OR_RETURN(const MethodConfig config, DefaultMethodConfig(kBaselineMethod, models));
   return KvPools::Family(std::move(name), &models, GraphedShapesOf(config, models));
 }
 

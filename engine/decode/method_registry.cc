@@ -102,7 +102,7 @@ StatusOr<MethodConfig> DefaultMethodConfig(const std::string& name, const ModelS
 }
 
 Status ValidateMethodDefaults(const ModelSet& models) {
-  MULO_ASSIGN_OR_RETURN(MethodConfig config, DefaultMethodConfig("ar", models));
+  MULO_ASSIGN_OR_RETURN(MethodConfig config, DefaultMethodConfig(kBaselineMethod, models));
   // Each option was checked against its spec's bounds as it was read; what the methods check
   // across options (PEANUT's open depth bounds) they check in Validate.
   // (FAILED_PRECONDITION, what the family's models lack, is each request's to report.)

@@ -16,12 +16,13 @@
 #include "engine/core/status.h"
 #include "engine/decode/ar.h"
 #include "engine/decode/auto_method.h"
+#include "engine/decode/baseline_method.h"
 #include "engine/decode/eagle.h"
 #include "engine/decode/gsd.h"
 #include "engine/decode/lantern.h"
 #include "engine/decode/mc_sjd.h"
-#include "engine/decode/option_spec.h"
 #include "engine/decode/mulo.h"
+#include "engine/decode/option_spec.h"
 #include "engine/decode/peanut.h"
 #include "engine/decode/sjd.h"
 #include "engine/decode/sjd_pac.h"
@@ -34,7 +35,7 @@ namespace mulo::engine {
 // holding its paper's defaults (written there and nowhere else; DefaultMethodConfig puts a
 // family's calibrated defaults over them). Only the named method's options are read.
 struct MethodConfig {
-  std::string name = "ar";
+  std::string name = kBaselineMethod;
   SpeculativeOptions speculative;
   MuloOptions mulo;
   EagleOptions eagle;

@@ -730,7 +730,7 @@ bool HttpFrontEnd::HandleGenerations(MHD_Connection* connection, RequestState* s
     }
     if (i == 0) {
       std::lock_guard<std::mutex> lock(exchange->mu);
-      exchange->echo.method = (*call)->request().method;
+      exchange->echo.method = (*call)->request().plan.method;
     }
     exchange->AddCall(*std::move(call));
   }

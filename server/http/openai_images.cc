@@ -360,28 +360,33 @@ std::optional<absl::Status> ReadMethodField(const std::string& key, const Json& 
   return absl::OkStatus();
 }
 
-// mulo's extensions: sampling, conditions, the text stage and the timeout. nullopt: `key` is
-// not one of them.
+// A sampling field (seed, cfg_scale, temperature, top_k, top_p: the fields of the proto's
+// SamplingParams) at the body's top level, read by the proto's JSON mapping, so the proto is the
+// one list of them. nullopt: `key` is not one.
+std::optional<absl::Status> ReadSamplingField(const std::string& key, const Json& value,
+                                              v1::GenerateRequest& request) {
+  const google::protobuf::FieldDescriptor* field =
+      v1::SamplingParams::descriptor()->FindFieldByName(key);
+  if (field == nullptr) return std::nullopt;
+  if (!value.is_number()) return WrongType(key, "a number", value);
+  v1::SamplingParams one_field;
+  const auto status =
+      google::protobuf::util::JsonStringToMessage(Dump(Json{{key, value}}), &one_field);
+  if (!status.ok()) {
+    return Invalid(key, absl::StrCat("does not fit the field (", field->cpp_type_name(),
+                                     "): ", std::string(status.message())));
+  }
+  request.mutable_sampling()->MergeFrom(one_field);
+  return absl::OkStatus();
+}
+
+// mulo's extensions: conditions, the text stage and the timeout. nullopt: `key` is not one of
+// them.
 std::optional<absl::Status> ReadMuloField(const std::string& key, const Json& value,
                                           ParseState& state) {
   ImagesRequest& out = *state.out;
   v1::GenerateRequest& r = out.request;
-  if (key == "seed") {
-    MULO_HTTP_ASSIGN_OR_RETURN(seed, Integer(value, key, 0, std::numeric_limits<uint64_t>::max()));
-    r.mutable_sampling()->set_seed(seed);
-  } else if (key == "cfg_scale") {
-    MULO_HTTP_ASSIGN_OR_RETURN(x, Number(value, key));
-    r.mutable_sampling()->set_cfg_scale(x);
-  } else if (key == "temperature") {
-    MULO_HTTP_ASSIGN_OR_RETURN(x, Number(value, key));
-    r.mutable_sampling()->set_temperature(x);
-  } else if (key == "top_p") {
-    MULO_HTTP_ASSIGN_OR_RETURN(x, Number(value, key));
-    r.mutable_sampling()->set_top_p(x);
-  } else if (key == "top_k") {
-    MULO_HTTP_ASSIGN_OR_RETURN(k, Integer(value, key, 0, std::numeric_limits<uint32_t>::max()));
-    r.mutable_sampling()->set_top_k(static_cast<uint32_t>(k));
-  } else if (key == "class_label") {
+  if (key == "class_label") {
     MULO_HTTP_ASSIGN_OR_RETURN(label, Integer(value, key, 0, std::numeric_limits<uint32_t>::max()));
     r.set_class_label(static_cast<uint32_t>(label));
   } else if (key == "condition_tokens") {
@@ -437,6 +442,7 @@ absl::StatusOr<ImagesRequest> ParseImagesRequest(absl::string_view body) {
     std::optional<absl::Status> read = ReadOpenAiField(key, value, state);
     if (!read) read = ReadOutputField(key, value, state);
     if (!read) read = ReadMethodField(key, value, state);
+    if (!read) read = ReadSamplingField(key, value, state.out->request);
     if (!read) read = ReadMuloField(key, value, state);
     if (!read) return InvalidKey(key, "unknown field");
     if (!read->ok()) return *read;

@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!request.ParseFromArray(data, static_cast<int>(size))) return 0;
   auto validated = mulo::server::ValidateRequest(request, TinyRepository());
   if (validated.ok()) {
-    if (validated->decoder == nullptr || validated->models == nullptr) std::abort();
+    if (validated->plan.decoder == nullptr || validated->engine == nullptr) std::abort();
   } else {
     const absl::StatusCode code = validated.status().code();
     if (code != absl::StatusCode::kInvalidArgument && code != absl::StatusCode::kNotFound &&

@@ -53,13 +53,14 @@ TEST_F(RequestValidationTest, EveryMethodOfTheApiMapsToARegistryEntry) {
     const engine::MethodEntry& entry = engine::Methods()[i];  // same order as the proto
     if (entry.resolve) {  // auto: the method it chooses (the test family has no table: ar)
       ASSERT_TRUE(validated.ok()) << oneof->field(i)->name() << ": " << validated.status();
-      EXPECT_EQ(validated->method, "ar");
-      EXPECT_EQ(validated->decoder->name(), "ar");
-      EXPECT_NE(validated->method_config.chosen_by.find("no cpu calibration"), std::string::npos);
+      EXPECT_EQ(validated->plan.method, "ar");
+      EXPECT_EQ(validated->plan.decoder->name(), "ar");
+      EXPECT_NE(validated->plan.method_config.chosen_by.find("no cpu calibration"),
+                std::string::npos);
     } else if (entry.implemented) {
       ASSERT_TRUE(validated.ok()) << oneof->field(i)->name() << ": " << validated.status();
-      EXPECT_EQ(validated->method, entry.name);
-      EXPECT_EQ(validated->decoder->name(), entry.name);
+      EXPECT_EQ(validated->plan.method, entry.name);
+      EXPECT_EQ(validated->plan.decoder->name(), entry.name);
     } else {
       EXPECT_EQ(validated.status().code(), absl::StatusCode::kUnimplemented)
           << oneof->field(i)->name();
@@ -69,7 +70,7 @@ TEST_F(RequestValidationTest, EveryMethodOfTheApiMapsToARegistryEntry) {
   // No method set is AR.
   auto plain = ValidateRequest(Valid(), *repository_);
   ASSERT_TRUE(plain.ok());
-  EXPECT_EQ(plain->method, "ar");
+  EXPECT_EQ(plain->plan.method, "ar");
 }
 
 using google::protobuf::FieldDescriptor;
@@ -209,8 +210,8 @@ TEST_F(RequestValidationTest, OptionsReachTheEngineAsSentAndUnsetOnesKeepItsDefa
   ASSERT_TRUE(validated.ok()) << validated.status();
   // Unset fields take the family's calibrated defaults (family.json method_defaults).
   const engine::MuloOptions defaults =
-      engine::DefaultMethodConfig("mulo", *validated->models)->mulo;
-  const engine::MuloOptions& got = validated->method_config.mulo;
+      engine::DefaultMethodConfig("mulo", validated->engine->models())->mulo;
+  const engine::MuloOptions& got = validated->plan.method_config.mulo;
   EXPECT_EQ(got.tau, 0.25);
   EXPECT_EQ(got.pooling.k, 7);
   EXPECT_EQ(got.radius, 2);
@@ -221,21 +222,21 @@ TEST_F(RequestValidationTest, OptionsReachTheEngineAsSentAndUnsetOnesKeepItsDefa
   EXPECT_EQ(got.draft_rows, defaults.draft_rows);        // unset
   EXPECT_EQ(got.draft_cfg_scale, defaults.draft_cfg_scale);  // unset
   const engine::SamplingParams sampling_defaults;
-  EXPECT_EQ(validated->sampling.temperature, 0.0);
-  EXPECT_EQ(validated->sampling.seed, 99u);
-  EXPECT_EQ(validated->sampling.top_p, sampling_defaults.top_p);
-  EXPECT_EQ(validated->sampling.cfg_scale, validated->models->default_cfg_scale);
+  EXPECT_EQ(validated->plan.sampling.temperature, 0.0);
+  EXPECT_EQ(validated->plan.sampling.seed, 99u);
+  EXPECT_EQ(validated->plan.sampling.top_p, sampling_defaults.top_p);
+  EXPECT_EQ(validated->plan.sampling.cfg_scale, validated->engine->models().default_cfg_scale);
 
   v1::GenerateRequest speculative = Valid();
   speculative.mutable_speculative()->set_gamma(6);
   auto spec = ValidateRequest(speculative, *repository_);
   ASSERT_TRUE(spec.ok());
-  EXPECT_EQ(spec->method_config.speculative.gamma, 6);
+  EXPECT_EQ(spec->plan.method_config.speculative.gamma, 6);
   speculative.mutable_speculative()->clear_gamma();
-  EXPECT_EQ(ValidateRequest(speculative, *repository_)->method_config.speculative.gamma,
+  EXPECT_EQ(ValidateRequest(speculative, *repository_)->plan.method_config.speculative.gamma,
             engine::SpeculativeOptions().gamma);
   auto unset = ValidateRequest(Valid(), *repository_);
-  EXPECT_EQ(unset->sampling.temperature, sampling_defaults.temperature);
+  EXPECT_EQ(unset->plan.sampling.temperature, sampling_defaults.temperature);
 }
 
 TEST_F(RequestValidationTest, ThePaperPresetAndTheNewMuloFields) {
@@ -247,7 +248,7 @@ TEST_F(RequestValidationTest, ThePaperPresetAndTheNewMuloFields) {
   engine::MethodConfig paper_config;
   paper_config.mulo = engine::PaperMuloOptions();
   const engine::MethodEntry& mulo = *engine::FindMethod("mulo");
-  EXPECT_EQ(engine::OptionsJson(mulo, paper->method_config),
+  EXPECT_EQ(engine::OptionsJson(mulo, paper->plan.method_config),
             engine::OptionsJson(mulo, paper_config));
   m->set_pooling(v1::MuloParams::MULTIPLICATIVE);
   m->set_lambda(3);
@@ -258,7 +259,7 @@ TEST_F(RequestValidationTest, ThePaperPresetAndTheNewMuloFields) {
   m->set_parallel_radius(0);
   auto set = ValidateRequest(request, *repository_);
   ASSERT_TRUE(set.ok()) << set.status();
-  const engine::MuloOptions& got = set->method_config.mulo;
+  const engine::MuloOptions& got = set->plan.method_config.mulo;
   EXPECT_EQ(got.pooling.kind, engine::Pooling::kMultiplicative);
   EXPECT_EQ(got.pooling.lambda, 3);
   EXPECT_EQ(got.prefix, engine::DraftPrefix::kPatch);
@@ -271,8 +272,8 @@ TEST_F(RequestValidationTest, ThePaperPresetAndTheNewMuloFields) {
   m->set_draft_prefix(v1::MuloParams::OWN);
   auto none = ValidateRequest(request, *repository_);
   ASSERT_TRUE(none.ok());
-  EXPECT_EQ(none->method_config.mulo.pooling.kind, engine::Pooling::kNone);
-  EXPECT_EQ(none->method_config.mulo.prefix, engine::DraftPrefix::kOwn);
+  EXPECT_EQ(none->plan.method_config.mulo.pooling.kind, engine::Pooling::kNone);
+  EXPECT_EQ(none->plan.method_config.mulo.prefix, engine::DraftPrefix::kOwn);
   // Unknown enum numbers and out-of-range values are refused naming the field.
   auto field_of = [&](const v1::GenerateRequest& r) {
     auto v = ValidateRequest(r, *repository_);
@@ -325,8 +326,8 @@ TEST_F(RequestValidationTest, ATextStageDecodesWithItsLosslessMethodsOnly) {
   // not by relaxed gsd or zipar, nor auto.
   engine::ModelSet stage;
   stage.name = "stage";
-  stage.target = repository_->Find("tiny")->target;
-  const std::vector<std::string> methods = TextStageMethods(stage);
+  stage.target = repository_->Find("tiny")->models().target;
+  const std::vector<std::string> methods = engine::TextStageMethods(stage);
   // Exactly the registry's implemented methods that need nothing beyond the target and are
   // lossless at the stage's defaults (derived, so that a new method needs no line here).
   std::vector<std::string> lossless;

@@ -96,7 +96,7 @@ TEST(ModelSetTest, ErrorsNameTheFieldOrTheMismatch) {
            {"{not json", "family.json"},
            // A key the loader does not know would leave its component silently missing.
            {R"({"name": "x", "components": {"target": "target", "vq": "vq", "mlm": "m"}})",
-            "'components.mlm': unknown component (known: target, vq,"},
+            "'components.mlm': unknown component (known: target, conditioner, vq,"},
            {R"({"name": "x", "components": {"target": "target", "vq": "vq", "eagle": 3}})",
             "'components.eagle': must be a directory name"},
        }) {
