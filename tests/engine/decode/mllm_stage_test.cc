@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -204,7 +203,6 @@ TEST(MllmStageTest, TheStageBatchesAcrossRequestsExactly) {
   }
   ASSERT_NE(alone[0], alone[1]);  // the seeds draw other TA-Tok ids and images
   int64_t most_calls = 0;
-  std::mutex mu;
   EngineLoop loop({256, PackedGemms::kPerSequence}, [&](const EngineLoop::BatchEvent& event) {
     most_calls = std::max(most_calls, event.calls);
   });
