@@ -17,20 +17,9 @@ double SecondsBetween(Clock::time_point a, Clock::time_point b) {
 }
 
 ModelSummary Summarize(const std::string& name, const engine::ImageEngine& engine) {
-  const engine::FamilyDescription family = engine.Describe();
   ModelSummary out;
+  static_cast<engine::FamilyDescription&>(out) = engine.Describe();
   out.name = name;
-  out.image_width = family.image_width;
-  out.image_height = family.image_height;
-  out.grid_size = family.grid_size;
-  out.vocab_size = family.vocab_size;
-  out.methods = family.methods;
-  out.default_cfg_scale = family.default_cfg_scale;
-  out.conditions = family.conditions;
-  out.condition_width = family.condition_width;
-  out.num_classes = family.num_classes;
-  out.condition_rows = family.condition_rows;
-  out.auto_method = family.auto_method;
   return out;
 }
 

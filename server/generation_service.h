@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/api/image_engine.h"
 #include "engine/decode/baseline_method.h"
 #include "mulo/v1/image_generation.pb.h"
 #include "server/batch_policy.h"
@@ -31,24 +32,12 @@
 
 namespace mulo::server {
 
-// What a front end may say about a loaded model family (gRPC's ModelInfo, HTTP's /v1/models).
-struct ModelSummary {
+// What a front end may say about a loaded model family (gRPC's ModelInfo, HTTP's /v1/models):
+// the engine's description of it, under the name it is served as.
+struct ModelSummary : engine::FamilyDescription {
   std::string name;
-  int64_t image_width = 0;
-  int64_t image_height = 0;
-  int64_t grid_size = 0;
-  int64_t vocab_size = 0;
-  std::vector<std::string> methods;
-  double default_cfg_scale = 1.0;
   double default_temperature = 1.0;
   double default_top_p = 1.0;
-  // How the family takes its condition: "prompt", "condition", "class_label",
-  // "condition_tokens".
-  std::vector<std::string> conditions;
-  int64_t condition_width = 0;  // "condition" rows' width
-  int64_t num_classes = 0;      // "class_label" families
-  int64_t condition_rows = 0;
-  std::string auto_method;  // what `auto` runs here and why (ModelInfo.auto_method)
 };
 
 class GenerationService {

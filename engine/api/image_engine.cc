@@ -15,18 +15,6 @@ Status Invalid(const std::string& field, const std::string& problem) {
   return InvalidArgumentError(field + ": " + problem);
 }
 
-std::string Joined(const std::vector<std::string>& items, size_t count) {
-  std::string out;
-  for (size_t i = 0; i < count; ++i) out += (i > 0 ? ", " : "") + items[i];
-  return out;
-}
-
-// "a, b or c".
-std::string Alternatives(const std::vector<std::string>& items) {
-  if (items.size() < 2) return Joined(items, items.size());
-  return Joined(items, items.size() - 1) + " or " + items.back();
-}
-
 // The value `option` takes from `given`: its number, or for an option with choices the index
 // of the chosen name.
 StatusOr<double> OptionValue(const std::string& method, const OptionSpec& option,
@@ -34,8 +22,7 @@ StatusOr<double> OptionValue(const std::string& method, const OptionSpec& option
   if (option.choices.empty() || given.choice.empty()) return given.value;
   const auto at = std::find(option.choices.begin(), option.choices.end(), given.choice);
   if (at == option.choices.end()) {
-    return Invalid(method + "." + option.name,
-                   given.choice + " is not " + Alternatives(option.choices));
+    return Invalid(method + "." + option.name, given.choice + " is not " + option.ChoiceList());
   }
   return static_cast<double>(at - option.choices.begin());
 }
@@ -60,8 +47,6 @@ Status ApplyMethodOptions(const std::vector<MethodOption>& given, MethodConfig& 
   }
   return OkStatus();
 }
-
-std::string Count(int64_t n) { return std::to_string(n); }
 
 }  // namespace
 
@@ -98,8 +83,8 @@ Status ImageEngine::PlanCondition(ImageRequest& request, ImagePlan& plan) const 
   }
   if (target.mode == ConditionMode::kClassLabel) {
     if (condition.class_label < 0) {
-      return Invalid("class_label",
-                     "required: this model draws one of " + Count(target.num_classes) + " classes");
+      return Invalid("class_label", "required: this model draws one of " +
+                                        std::to_string(target.num_classes) + " classes");
     }
     if (has_features || has_tokens) {
       return Invalid(has_features ? "condition" : "condition_tokens",
@@ -117,8 +102,9 @@ Status ImageEngine::PlanCondition(ImageRequest& request, ImagePlan& plan) const 
     const int64_t want = target.rows * target.width;
     const int64_t got = static_cast<int64_t>(request.features.size());
     if (got != want) {
-      return Invalid("condition", Count(got) + " floats, expected " + Count(target.rows) + " x " +
-                                      Count(target.width) + " = " + Count(want));
+      return Invalid("condition", std::to_string(got) + " floats, expected " +
+                                      std::to_string(target.rows) + " x " +
+                                      std::to_string(target.width) + " = " + std::to_string(want));
     }
     for (float x : request.features) {
       if (!std::isfinite(x)) return Invalid("condition", "contains NaN or infinity");
@@ -163,8 +149,9 @@ Status ImageEngine::PlanTextStage(const ImageRequest& request, ImagePlan& plan) 
   const ModelSet& stage = *models_.mllm_stage;
   const std::vector<std::string> methods = TextStageMethods(stage);
   if (std::find(methods.begin(), methods.end(), name) == methods.end()) {
-    return Invalid("text_stage_method",
-                   "\"" + name + "\" is not one of " + Joined(methods, methods.size()));
+    std::string known;
+    for (const std::string& method : methods) known += (known.empty() ? "" : ", ") + method;
+    return Invalid("text_stage_method", "\"" + name + "\" is not one of " + known);
   }
   MULO_ASSIGN_OR_RETURN(const MethodConfig config, DefaultMethodConfig(name, stage));
   MULO_ASSIGN_OR_RETURN(plan.text_stage_decoder, MakeMethod(config, stage));

@@ -93,7 +93,7 @@ class EagleState : public SteppedMethod::State {
     const int64_t n = static_cast<int64_t>(session.committed().size());
     const int64_t length = tree.drafts.size();
     const int64_t root_row = target_->cache().length();  // the verify forward's first row
-    {  // 2. One target forward: the root x_{n-1} at n - 1, node i at n - 1 + depth_i.
+    {
       auto timer = session.Time(Phase::kVerify);
       std::vector<int64_t> ids = {root}, positions = {n - 1}, parents = {-1};
       for (int64_t i = 0; i < length; ++i) {

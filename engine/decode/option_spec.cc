@@ -17,16 +17,18 @@ std::string Number(double v) {
 
 std::string OptionSpec::Rule() const {
   if (!rule.empty()) return rule;
-  if (kind == OptionKind::kChoice) {
-    std::string list;
-    for (size_t i = 0; i < choices.size(); ++i) {
-      list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
-    }
-    return "must be " + list;
-  }
+  if (kind == OptionKind::kChoice) return "must be " + ChoiceList();
   if (kind == OptionKind::kBoolean) return "must be true or false";
   if (std::isinf(max)) return "must be >= " + Number(min);
   return "must be in [" + Number(min) + ", " + Number(max) + "]";
+}
+
+std::string OptionSpec::ChoiceList() const {
+  std::string list;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+  }
+  return list;
 }
 
 Status OptionSpec::Check(const std::string& method, double value) const {

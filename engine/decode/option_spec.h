@@ -42,6 +42,8 @@ struct OptionSpec {
 
   // "must be in [1, 64]" (or the rule).
   std::string Rule() const;
+  // kChoice: "A, B or C".
+  std::string ChoiceList() const;
   // INVALID_ARGUMENT "<method>.<name>: <rule>" when `value` is out of bounds, not whole (for
   // integers, booleans and choices) or not a number.
   Status Check(const std::string& method, double value) const;

@@ -70,9 +70,9 @@ Status BuildPipeline(const nlohmann::json& doc, const JsonFields& f,
 Status LoadComponents(const std::string& dir, const nlohmann::json& doc, const JsonFields& f,
                       const LoadOptions& options, ModelSet& set) {
   const nlohmann::json& components = doc["components"];
+  const std::vector<FamilyComponent>& rows = FamilyComponents();
   // A key the loader does not know would be ignored, and its component silently missing.
   for (const auto& item : components.items()) {
-    const auto& rows = FamilyComponents();
     if (std::none_of(rows.begin(), rows.end(),
                      [&](const FamilyComponent& row) { return item.key() == row.key; })) {
       return f.Error("components." + item.key(),
@@ -82,7 +82,7 @@ Status LoadComponents(const std::string& dir, const nlohmann::json& doc, const J
       return f.Error("components." + item.key(), "must be a directory name (a string)");
     }
   }
-  for (const FamilyComponent& row : FamilyComponents()) {
+  for (const FamilyComponent& row : rows) {
     if (row.required && !components.contains(row.key)) {
       return f.Error(std::string("components.") + row.key, "missing");
     }
@@ -91,7 +91,7 @@ Status LoadComponents(const std::string& dir, const nlohmann::json& doc, const J
   // 0: the target's own.
   MULO_ASSIGN_OR_RETURN(const int64_t grid_size, f.Int("grid_size", 0, 1024, 0));
   std::vector<std::shared_ptr<const Conditioner>> conditioners;
-  for (const FamilyComponent& row : FamilyComponents()) {
+  for (const FamilyComponent& row : rows) {
     if (!components.contains(row.key)) continue;
     ComponentLoad load{dir + "/" + components[row.key].get<std::string>(),
                        options,
