@@ -20,6 +20,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "bench/median.h"
 #include "absl/strings/str_cat.h"
 #include "mulo/v1/image_generation.grpc.pb.h"
 
@@ -32,6 +33,7 @@ ABSL_FLAG(int, warmup, 4, "requests per front end first, not measured");
 
 namespace {
 
+using mulo::bench::Median;
 using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point t) {
@@ -73,12 +75,6 @@ double Grpc(mulo::v1::ImageGeneration::Stub& stub, const mulo::v1::GenerateReque
   while (reader->Read(&response)) image = image || response.has_image();
   if (!reader->Finish().ok() || !image) return -1;
   return SecondsSince(start);
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 }  // namespace

@@ -38,6 +38,7 @@ struct GenerationEvent {
   int64_t image_height = 0;
   engine::Stats stats;
   double queue_seconds = 0.0;
+  double first_row_seconds = -1.0;  // from the job's queueing to its first committed row
   std::string method;         // the method that ran (auto's choice)
   std::string method_choice;  // auto: why that method; empty otherwise
 

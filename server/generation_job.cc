@@ -130,12 +130,16 @@ void GenerationJob::Run(engine::EngineLoop* loop, engine::KvReservation* kv) {
     Post(std::move(event));
     return;
   }
+  GenerationEvent image;
   {
     std::lock_guard<std::mutex> lock(mu_);
     record_.stats = result->stats;
     record_.tokens = static_cast<int64_t>(result->tokens.size());
+    if (record_.first_row) {
+      image.first_row_seconds =
+          std::chrono::duration<double>(*record_.first_row - record_.enqueued).count();
+    }
   }
-  GenerationEvent image;
   image.kind = GenerationEvent::Kind::kImage;
   image.image = *std::move(bytes);
   image.format = r.image_format;
@@ -143,6 +147,7 @@ void GenerationJob::Run(engine::EngineLoop* loop, engine::KvReservation* kv) {
   image.image_height = r.output_height > 0 ? r.output_height : result->image.height;
   image.tokens = result->tokens;
   image.stats = result->stats;
+  if (!r.return_commit_map) image.stats.commit_map.clear();
   image.queue_seconds = queue_seconds;
   image.method = r.plan.method;
   image.method_choice = r.plan.method_config.chosen_by;

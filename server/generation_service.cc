@@ -54,7 +54,18 @@ void GenerationService::Finish(const Call& call, const absl::Status& status,
     log.stats = record->stats;
   }
   metrics_.RecordRequest(log);
+  if (status.ok() && record != nullptr) {
+    live_.Record({method, log.stats.tokens, log.stats.target_forward_passes,
+                  log.stats.accepted_tokens, log.stats.verify_steps});
+  }
   WriteRequestLog(log);
+}
+
+LiveFigures::Snapshot GenerationService::Live() const {
+  LiveFigures::Snapshot out = live_.Read();
+  out.running = scheduler_.running();
+  out.queued = scheduler_.queue_depth();
+  return out;
 }
 
 void GenerationService::RecordRefused(const std::string& request_id, const std::string& model,

@@ -25,6 +25,7 @@
 #include "server/batch_policy.h"
 #include "server/generation_event.h"
 #include "server/generation_job.h"
+#include "server/live_figures.h"
 #include "server/model_repository.h"
 #include "server/request_limits.h"
 #include "server/scheduler.h"
@@ -109,6 +110,10 @@ class GenerationService {
   absl::StatusOr<ModelSummary> GetModel(const std::string& name,
                                         const std::string& field = "name") const;
 
+  // The playground's live panel: requests running and queued now, and what the images finished
+  // over the last minutes say (live_figures.h).
+  LiveFigures::Snapshot Live() const;
+
   // Drain: from now on new requests get UNAVAILABLE.
   void StopAccepting() { accepting_ = false; }
   bool accepting() const { return accepting_; }
@@ -135,6 +140,7 @@ class GenerationService {
   std::mutex calls_mu_;
   std::set<std::shared_ptr<Call>> calls_;  // in flight
   std::atomic<uint64_t> next_id_{1};
+  LiveFigures live_;
 };
 
 }  // namespace mulo::server

@@ -34,6 +34,7 @@ void FillStats(const engine::Stats& s, double queue_seconds, v1::Stats* out) {
   }
   out->set_queue_seconds(queue_seconds);
   out->set_total_seconds(s.total_seconds);
+  if (!s.commit_map.empty()) out->set_commit_map(s.commit_map.data(), s.commit_map.size());
 }
 
 std::optional<v1::GenerateResponse> ToGenerateResponse(const GenerationEvent& event) {

@@ -230,6 +230,7 @@ absl::Status MapOutput(const v1::GenerateRequest& request, ValidatedRequest& out
   }
   out.partial_images = static_cast<int>(request.stream().partial_images());
   out.full_size_previews = request.stream().full_size_previews();
+  out.return_commit_map = request.return_commit_map();
   return absl::OkStatus();
 }
 

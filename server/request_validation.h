@@ -38,6 +38,7 @@ struct ValidatedRequest {
   int preview_every_rows = 0;
   int partial_images = 0;  // previews spaced evenly over the rows
   bool full_size_previews = false;
+  bool return_commit_map = false;  // Stats.commit_map in the final image
 };
 
 absl::StatusOr<ValidatedRequest> ValidateRequest(const v1::GenerateRequest& request,

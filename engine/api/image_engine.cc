@@ -214,6 +214,7 @@ FamilyDescription ImageEngine::Describe() const {
   if (auto defaults = DefaultMethodConfig(kBaselineMethod, models_); defaults.ok()) {
     if (auto choice = ChooseAutoMethod(AutoOptions(), models_, *defaults); choice.ok()) {
       out.auto_method = choice->reason;
+      out.auto_choice = choice->method;
     }
   }
   return out;

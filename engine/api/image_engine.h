@@ -78,6 +78,7 @@ struct FamilyDescription {
   int64_t num_classes = 0;      // "class_label" families
   int64_t condition_rows = 0;
   std::string auto_method;  // what `auto` runs here and why
+  std::string auto_choice;  // the method `auto` runs here (empty when it cannot choose)
 };
 
 class ImageEngine {

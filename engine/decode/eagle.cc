@@ -322,7 +322,7 @@ class EagleState : public SteppedMethod::State {
       MULO_ASSIGN_OR_RETURN(RelaxedTreeDecision judged,
                             RelaxedTreeDecisionFromHost(values, length, max_depth));
       decision = std::move(judged.decision);
-      verdict->relaxed_accepts = judged.relaxed_accepts;
+      verdict->relaxed = judged.relaxed;
       verdict->pooled_drafts = judged.pooled_drafts;
       verdict->pooled_neighbors = judged.pooled_neighbors;
     } else {
@@ -367,13 +367,15 @@ class EagleState : public SteppedMethod::State {
     const int64_t pushed = static_cast<int64_t>(x.size()) - n;
     proposer_->Push(std::vector<int64_t>(x.begin() + n, x.end()), features.narrow(1, 0, pushed));
     stats.CountAcceptedPath(accepted);
-    stats.relaxed_accepted_tokens += verdict.relaxed_accepts;
+    stats.relaxed_accepted_tokens += verdict.relaxed_accepts();
     stats.pooled_drafts += verdict.pooled_drafts;
     stats.pooled_neighbors += verdict.pooled_neighbors;
     // The next token replaced rejected children (rather than extending a leaf).
     const int64_t last = accepted > 0 ? verdict.accepted.back() : -1;
-    stats.resampled_tokens += std::count(tree.drafts.parents.begin(), tree.drafts.parents.end(),
-                                         last) > 0;
+    const bool redrawn =
+        std::count(tree.drafts.parents.begin(), tree.drafts.parents.end(), last) > 0;
+    stats.resampled_tokens += redrawn;
+    session.commit_map().Path(n, accepted, verdict.RelaxedPlaces(), redrawn);
     if (shapes_ && tree_depth > 0) {  // alpha = accepted length / tree depth
       shapes_->Record(n, static_cast<int64_t>(x.size()) - n, shape,
                       static_cast<double>(accepted) / static_cast<double>(tree_depth));

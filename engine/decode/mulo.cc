@@ -62,7 +62,7 @@ class MuloState : public SteppedMethod::State {
       for (int64_t i : verdict.rejected) rejected.push_back(n + i);
       resample = ExpandRejections(rejected, n, end, grid, options_.radius, options_.rejection);
       if (on_device) MULO_RETURN_IF_ERROR(TakeRedrawn(session, resample, judged, n, &seq));
-      stats.relaxed_accepted_tokens += verdict.relaxed_accepts;
+      stats.relaxed_accepted_tokens += MarkCommitMap(session, verdict, resample, n, length);
       stats.expansion_resampled_tokens += static_cast<int64_t>(resample.size() - rejected.size());
     }
     stats.drafted_tokens += length;
@@ -82,6 +82,29 @@ class MuloState : public SteppedMethod::State {
   }
 
  private:
+  // The step's acceptance map: the re-sampled positions are re-drawn, the others are drafts
+  // kept at depth 1 (drafted at once), relaxed where only the pooled mass kept them. Returns
+  // the relaxed ones (a relaxed draft that an expansion re-samples is not kept).
+  static int64_t MarkCommitMap(DecodeSession& session, const Verdict& verdict,
+                               const std::vector<int64_t>& resample, int64_t n, int64_t length) {
+    std::vector<bool> redrawn(length, false);
+    for (int64_t position : resample) redrawn[position - n] = true;
+    int64_t relaxed = 0;
+    for (int64_t i = 0; i < length; ++i) {
+      if (redrawn[i]) {
+        session.commit_map().Redrawn(n + i);
+      } else {
+        session.commit_map().Draft(n + i, /*depth=*/1);
+      }
+    }
+    for (int64_t i : verdict.relaxed) {
+      if (redrawn[i]) continue;
+      session.commit_map().Draft(n + i, /*depth=*/1, /*relaxed=*/true);
+      ++relaxed;
+    }
+    return relaxed;
+  }
+
   // A step's verdict as read back: the drafter's new tokens, U_r's drafts, their pooled and own
   // probabilities (float32 values) and, where the step re-sampled on the device, its decisions
   // (each draft re-sampled or not, the step's tokens).

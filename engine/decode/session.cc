@@ -510,6 +510,7 @@ DecodeSession::DecodeSession(const DecodeRequest& request, const ModelSet& model
       rngs_{Rng(request.sampling.seed, RngStream::kTarget),
             Rng(request.sampling.seed, RngStream::kDrafter),
             Rng(request.sampling.seed, RngStream::kAcceptance)},
+      commit_map_(models.target->grid_size() * models.target->grid_size()),
       start_(std::chrono::steady_clock::now()) {
   committed_.reserve(num_tokens());
 }
@@ -709,6 +710,7 @@ DecodeResult DecodeSession::Finish() {
   result.tokens.assign(committed_.begin(), committed_.end());
   result.tokens.resize(num_tokens());
   stats_.tokens = num_tokens();
+  stats_.commit_map = commit_map_.codes();
   stats_.total_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   result.stats = stats_;

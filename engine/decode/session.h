@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/core/status.h"
+#include "engine/decode/commit_map.h"
 #include "engine/decode/decoding_method.h"
 #include "engine/decode/engine_loop.h"
 #include "engine/model/token_model.h"
@@ -318,6 +319,9 @@ class DecodeSession {
   // row before them is final too.
   void CommitRows(const std::vector<int64_t>& grid_tokens, const std::vector<bool>& row_done);
   bool done() const { return static_cast<int64_t>(committed_.size()) >= num_tokens(); }
+  // How each token was committed (commit_map.h): a method marks its kept drafts and re-draws
+  // as it commits them; the rest are the target's own. Finish puts it in the Stats.
+  CommitMap& commit_map() { return commit_map_; }
 
   // The tokens and the Stats (token count, total seconds).
   DecodeResult Finish();
@@ -336,6 +340,7 @@ class DecodeSession {
   std::array<std::unique_ptr<UniformCache>, 3> uniform_caches_;  // made on first use
   std::vector<std::unique_ptr<ModelStream>> streams_;
   std::vector<int64_t> committed_;
+  CommitMap commit_map_;
   std::chrono::steady_clock::time_point start_;
 };
 

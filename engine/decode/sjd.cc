@@ -59,7 +59,8 @@ class JacobiState : public SteppedMethod::State {
     const int64_t accepted = static_cast<int64_t>(verdict.accepted.size());
     stats.CountAcceptedPath(accepted);
     stats.resampled_tokens += accepted < length;
-    stats.relaxed_accepted_tokens += verdict.relaxed_accepts;
+    stats.relaxed_accepted_tokens += verdict.relaxed_accepts();
+    session.commit_map().Path(n, accepted, verdict.relaxed, /*redrawn=*/accepted < length);
     stats.pooled_drafts += verdict.pooled_drafts;
     stats.pooled_neighbors += verdict.pooled_neighbors;
     x.insert(x.end(), window_.tokens.begin(), window_.tokens.begin() + accepted);
@@ -134,8 +135,9 @@ class JacobiState : public SteppedMethod::State {
     SkipChainNumbers(rngs, length, accepted, bonus_possible && !session.greedy());
     stats.CountAcceptedPath(accepted);
     stats.resampled_tokens += accepted < length;
+    session.commit_map().Path(n, accepted, out.relaxed, /*redrawn=*/accepted < length);
     if (rules_->groups) {  // as the eager verdict counts them: every judged draft pools
-      stats.relaxed_accepted_tokens += out.relaxed;
+      stats.relaxed_accepted_tokens += static_cast<int64_t>(out.relaxed.size());
       stats.pooled_drafts += std::min(accepted + 1, length);
       stats.pooled_neighbors += out.neighbors;
     }

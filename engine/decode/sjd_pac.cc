@@ -132,7 +132,9 @@ class PacState : public SteppedMethod::State {
         KeepPath(session, root_row, path_tokens, path_rows, verdict.next_token, x));
     stats.CountAcceptedPath(accepted);
     const int64_t last = accepted > 0 ? verdict.accepted.back() : -1;
-    stats.resampled_tokens += std::count(tree.parents.begin(), tree.parents.end(), last) > 0;
+    const bool redrawn = std::count(tree.parents.begin(), tree.parents.end(), last) > 0;
+    stats.resampled_tokens += redrawn;
+    session.commit_map().Path(n, accepted, {}, redrawn);
     {  // 5. Adaptive continuation along the carried path, then the next tree's candidates.
       auto timer = session.Time(Phase::kSampling);
       MULO_RETURN_IF_ERROR(
@@ -258,9 +260,11 @@ class PacState : public SteppedMethod::State {
     // A token was re-drawn from a residual when the path's last node (the root) had children.
     const int64_t branching = static_cast<int64_t>(extra_.size());
     const int64_t last = accepted > 0 ? decision.accepted.back() : -1;
-    stats.resampled_tokens +=
-        accepted == 0 || (accepted < length && (accepted < branching ||
-                                                last == shape.jacobi.main[accepted - 1]));
+    const bool redrawn =
+        accepted == 0 ||
+        (accepted < length && (accepted < branching || last == shape.jacobi.main[accepted - 1]));
+    stats.resampled_tokens += redrawn;
+    session.commit_map().Path(n, accepted, {}, redrawn);
     TakeNextWindow(session, rngs, graphs.shape(), out, decision.tries, length, bonus,
                    static_cast<int64_t>(x.size()) - n);
     session.Commit(std::move(x));

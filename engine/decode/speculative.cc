@@ -48,6 +48,7 @@ class SpeculativeState : public SteppedMethod::State {
     const int64_t accepted = static_cast<int64_t>(verdict.accepted.size());
     stats.CountAcceptedPath(accepted);
     stats.resampled_tokens += accepted < gamma;
+    session.commit_map().Path(n, accepted, {}, /*redrawn=*/accepted < gamma);
     x.insert(x.end(), drafts.tokens.begin(), drafts.tokens.begin() + accepted);
     if (verdict.next_token >= 0) x.push_back(verdict.next_token);
     // Both models keep what they were fed of the new committed prefix.
@@ -103,6 +104,7 @@ class SpeculativeState : public SteppedMethod::State {
     SkipChainNumbers(rngs, gamma, accepted, bonus_possible && !session.greedy());
     stats.CountAcceptedPath(accepted);
     stats.resampled_tokens += accepted < gamma;
+    session.commit_map().Path(n, accepted, {}, /*redrawn=*/accepted < gamma);
     draft_->ResolveDrawn(n, verdict.drafts);
     x.insert(x.end(), verdict.drafts.begin(), verdict.drafts.begin() + accepted);
     // At the image's end the chain has no bonus: its row was fed at the last position, unread.

@@ -75,6 +75,9 @@ struct Stats {
   int64_t text_stage_forward_passes = 0;
   std::array<double, kNumPhases> phase_seconds{};
   double total_seconds = 0.0;
+  // How each image token was committed, one code per token in raster order (commit_map.h):
+  // the target's own draw, a re-draw, or a draft kept at its depth (relaxed or not).
+  std::vector<uint8_t> commit_map;
 
   // One verify step kept a path (chain prefix or tree path) of `accepted` drafts: counts them
   // per depth (accepted_per_position grows as needed) and in accepted_tokens.

@@ -143,8 +143,9 @@ struct VerifyGraphs::Entry {
   //   redraw [requests, drafts + 1] float64: the re-draws' numbers (Shape::redraw).
   torch::Tensor ints, drafts, q, accept, draw, redraw;
   std::optional<KvCache> view;  // the pool's slots as the ints' slot column indexes them
-  // [requests, drafts + kDecisionFields (+ drafts + 1 with redraw)] int64, written by every
-  // replay: the drafts, the decisions (and the re-draws): the one read.
+  // [requests, drafts + kDecisionFields (+ drafts + 1 with redraw) (+ drafts with groups)]
+  // int64, written by every replay: the drafts, the decisions (the re-draws, the relaxed
+  // flags): the one read.
   torch::Tensor result;
   torch::Tensor p;  // [requests, drafts + 1, vocab] float32, every replay (Shape::redraw)
   std::unique_ptr<ReplayableGraph> graph;
@@ -293,6 +294,8 @@ void VerifyGraphs::Body(Entry& e, const Key& key) const {
         RedrawRows(shape_.couple, p, q, e.drafts, e.accept, e.redraw, steps, decisions, judged));
     e.p = p;
   }
+  // With groups: which kept drafts only the pooled masses kept (the acceptance map's marks).
+  if (shape_.group_size > 1) result.push_back(decisions.narrow(1, kDecisionFields, drafts_));
   e.result = torch::cat(result, 1);
 }
 
@@ -430,11 +433,18 @@ StatusOr<std::vector<VerifyGraphs::Output>> VerifyGraphs::Run(
     std::vector<Output> outputs;
     for (size_t r = 0; r < calls.size(); ++r) {
       const int64_t* const row = host + static_cast<int64_t>(r) * width;
-      Output out{std::vector<int64_t>(row, row + drafts_), row[drafts_], row[drafts_ + 1],
-                 row[drafts_ + 2], row[drafts_ + 3]};
+      Output out;
+      out.drafts.assign(row, row + drafts_);
+      out.kept = row[drafts_];
+      out.next_token = row[drafts_ + 1];
+      out.neighbors = row[drafts_ + 3];
+      const int64_t flags = shape_.group_size > 1 ? drafts_ : 0;
       if (shape_.redraw) {
-        out.redraws.assign(row + drafts_ + kDecisionFields, row + width);
+        out.redraws.assign(row + drafts_ + kDecisionFields, row + width - flags);
         out.p = p.select(0, static_cast<int64_t>(r));
+      }
+      for (int64_t i = 0; i < flags; ++i) {
+        if (row[width - flags + i] != 0) out.relaxed.push_back(i);
       }
       outputs.push_back(std::move(out));
       calls[r].cache->Advance(drafts_ + 1);

@@ -112,7 +112,8 @@ class VerifyGraphs {
     std::vector<int64_t> drafts;  // the chain, read back
     int64_t kept = 0;             // leading drafts kept
     int64_t next_token = -1;      // the residual's draw, or the bonus after a kept chain
-    int64_t relaxed = 0;    // with groups: kept drafts their own masses would have rejected
+    // With groups: the kept drafts their own masses would have rejected (their indices).
+    std::vector<int64_t> relaxed;
     int64_t neighbors = 0;  // with groups: the tokens pooled for the judged drafts
     // Shape::redraw: row i of p re-drawn with redraw_uniforms[i - kept - 1] (rows up to
     // kept hold no meaningful draw), and p itself ([drafts + 1, vocab] float32, on the device).

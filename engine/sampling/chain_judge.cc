@@ -21,9 +21,16 @@ std::vector<ChainDecision> JudgeChainsTogether(const std::vector<ChainCall>& cal
     for (size_t i : members) batch.push_back(calls[i]);
     const torch::Tensor rows = HostRead(JudgeChains(batch), torch::kInt64).contiguous();
     const int64_t* values = rows.data_ptr<int64_t>();
+    const int64_t columns = rows.size(1);
     for (size_t j = 0; j < members.size(); ++j) {
-      const int64_t* row = values + 4 * j;
-      decisions[members[j]] = {row[0], row[1], row[2], row[3]};
+      const int64_t* row = values + columns * static_cast<int64_t>(j);
+      ChainDecision& decision = decisions[members[j]];
+      decision.kept = row[0];
+      decision.next_token = row[1];
+      decision.neighbors = row[3];
+      for (int64_t i = 4; i < columns; ++i) {
+        if (row[i] != 0) decision.relaxed.push_back(i - 4);
+      }
     }
   }
   return decisions;

@@ -17,7 +17,8 @@ namespace mulo::engine {
 struct ChainDecision {
   int64_t kept = 0;         // leading drafts kept
   int64_t next_token = -1;  // replacement or bonus; -1 = none
-  int64_t relaxed = 0;      // pooled rules: kept drafts x_i's own masses would have rejected
+  // Pooled rules: the kept drafts x_i's own masses would have rejected (their indices i).
+  std::vector<int64_t> relaxed;
   int64_t neighbors = 0;    // pooled rules: neighbours pooled for the judged drafts
 };
 

@@ -78,6 +78,7 @@ torch::Tensor JudgeChains(const std::vector<ChainCall>& calls) {
   torch::Tensor accepted = torch::zeros({count}, long_options);
   torch::Tensor next = torch::full({count}, -1, long_options);
   torch::Tensor relaxed = torch::zeros({count}, long_options);
+  torch::Tensor relaxed_at = torch::zeros({count, width}, long_options);
   torch::Tensor neighbors = torch::zeros({count}, long_options);
   if (width > 0) {
     const torch::Tensor drafts =
@@ -116,7 +117,8 @@ torch::Tensor JudgeChains(const std::vector<ChainCall>& calls) {
     accepted = kept.sum(1);
     if (any_pooled) {
       // Calls judged by their own masses have keep == own: no relaxed accepts, no neighbours.
-      relaxed = kept.mul(own.logical_not().to(torch::kInt64)).sum(1);
+      relaxed_at = kept.mul(own.logical_not().to(torch::kInt64));
+      relaxed = relaxed_at.sum(1);
       // Judged: the kept drafts and the first rejected one (all of them when none is).
       torch::Tensor judged = positions.le(accepted.unsqueeze(1));
       if (ragged) judged = judged.logical_and(in_chain);
@@ -150,7 +152,7 @@ torch::Tensor JudgeChains(const std::vector<ChainCall>& calls) {
     if (!all(has_bonus, 1)) whole = whole.logical_and(OnDevice(has_bonus, device).to(torch::kBool));
     next = torch::where(whole, bonus, next);
   }
-  return torch::stack({accepted, next, relaxed, neighbors}, 1);
+  return torch::cat({torch::stack({accepted, next, relaxed, neighbors}, 1), relaxed_at}, 1);
 }
 
 }  // namespace mulo::engine

@@ -40,12 +40,13 @@ struct ChainCall {
   int64_t length() const { return tokens.size(0); }
 };
 
-// The calls' decisions, int64 [calls, 4] on their device; per call: the number of leading
-// drafts kept, the next token (-1 when every draft is kept and p has no bonus row), the kept
-// drafts that x_i's own masses would have rejected with the same u_i, and the neighbours
-// pooled for the judged drafts (the kept ones and the first rejected); the last two are 0
-// without pooled masses. The calls share their vocabulary and device, their lengths may
-// differ; every operation is row-wise, so call c's row is its decision alone.
+// The calls' decisions, int64 [calls, 4 + L] on their device (L the longest call's length);
+// per call: the number of leading drafts kept, the next token (-1 when every draft is kept and
+// p has no bonus row), the kept drafts that x_i's own masses would have rejected with the same
+// u_i, the neighbours pooled for the judged drafts (the kept ones and the first rejected), then
+// per draft i whether it is one of those relaxed kept drafts (1) or not (0); the relaxed
+// columns are 0 without pooled masses. The calls share their vocabulary and device, their lengths
+// may differ; every operation is row-wise, so call c's row is its decision alone.
 torch::Tensor JudgeChains(const std::vector<ChainCall>& calls);
 
 }  // namespace mulo::engine

@@ -80,7 +80,7 @@ StatusOr<Verdict> ExactVerifier::Verify(const VerifyInput& input,
     for (int64_t i = 0; i < kept; ++i) verdict.accepted.push_back(i);
     verdict.next_token = decision.next_token;
     if (call.pooled) {  // as the host loop counts them: every judged draft pools
-      verdict.relaxed_accepts = decision.relaxed;
+      verdict.relaxed = decision.relaxed;
       verdict.pooled_drafts = judged;
       verdict.pooled_neighbors = decision.neighbors;
     }
@@ -111,7 +111,7 @@ StatusOr<Verdict> ExactVerifier::VerifyOnHost(const VerifyInput& input,
         verdict.next_token = SampleFromProbabilities(replacement, *rngs.draw);
         return verdict;
       }
-      verdict.relaxed_accepts += judgement.relaxed;
+      if (judgement.relaxed) verdict.relaxed.push_back(i);
       verdict.accepted.push_back(i);
     }
     if (input.p.size(0) > length) {  // the bonus position after a fully kept chain

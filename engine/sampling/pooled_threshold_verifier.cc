@@ -44,7 +44,7 @@ Verdict PooledThresholdVerifier::Judge(const std::vector<double>& pooled,
     // NaN never passes.
     const bool keep = pooled[i] >= tau_;
     (keep ? verdict.accepted : verdict.rejected).push_back(static_cast<int64_t>(i));
-    if (keep && !(own[i] >= tau_)) ++verdict.relaxed_accepts;
+    if (keep && !(own[i] >= tau_)) verdict.relaxed.push_back(static_cast<int64_t>(i));
   }
   return verdict;
 }

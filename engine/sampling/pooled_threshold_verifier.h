@@ -16,7 +16,7 @@ class PooledThresholdVerifier : public Verifier {
  public:
   PooledThresholdVerifier(double tau, PoolingRule pooling, const LatentNeighbors& neighbors)
       : tau_(tau), pooling_(pooling), neighbors_(neighbors) {}
-  // Verdict::relaxed_accepts counts the drafts kept only thanks to pooling (p(x) < tau).
+  // Verdict::relaxed lists the drafts kept only thanks to pooling (p(x) < tau).
   StatusOr<Verdict> Verify(const VerifyInput& input, const VerifierRngs& rngs) const override;
 
   // Verify in two halves, for a caller that reads more with the same host read: the pooled and

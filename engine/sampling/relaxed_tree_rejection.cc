@@ -46,6 +46,16 @@ torch::Tensor Neighbourhoods(const torch::Tensor& x, const torch::Tensor& take, 
          take.unsqueeze(1);
 }
 
+// flags bool [D] as one int64 [1] on their device: bit d set for flags[d] (the first
+// kMaxMaskedPlaces places), made on the device so that a graph can capture it.
+torch::Tensor PlacesMask(const torch::Tensor& flags) {
+  const int64_t places = std::min<int64_t>(flags.size(0), kMaxMaskedPlaces);
+  const auto longs = flags.options().dtype(torch::kInt64);
+  if (places == 0) return torch::zeros({1}, longs);
+  const torch::Tensor bits = torch::pow(2, torch::arange(places, longs));
+  return (flags.narrow(0, 0, places).to(torch::kInt64) * bits).sum().view({1});
+}
+
 }  // namespace
 
 torch::Tensor JudgeRelaxedTree(const RelaxedTreeCall& call) {
@@ -121,10 +131,10 @@ torch::Tensor JudgeRelaxedTree(const RelaxedTreeCall& call) {
     const torch::Tensor on = path_drafts.ge(0);
     next = best.index_select(0, row);
     tries = torch::zeros({1}, longs);
-    const torch::Tensor relaxed_accepts =
-        (relaxed.index_select(0, path_drafts.clamp_min(0)) & on).sum().view({1});
-    return torch::cat({on.sum().view({1}), tries, next, path_drafts, relaxed_accepts,
-                       pooled_drafts, pooled_neighbors});
+    const torch::Tensor relaxed_places =
+        PlacesMask(relaxed.index_select(0, path_drafts.clamp_min(0)) & on);
+    return torch::cat({on.sum().view({1}), tries, next, path_drafts, relaxed_places, pooled_drafts,
+                       pooled_neighbors});
   }
   // The residual chain, sibling rank by sibling rank for every row at once: each draft's p'
   // at its try and what pooling borrows there, then the row after that draft is rejected.
@@ -223,8 +233,10 @@ torch::Tensor JudgeRelaxedTree(const RelaxedTreeCall& call) {
                               (earlier & kept.unsqueeze(0)).any(1).logical_not();
   pooled_drafts = tried.sum().view({1});
   pooled_neighbors = (count * tried).sum().view({1});
-  const torch::Tensor relaxed_accepts = (second & kept_path.on_path).sum().view({1});
-  return torch::cat({kept_path.length, tries, next.view({1}), kept_path.path, relaxed_accepts,
+  const torch::Tensor on = kept_path.path.ge(0);
+  const torch::Tensor relaxed_places =
+      PlacesMask(second.index_select(0, kept_path.path.clamp_min(0)) & on);
+  return torch::cat({kept_path.length, tries, next.view({1}), kept_path.path, relaxed_places,
                      pooled_drafts, pooled_neighbors});
 }
 
@@ -239,7 +251,12 @@ StatusOr<RelaxedTreeDecision> RelaxedTreeDecisionFromHost(const std::vector<int6
   MULO_ASSIGN_OR_RETURN(
       out.decision,
       TreeDecisionFromHost({values.begin(), values.begin() + 3 + max_depth}, size, max_depth));
-  out.relaxed_accepts = values[3 + max_depth];
+  const int64_t relaxed_places = values[3 + max_depth];
+  for (int64_t place = 0; place < static_cast<int64_t>(out.decision.accepted.size()); ++place) {
+    if (place < kMaxMaskedPlaces && ((relaxed_places >> place) & 1) != 0) {
+      out.relaxed.push_back(out.decision.accepted[place]);
+    }
+  }
   out.pooled_drafts = values[4 + max_depth];
   out.pooled_neighbors = values[5 + max_depth];
   return out;

@@ -54,12 +54,17 @@ struct RelaxedTreeCall {
 
 // int64 [6 + max_depth] on p's device: JudgeTree's values (the kept path's length, the
 // acceptance numbers used, the next token, the kept drafts root first, -1 after the path),
-// then the relaxed accepts on the path, the drafts pooled and the neighbours pooled.
+// then the relaxed accepts on the path as a mask (bit d: the path's draft at depth d + 1 was
+// kept only thanks to the relaxation; depths past kMaxMaskedPlaces are not marked), the drafts
+// pooled and the neighbours pooled.
 torch::Tensor JudgeRelaxedTree(const RelaxedTreeCall& call);
+
+inline constexpr int64_t kMaxMaskedPlaces = 62;  // the mask's bits in an int64
 
 struct RelaxedTreeDecision {
   TreeDecision decision;
-  int64_t relaxed_accepts = 0, pooled_drafts = 0, pooled_neighbors = 0;
+  std::vector<int64_t> relaxed;  // the path's drafts kept only thanks to the relaxation
+  int64_t pooled_drafts = 0, pooled_neighbors = 0;
 };
 // JudgeRelaxedTree's values read to the host; INVALID_ARGUMENT when they are not 6 + max_depth
 // of them or the path is out of range.

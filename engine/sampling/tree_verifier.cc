@@ -137,7 +137,7 @@ Verdict TreeVerifier::Greedy(const torch::Tensor& p, const DraftBatch& drafts,
       }
     }
     verdict.accepted.push_back(next);
-    verdict.relaxed_accepts += relaxed[next];
+    if (relaxed[next]) verdict.relaxed.push_back(next);
     row = next;
   }
   verdict.next_token = best[row];
@@ -150,6 +150,13 @@ Verdict TreeVerifier::Sampled(const torch::Tensor& p, const torch::Tensor& q,
                               const VerifierRngs& rngs) const {
   Verdict verdict;
   Walk(drafts.size(), p, q, drafts, children, rngs, &verdict);
+  // keep_longest_path also kept siblings off the path it chose: only the path's drafts count.
+  const auto off_path = [&](int64_t node) {
+    return std::find(verdict.accepted.begin(), verdict.accepted.end(), node) ==
+           verdict.accepted.end();
+  };
+  verdict.relaxed.erase(std::remove_if(verdict.relaxed.begin(), verdict.relaxed.end(), off_path),
+                        verdict.relaxed.end());
   return verdict;
 }
 
@@ -169,7 +176,7 @@ void TreeVerifier::Walk(int64_t row, const torch::Tensor& p, const torch::Tensor
       if (!accept && borrowed > 0.0 &&
           RelaxedSecondChance(p_x, p_x + borrowed, q_x, *rngs.accept)) {
         accept = true;
-        ++verdict->relaxed_accepts;
+        verdict->relaxed.push_back(child);
       }
       if (accept) {
         kept.push_back(child);
@@ -206,6 +213,7 @@ void TreeVerifier::Walk(int64_t row, const torch::Tensor& p, const torch::Tensor
       }
       verdict->accepted.insert(verdict->accepted.end(), best.accepted.begin(),
                                best.accepted.end());
+      verdict->relaxed.insert(verdict->relaxed.end(), best.relaxed.begin(), best.relaxed.end());
       verdict->next_token = best.next_token;
       return;
     }

@@ -26,6 +26,7 @@
 
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -70,12 +71,25 @@ struct Verdict {
   std::vector<int64_t> rejected;  // drafts judged and rejected (rules that judge every draft)
   int64_t next_token = -1;        // drawn after the accepted path (replacement or bonus)
   // Accepted drafts that the exact rule (no relaxation) would not have kept, for the relaxed
-  // rules that can tell (pooled threshold: below tau on its own probability).
-  int64_t relaxed_accepts = 0;
+  // rules that can tell (pooled threshold: below tau on its own probability): a subset of
+  // `accepted`, the same ids.
+  std::vector<int64_t> relaxed;
   // Latent relaxations (LANTERN family): drafts whose pooled set was formed, and the
   // neighbours pooled for them, summed (|A| - 1 per draft).
   int64_t pooled_drafts = 0;
   int64_t pooled_neighbors = 0;
+
+  int64_t relaxed_accepts() const { return static_cast<int64_t>(relaxed.size()); }
+  // The relaxed drafts' places in `accepted` (their depth - 1 on a chain or a tree path).
+  std::vector<int64_t> RelaxedPlaces() const {
+    std::vector<int64_t> places;
+    for (size_t i = 0; i < accepted.size(); ++i) {
+      if (std::find(relaxed.begin(), relaxed.end(), accepted[i]) != relaxed.end()) {
+        places.push_back(static_cast<int64_t>(i));
+      }
+    }
+    return places;
+  }
 };
 
 // The acceptance stream decides keep / reject; the draw stream draws replacements.

@@ -21,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "server/client_text.h"
+#include "server/http/live_json.h"
 #include "server/http/openai_images.h"
 #include "server/http/playground_page.h"
 #include "server/listen_address.h"
@@ -569,6 +570,12 @@ bool HttpFrontEnd::Route(MHD_Connection* connection, const std::string& url,
       return wrong_method("GET, HEAD");
     }
     return HandleModels(connection, url, state);
+  }
+  if (url == "/v1/live") {
+    if (method != MHD_HTTP_METHOD_GET && method != MHD_HTTP_METHOD_HEAD) {
+      return wrong_method("GET, HEAD");
+    }
+    return Send(connection, 200, kJson, LiveJson(service_->Live()), envelope);
   }
   return SendError(connection,
                    absl::NotFoundError(absl::StrCat("path: no route ", method, " ", url)), 404,

@@ -170,23 +170,31 @@ Json StatsJson(const FinishedImage& image) {
       phases[engine::PhaseName(static_cast<engine::Phase>(i))] = s.phase_seconds[i];
     }
   }
-  return Json{{"request_id", image.request_id},
-              {"tokens", s.tokens},
-              {"target_forward_passes", s.target_forward_passes},
-              {"draft_forward_passes", s.draft_forward_passes},
-              {"drafted_tokens", s.drafted_tokens},
-              {"accepted_tokens", s.accepted_tokens},
-              {"resampled_tokens", s.resampled_tokens},
-              {"mean_accepted_length", s.MeanAcceptedLength()},
-              {"acceptance_rate", s.AcceptanceRate()},
-              {"step_compression", s.StepCompression()},
-              {"iterations", s.verify_steps},
-              {"queue_seconds", image.image.queue_seconds},
-              {"decode_seconds", s.total_seconds},
-              {"phase_seconds", phases},
-              {"method", image.image.method},
-              {"method_choice", image.image.method_choice},
-              {"image_tokens", image.image.tokens}};
+  Json stats{{"request_id", image.request_id},
+             {"tokens", s.tokens},
+             {"target_forward_passes", s.target_forward_passes},
+             {"draft_forward_passes", s.draft_forward_passes},
+             {"drafted_tokens", s.drafted_tokens},
+             {"accepted_tokens", s.accepted_tokens},
+             {"resampled_tokens", s.resampled_tokens},
+             {"relaxed_accepted_tokens", s.relaxed_accepted_tokens},
+             {"accepted_per_position", s.accepted_per_position},
+             {"mean_accepted_length", s.MeanAcceptedLength()},
+             {"acceptance_rate", s.AcceptanceRate()},
+             {"step_compression", s.StepCompression()},
+             {"iterations", s.verify_steps},
+             {"queue_seconds", image.image.queue_seconds},
+             {"first_row_seconds", image.image.first_row_seconds},
+             {"decode_seconds", s.total_seconds},
+             {"phase_seconds", phases},
+             {"method", image.image.method},
+             {"method_choice", image.image.method_choice},
+             {"image_tokens", image.image.tokens}};
+  // Asked for with "commit_map": true; its codes are the gRPC Stats.commit_map's, base64.
+  if (!s.commit_map.empty()) {
+    stats["commit_map"] = Base64(std::string(s.commit_map.begin(), s.commit_map.end()));
+  }
+  return stats;
 }
 
 Json UsageObject(int64_t input_tokens, int64_t output_tokens) {
@@ -213,6 +221,7 @@ Json ModelObject(const ModelSummary& m, int64_t created) {
                  {"top_p", m.default_top_p}}}};
   if (m.num_classes > 0) info["num_classes"] = m.num_classes;
   if (!m.auto_method.empty()) info["auto_method"] = m.auto_method;
+  if (!m.auto_choice.empty()) info["auto_choice"] = m.auto_choice;
   if (m.condition_width > 0) info["condition_width"] = m.condition_width;
   return {{"id", m.name}, {"object", "model"}, {"created", created}, {"owned_by", "mulo"},
           {"mulo", info}};
@@ -380,8 +389,8 @@ std::optional<absl::Status> ReadSamplingField(const std::string& key, const Json
   return absl::OkStatus();
 }
 
-// mulo's extensions: conditions, the text stage and the timeout. nullopt: `key` is not one of
-// them.
+// mulo's extensions: conditions, the text stage, the acceptance map and the timeout. nullopt: `key`
+// is not one of them.
 std::optional<absl::Status> ReadMuloField(const std::string& key, const Json& value,
                                           ParseState& state) {
   ImagesRequest& out = *state.out;
@@ -408,6 +417,9 @@ std::optional<absl::Status> ReadMuloField(const std::string& key, const Json& va
   } else if (key == "text_stage_method") {
     MULO_HTTP_ASSIGN_OR_RETURN(stage, String(value, key));
     r.set_text_stage_method(stage);
+  } else if (key == "commit_map") {
+    MULO_HTTP_ASSIGN_OR_RETURN(wanted, Bool(value, key));
+    r.set_return_commit_map(wanted);
   } else if (key == "timeout") {
     MULO_HTTP_ASSIGN_OR_RETURN(seconds, Number(value, key));
     if (seconds <= 0 || seconds > 86400) return Invalid(key, "must be in (0, 86400] seconds");

@@ -1,6 +1,8 @@
 // The playground served at GET / by the HTTP front end: one static page (no build step, no
-// CDN) that generates through the stream of /v1/images/generations and shows the partial images
-// as they come, then the image with its latency and the method's statistics.
+// CDN; its source is playground.html) that runs two or more methods on the same prompt and seed
+// through the stream of /v1/images/generations, showing each one's partial images as they come,
+// then its image, its acceptance map (Stats.commit_map) and its figures, beside a live panel
+// of the server (GET /v1/live).
 #ifndef MULO_SERVER_HTTP_PLAYGROUND_PAGE_H_
 #define MULO_SERVER_HTTP_PLAYGROUND_PAGE_H_
 

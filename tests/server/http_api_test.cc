@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <fstream>
@@ -98,12 +99,25 @@ TEST(HttpApiTest, NImagesAreDecodablePngsWithGrpcsTokensForSeedPlusI) {
   Json body = Body();
   body["n"] = 2;
   body["method"] = "speculative";
+  body["commit_map"] = true;
   const HttpResponse response = Post(**server, body);
   ASSERT_EQ(response.status, 200) << response.body;
   const Json json = Json::parse(response.body);
   ASSERT_EQ(json["data"].size(), 2u);
   const std::string size = json["size"];
   auto stub = (*server)->NewStub();
+  int64_t accepted = 0, steps = 0;
+  for (int i = 0; i < 2; ++i) {
+    // The acceptance map, asked for: a byte per token, its kept drafts (codes >= 2) the stats'.
+    const Json& stats = json["mulo"]["images"][i];
+    std::string map;
+    ASSERT_TRUE(absl::Base64Unescape(stats["commit_map"].get<std::string>(), &map));
+    ASSERT_EQ(map.size(), 32u * 32u);
+    EXPECT_EQ(std::count_if(map.begin(), map.end(), [](char c) { return uint8_t(c) >= 2; }),
+              stats["accepted_tokens"].get<int64_t>());
+    accepted += stats["accepted_tokens"].get<int64_t>();
+    steps += stats["iterations"].get<int64_t>();
+  }
   for (int i = 0; i < 2; ++i) {
     const cv::Mat image = DecodeB64(json["data"][i]["b64_json"]);
     ASSERT_FALSE(image.empty());
@@ -113,7 +127,25 @@ TEST(HttpApiTest, NImagesAreDecodablePngsWithGrpcsTokensForSeedPlusI) {
     const StreamResult grpc = RunStream(*stub, request);
     ASSERT_TRUE(grpc.status.ok()) << grpc.status.error_message();
     EXPECT_EQ(Tokens(json["mulo"]["images"][i]), ImageTokens(grpc)) << "image " << i;
+    EXPECT_TRUE(grpc.image->stats().commit_map().empty()) << "gRPC did not ask for the map";
+    accepted += grpc.image->stats().accepted_tokens();
+    steps += grpc.image->stats().iterations();
   }
+  // The live panel's figures: nothing running or queued, four speculative images whose mean
+  // accepted length is their accepted drafts over their steps.
+  auto live = server::metrics::testing::HttpGet((*server)->http_port(), "/v1/live");
+  ASSERT_TRUE(live.ok());
+  ASSERT_EQ(live->status, 200) << live->body;
+  const Json figures = Json::parse(live->body);
+  EXPECT_EQ(figures["running"], 0);
+  EXPECT_EQ(figures["queued"], 0);
+  EXPECT_GT(figures["images_per_second"].get<double>(), 0.0);
+  ASSERT_EQ(figures["methods"].size(), 1u);
+  EXPECT_EQ(figures["methods"][0]["method"], "speculative");
+  EXPECT_EQ(figures["methods"][0]["images"], 4);
+  ASSERT_GT(steps, 0);
+  EXPECT_DOUBLE_EQ(figures["methods"][0]["mean_accepted_length"].get<double>(),
+                   static_cast<double>(accepted) / steps);
   EXPECT_EQ(json["mulo"]["method"], "speculative");
   EXPECT_EQ(json["usage"]["output_tokens"], 2 * 32 * 32);
   EXPECT_EQ((*server)->MetricSum("mulo_requests_total", {"protocol=\"http\"", "code=\"OK\""}), 2);

@@ -143,6 +143,43 @@ TEST(ServerIntegrationTest, StreamsRowsInOrderAndReturnsTheImage) {
   EXPECT_EQ(kept.image->stats().accepted_tokens(), static_cast<uint32_t>(grid * grid));
 }
 
+TEST(ServerIntegrationTest, TheAcceptanceMapComesOnlyWhenAskedAndCountsTheStats) {
+  auto server = ServerProcess::Start(kRepository);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = (*server)->NewStub();
+  v1::GenerateRequest request = ValidRequest(3);
+  request.mutable_speculative()->set_gamma(3);
+  StreamResult plain = RunStream(*stub, request);
+  ASSERT_TRUE(plain.status.ok()) << plain.status.error_message();
+  EXPECT_TRUE(plain.image->stats().commit_map().empty()) << "not asked: no map";
+  request.set_return_commit_map(true);
+  StreamResult mapped = RunStream(*stub, request);
+  ASSERT_TRUE(mapped.status.ok()) << mapped.status.error_message();
+  const v1::Stats& stats = mapped.image->stats();
+  const std::string& map = stats.commit_map();
+  ASSERT_EQ(map.size(), static_cast<size_t>(mapped.image->tokens_size()));
+  // Code 1 re-drawn, 1 + d a draft kept at depth d, 0 the target's own.
+  uint32_t kept = 0, redrawn = 0;
+  std::vector<uint32_t> per_depth(stats.accepted_per_position_size(), 0);
+  for (char c : map) {
+    const uint8_t code = static_cast<uint8_t>(c);
+    redrawn += code == 1;
+    if (code >= 2) {
+      ++kept;
+      ASSERT_LE(code - 1, static_cast<int>(per_depth.size()));
+      ++per_depth[code - 2];
+    }
+  }
+  EXPECT_GT(kept, 0u);
+  EXPECT_EQ(kept, stats.accepted_tokens());
+  EXPECT_EQ(redrawn, stats.resampled_tokens());
+  EXPECT_EQ(per_depth, std::vector<uint32_t>(stats.accepted_per_position().begin(),
+                                             stats.accepted_per_position().end()));
+  // Asking changes nothing else: the same tokens.
+  EXPECT_TRUE(std::equal(mapped.image->tokens().begin(), mapped.image->tokens().end(),
+                         plain.image->tokens().begin(), plain.image->tokens().end()));
+}
+
 TEST(ServerIntegrationTest, DeadlineMidStreamStopsTheRequestAndFreesTheWorker) {
   auto server = ServerProcess::Start(kRepository);
   ASSERT_TRUE(server.ok()) << server.status();

@@ -165,12 +165,26 @@ TEST(ChainRejectionTest, EveryChainOfARaggedBatchGetsItsDecisionAlone) {
   for (int64_t seed : {1, 100, 200}) {
     const std::vector<ChainCall> calls = RaggedCalls(seed);
     const torch::Tensor together = JudgeChains(calls);
-    ASSERT_EQ(together.sizes(), (std::vector<int64_t>{static_cast<int64_t>(calls.size()), 4}));
+    // Four decision columns, then a relaxed flag per draft of the longest chain (8).
+    ASSERT_EQ(together.sizes(), (std::vector<int64_t>{static_cast<int64_t>(calls.size()), 4 + 8}));
     for (size_t i = 0; i < calls.size(); ++i) {
       const torch::Tensor alone = JudgeChains({calls[i]})[0];
-      EXPECT_TRUE(together[i].equal(alone))
+      const int64_t width = alone.size(0);
+      EXPECT_TRUE(together[i].narrow(0, 0, width).equal(alone))
           << "call " << i << " (length " << calls[i].length() << "): " << together[i] << " vs "
           << alone;
+      EXPECT_EQ(together[i].narrow(0, width, 4 + 8 - width).count_nonzero().item<int64_t>(), 0)
+          << "call " << i << ": flags past its chain";
+      // The flags mark as many drafts as the relaxed count says, all of them kept.
+      EXPECT_EQ(alone.narrow(0, 4, width - 4).sum().item<int64_t>(), alone[2].item<int64_t>());
+      if (width > 4 + alone[0].item<int64_t>()) {
+        EXPECT_EQ(
+            alone.narrow(0, 4 + alone[0].item<int64_t>(), width - 4 - alone[0].item<int64_t>())
+                .count_nonzero()
+                .item<int64_t>(),
+            0)
+            << "call " << i << ": a relaxed flag on a draft that was not kept";
+      }
     }
     // Control: the same chains with each other's numbers decide otherwise, so the rows above
     // depend on their own call's numbers and masses.
@@ -206,7 +220,12 @@ TEST(ChainRejectionTest, JudgedTogetherChainsReadTheHostOncePerBatch) {
     const torch::Tensor alone = JudgeChains({calls[i]})[0];
     EXPECT_EQ(decisions[i].kept, alone[0].item<int64_t>()) << i;
     EXPECT_EQ(decisions[i].next_token, alone[1].item<int64_t>()) << i;
-    EXPECT_EQ(decisions[i].relaxed, alone[2].item<int64_t>()) << i;
+    std::vector<int64_t> flagged;
+    for (int64_t j = 4; j < alone.size(0); ++j) {
+      if (alone[j].item<int64_t>() != 0) flagged.push_back(j - 4);
+    }
+    EXPECT_EQ(decisions[i].relaxed, flagged) << i;
+    EXPECT_EQ(static_cast<int64_t>(decisions[i].relaxed.size()), alone[2].item<int64_t>()) << i;
     EXPECT_EQ(decisions[i].neighbors, alone[3].item<int64_t>()) << i;
   }
 }

@@ -174,7 +174,7 @@ TEST(RelaxedTreeVerifierTest, DeltaZeroAndLambdaOneDecideAsTheLosslessRule) {
         ASSERT_OK(v2);
         ASSERT_EQ(v1->accepted, v2->accepted);
         ASSERT_EQ(v1->next_token, v2->next_token);
-        EXPECT_EQ(v1->relaxed_accepts, 0);
+        EXPECT_EQ(v1->relaxed_accepts(), 0);
       }
     }
   }
@@ -194,7 +194,7 @@ TEST(RelaxedTreeVerifierTest, GreedyRaisesTheDraftToItsPooledMassAndKeepsTheLong
                      .Verify({d, p, true}, {&a, &b});
   ASSERT_OK(relaxed);
   EXPECT_EQ(relaxed->accepted, (std::vector<int64_t>{0, 2}));
-  EXPECT_EQ(relaxed->relaxed_accepts, 1);
+  EXPECT_EQ(relaxed->relaxed_accepts(), 1);
   EXPECT_EQ(relaxed->next_token, 1);  // the argmax after draft 2 (row kP)
   EXPECT_GT(relaxed->pooled_drafts, 0);
   auto lossless = TreeVerifier().Verify({d, p, true}, {&a, &b});

@@ -26,7 +26,7 @@ TEST(OpenAiImagesTest, OpenAisFieldsAndOurExtensionsMapToTheRequest) {
     "response_format": "b64_json", "output_format": "jpeg", "partial_images": 2, "user": "u1",
     "quality": "auto", "method": "mulo", "mulo": {"tau": 0.0001, "preset": "PAPER"},
     "seed": 18446744073709551615, "cfg_scale": 2.5, "temperature": 0.5, "top_k": 7,
-    "top_p": 0.9, "timeout": 2.5})");
+    "top_p": 0.9, "timeout": 2.5, "commit_map": true})");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   const v1::GenerateRequest& r = parsed->request;
   EXPECT_EQ(r.model(), "synth");
@@ -47,6 +47,7 @@ TEST(OpenAiImagesTest, OpenAisFieldsAndOurExtensionsMapToTheRequest) {
   EXPECT_EQ(r.sampling().top_k(), 7u);
   EXPECT_DOUBLE_EQ(r.sampling().top_p(), 0.9);
   EXPECT_DOUBLE_EQ(*parsed->timeout_seconds, 2.5);
+  EXPECT_TRUE(r.return_commit_map());
   // The response carries no rows, and previews are OpenAI's full-size partial images.
   EXPECT_FALSE(r.stream().rows());
   EXPECT_TRUE(r.stream().full_size_previews());
@@ -93,6 +94,7 @@ TEST(OpenAiImagesTest, BadBodiesAreRefusedNamingTheField) {
   EXPECT_EQ(RefusedParam(R"({"stream": true, "n": 2})"), "n");
   EXPECT_EQ(RefusedParam(R"({"stream": "yes"})"), "stream");
   EXPECT_EQ(RefusedParam(R"({"timeout": 0})"), "timeout");
+  EXPECT_EQ(RefusedParam(R"({"commit_map": "yes"})"), "commit_map");
   EXPECT_EQ(RefusedParam(R"({"condition_tokens": [1, -2]})"), "condition_tokens");
   EXPECT_EQ(RefusedParam(R"({"extra": 1})"), "extra");
   EXPECT_EQ(RefusedParam(R"({"an: odd key": 1})"), "an: odd key");  // exact, whatever it holds
@@ -104,6 +106,19 @@ TEST(OpenAiImagesTest, BadBodiesAreRefusedNamingTheField) {
   EXPECT_EQ(RefusedParam(std::string(17, '[') + std::string(17, ']')), "body");
   EXPECT_EQ(RefusedParam(std::string(16, '[') + std::string(16, ']')), "body");  // not an object
   EXPECT_EQ(RefusedParam(R"({"prompt": "[[[[[[[[[[[[[[[[[[[[[[["})"), "");  // brackets in text
+}
+
+TEST(OpenAiImagesTest, TheAcceptanceMapIsInTheStatsOnlyWhenTheImageCarriesOne) {
+  FinishedImage image;
+  image.request_id = "r1";
+  image.image.kind = GenerationEvent::Kind::kImage;
+  image.image.stats.tokens = 4;
+  const Json without = Json::parse(ImagesResponseJson(1, ResponseEcho(), {image}));
+  EXPECT_FALSE(without["mulo"]["images"][0].contains("commit_map"));
+  image.image.stats.commit_map = {0, 1, 2, 0x83};
+  const Json with = Json::parse(ImagesResponseJson(1, ResponseEcho(), {image}));
+  // base64 of the bytes 00 01 02 83
+  EXPECT_EQ(with["mulo"]["images"][0]["commit_map"], "AAECgw==");
 }
 
 TEST(OpenAiImagesTest, ValidationMessagesNameTheHttpField) {
