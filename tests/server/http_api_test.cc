@@ -132,11 +132,20 @@ TEST(HttpApiTest, NImagesAreDecodablePngsWithGrpcsTokensForSeedPlusI) {
     steps += grpc.image->stats().iterations();
   }
   // The live panel's figures: nothing running or queued, four speculative images whose mean
-  // accepted length is their accepted drafts over their steps.
-  auto live = server::metrics::testing::HttpGet((*server)->http_port(), "/v1/live");
-  ASSERT_TRUE(live.ok());
-  ASSERT_EQ(live->status, 200) << live->body;
-  const Json figures = Json::parse(live->body);
+  // accepted length is their accepted drafts over their steps. A worker releases its job and
+  // the service records it just after the client has read the end of its stream: wait for it.
+  Json figures;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto live = server::metrics::testing::HttpGet((*server)->http_port(), "/v1/live");
+    ASSERT_TRUE(live.ok());
+    ASSERT_EQ(live->status, 200) << live->body;
+    figures = Json::parse(live->body);
+    if (figures["running"] == 0 && figures["methods"].size() == 1 &&
+        figures["methods"][0]["images"] == 4) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   EXPECT_EQ(figures["running"], 0);
   EXPECT_EQ(figures["queued"], 0);
   EXPECT_GT(figures["images_per_second"].get<double>(), 0.0);
