@@ -9,32 +9,6 @@ loading it (it links nothing more: unused declarations emit no code).
 """
 
 _PCH = "//tools/bazel:torch_types"
-_FUZZ_PCH = "//tools/bazel:torch_types_fuzz"
-
-# What the fuzz build (--config=fuzz) instruments with AddressSanitizer and libFuzzer's
-# coverage: the code the fuzzers feed (parsers, the server's edge, request options), whole
-# targets (a target shares one PCH, and its sanitizer flags must be the PCH's). The rest of the
-# engine compiles as in the ordinary build, so its objects come from the disk cache.
-_FUZZED_PACKAGES = [
-    "engine/api",
-    "engine/decode/specs",
-    "server",
-    "synth",
-    "tests/fuzz",
-    "tests/server",
-]
-_FUZZED_TARGETS = [
-    "engine/decode:method_registry",
-    "engine/decode:option_spec",
-    "engine/decode:option_text",
-    "engine/model:safetensors",
-    "engine/model:transformer_config",
-    "engine/model:vq_config",
-]
-_FUZZ_COPTS = select({
-    "//tools/bazel:libfuzzer": ["-fsanitize=fuzzer-no-link", "-fsanitize=address"],
-    "//conditions:default": [],
-})
 
 # Packages whose libraries (nearly) all include LibTorch's headers, directly or through an engine
 # header: a dependency on one of them, or on a sibling target inside one of them, means the
@@ -69,32 +43,21 @@ def _uses_torch(deps):
             return True
     return False
 
-def _fuzzed(name):
-    package = native.package_name()
-    return (any([(package + "/").startswith(p + "/") for p in _FUZZED_PACKAGES]) or
-            (package + ":" + name) in _FUZZED_TARGETS)
-
-def _with_pch(name, kwargs, torch_pch):
+def _with_pch(kwargs, torch_pch):
     deps = kwargs.get("deps", [])
     if torch_pch == None:
         torch_pch = _uses_torch(deps)
-    fuzzed = _fuzzed(name)
-    pch = _FUZZ_PCH if fuzzed else _PCH
-    copts = kwargs.get("copts", [])
     if torch_pch:
-        kwargs["deps"] = deps + [pch]
-        copts = copts + ["$(TORCH_PCH_COPTS)"]
-        kwargs["toolchains"] = kwargs.get("toolchains", []) + [pch]
-    if fuzzed:
-        copts = copts + _FUZZ_COPTS
-    kwargs["copts"] = copts
+        kwargs["deps"] = deps + [_PCH]
+        kwargs["copts"] = kwargs.get("copts", []) + ["$(TORCH_PCH_COPTS)"]
+        kwargs["toolchains"] = kwargs.get("toolchains", []) + [_PCH]
     return kwargs
 
 def cc_library(name, torch_pch = None, **kwargs):
-    native.cc_library(name = name, **_with_pch(name, kwargs, torch_pch))
+    native.cc_library(name = name, **_with_pch(kwargs, torch_pch))
 
 def cc_test(name, torch_pch = None, **kwargs):
-    native.cc_test(name = name, **_with_pch(name, kwargs, torch_pch))
+    native.cc_test(name = name, **_with_pch(kwargs, torch_pch))
 
 def cc_binary(name, torch_pch = None, **kwargs):
-    native.cc_binary(name = name, **_with_pch(name, kwargs, torch_pch))
+    native.cc_binary(name = name, **_with_pch(kwargs, torch_pch))
