@@ -59,7 +59,7 @@ struct SamplingSetting {
   double top_p;
 };
 inline constexpr SamplingSetting kGraphSettings[] = {{0.0, 0, 1.0}, {1.0, 0, 1.0}, {1.0, 50, 0.9}};
-// ar's greedy tokens for the synth prompt `prompt` on `family`.
+// ar's greedy tokens for the synth prompt `prompt` on `family`, decoded once per process.
 StatusOr<std::vector<int>> GreedyArTokens(const ModelSet& family, int prompt);
 
 }  // namespace mulo::engine::testing
