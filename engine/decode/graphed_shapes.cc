@@ -31,8 +31,8 @@ KvPools::GraphedShapes GraphedShapesOf(const MethodConfig& config, const ModelSe
     verify.radius = mulo.radius;
     verify.rejection = mulo.rejection;
     verify.pooling = mulo.pooling;
-    // The drafter's row rides along unless ZipAR's wavefront drafts it (read on its own).
-    verify.carried = mulo.zipar_window > 0 ? 0 : mulo.draft_rows * models.drafter->grid_size();
+    // The drafter's rows ride along (drawn by its row graphs or ZipAR's wavefront).
+    verify.carried = mulo.draft_rows * models.drafter->grid_size();
     // A drafter that continues from its own tokens drafts inside the same replay (step graphs).
     verify.draft = mulo.zipar_window == 0 && mulo.prefix == DraftPrefix::kOwn;
     verify.filters = true;  // top-k / top-p requests (LlamaGen's published settings) too

@@ -42,7 +42,8 @@ struct PoolPlan {
   // The target's graphs of MuLo-SD's verification (mulo_verify_graphs.h); none when null.
   std::function<StatusOr<std::shared_ptr<MuloVerifyGraphs>>(const KvPool&)> capture_mulo_verify =
       nullptr;
-  // The target's graphs of ZipAR's forwards (zipar_graphs.h); none when null.
+  // The graphs of ZipAR's forwards over the pool (zipar_graphs.h: ZipAR's target, MuLo-SD's
+  // drafter); none when null.
   std::function<StatusOr<std::shared_ptr<ZipArGraphs>>(const KvPool&)> capture_zipar = nullptr;
 };
 
@@ -233,13 +234,17 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
         });
       }
       // MuLo-SD's verification, expansion and re-draws in one replay, for the family's
-      // defaults (step graphs, which draft too, are captured once the drafter's pool is made).
+      // defaults (step graphs, which draft too, are captured once the drafter's pool is made);
+      // where the defaults draft in the step, also for the steps that cannot (a ZipAR
+      // drafter, a prefix to re-feed), which then draft apart and verify here.
       const std::optional<MuloVerifyGraphs::Shape>& mulo = shapes.mulo_verify;
-      if (mulo && !mulo->draft && models.neighbors != nullptr &&
+      if (mulo && models.neighbors != nullptr &&
           models.neighbors->codebook_size() == steps->vocab) {
         const LatentNeighbors* neighbors = models.neighbors.get();
-        plan.capture_mulo_verify = [steps, mulo, neighbors](const KvPool& pool) {
-          return MuloVerifyGraphs::Capture(pool, *mulo, *steps, neighbors);
+        MuloVerifyGraphs::Shape verify = *mulo;
+        verify.draft = false;
+        plan.capture_mulo_verify = [steps, verify, neighbors](const KvPool& pool) {
+          return MuloVerifyGraphs::Capture(pool, verify, *steps, neighbors);
         };
       }
       // ZipAR's forwards and draws in one replay, for any window.
@@ -262,6 +267,13 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
         return RowGraphs::Capture(
             pool, {tokens, /*drafts=*/false, /*read=*/false, /*filters=*/true}, *steps);
       };
+      // MuLo-SD x ZipAR: the drafter's wavefront forwards and their draws in one replay each,
+      // for any mulo.zipar_window (one set serves every window, as the target's).
+      if (models.upsampler != nullptr) {
+        plan.capture_zipar = [steps, model](const KvPool& pool) {
+          return ZipArGraphs::Capture(pool, model->grid_size(), *steps, /*filters=*/true);
+        };
+      }
     }
     if (steps && component == "chain") {
       plan.capture_rows = [steps, gamma](const KvPool& pool) {
@@ -596,8 +608,8 @@ const MuloVerifyGraphs* KvReservation::MuloVerifyGraphsOf(
   return pools_ != nullptr ? pools_->mulo_verify_graphs(target, shape) : nullptr;
 }
 
-const ZipArGraphs* KvPools::zipar_graphs(const TokenModel& target) const {
-  const Entry* entry = Find(&target);
+const ZipArGraphs* KvPools::zipar_graphs(const TokenModel& model) const {
+  const Entry* entry = Find(&model);
   if (entry == nullptr) return nullptr;
   for (const auto& graphs : zipar_graphs_) {
     if (&graphs->pool() == entry->pool.get()) return graphs.get();
@@ -605,8 +617,8 @@ const ZipArGraphs* KvPools::zipar_graphs(const TokenModel& target) const {
   return nullptr;
 }
 
-const ZipArGraphs* KvReservation::ZipArGraphsOf(const TokenModel& target) const {
-  return pools_ != nullptr ? pools_->zipar_graphs(target) : nullptr;
+const ZipArGraphs* KvReservation::ZipArGraphsOf(const TokenModel& model) const {
+  return pools_ != nullptr ? pools_->zipar_graphs(model) : nullptr;
 }
 
 int64_t KvPools::MemoryBytes() const {

@@ -74,8 +74,8 @@ class KvReservation {
   // (mulo_verify_graphs.h), or null.
   const MuloVerifyGraphs* MuloVerifyGraphsOf(const TokenModel& target,
                                              const MuloVerifyGraphs::Shape& shape) const;
-  // The worker's graphs of ZipAR's forwards with `target` (zipar_graphs.h), or null.
-  const ZipArGraphs* ZipArGraphsOf(const TokenModel& target) const;
+  // The worker's graphs of ZipAR's forwards with `model` (zipar_graphs.h), or null.
+  const ZipArGraphs* ZipArGraphsOf(const TokenModel& model) const;
 
  private:
   friend class KvPools;
@@ -168,9 +168,9 @@ class KvPools {
   // null.
   const MuloVerifyGraphs* mulo_verify_graphs(const TokenModel& target,
                                              const MuloVerifyGraphs::Shape& shape) const;
-  // The graphs of ZipAR's forwards with `target`, captured over its pool at load (every
-  // window), or null.
-  const ZipArGraphs* zipar_graphs(const TokenModel& target) const;
+  // The graphs of ZipAR's forwards with `model` (ZipAR's target, or MuLo-SD's drafter for
+  // its wavefront), captured over its pool at load (every window), or null.
+  const ZipArGraphs* zipar_graphs(const TokenModel& model) const;
 
   bool CanReserve(const KvDemand& demand) const;
   // The demand's slots, taken; null when they do not all fit (nothing is taken then). A need

@@ -91,9 +91,13 @@ StatusOr<MuloProposer::Proposal> MuloProposer::Propose(DecodeSession& session) {
     // (1) The drafter's next `rows_` rows: one token per forward, or as ZipAR's wavefront.
     auto timer = session.Time(Phase::kDraft);
     if (zipar_ != nullptr) {
-      MULO_ASSIGN_OR_RETURN(y, zipar_->DraftThrough(session, prefix_, first_row_ + rows_));
-      proposal.drafter_ids =
-          torch::zeros({0}, torch::TensorOptions().dtype(torch::kInt64).device(session.device()));
+      MULO_ASSIGN_OR_RETURN(const std::vector<int64_t> drafted,
+                            zipar_->DraftThrough(session, prefix_, first_row_ + rows_));
+      // The wavefront's new rows ride through the step's read as DraftRows' do, so that the
+      // verify graphs that carry a step's drafter rows fit this step too.
+      const std::vector<int64_t> rows(drafted.begin() + static_cast<int64_t>(y.size()),
+                                      drafted.end());
+      proposal.drafter_ids = Upload(torch::tensor(rows, torch::kInt64), session.device());
     } else {
       MULO_ASSIGN_OR_RETURN(proposal.drafter_ids, DraftRows(session, y));
     }

@@ -1,12 +1,14 @@
 #include "engine/decode/zipar.h"
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 #include "engine/core/device_upload.h"
 #include "engine/decode/kv_pools.h"
 #include "engine/decode/zipar_graphs.h"
 #include "engine/decode/zipar_rows.h"
+#include "engine/sampling/token_draw.h"
 
 namespace mulo::engine {
 namespace {
@@ -24,77 +26,34 @@ std::vector<std::pair<int64_t, int64_t>> DrawOrder(const ZipArRows::Forward& for
   return draws;
 }
 
-class ZipArState : public SteppedMethod::State {
- public:
-  ZipArState(ModelStream* target, ZipArRows rows) : target_(target), rows_(std::move(rows)) {}
-
-  // One forward advances every open row by one token. The stream's cache holds the tokens in
-  // the order they were fed (rows_.cached()), not in raster order, so the stream's fed() stays
-  // empty: every row of the cache carries its own position and the mask does the rest. From
-  // the worker's ZipAR graphs where they fit (one replay, one read), else eagerly.
-  Status Step(DecodeSession& session) override {
-    {
-      auto timer = session.Time(Phase::kTargetForward);
-      ZipArRows::Forward forward = rows_.Next(target_->condition_rows(), /*with_mask=*/false);
-      const KvReservation* kv = session.reservation();
-      const ZipArGraphs* graphs = kv != nullptr && !rows_.narrowed()
-                                      ? kv->ZipArGraphsOf(*session.models().target)
-                                      : nullptr;
-      const int64_t inputs = static_cast<int64_t>(forward.inputs.size());
-      if (graphs != nullptr && target_->CanStepZipAr(*graphs, inputs, session.sampling())) {
-        MULO_RETURN_IF_ERROR(FeedOnGraphs(session, *graphs, forward));
-      } else {
-        forward.mask = rows_.Mask(forward, target_->condition_rows());
-        const auto draw = [&](const torch::Tensor& logits) {
-          return session.ReadIds(session.DrawRowsOnDevice(logits, RngStream::kTarget));
-        };
-        MULO_RETURN_IF_ERROR(FeedPlanned(*target_, rows_, forward, draw));
-      }
-      ++session.stats().verify_steps;
-    }
-    session.CommitRows(rows_.tokens(), rows_.RowsDone());
-    return OkStatus();
+// The planned forward fed, its tokens drawn and read by one replay of the graphs; the
+// placeholders' rows dropped after it, as FeedPlanned does.
+Status FeedOnGraphs(DecodeSession& session, ModelStream& stream, ZipArRows& rows,
+                    const ZipArGraphs& graphs, const ZipArRows::Forward& forward, RngStream numbers,
+                    const SamplingParams& sampling) {
+  const std::vector<std::pair<int64_t, int64_t>> draws = DrawOrder(forward);
+  ZipArGraphs::Call call;
+  for (const ZipArRows::Input& in : forward.inputs) {
+    call.tokens.push_back(in.token);
+    call.rasters.push_back(in.raster);
+    call.placeholders.push_back(in.placeholder);
   }
-
- private:
-  // The planned forward fed, its tokens drawn and read by one replay of the graphs; the
-  // placeholders' rows dropped after it, as FeedPlanned does.
-  Status FeedOnGraphs(DecodeSession& session, const ZipArGraphs& graphs,
-                      const ZipArRows::Forward& forward) {
-    const std::vector<std::pair<int64_t, int64_t>> draws = DrawOrder(forward);
-    ZipArGraphs::Call call;
-    for (const ZipArRows::Input& in : forward.inputs) {
-      call.tokens.push_back(in.token);
-      call.rasters.push_back(in.raster);
-      call.placeholders.push_back(in.placeholder);
-    }
-    for (const auto& draw : draws) call.draws.push_back(draw.second);
-    call.cached = rows_.cached();
-    if (!draws.empty()) {
-      call.uniforms = session.DrawNumbers(RngStream::kTarget, static_cast<int64_t>(draws.size()));
-    }
-    call.sampling = session.sampling();
-    MULO_ASSIGN_OR_RETURN(const ZipArGraphs::Output out,
-                          target_->StepZipAr(graphs, std::move(call)));
-    MULO_RETURN_IF_ERROR(
-        target_->cache().Truncate(target_->cache().length() - forward.placeholders));
-    rows_.Fed(forward);
-    for (size_t j = 0; j < draws.size(); ++j) rows_.Set(draws[j].first, out.drawn[j]);
-    return OkStatus();
+  for (const auto& draw : draws) call.draws.push_back(draw.second);
+  call.cached = rows.cached();
+  if (!draws.empty()) {
+    call.uniforms = session.DrawNumbers(numbers, static_cast<int64_t>(draws.size()), &sampling);
   }
-
-  ModelStream* target_;
-  ZipArRows rows_;
-};
-
-}  // namespace
-
-Status AdvanceRows(
-    ModelStream& stream, ZipArRows& rows,
-    const std::function<StatusOr<std::vector<int64_t>>(const torch::Tensor&)>& draw_rows) {
-  return FeedPlanned(stream, rows, rows.Next(stream.condition_rows()), draw_rows);
+  call.sampling = sampling;
+  MULO_ASSIGN_OR_RETURN(const ZipArGraphs::Output out, stream.StepZipAr(graphs, std::move(call)));
+  MULO_RETURN_IF_ERROR(stream.cache().Truncate(stream.cache().length() - forward.placeholders));
+  rows.Fed(forward);
+  for (size_t j = 0; j < draws.size(); ++j) rows.Set(draws[j].first, out.drawn[j]);
+  return OkStatus();
 }
 
+// The planned forward with its mask fed eagerly, then the drawing rows gathered in position
+// order (one gather, or the forward's own row when it is one) and drawn by `draw_rows`, which
+// returns their ids.
 Status FeedPlanned(
     ModelStream& stream, ZipArRows& rows, const ZipArRows::Forward& forward,
     const std::function<StatusOr<std::vector<int64_t>>(const torch::Tensor&)>& draw_rows) {
@@ -110,7 +69,6 @@ Status FeedPlanned(
   if (draws.empty()) return OkStatus();
   std::vector<int64_t> inputs;
   for (const auto& draw : draws) inputs.push_back(draw.second);
-  // The drawing rows in position order: one gather, or the forward's own row when it is one.
   const torch::Tensor logits =
       inputs.size() == 1
           ? out.logits.narrow(1, inputs[0], 1)
@@ -119,6 +77,50 @@ Status FeedPlanned(
   MULO_ASSIGN_OR_RETURN(const std::vector<int64_t> drawn, draw_rows(logits));
   for (size_t j = 0; j < draws.size(); ++j) rows.Set(draws[j].first, drawn[j]);
   return OkStatus();
+}
+
+class ZipArState : public SteppedMethod::State {
+ public:
+  ZipArState(ModelStream* target, ZipArRows rows) : target_(target), rows_(std::move(rows)) {}
+
+  // One forward advances every open row by one token. The stream's cache holds the tokens in
+  // the order they were fed (rows_.cached()), not in raster order, so the stream's fed() stays
+  // empty: every row of the cache carries its own position and the mask does the rest. From
+  // the worker's ZipAR graphs where they fit (one replay, one read), else eagerly.
+  Status Step(DecodeSession& session) override {
+    {
+      auto timer = session.Time(Phase::kTargetForward);
+      const KvReservation* kv = session.reservation();
+      const ZipArGraphs* graphs =
+          kv != nullptr ? kv->ZipArGraphsOf(*session.models().target) : nullptr;
+      MULO_RETURN_IF_ERROR(
+          StepRows(session, *target_, rows_, graphs, RngStream::kTarget, session.sampling()));
+      ++session.stats().verify_steps;
+    }
+    session.CommitRows(rows_.tokens(), rows_.RowsDone());
+    return OkStatus();
+  }
+
+ private:
+  ModelStream* target_;
+  ZipArRows rows_;
+};
+
+}  // namespace
+
+Status StepRows(DecodeSession& session, ModelStream& stream, ZipArRows& rows,
+                const ZipArGraphs* graphs, RngStream numbers, const SamplingParams& sampling) {
+  ZipArRows::Forward forward = rows.Next(stream.condition_rows(), /*with_mask=*/false);
+  const int64_t inputs = static_cast<int64_t>(forward.inputs.size());
+  // A schedule narrowed by a test's Visibility is known to its Mask alone.
+  if (graphs != nullptr && !rows.narrowed() && stream.CanStepZipAr(*graphs, inputs, sampling)) {
+    return FeedOnGraphs(session, stream, rows, *graphs, forward, numbers, sampling);
+  }
+  forward.mask = rows.Mask(forward, stream.condition_rows());
+  return FeedPlanned(stream, rows, forward, [&](const torch::Tensor& logits) {
+    return session.ReadIds(
+        DrawTokens({logits, session.DrawNumbers(numbers, logits.size(1), &sampling), sampling}));
+  });
 }
 
 Status ZipArDecoder::Validate(const ModelSet& models) const {

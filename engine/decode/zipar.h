@@ -10,9 +10,8 @@
 
 #include <string>
 
-#include <functional>
-
 #include "engine/decode/session.h"
+#include "engine/decode/zipar_graphs.h"
 #include "engine/decode/zipar_rows.h"
 
 namespace mulo::engine {
@@ -22,19 +21,15 @@ struct ZipArOptions {
   ZipArRows::Visibility visible;  // tests: a narrower wavefront (zipar_rows.h); empty = ZipAR's
 };
 
-// One forward of a ZipAR wavefront through `stream` (its placeholders dropped from the cache
-// afterwards), then every predicted token drawn by `draw_rows` from their logits [batch, k, V]
-// in one call, top row first (the order of k draws one by one; one draw per forward when one
-// row is open: AR's order), which returns the k ids. Shared by ZipAR and the MuLo-SD drafter's
-// wavefront, which draw them on the device and read them once (one read per forward instead of
-// one per open row).
-Status AdvanceRows(
-    ModelStream& stream, ZipArRows& rows,
-    const std::function<StatusOr<std::vector<int64_t>>(const torch::Tensor&)>& draw_rows);
-// The same for a forward already planned (rows.Next) with its mask.
-Status FeedPlanned(
-    ModelStream& stream, ZipArRows& rows, const ZipArRows::Forward& forward,
-    const std::function<StatusOr<std::vector<int64_t>>(const torch::Tensor&)>& draw_rows);
+// One forward of a ZipAR wavefront through `stream`, then every predicted token drawn, top row
+// first (the order of k draws one by one; one draw per forward when one row is open: AR's
+// order), with the session's `numbers` stream and `sampling`, and read once. From one replay of
+// `graphs` (zipar_graphs.h: the forward, its mask and its draws inside) where they fit the
+// forward, else eagerly (a host-built mask, the drawing rows gathered and drawn on the device);
+// the placeholders' rows are dropped from the cache afterwards either way. Shared by ZipAR
+// (the target's graphs) and the MuLo-SD drafter's wavefront (the drafter pool's).
+Status StepRows(DecodeSession& session, ModelStream& stream, ZipArRows& rows,
+                const ZipArGraphs* graphs, RngStream numbers, const SamplingParams& sampling);
 
 class ZipArDecoder : public SteppedMethod {
  public:

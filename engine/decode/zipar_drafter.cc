@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "engine/decode/kv_pools.h"
 #include "engine/decode/zipar.h"
-#include "engine/sampling/token_draw.h"
 
 namespace mulo::engine {
 
@@ -33,13 +33,13 @@ StatusOr<std::vector<int64_t>> ZipArDrafter::DraftThrough(DecodeSession& session
   if (rows_ == nullptr || !Agrees(prefix)) MULO_RETURN_IF_ERROR(Restart(session, prefix));
   // Stop as soon as the rows are complete: the forward that would feed their last token
   // waits for the next step, which may bring a different prefix.
+  const KvReservation* kv = session.reservation();
+  const ZipArGraphs* graphs =
+      kv != nullptr ? kv->ZipArGraphsOf(*session.models().drafter) : nullptr;
   while (!rows_->RowsDone()[rows_end - 1]) {
     MULO_RETURN_IF_ERROR(session.CheckCancelled());
-    MULO_RETURN_IF_ERROR(AdvanceRows(*drafter_, *rows_, [&](const torch::Tensor& logits) {
-      return session.ReadIds(DrawTokens(
-          {logits, session.DrawNumbers(RngStream::kDrafter, logits.size(1), &sampling_),
-           sampling_}));
-    }));
+    MULO_RETURN_IF_ERROR(
+        StepRows(session, *drafter_, *rows_, graphs, RngStream::kDrafter, sampling_));
   }
   return std::vector<int64_t>(rows_->tokens().begin(), rows_->tokens().begin() + rows_end * grid_);
 }

@@ -6,7 +6,10 @@
 // the step's prefix for the rows it drew agrees with them (always with draft_prefix OWN);
 // otherwise it starts over from the prefix (one forward over it). With w = grid width every
 // drafter token is drawn from the same distribution, in the same order of the drafter's
-// random stream, as MuloProposer's sequential rows (tests/engine/decode/mulo_test.cc).
+// random stream, as MuloProposer's sequential rows (tests/engine/decode/mulo_test.cc). Each
+// wavefront forward replays the drafter pool's ZipAR graphs where the request has them
+// (zipar_graphs.h: one replay and one read per forward, the eager forward's tokens;
+// mulo_graphs_test), the restart's prefix feed and first draw excepted.
 #ifndef MULO_ENGINE_DECODE_ZIPAR_DRAFTER_H_
 #define MULO_ENGINE_DECODE_ZIPAR_DRAFTER_H_
 

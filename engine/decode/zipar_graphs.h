@@ -1,10 +1,11 @@
-// CUDA graphs of ZipAR's step over the target's KV-cache pool (issue 61): one replay feeds a
+// CUDA graphs of ZipAR's step over a model's KV-cache pool (issue 61; ZipAR's target, and
+// MuLo-SD's drafter when its rows advance as the wavefront): one replay feeds a
 // forward's set of tokens (every open row's newest token at its raster position, and the
 // placeholders that open the next rows; zipar_rows.h), mixes guidance, makes p and draws every
-// predicted token with the target stream's numbers, and leaves the drawn tokens in one small
-// tensor that the step reads once. Eagerly the same step dispatched ~150 operators around its
-// replayed forward (the mask and the inputs built and uploaded per forward, the gather of the
-// drawing rows, the draw).
+// predicted token with the caller's numbers (the stream's: target or drafter), and leaves the
+// drawn tokens in one small tensor that the step reads once. Eagerly the same step dispatched ~150
+// operators around its replayed forward (the mask and the inputs built and uploaded per forward,
+// the gather of the drawing rows, the draw).
 //
 // The mask is built inside the graph from rasters: each column of a request's span carries the
 // raster index of the token in that cache row (the condition rows -1; the forward's own rows
@@ -21,11 +22,11 @@
 // request's inputs write cache rows nothing attends (rows past the cache's length); pad
 // requests write to the scratch slot.
 //
-// Keys (streams, rows, span, filtered): streams padded to a power of two, rows the largest forward's
-// inputs padded to a power of two (as the pool's forward graphs pad them: a wavefront feeds 1
-// to 3 tokens most of the time, and a GPU's forward of 8 rows costs the H100 projection 2.5x
-// one of 2), span the longest cache after them in whole ForwardGraphs::kSpanRows, and whether
-// the batch filters (a copy of each key that applies each request's top-k and top-p, as
+// Keys (streams, rows, span, filtered): streams padded to a power of two, rows the largest
+// forward's inputs padded to a power of two (as the pool's forward graphs pad them: a wavefront
+// feeds 1 to 3 tokens most of the time, and a GPU's forward of 8 rows costs the H100
+// projection 2.5x one of 2), span the longest cache after them in whole ForwardGraphs::kSpanRows,
+// and whether the batch filters (a copy of each key that applies each request's top-k and top-p, as
 // row_graphs.h's, captured with `filters`). One set per target pool serves every ZipAR window;
 // requests with filters step eagerly where no filtered copy was captured (Fits).
 #ifndef MULO_ENGINE_DECODE_ZIPAR_GRAPHS_H_
@@ -81,7 +82,7 @@ class ZipArGraphs {
     // The raster of every cache row after the condition rows, in cache order.
     std::vector<int64_t> cached;
     int64_t condition_rows = 0;
-    torch::Tensor uniforms;        // float64 [draws] on the device: the target stream's next
+    torch::Tensor uniforms;        // float64 [draws] on the device: the model's stream's next
                                    // numbers (undefined when greedy: p's argmax)
     SamplingParams sampling;       // cfg_scale, temperature, top_k, top_p (Fits holds)
     int64_t position_offset = 0;   // the sequence position of raster 0
