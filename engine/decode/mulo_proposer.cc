@@ -91,13 +91,10 @@ StatusOr<MuloProposer::Proposal> MuloProposer::Propose(DecodeSession& session) {
     // (1) The drafter's next `rows_` rows: one token per forward, or as ZipAR's wavefront.
     auto timer = session.Time(Phase::kDraft);
     if (zipar_ != nullptr) {
-      MULO_ASSIGN_OR_RETURN(const std::vector<int64_t> drafted,
-                            zipar_->DraftThrough(session, prefix_, first_row_ + rows_));
-      // The wavefront's new rows ride through the step's read as DraftRows' do, so that the
+      // Left on the device as DraftRows' are: they ride through the step's read, and the
       // verify graphs that carry a step's drafter rows fit this step too.
-      const std::vector<int64_t> rows(drafted.begin() + static_cast<int64_t>(y.size()),
-                                      drafted.end());
-      proposal.drafter_ids = Upload(torch::tensor(rows, torch::kInt64), session.device());
+      MULO_ASSIGN_OR_RETURN(proposal.drafter_ids,
+                            zipar_->DraftThrough(session, prefix_, first_row_ + rows_));
     } else {
       MULO_ASSIGN_OR_RETURN(proposal.drafter_ids, DraftRows(session, y));
     }
@@ -119,6 +116,7 @@ StatusOr<MuloProposer::Proposal> MuloProposer::Propose(DecodeSession& session) {
 void MuloProposer::Resolve(const std::vector<int64_t>& drafter_ids,
                            const std::vector<int64_t>& drafts) {
   drafter_->ResolveDrawn(drawn_from_, drafter_ids);
+  if (zipar_ != nullptr) zipar_->Resolve(drawn_from_, drafter_ids);
   y_.insert(y_.end(), drafter_ids.begin(), drafter_ids.end());
   drafts_ = drafts;
 }

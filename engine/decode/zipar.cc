@@ -26,19 +26,24 @@ std::vector<std::pair<int64_t, int64_t>> DrawOrder(const ZipArRows::Forward& for
   return draws;
 }
 
-// The planned forward fed, its tokens drawn and read by one replay of the graphs; the
-// placeholders' rows dropped after it, as FeedPlanned does.
+// The planned forward fed, its tokens drawn (and, with `read`, read) by one replay of the
+// graphs; the placeholders' rows dropped after it, as FeedPlanned does.
 Status FeedOnGraphs(DecodeSession& session, ModelStream& stream, ZipArRows& rows,
                     const ZipArGraphs& graphs, const ZipArRows::Forward& forward, RngStream numbers,
-                    const SamplingParams& sampling) {
+                    const SamplingParams& sampling, bool read) {
   const std::vector<std::pair<int64_t, int64_t>> draws = DrawOrder(forward);
   ZipArGraphs::Call call;
   for (const ZipArRows::Input& in : forward.inputs) {
     call.tokens.push_back(in.token);
     call.rasters.push_back(in.raster);
     call.placeholders.push_back(in.placeholder);
+    call.sources.push_back(in.source);
   }
-  for (const auto& draw : draws) call.draws.push_back(draw.second);
+  for (const auto& draw : draws) {
+    call.draws.push_back(draw.second);
+    call.predicts.push_back(draw.first);
+  }
+  call.read = read;
   call.cached = rows.cached();
   if (!draws.empty()) {
     call.uniforms = session.DrawNumbers(numbers, static_cast<int64_t>(draws.size()), &sampling);
@@ -47,7 +52,20 @@ Status FeedOnGraphs(DecodeSession& session, ModelStream& stream, ZipArRows& rows
   MULO_ASSIGN_OR_RETURN(const ZipArGraphs::Output out, stream.StepZipAr(graphs, std::move(call)));
   MULO_RETURN_IF_ERROR(stream.cache().Truncate(stream.cache().length() - forward.placeholders));
   rows.Fed(forward);
-  for (size_t j = 0; j < draws.size(); ++j) rows.Set(draws[j].first, out.drawn[j]);
+  for (size_t j = 0; j < draws.size(); ++j) rows.Set(draws[j].first, read ? out.drawn[j] : -1);
+  return OkStatus();
+}
+
+// The ids `rows` holds only on the device (graphs' Tokens over `stream`'s cache), read and
+// recorded, and `forward`'s inputs given theirs.
+Status KnowTokens(DecodeSession& session, ModelStream& stream, const ZipArGraphs& graphs,
+                  ZipArRows& rows, ZipArRows::Forward& forward) {
+  const std::vector<int64_t> unknown = rows.Unknown();
+  if (unknown.empty()) return OkStatus();
+  MULO_ASSIGN_OR_RETURN(const std::vector<int64_t> tokens,
+                        session.ReadIds(graphs.Tokens(stream.cache())));
+  for (int64_t raster : unknown) rows.Resolve(raster, tokens[raster]);
+  for (ZipArRows::Input& in : forward.inputs) in.token = rows.tokens()[in.source];
   return OkStatus();
 }
 
@@ -109,13 +127,15 @@ class ZipArState : public SteppedMethod::State {
 }  // namespace
 
 Status StepRows(DecodeSession& session, ModelStream& stream, ZipArRows& rows,
-                const ZipArGraphs* graphs, RngStream numbers, const SamplingParams& sampling) {
+                const ZipArGraphs* graphs, RngStream numbers, const SamplingParams& sampling,
+                bool read) {
   ZipArRows::Forward forward = rows.Next(stream.condition_rows(), /*with_mask=*/false);
   const int64_t inputs = static_cast<int64_t>(forward.inputs.size());
   // A schedule narrowed by a test's Visibility is known to its Mask alone.
   if (graphs != nullptr && !rows.narrowed() && stream.CanStepZipAr(*graphs, inputs, sampling)) {
-    return FeedOnGraphs(session, stream, rows, *graphs, forward, numbers, sampling);
+    return FeedOnGraphs(session, stream, rows, *graphs, forward, numbers, sampling, read);
   }
+  if (graphs != nullptr) MULO_RETURN_IF_ERROR(KnowTokens(session, stream, *graphs, rows, forward));
   forward.mask = rows.Mask(forward, stream.condition_rows());
   return FeedPlanned(stream, rows, forward, [&](const torch::Tensor& logits) {
     return session.ReadIds(

@@ -27,9 +27,13 @@ struct ZipArOptions {
 // `graphs` (zipar_graphs.h: the forward, its mask and its draws inside) where they fit the
 // forward, else eagerly (a host-built mask, the drawing rows gathered and drawn on the device);
 // the placeholders' rows are dropped from the cache afterwards either way. Shared by ZipAR
-// (the target's graphs) and the MuLo-SD drafter's wavefront (the drafter pool's).
+// (the target's graphs) and the MuLo-SD drafter's wavefront (the drafter pool's). With `read`
+// false a replay's tokens stay on the device (recorded as -1 in `rows`, in the graphs'
+// Tokens): the drafter's wavefront, whose step reads them with its verdict; an eager forward
+// after such replays first reads what it feeds.
 Status StepRows(DecodeSession& session, ModelStream& stream, ZipArRows& rows,
-                const ZipArGraphs* graphs, RngStream numbers, const SamplingParams& sampling);
+                const ZipArGraphs* graphs, RngStream numbers, const SamplingParams& sampling,
+                bool read = true);
 
 class ZipArDecoder : public SteppedMethod {
  public:

@@ -8,8 +8,9 @@
 // drafter token is drawn from the same distribution, in the same order of the drafter's
 // random stream, as MuloProposer's sequential rows (tests/engine/decode/mulo_test.cc). Each
 // wavefront forward replays the drafter pool's ZipAR graphs where the request has them
-// (zipar_graphs.h: one replay and one read per forward, the eager forward's tokens;
-// mulo_graphs_test), the restart's prefix feed and first draw excepted.
+// (zipar_graphs.h: one replay per forward, the eager forward's tokens; mulo_graphs_test), and
+// the drawn tokens stay on the device until the step's one read: the next forward takes them
+// from the graphs' tokens.
 #ifndef MULO_ENGINE_DECODE_ZIPAR_DRAFTER_H_
 #define MULO_ENGINE_DECODE_ZIPAR_DRAFTER_H_
 
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "engine/decode/session.h"
+#include "engine/decode/zipar_graphs.h"
 #include "engine/decode/zipar_rows.h"
 
 namespace mulo::engine {
@@ -27,18 +29,22 @@ class ZipArDrafter {
   ZipArDrafter(ModelStream* drafter, int64_t grid, int64_t window, SamplingParams sampling)
       : drafter_(drafter), grid_(grid), window_(window), sampling_(sampling) {}
 
-  // The drafter's tokens of low-resolution rows [0, rows_end): `prefix` (whole rows) followed
-  // by its own draws, every row before rows_end complete.
-  StatusOr<std::vector<int64_t>> DraftThrough(DecodeSession& session,
-                                              const std::vector<int64_t>& prefix,
-                                              int64_t rows_end);
+  // The drafter's own draws after `prefix` (whole rows) through low-resolution row rows_end
+  // (exclusive), every row before it complete: int64 on the device, read with the step's
+  // verdict and handed back to Resolve.
+  StatusOr<torch::Tensor> DraftThrough(DecodeSession& session, const std::vector<int64_t>& prefix,
+                                       int64_t rows_end);
+  // The host values of the last DraftThrough's ids, which start at raster `from`.
+  void Resolve(int64_t from, const std::vector<int64_t>& ids);
 
  private:
   // Whether the rows drawn so far start with `prefix`.
   bool Agrees(const std::vector<int64_t>& prefix) const;
   // Rebuilds the wavefront after `prefix`: the cache holds the prefix in raster order and
-  // the first token of the row after it is drawn.
-  Status Restart(DecodeSession& session, const std::vector<int64_t>& prefix);
+  // the first token of the row after it is drawn (left on the device in `graphs`' tokens when
+  // the request has them).
+  Status Restart(DecodeSession& session, const std::vector<int64_t>& prefix,
+                 const ZipArGraphs* graphs);
 
   ModelStream* drafter_;
   int64_t grid_, window_;

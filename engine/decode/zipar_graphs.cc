@@ -19,7 +19,8 @@ namespace {
 // The ints, in order: per stream its slot and cache length; per request cfg_scale,
 // temperature and top_p (float64 bits), top_k and the sequence position of raster 0; per
 // request row its token,
-// raster and drawing input; per request column its raster.
+// raster and drawing input; per request column its raster; per request row the raster of its
+// token on the device and the raster its draw predicts.
 struct Layout {
   Layout(int64_t streams, int64_t rows, int64_t span)
       : streams(streams), requests(streams / 2), rows(rows), span(span) {}
@@ -32,7 +33,9 @@ struct Layout {
   int64_t rasters() const { return tokens() + requests * rows; }
   int64_t draws() const { return rasters() + requests * rows; }
   int64_t columns() const { return draws() + requests * rows; }
-  int64_t size() const { return columns() + requests * span; }
+  int64_t sources() const { return columns() + requests * span; }
+  int64_t predicts() const { return sources() + requests * rows; }
+  int64_t size() const { return predicts() + requests * rows; }
 };
 
 // A raster no input's is above: placeholders', pads' and empty rows' columns, seen by no one.
@@ -40,13 +43,15 @@ constexpr int64_t kUnseen = int64_t{1} << 40;
 // A pad input's own raster: it sees no column but its own row.
 constexpr int64_t kPadRaster = -2;
 
-// The replay's ints for `calls` (Layout's), pads keeping the scratch slot and length 0.
+// The replay's ints for `calls` (Layout's), pads keeping the scratch slot and length 0, their
+// draws written to the tokens' spare column `spare`.
 std::vector<int64_t> StepInts(const std::vector<ZipArGraphs::Call>& calls, const Layout& at,
-                              int64_t scratch_slot) {
+                              int64_t scratch_slot, int64_t spare) {
   std::vector<int64_t> ints(at.size(), 0);
   std::fill(ints.begin(), ints.begin() + at.streams, scratch_slot);
   std::fill(ints.begin() + at.rasters(), ints.begin() + at.draws(), kPadRaster);
-  std::fill(ints.begin() + at.columns(), ints.end(), kUnseen);
+  std::fill(ints.begin() + at.columns(), ints.begin() + at.sources(), kUnseen);
+  std::fill(ints.begin() + at.predicts(), ints.end(), spare);
   double* const params = reinterpret_cast<double*>(ints.data() + at.params());
   static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
   for (size_t i = 0; i < calls.size(); ++i) {
@@ -72,6 +77,9 @@ std::vector<int64_t> StepInts(const std::vector<ZipArGraphs::Call>& calls, const
       columns[length + k] = call.placeholders[k] ? kUnseen : call.rasters[k];
     }
     std::copy(call.draws.begin(), call.draws.end(), ints.begin() + at.draws() + r * at.rows);
+    std::copy(call.sources.begin(), call.sources.end(), ints.begin() + at.sources() + r * at.rows);
+    std::copy(call.predicts.begin(), call.predicts.end(),
+              ints.begin() + at.predicts() + r * at.rows);
   }
   return ints;
 }
@@ -103,6 +111,21 @@ ZipArGraphs::~ZipArGraphs() = default;
 
 PoolGraphs::Counts ZipArGraphs::counts() const { return set_.counts(); }
 
+torch::Tensor ZipArGraphs::Tokens(const KvCache& cache) const {
+  return tokens_.select(0, cache.first_slot()).narrow(0, 0, grid_ * grid_);
+}
+
+Status ZipArGraphs::SetToken(const KvCache& cache, int64_t raster,
+                             const torch::Tensor& token) const {
+  if (cache.pool() != &pool_ || raster < 0 || raster >= grid_ * grid_ || token.numel() != 1) {
+    return InvalidArgumentError("ZipArGraphs::SetToken: a token of this pool's grid");
+  }
+  return GuardTorch("ZipArGraphs::SetToken", [&]() -> Status {
+    tokens_.select(0, cache.first_slot()).narrow(0, raster, 1).copy_(token.reshape({1}));
+    return OkStatus();
+  });
+}
+
 int64_t ZipArGraphs::RowsOf(int64_t inputs) {
   return PoolGraphs::Bucket(std::max<int64_t>(inputs, 1));
 }
@@ -117,6 +140,8 @@ StatusOr<std::shared_ptr<ZipArGraphs>> ZipArGraphs::Capture(const KvPool& pool, 
   std::shared_ptr<ZipArGraphs> graphs(new ZipArGraphs(pool, grid, std::move(model)));
   const torch::Device device = graphs->model_.options.device();
   graphs->filters_ = filters;
+  graphs->tokens_ = torch::zeros({pool.scratch_slot() + 1, grid * grid + 1},
+                                 torch::dtype(torch::kInt64).device(device));
   for (const bool filtered : {false, true}) {
     if (filtered && !filters) break;
     for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
@@ -145,8 +170,15 @@ void ZipArGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t span,
   const torch::Tensor offsets = PerStream(e.ints.narrow(0, at.offsets(), requests));
   const torch::Tensor own = PerStream(field(at.rasters(), rows));          // [streams, rows]
   const torch::Tensor columns = PerStream(field(at.columns(), span));     // [streams, span]
+  // Each request's tokens row (its first stream's slot): an input the host does not know takes
+  // its id there.
+  const torch::Tensor slots = e.ints.narrow(0, 0, streams).view({requests, 2}).select(1, 0);
+  const torch::Tensor known = field(at.tokens(), rows);
+  const torch::Tensor on_device =
+      tokens_.index_select(0, slots).gather(1, field(at.sources(), rows).clamp_min(0));
+  const torch::Tensor ids = torch::where(known.ge(0), known, on_device);
   PoolGraphs::Inputs in;
-  in.inputs = {model_.embed(PerStream(field(at.tokens(), rows)))};
+  in.inputs = {model_.embed(PerStream(ids))};
   in.rows = lengths.unsqueeze(1) + torch::arange(rows, long_options).unsqueeze(0);
   in.positions = offsets.unsqueeze(1) + own.clamp_min(0);
   // ZipAR's wavefront: a column whose token's raster is smaller than the input's, or the
@@ -171,6 +203,9 @@ void ZipArGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t span,
                           /*one_hot_greedy=*/true, filtered ? &filters : nullptr);
   e.result = DrawRows(p.reshape({requests * rows, vocab}), e.numbers.reshape({-1}))
                  .view({requests, rows});
+  // Every draw into its request's tokens (rows that draw nothing: the spare column).
+  tokens_.index_put_({slots.unsqueeze(1).expand({requests, rows}), field(at.predicts(), rows)},
+                     e.result);
 }
 
 Status ZipArGraphs::CaptureKey(const Key& key) {
@@ -185,7 +220,7 @@ Status ZipArGraphs::CaptureKey(const Key& key) {
     Entry* e = entry.get();
     // Until the first call fills them: every request a pad (the scratch slot, length 0,
     // greedy), so the capture's warm-up writes nowhere a request reads.
-    std::vector<int64_t> pads = StepInts({}, at, pool_.scratch_slot());
+    std::vector<int64_t> pads = StepInts({}, at, pool_.scratch_slot(), grid_ * grid_);
     e->ints = torch::tensor(pads, torch::kInt64).to(device);
     e->numbers = torch::zeros({at.requests, rows}, torch::dtype(torch::kFloat64).device(device));
     e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, streams)));
@@ -217,13 +252,26 @@ StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Run(const std::vector<Ca
     const int64_t draws = static_cast<int64_t>(call.draws.size());
     const bool draws_in_range = std::all_of(call.draws.begin(), call.draws.end(),
                                             [&](int64_t k) { return k >= 0 && k < n; });
+    const int64_t cells = grid_ * grid_;
+    const auto in_grid = [cells](const std::vector<int64_t>& rasters) {
+      return std::all_of(rasters.begin(), rasters.end(),
+                         [cells](int64_t r) { return r >= -1 && r < cells; });
+    };
+    const bool tokens_known =
+        std::all_of(call.tokens.begin(), call.tokens.end(), [](int64_t id) { return id >= 0; });
     if (static_cast<int64_t>(call.rasters.size()) != n ||
         static_cast<int64_t>(call.placeholders.size()) != n || !draws_in_range || draws > n ||
+        (call.sources.empty()
+             ? !tokens_known
+             : static_cast<int64_t>(call.sources.size()) != n || !in_grid(call.sources)) ||
+        (!call.predicts.empty() &&
+         (static_cast<int64_t>(call.predicts.size()) != draws || !in_grid(call.predicts))) ||
         call.condition_rows + static_cast<int64_t>(call.cached.size()) != call.cache->length() ||
         (call.uniforms.defined() && call.uniforms.numel() != draws)) {
       return InvalidArgumentError(
-          "ZipArGraphs::Run: a call needs a raster and a placeholder flag per input, draws "
-          "among its inputs with a number each, and a raster per cached row");
+          "ZipArGraphs::Run: a call needs a raster and a placeholder flag per input (and a "
+          "source in the grid for an id it does not know), draws among its inputs with a "
+          "number each (and a raster in the grid, if any), and a raster per cached row");
     }
     rows = std::max(rows, RowsOf(n));
     longest = std::max(longest, call.cache->length() + rows);
@@ -247,7 +295,7 @@ StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Run(const std::vector<Ca
   return GuardTorch("ZipArGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
     at::NoGradGuard no_grad;
     const Layout at(streams, rows, span);
-    std::vector<int64_t> ints = StepInts(calls, at, pool_.scratch_slot());
+    std::vector<int64_t> ints = StepInts(calls, at, pool_.scratch_slot(), grid_ * grid_);
     UploadInto(e->ints,
                torch::from_blob(ints.data(), {static_cast<int64_t>(ints.size())}, torch::kInt64));
     for (size_t i = 0; i < calls.size(); ++i) {
@@ -260,12 +308,18 @@ StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Run(const std::vector<Ca
     }
     e->graph->Replay();
     set_.CountReplay(static_cast<int64_t>(calls.size()));
-    const torch::Tensor result = HostRead(e->result);  // every request's draws, one read
-    const int64_t* const host = result.data_ptr<int64_t>();
+    const bool read =
+        std::any_of(calls.begin(), calls.end(), [](const Call& call) { return call.read; });
+    // Every asking request's draws, one read.
+    const torch::Tensor result = read ? HostRead(e->result) : torch::Tensor();
     std::vector<Output> outputs;
     for (size_t i = 0; i < calls.size(); ++i) {
-      const int64_t* const row = host + static_cast<int64_t>(i) * rows;
-      outputs.push_back({std::vector<int64_t>(row, row + calls[i].draws.size())});
+      Output out;
+      if (calls[i].read) {
+        const int64_t* const row = result.data_ptr<int64_t>() + static_cast<int64_t>(i) * rows;
+        out.drawn.assign(row, row + calls[i].draws.size());
+      }
+      outputs.push_back(std::move(out));
       calls[i].cache->Advance(static_cast<int64_t>(calls[i].tokens.size()));
     }
     return outputs;

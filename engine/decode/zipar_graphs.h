@@ -15,10 +15,17 @@
 // with a smaller raster index) with no host-built [n, span] mask. A schedule narrowed by a
 // test's Visibility hook steps eagerly.
 //
+// Tokens may stay on the device (MuLo-SD's drafter, whose wavefront needs no token value on the
+// host until its step's read): every replay also writes each drawn token into a per-slot row of
+// the grid's tokens (`Tokens`), and an input whose id the host does not know (-1) takes it from
+// there by the raster it names (its own, or a placeholder's stand-in's), so a forward can follow
+// another with no read between them (Call::read false).
+//
 // Everything a replay reads is in its static buffers, filled by one upload and one device copy
 // (the numbers) per replay: per stream its slot and cache length; per request cfg_scale,
 // temperature and the sequence position of raster 0; per request row its token, raster and
-// which input draws the row's number; per request column its raster. Pad rows after a
+// which input draws the row's number, the raster its token comes from when the host does not
+// know it and the raster each draw predicts; per request column its raster. Pad rows after a
 // request's inputs write cache rows nothing attends (rows past the cache's length); pad
 // requests write to the scratch slot.
 //
@@ -75,10 +82,12 @@ class ZipArGraphs {
   // One request's forward (ZipArRows::Next's, without its mask).
   struct Call {
     KvCache* cache = nullptr;      // its rows in the order they were fed
-    std::vector<int64_t> tokens;   // the inputs' ids
+    std::vector<int64_t> tokens;   // the inputs' ids; -1: the id at its source, on the device
+    std::vector<int64_t> sources;  // per input, the raster its token is at (empty: all known)
     std::vector<int64_t> rasters;  // their raster indices
     std::vector<bool> placeholders;  // inputs that only lend their output (unseen by others)
     std::vector<int64_t> draws;    // the inputs that draw, in the order they take numbers
+    std::vector<int64_t> predicts;  // per draw, the raster it draws (its column of Tokens)
     // The raster of every cache row after the condition rows, in cache order.
     std::vector<int64_t> cached;
     int64_t condition_rows = 0;
@@ -86,15 +95,23 @@ class ZipArGraphs {
                                    // numbers (undefined when greedy: p's argmax)
     SamplingParams sampling;       // cfg_scale, temperature, top_k, top_p (Fits holds)
     int64_t position_offset = 0;   // the sequence position of raster 0
+    bool read = true;              // whether the drawn tokens come back to the host
   };
   struct Output {
-    std::vector<int64_t> drawn;  // one per Call::draws, in its order
+    std::vector<int64_t> drawn;  // one per Call::draws, in its order (empty when not read)
   };
-  // Runs every call from one replay, reads every call's tokens in one host read and advances
-  // each cache by its inputs (the caller drops the placeholders' rows). INVALID_ARGUMENT for a
+  // Runs every call from one replay, reads the tokens of every call that asks in one host read
+  // (none when none asks) and advances each cache by its inputs (the caller drops the
+  // placeholders' rows). INVALID_ARGUMENT for a
   // call that does not Fit or whose lists disagree; a batch whose key failed to capture runs
   // call by call; FAILED_PRECONDITION for a lone call whose key failed to capture.
   StatusOr<std::vector<Output>> Run(const std::vector<Call>& calls) const;
+
+  // The grid's tokens as the replays over `cache`'s slots drew them, int64 [grid * grid] on the
+  // device (a view: the next replay writes it); a raster no replay drew holds a stale value.
+  torch::Tensor Tokens(const KvCache& cache) const;
+  // Writes a token drawn on the device (int64, one element) at `raster` of `cache`'s tokens.
+  Status SetToken(const KvCache& cache, int64_t raster, const torch::Tensor& token) const;
 
   PoolGraphs::Counts counts() const;
 
@@ -114,6 +131,9 @@ class ZipArGraphs {
   const int64_t grid_;
   const RowGraphs::Model model_;
   bool filters_ = false;  // whether filtered copies were captured
+  // [slots + scratch, grid * grid + 1] int64 on the device: per slot (a request's first), the
+  // tokens its replays drew; the last column takes pad rows' draws.
+  torch::Tensor tokens_;
   std::map<Key, std::unique_ptr<Entry>> entries_;
   GraphSet set_;
 };

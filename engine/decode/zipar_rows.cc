@@ -38,6 +38,7 @@ ZipArRows::Forward ZipArRows::Next(int64_t condition_rows, bool with_mask) {
     Input in;
     in.raster = r * grid_ + fed_[r];
     in.token = tokens_[in.raster];
+    in.source = in.raster;
     if (in.raster + 1 == grid_ * grid_) continue;  // the image's last token feeds nothing
     const bool row_end = fed_[r] + 1 == grid_;
     if (!row_end) in.predicts = in.raster + 1;
@@ -50,7 +51,8 @@ ZipArRows::Forward ZipArRows::Next(int64_t condition_rows, bool with_mask) {
       } else {
         Input stand_in;
         stand_in.raster = r * grid_ + grid_ - 1;
-        stand_in.token = tokens_[(r - 1) * grid_ + decoded_[r - 1] - 1];
+        stand_in.source = (r - 1) * grid_ + decoded_[r - 1] - 1;
+        stand_in.token = tokens_[stand_in.source];
         stand_in.placeholder = true;
         stand_in.predicts = (r + 1) * grid_;
         placeholders.push_back(stand_in);
@@ -89,6 +91,16 @@ void ZipArRows::Fed(const Forward& forward) {
     cached_.push_back(in.raster);
     ++fed_[in.raster / grid_];
   }
+}
+
+std::vector<int64_t> ZipArRows::Unknown() const {
+  std::vector<int64_t> unknown;
+  for (int64_t r = 0; r < grid_; ++r) {
+    for (int64_t c = 0; c < decoded_[r]; ++c) {
+      if (tokens_[r * grid_ + c] < 0) unknown.push_back(r * grid_ + c);
+    }
+  }
+  return unknown;
 }
 
 std::vector<bool> ZipArRows::RowsDone() const {

@@ -32,7 +32,8 @@ class ZipArRows {
  public:
   struct Input {
     int64_t raster = 0;     // position fed at
-    int64_t token = 0;      // id fed
+    int64_t token = 0;      // id fed (-1: drawn on the device, not known here)
+    int64_t source = 0;     // the raster whose token is fed (a placeholder's: its stand-in's)
     bool placeholder = false;
     int64_t predicts = -1;  // raster index its output's distribution is for; -1 = none
   };
@@ -54,8 +55,13 @@ class ZipArRows {
   ZipArRows(int64_t grid, int64_t window, const std::vector<int64_t>& complete = {},
             Visibility visible = Visibility());
 
-  // Records the token drawn for raster position `raster` (the next of its row).
+  // Records the token drawn for raster position `raster` (the next of its row); -1 when it was
+  // drawn on the device and is not known here yet.
   void Set(int64_t raster, int64_t token);
+  // The id of a token recorded as -1 (raster already drawn), once it is known.
+  void Resolve(int64_t raster, int64_t token) { tokens_[raster] = token; }
+  // The drawn rasters whose ids are not known here, in raster order.
+  std::vector<int64_t> Unknown() const;
   // Plans the next forward over a cache of `condition_rows` rows plus every token fed so far;
   // `with_mask` false leaves its mask undefined (ZipArGraphs builds it on the device).
   Forward Next(int64_t condition_rows, bool with_mask = true);
