@@ -5,14 +5,21 @@
 // A request decodes the eager step's tokens (the host-built mask, a gather and the draw):
 // greedy exactly, sampled up to a rounding flip, as the other graphs' tests allow; a narrowed
 // wavefront (a test's Visibility hook) steps eagerly.
+#include "engine/decode/zipar_graphs.h"
+
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/decode/kv_pools.h"
 #include "engine/decode/method_registry.h"
-#include "engine/decode/zipar_graphs.h"
+#include "engine/model/forward_graphs.h"
+#include "engine/model/kv_cache.h"
+#include "engine/model/kv_pool.h"
 #include "engine/model/model_set.h"
+#include "engine/model/row_graphs.h"
+#include "engine/sampling/sampling_params.h"
 #include "gtest/gtest.h"
 #include "tests/engine/decode/pooled_decode.h"
 #include "tests/engine/decode/synth_jobs.h"
@@ -101,6 +108,77 @@ TEST(ZipArGraphsTest, ANarrowedWavefrontStepsEagerly) {
   ASSERT_OK(result);
   EXPECT_EQ(graphs->counts().replays, before);
   EXPECT_GT(result->stats.verify_steps, 0);
+}
+
+// A replay that does not read leaves its draws on the device: the graphs' tokens row of the
+// request's slot holds them, and a next forward that names their rasters as sources feeds them
+// without the host knowing the ids, drawing what the same forward with the ids draws. A call
+// with an unknown id and no source in the grid, or with predicts that do not match its draws,
+// is refused before anything runs.
+TEST(ZipArGraphsTest, DrawsLeftOnTheDeviceFeedTheNextForward) {
+  const auto emulated = testing::EmulatedSynthFamily();
+  ASSERT_NE(emulated, nullptr);
+  const std::optional<RowGraphs::Model> steps = emulated->target->StepGraphModel();
+  ASSERT_TRUE(steps.has_value());
+  // Two requests' slots of one span (a few keys: quick to capture).
+  auto pool = KvPool::Make(emulated->target->NewCache(1, 1), 4, ForwardGraphs::kSpanRows,
+                           /*scratch_slot=*/true);
+  ASSERT_OK(pool);
+  auto captured = ZipArGraphs::Capture(**pool, emulated->target->grid_size(), *steps);
+  ASSERT_OK(captured);
+  const ZipArGraphs* graphs = captured->get();
+  std::optional<KvCache> host = (*pool)->CacheOver((*pool)->Take(2), 2);
+  std::optional<KvCache> device = (*pool)->CacheOver((*pool)->Take(2), 2);
+  SamplingParams greedy;
+  greedy.temperature = 0.0;
+  greedy.cfg_scale = 2.0;
+  // Raster 0 fed (no condition: the graphs do not care), predicting raster 1.
+  ZipArGraphs::Call first;
+  first.tokens = {5};
+  first.rasters = {0};
+  first.placeholders = {false};
+  first.draws = {0};
+  first.predicts = {1};
+  first.sampling = greedy;
+  first.cache = &*host;
+  auto read = graphs->Run({first});
+  ASSERT_OK(read);
+  ASSERT_EQ((*read)[0].drawn.size(), 1u);
+  const int64_t drawn = (*read)[0].drawn[0];
+  first.cache = &*device;
+  first.read = false;
+  auto unread = graphs->Run({first});
+  ASSERT_OK(unread);
+  EXPECT_TRUE((*unread)[0].drawn.empty()) << "not read";
+  EXPECT_EQ(graphs->Tokens(*device)[1].item<int64_t>(), drawn) << "left on the device";
+  // Raster 1 fed: by its id, or by its source only.
+  ZipArGraphs::Call second = first;
+  second.tokens = {drawn};
+  second.rasters = {1};
+  second.sources = {1};
+  second.predicts = {2};
+  second.cached = {0};
+  second.read = true;
+  second.cache = &*host;
+  auto by_id = graphs->Run({second});
+  ASSERT_OK(by_id);
+  second.cache = &*device;
+  second.tokens = {-1};
+  ZipArGraphs::Call unknown = second;
+  unknown.sources = {};
+  EXPECT_EQ(graphs->Run({unknown}).status().code(), StatusCode::kInvalidArgument)
+      << "an unknown id needs its source";
+  unknown.sources = {graphs->grid() * graphs->grid()};
+  EXPECT_EQ(graphs->Run({unknown}).status().code(), StatusCode::kInvalidArgument)
+      << "a source in the grid";
+  unknown = second;
+  unknown.predicts = {2, 3};
+  EXPECT_EQ(graphs->Run({unknown}).status().code(), StatusCode::kInvalidArgument)
+      << "a raster per draw";
+  auto by_source = graphs->Run({second});
+  ASSERT_OK(by_source);
+  EXPECT_EQ((*by_source)[0].drawn, (*by_id)[0].drawn);
+  EXPECT_EQ(device->length(), host->length());
 }
 
 TEST(ZipArGraphsTest, RequestsOfALoopShareTheGraphs) {
