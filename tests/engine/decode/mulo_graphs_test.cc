@@ -214,6 +214,37 @@ TEST(MuloGraphsTest, TheZipArDraftersForwardsReplayTheDrafterPoolsGraphs) {
   }
 }
 
+// Requests of one engine loop drafting as ZipAR's wavefront share the drafter pool's replays:
+// each request's draws stay in its own slot's tokens row, so each decodes its lone tokens.
+TEST(MuloGraphsTest, ZipArDraftersOfALoopShareTheDrafterPoolsGraphs) {
+  const auto family = testing::EmulatedSynthFamily();
+  ASSERT_NE(family, nullptr);
+  auto pools = testing::SynthPools(*family, 3);
+  ASSERT_NE(pools, nullptr);
+  auto config = DefaultMethodConfig("mulo", *family);
+  ASSERT_OK(config);
+  config->mulo.zipar_window = 2;
+  const ZipArGraphs* drafter_graphs = pools->zipar_graphs(*family->drafter);
+  ASSERT_NE(drafter_graphs, nullptr);
+  std::vector<DecodeRequest> requests = {testing::SynthRequest({"mulo", 0, 1.0}, *family),
+                                         testing::SynthRequest({"mulo", 1, 0.0}, *family),
+                                         testing::SynthRequest({"mulo", 2, 0.7}, *family)};
+  requests[2].sampling.top_k = 40;
+  auto alone = testing::DecodeEachAlone(*config, *family, *pools, requests);
+  ASSERT_OK(alone);
+  const PoolGraphs::Counts before = drafter_graphs->counts();
+  auto looped = testing::DecodeInOneLoop(*config, *family, *pools, requests);
+  ASSERT_OK(looped);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ((*looped)[i].tokens, (*alone)[i]) << "request " << i;
+  }
+  const PoolGraphs::Counts after = drafter_graphs->counts();
+  std::cout << after.calls - before.calls << " drafter wavefront forwards in "
+            << after.replays - before.replays << " replays\n";
+  EXPECT_GT(after.calls - before.calls, 0);
+  EXPECT_LT(after.replays - before.replays, after.calls - before.calls) << "shared replays";
+}
+
 // The thresholds' ends take the graphs' other tails: tau 0 keeps every draft, so each step after
 // the first re-feeds only the last committed token (a tail of one), and tau 2 rejects every
 // draft, so each re-feeds the whole previous step (the longest tail) and re-draws every
