@@ -29,6 +29,9 @@ for pkg in "${PACKAGES[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
   [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
 done
+# The deploy test renders the kustomizations with kubectl: Debian's kubernetes-client, unless
+# a kubectl is already installed (another package's would conflict with it).
+command -v kubectl >/dev/null || missing+=(kubernetes-client)
 
 # The tests' real peers from npm (tests/peers/package-lock.json): the official openai SDK.
 # `npm ci` installs exactly the lockfile; it runs again only when the lockfile changed.

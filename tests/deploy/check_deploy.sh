@@ -45,10 +45,63 @@ PY
 /usr/bin/promtool check rules "$tmp"
 /usr/bin/python3 - <<'PY'
 import glob, yaml
-for path in glob.glob("deploy/kubernetes/*.yaml") + ["deploy/envoy/envoy.yaml"]:
+for path in (glob.glob("deploy/kubernetes/*.yaml") + glob.glob("deploy/kubernetes-gpu/*.yaml") +
+             ["deploy/envoy/envoy.yaml"]):
     docs = [d for d in yaml.safe_load_all(open(path)) if d is not None]
     assert docs, path
     print(f"{path}: {len(docs)} document(s)")
+PY
+# The kustomizations render with kubectl (kustomize), and the GPU overlay changes what a GPU
+# pod needs and nothing else: the CUDA image, --device=cuda in bfloat16, one GPU requested and
+# limited, the device plugin's toleration, a GPU node selector and a startup probe long enough
+# for loading and capturing graphs; every server flag either manifest passes is one the server
+# has (its --helpfull). The base stays the CPU deployment.
+command -v kubectl >/dev/null || { echo "kubectl missing: run tools/setup.sh" >&2; exit 1; }
+rendered=${TEST_TMPDIR:-/tmp}/rendered
+mkdir -p "$rendered"
+# kustomize does not read Bazel's runfiles symlinks: render a copy.
+cp -rL deploy "$rendered/deploy"
+kubectl kustomize "$rendered/deploy/kubernetes" >"$rendered/cpu.yaml" 2>"$rendered/cpu.log" ||
+  { cat "$rendered/cpu.log" >&2; exit 1; }
+kubectl kustomize "$rendered/deploy/kubernetes-gpu" >"$rendered/gpu.yaml" 2>"$rendered/gpu.log" ||
+  { cat "$rendered/gpu.log" >&2; exit 1; }
+server/mulo_server --helpfull >"$rendered/help.txt" 2>&1 || true
+/usr/bin/python3 - "$rendered" <<'PY'
+import re, sys, yaml
+root = sys.argv[1]
+def load(name):
+    docs = [d for d in yaml.safe_load_all(open(f"{root}/{name}.yaml")) if d]
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+cpu, gpu = load("cpu"), load("gpu")
+assert set(cpu) == set(gpu), f"the overlay changes the objects: {set(cpu) ^ set(gpu)}"
+for key in cpu:
+    if key[0] != "Deployment":
+        assert cpu[key] == gpu[key], f"the overlay changes {key}"
+flags = set(re.findall(r"^\s+--(\w+)", open(f"{root}/help.txt").read(), re.M))
+assert "device" in flags and "dtype" in flags, "mulo_server --helpfull lists no flags"
+def pod(objects):
+    return objects[("Deployment", "mulo")]["spec"]["template"]["spec"]
+def args(spec):
+    (container,) = spec["containers"]
+    return {a.split("=")[0][2:]: a.partition("=")[2] for a in container["args"]}
+for name, objects in (("cpu", cpu), ("gpu", gpu)):
+    unknown = set(args(pod(objects))) - flags
+    assert not unknown, f"{name}: mulo_server has no flag {sorted(unknown)}"
+base, spec = pod(cpu), pod(gpu)
+(c,) = spec["containers"]
+assert "nvidia.com/gpu" not in str(base) and args(base).get("device", "cpu") == "cpu", "base is CPU"
+assert c["image"] == "mulo-cuda:latest", c["image"]
+a = args(spec)
+assert a["device"] == "cuda" and a["dtype"] == "bfloat16", a
+assert set(args(base)) <= set(a), f"the overlay drops {set(args(base)) - set(a)}"
+res = c["resources"]
+assert int(res["requests"]["nvidia.com/gpu"]) == int(res["limits"]["nvidia.com/gpu"]) >= 1, res
+assert any(t.get("key") == "nvidia.com/gpu" for t in spec["tolerations"]), spec["tolerations"]
+assert spec["nodeSelector"], "no GPU node selector"
+probe = c["startupProbe"]
+assert probe["periodSeconds"] * probe["failureThreshold"] >= 600, probe
+print(f"kustomize: {len(cpu)} objects; the GPU overlay: {c['image']}, "
+      f"{res['limits']['nvidia.com/gpu']} GPU, startup {probe['periodSeconds'] * probe['failureThreshold']} s")
 PY
 # The Dockerfile's `COPY . .` must not send the repository's history or build outputs.
 for entry in .git 'bazel-*' out/; do
