@@ -203,8 +203,10 @@ step_pool() {
   local device=${METHODS_DEVICE:-cuda}
   METHODS=ar methods_run cuda_graphs_ar "$device" true "${POOL_LIMIT:-4}"
   publish
+  # POOL_ROWS: MuLo-SD's ZipAR drafter too (its wavefront forwards from the drafter pool's
+  # graphs, one read per step; benchmarks.md, "MuLo-SD's ZipAR drafter from graphs").
   METHODS=${METHODS:-$fast_methods} methods_run cuda_pool "$device" true "${POOL_LIMIT:-4}" \
-    --kv_pool
+    --kv_pool --rows="${POOL_ROWS:-mulo:zipar_window=2}"
   publish
   METHODS=${TREE_METHODS:-$tree_methods} methods_run cuda_pool_trees "$device" true \
     "${TREE_POOL_LIMIT:-1}" --kv_pool
@@ -212,7 +214,8 @@ step_pool() {
 
 step_pool_ops() {
   section "operators and host reads per decode step with the pools (issue 61)"
-  methods_run cuda_pool_ops "${METHODS_DEVICE:-cuda}" true "${OPS_LIMIT:-1}" --kv_pool --count_ops
+  methods_run cuda_pool_ops "${METHODS_DEVICE:-cuda}" true "${OPS_LIMIT:-1}" --kv_pool --count_ops \
+    --rows="${POOL_ROWS:-mulo:zipar_window=2}"
 }
 
 # Issue 61: requests that filter by top-k and top-p (upstream's published settings do) replay
