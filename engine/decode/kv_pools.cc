@@ -174,8 +174,88 @@ std::vector<TreeVerifyGraphs::Shape> TreeVerifyShapes(const KvPools::GraphedShap
   return verify_shapes;
 }
 
-// `chain`: whether the family has speculative's chain drafter (whose chains the target's
-// graphs then verify).
+// ZipAR's forwards and draws in one replay over `model`'s pool (ZipAR's target, MuLo-SD's
+// drafter), for any window.
+std::function<StatusOr<std::shared_ptr<ZipArGraphs>>(const KvPool&)> ZipArCapture(
+    const TokenModel* model, const std::optional<RowGraphs::Model>& steps) {
+  return [steps, model](const KvPool& pool) {
+    return ZipArGraphs::Capture(pool, model->grid_size(), *steps, /*filters=*/true);
+  };
+}
+
+// The target's step graphs (`steps` set): ar's rows, the chains' and Jacobi windows'
+// verifications, the trees', MuLo-SD's and ZipAR's. `chain`: whether the family has
+// speculative's chain drafter (whose chains the target's graphs then verify).
+void PlanTargetSteps(const TokenModel* model, const ModelSet& models,
+                     const KvPools::GraphedShapes& shapes, bool chain,
+                     const std::optional<RowGraphs::Model>& steps, PoolPlan& plan) {
+  const int64_t gamma = shapes.chain;
+  // A row of the image's grid per replay (ar); the chain methods' graphs also in a copy
+  // that filters by top-k and top-p, the published settings of LlamaGen and SJD.
+  plan.capture_rows = [steps, model](const KvPool& pool) {
+    return RowGraphs::Capture(
+        pool, {model->grid_size(), /*drafts=*/false, /*read=*/true, /*filters=*/true}, *steps);
+  };
+  if (chain) {
+    plan.capture_verify.push_back([steps, gamma](const KvPool& pool) {
+      return VerifyGraphs::Capture(
+          pool, {gamma, /*redraw=*/false, /*group_size=*/0, /*couple=*/false, /*filters=*/true},
+          *steps);
+    });
+  }
+  // The Jacobi methods' windows (the target alone: every family): SJD's, GSD's with its
+  // groups, MC-SJD's re-drawn by the coupling.
+  const VerifyGraphs::Shape sjd{shapes.sjd_window, /*redraw=*/true, /*group_size=*/0,
+                                /*couple=*/false, /*filters=*/true};
+  const VerifyGraphs::Shape gsd{shapes.gsd_window, /*redraw=*/true, shapes.gsd_group,
+                                /*couple=*/false, /*filters=*/true};
+  const VerifyGraphs::Shape mc_sjd{shapes.mc_sjd_window, /*redraw=*/true,
+                                   /*group_size=*/0, /*couple=*/true, /*filters=*/true};
+  if (models.eagle != nullptr && models.eagle->uses_cuda_graphs()) {
+    const bool neighbours =
+        models.neighbors != nullptr && models.neighbors->codebook_size() == steps->vocab;
+    const torch::Tensor table =
+        neighbours ? models.neighbors->TableOn(steps->options.device()) : torch::Tensor();
+    for (const TreeVerifyGraphs::Shape& shape :
+         TreeVerifyShapes(shapes, steps->vocab, neighbours)) {
+      plan.capture_tree_verify.push_back([steps, shape, table](const KvPool& pool) {
+        return TreeVerifyGraphs::Capture(pool, shape, *steps,
+                                         shape.relaxed() ? table : torch::Tensor());
+      });
+    }
+  }
+  // SJD-PAC's window: its tree verified and the next window drafted in one replay.
+  if (shapes.sjd_pac_window > 0) {
+    TreeVerifyGraphs::Shape pac =
+        PacVerifyShape(shapes.sjd_pac_window, shapes.sjd_pac_width, shapes.sjd_pac_depth);
+    pac.filters = true;
+    plan.capture_tree_verify.push_back(
+        [steps, pac](const KvPool& pool) { return TreeVerifyGraphs::Capture(pool, pac, *steps); });
+  }
+  // MuLo-SD's verification, expansion and re-draws in one replay, for the family's
+  // defaults (step graphs, which draft too, are captured once the drafter's pool is made);
+  // where the defaults draft in the step, also for the steps that cannot (a ZipAR
+  // drafter, a prefix to re-feed), which then draft apart and verify here.
+  const std::optional<MuloVerifyGraphs::Shape>& mulo = shapes.mulo_verify;
+  if (mulo && models.neighbors != nullptr && models.neighbors->codebook_size() == steps->vocab) {
+    const LatentNeighbors* neighbors = models.neighbors.get();
+    MuloVerifyGraphs::Shape verify = *mulo;
+    verify.draft = false;
+    plan.capture_mulo_verify = [steps, verify, neighbors](const KvPool& pool) {
+      return MuloVerifyGraphs::Capture(pool, verify, *steps, neighbors);
+    };
+  }
+  plan.capture_zipar = ZipArCapture(model, steps);
+  for (const VerifyGraphs::Shape& shape : {sjd, gsd, mc_sjd}) {
+    plan.capture_verify.push_back([steps, shape, model](const KvPool& pool) {
+      return VerifyGraphs::Capture(
+          pool, shape, *steps,
+          shape.group_size > 1 ? model->token_embedding_weight() : torch::Tensor());
+    });
+  }
+}
+
+// `chain`: as PlanTargetSteps'.
 void PlanModel(const std::string& component, const TokenModel* model, const ModelSet& models,
                const KvPools::GraphedShapes& shapes, bool chain, std::vector<PoolPlan>& plans) {
   if (model == nullptr) return;
@@ -188,77 +268,7 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
     plan.capture_graphs = [model](const KvPool& pool) { return model->CapturePoolGraphs(pool); };
     const std::optional<RowGraphs::Model> steps = model->StepGraphModel();
     const int64_t gamma = shapes.chain;
-    if (steps && component == "target") {
-      // A row of the image's grid per replay (ar); the chain methods' graphs also in a copy
-      // that filters by top-k and top-p, the published settings of LlamaGen and SJD.
-      plan.capture_rows = [steps, model](const KvPool& pool) {
-        return RowGraphs::Capture(
-            pool, {model->grid_size(), /*drafts=*/false, /*read=*/true, /*filters=*/true},
-            *steps);
-      };
-      if (chain) {
-        plan.capture_verify.push_back([steps, gamma](const KvPool& pool) {
-          return VerifyGraphs::Capture(
-              pool, {gamma, /*redraw=*/false, /*group_size=*/0, /*couple=*/false, /*filters=*/true},
-              *steps);
-        });
-      }
-      // The Jacobi methods' windows (the target alone: every family): SJD's, GSD's with its
-      // groups, MC-SJD's re-drawn by the coupling.
-      const VerifyGraphs::Shape sjd{shapes.sjd_window, /*redraw=*/true, /*group_size=*/0,
-                                    /*couple=*/false, /*filters=*/true};
-      const VerifyGraphs::Shape gsd{shapes.gsd_window, /*redraw=*/true, shapes.gsd_group,
-                                    /*couple=*/false, /*filters=*/true};
-      const VerifyGraphs::Shape mc_sjd{shapes.mc_sjd_window, /*redraw=*/true,
-                                       /*group_size=*/0, /*couple=*/true, /*filters=*/true};
-      if (models.eagle != nullptr && models.eagle->uses_cuda_graphs()) {
-        const bool neighbours =
-            models.neighbors != nullptr && models.neighbors->codebook_size() == steps->vocab;
-        const torch::Tensor table =
-            neighbours ? models.neighbors->TableOn(steps->options.device()) : torch::Tensor();
-        for (const TreeVerifyGraphs::Shape& shape :
-             TreeVerifyShapes(shapes, steps->vocab, neighbours)) {
-          plan.capture_tree_verify.push_back([steps, shape, table](const KvPool& pool) {
-            return TreeVerifyGraphs::Capture(pool, shape, *steps,
-                                             shape.relaxed() ? table : torch::Tensor());
-          });
-        }
-      }
-      // SJD-PAC's window: its tree verified and the next window drafted in one replay.
-      if (shapes.sjd_pac_window > 0) {
-        TreeVerifyGraphs::Shape pac =
-            PacVerifyShape(shapes.sjd_pac_window, shapes.sjd_pac_width, shapes.sjd_pac_depth);
-        pac.filters = true;
-        plan.capture_tree_verify.push_back([steps, pac](const KvPool& pool) {
-          return TreeVerifyGraphs::Capture(pool, pac, *steps);
-        });
-      }
-      // MuLo-SD's verification, expansion and re-draws in one replay, for the family's
-      // defaults (step graphs, which draft too, are captured once the drafter's pool is made);
-      // where the defaults draft in the step, also for the steps that cannot (a ZipAR
-      // drafter, a prefix to re-feed), which then draft apart and verify here.
-      const std::optional<MuloVerifyGraphs::Shape>& mulo = shapes.mulo_verify;
-      if (mulo && models.neighbors != nullptr &&
-          models.neighbors->codebook_size() == steps->vocab) {
-        const LatentNeighbors* neighbors = models.neighbors.get();
-        MuloVerifyGraphs::Shape verify = *mulo;
-        verify.draft = false;
-        plan.capture_mulo_verify = [steps, verify, neighbors](const KvPool& pool) {
-          return MuloVerifyGraphs::Capture(pool, verify, *steps, neighbors);
-        };
-      }
-      // ZipAR's forwards and draws in one replay, for any window.
-      plan.capture_zipar = [steps, model](const KvPool& pool) {
-        return ZipArGraphs::Capture(pool, model->grid_size(), *steps, /*filters=*/true);
-      };
-      for (const VerifyGraphs::Shape& shape : {sjd, gsd, mc_sjd}) {
-        plan.capture_verify.push_back([steps, shape, model](const KvPool& pool) {
-          return VerifyGraphs::Capture(pool, shape, *steps,
-                                       shape.group_size > 1 ? model->token_embedding_weight()
-                                                            : torch::Tensor());
-        });
-      }
-    }
+    if (steps && component == "target") PlanTargetSteps(model, models, shapes, chain, steps, plan);
     if (steps && component == "drafter") {
       // MuLo-SD's drafter rows (its default count of whole low-resolution rows per step),
       // drawn and fed in one replay and left on the device for its up-sampler.
@@ -269,11 +279,7 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
       };
       // MuLo-SD x ZipAR: the drafter's wavefront forwards and their draws in one replay each,
       // for any mulo.zipar_window (one set serves every window, as the target's).
-      if (models.upsampler != nullptr) {
-        plan.capture_zipar = [steps, model](const KvPool& pool) {
-          return ZipArGraphs::Capture(pool, model->grid_size(), *steps, /*filters=*/true);
-        };
-      }
+      if (models.upsampler != nullptr) plan.capture_zipar = ZipArCapture(model, steps);
     }
     if (steps && component == "chain") {
       plan.capture_rows = [steps, gamma](const KvPool& pool) {
