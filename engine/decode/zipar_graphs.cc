@@ -84,6 +84,26 @@ std::vector<int64_t> StepInts(const std::vector<ZipArGraphs::Call>& calls, const
   return ints;
 }
 
+// Whether every input of `call` has its id: known on the host, or at a source raster in the
+// grid's `cells` (the graphs' tokens); a known id's source, if given, is -1 or in the grid.
+bool IdsFound(const ZipArGraphs::Call& call, int64_t cells) {
+  if (!call.sources.empty() && call.sources.size() != call.tokens.size()) return false;
+  for (size_t k = 0; k < call.tokens.size(); ++k) {
+    const int64_t source = call.sources.empty() ? -1 : call.sources[k];
+    const int64_t lowest = call.tokens[k] >= 0 ? -1 : 0;
+    if (source < lowest || source >= cells) return false;
+  }
+  return true;
+}
+
+// Whether `call`'s predicted rasters, if given, are one per draw and in the grid's `cells`.
+bool PredictsInGrid(const ZipArGraphs::Call& call, int64_t cells) {
+  if (call.predicts.empty()) return true;
+  return call.predicts.size() == call.draws.size() &&
+         std::all_of(call.predicts.begin(), call.predicts.end(),
+                     [cells](int64_t r) { return r >= 0 && r < cells; });
+}
+
 // Per-request values [requests, ...] repeated for both of its streams: [streams, ...].
 torch::Tensor PerStream(const torch::Tensor& per_request) {
   std::vector<int64_t> sizes = per_request.sizes().vec();
@@ -252,20 +272,9 @@ StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Run(const std::vector<Ca
     const int64_t draws = static_cast<int64_t>(call.draws.size());
     const bool draws_in_range = std::all_of(call.draws.begin(), call.draws.end(),
                                             [&](int64_t k) { return k >= 0 && k < n; });
-    const int64_t cells = grid_ * grid_;
-    const auto in_grid = [cells](const std::vector<int64_t>& rasters) {
-      return std::all_of(rasters.begin(), rasters.end(),
-                         [cells](int64_t r) { return r >= -1 && r < cells; });
-    };
-    const bool tokens_known =
-        std::all_of(call.tokens.begin(), call.tokens.end(), [](int64_t id) { return id >= 0; });
     if (static_cast<int64_t>(call.rasters.size()) != n ||
         static_cast<int64_t>(call.placeholders.size()) != n || !draws_in_range || draws > n ||
-        (call.sources.empty()
-             ? !tokens_known
-             : static_cast<int64_t>(call.sources.size()) != n || !in_grid(call.sources)) ||
-        (!call.predicts.empty() &&
-         (static_cast<int64_t>(call.predicts.size()) != draws || !in_grid(call.predicts))) ||
+        !IdsFound(call, grid_ * grid_) || !PredictsInGrid(call, grid_ * grid_) ||
         call.condition_rows + static_cast<int64_t>(call.cached.size()) != call.cache->length() ||
         (call.uniforms.defined() && call.uniforms.numel() != draws)) {
       return InvalidArgumentError(

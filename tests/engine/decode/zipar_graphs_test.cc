@@ -171,6 +171,9 @@ TEST(ZipArGraphsTest, DrawsLeftOnTheDeviceFeedTheNextForward) {
   unknown.sources = {graphs->grid() * graphs->grid()};
   EXPECT_EQ(graphs->Run({unknown}).status().code(), StatusCode::kInvalidArgument)
       << "a source in the grid";
+  unknown.sources = {-1};
+  EXPECT_EQ(graphs->Run({unknown}).status().code(), StatusCode::kInvalidArgument)
+      << "an unknown id's source is a raster";
   unknown = second;
   unknown.predicts = {2, 3};
   EXPECT_EQ(graphs->Run({unknown}).status().code(), StatusCode::kInvalidArgument)
