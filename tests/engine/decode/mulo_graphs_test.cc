@@ -11,6 +11,7 @@
 // Philox numbers, and a drafter forward per token): greedy exactly, sampled up to a rounding
 // flip, as row_graphs_test allows; the paper's preset (down-sampled prefix, sequential
 // re-sampling) keeps its host re-sampling and still drafts its rows in one replay.
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -63,6 +64,41 @@ StatusOr<MethodConfig> MuloConfig(const ModelSet& family, const Preset& preset) 
     config.mulo.draft_cfg_scale = draft_cfg_scale;
   }
   return config;
+}
+
+// The loop tests' requests: sampled, greedy, and sampled with top-k (the batch then replays the
+// filtered copy, which leaves the others' steps as their unfiltered graphs make them alone).
+std::vector<DecodeRequest> ThreeRequests(const ModelSet& family) {
+  std::vector<DecodeRequest> requests = {testing::SynthRequest({"mulo", 0, 1.0}, family),
+                                         testing::SynthRequest({"mulo", 1, 0.0}, family),
+                                         testing::SynthRequest({"mulo", 2, 0.7}, family)};
+  requests[2].sampling.top_k = 40;
+  return requests;
+}
+
+// `requests` decoded each alone over `pools`, then together in one engine loop: the looped
+// results, each expected to be its lone tokens, and how much `counts` (a graph set's) grew
+// over the loop.
+struct Looped {
+  std::vector<DecodeResult> results;
+  int64_t calls = 0, replays = 0;
+};
+StatusOr<Looped> DecodeAloneThenInOneLoop(const MethodConfig& config, const ModelSet& family,
+                                          KvPools& pools,
+                                          const std::vector<DecodeRequest>& requests,
+                                          const std::function<PoolGraphs::Counts()>& counts) {
+  MULO_ASSIGN_OR_RETURN(const std::vector<std::vector<int>> alone,
+                        testing::DecodeEachAlone(config, family, pools, requests));
+  const PoolGraphs::Counts before = counts();
+  Looped looped;
+  MULO_ASSIGN_OR_RETURN(looped.results, testing::DecodeInOneLoop(config, family, pools, requests));
+  const PoolGraphs::Counts after = counts();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(looped.results[i].tokens, alone[i]) << "request " << i;
+  }
+  looped.calls = after.calls - before.calls;
+  looped.replays = after.replays - before.replays;
+  return looped;
 }
 
 TEST(MuloGraphsTest, AStepDraftsInOneReplayAndReadsOnceWithTheEagerStepsTokens) {
@@ -226,23 +262,13 @@ TEST(MuloGraphsTest, ZipArDraftersOfALoopShareTheDrafterPoolsGraphs) {
   config->mulo.zipar_window = 2;
   const ZipArGraphs* drafter_graphs = pools->zipar_graphs(*family->drafter);
   ASSERT_NE(drafter_graphs, nullptr);
-  std::vector<DecodeRequest> requests = {testing::SynthRequest({"mulo", 0, 1.0}, *family),
-                                         testing::SynthRequest({"mulo", 1, 0.0}, *family),
-                                         testing::SynthRequest({"mulo", 2, 0.7}, *family)};
-  requests[2].sampling.top_k = 40;
-  auto alone = testing::DecodeEachAlone(*config, *family, *pools, requests);
-  ASSERT_OK(alone);
-  const PoolGraphs::Counts before = drafter_graphs->counts();
-  auto looped = testing::DecodeInOneLoop(*config, *family, *pools, requests);
+  auto looped = DecodeAloneThenInOneLoop(*config, *family, *pools, ThreeRequests(*family),
+                                         [&] { return drafter_graphs->counts(); });
   ASSERT_OK(looped);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    EXPECT_EQ((*looped)[i].tokens, (*alone)[i]) << "request " << i;
-  }
-  const PoolGraphs::Counts after = drafter_graphs->counts();
-  std::cout << after.calls - before.calls << " drafter wavefront forwards in "
-            << after.replays - before.replays << " replays\n";
-  EXPECT_GT(after.calls - before.calls, 0);
-  EXPECT_LT(after.replays - before.replays, after.calls - before.calls) << "shared replays";
+  std::cout << looped->calls << " drafter wavefront forwards in " << looped->replays
+            << " replays\n";
+  EXPECT_GT(looped->calls, 0);
+  EXPECT_LT(looped->replays, looped->calls) << "shared replays";
 }
 
 // The thresholds' ends take the graphs' other tails: tau 0 keeps every draft, so each step after
@@ -294,27 +320,14 @@ TEST(MuloGraphsTest, RequestsOfALoopShareTheVerifyGraphs) {
   const MuloVerifyGraphs* verify =
       pools->mulo_verify_graphs(*family->target, VerifyShape(*config, *family));
   ASSERT_NE(verify, nullptr);
-  std::vector<DecodeRequest> requests = {
-      testing::SynthRequest({"mulo", 0, 1.0}, *family),
-      testing::SynthRequest({"mulo", 1, 0.0}, *family),
-      testing::SynthRequest({"mulo", 2, 0.7}, *family)};
-  // One filters: the batch replays the filtered copy, which leaves the others' steps as their
-  // unfiltered graphs make them alone.
-  requests[2].sampling.top_k = 40;
-  auto alone = testing::DecodeEachAlone(*config, *family, *pools, requests);
-  ASSERT_OK(alone);
-  const PoolGraphs::Counts before = verify->counts();
-  auto looped = testing::DecodeInOneLoop(*config, *family, *pools, requests);
+  auto looped = DecodeAloneThenInOneLoop(*config, *family, *pools, ThreeRequests(*family),
+                                         [&] { return verify->counts(); });
   ASSERT_OK(looped);
   int64_t steps = 0;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    EXPECT_EQ((*looped)[i].tokens, (*alone)[i]) << "request " << i;
-    steps += (*looped)[i].stats.verify_steps;
-  }
-  const PoolGraphs::Counts after = verify->counts();
-  EXPECT_EQ(after.calls - before.calls, steps) << "every step from the graphs";
-  EXPECT_LT(after.replays - before.replays, steps) << "requests share replays";
-  std::cout << steps << " steps in " << after.replays - before.replays << " replays\n";
+  for (const DecodeResult& result : looped->results) steps += result.stats.verify_steps;
+  EXPECT_EQ(looped->calls, steps) << "every step from the graphs";
+  EXPECT_LT(looped->replays, steps) << "requests share replays";
+  std::cout << steps << " steps in " << looped->replays << " replays\n";
 }
 
 // The kernels inside one replay of the verify graphs, what a GPU still runs per step (the host
