@@ -3,9 +3,9 @@
 // forward's set of tokens (every open row's newest token at its raster position, and the
 // placeholders that open the next rows; zipar_rows.h), mixes guidance, makes p and draws every
 // predicted token with the caller's numbers (the stream's: target or drafter), and leaves the
-// drawn tokens in one small tensor that the step reads once. Eagerly the same step dispatched ~150
-// operators around its replayed forward (the mask and the inputs built and uploaded per forward,
-// the gather of the drawing rows, the draw).
+// drawn tokens in one small tensor that the step reads once. Eagerly the same step dispatched
+// ~150 operators around its replayed forward (the mask and the inputs built and uploaded per
+// forward, the gather of the drawing rows, the draw).
 //
 // The mask is built inside the graph from rasters: each column of a request's span carries the
 // raster index of the token in that cache row (the condition rows -1; the forward's own rows
@@ -32,10 +32,11 @@
 // Keys (streams, rows, span, filtered): streams padded to a power of two, rows the largest
 // forward's inputs padded to a power of two (as the pool's forward graphs pad them: a wavefront
 // feeds 1 to 3 tokens most of the time, and a GPU's forward of 8 rows costs the H100
-// projection 2.5x one of 2), span the longest cache after them in whole ForwardGraphs::kSpanRows,
-// and whether the batch filters (a copy of each key that applies each request's top-k and top-p, as
-// row_graphs.h's, captured with `filters`). One set per target pool serves every ZipAR window;
-// requests with filters step eagerly where no filtered copy was captured (Fits).
+// projection 2.5x one of 2), span the longest cache after them in whole
+// ForwardGraphs::kSpanRows, and whether the batch filters (a copy of each key that applies each
+// request's top-k and top-p, as row_graphs.h's, captured with `filters`). One set per pool
+// serves every ZipAR window; requests with filters step eagerly where no filtered copy was
+// captured (Fits).
 #ifndef MULO_ENGINE_DECODE_ZIPAR_GRAPHS_H_
 #define MULO_ENGINE_DECODE_ZIPAR_GRAPHS_H_
 
@@ -102,9 +103,9 @@ class ZipArGraphs {
   };
   // Runs every call from one replay, reads the tokens of every call that asks in one host read
   // (none when none asks) and advances each cache by its inputs (the caller drops the
-  // placeholders' rows). INVALID_ARGUMENT for a
-  // call that does not Fit or whose lists disagree; a batch whose key failed to capture runs
-  // call by call; FAILED_PRECONDITION for a lone call whose key failed to capture.
+  // placeholders' rows). INVALID_ARGUMENT for a call that does not Fit or whose lists
+  // disagree; a batch whose key failed to capture runs call by call; FAILED_PRECONDITION for a
+  // lone call whose key failed to capture.
   StatusOr<std::vector<Output>> Run(const std::vector<Call>& calls) const;
 
   // The grid's tokens as the replays over `cache`'s slots drew them, int64 [grid * grid] on the
