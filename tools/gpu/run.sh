@@ -22,9 +22,10 @@
 #               50 and 0.9) over the pools' filtered graphs, FILTER_METHODS beside ar with the
 #               same filters (FILTER_LIMIT prompts), then their operators and reads per step
 #     peer      issue 63: the compiled PyTorch peer (tools/gpu/peer_compiled.py) on the
-#               Janus-Pro-1B replica in bf16 beside mulo's step (token_model_bench, eager and
-#               graphs), the peer's logits checked against mulo's (PEER_MODES: eager and
-#               torch.compile modes, default eager,reduce-overhead)
+#               Janus-Pro-1B and Tar LP 512 replicas in bf16 (PEER_REPLICAS, default "janus
+#               tar") beside mulo's step (token_model_bench, eager and graphs), the peer's
+#               logits checked against mulo's (PEER_MODES: eager and torch.compile modes,
+#               default eager,reduce-overhead)
 #     ops       methods_bench --count_ops: operators and host reads per decode step, one prompt
 #     auto      tools/synth/calibrate_auto.py --device=cuda on AUTO_LIMIT validation prompts
 #               (default 16) into a copy of the bundled family (RESULTS/auto_family/family.json):
@@ -232,28 +233,39 @@ step_filters() {
 }
 
 # Issue 63: mulo's step and the compiled peer's on the same weights, the peer checked against
-# mulo's logits of a fixed sequence.
+# mulo's logits of a fixed sequence; on each of PEER_REPLICAS (janus: Janus-Pro-1B; tar: the
+# Tar LP 512 px target, whose check compares the null row: the bench's features are random).
 step_peer() {
-  section "the compiled PyTorch peer: Janus-Pro-1B replica, bf16, guidance batch 2 (issue 63)"
-  write_janus_replica || return 1
-  local family=$replicas/repository/janus-pro-1b graphs check=()
-  for graphs in on off; do
-    check=()  # mulo's logits for the peer's check, once
-    [[ $graphs == on ]] && check=(--logits_out="$results/janus_mulo_logits.safetensors")
-    bounded out/gpu/token_model_bench --family="$family" --device="${PEER_DEVICE:-cuda}" \
-      --dtype=bfloat16 --graphs=$graphs --contexts=0,288 --windows=1 --repeats=10 "${check[@]}" \
-      > "$results/peer_mulo_graphs_$graphs.log" 2>&1
-    echo "rc $?" >> "$results/peer_mulo_graphs_$graphs.log"
-    echo "mulo, graphs $graphs:" | tee -a "$summary"
-    grep -E '^\| [0-9]+ \| 1 \||^wrote|^rc|rror' "$results/peer_mulo_graphs_$graphs.log" |
-      tee -a "$summary"
+  local name title family graphs check=()
+  for name in ${PEER_REPLICAS:-janus tar}; do
+    case $name in
+      janus) title="Janus-Pro-1B" family=$replicas/repository/janus-pro-1b ;;
+      tar) title="Tar LP 512" family=$replicas/repository/tar ;;
+      *) echo "peer: unknown replica $name (janus, tar)" | tee -a "$summary"; continue ;;
+    esac
+    section "the compiled PyTorch peer: $title replica, bf16, guidance batch 2 (issue 63)"
+    if [[ $name == janus ]]; then write_janus_replica; else ONLY_REPLICA=tar write_replicas; fi ||
+      continue
+    for graphs in on off; do
+      check=()  # mulo's logits for the peer's check, once
+      [[ $graphs == on ]] && check=(--logits_out="$results/${name}_mulo_logits.safetensors")
+      bounded out/gpu/token_model_bench --family="$family" --device="${PEER_DEVICE:-cuda}" \
+        --dtype=bfloat16 --graphs=$graphs --contexts=0,288 --windows=1 --repeats=10 "${check[@]}" \
+        > "$results/peer_${name}_mulo_graphs_$graphs.log" 2>&1
+      echo "rc $?" >> "$results/peer_${name}_mulo_graphs_$graphs.log"
+      echo "mulo, graphs $graphs:" | tee -a "$summary"
+      grep -E '^\| [0-9]+ \| 1 \||^wrote|^rc|rror' \
+        "$results/peer_${name}_mulo_graphs_$graphs.log" | tee -a "$summary"
+    done
+    publish
+    bounded python3 tools/gpu/peer_compiled.py --family "$family" --device="${PEER_DEVICE:-cuda}" \
+      --check "$results/${name}_mulo_logits.safetensors" \
+      --modes "${PEER_MODES:-eager,reduce-overhead}" \
+      --json "$results/peer_$name.json" > "$results/peer_$name.log" 2>&1
+    echo "rc $?" >> "$results/peer_$name.log"
+    grep -vE '^\{' "$results/peer_$name.log" | tail -20 | tee -a "$summary"
+    publish
   done
-  publish
-  bounded python3 tools/gpu/peer_compiled.py --family "$family" --device="${PEER_DEVICE:-cuda}" \
-    --check "$results/janus_mulo_logits.safetensors" --modes "${PEER_MODES:-eager,reduce-overhead}" \
-    --json "$results/peer_janus.json" > "$results/peer_janus.log" 2>&1
-  echo "rc $?" >> "$results/peer_janus.log"
-  grep -vE '^\{' "$results/peer_janus.log" | tail -20 | tee -a "$summary"
 }
 
 # Operators and host reads per decode step, every method on one prompt (the observer slows

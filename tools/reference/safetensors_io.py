@@ -51,7 +51,9 @@ def load(path):
         begin, end = info["data_offsets"]
         dtype = _FROM_NAME[info["dtype"]]
         buf = bytearray(data[base + begin:base + end])
-        if dtype == torch.bfloat16:
+        if not buf:  # an empty tensor (frombuffer refuses an empty buffer)
+            t = torch.empty(0, dtype=dtype)
+        elif dtype == torch.bfloat16:
             t = torch.frombuffer(buf, dtype=torch.int16).view(torch.bfloat16)
         else:
             t = torch.frombuffer(buf, dtype=dtype)
