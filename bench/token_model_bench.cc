@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -56,10 +57,15 @@ Status WriteCheckLogits(const TokenModel& target, const Condition& condition,
                                              torch::arange(first, first + kCheckedCodes,
                                                            torch::kInt64),
                                              LogitsMode::kAll));
-  return WriteSafetensors(
-      path, {{"prompt_ids", torch::tensor(condition.prompt_ids, torch::kInt64)},
-             {"codes", codes},
-             {"logits", out.logits.to(torch::kCPU, torch::kFloat32).contiguous()}});
+  std::map<std::string, torch::Tensor> tensors = {
+      {"prompt_ids", torch::tensor(condition.prompt_ids, torch::kInt64)},
+      {"codes", codes},
+      {"logits", out.logits.to(torch::kCPU, torch::kFloat32).contiguous()}};
+  // Feature rows are drawn at random: the peer needs them to check the conditioned row too.
+  if (condition.features.defined()) {
+    tensors["features"] = condition.features.to(torch::kCPU, torch::kFloat32).contiguous();
+  }
+  return WriteSafetensors(path, tensors);
 }
 
 // A condition of the target's kind: prompt ids, a class label or feature rows.
@@ -166,7 +172,7 @@ void PrintPagedGatherTable(const TokenModel& target,
 
 int Run(int argc, char** argv) {
   std::string family_dir, dtype = "float32", contexts = "0,288", windows = "1,16";
-  std::string device = "cpu", graphs = "off", logits_out;
+  std::string device = "cpu", graphs = "off", fused = "off", logits_out;
   int threads = 0, repeats = 5, prompt = 40;
   bench::FlagParser flags("token_model_bench --family=DIR [flags]");
   flags.Add("family", &family_dir, "a family directory (family.json)");
@@ -178,6 +184,7 @@ int Run(int argc, char** argv) {
   flags.Add("prompt", &prompt, "prompt tokens of a target that reads text ids (Janus-Pro)");
   flags.Add("device", &device, "cpu or cuda");
   flags.Add("graphs", &graphs, "on: replay CUDA graphs (cuda only)");
+  flags.Add("fused", &fused, "on: the fused decode ops (LoadOptions::fused_kernels)");
   flags.Add("logits_out", &logits_out,
             "also write a fixed sequence's logits here (safetensors) for "
             "tools/gpu/peer_compiled.py --check");
@@ -187,10 +194,12 @@ int Run(int argc, char** argv) {
       !bench::ParseList(windows, &window_list) || window_list.empty() ||
       std::any_of(window_list.begin(), window_list.end(), [](int64_t w) { return w < 1; }) ||
       (dtype != "float32" && dtype != "bfloat16") || repeats < 1 || prompt < 1 ||
-      (device != "cpu" && device != "cuda") || (graphs != "on" && graphs != "off")) {
-    std::fprintf(stderr, "error: give --family, --dtype float32|bfloat16, --contexts and "
-                         "--windows as lists of counts, positive --repeats and --prompt, "
-                         "--device cpu|cuda, --graphs on|off\n");
+      (device != "cpu" && device != "cuda") || (graphs != "on" && graphs != "off") ||
+      (fused != "on" && fused != "off")) {
+    std::fprintf(stderr,
+                 "error: give --family, --dtype float32|bfloat16, --contexts and "
+                 "--windows as lists of counts, positive --repeats and --prompt, "
+                 "--device cpu|cuda, --graphs on|off, --fused on|off\n");
     return 2;
   }
   if (threads > 0) SetCpuThreads(threads);
@@ -198,6 +207,7 @@ int Run(int argc, char** argv) {
   options.dtype = dtype == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
   options.device = device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   options.cuda_graphs = graphs == "on";
+  options.fused_kernels = fused == "on";
   at::NoGradGuard no_grad;
   const double rss_before = RssGiB();
   const auto start = Clock::now();
@@ -208,11 +218,12 @@ int Run(int argc, char** argv) {
   }
   const double load_s = Seconds(start);
   const TokenModel& target = *family->target;
-  std::printf("%s: %s target, grid %ldx%ld, %ld image-token ids; %s on %s (graphs %s), %d "
-              "torch thread(s), median of %d\n",
-              family->name.c_str(), target.architecture().c_str(), target.grid_size(),
-              target.grid_size(), target.vocab_size(), dtype.c_str(), device.c_str(),
-              graphs.c_str(), at::get_num_threads(), repeats);
+  std::printf(
+      "%s: %s target, grid %ldx%ld, %ld image-token ids; %s on %s (graphs %s, fused "
+      "%s), %d torch thread(s), median of %d\n",
+      family->name.c_str(), target.architecture().c_str(), target.grid_size(), target.grid_size(),
+      target.vocab_size(), dtype.c_str(), device.c_str(), graphs.c_str(), fused.c_str(),
+      at::get_num_threads(), repeats);
   std::printf("load %.1f s, resident %.2f GiB (%.2f GiB before loading)\n\n", load_s, RssGiB(),
               rss_before);
   const Condition condition = RandomCondition(target, prompt);

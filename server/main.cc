@@ -147,6 +147,11 @@ ABSL_FLAG(std::string, dtype, "float32",
           "compute dtype of the models' floating weights: float32, or bfloat16 (half the memory; "
           "on CPUs with bf16 instructions about 2x faster at full size, results differ from "
           "float32 by rounding)");
+ABSL_FLAG(bool, fused_kernels, false,
+          "run the decoder layers' decode steps through the fused kernels (engine/kernels: five "
+          "launches per layer and attention's combine; built by tools/build_engine.sh with "
+          "nvcc, elsewhere their LibTorch references run); off until a GPU run measures them "
+          "(docs/gpu.md)");
 ABSL_FLAG(int, max_message_mb, 64, "largest gRPC message accepted or sent, MiB");
 ABSL_FLAG(int, max_tree_nodes, mulo::server::kDefaultMaxTreeNodes,
           "most draft-tree nodes a tree method may expand or verify per step, as its spec counts "
@@ -298,6 +303,7 @@ absl::StatusOr<engine::LoadOptions> LoadOptionsFromFlags() {
   if (!graphs.ok()) return graphs.status();
   load_options.cuda_graphs = graphs->enabled;
   if (!graphs->note.empty()) Log(graphs->note);
+  load_options.fused_kernels = absl::GetFlag(FLAGS_fused_kernels);
   if (const std::string dtype = absl::GetFlag(FLAGS_dtype); dtype == "bfloat16") {
     load_options.dtype = torch::kBFloat16;
   } else if (dtype != "float32") {

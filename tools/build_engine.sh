@@ -3,7 +3,15 @@
 # for GPU machines that have a PyTorch install (with CUDA) but no Bazel, gRPC or Debian's
 # libraries (docs/design.md, "Build"; tools/gpu/run.sh calls it there).
 #
-#   tools/build_engine.sh [OUT_DIR]
+#   tools/build_engine.sh [--kernels_only] [OUT_DIR]
+#     --kernels_only               the dry run of the fused CUDA kernels (engine/kernels): nvcc
+#                                  compiles fused_kernels.cu and g++ checks fused_ops.cc in its
+#                                  CUDA form, against any LibTorch's headers; nothing is linked
+#                                  and no GPU is needed (tests/kernels runs it in CI)
+#     NVCC=/path/to/nvcc           default: nvcc on the PATH, else $CUDA_HOME/bin/nvcc
+#     CUDA_ARCHS="80 90"           the SM architectures the kernels are built for (machine code
+#                                  for each, PTX of the last); MULO_CUDA_KERNELS=0 leaves the
+#                                  kernels out of a CUDA build (LibTorch's ops then)
 #     LIBTORCH=/path/to/libtorch   directory with include/ and lib/ (default: the torch package
 #                                  of `python3`, else Debian's libtorch-dev)
 #     NLOHMANN_INCLUDE=/path       directory holding nlohmann/json.hpp (default /usr/include,
@@ -20,6 +28,11 @@
 # a source or a header it includes changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+kernels_only=0
+if [[ ${1:-} == --kernels_only ]]; then
+  kernels_only=1
+  shift
+fi
 out=${1:-out/engine}
 cxx=${CXX:-g++}
 jobs=${JOBS:-$(nproc)}
@@ -70,6 +83,59 @@ if [[ -f "$libdir/libtorch_cuda.so" ]]; then
   done
 fi
 libs+=(-ltorch -ltorch_cpu -lc10 -lpthread)
+
+# The fused decode kernels (engine/kernels, issue 63): CUDA C++ that nvcc compiles into one
+# object of the engine; fused_ops.cc then calls them (MULO_WITH_CUDA_KERNELS).
+nvcc=${NVCC:-$(command -v nvcc || echo "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc")}
+nvcc_flags=(-std=c++17 -O3 -I. -Xcompiler -fPIC)
+for arch in ${CUDA_ARCHS:-80 90}; do nvcc_flags+=(-gencode "arch=compute_$arch,code=sm_$arch"); done
+nvcc_flags+=(-gencode "arch=compute_${arch},code=compute_${arch}")
+kernel_object=$out/obj/engine_kernels_fused_kernels.cu.o
+# compile_kernels: the object, rebuilt when the kernels or their header changed.
+compile_kernels() {
+  mkdir -p "$out/obj"
+  [[ -x "$nvcc" ]] || { echo "build_engine: no nvcc (set NVCC or CUDA_HOME)" >&2; return 1; }
+  if [[ -f "$kernel_object" && "$kernel_object" -nt engine/kernels/fused_kernels.cu &&
+        "$kernel_object" -nt engine/kernels/fused_kernels.h ]]; then
+    return 0
+  fi
+  rm -f "$kernel_object"
+  "$nvcc" "${nvcc_flags[@]}" -c engine/kernels/fused_kernels.cu -o "$kernel_object" ||
+    { echo "build_engine: FAILED engine/kernels/fused_kernels.cu" >&2; return 1; }
+}
+if ((kernels_only)); then
+  compile_kernels
+  # fused_ops.cc as a CUDA build compiles it. A CPU LibTorch (Debian's) ships ATen's CUDA
+  # headers but not the one its CMake generates; an empty one stands in for this check only.
+  check_includes=("${includes[@]}")
+  torch_include=${LIBTORCH:+$LIBTORCH/include}
+  if [[ ! -f "${torch_include:-/usr/include}/c10/cuda/impl/cuda_cmake_macros.h" ]]; then
+    mkdir -p "$out/stub/c10/cuda/impl"
+    echo '#pragma once' > "$out/stub/c10/cuda/impl/cuda_cmake_macros.h"
+    check_includes+=(-isystem "$out/stub")
+  fi
+  # The toolkit's headers: beside nvcc, unless nvcc is a wrapper elsewhere (/usr/local/bin).
+  for cuda_home in "${CUDA_HOME:-}" "$(dirname "$(dirname "$(readlink -f "$nvcc")")")" \
+      /usr/local/cuda; do
+    [[ -f "$cuda_home/include/cuda_runtime_api.h" ]] && break
+  done
+  "$cxx" -std="${CXXSTD:-c++17}" -fsyntax-only -I. "${check_includes[@]}" \
+    -isystem "$cuda_home/include" "${defines[@]}" -DMULO_WITH_CUDA=1 -DMULO_WITH_CUDA_KERNELS=1 \
+    engine/kernels/fused_ops.cc ||
+    { echo "build_engine: FAILED engine/kernels/fused_ops.cc (CUDA form)" >&2; exit 1; }
+  echo "build_engine: kernels compiled by $("$nvcc" --version | tail -1) for ${CUDA_ARCHS:-80 90}" \
+    "($kernel_object); fused_ops.cc checked in its CUDA form"
+  exit 0
+fi
+kernel_objects=()
+if [[ " ${defines[*]} " == *MULO_WITH_CUDA=1* && ${MULO_CUDA_KERNELS:-1} != 0 ]]; then
+  if compile_kernels; then
+    kernel_objects=("$kernel_object")
+    defines+=(-DMULO_WITH_CUDA_KERNELS=1)
+  else
+    echo "build_engine: the fused kernels are left out (LibTorch's ops run instead)" >&2
+  fi
+fi
 
 mkdir -p "$out/obj"
 flags=(-std="${CXXSTD:-c++17}" -O2 -fPIC -I. "${includes[@]}" "${defines[@]}")
@@ -212,9 +278,11 @@ all_built() { for o in $(objects "$@"); do [[ -f "$o" ]] || return 1; done; }
 
 mapfile -t sources < <(find engine -name '*.cc' | sort)
 echo "build_engine: ${#sources[@]} engine sources, LibTorch at ${LIBTORCH:-Debian}, ABI $abi," \
-  "CUDA $([[ " ${defines[*]} " == *MULO_WITH_CUDA* ]] && echo on || echo off), $jobs jobs"
+  "CUDA $([[ " ${defines[*]} " == *MULO_WITH_CUDA=1* ]] && echo on || echo off)," \
+  "fused kernels $( ((${#kernel_objects[@]})) && echo on || echo off), $jobs jobs"
 programs=(bench/ar_bench.cc bench/token_model_bench.cc)
-[[ ${gtest[*]} == none ]] || programs+=("${gtest_sources[@]}" tests/gpu/gpu_engine_test.cc)
+gpu_tests=(tests/gpu/gpu_engine_test.cc tests/gpu/fused_kernels_gpu_test.cc)
+[[ ${gtest[*]} == none ]] || programs+=("${gtest_sources[@]}" "${gpu_tests[@]}")
 programs+=("${bench_sources[@]}" "${proto_sources[@]}" "${server_sources[@]}"
            "${client_sources[@]}")
 # The largest files first, so that the pool does not end waiting on one of them.
@@ -224,7 +292,7 @@ compile "${pool[@]}" || true
 all_built "${sources[@]}" || { echo "build_engine: the engine FAILED to compile" >&2; exit 1; }
 mapfile -t engine_objects < <(objects "${sources[@]}")
 rm -f "$out/libmulo_engine.a"
-ar rcs "$out/libmulo_engine.a" "${engine_objects[@]}"
+ar rcs "$out/libmulo_engine.a" "${engine_objects[@]}" "${kernel_objects[@]}"
 
 # link OUTPUT SRC... -- LIB...: the program when all its objects were built, else a message;
 # the engine and the other programs stand.
@@ -247,7 +315,7 @@ link() {
 link ar_bench bench/ar_bench.cc -- &
 link token_model_bench bench/token_model_bench.cc -- &
 [[ ${gtest[*]} == none ]] ||
-  link gpu_engine_test tests/gpu/gpu_engine_test.cc "${gtest_sources[@]}" -- "${gtest[@]}" &
+  link gpu_engine_test "${gpu_tests[@]}" "${gtest_sources[@]}" -- "${gtest[@]}" &
 ((${#bench_sources[@]} == 0)) ||
   link methods_bench "${bench_sources[@]}" -- -lopencv_core -lopencv_imgproc &
 if ((${#server_sources[@]})); then

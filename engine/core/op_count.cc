@@ -69,6 +69,16 @@ void OnEnd(const at::RecordFunction&, at::ObserverContext*) {
 
 }  // namespace
 
+void CountKernelLaunch(const char* name) {
+  ThreadState& state = State();
+  if (state.scopes == 0 || state.replay_depth > 0) return;
+  if (!state.open_calls.empty() && state.open_calls.back()) return;  // inside a kernel
+  ExecutionCounters& counters = CurrentCounters();
+  ++counters.ops_dispatched;
+  ++counters.ops_kernels;
+  if (state.kernel_names != nullptr) state.kernel_names->push_back(name);
+}
+
 OpCounts ThreadOpCounts() {
   const ExecutionCounters& counters = CurrentCounters();
   return OpCounts{counters.ops_dispatched, counters.ops_kernels, counters.graph_replays};

@@ -63,6 +63,12 @@ class GraphReplay {
   GraphReplay& operator=(const GraphReplay&) = delete;
 };
 
+// Counts one kernel launched outside ATen's dispatcher (the fused decode kernels,
+// engine/kernels), named `name`, as a dispatched operator and a kernel: what an OpCounting scope
+// would count for an ATen operator with a kernel of its own (nothing inside a GraphReplay or
+// without a scope).
+void CountKernelLaunch(const char* name);
+
 // True for operators that only make a view or an uninitialised allocation (no kernel on a
 // GPU), by name ("aten::view").
 bool IsMetadataOnlyOp(const char* name);

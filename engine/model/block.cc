@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "engine/kernels/fused_ops.h"
 #include "engine/model/safetensors.h"
 
 // LibTorch 2 has fused RMSNorm and scaled-dot-product attention kernels; LibTorch 1.13
@@ -14,27 +15,6 @@
 #endif
 
 namespace mulo::engine {
-
-torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-#ifdef MULO_FUSED_KERNELS
-  if (x.is_cuda()) return at::rms_norm(x, {x.size(-1)}, weight, eps);
-#endif
-  auto xf = x.to(torch::kFloat32);
-  auto normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return normed.to(x.scalar_type()) * weight;
-}
-
-torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& freqs) {
-  auto xs = x.to(torch::kFloat32).reshape({x.size(0), x.size(1), x.size(2), -1, 2});
-  // One table row per new position, or per stream and position ([B, n, hd/2, 2]: a batched
-  // graph's streams sit at positions of their own).
-  auto f = freqs.dim() == 4 ? freqs.view({xs.size(0), xs.size(1), 1, xs.size(3), 2})
-                            : freqs.view({1, xs.size(1), 1, xs.size(3), 2});
-  auto x0 = xs.select(-1, 0), x1 = xs.select(-1, 1);
-  auto cos = f.select(-1, 0), sin = f.select(-1, 1);
-  auto out = torch::stack({x0 * cos - x1 * sin, x1 * cos + x0 * sin}, -1);
-  return out.flatten(3).to(x.scalar_type());
-}
 
 StatusOr<Block> Block::Load(Checkpoint& ckpt, const std::string& p, const BlockShape& s) {
   Block b;
@@ -99,21 +79,9 @@ torch::Tensor Block::Attend(const torch::Tensor& qkv, const torch::Tensor& rope,
                             const torch::Tensor& rows, int64_t span) const {
   const auto& s = shape_;
   const int64_t b = qkv.size(0), n = qkv.size(1), hd = s.head_dim();
-  auto parts = qkv.split_with_sizes({s.n_head * hd, s.n_kv_head * hd, s.n_kv_head * hd}, -1);
-  auto q = parts[0].view({b, n, s.n_head, hd});
-  auto k = parts[1].view({b, n, s.n_kv_head, hd});
-  auto v = parts[2].view({b, n, s.n_kv_head, hd});
-  if (rope.defined()) {
-    // q and k are adjacent in qkv: one rotation over both heads' sets (the same arithmetic
-    // per element) launches half the kernels of one per tensor (7 instead of 14 per layer).
-    const auto qk = ApplyRotary(
-        qkv.narrow(-1, 0, (s.n_head + s.n_kv_head) * hd).view({b, n, s.n_head + s.n_kv_head, hd}),
-        rope);
-    q = qk.narrow(2, 0, s.n_head);
-    k = qk.narrow(2, s.n_head, s.n_kv_head);
-  }
-  q = q.transpose(1, 2);
-  torch::Tensor keys = k.transpose(1, 2), values = v.transpose(1, 2);
+  const QkvHeads heads = SplitQkv(qkv, rope, s.n_head, s.n_kv_head, hd);
+  const torch::Tensor q = heads.q.transpose(1, 2);
+  torch::Tensor keys = heads.k.transpose(1, 2), values = heads.v.transpose(1, 2);
   if (cache != nullptr) {
     std::tie(keys, values) = rows.defined() ? cache->StoreAt(layer, rows, keys, values, span)
                                             : cache->Store(layer, keys, values);
@@ -152,11 +120,31 @@ torch::Tensor Block::FeedForward(torch::Tensor h, const RowLinear& linear) const
 torch::Tensor Block::Forward(const torch::Tensor& x, const torch::Tensor& rope,
                              const torch::Tensor& mask, KvCache* cache, int64_t layer,
                              const torch::Tensor& rows, int64_t span) const {
+  if (fused_kernels_ && cache != nullptr) {
+    return ForwardFused(x, rope, mask, *cache, layer, rows, span);
+  }
   auto qkv = torch::linear(RmsNorm(x, attention_norm_, shape_.norm_eps), wqkv_, bqkv_);
   auto h = x + torch::linear(Attend(qkv, rope, mask, cache, layer, rows, span), wo_);
   return FeedForward(std::move(h), [](const torch::Tensor& in, const torch::Tensor& weight) {
     return torch::linear(in, weight);
   });
+}
+
+torch::Tensor Block::ForwardFused(const torch::Tensor& x, const torch::Tensor& rope,
+                                  const torch::Tensor& mask, KvCache& cache, int64_t layer,
+                                  const torch::Tensor& rows, int64_t span) const {
+  const NewRows new_rows{rows, cache.length()};
+  if (!rows.defined()) {  // an eager append: Store's rows and span
+    cache.Reserve(x.size(1));
+    span = cache.length() + x.size(1);
+  }
+  const KvCache::LayerStorage storage = cache.Storage(layer);
+  const CacheLayer own{storage.keys, storage.values, storage.slot_index};
+  const HeadLayout heads{shape_.n_head, shape_.n_kv_head, shape_.head_dim()};
+  const torch::Tensor q = NormQkvRotaryStore(x, attention_norm_, shape_.norm_eps, wqkv_, bqkv_,
+                                             rope, heads, own, new_rows);
+  const torch::Tensor h = LinearResidual(x, CacheAttention(q, own, span, mask), wo_);
+  return LinearResidual(h, NormSwiGluInput(h, ffn_norm_, shape_.norm_eps, w1_, w3_, w13_), w2_);
 }
 
 torch::Tensor Block::ForwardPacked(const torch::Tensor& x,

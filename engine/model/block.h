@@ -15,6 +15,7 @@
 #include "engine/core/status.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/kv_cache.h"
+#include "engine/model/layer_math.h"
 #include "engine/model/packed_gemms.h"
 
 namespace mulo::engine {
@@ -79,6 +80,9 @@ class Block {
   // INVALID_ARGUMENT naming `mask` unless it is undefined or bool [n, keys].
   static Status CheckMask(const torch::Tensor& mask, int64_t n, int64_t keys);
 
+  // Forwards through a cache run the fused decode ops (LoadOptions::fused_kernels).
+  void set_fused_kernels(bool on) { fused_kernels_ = on; }
+
  private:
   // Attention of one sequence from its fused projections qkv [B, n, (H + 2 KV) hd] to the
   // attended values [B, n, dim], before the output projection.
@@ -89,21 +93,18 @@ class Block {
   using RowLinear = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>;
   // h + SwiGLU(RMSNorm(h)), the block's second half.
   torch::Tensor FeedForward(torch::Tensor h, const RowLinear& linear) const;
+  // Forward through `cache` by the fused ops (engine/kernels/fused_ops.h): the same rows,
+  // slots and mask as Forward, the layer in five ops.
+  torch::Tensor ForwardFused(const torch::Tensor& x, const torch::Tensor& rope,
+                             const torch::Tensor& mask, KvCache& cache, int64_t layer,
+                             const torch::Tensor& rows, int64_t span) const;
 
   BlockShape shape_;
   torch::Tensor wqkv_, wo_, w1_, w2_, w3_, attention_norm_, ffn_norm_;
   torch::Tensor bqkv_;  // undefined without qkv_bias
   torch::Tensor w13_;  // CUDA: [w1; w3] stacked (one GEMM), w1_ and w3_ then empty
+  bool fused_kernels_ = false;
 };
-
-// RMSNorm in float32, cast back to x's dtype, then scaled (as upstream). On a CUDA device with
-// LibTorch 2 it is LibTorch's fused kernel (one launch instead of eight; in bf16 the scale is
-// applied before the final rounding rather than after, a difference of one bf16 rounding).
-torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
-
-// Rotates interleaved pairs of x [B, n, H, hd] by table rows `freqs` [n, hd/2, 2], or
-// [B, n, hd/2, 2] for rows of each stream's own.
-torch::Tensor ApplyRotary(const torch::Tensor& x, const torch::Tensor& freqs);
 
 }  // namespace mulo::engine
 

@@ -36,6 +36,11 @@ struct LoadOptions {
   // "replay" running the captured forward eagerly, so that a CPU test checks what a GPU would
   // replay. Never set in a server.
   bool emulate_cuda_graphs = false;
+  // Decoder layers run the fused decode ops (engine/kernels/fused_ops.h): on a CUDA build with
+  // the kernels, 5 GEMV-centred launches per layer plus attention's combine; elsewhere their
+  // references, which on the CPU give the unfused layer's bits (the CPU tests of the path).
+  // Off by default until a GPU run measures it (issue 63).
+  bool fused_kernels = false;
   // When set, every tensor a Checkpoint hands out adds its size here (bytes resident on
   // `device`), so a model family can report the memory its weights take.
   std::shared_ptr<std::atomic<int64_t>> loaded_bytes;

@@ -20,6 +20,7 @@ void DecoderOnlyModel::SetGraphOptions(const LoadOptions& options) {
   cuda_graphs_ =
       (options.cuda_graphs && CudaGraphsAvailable(options.device)) || emulate_cuda_graphs_;
   cuda_graph_buckets_ = options.cuda_graph_buckets;
+  fused_kernels_ = options.fused_kernels;
 }
 
 Status DecoderOnlyModel::LoadLayers(Checkpoint& checkpoint, int64_t n_layer,
@@ -28,6 +29,7 @@ Status DecoderOnlyModel::LoadLayers(Checkpoint& checkpoint, int64_t n_layer,
   for (int64_t i = 0; i < n_layer; ++i) {
     MULO_ASSIGN_OR_RETURN(Block block,
                           Block::Load(checkpoint, "layers." + std::to_string(i) + ".", shape_));
+    block.set_fused_kernels(fused_kernels_);
     layers_.push_back(std::move(block));
   }
   return OkStatus();

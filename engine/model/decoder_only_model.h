@@ -155,6 +155,7 @@ class DecoderOnlyModel : public TokenModel {
   bool cuda_graphs_ = false;
   bool cuda_graph_buckets_ = true;
   bool emulate_cuda_graphs_ = false;
+  bool fused_kernels_ = false;  // LoadOptions::fused_kernels: the layers' decode ops
 };
 
 }  // namespace mulo::engine

@@ -86,6 +86,19 @@ class KvCache {
   // cache length becomes keep.size(). Typical use: keep the prefix plus an accepted tree path.
   Status Compact(const std::vector<int64_t>& keep);
 
+  // Where a layer's rows live, for ops that write and read the cache in place (the fused
+  // kernels, engine/kernels/fused_ops.h): the layer's whole key and value tensors [streams or
+  // a pool's slots, n_kv_head, capacity, head_dim], and on a slot-indexed view each stream's
+  // slot ([batch] int64 on the device; undefined otherwise: stream b is row b).
+  struct LayerStorage {
+    torch::Tensor keys, values, slot_index;
+  };
+  LayerStorage Storage(int64_t layer) const { return {keys_[layer], values_[layer], slot_index_}; }
+  // Makes room for `n` rows after the length, as Store does before it writes them.
+  void Reserve(int64_t n) {
+    if (length_ + n > capacity_) Grow(length_ + n);
+  }
+
   // The keys of `layer` over [0, length) (for tests and inspection).
   torch::Tensor Keys(int64_t layer) const;
   torch::Tensor Values(int64_t layer) const;

@@ -4,10 +4,10 @@
 # layouts, converted by convert.py janus-family / tar-family (convert_tiny_families.py); mulo's
 # logits of a fixed condition and codes (bench/token_model_bench --logits_out); the peer reads
 # the converted weights and its float32 forward of the same tokens agrees within 1e-4 of the
-# largest logit, and its eager step runs a whole image. Tar's target is conditioned on feature
-# rows the bench draws at random and does not write, so its check compares the null row (zero
-# features) only. The control, per family: the same check against mulo's logits with one
-# compared value moved by 1% of the largest must fail (exit 1, "agrees": false).
+# largest logit in both guidance rows (Tar's conditioned row from the feature rows the bench
+# drew and wrote beside its logits), and its eager step runs a whole image. The control, per
+# family: the same check against mulo's logits with one value of the conditioned row moved by
+# 1% of the largest must fail (exit 1, "agrees": false).
 # (torch.compile needs PyTorch 2; Debian's 1.13 skips those modes, so they run on GPUs only.)
 set -euo pipefail
 cd "${TEST_SRCDIR}/${TEST_WORKSPACE}"
@@ -57,5 +57,5 @@ PY
 }
 
 check janus janus-pro 0 16 '[0, 1]'  # a 4 x 4 grid
-check tar tar 1 64 '[1]'             # the target's 8 x 8 grid; the null row compared
+check tar tar 0 64 '[0, 1]'          # the target's 8 x 8 grid
 echo "PASS"

@@ -19,10 +19,9 @@ gpt-fast recipe in the machine's PyTorch on the same converted weights.
   each other code, timed whole).
 - --check: bench/token_model_bench --logits_out's file (mulo's logits of a fixed condition and
   codes): the peer's logits of the same tokens must agree within --tolerance (relative to the
-  largest compared logit), so both run the same model. Janus: both rows, from the file's
-  prompt ids. Tar: the bench draws the conditioned row's features at random and does not
-  write them, so only the null row (zero features) is compared, unless the file holds
-  `features` (then both rows).
+  largest compared logit), so both run the same model: both guidance rows, Janus's from the
+  file's prompt ids, Tar's from its `features` (the rows the bench drew at random; a file
+  without them, from before it wrote them, checks the null row alone).
 - The bandwidth floor: the bytes a step must read (every layer's weights, the final norm and
   the image head, the KV cache at half the image) over a device-to-device copy's rate.
 Prints one JSON object (and writes it to --json).
@@ -238,13 +237,13 @@ class TarPeer(Peer):
         return self.condition_rows
 
     def check_condition(self, expected):
-        """token_model_bench draws the conditioned row's features at random and writes none
-        (a file with `features` checks both rows): without them only the null row, whose
-        features are zeros, can be compared."""
+        """token_model_bench writes the conditioned row's features (drawn at random) beside
+        its logits, so both rows are compared; a file from before it did checks the null row,
+        whose features are zeros, alone."""
         if "features" in expected:
             return expected["features"], [0, 1], None
         return (self.timing_condition(), [1],
-                "the file has no features (token_model_bench draws them at random): "
+                "the file has no features (written before token_model_bench kept them): "
                 "the null row only")
 
     def prefill(self, features):

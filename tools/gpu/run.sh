@@ -26,6 +26,12 @@
 #               tar") beside mulo's step (token_model_bench, eager and graphs), the peer's
 #               logits checked against mulo's (PEER_MODES: eager and torch.compile modes,
 #               default eager,reduce-overhead)
+#     fused     issue 63: the fused decode kernels (engine/kernels): gpu_engine_test's fused cases
+#               (each kernel against its reference; whole forwards against the CPU), then
+#               kernels per layer, the AR step and s per image with the kernels off and on, eager
+#               and graphs side by side (ar_bench --fused=both) on the bundled target (fp32) and
+#               the Tar LP 512 replica (bf16), and token_model_bench's step on the Janus-Pro-1B
+#               replica (bf16, graphs) with them off and on (FUSED_REPLICAS="tar janus")
 #     ops       methods_bench --count_ops: operators and host reads per decode step, one prompt
 #     auto      tools/synth/calibrate_auto.py --device=cuda on AUTO_LIMIT validation prompts
 #               (default 16) into a copy of the bundled family (RESULTS/auto_family/family.json):
@@ -84,7 +90,7 @@ tree_methods=with:eagle
 all_methods=available
 # The least time, in seconds, in which a step measures something worth returning.
 declare -A need=([info]=5 [ceilings]=25 [build]=150 [test]=40 [methods]=60 [buckets]=60
-                 [pool]=60 [pool_ops]=40 [filters]=60 [peer]=150
+                 [pool]=60 [pool_ops]=40 [filters]=60 [peer]=150 [fused]=120
                  [ops]=40 [auto]=90 [costs]=60
                  [replicas]=240 [janus]=150 [eagle]=90 [serve]=60 [serve_workers]=60 [serve_replica]=120
                  [loop]=120)
@@ -264,6 +270,50 @@ step_peer() {
       --json "$results/peer_$name.json" > "$results/peer_$name.log" 2>&1
     echo "rc $?" >> "$results/peer_$name.log"
     grep -vE '^\{' "$results/peer_$name.log" | tail -20 | tee -a "$summary"
+    publish
+  done
+}
+
+# Issue 63: the fused kernels' parity first (a wrong kernel makes the timings moot), then the
+# step with them off and on, paired in one program per model.
+step_fused() {
+  section "fused decode kernels (issue 63): parity"
+  bounded out/gpu/gpu_engine_test --gtest_filter='*Fused*' > "$results/fused_test.log" 2>&1
+  echo "rc $?" >> "$results/fused_test.log"
+  grep -E '^\[(fused|gpu fused)|^\[  (PASSED|FAILED)|Failure|^rc' "$results/fused_test.log" |
+    tee -a "$summary"
+  publish
+  section "fused decode kernels: kernels per layer, AR step, s per image (off / on)"
+  echo "### synth target, fp32" | tee -a "$summary"
+  bounded out/gpu/ar_bench --model_dir=models/synth/target --device=cuda --cfg_scale=1.25 \
+    --fused=both --new_tokens=1 --repeats=20 --images=2 --ceilings="$results/ceilings.json" \
+    --json_out="$results/fused_synth.json" > "$results/fused_synth.log" 2>&1
+  echo "rc $?" >> "$results/fused_synth.log"
+  grep -E '^\||^Full|^AR step|^operators|^rc|rror' "$results/fused_synth.log" | tee -a "$summary"
+  publish
+  local name
+  for name in ${FUSED_REPLICAS:-tar janus}; do
+    if [[ $name == tar ]]; then
+      ONLY_REPLICA=tar write_replicas || continue
+      echo "### Tar LP 512 replica, bf16" | tee -a "$summary"
+      bounded out/gpu/ar_bench --model_dir="$replicas/repository/tar/target" --device=cuda \
+        --dtype=bfloat16 --fused=both --new_tokens=1 --repeats=10 --images="${IMAGES:-1}" \
+        --ceilings="$results/ceilings.json" --json_out="$results/fused_tar.json" \
+        > "$results/fused_tar.log" 2>&1
+      echo "rc $?" >> "$results/fused_tar.log"
+      grep -E '^\||^Full|^AR step|^operators|^rc|rror' "$results/fused_tar.log" | tee -a "$summary"
+    else
+      write_janus_replica || continue
+      local fused
+      for fused in off on; do
+        echo "### Janus-Pro-1B replica, bf16, graphs, fused $fused" | tee -a "$summary"
+        bounded out/gpu/token_model_bench --family="$replicas/repository/janus-pro-1b" \
+          --device=cuda --dtype=bfloat16 --graphs=on --fused=$fused --contexts=0,288 --windows=1 \
+          --repeats=10 > "$results/fused_janus_$fused.log" 2>&1
+        echo "rc $?" >> "$results/fused_janus_$fused.log"
+        grep -E '^\| [0-9]+ \| 1 \||^rc|rror' "$results/fused_janus_$fused.log" | tee -a "$summary"
+      done
+    fi
     publish
   done
 }
