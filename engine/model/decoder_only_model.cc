@@ -58,6 +58,7 @@ std::optional<RowGraphs::Model> DecoderOnlyModel::StepGraphModel() const {
   model.vocab = vocab_size();
   model.options = options();
   model.emulated = emulate_cuda_graphs_;
+  model.fused_draw = fused_kernels_;
   return model;
 }
 

@@ -8,6 +8,7 @@
 #include "engine/core/device_upload.h"
 #include "engine/core/host_read.h"
 #include "engine/core/torch_guard.h"
+#include "engine/kernels/fused_ops.h"
 #include "engine/model/cuda_graph_capture.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/kv_pool.h"
@@ -215,13 +216,20 @@ RowGraphs::Steps RowGraphs::DrawSteps(const Model& model, KvCache& view, const S
     // MixCfg per request: uncond + scale x (cond - uncond), the conditional stream first.
     const torch::Tensor pairs = logits.reshape({requests, 2, -1});
     const torch::Tensor cond = pairs.select(1, 0), uncond = pairs.select(1, 1);
-    const torch::Tensor guided = uncond + in.cfg * (cond - uncond);
-    const torch::Tensor tempered = guided / divisor;
-    const torch::Tensor probs = torch::softmax(
-        in.filters.top_k.defined() ? FilterRows(tempered, in.filters) : tempered, -1);
-    const torch::Tensor best = guided.argmax(-1);
-    const torch::Tensor token =
-        torch::where(greedy, best, DrawRows(probs, in.uniforms.select(1, j)));
+    torch::Tensor token, probs, best;
+    if (model.fused_draw && !in.drafts && !in.filters.top_k.defined()) {
+      // The combine, the temperature, the softmax and the draw: one kernel (a dozen ops).
+      token = GuidedDraw(cond, uncond, in.cfg.reshape({-1}).contiguous(),
+                         in.temperature.reshape({-1}).contiguous(),
+                         in.uniforms.select(1, j).contiguous());
+    } else {
+      const torch::Tensor guided = uncond + in.cfg * (cond - uncond);
+      const torch::Tensor tempered = guided / divisor;
+      probs = torch::softmax(
+          in.filters.top_k.defined() ? FilterRows(tempered, in.filters) : tempered, -1);
+      best = guided.argmax(-1);
+      token = torch::where(greedy, best, DrawRows(probs, in.uniforms.select(1, j)));
+    }
     drawn.push_back(token);
     if (in.drafts) {
       // What the verifier judges the draft by: ToProbabilities' one-hot at temperature 0.

@@ -69,6 +69,9 @@ class RowGraphs {
     int64_t vocab = 0;
     torch::TensorOptions options;  // the embeddings' dtype and device
     bool emulated = false;  // replays run the body eagerly (LoadOptions::emulate_cuda_graphs)
+    // Unfiltered rows draw with the fused guided draw (engine/kernels/fused_ops.h: one kernel
+    // on a GPU; its reference, the same tokens, elsewhere): LoadOptions::fused_kernels.
+    bool fused_draw = false;
   };
 
   // What one replay does.
