@@ -115,6 +115,9 @@ ABSL_FLAG(bool, emulate_cuda_graphs, false,
           "replays per step and, with --count_ops, only the operators a GPU would dispatch "
           "outside graphs. With --kv_pool the graphs are the pools' (captured at load, as a "
           "server's); without, each request's own");
+ABSL_FLAG(bool, fused_kernels, false,
+          "run the decoder layers through the fused decode ops (LoadOptions::fused_kernels: the "
+          "CUDA kernels in a build with them, their LibTorch references elsewhere)");
 ABSL_FLAG(bool, kv_pool, false,
           "take every request's KV caches from a worker's pool of fixed slots, as the server "
           "does (engine/decode/kv_pools.h), instead of caches of their own");
@@ -279,6 +282,7 @@ std::optional<engine::LoadOptions> LoadOptionsFromFlags() {
   load.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   load.cuda_graph_buckets = absl::GetFlag(FLAGS_cuda_graph_buckets);
   load.emulate_cuda_graphs = absl::GetFlag(FLAGS_emulate_cuda_graphs);
+  load.fused_kernels = absl::GetFlag(FLAGS_fused_kernels);
   if (load.emulate_cuda_graphs && load.device.is_cuda()) {
     std::fprintf(stderr, "error: --emulate_cuda_graphs: only on --device=cpu (a GPU replays "
                          "its graphs)\n");
