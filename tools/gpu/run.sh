@@ -31,7 +31,9 @@
 #               kernels per layer, the AR step and s per image with the kernels off and on, eager
 #               and graphs side by side (ar_bench --fused=both) on the bundled target (fp32) and
 #               the Tar LP 512 replica (bf16), and token_model_bench's step on the Janus-Pro-1B
-#               replica (bf16, graphs) with them off and on (FUSED_REPLICAS="tar janus")
+#               replica (bf16, graphs) with them off and on (FUSED_REPLICAS="tar janus"; a dry
+#               run anywhere: FUSED_DEVICE=cpu FUSED_REPLICAS= with out/gpu's programs linked
+#               to the Bazel builds)
 #     ops       methods_bench --count_ops: operators and host reads per decode step, one prompt
 #     auto      tools/synth/calibrate_auto.py --device=cuda on AUTO_LIMIT validation prompts
 #               (default 16) into a copy of the bundled family (RESULTS/auto_family/family.json):
@@ -280,35 +282,39 @@ step_fused() {
   section "fused decode kernels (issue 63): parity"
   bounded out/gpu/gpu_engine_test --gtest_filter='*Fused*' > "$results/fused_test.log" 2>&1
   echo "rc $?" >> "$results/fused_test.log"
-  grep -E '^\[(fused|gpu fused)|^\[  (PASSED|FAILED)|Failure|^rc' "$results/fused_test.log" |
-    tee -a "$summary"
+  grep -E '^\[(fused|gpu fused)|^\[  (PASSED|FAILED|SKIPPED)|Failure|^rc' \
+    "$results/fused_test.log" | tee -a "$summary"
   publish
   section "fused decode kernels: kernels per layer, AR step, s per image (off / on)"
   echo "### synth target, fp32" | tee -a "$summary"
-  bounded out/gpu/ar_bench --model_dir=models/synth/target --device=cuda --cfg_scale=1.25 \
-    --fused=both --new_tokens=1 --repeats=20 --images=2 --ceilings="$results/ceilings.json" \
+  local ceilings=()  # the floor's bandwidth, when the ceilings step ran
+  [[ -f $results/ceilings.json ]] && ceilings=(--ceilings="$results/ceilings.json")
+  bounded out/gpu/ar_bench --model_dir=models/synth/target --device="${FUSED_DEVICE:-cuda}" \
+    --cfg_scale=1.25 --fused=both --new_tokens=1 --repeats=20 --images=2 "${ceilings[@]}" \
     --json_out="$results/fused_synth.json" > "$results/fused_synth.log" 2>&1
   echo "rc $?" >> "$results/fused_synth.log"
   grep -E '^\||^Full|^AR step|^operators|^rc|rror' "$results/fused_synth.log" | tee -a "$summary"
   publish
   local name
-  for name in ${FUSED_REPLICAS:-tar janus}; do
+  for name in ${FUSED_REPLICAS-tar janus}; do
     if [[ $name == tar ]]; then
       ONLY_REPLICA=tar write_replicas || continue
       echo "### Tar LP 512 replica, bf16" | tee -a "$summary"
-      bounded out/gpu/ar_bench --model_dir="$replicas/repository/tar/target" --device=cuda \
-        --dtype=bfloat16 --fused=both --new_tokens=1 --repeats=10 --images="${IMAGES:-1}" \
-        --ceilings="$results/ceilings.json" --json_out="$results/fused_tar.json" \
+      bounded out/gpu/ar_bench --model_dir="$replicas/repository/tar/target" \
+        --device="${FUSED_DEVICE:-cuda}" --dtype=bfloat16 --fused=both --new_tokens=1 \
+        --repeats=10 --images="${IMAGES:-1}" "${ceilings[@]}" --json_out="$results/fused_tar.json" \
         > "$results/fused_tar.log" 2>&1
       echo "rc $?" >> "$results/fused_tar.log"
       grep -E '^\||^Full|^AR step|^operators|^rc|rror' "$results/fused_tar.log" | tee -a "$summary"
     else
       write_janus_replica || continue
-      local fused
+      local fused janus_graphs=on
+      [[ ${FUSED_DEVICE:-cuda} == cuda ]] || janus_graphs=off
       for fused in off on; do
         echo "### Janus-Pro-1B replica, bf16, graphs, fused $fused" | tee -a "$summary"
         bounded out/gpu/token_model_bench --family="$replicas/repository/janus-pro-1b" \
-          --device=cuda --dtype=bfloat16 --graphs=on --fused=$fused --contexts=0,288 --windows=1 \
+          --device="${FUSED_DEVICE:-cuda}" --dtype=bfloat16 --graphs="$janus_graphs" \
+          --fused=$fused --contexts=0,288 --windows=1 \
           --repeats=10 > "$results/fused_janus_$fused.log" 2>&1
         echo "rc $?" >> "$results/fused_janus_$fused.log"
         grep -E '^\| [0-9]+ \| 1 \||^rc|rror' "$results/fused_janus_$fused.log" | tee -a "$summary"
