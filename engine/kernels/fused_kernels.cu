@@ -107,7 +107,7 @@ __device__ void Finish(const GemvArgs& a, int m, int64_t r0, int64_t r1, float y
 }
 
 template <typename T, Prologue P, Epilogue E>
-__global__ void __launch_bounds__(kGemvWarps* kWarp) GemvKernel(const GemvArgs a) {
+__global__ void __launch_bounds__(kGemvWarps* kWarp) GemvKernel(const GemvArgs a, int split) {
   constexpr int kVec = Pack<T>::kSize;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int rows = a.rows;
@@ -132,8 +132,14 @@ __global__ void __launch_bounds__(kGemvWarps* kWarp) GemvKernel(const GemvArgs a
   const T* norm_weight = static_cast<const T*>(a.norm_weight);
   const T* bias = static_cast<const T*>(a.bias);
   const int64_t pairs = a.out_features / 2;
-  for (int64_t pair = int64_t{blockIdx.x} * kGemvWarps + warp; pair < pairs;
-       pair += int64_t{gridDim.x} * kGemvWarps) {
+  // `split` warps share a pair, each taking every split-th stretch of K (a small output has
+  // too few pairs to keep every SM reading); they meet in shared memory.
+  const int per_block = kGemvWarps / split, part = warp % split;
+  __shared__ float partial[kGemvWarps][2][kMaxRows];
+  // Every warp of a block runs every group (the barriers below are the block's).
+  for (int64_t group = blockIdx.x; group * per_block < pairs; group += gridDim.x) {
+    const int64_t pair = group * per_block + warp / split;
+    const bool valid = pair < pairs;
     // kSiluMul pairs a gate row with its up row; the others take adjacent rows (rotary's pairs).
     const int64_t r0 = E == Epilogue::kSiluMul ? pair : 2 * pair;
     const int64_t r1 = E == Epilogue::kSiluMul ? pair + pairs : 2 * pair + 1;
@@ -142,7 +148,8 @@ __global__ void __launch_bounds__(kGemvWarps* kWarp) GemvKernel(const GemvArgs a
     float acc0[kMaxRows], acc1[kMaxRows];
 #pragma unroll
     for (int m = 0; m < kMaxRows; ++m) acc0[m] = acc1[m] = 0.0f;
-    for (int64_t k = lane * kVec; k < k_size; k += kWarp * kVec) {
+    const int64_t k_begin = valid ? (int64_t{part} * kWarp + lane) * kVec : k_size;
+    for (int64_t k = k_begin; k < k_size; k += int64_t{split} * kWarp * kVec) {
       const Pack<T> a0 = Load16(w0 + k), a1 = Load16(w1 + k);
       Pack<T> g;
       if constexpr (P == Prologue::kRmsNorm) g = Load16(norm_weight + k);
@@ -167,6 +174,27 @@ __global__ void __launch_bounds__(kGemvWarps* kWarp) GemvKernel(const GemvArgs a
       acc0[m] = WarpSum(acc0[m]);
       acc1[m] = WarpSum(acc1[m]);
     }
+    if (split > 1) {
+      if (lane == 0) {
+#pragma unroll
+        for (int m = 0; m < kMaxRows; ++m) {
+          partial[warp][0][m] = acc0[m];
+          partial[warp][1][m] = acc1[m];
+        }
+      }
+      __syncthreads();
+      if (part == 0) {
+        for (int other = 1; other < split; ++other) {
+#pragma unroll
+          for (int m = 0; m < kMaxRows; ++m) {
+            acc0[m] += partial[warp + other][0][m];
+            acc1[m] += partial[warp + other][1][m];
+          }
+        }
+      }
+      __syncthreads();  // `partial` is the next group's
+    }
+    if (!valid || part != 0) continue;
     const float b0 = bias != nullptr ? ToFloat(bias[r0]) : 0.0f;
     const float b1 = bias != nullptr ? ToFloat(bias[r1]) : 0.0f;
 #pragma unroll
@@ -180,22 +208,31 @@ __global__ void __launch_bounds__(kGemvWarps* kWarp) GemvKernel(const GemvArgs a
 
 template <typename T, Prologue P>
 int LaunchGemvFor(const GemvArgs& a, cudaStream_t stream) {
+  constexpr int kVec = Pack<T>::kSize;
   const int64_t pairs = a.out_features / 2;
-  int64_t blocks = (pairs + kGemvWarps - 1) / kGemvWarps;
-  if (a.max_blocks > 0 && blocks > a.max_blocks) blocks = a.max_blocks;
+  // Split K across warps until the grid has two blocks per SM (each warp keeping at least one
+  // load per lane).
+  int split = 1;
+  while (split < kGemvWarps && (pairs * split + kGemvWarps - 1) / kGemvWarps < 2 * a.sm_count &&
+         a.in_features >= int64_t{2 * split} * kWarp * kVec) {
+    split *= 2;
+  }
+  const int64_t per_block = kGemvWarps / split;
+  int64_t blocks = (pairs + per_block - 1) / per_block;
+  if (a.sm_count > 0 && blocks > 4 * int64_t{a.sm_count}) blocks = 4 * int64_t{a.sm_count};
   const dim3 grid(static_cast<unsigned>(blocks)), block(kGemvWarps * kWarp);
   switch (a.epilogue) {
     case Epilogue::kStore:
-      GemvKernel<T, P, Epilogue::kStore><<<grid, block, 0, stream>>>(a);
+      GemvKernel<T, P, Epilogue::kStore><<<grid, block, 0, stream>>>(a, split);
       break;
     case Epilogue::kResidual:
-      GemvKernel<T, P, Epilogue::kResidual><<<grid, block, 0, stream>>>(a);
+      GemvKernel<T, P, Epilogue::kResidual><<<grid, block, 0, stream>>>(a, split);
       break;
     case Epilogue::kSiluMul:
-      GemvKernel<T, P, Epilogue::kSiluMul><<<grid, block, 0, stream>>>(a);
+      GemvKernel<T, P, Epilogue::kSiluMul><<<grid, block, 0, stream>>>(a, split);
       break;
     case Epilogue::kRotaryStore:
-      GemvKernel<T, P, Epilogue::kRotaryStore><<<grid, block, 0, stream>>>(a);
+      GemvKernel<T, P, Epilogue::kRotaryStore><<<grid, block, 0, stream>>>(a, split);
       break;
   }
   return static_cast<int>(cudaGetLastError());

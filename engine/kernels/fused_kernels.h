@@ -80,7 +80,9 @@ struct GemvArgs {
   const float* rope = nullptr;
   bool rope_per_stream = false;
   CacheTarget cache;
-  int max_blocks = 0;  // grid cap (a multiple of the SM count); 0: one block per 8 row pairs
+  // The device's SMs: the grid is capped at 4 blocks per SM, and a small output splits K across
+  // warps until it has 2 per SM (0: one warp per pair of rows, no cap).
+  int sm_count = 0;
 };
 
 // Decode attention of q [streams, tokens, n_head, head_dim] (contiguous) over the cache rows

@@ -129,7 +129,7 @@ kernels::GemvArgs GemvOf(const torch::Tensor& x2, const torch::Tensor& weight,
   a.weight = weight.data_ptr();
   a.out = out2.data_ptr();
   a.out_stride = out2.stride(0);
-  a.max_blocks = 4 * SmCount();
+  a.sm_count = SmCount();
   return a;
 }
 
