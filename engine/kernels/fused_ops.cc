@@ -50,31 +50,12 @@ torch::Tensor ReferenceNormQkv(const torch::Tensor& x, const torch::Tensor& norm
 
 torch::Tensor ReferenceAttention(const torch::Tensor& q, const CacheLayer& cache, int64_t span,
                                  const torch::Tensor& mask) {
-  const int64_t b = q.size(0), n = q.size(1), heads = q.size(2), hd = q.size(3);
   torch::Tensor keys = cache.keys.narrow(2, 0, span), values = cache.values.narrow(2, 0, span);
   if (cache.slot_index.defined()) {
     keys = keys.index_select(0, cache.slot_index);
     values = values.index_select(0, cache.slot_index);
   }
-  if (keys.size(1) != heads) {
-    const int64_t rep = heads / keys.size(1);
-    keys = keys.repeat_interleave(rep, 1);
-    values = values.repeat_interleave(rep, 1);
-  }
-  auto scores =
-      torch::matmul(q.transpose(1, 2), keys.transpose(-1, -2)) / std::sqrt(static_cast<double>(hd));
-  if (mask.defined()) scores = scores + mask;
-  auto probs = torch::softmax(scores.to(torch::kFloat32), -1).to(q.scalar_type());
-  return torch::matmul(probs, values).transpose(1, 2).reshape({b, n, heads * hd});
-}
-
-torch::Tensor ReferenceSwiGlu(const torch::Tensor& h, const torch::Tensor& norm_weight, double eps,
-                              const torch::Tensor& w1, const torch::Tensor& w3,
-                              const torch::Tensor& w13) {
-  const auto f = RmsNorm(h, norm_weight, eps);
-  if (!w13.defined()) return torch::silu(torch::linear(f, w1)) * torch::linear(f, w3);
-  const auto gate_up = torch::linear(f, w13).chunk(2, -1);
-  return torch::silu(gate_up[0]) * gate_up[1];
+  return AttendKeys(q.transpose(1, 2), keys, values, mask);
 }
 
 // Whether to run the kernel: `qualifies` says whether it can.
@@ -308,7 +289,10 @@ torch::Tensor NormSwiGluInput(const torch::Tensor& h, const torch::Tensor& norm_
 #else
   UseKernel(impl, qualifies, "NormSwiGluInput");
 #endif
-  return ReferenceSwiGlu(h, norm_weight, eps, w1, w3, w13);
+  return SwiGluInput(RmsNorm(h, norm_weight, eps), w1, w3, w13,
+                     [](const torch::Tensor& in, const torch::Tensor& weight) {
+                       return torch::linear(in, weight);
+                     });
 }
 
 torch::Tensor GuidedDraw(const torch::Tensor& cond, const torch::Tensor& uncond,

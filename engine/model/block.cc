@@ -1,18 +1,9 @@
 #include "engine/model/block.h"
 
-#include <torch/version.h>
-
-#include <cmath>
 #include <string>
 
 #include "engine/kernels/fused_ops.h"
 #include "engine/model/safetensors.h"
-
-// LibTorch 2 has fused RMSNorm and scaled-dot-product attention kernels; LibTorch 1.13
-// (Debian's, the CPU build) has neither, and the CPU path keeps the reference arithmetic.
-#if TORCH_VERSION_MAJOR >= 2
-#define MULO_FUSED_KERNELS 1
-#endif
 
 namespace mulo::engine {
 
@@ -78,41 +69,20 @@ torch::Tensor Block::Attend(const torch::Tensor& qkv, const torch::Tensor& rope,
                             const torch::Tensor& mask, KvCache* cache, int64_t layer,
                             const torch::Tensor& rows, int64_t span) const {
   const auto& s = shape_;
-  const int64_t b = qkv.size(0), n = qkv.size(1), hd = s.head_dim();
-  const QkvHeads heads = SplitQkv(qkv, rope, s.n_head, s.n_kv_head, hd);
+  const QkvHeads heads = SplitQkv(qkv, rope, s.n_head, s.n_kv_head, s.head_dim());
   const torch::Tensor q = heads.q.transpose(1, 2);
   torch::Tensor keys = heads.k.transpose(1, 2), values = heads.v.transpose(1, 2);
   if (cache != nullptr) {
     std::tie(keys, values) = rows.defined() ? cache->StoreAt(layer, rows, keys, values, span)
                                             : cache->Store(layer, keys, values);
   }
-  if (s.n_kv_head != s.n_head) {
-    const int64_t rep = s.n_head / s.n_kv_head;
-    keys = keys.repeat_interleave(rep, 1);
-    values = values.repeat_interleave(rep, 1);
-  }
-#ifdef MULO_FUSED_KERNELS
-  if (q.is_cuda()) {
-    // One fused kernel over the additive mask.
-    auto attended = at::scaled_dot_product_attention(
-        q, keys, values, mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt);
-    return attended.transpose(1, 2).reshape({b, n, s.dim});
-  }
-#endif
-  auto scores = torch::matmul(q, keys.transpose(-1, -2)) / std::sqrt(static_cast<double>(hd));
-  if (mask.defined()) scores = scores + mask;
-  auto probs = torch::softmax(scores.to(torch::kFloat32), -1).to(q.scalar_type());
-  return torch::matmul(probs, values).transpose(1, 2).reshape({b, n, s.dim});
+  return AttendKeys(q, keys, values, mask);
 }
 
 torch::Tensor Block::FeedForward(torch::Tensor h, const RowLinear& linear) const {
-  auto f = RmsNorm(h, ffn_norm_, shape_.norm_eps);
-  if (!w13_.defined()) {  // CPU: two GEMMs (above), the residual added in place
-    return h.add_(linear(torch::silu(linear(f, w1_)) * linear(f, w3_), w2_));
-  }
+  const auto g = SwiGluInput(RmsNorm(h, ffn_norm_, shape_.norm_eps), w1_, w3_, w13_, linear);
+  if (!w13_.defined()) return h.add_(linear(g, w2_));  // CPU: the residual added in place
   // CUDA: fused FFN inputs, the residual added by the GEMM (beta = 1): one kernel fewer.
-  auto gate_up = linear(f, w13_).chunk(2, -1);
-  auto g = torch::silu(gate_up[0]) * gate_up[1];
   h.view({-1, shape_.dim}).addmm_(g.view({-1, g.size(-1)}), w2_.t());
   return h;
 }

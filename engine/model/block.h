@@ -8,7 +8,6 @@
 
 #include <torch/types.h>
 
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -89,8 +88,6 @@ class Block {
   torch::Tensor Attend(const torch::Tensor& qkv, const torch::Tensor& rope,
                        const torch::Tensor& mask, KvCache* cache, int64_t layer,
                        const torch::Tensor& rows, int64_t span) const;
-  // in [rows, in] x weight [out, in]^T, however the caller groups the rows.
-  using RowLinear = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>;
   // h + SwiGLU(RMSNorm(h)), the block's second half.
   torch::Tensor FeedForward(torch::Tensor h, const RowLinear& linear) const;
   // Forward through `cache` by the fused ops (engine/kernels/fused_ops.h): the same rows,

@@ -2,16 +2,19 @@
 
 #include <torch/version.h>
 
-// LibTorch 2 has a fused RMSNorm kernel; LibTorch 1.13 (Debian's, the CPU build) has none, and
-// the CPU path keeps the reference arithmetic.
+#include <cmath>
+#include <optional>
+
+// LibTorch 2 has fused RMSNorm and scaled-dot-product attention kernels; LibTorch 1.13
+// (Debian's, the CPU build) has neither, and the CPU path keeps the reference arithmetic.
 #if TORCH_VERSION_MAJOR >= 2
-#define MULO_FUSED_RMS_NORM 1
+#define MULO_FUSED_TORCH_KERNELS 1
 #endif
 
 namespace mulo::engine {
 
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-#ifdef MULO_FUSED_RMS_NORM
+#ifdef MULO_FUSED_TORCH_KERNELS
   if (x.is_cuda()) return at::rms_norm(x, {x.size(-1)}, weight, eps);
 #endif
   auto xf = x.to(torch::kFloat32);
@@ -46,6 +49,35 @@ QkvHeads SplitQkv(const torch::Tensor& qkv, const torch::Tensor& rope, int64_t n
     heads.k = qk.narrow(2, n_head, n_kv_head);
   }
   return heads;
+}
+
+torch::Tensor AttendKeys(const torch::Tensor& q, torch::Tensor keys, torch::Tensor values,
+                         const torch::Tensor& mask) {
+  const int64_t b = q.size(0), heads = q.size(1), n = q.size(2), hd = q.size(3);
+  if (keys.size(1) != heads) {
+    const int64_t rep = heads / keys.size(1);
+    keys = keys.repeat_interleave(rep, 1);
+    values = values.repeat_interleave(rep, 1);
+  }
+#ifdef MULO_FUSED_TORCH_KERNELS
+  if (q.is_cuda()) {
+    // One fused kernel over the additive mask.
+    auto attended = at::scaled_dot_product_attention(
+        q, keys, values, mask.defined() ? std::optional<torch::Tensor>(mask) : std::nullopt);
+    return attended.transpose(1, 2).reshape({b, n, heads * hd});
+  }
+#endif
+  auto scores = torch::matmul(q, keys.transpose(-1, -2)) / std::sqrt(static_cast<double>(hd));
+  if (mask.defined()) scores = scores + mask;
+  auto probs = torch::softmax(scores.to(torch::kFloat32), -1).to(q.scalar_type());
+  return torch::matmul(probs, values).transpose(1, 2).reshape({b, n, heads * hd});
+}
+
+torch::Tensor SwiGluInput(const torch::Tensor& f, const torch::Tensor& w1, const torch::Tensor& w3,
+                          const torch::Tensor& w13, const RowLinear& linear) {
+  if (!w13.defined()) return torch::silu(linear(f, w1)) * linear(f, w3);
+  const auto gate_up = linear(f, w13).chunk(2, -1);
+  return torch::silu(gate_up[0]) * gate_up[1];
 }
 
 }  // namespace mulo::engine
