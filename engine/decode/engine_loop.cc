@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <typeinfo>
 #include <utility>
 
 #include "engine/core/fiber.h"
@@ -95,6 +96,16 @@ StatusOr<std::vector<ZipArGraphs::Output>> RunTogether(
   return graphs.Run(calls);
 }
 
+StatusOr<ZipArGraphs::Output> RunAlone(const ZipArGraphs& graphs, const ZipArGraphs::Chain& c) {
+  MULO_ASSIGN_OR_RETURN(std::vector<ZipArGraphs::Output> outputs, graphs.RunChains({c}));
+  return std::move(outputs[0]);
+}
+
+StatusOr<std::vector<ZipArGraphs::Output>> RunTogether(
+    const ZipArGraphs& graphs, const std::vector<ZipArGraphs::Chain>& chains, PackedGemms) {
+  return graphs.RunChains(chains);
+}
+
 StatusOr<torch::Tensor> RunAlone(const TokenDrawer&, const DrawCall& c) {
   return GuardTorch("DrawTokens", [&]() -> StatusOr<torch::Tensor> { return DrawTokens(c); });
 }
@@ -159,7 +170,8 @@ struct EngineLoop::Pending {
   // call's result.
   virtual void RunGroup(const std::vector<Pending*>& group, PackedGemms gemms) = 0;
 
-  const void* model = nullptr;  // calls of one model batch together
+  const void* model = nullptr;           // calls of one model batch together, if of one kind
+  const std::type_info* kind = nullptr;  // the call's type (a model may take two kinds)
   Component component = Component::kTransformer;
   const Fiber* request = nullptr;  // the request that waits on it
   int64_t rows = 0;         // reported rows
@@ -168,7 +180,10 @@ struct EngineLoop::Pending {
 
 template <typename Model, typename Call, typename Result>
 struct EngineLoop::Queued : EngineLoop::Pending {
-  Queued(const Model& m, const Call& c) : callee(m), call(c) { model = &m; }
+  Queued(const Model& m, const Call& c) : callee(m), call(c) {
+    model = &m;
+    kind = &typeid(Call);
+  }
 
   void RunGroup(const std::vector<Pending*>& group, PackedGemms gemms) override {
     if (group.size() == 1) {
@@ -292,15 +307,17 @@ void EngineLoop::RunQueued() {
   for (Pending* p : queue_) (!cheap_first || IsCheap(p->component) ? run : later).push_back(p);
   queue_ = std::move(later);
   std::vector<std::vector<Pending*>> batches;
-  std::map<const void*, size_t> open_batch;  // model -> its batch being filled
+  // (model, kind of call) -> its batch being filled
+  std::map<std::pair<const void*, const std::type_info*>, size_t> open_batch;
   std::vector<int64_t> batch_rows;
   for (Pending* p : run) {
-    auto it = open_batch.find(p->model);
+    const auto key = std::make_pair(p->model, p->kind);
+    auto it = open_batch.find(key);
     if (it == open_batch.end() || batch_rows[it->second] + p->budget_rows > options_.max_rows) {
-      open_batch[p->model] = batches.size();
+      open_batch[key] = batches.size();
       batches.emplace_back();
       batch_rows.push_back(0);
-      it = open_batch.find(p->model);
+      it = open_batch.find(key);
     }
     batches[it->second].push_back(p);
     batch_rows[it->second] += p->budget_rows;
@@ -405,7 +422,25 @@ StatusOr<ZipArGraphs::Output> EngineLoop::Run(const ZipArGraphs& graphs,
   // Two streams of the forward's rows, padded as the graphs feed them.
   const int64_t rows = 2 * ZipArGraphs::RowsOf(inputs);
   return Submit<ZipArGraphs, ZipArGraphs::Call, ZipArGraphs::Output>(
-      graphs, call, Component::kTransformer, rows, /*budget_rows=*/rows, /*counts_read=*/true);
+      graphs, call, Component::kTransformer, rows, /*budget_rows=*/rows,
+      /*counts_read=*/call.read);
+}
+
+StatusOr<ZipArGraphs::Output> EngineLoop::Run(const ZipArGraphs& graphs,
+                                              const ZipArGraphs::Chain& chain) {
+  if (!graphs.FitsChain(chain)) {
+    return InvalidArgumentError("EngineLoop::Run: the chain does not fit the ZipAR graphs");
+  }
+  // Two streams of the widest forward's rows; its forwards run one after another.
+  int64_t widest = 0;
+  for (const ZipArGraphs::Call& call : chain.forwards) {
+    widest = std::max(widest, ZipArGraphs::RowsOf(static_cast<int64_t>(call.tokens.size())));
+  }
+  const bool read = std::any_of(chain.forwards.begin(), chain.forwards.end(),
+                                [](const ZipArGraphs::Call& call) { return call.read; });
+  return Submit<ZipArGraphs, ZipArGraphs::Chain, ZipArGraphs::Output>(
+      graphs, chain, Component::kTransformer, 2 * widest * chain.forwards.size(),
+      /*budget_rows=*/2 * widest, /*counts_read=*/read);
 }
 
 StatusOr<torch::Tensor> EngineLoop::Draw(const DrawCall& call) {

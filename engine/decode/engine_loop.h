@@ -154,6 +154,9 @@ class EngineLoop : public ChainJudge, public HostReader {
                                          const MuloVerifyGraphs::Call& call);
   // ZipArGraphs::Run({call}) (a ZipAR forward and its draws, zipar_graphs.h), the same way.
   StatusOr<ZipArGraphs::Output> Run(const ZipArGraphs& graphs, const ZipArGraphs::Call& call);
+  // ZipArGraphs::RunChains({chain}) (a wavefront's forwards), in the loop's next batch of
+  // chains of the same graphs; its read, if it asks for one, counts as the request's own.
+  StatusOr<ZipArGraphs::Output> Run(const ZipArGraphs& graphs, const ZipArGraphs::Chain& chain);
   // DrawTokens(call), in the loop's next batched draw (TokenDrawer::DrawBatch): exactly the
   // tokens it draws alone. From outside the loop's requests it draws at once.
   StatusOr<torch::Tensor> Draw(const DrawCall& call);

@@ -175,11 +175,12 @@ std::vector<TreeVerifyGraphs::Shape> TreeVerifyShapes(const KvPools::GraphedShap
 }
 
 // ZipAR's forwards and draws in one replay over `model`'s pool (ZipAR's target, MuLo-SD's
-// drafter), for any window.
+// drafter), for any window; with `chain_forwards` > 1, also chains of up to that many.
 std::function<StatusOr<std::shared_ptr<ZipArGraphs>>(const KvPool&)> ZipArCapture(
-    const TokenModel* model, const std::optional<RowGraphs::Model>& steps) {
-  return [steps, model](const KvPool& pool) {
-    return ZipArGraphs::Capture(pool, model->grid_size(), *steps, /*filters=*/true);
+    const TokenModel* model, const std::optional<RowGraphs::Model>& steps,
+    int64_t chain_forwards = 1) {
+  return [steps, model, chain_forwards](const KvPool& pool) {
+    return ZipArGraphs::Capture(pool, model->grid_size(), *steps, /*filters=*/true, chain_forwards);
   };
 }
 
@@ -277,9 +278,13 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
         return RowGraphs::Capture(
             pool, {tokens, /*drafts=*/false, /*read=*/false, /*filters=*/true}, *steps);
       };
-      // MuLo-SD x ZipAR: the drafter's wavefront forwards and their draws in one replay each,
-      // for any mulo.zipar_window (one set serves every window, as the target's).
-      if (models.upsampler != nullptr) plan.capture_zipar = ZipArCapture(model, steps);
+      // MuLo-SD x ZipAR: a step's wavefront forwards and their draws in one replay, for any
+      // mulo.zipar_window (one set serves every window, as the target's): completing the
+      // family's default rows takes at most a forward per token of them (row 0, whose
+      // tokens come one per forward); longer chains run as several.
+      if (models.upsampler != nullptr) {
+        plan.capture_zipar = ZipArCapture(model, steps, tokens);
+      }
     }
     if (steps && component == "chain") {
       plan.capture_rows = [steps, gamma](const KvPool& pool) {

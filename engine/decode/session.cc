@@ -29,6 +29,14 @@ StatusOr<typename Graphs::Output> RunStepGraphs(EngineLoop* loop, const Graphs& 
   return std::move(outputs[0]);
 }
 
+// A chain of ZipAR forwards (zipar_graphs.h), the same way.
+StatusOr<ZipArGraphs::Output> RunStepGraphs(EngineLoop* loop, const ZipArGraphs& graphs,
+                                            const ZipArGraphs::Chain& chain) {
+  if (loop != nullptr) return loop->Run(graphs, chain);
+  MULO_ASSIGN_OR_RETURN(std::vector<ZipArGraphs::Output> outputs, graphs.RunChains({chain}));
+  return std::move(outputs[0]);
+}
+
 }  // namespace
 
 ModelStream::ModelStream(const TokenModel& model, KvCache cache, StreamRole role, Stats* stats,
@@ -383,6 +391,46 @@ StatusOr<ZipArGraphs::Output> ModelStream::StepZipAr(const ZipArGraphs& graphs,
   if (cache_.trace() != nullptr) {
     cache_.trace()->push_back(
         {&model_, cache_.batch(), ZipArGraphs::RowsOf(inputs), context, /*graph=*/true});
+  }
+  return out;
+}
+
+bool ModelStream::CanStepZipArChain(const ZipArGraphs& graphs, ZipArGraphs::Chain chain) {
+  const int64_t offset = model_.TokenPosition(condition_rows_, 0);
+  if (model_.TokenPosition(condition_rows_, 1) != offset + 1) return false;
+  for (ZipArGraphs::Call& call : chain.forwards) {
+    call.cache = &cache_;
+    call.condition_rows = condition_rows_;
+    call.position_offset = offset;
+  }
+  return graphs.FitsChain(chain);
+}
+
+StatusOr<ZipArGraphs::Output> ModelStream::StepZipArChain(const ZipArGraphs& graphs,
+                                                          ZipArGraphs::Chain chain) {
+  if (!CanStepZipArChain(graphs, chain)) {
+    return FailedPreconditionError("ModelStream::StepZipArChain: no ZipAR graph fits a chain of " +
+                                   std::to_string(chain.forwards.size()) + " forwards");
+  }
+  const int64_t offset = model_.TokenPosition(condition_rows_, 0);
+  for (ZipArGraphs::Call& call : chain.forwards) {
+    call.cache = &cache_;
+    call.condition_rows = condition_rows_;
+    call.position_offset = offset;
+  }
+  // Each forward's context: the cached rows its plan lists.
+  std::vector<int64_t> contexts;
+  for (const ZipArGraphs::Call& call : chain.forwards) {
+    contexts.push_back(condition_rows_ + static_cast<int64_t>(call.cached.size()));
+  }
+  MULO_ASSIGN_OR_RETURN(ZipArGraphs::Output out, RunStepGraphs(loop_, graphs, chain));
+  for (size_t j = 0; j < chain.forwards.size(); ++j) {
+    CountForward();
+    if (cache_.trace() != nullptr) {
+      const int64_t inputs = static_cast<int64_t>(chain.forwards[j].tokens.size());
+      cache_.trace()->push_back(
+          {&model_, cache_.batch(), ZipArGraphs::RowsOf(inputs), contexts[j], /*graph=*/true});
+    }
   }
   return out;
 }

@@ -179,6 +179,12 @@ class ModelStream {
   // a loop; the call's cache, condition rows and position offset are this stream's. As
   // FeedSet, it leaves fed() alone (ZipAR's cache is not in raster order).
   StatusOr<ZipArGraphs::Output> StepZipAr(const ZipArGraphs& graphs, ZipArGraphs::Call call);
+  // Whether the forwards of `chain` (MuLo-SD's drafter's wavefront, planned ahead) may run in
+  // one replay of `graphs`, each given this stream's cache, condition rows and position offset.
+  bool CanStepZipArChain(const ZipArGraphs& graphs, ZipArGraphs::Chain chain);
+  // That replay (and its read, if a forward asks), the same way; each forward counts as one of
+  // this stream's. The caller drops the last forward's placeholders.
+  StatusOr<ZipArGraphs::Output> StepZipArChain(const ZipArGraphs& graphs, ZipArGraphs::Chain chain);
 
   // Rolls back to the first n raster tokens (their next_logits are stale until the next Feed).
   Status Truncate(int64_t n);

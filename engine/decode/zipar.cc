@@ -32,19 +32,7 @@ Status FeedOnGraphs(DecodeSession& session, ModelStream& stream, ZipArRows& rows
                     const ZipArGraphs& graphs, const ZipArRows::Forward& forward, RngStream numbers,
                     const SamplingParams& sampling, bool read) {
   const std::vector<std::pair<int64_t, int64_t>> draws = DrawOrder(forward);
-  ZipArGraphs::Call call;
-  for (const ZipArRows::Input& in : forward.inputs) {
-    call.tokens.push_back(in.token);
-    call.rasters.push_back(in.raster);
-    call.placeholders.push_back(in.placeholder);
-    call.sources.push_back(in.source);
-  }
-  for (const auto& draw : draws) {
-    call.draws.push_back(draw.second);
-    call.predicts.push_back(draw.first);
-  }
-  call.read = read;
-  call.cached = rows.cached();
+  ZipArGraphs::Call call = PlannedCall(rows, forward, read);
   if (!draws.empty()) {
     call.uniforms = session.DrawNumbers(numbers, static_cast<int64_t>(draws.size()), &sampling);
   }
@@ -125,6 +113,28 @@ class ZipArState : public SteppedMethod::State {
 };
 
 }  // namespace
+
+ZipArGraphs::Call PlannedCall(const ZipArRows& rows, const ZipArRows::Forward& forward, bool read) {
+  ZipArGraphs::Call call;
+  for (const ZipArRows::Input& in : forward.inputs) {
+    call.tokens.push_back(in.token);
+    call.rasters.push_back(in.raster);
+    call.placeholders.push_back(in.placeholder);
+    call.sources.push_back(in.source);
+  }
+  for (const auto& draw : DrawOrder(forward)) {
+    call.draws.push_back(draw.second);
+    call.predicts.push_back(draw.first);
+  }
+  call.read = read;
+  call.cached = rows.cached();
+  return call;
+}
+
+void PlannedAsDrawnOnDevice(ZipArRows& rows, const ZipArRows::Forward& forward) {
+  rows.Fed(forward);
+  for (const auto& draw : DrawOrder(forward)) rows.Set(draw.first, -1);
+}
 
 Status StepRows(DecodeSession& session, ModelStream& stream, ZipArRows& rows,
                 const ZipArGraphs* graphs, RngStream numbers, const SamplingParams& sampling,

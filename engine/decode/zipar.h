@@ -35,6 +35,12 @@ Status StepRows(DecodeSession& session, ModelStream& stream, ZipArRows& rows,
                 const ZipArGraphs* graphs, RngStream numbers, const SamplingParams& sampling,
                 bool read = true);
 
+// The graphs' call of `forward`, planned by `rows` and not yet fed: its inputs, its cached
+// rows' rasters and its draws in the order they take numbers (none attached yet).
+ZipArGraphs::Call PlannedCall(const ZipArRows& rows, const ZipArRows::Forward& forward, bool read);
+// Records in `rows` that `forward` ran with its draws left on the device (-1 each).
+void PlannedAsDrawnOnDevice(ZipArRows& rows, const ZipArRows::Forward& forward);
+
 class ZipArDecoder : public SteppedMethod {
  public:
   explicit ZipArDecoder(ZipArOptions options = ZipArOptions()) : options_(options) {}

@@ -38,6 +38,29 @@ Status ZipArDrafter::Restart(DecodeSession& session, const std::vector<int64_t>&
   return OkStatus();
 }
 
+StatusOr<bool> ZipArDrafter::RunChain(DecodeSession& session, const ZipArGraphs& graphs,
+                                      int64_t rows_end) {
+  ZipArRows plan = *rows_;
+  ZipArGraphs::Chain chain;
+  int64_t draws = 0, placeholders = 0;
+  while (!plan.RowsDone()[rows_end - 1] &&
+         static_cast<int64_t>(chain.forwards.size()) < graphs.chain_forwards()) {
+    const ZipArRows::Forward forward = plan.Next(drafter_->condition_rows(), /*with_mask=*/false);
+    chain.forwards.push_back(PlannedCall(plan, forward, /*read=*/false));
+    chain.forwards.back().sampling = sampling_;
+    draws += static_cast<int64_t>(chain.forwards.back().draws.size());
+    placeholders = forward.placeholders;
+    PlannedAsDrawnOnDevice(plan, forward);
+  }
+  if (!drafter_->CanStepZipArChain(graphs, chain)) return false;
+  // The numbers the forwards would take one forward at a time, taken at once.
+  if (draws > 0) chain.uniforms = session.DrawNumbers(RngStream::kDrafter, draws, &sampling_);
+  MULO_RETURN_IF_ERROR(drafter_->StepZipArChain(graphs, std::move(chain)).status());
+  MULO_RETURN_IF_ERROR(drafter_->cache().Truncate(drafter_->cache().length() - placeholders));
+  *rows_ = std::move(plan);
+  return true;
+}
+
 StatusOr<torch::Tensor> ZipArDrafter::DraftThrough(DecodeSession& session,
                                                    const std::vector<int64_t>& prefix,
                                                    int64_t rows_end) {
@@ -52,6 +75,10 @@ StatusOr<torch::Tensor> ZipArDrafter::DraftThrough(DecodeSession& session,
   // waits for the next step, which may bring a different prefix.
   while (!rows_->RowsDone()[rows_end - 1]) {
     MULO_RETURN_IF_ERROR(session.CheckCancelled());
+    if (graphs != nullptr && !rows_->narrowed()) {
+      MULO_ASSIGN_OR_RETURN(const bool ran, RunChain(session, *graphs, rows_end));
+      if (ran) continue;
+    }
     MULO_RETURN_IF_ERROR(StepRows(session, *drafter_, *rows_, graphs, RngStream::kDrafter,
                                   sampling_, /*read=*/false));
   }

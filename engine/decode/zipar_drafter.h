@@ -7,10 +7,10 @@
 // otherwise it starts over from the prefix (one forward over it). With w = grid width every
 // drafter token is drawn from the same distribution, in the same order of the drafter's
 // random stream, as MuloProposer's sequential rows (tests/engine/decode/mulo_test.cc). Each
-// wavefront forward replays the drafter pool's ZipAR graphs where the request has them
-// (zipar_graphs.h: one replay per forward, the eager forward's tokens; mulo_graphs_test), and
-// the drawn tokens stay on the device until the step's one read: the next forward takes them
-// from the graphs' tokens.
+// step's wavefront forwards replay the drafter pool's ZipAR graphs where the request has them
+// (zipar_graphs.h: the forwards a step needs planned ahead and run as one chain, one replay,
+// the eager forwards' tokens; mulo_graphs_test), and the drawn tokens stay on the device until
+// the step's one read: each forward takes those before it drew from the graphs' tokens.
 #ifndef MULO_ENGINE_DECODE_ZIPAR_DRAFTER_H_
 #define MULO_ENGINE_DECODE_ZIPAR_DRAFTER_H_
 
@@ -45,6 +45,10 @@ class ZipArDrafter {
   // the request has them).
   Status Restart(DecodeSession& session, const std::vector<int64_t>& prefix,
                  const ZipArGraphs* graphs);
+  // The wavefront's next forwards through row rows_end - 1 (at most graphs.chain_forwards()),
+  // planned and run as one chain of `graphs`, their draws left on the device; false, with
+  // nothing run, where the chain does not fit (the forward then runs alone).
+  StatusOr<bool> RunChain(DecodeSession& session, const ZipArGraphs& graphs, int64_t rows_end);
 
   ModelStream* drafter_;
   int64_t grid_, window_;

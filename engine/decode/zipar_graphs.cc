@@ -16,11 +16,11 @@ namespace mulo::engine {
 
 namespace {
 
-// The ints, in order: per stream its slot and cache length; per request cfg_scale,
+// One forward's ints, in order: per stream its slot and cache length; per request cfg_scale,
 // temperature and top_p (float64 bits), top_k and the sequence position of raster 0; per
-// request row its token,
-// raster and drawing input; per request column its raster; per request row the raster of its
-// token on the device and the raster its draw predicts.
+// request row its token, raster and drawing input; per request column its raster; per request
+// row the raster of its token on the device and the raster its draw predicts; per request the
+// index of its first draw's number among its chain's. A chain's forwards follow one another.
 struct Layout {
   Layout(int64_t streams, int64_t rows, int64_t span)
       : streams(streams), requests(streams / 2), rows(rows), span(span) {}
@@ -35,7 +35,8 @@ struct Layout {
   int64_t columns() const { return draws() + requests * rows; }
   int64_t sources() const { return columns() + requests * span; }
   int64_t predicts() const { return sources() + requests * rows; }
-  int64_t size() const { return predicts() + requests * rows; }
+  int64_t first_numbers() const { return predicts() + requests * rows; }
+  int64_t size() const { return first_numbers() + requests; }
 };
 
 // A raster no input's is above: placeholders', pads' and empty rows' columns, seen by no one.
@@ -43,9 +44,12 @@ constexpr int64_t kUnseen = int64_t{1} << 40;
 // A pad input's own raster: it sees no column but its own row.
 constexpr int64_t kPadRaster = -2;
 
-// The replay's ints for `calls` (Layout's), pads keeping the scratch slot and length 0, their
-// draws written to the tokens' spare column `spare`.
-std::vector<int64_t> StepInts(const std::vector<ZipArGraphs::Call>& calls, const Layout& at,
+// One forward's ints (Layout's) for `calls` (null: a pad) over caches of `lengths` rows, whose
+// first draws take their chain's numbers from `first_numbers`; pads keep the scratch slot and
+// length 0, their draws written to the tokens' spare column `spare`.
+std::vector<int64_t> StepInts(const std::vector<const ZipArGraphs::Call*>& calls,
+                              const std::vector<int64_t>& lengths,
+                              const std::vector<int64_t>& first_numbers, const Layout& at,
                               int64_t scratch_slot, int64_t spare) {
   std::vector<int64_t> ints(at.size(), 0);
   std::fill(ints.begin(), ints.begin() + at.streams, scratch_slot);
@@ -55,9 +59,11 @@ std::vector<int64_t> StepInts(const std::vector<ZipArGraphs::Call>& calls, const
   double* const params = reinterpret_cast<double*>(ints.data() + at.params());
   static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
   for (size_t i = 0; i < calls.size(); ++i) {
-    const ZipArGraphs::Call& call = calls[i];
+    if (calls[i] == nullptr) continue;
+    const ZipArGraphs::Call& call = *calls[i];
     const int64_t r = static_cast<int64_t>(i);
-    const int64_t length = call.cache->length();
+    const int64_t length = lengths[i];
+    ints[at.first_numbers() + r] = first_numbers[i];
     for (int64_t b = 0; b < 2; ++b) {
       ints[2 * r + b] = call.cache->first_slot() + b;
       ints[at.lengths() + 2 * r + b] = length;
@@ -116,11 +122,12 @@ torch::Tensor PerStream(const torch::Tensor& per_request) {
 }  // namespace
 
 struct ZipArGraphs::Entry {
-  // Static inputs on the device, filled per replay: ints [Layout::size()] int64 (one upload)
-  // and numbers [requests, rows] float64 (one copy per sampled request).
+  // Static inputs on the device, filled per replay: ints [forwards * Layout::size()] int64
+  // (one upload) and numbers [requests, forwards * rows] float64 (one copy per sampled
+  // request: its chain's numbers, in order).
   torch::Tensor ints, numbers;
-  std::optional<KvCache> view;  // the pool's slots as the ints' first column indexes them
-  torch::Tensor result;         // [requests, rows] int64, written by every replay: the read
+  std::vector<KvCache> views;  // per forward: the pool's slots as its ints' slots index them
+  torch::Tensor result;        // [forwards, requests, rows] int64, written by every replay
   std::unique_ptr<ReplayableGraph> graph;
 };
 
@@ -151,8 +158,8 @@ int64_t ZipArGraphs::RowsOf(int64_t inputs) {
 }
 
 StatusOr<std::shared_ptr<ZipArGraphs>> ZipArGraphs::Capture(const KvPool& pool, int64_t grid,
-                                                            RowGraphs::Model model,
-                                                            bool filters) {
+                                                            RowGraphs::Model model, bool filters,
+                                                            int64_t chain_forwards) {
   if (pool.scratch_slot() < 0) {
     return InvalidArgumentError("ZipArGraphs: the pool needs a scratch slot for pad requests");
   }
@@ -160,39 +167,44 @@ StatusOr<std::shared_ptr<ZipArGraphs>> ZipArGraphs::Capture(const KvPool& pool, 
   std::shared_ptr<ZipArGraphs> graphs(new ZipArGraphs(pool, grid, std::move(model)));
   const torch::Device device = graphs->model_.options.device();
   graphs->filters_ = filters;
+  graphs->chain_forwards_ = std::max<int64_t>(chain_forwards, 1);
   graphs->tokens_ = torch::zeros({pool.scratch_slot() + 1, grid * grid + 1},
                                  torch::dtype(torch::kInt64).device(device));
-  for (const bool filtered : {false, true}) {
-    if (filtered && !filters) break;
-    for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
-      for (int64_t rows = 1; rows <= RowsOf(grid + 1); rows *= 2) {
-        MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(pool, rows, device, [&](int64_t span) {
-          return graphs->CaptureKey(Key(streams, rows, span, filtered));
-        }));
+  for (int64_t forwards = 1; forwards <= graphs->chain_forwards_; ++forwards) {
+    for (const bool filtered : {false, true}) {
+      if (filtered && !filters) break;
+      for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
+        for (int64_t rows = 1; rows <= RowsOf(grid + 1); rows *= 2) {
+          MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(pool, rows, device, [&](int64_t span) {
+            return graphs->CaptureKey(Key(streams, rows, span, filtered, forwards));
+          }));
+        }
       }
     }
   }
   return graphs;
 }
 
-void ZipArGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t span,
-                       bool filtered) const {
+void ZipArGraphs::Body(Entry& e, const Key& key, int64_t forward) const {
   at::NoGradGuard no_grad;
+  const int64_t streams = std::get<0>(key), rows = std::get<1>(key), span = std::get<2>(key);
+  const bool filtered = std::get<3>(key);
   const Layout at(streams, rows, span);
   const int64_t requests = at.requests, vocab = model_.vocab;
   const auto long_options = torch::dtype(torch::kInt64).device(model_.options.device());
+  const torch::Tensor ints = e.ints.narrow(0, forward * at.size(), at.size());
   const auto field = [&](int64_t from, int64_t width) {
-    return e.ints.narrow(0, from, requests * width).view({requests, width});
+    return ints.narrow(0, from, requests * width).view({requests, width});
   };
-  const torch::Tensor lengths = e.ints.narrow(0, at.lengths(), streams);
+  const torch::Tensor lengths = ints.narrow(0, at.lengths(), streams);
   const torch::Tensor params =
-      e.ints.narrow(0, at.params(), 3 * requests).view(torch::kFloat64).view({3, requests});
-  const torch::Tensor offsets = PerStream(e.ints.narrow(0, at.offsets(), requests));
+      ints.narrow(0, at.params(), 3 * requests).view(torch::kFloat64).view({3, requests});
+  const torch::Tensor offsets = PerStream(ints.narrow(0, at.offsets(), requests));
   const torch::Tensor own = PerStream(field(at.rasters(), rows));          // [streams, rows]
   const torch::Tensor columns = PerStream(field(at.columns(), span));     // [streams, span]
   // Each request's tokens row (its first stream's slot): an input the host does not know takes
-  // its id there.
-  const torch::Tensor slots = e.ints.narrow(0, 0, streams).view({requests, 2}).select(1, 0);
+  // its id there, where the chain's earlier forwards left it.
+  const torch::Tensor slots = ints.narrow(0, 0, streams).view({requests, 2}).select(1, 0);
   const torch::Tensor known = field(at.tokens(), rows);
   const torch::Tensor on_device =
       tokens_.index_select(0, slots).gather(1, field(at.sources(), rows).clamp_min(0));
@@ -206,8 +218,8 @@ void ZipArGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t span,
   in.mask = (columns.unsqueeze(1) < own.unsqueeze(2)) |
             (torch::arange(span, long_options).view({1, 1, span}) == in.rows.unsqueeze(2));
   in.span = span;
-  const torch::Tensor logits = model_.forward(*e.view, in)[1].to(torch::kFloat32);
-  // Draw j of a request reads its drawing input's row, with the j-th number.
+  const torch::Tensor logits = model_.forward(e.views[forward], in)[1].to(torch::kFloat32);
+  // Draw j of a request reads its drawing input's row, with its j-th number of this forward.
   const torch::Tensor draws = field(at.draws(), rows).view({requests, 1, rows, 1});
   const torch::Tensor picked = logits.view({requests, 2, rows, vocab})
                                    .gather(2, draws.expand({requests, 2, rows, vocab}));
@@ -215,23 +227,29 @@ void ZipArGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t span,
   const torch::Tensor temperature = params.select(0, 1).to(torch::kFloat32).view({requests, 1, 1});
   RowFilters filters;
   if (filtered) {
-    filters = {e.ints.narrow(0, at.top_k(), requests).view({requests, 1, 1}),
+    filters = {ints.narrow(0, at.top_k(), requests).view({requests, 1, 1}),
                params.select(0, 2).to(torch::kFloat32).view({requests, 1, 1})};
   }
   const torch::Tensor p =
       GuidedProbabilities(picked.select(1, 0), picked.select(1, 1), cfg, temperature,
                           /*one_hot_greedy=*/true, filtered ? &filters : nullptr);
-  e.result = DrawRows(p.reshape({requests * rows, vocab}), e.numbers.reshape({-1}))
-                 .view({requests, rows});
-  // Every draw into its request's tokens (rows that draw nothing: the spare column).
+  const torch::Tensor number_index =
+      (ints.narrow(0, at.first_numbers(), requests).view({requests, 1}) +
+       torch::arange(rows, long_options).view({1, rows}))
+          .clamp_max(e.numbers.size(1) - 1);
+  const torch::Tensor numbers = e.numbers.gather(1, number_index);
+  const torch::Tensor drawn =
+      DrawRows(p.reshape({requests * rows, vocab}), numbers.reshape({-1})).view({requests, rows});
+  e.result.select(0, forward).copy_(drawn);
+  // Every draw into its request's tokens (rows that draw nothing: the spare column), where the
+  // chain's next forwards and the caller find them.
   tokens_.index_put_({slots.unsqueeze(1).expand({requests, rows}), field(at.predicts(), rows)},
-                     e.result);
+                     drawn);
 }
 
 Status ZipArGraphs::CaptureKey(const Key& key) {
-  // Plain variables: the lambda below captures them (C++17 does not allow capturing bindings).
   const int64_t streams = std::get<0>(key), rows = std::get<1>(key), span = std::get<2>(key);
-  const bool filtered = std::get<3>(key);
+  const int64_t forwards = std::get<4>(key);
   return GuardTorch("ZipArGraphs::Capture", [&]() -> Status {
     at::NoGradGuard no_grad;
     const torch::Device device = model_.options.device();
@@ -240,12 +258,19 @@ Status ZipArGraphs::CaptureKey(const Key& key) {
     Entry* e = entry.get();
     // Until the first call fills them: every request a pad (the scratch slot, length 0,
     // greedy), so the capture's warm-up writes nowhere a request reads.
-    std::vector<int64_t> pads = StepInts({}, at, pool_.scratch_slot(), grid_ * grid_);
-    e->ints = torch::tensor(pads, torch::kInt64).to(device);
-    e->numbers = torch::zeros({at.requests, rows}, torch::dtype(torch::kFloat64).device(device));
-    e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, streams)));
-    auto run = [this, e, streams, rows, span, filtered] {
-      Body(*e, streams, rows, span, filtered);
+    const std::vector<int64_t> pads = StepInts({}, {}, {}, at, pool_.scratch_slot(), grid_ * grid_);
+    std::vector<int64_t> all;
+    for (int64_t j = 0; j < forwards; ++j) all.insert(all.end(), pads.begin(), pads.end());
+    e->ints = torch::tensor(all, torch::kInt64).to(device);
+    e->numbers =
+        torch::zeros({at.requests, forwards * rows}, torch::dtype(torch::kFloat64).device(device));
+    e->result =
+        torch::zeros({forwards, at.requests, rows}, torch::dtype(torch::kInt64).device(device));
+    for (int64_t j = 0; j < forwards; ++j) {
+      e->views.push_back(pool_.SlotIndexedView(e->ints.narrow(0, j * at.size(), streams)));
+    }
+    auto run = [this, e, key, forwards] {
+      for (int64_t j = 0; j < forwards; ++j) Body(*e, key, j);
     };
     e->graph = set_.Make(device, run, model_.emulated, (e->ints.numel() + e->numbers.numel()) * 8);
     if (e->graph != nullptr) entries_[key] = std::move(entry);
@@ -259,77 +284,163 @@ bool ZipArGraphs::Fits(const KvCache& cache, int64_t inputs, const SamplingParam
   if ((filtered && !filters_) || inputs < 1) return false;
   const int64_t rows = RowsOf(inputs);
   const int64_t span = ForwardGraphs::RoundUpToSpan(cache.length() + rows);
-  return span <= pool_.slot_rows() && entries_.count(Key(2, rows, span, filtered)) > 0;
+  return span <= pool_.slot_rows() && entries_.count(Key(2, rows, span, filtered, 1)) > 0;
+}
+
+bool ZipArGraphs::WellFormed(const Call& call, int64_t length) const {
+  const int64_t n = static_cast<int64_t>(call.tokens.size());
+  const int64_t draws = static_cast<int64_t>(call.draws.size());
+  const bool draws_in_range =
+      std::all_of(call.draws.begin(), call.draws.end(), [&](int64_t k) { return k >= 0 && k < n; });
+  return static_cast<int64_t>(call.rasters.size()) == n &&
+         static_cast<int64_t>(call.placeholders.size()) == n && draws_in_range && draws <= n &&
+         IdsFound(call, grid_ * grid_) && PredictsInGrid(call, grid_ * grid_) &&
+         call.condition_rows + static_cast<int64_t>(call.cached.size()) == length;
+}
+
+bool ZipArGraphs::ChainShape(const Chain& chain, int64_t* rows, int64_t* longest) const {
+  if (chain.forwards.empty() || static_cast<int64_t>(chain.forwards.size()) > chain_forwards_) {
+    return false;
+  }
+  const KvCache* cache = chain.forwards[0].cache;
+  if (cache == nullptr || cache->pool() != &pool_ || cache->batch() != 2) return false;
+  const bool filtered = HasFilters(chain.forwards[0].sampling, model_.vocab);
+  if (filtered && !filters_) return false;
+  int64_t length = cache->length(), draws = 0;
+  *rows = 0;
+  for (const Call& call : chain.forwards) {
+    const int64_t n = static_cast<int64_t>(call.tokens.size());
+    if (call.cache != cache || n < 1 || !WellFormed(call, length)) return false;
+    *rows = std::max(*rows, RowsOf(n));
+    draws += static_cast<int64_t>(call.draws.size());
+    length += n - std::count(call.placeholders.begin(), call.placeholders.end(), true);
+  }
+  if (chain.uniforms.defined() && chain.uniforms.numel() != draws) return false;
+  // Every forward's rows padded to the chain's, after the longest cache before one.
+  length = cache->length();
+  *longest = 0;
+  for (const Call& call : chain.forwards) {
+    *longest = std::max(*longest, length + *rows);
+    length += static_cast<int64_t>(call.tokens.size()) -
+              std::count(call.placeholders.begin(), call.placeholders.end(), true);
+  }
+  const int64_t span = ForwardGraphs::RoundUpToSpan(*longest);
+  return span <= pool_.slot_rows() &&
+         entries_.count(
+             Key(2, *rows, span, filtered, static_cast<int64_t>(chain.forwards.size()))) > 0;
+}
+
+bool ZipArGraphs::FitsChain(const Chain& chain) const {
+  int64_t rows = 0, longest = 0;
+  return ChainShape(chain, &rows, &longest);
 }
 
 StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Run(const std::vector<Call>& calls) const {
-  int64_t rows = 0, longest = 0;
+  std::vector<Chain> chains;
   for (const Call& call : calls) {
     const int64_t n = static_cast<int64_t>(call.tokens.size());
     if (call.cache == nullptr || !Fits(*call.cache, n, call.sampling)) {
       return InvalidArgumentError("ZipArGraphs::Run: a call does not fit the graphs");
     }
-    const int64_t draws = static_cast<int64_t>(call.draws.size());
-    const bool draws_in_range = std::all_of(call.draws.begin(), call.draws.end(),
-                                            [&](int64_t k) { return k >= 0 && k < n; });
-    if (static_cast<int64_t>(call.rasters.size()) != n ||
-        static_cast<int64_t>(call.placeholders.size()) != n || !draws_in_range || draws > n ||
-        !IdsFound(call, grid_ * grid_) || !PredictsInGrid(call, grid_ * grid_) ||
-        call.condition_rows + static_cast<int64_t>(call.cached.size()) != call.cache->length() ||
-        (call.uniforms.defined() && call.uniforms.numel() != draws)) {
-      return InvalidArgumentError(
-          "ZipArGraphs::Run: a call needs a raster and a placeholder flag per input (and a "
-          "source in the grid for an id it does not know), draws among its inputs with a "
-          "number each (and a raster in the grid, if any), and a raster per cached row");
-    }
-    rows = std::max(rows, RowsOf(n));
-    longest = std::max(longest, call.cache->length() + rows);
+    chains.push_back({{call}, call.uniforms});
   }
-  const int64_t streams = PoolGraphs::Bucket(2 * static_cast<int64_t>(calls.size()));
+  return RunChains(chains);
+}
+
+StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::RunChains(
+    const std::vector<Chain>& chains) const {
+  int64_t rows = 0, longest = 0, forwards = 0;
+  for (const Chain& chain : chains) {
+    int64_t chain_rows = 0, chain_longest = 0;
+    if (!ChainShape(chain, &chain_rows, &chain_longest)) {
+      return InvalidArgumentError(
+          "ZipArGraphs::Run: every forward needs a raster and a placeholder flag per input (and "
+          "a source in the grid for an id it does not know), draws among its inputs with a "
+          "number each (and a raster in the grid, if any), a raster per cached row, and to fit "
+          "the graphs");
+    }
+    rows = std::max(rows, chain_rows);
+    longest = std::max(longest, chain_longest);
+    forwards = std::max<int64_t>(forwards, static_cast<int64_t>(chain.forwards.size()));
+  }
+  const int64_t streams = PoolGraphs::Bucket(2 * static_cast<int64_t>(chains.size()));
   const int64_t span = ForwardGraphs::RoundUpToSpan(longest);
-  const bool filtered = std::any_of(calls.begin(), calls.end(), [this](const Call& call) {
-    return HasFilters(call.sampling, model_.vocab);
+  const bool filtered = std::any_of(chains.begin(), chains.end(), [this](const Chain& chain) {
+    return HasFilters(chain.forwards[0].sampling, model_.vocab);
   });
-  auto it = entries_.find(Key(streams, rows, span, filtered));
-  if (it == entries_.end() && calls.size() > 1) {
-    // A batch whose key failed to capture: each call alone (Fits holds the lone key).
-    return RunEachAlone<Output>(calls, [this](const std::vector<Call>& one) { return Run(one); });
+  auto it = entries_.find(Key(streams, rows, span, filtered, forwards));
+  if (it == entries_.end() && chains.size() > 1) {
+    // A batch whose key failed to capture: each chain alone (ChainShape holds its lone key).
+    return RunEachAlone<Output>(chains,
+                                [this](const std::vector<Chain>& one) { return RunChains(one); });
   }
   if (it == entries_.end()) {
     return FailedPreconditionError("ZipArGraphs::Run: no graph of " + std::to_string(streams) +
                                    " streams, " + std::to_string(rows) + " rows over " +
-                                   std::to_string(span));
+                                   std::to_string(span) + ", " + std::to_string(forwards) +
+                                   " forwards");
   }
-  Entry* e = it->second.get();
+  return Replay(*it->second, streams, rows, span, forwards, chains);
+}
+
+StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Replay(
+    Entry& e, int64_t streams, int64_t rows, int64_t span, int64_t forwards,
+    const std::vector<Chain>& chains) const {
   return GuardTorch("ZipArGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
     at::NoGradGuard no_grad;
     const Layout at(streams, rows, span);
-    std::vector<int64_t> ints = StepInts(calls, at, pool_.scratch_slot(), grid_ * grid_);
-    UploadInto(e->ints,
-               torch::from_blob(ints.data(), {static_cast<int64_t>(ints.size())}, torch::kInt64));
-    for (size_t i = 0; i < calls.size(); ++i) {
-      // Greedy: p is one-hot, which every number in [0, 1) draws the same from.
-      const Call& call = calls[i];
-      if (!call.uniforms.defined() || call.draws.empty()) continue;
-      e->numbers.select(0, static_cast<int64_t>(i))
-          .narrow(0, 0, static_cast<int64_t>(call.draws.size()))
-          .copy_(call.uniforms.view({-1}));
-    }
-    e->graph->Replay();
-    set_.CountReplay(static_cast<int64_t>(calls.size()));
-    const bool read =
-        std::any_of(calls.begin(), calls.end(), [](const Call& call) { return call.read; });
-    // Every asking request's draws, one read.
-    const torch::Tensor result = read ? HostRead(e->result) : torch::Tensor();
-    std::vector<Output> outputs;
-    for (size_t i = 0; i < calls.size(); ++i) {
-      Output out;
-      if (calls[i].read) {
-        const int64_t* const row = result.data_ptr<int64_t>() + static_cast<int64_t>(i) * rows;
-        out.drawn.assign(row, row + calls[i].draws.size());
+    const auto placeholders = [](const Call& call) {
+      return std::count(call.placeholders.begin(), call.placeholders.end(), true);
+    };
+    // Forward by forward: each chain's cache length and first number as that forward runs.
+    std::vector<int64_t> ints, lengths, numbers(chains.size(), 0), last_lengths(chains.size());
+    ints.reserve(forwards * at.size());
+    for (const Chain& chain : chains) lengths.push_back(chain.forwards[0].cache->length());
+    for (int64_t j = 0; j < forwards; ++j) {
+      std::vector<const Call*> calls(chains.size(), nullptr);
+      for (size_t i = 0; i < chains.size(); ++i) {
+        if (j < static_cast<int64_t>(chains[i].forwards.size())) calls[i] = &chains[i].forwards[j];
       }
-      outputs.push_back(std::move(out));
-      calls[i].cache->Advance(static_cast<int64_t>(calls[i].tokens.size()));
+      const std::vector<int64_t> step =
+          StepInts(calls, lengths, numbers, at, pool_.scratch_slot(), grid_ * grid_);
+      ints.insert(ints.end(), step.begin(), step.end());
+      for (size_t i = 0; i < chains.size(); ++i) {
+        if (calls[i] == nullptr) continue;
+        last_lengths[i] = lengths[i];
+        lengths[i] += static_cast<int64_t>(calls[i]->tokens.size()) - placeholders(*calls[i]);
+        numbers[i] += static_cast<int64_t>(calls[i]->draws.size());
+      }
+    }
+    UploadInto(e.ints,
+               torch::from_blob(ints.data(), {static_cast<int64_t>(ints.size())}, torch::kInt64));
+    for (size_t i = 0; i < chains.size(); ++i) {
+      // Greedy: p is one-hot, which every number in [0, 1) draws the same from.
+      const torch::Tensor& uniforms = chains[i].uniforms;
+      if (!uniforms.defined() || uniforms.numel() == 0) continue;
+      e.numbers.select(0, static_cast<int64_t>(i))
+          .narrow(0, 0, uniforms.numel())
+          .copy_(uniforms.view({-1}));
+    }
+    e.graph->Replay();
+    set_.CountReplay(static_cast<int64_t>(chains.size()));
+    const bool read = std::any_of(chains.begin(), chains.end(), [](const Chain& chain) {
+      return std::any_of(chain.forwards.begin(), chain.forwards.end(),
+                         [](const Call& call) { return call.read; });
+    });
+    // Every asking forward's draws, one read: [forwards, requests, rows].
+    const torch::Tensor result = read ? HostRead(e.result) : torch::Tensor();
+    std::vector<Output> outputs(chains.size());
+    for (size_t i = 0; i < chains.size(); ++i) {
+      const std::vector<Call>& chain = chains[i].forwards;
+      for (size_t j = 0; j < chain.size(); ++j) {
+        if (!chain[j].read) continue;
+        const int64_t* const row =
+            result.data_ptr<int64_t>() + (static_cast<int64_t>(j) * at.requests + i) * rows;
+        outputs[i].drawn.insert(outputs[i].drawn.end(), row, row + chain[j].draws.size());
+      }
+      KvCache* cache = chain[0].cache;
+      cache->Advance(last_lengths[i] + static_cast<int64_t>(chain.back().tokens.size()) -
+                     cache->length());
     }
     return outputs;
   });

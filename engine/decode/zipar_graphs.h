@@ -29,14 +29,23 @@
 // request's inputs write cache rows nothing attends (rows past the cache's length); pad
 // requests write to the scratch slot.
 //
-// Keys (streams, rows, span, filtered): streams padded to a power of two, rows the largest
+// Chains (MuLo-SD's drafter): a step's whole wavefront, several forwards of one request, in one
+// replay of a graph that runs them one after the other, each over the tokens the one before it
+// drew (they meet in `Tokens`), the request's numbers for all of them uploaded in one copy. The
+// host plans every forward of a chain before it runs (ZipArRows' schedule needs no token
+// value), so nothing is read between them. A batch of chains pads the shorter ones with pad
+// requests in their last forwards.
+//
+// Keys (streams, rows, span, filtered, forwards): streams padded to a power of two, rows the
+// largest
 // forward's inputs padded to a power of two (as the pool's forward graphs pad them: a wavefront
 // feeds 1 to 3 tokens most of the time, and a GPU's forward of 8 rows costs the H100
 // projection 2.5x one of 2), span the longest cache after them in whole
 // ForwardGraphs::kSpanRows, and whether the batch filters (a copy of each key that applies each
 // request's top-k and top-p, as row_graphs.h's, captured with `filters`). One set per pool
 // serves every ZipAR window; requests with filters step eagerly where no filtered copy was
-// captured (Fits).
+// captured (Fits). Single forwards are the keys of one forward; chains of 2 to `chain_forwards`
+// forwards are captured where asked (the drafter's pool), rows then the largest forward's.
 #ifndef MULO_ENGINE_DECODE_ZIPAR_GRAPHS_H_
 #define MULO_ENGINE_DECODE_ZIPAR_GRAPHS_H_
 
@@ -63,11 +72,13 @@ class ZipArGraphs {
  public:
   // Captures (or, with model.emulated, emulates) every key's graph over `pool` (made with a
   // scratch slot) for a `grid` x `grid` image: forwards of up to grid + 1 inputs (every row
-  // open and a placeholder); with `filters`, also each key's filtered copy. INVALID_ARGUMENT
+  // open and a placeholder); with `filters`, also each key's filtered copy; with
+  // `chain_forwards` > 1, also chains of 2 to chain_forwards forwards. INVALID_ARGUMENT
   // without a scratch slot or a grid; a key whose capture fails is left out and counted.
   static StatusOr<std::shared_ptr<ZipArGraphs>> Capture(const KvPool& pool, int64_t grid,
                                                         RowGraphs::Model model,
-                                                        bool filters = false);
+                                                        bool filters = false,
+                                                        int64_t chain_forwards = 1);
 
   const KvPool& pool() const { return pool_; }
   int64_t grid() const { return grid_; }
@@ -101,12 +112,31 @@ class ZipArGraphs {
   struct Output {
     std::vector<int64_t> drawn;  // one per Call::draws, in its order (empty when not read)
   };
+  // One request's forwards, run in this order from one replay: each Call as Run's, planned
+  // before the chain runs (its `cached` the rasters the cache will hold when it runs, its
+  // tokens' unknown ids drawn by the forwards before it), `cache` the same in each, their own
+  // `uniforms` unused.
+  struct Chain {
+    std::vector<Call> forwards;
+    torch::Tensor uniforms;  // float64 on the device: the numbers of every draw, in order
+                             // (undefined when greedy)
+  };
   // Runs every call from one replay, reads the tokens of every call that asks in one host read
   // (none when none asks) and advances each cache by its inputs (the caller drops the
   // placeholders' rows). INVALID_ARGUMENT for a call that does not Fit or whose lists
   // disagree; a batch whose key failed to capture runs call by call; FAILED_PRECONDITION for a
   // lone call whose key failed to capture.
   StatusOr<std::vector<Output>> Run(const std::vector<Call>& calls) const;
+
+  // The longest chain captured (1: none), and whether `chain`'s forwards fit one of its keys:
+  // each as Run's would, at the length the cache has when it runs.
+  int64_t chain_forwards() const { return chain_forwards_; }
+  bool FitsChain(const Chain& chain) const;
+  // Runs every chain from one replay (their forwards in order, side by side); each output has
+  // the draws of its forwards that ask to read, in order, read at once; each cache ends at
+  // its last forward's length plus that forward's inputs (the caller drops its placeholders).
+  // The errors Run's.
+  StatusOr<std::vector<Output>> RunChains(const std::vector<Chain>& chains) const;
 
   // The grid's tokens as the replays over `cache`'s slots drew them, int64 [grid * grid] on the
   // device (a view: the next replay writes it); a raster no replay drew holds a stale value.
@@ -121,17 +151,28 @@ class ZipArGraphs {
   ~ZipArGraphs();
 
  private:
-  using Key = std::tuple<int64_t, int64_t, int64_t, bool>;  // (streams, rows, span, filtered)
+  // (streams, rows, span, filtered, forwards)
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool, int64_t>;
   struct Entry;
   ZipArGraphs(const KvPool& pool, int64_t grid, RowGraphs::Model model);
   Status CaptureKey(const Key& key);
-  // The step over a key's static buffers (what is captured).
-  void Body(Entry& e, int64_t streams, int64_t rows, int64_t span, bool filtered) const;
+  // Forward `forward` of a key's chain over its static buffers (what is captured, in order).
+  void Body(Entry& e, const Key& key, int64_t forward) const;
+  // Whether `call` is well formed for a cache of `length` rows: its lists agree, its ids and
+  // predicted rasters are in the grid.
+  bool WellFormed(const Call& call, int64_t length) const;
+  // The rows of `chain`'s key and the longest its cache grows to (with the rows' padding);
+  // false when a forward is ill formed or does not fit.
+  bool ChainShape(const Chain& chain, int64_t* rows, int64_t* longest) const;
+  // One replay of `e` (the key (streams, rows, span, *, forwards)) for `chains`, which fit it.
+  StatusOr<std::vector<Output>> Replay(Entry& e, int64_t streams, int64_t rows, int64_t span,
+                                       int64_t forwards, const std::vector<Chain>& chains) const;
 
   const KvPool& pool_;  // the target's; owned by the worker's pools as these graphs are
   const int64_t grid_;
   const RowGraphs::Model model_;
   bool filters_ = false;  // whether filtered copies were captured
+  int64_t chain_forwards_ = 1;
   // [slots + scratch, grid * grid + 1] int64 on the device: per slot (a request's first), the
   // tokens its replays drew; the last column takes pad rows' draws.
   torch::Tensor tokens_;
