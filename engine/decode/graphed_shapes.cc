@@ -35,6 +35,8 @@ KvPools::GraphedShapes GraphedShapesOf(const MethodConfig& config, const ModelSe
     verify.carried = mulo.draft_rows * models.drafter->grid_size();
     // A drafter that continues from its own tokens drafts inside the same replay (step graphs).
     verify.draft = mulo.zipar_window == 0 && mulo.prefix == DraftPrefix::kOwn;
+    // Otherwise the drafter draws its rows apart, and U_r runs in the replay (Shape::upsample).
+    verify.upsample = !verify.draft;
     verify.filters = true;  // top-k / top-p requests (LlamaGen's published settings) too
     shapes.mulo_verify = verify;
   }

@@ -174,6 +174,12 @@ std::vector<TreeVerifyGraphs::Shape> TreeVerifyShapes(const KvPools::GraphedShap
   return verify_shapes;
 }
 
+// The rows before raster token 0 of the longest condition a pool's slots for `model` hold.
+int64_t PrefixRows(const TokenModel& model) {
+  const int64_t condition = std::min<int64_t>(model.condition_shape().rows, kPooledConditionRows);
+  return model.CacheRows(condition) - model.num_image_tokens();
+}
+
 // ZipAR's forwards and draws in one replay over `model`'s pool (ZipAR's target, MuLo-SD's
 // drafter), for any window; with `chain_forwards` > 1, also chains of up to that many.
 std::function<StatusOr<std::shared_ptr<ZipArGraphs>>(const KvPool&)> ZipArCapture(
@@ -233,17 +239,23 @@ void PlanTargetSteps(const TokenModel* model, const ModelSet& models,
     plan.capture_tree_verify.push_back(
         [steps, pac](const KvPool& pool) { return TreeVerifyGraphs::Capture(pool, pac, *steps); });
   }
-  // MuLo-SD's verification, expansion and re-draws in one replay, for the family's
+  // MuLo-SD's U_r, verification, expansion and re-draws in one replay, for the family's
   // defaults (step graphs, which draft too, are captured once the drafter's pool is made);
   // where the defaults draft in the step, also for the steps that cannot (a ZipAR
-  // drafter, a prefix to re-feed), which then draft apart and verify here.
+  // drafter, a prefix to re-feed), which then draft apart and up-sample and verify here.
   const std::optional<MuloVerifyGraphs::Shape>& mulo = shapes.mulo_verify;
-  if (mulo && models.neighbors != nullptr && models.neighbors->codebook_size() == steps->vocab) {
+  if (mulo && models.neighbors != nullptr && models.neighbors->codebook_size() == steps->vocab &&
+      models.upsampler != nullptr && models.drafter != nullptr) {
     const LatentNeighbors* neighbors = models.neighbors.get();
     MuloVerifyGraphs::Shape verify = *mulo;
     verify.draft = false;
-    plan.capture_mulo_verify = [steps, verify, neighbors](const KvPool& pool) {
-      return MuloVerifyGraphs::Capture(pool, verify, *steps, neighbors);
+    verify.upsample = true;
+    MuloVerifyGraphs::Drafting upsampling;
+    upsampling.upsampler = models.upsampler;
+    upsampling.grid = models.drafter->grid_size();
+    upsampling.target_prefix_rows = PrefixRows(*models.target);
+    plan.capture_mulo_verify = [steps, verify, neighbors, upsampling](const KvPool& pool) {
+      return MuloVerifyGraphs::Capture(pool, verify, *steps, neighbors, upsampling);
     };
   }
   plan.capture_zipar = ZipArCapture(model, steps);
@@ -445,15 +457,9 @@ Status KvPools::CaptureMuloStepGraphs(const Family& family,
   const Entry* drafter = Find(models.drafter.get());
   const std::optional<RowGraphs::Model> drafter_steps = models.drafter->StepGraphModel();
   if (target == nullptr || drafter == nullptr || !drafter_steps) return OkStatus();
-  // The rows before raster token 0 of the longest condition each pool's slots hold.
-  const auto prefix_rows = [](const TokenModel& model) {
-    const int64_t condition =
-        std::min<int64_t>(model.condition_shape().rows, kPooledConditionRows);
-    return model.CacheRows(condition) - model.num_image_tokens();
-  };
-  MuloVerifyGraphs::Drafting drafting{drafter->pool.get(), *drafter_steps, models.upsampler,
-                                      models.drafter->grid_size(), prefix_rows(*models.target),
-                                      prefix_rows(*models.drafter)};
+  MuloVerifyGraphs::Drafting drafting{drafter->pool.get(),        *drafter_steps,
+                                      models.upsampler,           models.drafter->grid_size(),
+                                      PrefixRows(*models.target), PrefixRows(*models.drafter)};
   MULO_ASSIGN_OR_RETURN(std::shared_ptr<MuloVerifyGraphs> graphs,
                         MuloVerifyGraphs::Capture(*target->pool, *shape, *target_steps,
                                                   models.neighbors.get(), std::move(drafting)));

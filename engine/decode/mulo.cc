@@ -37,17 +37,16 @@ class MuloState : public SteppedMethod::State {
       // (1)-(6) in one replay of the step graphs and its one read.
       auto timer = session.Time(Phase::kVerify);
       MULO_ASSIGN_OR_RETURN(judged, StepOnGraphs(session, *step));
+    } else if (const MuloVerifyGraphs* up = UpsampleGraphsFor(session); up != nullptr) {
+      // (1) the drafter's rows apart, left on the device; (2)-(6) in one replay of the graphs
+      // that up-sample them and its one read.
+      MULO_ASSIGN_OR_RETURN(judged, UpsampleOnGraphs(session, *up));
     } else {
       // (1), (2): drafter rows after its prefix, U_r: L target drafts after the committed
       // rows, all on the device until the step's one read below.
       MULO_ASSIGN_OR_RETURN(MuloProposer::Proposal proposal, proposer_.Propose(session));
       auto timer = session.Time(Phase::kVerify);
-      if (const MuloVerifyGraphs* graphs = GraphsFor(session, proposal); graphs != nullptr) {
-        // (3)-(6) in one replay of the target's graphs and its one read.
-        MULO_ASSIGN_OR_RETURN(judged, VerifyOnGraphs(session, *graphs, proposal));
-      } else {
-        MULO_ASSIGN_OR_RETURN(judged, Verify(session, proposal, on_device, &verify_logits));
-      }
+      MULO_ASSIGN_OR_RETURN(judged, Verify(session, proposal, on_device, &verify_logits));
     }
     const int64_t length = static_cast<int64_t>(judged.drafts.size()), end = n + length;
     {
@@ -115,8 +114,9 @@ class MuloState : public SteppedMethod::State {
   };
 
   // The worker's graphs (mulo_verify_graphs.h, for the family's defaults) of a step drafting
-  // `carried` drafter tokens into `drafts` target ones, drafting in the replay too (`draft`),
-  // where this step's verification fits them; else null.
+  // `carried` drafter tokens into `drafts` target ones, drafting in the replay too (`draft`)
+  // or up-sampling the drafter's rows there, where this step's verification fits them; else
+  // null.
   const MuloVerifyGraphs* GraphsOf(DecodeSession& session, int64_t drafts, int64_t carried,
                                    bool draft) const {
     if (!ResamplesOnDevice() || session.reservation() == nullptr) return nullptr;
@@ -130,6 +130,7 @@ class MuloState : public SteppedMethod::State {
     shape.pooling = options_.pooling;
     shape.carried = carried;
     shape.draft = draft;
+    shape.upsample = !draft;
     const MuloVerifyGraphs* graphs =
         session.reservation()->MuloVerifyGraphsOf(*session.models().target, shape);
     return graphs != nullptr && target_->CanVerifyMulo(*graphs, committed, session.sampling())
@@ -137,11 +138,11 @@ class MuloState : public SteppedMethod::State {
                : nullptr;
   }
 
-  // The target's graphs of this step's verification after Propose, or null: the step then
-  // verifies eagerly.
-  const MuloVerifyGraphs* GraphsFor(DecodeSession& session,
-                                    const MuloProposer::Proposal& proposal) const {
-    return GraphsOf(session, proposal.length, proposal.drafter_ids.numel(), /*draft=*/false);
+  // The target's graphs that up-sample this step's drafter rows and verify them in one
+  // replay, or null: the step then up-samples and verifies eagerly.
+  const MuloVerifyGraphs* UpsampleGraphsFor(DecodeSession& session) {
+    proposer_.PlanRows(static_cast<int64_t>(session.committed().size()));
+    return GraphsOf(session, proposer_.draft_tokens(), proposer_.row_tokens(), /*draft=*/false);
   }
 
   // The step graphs that draft this step's rows and verify them in one replay, or null.
@@ -153,19 +154,21 @@ class MuloState : public SteppedMethod::State {
   }
 
   // The whole step from the step graphs: the drafter's row with the drafter stream's numbers,
-  // U_r, then as VerifyOnGraphs.
+  // U_r, then the verification (RunGraphs).
   StatusOr<Judged> StepOnGraphs(DecodeSession& session, const MuloVerifyGraphs& graphs) {
     MuloVerifyGraphs::Call call;
     call.drafter = proposer_.DraftInGraphs(session);
     return RunGraphs(session, graphs, std::move(call), graphs.shape().drafts);
   }
 
-  StatusOr<Judged> VerifyOnGraphs(DecodeSession& session, const MuloVerifyGraphs& graphs,
-                                  const MuloProposer::Proposal& proposal) {
+  // The drafter's rows drawn apart (its own forwards or ZipAR's wavefront), then U_r and the
+  // verification in one replay (RunGraphs).
+  StatusOr<Judged> UpsampleOnGraphs(DecodeSession& session, const MuloVerifyGraphs& graphs) {
     MuloVerifyGraphs::Call call;
-    call.drafts = proposal.drafts;
-    call.carried = proposal.drafter_ids;
-    return RunGraphs(session, graphs, std::move(call), proposal.length);
+    MULO_ASSIGN_OR_RETURN(call.carried, proposer_.DraftNewRows(session));
+    call.drafter.prefix = proposer_.drafter_prefix();
+    auto timer = session.Time(Phase::kVerify);
+    return RunGraphs(session, graphs, std::move(call), graphs.shape().drafts);
   }
 
   // One replay of `graphs` for `call` (its drafts or its drafter's row set) judging `length`

@@ -82,32 +82,31 @@ MuloVerifyGraphs::DrafterRow MuloProposer::DraftInGraphs(DecodeSession& session)
   return row;
 }
 
+StatusOr<torch::Tensor> MuloProposer::DraftNewRows(DecodeSession& session) {
+  PlanRows(static_cast<int64_t>(session.committed().size()));
+  // (1) The drafter's next `rows_` rows after its prefix (7, derived in Committed): one token
+  // per forward, or as ZipAR's wavefront. Left on the device: they ride through the step's read.
+  auto timer = session.Time(Phase::kDraft);
+  StatusOr<torch::Tensor> ids = zipar_ != nullptr
+                                    ? zipar_->DraftThrough(session, prefix_, first_row_ + rows_)
+                                    : DraftRows(session, prefix_);
+  y_ = prefix_;
+  drawn_from_ = static_cast<int64_t>(y_.size());
+  return ids;
+}
+
 StatusOr<MuloProposer::Proposal> MuloProposer::Propose(DecodeSession& session) {
   const int64_t n = static_cast<int64_t>(session.committed().size());
-  PlanRows(n);
-  std::vector<int64_t> y = prefix_;  // (7): derived in Committed
   Proposal proposal;
-  {
-    // (1) The drafter's next `rows_` rows: one token per forward, or as ZipAR's wavefront.
-    auto timer = session.Time(Phase::kDraft);
-    if (zipar_ != nullptr) {
-      // Left on the device as DraftRows' are: they ride through the step's read, and the
-      // verify graphs that carry a step's drafter rows fit this step too.
-      MULO_ASSIGN_OR_RETURN(proposal.drafter_ids,
-                            zipar_->DraftThrough(session, prefix_, first_row_ + rows_));
-    } else {
-      MULO_ASSIGN_OR_RETURN(proposal.drafter_ids, DraftRows(session, y));
-    }
-  }
+  MULO_ASSIGN_OR_RETURN(proposal.drafter_ids, DraftNewRows(session));
   // (2) U_r: r target rows per drafted row (the prefix rows are its row-causal context), on the
   // drafter's tokens where they were drawn.
   auto timer = session.Time(Phase::kUpsample);
-  const torch::Tensor low = torch::cat(
-      {Upload(torch::tensor(y, torch::kInt64), proposal.drafter_ids.device()), proposal.drafter_ids});
+  const torch::Tensor low =
+      torch::cat({Upload(torch::tensor(y_, torch::kInt64), proposal.drafter_ids.device()),
+                  proposal.drafter_ids});
   MULO_ASSIGN_OR_RETURN(torch::Tensor up,
                         session.ResampleDrawn(*models_.upsampler, low, first_row_ + rows_, small_));
-  drawn_from_ = static_cast<int64_t>(y.size());
-  y_ = std::move(y);
   proposal.length = up.size(0) - n;
   proposal.drafts = up.narrow(0, n, proposal.length);
   return proposal;

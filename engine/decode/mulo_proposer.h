@@ -38,6 +38,12 @@ class MuloProposer {
     int64_t length = 0;
   };
   StatusOr<Proposal> Propose(DecodeSession& session);
+  // Propose's step (1) alone, for graphs that up-sample in the target's replay
+  // (mulo_verify_graphs.h, Shape::upsample): the drafter's new tokens, left on the device
+  // after drafter_prefix(). Resolve follows as after Propose.
+  StatusOr<torch::Tensor> DraftNewRows(DecodeSession& session);
+  // The drafter's tokens before the rows the last proposal drew (whole rows).
+  const std::vector<int64_t>& drafter_prefix() const { return y_; }
 
   // The rows the step after `committed` tokens drafts (Propose plans them itself): the
   // drafter's tokens and U_r's drafts they make.

@@ -64,7 +64,9 @@ std::vector<int64_t> DrafterInts(const std::vector<MuloVerifyGraphs::Call>& call
   for (size_t i = 0; i < calls.size(); ++i) {
     const MuloVerifyGraphs::DrafterRow& row = calls[i].drafter;
     const int64_t r = static_cast<int64_t>(i);
-    PutStreamFields(*row.cache, row.first_position, row.last_position, r, streams, ints.data());
+    if (row.cache != nullptr) {  // step graphs draft its row (graphs that up-sample do not)
+      PutStreamFields(*row.cache, row.first_position, row.last_position, r, streams, ints.data());
+    }
     params[r] = row.sampling.cfg_scale;
     params[requests + r] = row.sampling.temperature;
     params[2 * requests + r] = row.sampling.top_p;
@@ -131,7 +133,7 @@ bool MuloVerifyGraphs::Shape::operator==(const Shape& other) const {
          (pooling.kind == Pooling::kNone ||
           (pooling.k == other.pooling.k && pooling.delta == other.pooling.delta &&
            pooling.lambda == other.pooling.lambda)) &&
-         carried == other.carried && draft == other.draft;
+         carried == other.carried && draft == other.draft && upsample == other.upsample;
 }
 
 struct MuloVerifyGraphs::Inputs {
@@ -190,20 +192,23 @@ StatusOr<std::shared_ptr<MuloVerifyGraphs>> MuloVerifyGraphs::Capture(
     return InvalidArgumentError("MuloVerifyGraphs: needs the latent neighbours of the " +
                                 std::to_string(model.vocab) + " tokens");
   }
-  if (shape.draft != drafting.has_value()) {
-    return InvalidArgumentError("MuloVerifyGraphs: step graphs (Shape::draft) need the drafting "
-                                "models, and only they");
+  if (shape.upsamples() != drafting.has_value() || (shape.draft && shape.upsample)) {
+    return InvalidArgumentError(
+        "MuloVerifyGraphs: step graphs (Shape::draft) or graphs that "
+        "up-sample (Shape::upsample), one of them, need the drafting "
+        "models, and only they");
   }
   if (drafting) {
     const int64_t r = drafting->upsampler != nullptr ? drafting->upsampler->config().factor : 0;
-    if (drafting->pool == nullptr || drafting->pool->scratch_slot() < 0 || r < 1 ||
-        drafting->grid * r != shape.grid || shape.carried < 1 ||
-        shape.carried % drafting->grid != 0 || shape.drafts != shape.carried * r * r ||
-        shape.carried > drafting->pool->slot_rows()) {
+    const bool pool_ok =
+        !shape.draft || (drafting->pool != nullptr && drafting->pool->scratch_slot() >= 0 &&
+                         shape.carried <= drafting->pool->slot_rows());
+    if (!pool_ok || r < 1 || drafting->grid * r != shape.grid || shape.carried < 1 ||
+        shape.carried % drafting->grid != 0 || shape.drafts != shape.carried * r * r) {
       return InvalidArgumentError(
-          "MuloVerifyGraphs: step graphs need the drafter's pool with a scratch slot, U_r whose "
-          "factor makes its grid the target's, and whole drafter rows whose blocks are the "
-          "drafts");
+          "MuloVerifyGraphs: step graphs need the drafter's pool with a scratch slot, and they "
+          "and graphs that up-sample need U_r whose factor makes its grid the target's and "
+          "whole drafter rows whose blocks are the drafts");
     }
   }
   std::shared_ptr<MuloVerifyGraphs> graphs(
@@ -238,8 +243,10 @@ void MuloVerifyGraphs::Body(Entry& e, int64_t streams, int64_t rows, int64_t las
                             bool filtered) const {
   at::NoGradGuard no_grad;
   if (!drafting_) return Verify(e, e.drafts, e.carried, streams, rows, /*span=*/last, filtered);
-  torch::Tensor row;
-  const torch::Tensor drafts = Draft(e, streams, /*height=*/last, filtered, &row);
+  // Graphs that up-sample take the drafter's rows as the call's carried ids.
+  torch::Tensor row = e.carried;
+  if (shape_.draft) row = DrawDrafterRow(e, streams, /*height=*/last, filtered);
+  const torch::Tensor drafts = UpSample(e, /*height=*/last, row);
   Verify(e, drafts, row, streams, rows, StepSpan(last), filtered);
 }
 
@@ -259,11 +266,10 @@ int64_t MuloVerifyGraphs::DrafterSpan(int64_t height) const {
                                                height * drafting_->grid));
 }
 
-torch::Tensor MuloVerifyGraphs::Draft(Entry& e, int64_t streams, int64_t height, bool filtered,
-                                      torch::Tensor* row) const {
+torch::Tensor MuloVerifyGraphs::DrawDrafterRow(Entry& e, int64_t streams, int64_t height,
+                                               bool filtered) const {
   const Drafting& drafting = *drafting_;
-  const int64_t requests = streams / 2, tokens = shape_.carried, grid = drafting.grid;
-  const auto long_options = torch::dtype(torch::kInt64).device(model_.options.device());
+  const int64_t requests = streams / 2, tokens = shape_.carried;
   // (1) The drafter's row, as its row graphs draw and feed it.
   RowGraphs::StepsIn in;
   in.logits = e.drafter_first;
@@ -286,16 +292,24 @@ torch::Tensor MuloVerifyGraphs::Draft(Entry& e, int64_t streams, int64_t height,
   in.tokens = tokens;
   const RowGraphs::Steps steps = RowGraphs::DrawSteps(drafting.model, *e.drafter_view, in);
   e.drafter_logits = steps.logits;
-  *row = steps.tokens;
+  return steps.tokens;
+}
+
+torch::Tensor MuloVerifyGraphs::UpSample(Entry& e, int64_t height, const torch::Tensor& row) const {
+  const Drafting& drafting = *drafting_;
+  const int64_t requests = row.size(0), tokens = shape_.carried, grid = drafting.grid;
+  const int64_t streams = 2 * requests;
+  const auto long_options = torch::dtype(torch::kInt64).device(model_.options.device());
   // (2) U_r over the drafter's rows up to `height` with the row in place after the prefix, at
   // the eager step's height (its shapes, hence its bits, for a lone request).
+  const int64_t params_at = kDrafterStreamFields * streams;
   const int64_t firsts_at = params_at + (kDrafterParams + 1) * requests;
   const torch::Tensor first = e.drafter_ints.narrow(0, firsts_at, requests).unsqueeze(1);
   const torch::Tensor low =
       e.drafter_ints.narrow(0, firsts_at + requests, requests * grid * grid)
           .view({requests, grid * grid})
           .narrow(1, 0, height * grid)
-          .scatter(1, first + torch::arange(tokens, long_options).unsqueeze(0), steps.tokens);
+          .scatter(1, first + torch::arange(tokens, long_options).unsqueeze(0), row);
   StatusOr<torch::Tensor> up = drafting.upsampler->ApplyDrawn(low, height, grid);
   // The shapes were checked at Capture; a failure fails the capture (GuardTorch).
   TORCH_CHECK(up.ok(), "MuloVerifyGraphs: U_r failed: ", up.status().ToString());
@@ -416,15 +430,18 @@ Status MuloVerifyGraphs::CaptureKey(const Key& key) {
                                inputs->numbers.numel() + inputs->carried.numel()) * 8 +
                               inputs->first.numel() * 4;
       if (drafting_) {
-        // Pads draw greedily from zero logits into the drafter's scratch slot.
+        // U_r's prefix grids and rows' firsts (and the drafter's fields: step graphs).
         inputs->drafter_ints = torch::zeros({DrafterIntsSize(streams, drafting_->grid)}, long_options);
+        static_bytes += inputs->drafter_ints.numel() * 8;
+      }
+      if (shape_.draft) {
+        // Pads draw greedily from zero logits into the drafter's scratch slot.
         inputs->drafter_ints.narrow(0, 0, streams).fill_(drafting_->pool->scratch_slot());
         inputs->drafter_first = torch::zeros({streams, drafting_->model.vocab},
                                              torch::dtype(torch::kFloat32).device(device));
         inputs->drafter_numbers = torch::zeros({requests, shape_.carried},
                                                torch::dtype(torch::kFloat64).device(device));
-        static_bytes += (inputs->drafter_ints.numel() + inputs->drafter_numbers.numel()) * 8 +
-                        inputs->drafter_first.numel() * 4;
+        static_bytes += inputs->drafter_numbers.numel() * 8 + inputs->drafter_first.numel() * 4;
       }
     }
     e->ints = inputs->ints;
@@ -433,8 +450,8 @@ Status MuloVerifyGraphs::CaptureKey(const Key& key) {
     e->carried = inputs->carried;
     e->first = inputs->first;
     e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, streams)));
-    if (drafting_) {
-      e->drafter_ints = inputs->drafter_ints;
+    e->drafter_ints = inputs->drafter_ints;
+    if (shape_.draft) {
       e->drafter_first = inputs->drafter_first;
       e->drafter_numbers = inputs->drafter_numbers;
       e->drafter_view.emplace(
@@ -468,7 +485,7 @@ bool MuloVerifyGraphs::Fits(const KvCache& cache, int64_t cached, int64_t tail,
 
 bool MuloVerifyGraphs::FitsDrafter(const KvCache& cache, int64_t prefix,
                                    const SamplingParams& sampling) const {
-  if (!drafting_ || cache.pool() != drafting_->pool || cache.batch() != 2) return false;
+  if (!shape_.draft || cache.pool() != drafting_->pool || cache.batch() != 2) return false;
   if (HasFilters(sampling, drafting_->model.vocab) && !shape_.filters) return false;
   const int64_t grid = drafting_->grid;
   return prefix >= 0 && prefix % grid == 0 && prefix + shape_.carried <= grid * grid &&
@@ -486,6 +503,17 @@ Status MuloVerifyGraphs::CheckCall(const Call& call) const {
        (!call.first_logits.defined() || call.first_logits.numel() != 2 * model_.vocab))) {
     return InvalidArgumentError("MuloVerifyGraphs::Run: a call needs " + std::to_string(drafts) +
                                 " numbers and, with an empty tail, the first logits");
+  }
+  if (shape_.upsample) {
+    const int64_t prefix = static_cast<int64_t>(call.drafter.prefix.size());
+    const int64_t grid = drafting_->grid;
+    if (!call.carried.defined() || call.carried.numel() != carried || prefix % grid != 0 ||
+        prefix + carried > grid * grid) {
+      return InvalidArgumentError("MuloVerifyGraphs::Run: a call of graphs that up-sample needs " +
+                                  std::to_string(carried) +
+                                  " carried ids after whole drafter prefix rows");
+    }
+    return OkStatus();
   }
   if (!shape_.draft) {
     if (!call.drafts.defined() || call.drafts.numel() != drafts ||
@@ -518,10 +546,10 @@ void MuloVerifyGraphs::UploadCalls(Entry& e, const std::vector<Call>& calls) con
     const auto pair = [&](const torch::Tensor& t) { return whole ? t : t.narrow(0, 2 * at, 2); };
     // Greedy: p is one-hot, which every number in [0, 1) draws the same from.
     if (call.redraw_uniforms.defined()) {
-      row(e.numbers).copy_(call.redraw_uniforms.view({1, drafts}));
+      row(e.numbers).copy_(call.redraw_uniforms);  // [drafts] broadcast to [1, drafts]
     }
     if (call.tail.empty()) pair(e.first).copy_(call.first_logits.view({2, model_.vocab}));
-    if (drafting_) {
+    if (shape_.draft) {
       pair(e.drafter_first).copy_(call.drafter.logits.view({2, drafting_->model.vocab}));
       // A greedy drafter's numbers are never read (its draw is the argmax).
       if (call.drafter.uniforms.defined()) {
@@ -529,8 +557,8 @@ void MuloVerifyGraphs::UploadCalls(Entry& e, const std::vector<Call>& calls) con
       }
       continue;
     }
-    row(e.drafts).copy_(call.drafts.view({1, drafts}));
-    if (carried > 0) row(e.carried).copy_(call.carried.view({1, carried}));
+    if (!shape_.upsample) row(e.drafts).copy_(call.drafts.view({1, drafts}));
+    if (carried > 0) row(e.carried).copy_(call.carried);  // [carried] to [1, carried]
   }
 }
 
@@ -544,7 +572,9 @@ StatusOr<std::vector<MuloVerifyGraphs::Output>> MuloVerifyGraphs::Run(
     if (drafting_) {
       height = std::max(height, (static_cast<int64_t>(call.drafter.prefix.size()) + carried) /
                                     drafting_->grid);
-      drafter_longest = std::max(drafter_longest, call.drafter.cache->length() + carried);
+      if (shape_.draft) {
+        drafter_longest = std::max(drafter_longest, call.drafter.cache->length() + carried);
+      }
     }
     longest = std::max(longest, call.cache->length() + rows);
   }
@@ -556,7 +586,7 @@ StatusOr<std::vector<MuloVerifyGraphs::Output>> MuloVerifyGraphs::Run(
       AnyFilters(calls, model_.vocab, drafting_ ? drafting_->model.vocab : model_.vocab);
   auto it = entries_.find(Key(streams, rows, drafting_ ? height : span, filtered));
   if (drafting_ && it != entries_.end() &&
-      (longest > StepSpan(height) || drafter_longest > DrafterSpan(height))) {
+      (longest > StepSpan(height) || (shape_.draft && drafter_longest > DrafterSpan(height)))) {
     it = entries_.end();
   }
   if (it == entries_.end() && calls.size() > 1) {
@@ -577,8 +607,8 @@ StatusOr<std::vector<MuloVerifyGraphs::Output>> MuloVerifyGraphs::Run(
     UploadInto(e->ints,
                torch::from_blob(ints.data(), {static_cast<int64_t>(ints.size())}, torch::kInt64));
     if (drafting_) {
-      std::vector<int64_t> drafter =
-          DrafterInts(calls, streams, drafting_->grid, drafting_->pool->scratch_slot());
+      std::vector<int64_t> drafter = DrafterInts(
+          calls, streams, drafting_->grid, shape_.draft ? drafting_->pool->scratch_slot() : 0);
       UploadInto(e->drafter_ints, torch::from_blob(drafter.data(),
                                                    {static_cast<int64_t>(drafter.size())},
                                                    torch::kInt64));
@@ -594,7 +624,7 @@ StatusOr<std::vector<MuloVerifyGraphs::Output>> MuloVerifyGraphs::Run(
       outputs.push_back(ReadOutput(result.data_ptr<int64_t>() + static_cast<int64_t>(i) * width,
                                    drafts, width));
       calls[i].cache->Advance(static_cast<int64_t>(calls[i].tail.size()) + drafts);
-      if (drafting_) {
+      if (shape_.draft) {
         // A copy: the next replay rewrites the graph's outputs.
         const int64_t at = static_cast<int64_t>(i);
         outputs.back().drafter_logits =

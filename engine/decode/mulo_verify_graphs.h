@@ -34,8 +34,15 @@
 // span the longest condition (Drafting's prefix rows) needs there, in the target's and the
 // drafter's slots: a longer span than a request's own, as pool_graphs.h's.
 //
-// Keys (streams, rows, span, filtered): streams padded to a power of two, rows the longest request's
-// tail and drafts rounded up to kRowsStep, span the longest cache after them in whole
+// Graphs that up-sample (Shape::upsample, for steps whose drafter draws its rows apart: a
+// ZipAR wavefront, a prefix to re-feed) take the drafter's new rows as the call's carried ids
+// (on the device, as the drafter left them) and run U_r on them in place after the drafter's
+// prefix first, as step graphs do after drafting: the step is then the drafter's replay and
+// this one instead of a third for U_r (issue 61). They are keyed by U_r's height as step
+// graphs are, and need the drafting models but the drafter's pool.
+//
+// Keys (streams, rows, span, filtered): streams padded to a power of two, rows the longest
+// request's tail and drafts rounded up to kRowsStep, span the longest cache after them in whole
 // ForwardGraphs::kSpanRows; and whether the batch filters (a copy of each key that applies each
 // request's top-k and top-p to p and to the drafter's draws, Shape::filters, as row_graphs.h's).
 // A set of graphs serves one Shape (the family's MuLo-SD defaults, captured by the worker's
@@ -84,15 +91,19 @@ class MuloVerifyGraphs {
     // The replay drafts them first (step graphs: Capture's `drafting`): `carried` tokens of
     // the drafter's row, whose r x r blocks are the `drafts`.
     bool draft = false;
+    // The replay up-samples the call's carried ids first (Capture's `drafting`, no drafter
+    // pool needed): U_r's r x r blocks of them are the `drafts`. Not with `draft`.
+    bool upsample = false;
+    bool upsamples() const { return draft || upsample; }
     // Also capture a copy of every key that filters by each request's top-k and top-p (not
     // part of the shape's identity: operator== ignores it).
     bool filters = false;
     bool operator==(const Shape& other) const;
   };
 
-  // What step graphs draft with.
+  // What step graphs draft with (graphs that up-sample: U_r, the grid, the prefix rows).
   struct Drafting {
-    const KvPool* pool = nullptr;  // the drafter's, with a scratch slot
+    const KvPool* pool = nullptr;  // the drafter's, with a scratch slot (step graphs)
     RowGraphs::Model model;        // the drafter's
     std::shared_ptr<const Resampler> upsampler;  // U_r
     int64_t grid = 0;              // the drafter's grid width and height
@@ -106,8 +117,9 @@ class MuloVerifyGraphs {
   // graphs), needed unless the shape pools nothing. INVALID_ARGUMENT for a shape without
   // drafts or grid, drafts that do not fill whole rows, or pooling without neighbours of the
   // model's vocabulary; a key whose capture fails is left out and counted.
-  // Step graphs (shape.draft) need `drafting`, whose up-sampler's factor r makes `carried`
-  // drafter tokens the `drafts` (r x r each); INVALID_ARGUMENT otherwise.
+  // Step graphs (shape.draft) and graphs that up-sample (shape.upsample) need `drafting`,
+  // whose up-sampler's factor r makes `carried` drafter tokens the `drafts` (r x r each);
+  // INVALID_ARGUMENT otherwise.
   static StatusOr<std::shared_ptr<MuloVerifyGraphs>> Capture(
       const KvPool& pool, Shape shape, RowGraphs::Model model, const LatentNeighbors* neighbors,
       std::optional<Drafting> drafting = std::nullopt);
@@ -150,7 +162,9 @@ class MuloVerifyGraphs {
     double tau = 0.0;
     int64_t first_position = 0;       // the tail's first token's sequence position
     int64_t last_position = 0;        // the last a token is fed at (rows are clamped to it)
-    DrafterRow drafter;               // step graphs only (`drafts` and `carried` unset)
+    DrafterRow drafter;               // step graphs only (`drafts` and `carried` unset);
+                                      // graphs that up-sample read its `prefix` (`carried`
+                                      // set, `drafts` unset)
   };
   // Read back as host values (parsed without tensor operators).
   struct Output {
@@ -190,10 +204,11 @@ class MuloVerifyGraphs {
   // The step over a key's static buffers (what is captured): step graphs draft first. `last`:
   // the key's last field.
   void Body(Entry& e, int64_t streams, int64_t rows, int64_t last, bool filtered) const;
-  // The drafter's row and U_r's drafts of it [requests, drafts] at `height` (step graphs);
-  // the row in `row`.
-  torch::Tensor Draft(Entry& e, int64_t streams, int64_t height, bool filtered,
-                      torch::Tensor* row) const;
+  // Step graphs: the drafter's row [requests, carried], drawn and fed over its pool.
+  torch::Tensor DrawDrafterRow(Entry& e, int64_t streams, int64_t height, bool filtered) const;
+  // U_r's drafts [requests, drafts] of the drafter's `row` [requests, carried] in place after
+  // each request's prefix, at `height`.
+  torch::Tensor UpSample(Entry& e, int64_t height, const torch::Tensor& row) const;
   // Step graphs: the target's and the drafter's spans at U_r's `height` (the rows a request
   // there may reach: its prefix, its tokens through the step's rows, a batch's padded tail).
   int64_t StepSpan(int64_t height) const;

@@ -22,6 +22,7 @@ Status ZipArDrafter::Restart(DecodeSession& session, const std::vector<int64_t>&
         drafter_->Feed(prefix, 0, static_cast<int64_t>(prefix.size())).status());
   }
   rows_ = std::make_unique<ZipArRows>(grid_, window_, prefix);
+  in_graph_tokens_ = graphs != nullptr;
   const int64_t next = static_cast<int64_t>(prefix.size());
   if (next >= grid_ * grid_) return OkStatus();
   if (graphs == nullptr) {
@@ -79,11 +80,17 @@ StatusOr<torch::Tensor> ZipArDrafter::DraftThrough(DecodeSession& session,
       MULO_ASSIGN_OR_RETURN(const bool ran, RunChain(session, *graphs, rows_end));
       if (ran) continue;
     }
+    in_graph_tokens_ = false;  // the forward may run eagerly, its draws then on the host
     MULO_RETURN_IF_ERROR(StepRows(session, *drafter_, *rows_, graphs, RngStream::kDrafter,
                                   sampling_, /*read=*/false));
   }
-  // The new rows: the ids known here, the others from the graphs' tokens.
+  // The new rows: where every draw since the restart was the graphs', the graphs' tokens
+  // (a view: the step reads it before this slot's next replay); else the ids known here, the
+  // others from the graphs' tokens.
   const int64_t from = static_cast<int64_t>(prefix.size()), to = rows_end * grid_;
+  if (graphs != nullptr && in_graph_tokens_) {
+    return graphs->TokensAt(drafter_->cache(), from, to - from);
+  }
   const std::vector<int64_t> known(rows_->tokens().begin() + from, rows_->tokens().begin() + to);
   const torch::Tensor ids = Upload(torch::tensor(known, torch::kInt64), session.device());
   if (graphs == nullptr ||

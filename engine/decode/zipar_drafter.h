@@ -54,6 +54,9 @@ class ZipArDrafter {
   int64_t grid_, window_;
   SamplingParams sampling_;
   std::unique_ptr<ZipArRows> rows_;
+  // Whether every token drawn since the last restart is in the graphs' tokens (each was drawn
+  // by the graphs or put there).
+  bool in_graph_tokens_ = false;
 };
 
 }  // namespace mulo::engine

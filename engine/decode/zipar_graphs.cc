@@ -126,6 +126,7 @@ struct ZipArGraphs::Entry {
   // (one upload) and numbers [requests, forwards * rows] float64 (one copy per sampled
   // request: its chain's numbers, in order).
   torch::Tensor ints, numbers;
+  torch::Tensor numbers_flat;  // numbers viewed as one row: a request's at requests x width
   std::vector<KvCache> views;  // per forward: the pool's slots as its ints' slots index them
   torch::Tensor result;        // [forwards, requests, rows] int64, written by every replay
   std::unique_ptr<ReplayableGraph> graph;
@@ -140,6 +141,10 @@ PoolGraphs::Counts ZipArGraphs::counts() const { return set_.counts(); }
 
 torch::Tensor ZipArGraphs::Tokens(const KvCache& cache) const {
   return tokens_.select(0, cache.first_slot()).narrow(0, 0, grid_ * grid_);
+}
+
+torch::Tensor ZipArGraphs::TokensAt(const KvCache& cache, int64_t from, int64_t count) const {
+  return flat_tokens_.narrow(0, cache.first_slot() * tokens_.size(1) + from, count);
 }
 
 Status ZipArGraphs::SetToken(const KvCache& cache, int64_t raster,
@@ -170,6 +175,7 @@ StatusOr<std::shared_ptr<ZipArGraphs>> ZipArGraphs::Capture(const KvPool& pool, 
   graphs->chain_forwards_ = std::max<int64_t>(chain_forwards, 1);
   graphs->tokens_ = torch::zeros({pool.scratch_slot() + 1, grid * grid + 1},
                                  torch::dtype(torch::kInt64).device(device));
+  graphs->flat_tokens_ = graphs->tokens_.view({-1});
   for (int64_t forwards = 1; forwards <= graphs->chain_forwards_; ++forwards) {
     for (const bool filtered : {false, true}) {
       if (filtered && !filters) break;
@@ -264,6 +270,7 @@ Status ZipArGraphs::CaptureKey(const Key& key) {
     e->ints = torch::tensor(all, torch::kInt64).to(device);
     e->numbers =
         torch::zeros({at.requests, forwards * rows}, torch::dtype(torch::kFloat64).device(device));
+    e->numbers_flat = e->numbers.view({-1});
     e->result =
         torch::zeros({forwards, at.requests, rows}, torch::dtype(torch::kInt64).device(device));
     for (int64_t j = 0; j < forwards; ++j) {
@@ -417,9 +424,8 @@ StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Replay(
       // Greedy: p is one-hot, which every number in [0, 1) draws the same from.
       const torch::Tensor& uniforms = chains[i].uniforms;
       if (!uniforms.defined() || uniforms.numel() == 0) continue;
-      e.numbers.select(0, static_cast<int64_t>(i))
-          .narrow(0, 0, uniforms.numel())
-          .copy_(uniforms.view({-1}));
+      e.numbers_flat.narrow(0, static_cast<int64_t>(i) * e.numbers.size(1), uniforms.numel())
+          .copy_(uniforms.dim() == 1 ? uniforms : uniforms.view({-1}));
     }
     e.graph->Replay();
     set_.CountReplay(static_cast<int64_t>(chains.size()));

@@ -141,6 +141,8 @@ class ZipArGraphs {
   // The grid's tokens as the replays over `cache`'s slots drew them, int64 [grid * grid] on the
   // device (a view: the next replay writes it); a raster no replay drew holds a stale value.
   torch::Tensor Tokens(const KvCache& cache) const;
+  // Tokens(cache).narrow(0, from, count), as one view (a view: the next replay writes it).
+  torch::Tensor TokensAt(const KvCache& cache, int64_t from, int64_t count) const;
   // Writes a token drawn on the device (int64, one element) at `raster` of `cache`'s tokens.
   Status SetToken(const KvCache& cache, int64_t raster, const torch::Tensor& token) const;
 
@@ -176,6 +178,7 @@ class ZipArGraphs {
   // [slots + scratch, grid * grid + 1] int64 on the device: per slot (a request's first), the
   // tokens its replays drew; the last column takes pad rows' draws.
   torch::Tensor tokens_;
+  torch::Tensor flat_tokens_;  // tokens_ viewed as one row
   std::map<Key, std::unique_ptr<Entry>> entries_;
   GraphSet set_;
 };

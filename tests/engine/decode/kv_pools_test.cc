@@ -214,13 +214,16 @@ TEST(KvPoolsTest, StepGraphsFollowTheFamilysMethodDefaultsAsTheRegistryReadsThem
   EXPECT_EQ((*made)->mulo_verify_graphs(*family.target, unpooled), nullptr)
       << "only the defaults' shape is captured";
   // The family's drafter continues from its own tokens: its steps draft in the same replay
-  // (step graphs); with D_r's prefix the graphs verify only.
+  // (step graphs); with D_r's prefix the drafter drafts apart and the graphs up-sample and
+  // verify.
   EXPECT_TRUE(shape.draft);
+  EXPECT_FALSE(shape.upsample);
   family.method_defaults["mulo"]["draft_prefix"] = "DOWNSAMPLED";
   auto downsampled = PoolFamily("synth", family);
   ASSERT_OK(downsampled);
   ASSERT_TRUE(downsampled->shapes.mulo_verify.has_value());
   EXPECT_FALSE(downsampled->shapes.mulo_verify->draft);
+  EXPECT_TRUE(downsampled->shapes.mulo_verify->upsample);
   // Re-sampled otherwise than from the verify forward: no MuLo-SD verify graphs at all.
   family.method_defaults["mulo"]["resample"] = "SEQUENTIAL";
   auto sequential = PoolFamily("synth", family);

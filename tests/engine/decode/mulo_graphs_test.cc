@@ -51,6 +51,7 @@ MuloVerifyGraphs::Shape VerifyShape(const MethodConfig& config, const ModelSet& 
   shape.pooling = config.mulo.pooling;
   shape.carried = config.mulo.draft_rows * family.drafter->grid_size();
   shape.draft = config.mulo.zipar_window == 0 && config.mulo.prefix == DraftPrefix::kOwn;
+  shape.upsample = !shape.draft;
   return shape;
 }
 
@@ -243,11 +244,56 @@ TEST(MuloGraphsTest, TheZipArDraftersForwardsReplayTheDrafterPoolsGraphs) {
       // The wavefront's tokens stay on the device until the step's one read (a read per
       // forward before: 36 and 72 reads for these 8 steps).
       EXPECT_LE(both->pooled.stats.host_syncs, both->pooled.stats.verify_steps + 1) << what;
-      // Measured 78-82 greedy and 129 filtered per step with the prefills counted in
-      // (2026-12-03: 3.4-7.9 wavefront forwards per step of ~13 each, and the verify replay);
-      // 305-315 while the verification ran eagerly, 854 with eager wavefront draws too.
-      EXPECT_LE(both->pooled.stats.dispatched_ops, 150 * both->pooled.stats.verify_steps) << what;
+      // Per step the wavefront's chain and the replay that up-samples and verifies, after the
+      // two prefills.
+      EXPECT_EQ(both->pooled.stats.graph_replays, 2 + 2 * both->pooled.stats.verify_steps) << what;
+      // Measured 38 greedy and 61 filtered per step with the prefills and the restart's eager
+      // first draw counted in (2026-12-03, chains); 78-82 and 129 with a replay per wavefront
+      // forward and U_r's own, 305-315 while the verification ran eagerly, 854 with eager
+      // wavefront draws too.
+      EXPECT_LE(both->pooled.stats.dispatched_ops, 70 * both->pooled.stats.verify_steps) << what;
     }
+  }
+}
+
+// The family's rules with D_r's prefix (the drafter restarts from the committed rows' D_r, so
+// its rows are drawn apart, by its row graphs): each step after the first (whose drafter has
+// no prefix yet, so the step graphs draft it) up-samples them with U_r and verifies in one
+// replay of the graphs that up-sample (Shape::upsample), with the eager step's tokens, and
+// U_r's own graphs replay nothing.
+TEST(MuloGraphsTest, GraphsThatUpsampleServeADrafterThatDraftsApart) {
+  const ModelSet& plain = testing::SynthFamily();
+  const auto emulated = testing::EmulatedSynthFamily();
+  ASSERT_NE(emulated, nullptr);
+  auto pools = testing::SynthPools(*emulated, 1);
+  ASSERT_NE(pools, nullptr);
+  auto config = DefaultMethodConfig("mulo", *emulated);
+  ASSERT_OK(config);
+  config->mulo.prefix = DraftPrefix::kDownsampled;
+  const MuloVerifyGraphs::Shape shape = VerifyShape(*config, *emulated);
+  ASSERT_TRUE(shape.upsample);
+  const MuloVerifyGraphs* verify = pools->mulo_verify_graphs(*emulated->target, shape);
+  ASSERT_NE(verify, nullptr) << "captured beside the step graphs";
+  MuloVerifyGraphs::Shape drafting = shape;
+  drafting.draft = true;
+  drafting.upsample = false;
+  const MuloVerifyGraphs* step = pools->mulo_verify_graphs(*emulated->target, drafting);
+  ASSERT_NE(step, nullptr);
+  const ResamplerGraphs* upsampler = pools->resampler_graphs(*emulated->upsampler);
+  ASSERT_NE(upsampler, nullptr);
+  for (const double temperature : {0.0, 1.0}) {
+    const DecodeRequest request = testing::SynthRequest({"mulo", 0, temperature}, plain);
+    const int64_t verified = verify->counts().replays, stepped = step->counts().replays;
+    const int64_t upsampled = upsampler->counts().replays;
+    auto both = testing::DecodeEagerAndPooled(*config, plain, *emulated, *pools, request);
+    ASSERT_OK(both);
+    std::cout << "temperature " << temperature << ": " << testing::StepCounts(both->pooled.stats)
+              << "\n";
+    EXPECT_EQ(both->pooled.tokens, both->eager.tokens) << "temperature " << temperature;
+    EXPECT_EQ(both->pooled.stats.resampled_tokens, both->eager.stats.resampled_tokens);
+    EXPECT_EQ(step->counts().replays - stepped, 1) << "the first step";
+    EXPECT_EQ(verify->counts().replays - verified, both->pooled.stats.verify_steps - 1);
+    EXPECT_EQ(upsampler->counts().replays, upsampled) << "U_r inside the verify replay";
   }
 }
 
@@ -357,6 +403,7 @@ TEST(MuloGraphsTest, KernelsInsideTheVerifyGraphs) {
                   .code(),
               StatusCode::kInvalidArgument);
     shape.draft = false;
+    shape.upsample = false;
     auto verify = MuloVerifyGraphs::Capture(**pool, shape, *steps, family->neighbors.get());
     ASSERT_OK(verify);
     graphs = (*verify)->counts().graphs;
