@@ -7,6 +7,7 @@
 #include "engine/decode/dynamic_tree.h"
 #include "engine/decode/eagle_tree_graphs.h"
 #include "engine/decode/pac_tree.h"
+#include "engine/decode/zipar_chain_rows.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/row_graphs.h"
 #include "engine/model/verify_graphs.h"
@@ -181,12 +182,14 @@ int64_t PrefixRows(const TokenModel& model) {
 }
 
 // ZipAR's forwards and draws in one replay over `model`'s pool (ZipAR's target, MuLo-SD's
-// drafter), for any window; with `chain_forwards` > 1, also chains of up to that many.
+// drafter), for any window; with `chain_rows` > 0, also the chains of a drafter completing
+// that many rows per step (zipar_chain_rows.h).
 std::function<StatusOr<std::shared_ptr<ZipArGraphs>>(const KvPool&)> ZipArCapture(
-    const TokenModel* model, const std::optional<RowGraphs::Model>& steps,
-    int64_t chain_forwards = 1) {
-  return [steps, model, chain_forwards](const KvPool& pool) {
-    return ZipArGraphs::Capture(pool, model->grid_size(), *steps, /*filters=*/true, chain_forwards);
+    const TokenModel* model, const std::optional<RowGraphs::Model>& steps, int64_t chain_rows = 0) {
+  return [steps, model, chain_rows](const KvPool& pool) {
+    const int64_t grid = model->grid_size();
+    return ZipArGraphs::Capture(pool, grid, *steps, /*filters=*/true,
+                                ZipArChainRows(grid, chain_rows));
   };
 }
 
@@ -291,11 +294,10 @@ void PlanModel(const std::string& component, const TokenModel* model, const Mode
             pool, {tokens, /*drafts=*/false, /*read=*/false, /*filters=*/true}, *steps);
       };
       // MuLo-SD x ZipAR: a step's wavefront forwards and their draws in one replay, for any
-      // mulo.zipar_window (one set serves every window, as the target's): completing the
-      // family's default rows takes at most a forward per token of them (row 0, whose
-      // tokens come one per forward); longer chains run as several.
+      // mulo.zipar_window (one set serves every window, as the target's), for steps of the
+      // family's default rows.
       if (models.upsampler != nullptr) {
-        plan.capture_zipar = ZipArCapture(model, steps, tokens);
+        plan.capture_zipar = ZipArCapture(model, steps, shapes.mulo_draft_rows);
       }
     }
     if (steps && component == "chain") {

@@ -122,13 +122,14 @@ torch::Tensor PerStream(const torch::Tensor& per_request) {
 }  // namespace
 
 struct ZipArGraphs::Entry {
-  // Static inputs on the device, filled per replay: ints [forwards * Layout::size()] int64
-  // (one upload) and numbers [requests, forwards * rows] float64 (one copy per sampled
-  // request: its chain's numbers, in order).
+  // Static inputs on the device, filled per replay: ints, every forward's Layout one after
+  // the other, int64 (one upload), and numbers [requests, the forwards' rows] float64 (one
+  // copy per sampled request: its chain's numbers, in order).
   torch::Tensor ints, numbers;
   torch::Tensor numbers_flat;  // numbers viewed as one row: a request's at requests x width
   std::vector<KvCache> views;  // per forward: the pool's slots as its ints' slots index them
-  torch::Tensor result;        // [forwards, requests, rows] int64, written by every replay
+  std::vector<int64_t> ints_at, result_at;  // per forward: where its ints and draws start
+  torch::Tensor result;  // per forward [requests, its rows] int64, written by every replay
   std::unique_ptr<ReplayableGraph> graph;
 };
 
@@ -162,9 +163,9 @@ int64_t ZipArGraphs::RowsOf(int64_t inputs) {
   return PoolGraphs::Bucket(std::max<int64_t>(inputs, 1));
 }
 
-StatusOr<std::shared_ptr<ZipArGraphs>> ZipArGraphs::Capture(const KvPool& pool, int64_t grid,
-                                                            RowGraphs::Model model, bool filters,
-                                                            int64_t chain_forwards) {
+StatusOr<std::shared_ptr<ZipArGraphs>> ZipArGraphs::Capture(
+    const KvPool& pool, int64_t grid, RowGraphs::Model model, bool filters,
+    const std::set<std::vector<int64_t>>& chains) {
   if (pool.scratch_slot() < 0) {
     return InvalidArgumentError("ZipArGraphs: the pool needs a scratch slot for pad requests");
   }
@@ -172,33 +173,48 @@ StatusOr<std::shared_ptr<ZipArGraphs>> ZipArGraphs::Capture(const KvPool& pool, 
   std::shared_ptr<ZipArGraphs> graphs(new ZipArGraphs(pool, grid, std::move(model)));
   const torch::Device device = graphs->model_.options.device();
   graphs->filters_ = filters;
-  graphs->chain_forwards_ = std::max<int64_t>(chain_forwards, 1);
   graphs->tokens_ = torch::zeros({pool.scratch_slot() + 1, grid * grid + 1},
                                  torch::dtype(torch::kInt64).device(device));
   graphs->flat_tokens_ = graphs->tokens_.view({-1});
-  for (int64_t forwards = 1; forwards <= graphs->chain_forwards_; ++forwards) {
-    for (const bool filtered : {false, true}) {
-      if (filtered && !filters) break;
-      for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
-        for (int64_t rows = 1; rows <= RowsOf(grid + 1); rows *= 2) {
-          MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(pool, rows, device, [&](int64_t span) {
-            return graphs->CaptureKey(Key(streams, rows, span, filtered, forwards));
-          }));
-        }
+  // Forwards of every rows bucket; a lone request's chains as they come; a batch's chains
+  // padded to their widest forward (fewer graphs to make at load, each a chain's forwards).
+  std::set<std::vector<int64_t>> lone, batched;
+  for (int64_t rows = 1; rows <= RowsOf(grid + 1); rows *= 2) lone.insert({rows});
+  batched = lone;
+  for (const std::vector<int64_t>& chain : chains) {
+    if (chain.empty()) continue;
+    graphs->chain_forwards_ =
+        std::max<int64_t>(graphs->chain_forwards_, static_cast<int64_t>(chain.size()));
+    lone.insert(chain);
+    batched.insert(Uniform(chain));
+  }
+  for (const bool filtered : {false, true}) {
+    if (filtered && !filters) break;
+    for (int64_t streams = 2; streams <= PoolGraphs::Bucket(pool.slots()); streams *= 2) {
+      for (const std::vector<int64_t>& rows : streams == 2 ? lone : batched) {
+        const int64_t widest = *std::max_element(rows.begin(), rows.end());
+        MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(pool, widest, device, [&](int64_t span) {
+          return graphs->CaptureKey(Key(streams, span, filtered, rows));
+        }));
       }
     }
   }
   return graphs;
 }
 
+std::vector<int64_t> ZipArGraphs::Uniform(const std::vector<int64_t>& rows) {
+  return std::vector<int64_t>(rows.size(), *std::max_element(rows.begin(), rows.end()));
+}
+
 void ZipArGraphs::Body(Entry& e, const Key& key, int64_t forward) const {
   at::NoGradGuard no_grad;
-  const int64_t streams = std::get<0>(key), rows = std::get<1>(key), span = std::get<2>(key);
-  const bool filtered = std::get<3>(key);
+  const int64_t streams = std::get<0>(key), span = std::get<1>(key);
+  const bool filtered = std::get<2>(key);
+  const int64_t rows = std::get<3>(key)[forward];
   const Layout at(streams, rows, span);
   const int64_t requests = at.requests, vocab = model_.vocab;
   const auto long_options = torch::dtype(torch::kInt64).device(model_.options.device());
-  const torch::Tensor ints = e.ints.narrow(0, forward * at.size(), at.size());
+  const torch::Tensor ints = e.ints.narrow(0, e.ints_at[forward], at.size());
   const auto field = [&](int64_t from, int64_t width) {
     return ints.narrow(0, from, requests * width).view({requests, width});
   };
@@ -246,7 +262,7 @@ void ZipArGraphs::Body(Entry& e, const Key& key, int64_t forward) const {
   const torch::Tensor numbers = e.numbers.gather(1, number_index);
   const torch::Tensor drawn =
       DrawRows(p.reshape({requests * rows, vocab}), numbers.reshape({-1})).view({requests, rows});
-  e.result.select(0, forward).copy_(drawn);
+  e.result.narrow(0, e.result_at[forward], requests * rows).view({requests, rows}).copy_(drawn);
   // Every draw into its request's tokens (rows that draw nothing: the spare column), where the
   // chain's next forwards and the caller find them.
   tokens_.index_put_({slots.unsqueeze(1).expand({requests, rows}), field(at.predicts(), rows)},
@@ -254,27 +270,35 @@ void ZipArGraphs::Body(Entry& e, const Key& key, int64_t forward) const {
 }
 
 Status ZipArGraphs::CaptureKey(const Key& key) {
-  const int64_t streams = std::get<0>(key), rows = std::get<1>(key), span = std::get<2>(key);
-  const int64_t forwards = std::get<4>(key);
+  const int64_t streams = std::get<0>(key), span = std::get<1>(key);
+  const std::vector<int64_t>& rows = std::get<3>(key);
+  const int64_t forwards = static_cast<int64_t>(rows.size());
   return GuardTorch("ZipArGraphs::Capture", [&]() -> Status {
     at::NoGradGuard no_grad;
     const torch::Device device = model_.options.device();
-    const Layout at(streams, rows, span);
     auto entry = std::make_unique<Entry>();
     Entry* e = entry.get();
     // Until the first call fills them: every request a pad (the scratch slot, length 0,
     // greedy), so the capture's warm-up writes nowhere a request reads.
-    const std::vector<int64_t> pads = StepInts({}, {}, {}, at, pool_.scratch_slot(), grid_ * grid_);
     std::vector<int64_t> all;
-    for (int64_t j = 0; j < forwards; ++j) all.insert(all.end(), pads.begin(), pads.end());
+    int64_t results = 0, all_rows = 0;
+    for (int64_t j = 0; j < forwards; ++j) {
+      const Layout at(streams, rows[j], span);
+      const std::vector<int64_t> pads =
+          StepInts({}, {}, {}, at, pool_.scratch_slot(), grid_ * grid_);
+      e->ints_at.push_back(static_cast<int64_t>(all.size()));
+      e->result_at.push_back(results);
+      all.insert(all.end(), pads.begin(), pads.end());
+      results += at.requests * rows[j];
+      all_rows += rows[j];
+    }
     e->ints = torch::tensor(all, torch::kInt64).to(device);
     e->numbers =
-        torch::zeros({at.requests, forwards * rows}, torch::dtype(torch::kFloat64).device(device));
+        torch::zeros({streams / 2, all_rows}, torch::dtype(torch::kFloat64).device(device));
     e->numbers_flat = e->numbers.view({-1});
-    e->result =
-        torch::zeros({forwards, at.requests, rows}, torch::dtype(torch::kInt64).device(device));
+    e->result = torch::zeros({results}, torch::dtype(torch::kInt64).device(device));
     for (int64_t j = 0; j < forwards; ++j) {
-      e->views.push_back(pool_.SlotIndexedView(e->ints.narrow(0, j * at.size(), streams)));
+      e->views.push_back(pool_.SlotIndexedView(e->ints.narrow(0, e->ints_at[j], streams)));
     }
     auto run = [this, e, key, forwards] {
       for (int64_t j = 0; j < forwards; ++j) Body(*e, key, j);
@@ -291,7 +315,7 @@ bool ZipArGraphs::Fits(const KvCache& cache, int64_t inputs, const SamplingParam
   if ((filtered && !filters_) || inputs < 1) return false;
   const int64_t rows = RowsOf(inputs);
   const int64_t span = ForwardGraphs::RoundUpToSpan(cache.length() + rows);
-  return span <= pool_.slot_rows() && entries_.count(Key(2, rows, span, filtered, 1)) > 0;
+  return span <= pool_.slot_rows() && entries_.count(Key(2, span, filtered, {rows})) > 0;
 }
 
 bool ZipArGraphs::WellFormed(const Call& call, int64_t length) const {
@@ -305,41 +329,39 @@ bool ZipArGraphs::WellFormed(const Call& call, int64_t length) const {
          call.condition_rows + static_cast<int64_t>(call.cached.size()) == length;
 }
 
-bool ZipArGraphs::ChainShape(const Chain& chain, int64_t* rows, int64_t* longest) const {
-  if (chain.forwards.empty() || static_cast<int64_t>(chain.forwards.size()) > chain_forwards_) {
-    return false;
-  }
+bool ZipArGraphs::ChainShape(const Chain& chain, ChainPlan* plan) const {
+  if (chain.forwards.empty()) return false;
   const KvCache* cache = chain.forwards[0].cache;
   if (cache == nullptr || cache->pool() != &pool_ || cache->batch() != 2) return false;
-  const bool filtered = HasFilters(chain.forwards[0].sampling, model_.vocab);
-  if (filtered && !filters_) return false;
+  plan->filtered = HasFilters(chain.forwards[0].sampling, model_.vocab);
+  if (plan->filtered && !filters_) return false;
   int64_t length = cache->length(), draws = 0;
-  *rows = 0;
   for (const Call& call : chain.forwards) {
     const int64_t n = static_cast<int64_t>(call.tokens.size());
     if (call.cache != cache || n < 1 || !WellFormed(call, length)) return false;
-    *rows = std::max(*rows, RowsOf(n));
+    plan->rows.push_back(RowsOf(n));
+    plan->lengths.push_back(length);
     draws += static_cast<int64_t>(call.draws.size());
     length += n - std::count(call.placeholders.begin(), call.placeholders.end(), true);
   }
-  if (chain.uniforms.defined() && chain.uniforms.numel() != draws) return false;
-  // Every forward's rows padded to the chain's, after the longest cache before one.
-  length = cache->length();
-  *longest = 0;
-  for (const Call& call : chain.forwards) {
-    *longest = std::max(*longest, length + *rows);
-    length += static_cast<int64_t>(call.tokens.size()) -
-              std::count(call.placeholders.begin(), call.placeholders.end(), true);
+  return !chain.uniforms.defined() || chain.uniforms.numel() == draws;
+}
+
+int64_t ZipArGraphs::SpanOf(const std::vector<ChainPlan>& plans, const std::vector<int64_t>& rows) {
+  int64_t longest = 0;
+  for (const ChainPlan& plan : plans) {
+    for (size_t j = 0; j < plan.lengths.size(); ++j) {
+      longest = std::max(longest, plan.lengths[j] + rows[j]);
+    }
   }
-  const int64_t span = ForwardGraphs::RoundUpToSpan(*longest);
-  return span <= pool_.slot_rows() &&
-         entries_.count(
-             Key(2, *rows, span, filtered, static_cast<int64_t>(chain.forwards.size()))) > 0;
+  return ForwardGraphs::RoundUpToSpan(longest);
 }
 
 bool ZipArGraphs::FitsChain(const Chain& chain) const {
-  int64_t rows = 0, longest = 0;
-  return ChainShape(chain, &rows, &longest);
+  ChainPlan plan;
+  if (!ChainShape(chain, &plan)) return false;
+  const int64_t span = SpanOf({plan}, plan.rows);
+  return span <= pool_.slot_rows() && entries_.count(Key(2, span, plan.filtered, plan.rows)) > 0;
 }
 
 StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Run(const std::vector<Call>& calls) const {
@@ -356,54 +378,56 @@ StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Run(const std::vector<Ca
 
 StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::RunChains(
     const std::vector<Chain>& chains) const {
-  int64_t rows = 0, longest = 0, forwards = 0;
-  for (const Chain& chain : chains) {
-    int64_t chain_rows = 0, chain_longest = 0;
-    if (!ChainShape(chain, &chain_rows, &chain_longest)) {
+  std::vector<ChainPlan> plans(chains.size());
+  std::vector<int64_t> rows;  // per forward, the widest chain's rows there
+  bool filtered = false;
+  for (size_t i = 0; i < chains.size(); ++i) {
+    if (!ChainShape(chains[i], &plans[i]) || !FitsChain(chains[i])) {
       return InvalidArgumentError(
           "ZipArGraphs::Run: every forward needs a raster and a placeholder flag per input (and "
           "a source in the grid for an id it does not know), draws among its inputs with a "
           "number each (and a raster in the grid, if any), a raster per cached row, and to fit "
           "the graphs");
     }
-    rows = std::max(rows, chain_rows);
-    longest = std::max(longest, chain_longest);
-    forwards = std::max<int64_t>(forwards, static_cast<int64_t>(chain.forwards.size()));
+    const std::vector<int64_t>& own = plans[i].rows;
+    if (own.size() > rows.size()) rows.resize(own.size(), 1);
+    for (size_t j = 0; j < own.size(); ++j) rows[j] = std::max(rows[j], own[j]);
+    filtered = filtered || plans[i].filtered;
   }
   const int64_t streams = PoolGraphs::Bucket(2 * static_cast<int64_t>(chains.size()));
-  const int64_t span = ForwardGraphs::RoundUpToSpan(longest);
-  const bool filtered = std::any_of(chains.begin(), chains.end(), [this](const Chain& chain) {
-    return HasFilters(chain.forwards[0].sampling, model_.vocab);
-  });
-  auto it = entries_.find(Key(streams, rows, span, filtered, forwards));
+  // The chains' own rows where a graph has them (a lone chain, or lock-step ones), else every
+  // forward padded to the widest.
+  auto it = entries_.find(Key(streams, SpanOf(plans, rows), filtered, rows));
+  if (it == entries_.end()) {
+    rows = Uniform(rows);
+    it = entries_.find(Key(streams, SpanOf(plans, rows), filtered, rows));
+  }
   if (it == entries_.end() && chains.size() > 1) {
-    // A batch whose key failed to capture: each chain alone (ChainShape holds its lone key).
+    // A batch whose key was not captured: each chain alone (FitsChain holds its lone key).
     return RunEachAlone<Output>(chains,
                                 [this](const std::vector<Chain>& one) { return RunChains(one); });
   }
   if (it == entries_.end()) {
     return FailedPreconditionError("ZipArGraphs::Run: no graph of " + std::to_string(streams) +
-                                   " streams, " + std::to_string(rows) + " rows over " +
-                                   std::to_string(span) + ", " + std::to_string(forwards) +
-                                   " forwards");
+                                   " streams and " + std::to_string(rows.size()) + " forwards");
   }
-  return Replay(*it->second, streams, rows, span, forwards, chains);
+  return Replay(*it->second, streams, rows, std::get<1>(it->first), chains);
 }
 
 StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Replay(
-    Entry& e, int64_t streams, int64_t rows, int64_t span, int64_t forwards,
+    Entry& e, int64_t streams, const std::vector<int64_t>& rows, int64_t span,
     const std::vector<Chain>& chains) const {
   return GuardTorch("ZipArGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
     at::NoGradGuard no_grad;
-    const Layout at(streams, rows, span);
+    const int64_t forwards = static_cast<int64_t>(rows.size());
     const auto placeholders = [](const Call& call) {
       return std::count(call.placeholders.begin(), call.placeholders.end(), true);
     };
     // Forward by forward: each chain's cache length and first number as that forward runs.
     std::vector<int64_t> ints, lengths, numbers(chains.size(), 0), last_lengths(chains.size());
-    ints.reserve(forwards * at.size());
     for (const Chain& chain : chains) lengths.push_back(chain.forwards[0].cache->length());
     for (int64_t j = 0; j < forwards; ++j) {
+      const Layout at(streams, rows[j], span);
       std::vector<const Call*> calls(chains.size(), nullptr);
       for (size_t i = 0; i < chains.size(); ++i) {
         if (j < static_cast<int64_t>(chains[i].forwards.size())) calls[i] = &chains[i].forwards[j];
@@ -433,7 +457,7 @@ StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Replay(
       return std::any_of(chain.forwards.begin(), chain.forwards.end(),
                          [](const Call& call) { return call.read; });
     });
-    // Every asking forward's draws, one read: [forwards, requests, rows].
+    // Every asking forward's draws, one read: per forward [requests, its rows].
     const torch::Tensor result = read ? HostRead(e.result) : torch::Tensor();
     std::vector<Output> outputs(chains.size());
     for (size_t i = 0; i < chains.size(); ++i) {
@@ -441,7 +465,7 @@ StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Replay(
       for (size_t j = 0; j < chain.size(); ++j) {
         if (!chain[j].read) continue;
         const int64_t* const row =
-            result.data_ptr<int64_t>() + (static_cast<int64_t>(j) * at.requests + i) * rows;
+            result.data_ptr<int64_t>() + e.result_at[j] + static_cast<int64_t>(i) * rows[j];
         outputs[i].drawn.insert(outputs[i].drawn.end(), row, row + chain[j].draws.size());
       }
       KvCache* cache = chain[0].cache;

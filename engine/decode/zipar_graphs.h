@@ -36,16 +36,17 @@
 // value), so nothing is read between them. A batch of chains pads the shorter ones with pad
 // requests in their last forwards.
 //
-// Keys (streams, rows, span, filtered, forwards): streams padded to a power of two, rows the
-// largest
-// forward's inputs padded to a power of two (as the pool's forward graphs pad them: a wavefront
-// feeds 1 to 3 tokens most of the time, and a GPU's forward of 8 rows costs the H100
-// projection 2.5x one of 2), span the longest cache after them in whole
+// Keys (streams, span, filtered, rows of each forward): streams padded to a power of two, each
+// forward's inputs padded to a power of two (as the pool's forward graphs pad them: a
+// wavefront feeds 1 to 3 tokens most of the time, and a GPU's forward of 8 rows costs the
+// H100 projection 2.5x one of 2), span the longest cache after them in whole
 // ForwardGraphs::kSpanRows, and whether the batch filters (a copy of each key that applies each
 // request's top-k and top-p, as row_graphs.h's, captured with `filters`). One set per pool
 // serves every ZipAR window; requests with filters step eagerly where no filtered copy was
-// captured (Fits). Single forwards are the keys of one forward; chains of 2 to `chain_forwards`
-// forwards are captured where asked (the drafter's pool), rows then the largest forward's.
+// captured (Fits). Lone forwards are captured for every rows bucket; chains for the row
+// profiles the caller lists (the drafter's pool: zipar_chain_rows.h, every window's steps),
+// and, for batches, each profile padded to its widest forward (a batch pads every forward to
+// that).
 #ifndef MULO_ENGINE_DECODE_ZIPAR_GRAPHS_H_
 #define MULO_ENGINE_DECODE_ZIPAR_GRAPHS_H_
 
@@ -54,6 +55,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -72,13 +74,13 @@ class ZipArGraphs {
  public:
   // Captures (or, with model.emulated, emulates) every key's graph over `pool` (made with a
   // scratch slot) for a `grid` x `grid` image: forwards of up to grid + 1 inputs (every row
-  // open and a placeholder); with `filters`, also each key's filtered copy; with
-  // `chain_forwards` > 1, also chains of 2 to chain_forwards forwards. INVALID_ARGUMENT
-  // without a scratch slot or a grid; a key whose capture fails is left out and counted.
-  static StatusOr<std::shared_ptr<ZipArGraphs>> Capture(const KvPool& pool, int64_t grid,
-                                                        RowGraphs::Model model,
-                                                        bool filters = false,
-                                                        int64_t chain_forwards = 1);
+  // open and a placeholder); with `filters`, also each key's filtered copy; with `chains`,
+  // also chains of those rows (each forward's bucket, RowsOf) alone, and each padded to its
+  // widest in batches. INVALID_ARGUMENT without a scratch slot or a grid; a key whose capture
+  // fails is left out and counted.
+  static StatusOr<std::shared_ptr<ZipArGraphs>> Capture(
+      const KvPool& pool, int64_t grid, RowGraphs::Model model, bool filters = false,
+      const std::set<std::vector<int64_t>>& chains = {});
 
   const KvPool& pool() const { return pool_; }
   int64_t grid() const { return grid_; }
@@ -128,8 +130,9 @@ class ZipArGraphs {
   // lone call whose key failed to capture.
   StatusOr<std::vector<Output>> Run(const std::vector<Call>& calls) const;
 
-  // The longest chain captured (1: none), and whether `chain`'s forwards fit one of its keys:
-  // each as Run's would, at the length the cache has when it runs.
+  // The longest chain captured (1: none), and whether `chain`'s forwards fit a key of a lone
+  // chain: each as Run's would, at the length the cache has when it runs, and the chain's rows
+  // one of the profiles captured.
   int64_t chain_forwards() const { return chain_forwards_; }
   bool FitsChain(const Chain& chain) const;
   // Runs every chain from one replay (their forwards in order, side by side); each output has
@@ -153,8 +156,13 @@ class ZipArGraphs {
   ~ZipArGraphs();
 
  private:
-  // (streams, rows, span, filtered, forwards)
-  using Key = std::tuple<int64_t, int64_t, int64_t, bool, int64_t>;
+  // (streams, span, filtered, each forward's rows)
+  using Key = std::tuple<int64_t, int64_t, bool, std::vector<int64_t>>;
+  // A chain as its key sees it: each forward's rows and the cache length before it.
+  struct ChainPlan {
+    std::vector<int64_t> rows, lengths;
+    bool filtered = false;
+  };
   struct Entry;
   ZipArGraphs(const KvPool& pool, int64_t grid, RowGraphs::Model model);
   Status CaptureKey(const Key& key);
@@ -163,12 +171,15 @@ class ZipArGraphs {
   // Whether `call` is well formed for a cache of `length` rows: its lists agree, its ids and
   // predicted rasters are in the grid.
   bool WellFormed(const Call& call, int64_t length) const;
-  // The rows of `chain`'s key and the longest its cache grows to (with the rows' padding);
-  // false when a forward is ill formed or does not fit.
-  bool ChainShape(const Chain& chain, int64_t* rows, int64_t* longest) const;
-  // One replay of `e` (the key (streams, rows, span, *, forwards)) for `chains`, which fit it.
-  StatusOr<std::vector<Output>> Replay(Entry& e, int64_t streams, int64_t rows, int64_t span,
-                                       int64_t forwards, const std::vector<Chain>& chains) const;
+  // `chain`'s plan; false when a forward is ill formed or the numbers do not match.
+  bool ChainShape(const Chain& chain, ChainPlan* plan) const;
+  // The span of chains of `plans` run with each forward's `rows`.
+  static int64_t SpanOf(const std::vector<ChainPlan>& plans, const std::vector<int64_t>& rows);
+  // `rows` padded to the widest of them.
+  static std::vector<int64_t> Uniform(const std::vector<int64_t>& rows);
+  // One replay of `e` (the key (streams, span, *, rows)) for `chains`, which fit it.
+  StatusOr<std::vector<Output>> Replay(Entry& e, int64_t streams, const std::vector<int64_t>& rows,
+                                       int64_t span, const std::vector<Chain>& chains) const;
 
   const KvPool& pool_;  // the target's; owned by the worker's pools as these graphs are
   const int64_t grid_;

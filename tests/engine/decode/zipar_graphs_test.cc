@@ -9,11 +9,13 @@
 
 #include <iostream>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "engine/decode/kv_pools.h"
 #include "engine/decode/method_registry.h"
+#include "engine/decode/zipar_chain_rows.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/kv_cache.h"
 #include "engine/model/kv_pool.h"
@@ -212,6 +214,29 @@ TEST(ZipArGraphsTest, RequestsOfALoopShareTheGraphs) {
   EXPECT_EQ(after.calls - before.calls, steps) << "every forward from the graphs";
   EXPECT_LT(after.replays - before.replays, steps) << "requests share replays";
   std::cout << steps << " forwards in " << after.replays - before.replays << " replays\n";
+}
+
+// The chains a ZipAR drafter plans (zipar_chain_rows.h), which its pool captures: with the
+// drafter's grid width as the window each step is one row of one-token forwards (row 0's first
+// token comes from the restart: 7 forwards; a later row's first from the row above's last: 8),
+// every chain is at most a row's worth of forwards of rows buckets, and none without rows.
+TEST(ZipArChainRowsTest, ChainsAreTheWavefrontsStepsInRowsBuckets) {
+  const int64_t grid = 8;
+  const std::set<std::vector<int64_t>> profiles = ZipArChainRows(grid, 1);
+  std::cout << profiles.size() << " chain profiles for an 8 x 8 drafter, one row per step\n";
+  EXPECT_EQ(profiles.count(std::vector<int64_t>(7, 1)), 1u);
+  EXPECT_EQ(profiles.count(std::vector<int64_t>(8, 1)), 1u);
+  // Window 2's second step: rows 2, 3 and 4 open as row 1 grows (a placeholder each).
+  EXPECT_EQ(profiles.count({1, 1, 2, 2, 4, 4, 4, 4}), 1u);
+  for (const std::vector<int64_t>& chain : profiles) {
+    EXPECT_GE(chain.size(), 1u);
+    EXPECT_LE(chain.size(), static_cast<size_t>(grid));
+    for (int64_t rows : chain) {
+      EXPECT_EQ(rows, ZipArGraphs::RowsOf(rows)) << "a bucket";
+      EXPECT_LE(rows, ZipArGraphs::RowsOf(grid + 1));
+    }
+  }
+  EXPECT_TRUE(ZipArChainRows(grid, 0).empty());
 }
 
 }  // namespace
