@@ -395,7 +395,8 @@ StatusOr<ZipArGraphs::Output> ModelStream::StepZipAr(const ZipArGraphs& graphs,
   return out;
 }
 
-bool ModelStream::CanStepZipArChain(const ZipArGraphs& graphs, ZipArGraphs::Chain chain) {
+bool ModelStream::AdoptZipArChain(ZipArGraphs::Chain& chain) {
+  // Raster positions become sequence positions by one offset, as in StepZipAr.
   const int64_t offset = model_.TokenPosition(condition_rows_, 0);
   if (model_.TokenPosition(condition_rows_, 1) != offset + 1) return false;
   for (ZipArGraphs::Call& call : chain.forwards) {
@@ -403,20 +404,18 @@ bool ModelStream::CanStepZipArChain(const ZipArGraphs& graphs, ZipArGraphs::Chai
     call.condition_rows = condition_rows_;
     call.position_offset = offset;
   }
-  return graphs.FitsChain(chain);
+  return true;
+}
+
+bool ModelStream::CanStepZipArChain(const ZipArGraphs& graphs, ZipArGraphs::Chain chain) {
+  return AdoptZipArChain(chain) && graphs.FitsChain(chain);
 }
 
 StatusOr<ZipArGraphs::Output> ModelStream::StepZipArChain(const ZipArGraphs& graphs,
                                                           ZipArGraphs::Chain chain) {
-  if (!CanStepZipArChain(graphs, chain)) {
+  if (!AdoptZipArChain(chain) || !graphs.FitsChain(chain)) {
     return FailedPreconditionError("ModelStream::StepZipArChain: no ZipAR graph fits a chain of " +
                                    std::to_string(chain.forwards.size()) + " forwards");
-  }
-  const int64_t offset = model_.TokenPosition(condition_rows_, 0);
-  for (ZipArGraphs::Call& call : chain.forwards) {
-    call.cache = &cache_;
-    call.condition_rows = condition_rows_;
-    call.position_offset = offset;
   }
   // Each forward's context: the cached rows its plan lists.
   std::vector<int64_t> contexts;

@@ -193,6 +193,9 @@ class ModelStream {
   int64_t condition_rows() const { return condition_rows_; }
 
  private:
+  // Gives `chain`'s forwards this stream's cache, condition rows and position offset; false
+  // when the model's raster positions are not consecutive.
+  bool AdoptZipArChain(ZipArGraphs::Chain& chain);
   void CountForward();
   // The first committed token VerifyMulo feeds (its tail's start).
   int64_t MuloTailStart(int64_t committed) const;

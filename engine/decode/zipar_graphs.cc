@@ -357,11 +357,14 @@ int64_t ZipArGraphs::SpanOf(const std::vector<ChainPlan>& plans, const std::vect
   return ForwardGraphs::RoundUpToSpan(longest);
 }
 
-bool ZipArGraphs::FitsChain(const Chain& chain) const {
-  ChainPlan plan;
-  if (!ChainShape(chain, &plan)) return false;
+bool ZipArGraphs::FitsPlan(const ChainPlan& plan) const {
   const int64_t span = SpanOf({plan}, plan.rows);
   return span <= pool_.slot_rows() && entries_.count(Key(2, span, plan.filtered, plan.rows)) > 0;
+}
+
+bool ZipArGraphs::FitsChain(const Chain& chain) const {
+  ChainPlan plan;
+  return ChainShape(chain, &plan) && FitsPlan(plan);
 }
 
 StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Run(const std::vector<Call>& calls) const {
@@ -382,7 +385,7 @@ StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::RunChains(
   std::vector<int64_t> rows;  // per forward, the widest chain's rows there
   bool filtered = false;
   for (size_t i = 0; i < chains.size(); ++i) {
-    if (!ChainShape(chains[i], &plans[i]) || !FitsChain(chains[i])) {
+    if (!ChainShape(chains[i], &plans[i]) || !FitsPlan(plans[i])) {
       return InvalidArgumentError(
           "ZipArGraphs::Run: every forward needs a raster and a placeholder flag per input (and "
           "a source in the grid for an id it does not know), draws among its inputs with a "
@@ -411,35 +414,31 @@ StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::RunChains(
     return FailedPreconditionError("ZipArGraphs::Run: no graph of " + std::to_string(streams) +
                                    " streams and " + std::to_string(rows.size()) + " forwards");
   }
-  return Replay(*it->second, streams, rows, std::get<1>(it->first), chains);
+  return Replay(*it->second, streams, rows, std::get<1>(it->first), chains, plans);
 }
 
 StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Replay(
     Entry& e, int64_t streams, const std::vector<int64_t>& rows, int64_t span,
-    const std::vector<Chain>& chains) const {
+    const std::vector<Chain>& chains, const std::vector<ChainPlan>& plans) const {
   return GuardTorch("ZipArGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
     at::NoGradGuard no_grad;
     const int64_t forwards = static_cast<int64_t>(rows.size());
-    const auto placeholders = [](const Call& call) {
-      return std::count(call.placeholders.begin(), call.placeholders.end(), true);
-    };
-    // Forward by forward: each chain's cache length and first number as that forward runs.
-    std::vector<int64_t> ints, lengths, numbers(chains.size(), 0), last_lengths(chains.size());
-    for (const Chain& chain : chains) lengths.push_back(chain.forwards[0].cache->length());
+    // Forward by forward: each chain's cache length (its plan's) and first number as that
+    // forward runs.
+    std::vector<int64_t> ints, lengths(chains.size(), 0), numbers(chains.size(), 0);
     for (int64_t j = 0; j < forwards; ++j) {
       const Layout at(streams, rows[j], span);
       std::vector<const Call*> calls(chains.size(), nullptr);
       for (size_t i = 0; i < chains.size(); ++i) {
-        if (j < static_cast<int64_t>(chains[i].forwards.size())) calls[i] = &chains[i].forwards[j];
+        if (j >= static_cast<int64_t>(chains[i].forwards.size())) continue;
+        calls[i] = &chains[i].forwards[j];
+        lengths[i] = plans[i].lengths[j];
       }
       const std::vector<int64_t> step =
           StepInts(calls, lengths, numbers, at, pool_.scratch_slot(), grid_ * grid_);
       ints.insert(ints.end(), step.begin(), step.end());
       for (size_t i = 0; i < chains.size(); ++i) {
-        if (calls[i] == nullptr) continue;
-        last_lengths[i] = lengths[i];
-        lengths[i] += static_cast<int64_t>(calls[i]->tokens.size()) - placeholders(*calls[i]);
-        numbers[i] += static_cast<int64_t>(calls[i]->draws.size());
+        if (calls[i] != nullptr) numbers[i] += static_cast<int64_t>(calls[i]->draws.size());
       }
     }
     UploadInto(e.ints,
@@ -469,7 +468,7 @@ StatusOr<std::vector<ZipArGraphs::Output>> ZipArGraphs::Replay(
         outputs[i].drawn.insert(outputs[i].drawn.end(), row, row + chain[j].draws.size());
       }
       KvCache* cache = chain[0].cache;
-      cache->Advance(last_lengths[i] + static_cast<int64_t>(chain.back().tokens.size()) -
+      cache->Advance(plans[i].lengths.back() + static_cast<int64_t>(chain.back().tokens.size()) -
                      cache->length());
     }
     return outputs;

@@ -173,13 +173,17 @@ class ZipArGraphs {
   bool WellFormed(const Call& call, int64_t length) const;
   // `chain`'s plan; false when a forward is ill formed or the numbers do not match.
   bool ChainShape(const Chain& chain, ChainPlan* plan) const;
+  // Whether a lone chain of `plan` fits a captured key.
+  bool FitsPlan(const ChainPlan& plan) const;
   // The span of chains of `plans` run with each forward's `rows`.
   static int64_t SpanOf(const std::vector<ChainPlan>& plans, const std::vector<int64_t>& rows);
   // `rows` padded to the widest of them.
   static std::vector<int64_t> Uniform(const std::vector<int64_t>& rows);
-  // One replay of `e` (the key (streams, span, *, rows)) for `chains`, which fit it.
+  // One replay of `e` (the key (streams, span, *, rows)) for `chains` (of `plans`), which fit
+  // it.
   StatusOr<std::vector<Output>> Replay(Entry& e, int64_t streams, const std::vector<int64_t>& rows,
-                                       int64_t span, const std::vector<Chain>& chains) const;
+                                       int64_t span, const std::vector<Chain>& chains,
+                                       const std::vector<ChainPlan>& plans) const;
 
   const KvPool& pool_;  // the target's; owned by the worker's pools as these graphs are
   const int64_t grid_;
