@@ -8,6 +8,8 @@
 // not timings, so one run says it. A benchmark, not a test.
 //
 //   graph_reuse_bench --models=models/synth --requests=16 --concurrency=4
+//   graph_reuse_bench --requests=4 --concurrency=4 --methods=eagle,lantern,peanut,sjd_pac
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -17,8 +19,8 @@
 #include "bench/family_inputs.h"
 #include "engine/decode/engine_loop.h"
 #include "engine/decode/generate.h"
-#include "engine/decode/kv_demand.h"
 #include "engine/decode/graphed_shapes.h"
+#include "engine/decode/kv_demand.h"
 #include "engine/decode/kv_pools.h"
 #include "engine/decode/method_registry.h"
 
@@ -30,7 +32,21 @@ struct Flags {
   std::string prompts = "models/synth/heldout_prompts.jsonl";
   int requests = 16;
   int concurrency = 4;
+  std::string methods;  // comma list; empty: every method the family can run
 };
+
+// The methods named by --methods, or every method the family can run.
+std::vector<std::string> MethodsToRun(const std::string& listed, const engine::ModelSet& family) {
+  if (listed.empty()) return engine::AvailableMethods(family);
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (start <= listed.size()) {
+    const size_t comma = std::min(listed.find(',', start), listed.size());
+    if (comma > start) names.push_back(listed.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return names;
+}
 
 // Target forwards over all requests, those that replayed a graph and those that captured one.
 struct GraphUse {
@@ -134,7 +150,7 @@ int Run(const Flags& flags) {
               "concurrency %d |\n|---|---:|---|---|\n",
               flags.concurrency);
   bool first = true;
-  for (const std::string& name : engine::AvailableMethods(family)) {
+  for (const std::string& name : MethodsToRun(flags.methods, family)) {
     const std::shared_ptr<const engine::DecodingMethod> method = DefaultMethod(name, family);
     if (method == nullptr) return 1;
     const GraphUse own = Decode(family, name, *method, conditions, 1, nullptr);
@@ -172,6 +188,7 @@ int main(int argc, char** argv) {
   parser.Add("prompts", &flags.prompts, "held-out prompts (jsonl)");
   parser.Add("requests", &flags.requests, "requests per cell");
   parser.Add("concurrency", &flags.concurrency, "requests stepped together in the last column");
+  parser.Add("methods", &flags.methods, "comma list of methods (default: every one available)");
   if (!parser.Parse(argc, argv)) return 2;
   if (flags.requests < 1 || flags.concurrency < 2) {
     std::fprintf(stderr, "error: --requests >= 1 and --concurrency >= 2\n");

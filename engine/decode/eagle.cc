@@ -62,6 +62,9 @@ class EagleState : public SteppedMethod::State {
             *session.models().target, Relaxed(std::move(key), session));
         if (graphs != nullptr && target_->CanVerifyTree(*graphs, length, draft->tree.max_depth,
                                                         session.sampling())) {
+          // A queued verification waits while other requests' drafting replays rewrite the
+          // graphs' outputs this draft views.
+          if (target_->queued()) draft = draft->Owned();
           return VerifyOnGraphs(session, *graphs, draft->tree, shape, draft->q, draft->valid);
         }
         auto timer = session.Time(Phase::kDraft);
@@ -211,6 +214,9 @@ class EagleState : public SteppedMethod::State {
             : nullptr;
     if (graphs != nullptr &&
         target_->CanVerifyTree(*graphs, length, chosen.max_depth, session.sampling())) {
+      // A queued verification waits while other requests' drafting replays rewrite the
+      // graphs' outputs a borrowed `chosen` views.
+      if (target_->queued()) chosen = chosen.Owned();
       return VerifyOnGraphs(session, *graphs, chosen, shape);
     }
     // The eager forward yields to the engine loop, whose other requests may replay the

@@ -86,6 +86,17 @@ StatusOr<std::vector<MuloVerifyGraphs::Output>> RunTogether(
   return verify.Run(calls);
 }
 
+StatusOr<TreeVerifyGraphs::Output> RunAlone(const TreeVerifyGraphs& verify,
+                                            const TreeVerifyGraphs::Call& c) {
+  MULO_ASSIGN_OR_RETURN(std::vector<TreeVerifyGraphs::Output> outputs, verify.Run({c}));
+  return std::move(outputs[0]);
+}
+
+StatusOr<std::vector<TreeVerifyGraphs::Output>> RunTogether(
+    const TreeVerifyGraphs& verify, const std::vector<TreeVerifyGraphs::Call>& calls, PackedGemms) {
+  return verify.Run(calls);
+}
+
 StatusOr<ZipArGraphs::Output> RunAlone(const ZipArGraphs& graphs, const ZipArGraphs::Call& c) {
   MULO_ASSIGN_OR_RETURN(std::vector<ZipArGraphs::Output> outputs, graphs.Run({c}));
   return std::move(outputs[0]);
@@ -410,6 +421,20 @@ StatusOr<MuloVerifyGraphs::Output> EngineLoop::Run(const MuloVerifyGraphs& verif
   // Two streams of the step's rows, padded as the graphs feed them.
   const int64_t rows = 2 * verify.RowsOf(static_cast<int64_t>(call.tail.size()));
   return Submit<MuloVerifyGraphs, MuloVerifyGraphs::Call, MuloVerifyGraphs::Output>(
+      verify, call, Component::kTransformer, rows, /*budget_rows=*/rows, /*counts_read=*/true);
+}
+
+StatusOr<TreeVerifyGraphs::Output> EngineLoop::Run(const TreeVerifyGraphs& verify,
+                                                   const TreeVerifyGraphs::Call& call) {
+  const TreeVerifyGraphs::Shape& shape = verify.shape();
+  const int64_t nodes = shape.jacobi_window()   ? shape.nodes
+                        : call.tokens.defined() ? call.tokens.size(0)
+                                                : 0;
+  if (call.cache == nullptr || !verify.Fits(*call.cache, nodes, shape.max_depth, call.sampling)) {
+    return InvalidArgumentError("EngineLoop::Run: the tree does not fit the tree verify graphs");
+  }
+  const int64_t rows = 2 * (shape.nodes + 1);  // two streams of the root and the tree
+  return Submit<TreeVerifyGraphs, TreeVerifyGraphs::Call, TreeVerifyGraphs::Output>(
       verify, call, Component::kTransformer, rows, /*budget_rows=*/rows, /*counts_read=*/true);
 }
 

@@ -50,8 +50,9 @@
 #include "engine/model/resampler.h"
 #include "engine/model/resampler_graphs.h"
 #include "engine/model/row_graphs.h"
-#include "engine/model/verify_graphs.h"
 #include "engine/model/token_model.h"
+#include "engine/model/tree_verify_graphs.h"
+#include "engine/model/verify_graphs.h"
 #include "engine/sampling/chain_judge.h"
 #include "engine/sampling/token_draw.h"
 
@@ -152,6 +153,10 @@ class EngineLoop : public ChainJudge, public HostReader {
   // MuloVerifyGraphs::Run({call}) (MuLo-SD's verification, mulo_verify_graphs.h), the same way.
   StatusOr<MuloVerifyGraphs::Output> Run(const MuloVerifyGraphs& verify,
                                          const MuloVerifyGraphs::Call& call);
+  // TreeVerifyGraphs::Run({call}) (a draft tree's verification, tree_verify_graphs.h), the
+  // same way: the batch's trees in one forward, its one read counted as each request's own.
+  StatusOr<TreeVerifyGraphs::Output> Run(const TreeVerifyGraphs& verify,
+                                         const TreeVerifyGraphs::Call& call);
   // ZipArGraphs::Run({call}) (a ZipAR forward and its draws, zipar_graphs.h), the same way.
   StatusOr<ZipArGraphs::Output> Run(const ZipArGraphs& graphs, const ZipArGraphs::Call& call);
   // ZipArGraphs::RunChains({chain}) (a wavefront's forwards), in the loop's next batch of

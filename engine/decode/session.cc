@@ -261,7 +261,7 @@ StatusOr<TreeVerifyGraphs::Output> ModelStream::VerifyTree(const TreeVerifyGraph
         condition_rows_, at + call.jacobi.length - (call.jacobi.bonus ? 0 : 1));
   }
   call.cache = &cache_;
-  MULO_ASSIGN_OR_RETURN(TreeVerifyGraphs::Output out, graphs.Run(call));
+  MULO_ASSIGN_OR_RETURN(TreeVerifyGraphs::Output out, RunStepGraphs(loop_, graphs, call));
   next_logits_ = torch::Tensor();  // the verdict replaces them (Keep follows)
   next_hidden_ = torch::Tensor();
   fed_.push_back(call.root_token);

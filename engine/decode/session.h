@@ -140,11 +140,16 @@ class ModelStream {
   // Whether a target may verify a draft tree of `nodes` drafts at most `max_depth` deep in one
   // replay of `graphs` (tree_verify_graphs.h: a pool's, for EAGLE-2's trees), as `sampling`
   // allows.
+  // Whether this stream's forwards wait in an engine loop's queue, where other requests'
+  // replays (of graphs whose outputs a call may view) run before them.
+  bool queued() const { return loop_ != nullptr; }
   bool CanVerifyTree(const TreeVerifyGraphs& graphs, int64_t nodes, int64_t max_depth,
                      const SamplingParams& sampling) const;
-  // That replay and its one read: feeds call.root_token at fed().size() and the tree's nodes
-  // after it at their depths, and judges them (the call's cache and position are this
-  // stream's). fed() then holds the root and every node; the caller keeps the path (Keep).
+  // That replay and its one read, inside the loop's next batch of tree verifications when
+  // there is a loop (the call's tensors must then be its own: other requests' replays run
+  // first, queued()): feeds call.root_token at fed().size() and the tree's nodes after it at
+  // their depths, and judges them (the call's cache and position are this stream's). fed()
+  // then holds the root and every node; the caller keeps the path (Keep).
   StatusOr<TreeVerifyGraphs::Output> VerifyTree(const TreeVerifyGraphs& graphs,
                                                 TreeVerifyGraphs::Call call);
 

@@ -1,12 +1,12 @@
 // CUDA graphs of a draft tree's verification over the target's KV-cache pool: one replay feeds
 // the last committed token (the root) and every node of a deterministic tree (EAGLE-2's, drawn
-// by eagle_tree_graphs.h) or of a static one drawn with q (EAGLE-1's) under the tree mask, mixes guidance, makes p, judges the tree with
-// JudgeTree (tree_rejection.h: TreeVerifier's lossless walk as tensor ops), moves the kept
-// path's cache rows right after the root's (KvCache::MoveRowsAt) and gathers the target
-// features of the root and the kept path (what the EAGLE head is fed next), leaving the tree
-// and its verdict in one small tensor read back in one host read. With the drafting in
-// one replay, an EAGLE-2 step is two replays and one read (issue 61; SGLang's draft and verify
-// graphs).
+// by eagle_tree_graphs.h) or of a static one drawn with q (EAGLE-1's) under the tree mask, mixes
+// guidance, makes p, judges the tree with JudgeTree (tree_rejection.h: TreeVerifier's lossless walk
+// as tensor ops), moves the kept path's cache rows right after the root's (KvCache::MoveRowsAt) and
+// gathers the target features of the root and the kept path (what the EAGLE head is fed next),
+// leaving the tree and its verdict in one small tensor read back in one host read. With the
+// drafting in one replay, an EAGLE-2 step is two replays and one read (issue 61; SGLang's draft and
+// verify graphs).
 //
 // A request's numbers are tensors (cfg_scale, temperature: 0 makes p one-hot, as
 // ToProbabilities does), and every tree is judged by the sampled rule: on a one-hot p a child
@@ -19,12 +19,21 @@
 // top_k and top_p, as DecodeSession::Probabilities filters it; a greedy request's p ignores
 // them, so it takes the plain ones); without them it verifies eagerly (Fits).
 //
-// Keys: the span (the cache after the tree, in whole ForwardGraphs::kSpanRows) and whether p is
-// filtered; lone requests
-// (two streams). A set of graphs serves one tree shape (nodes, depth bound); the worker's pools
+// Keys: (requests, span, filtered). Requests come in powers of two up to the pool's (each
+// request two streams: a guided request's conditional and unconditional halves) while the
+// batches that need them fit the engine loop's default batch (256 rows: two 60-node trees);
+// a batch of
+// requests verifies in one replay: the target's forward over every request's tree at once
+// (one read of the weights), then each request's p, walk, path features and cache moves
+// (unrolled in the graph), and every request's verdict in one host read. Pad requests feed
+// the scratch slot. The span is the longest request's cache after its tree, in whole
+// ForwardGraphs::kSpanRows; a request whose tree was judged in a wider span than its own has
+// its columns past its rows masked. Filtered and plain requests replay apart (p is filtered
+// or not). A set of graphs serves one tree shape (nodes, depth bound); the worker's pools
 // capture one set per shape of the family's EAGLE-2 trees at load (the full tree's, and those
-// cut shorter where the image ends). Emulated graphs (LoadOptions::emulate_cuda_graphs) run the captured body eagerly
-// at each replay, counted as one replay with none of its operators (op_count.h).
+// cut shorter where the image ends). Emulated graphs (LoadOptions::emulate_cuda_graphs) run
+// the captured body eagerly at each replay, counted as one replay with none of its operators
+// (op_count.h).
 #ifndef MULO_ENGINE_MODEL_TREE_VERIFY_GRAPHS_H_
 #define MULO_ENGINE_MODEL_TREE_VERIFY_GRAPHS_H_
 
@@ -33,6 +42,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -157,11 +167,15 @@ class TreeVerifyGraphs {
     // the siblings' q [levels, extras, V] (copies).
     torch::Tensor path_p, sibling_q;
   };
-  // The verification from one replay and its one read; the cache is advanced by nodes + 1,
+  // The verifications of `calls` (each a request's, Fits), in one replay per kind of p
+  // (plain, filtered) and one host read for all; each call's cache is advanced by nodes + 1,
   // its rows after the root's now the kept path's (the caller keeps them: Compact of rows in
-  // place moves nothing). INVALID_ARGUMENT for a call that does not Fit, or whose q and valid
-  // are missing for a static tree's graphs (or given for a deterministic tree's).
-  StatusOr<Output> Run(const Call& call) const;
+  // place moves nothing). The calls' tensors are copied into the graphs' buffers before the
+  // replay. INVALID_ARGUMENT for a call that does not Fit, or whose q and valid are missing
+  // for a static tree's graphs (or given for a deterministic tree's).
+  StatusOr<std::vector<Output>> Run(const std::vector<Call>& calls) const;
+  // The most requests one replay verifies.
+  int64_t max_requests() const { return max_requests_; }
 
   PoolGraphs::Counts counts() const { return set_.counts(); }
 
@@ -171,29 +185,40 @@ class TreeVerifyGraphs {
 
  private:
   struct Entry;
+  struct Inputs;
   TreeVerifyGraphs(const KvPool& pool, Shape shape, RowGraphs::Model model,
                    torch::Tensor neighbour_table);
-  using Key = std::pair<int64_t, bool>;  // (span, filtered)
-  // The key of a call: the span after its tree, and whether its p is filtered.
-  Key KeyOf(const KvCache& cache, const SamplingParams& sampling) const;
+  using Key = std::tuple<int64_t, int64_t, bool>;  // (requests, span, filtered)
+  // The span a call's tree needs, and whether its p is filtered.
+  int64_t SpanOf(const KvCache& cache) const;
+  bool Filtered(const SamplingParams& sampling) const;
   Status CaptureSpan(int64_t span, bool filtered);
+  // The static inputs of a replay of `requests` requests, made on first use (shared by every
+  // span's graph of that many requests: one worker replays them one at a time).
+  Inputs& InputsFor(int64_t requests);
   void Body(Entry& e, int64_t span, bool filtered) const;
-  // A Jacobi window's tree as the graph makes it from the ints and the q buffers.
-  struct WindowTree {
-    torch::Tensor tokens, q, valid;
-    torch::Tensor last_position;  // int64 [1]
-  };
-  WindowTree WindowTreeOf(const Entry& e) const;
+  // Request `lane`'s part of the step before the forward: its tree and the forward's inputs.
+  struct LaneTree;
+  LaneTree TreeOf(const Inputs& in, int64_t lane, int64_t span) const;
+  // A Jacobi window's tree as the graph makes it from the lane's ints and q buffers.
+  void WindowTreeOf(const Inputs& in, int64_t lane, LaneTree& tree) const;
+  // A call's checks before any replay.
+  Status CheckCall(const Call& call) const;
   // A Jacobi window's call: checked against the shape, its ints appended to the upload, its
-  // q and numbers copied into the entry's buffers.
+  // q and numbers copied into the lane's buffers.
   Status CheckWindow(const Call::Jacobi& call) const;
   void AppendWindowInts(const Call::Jacobi& call, std::vector<int64_t>& ints) const;
-  void CopyWindowTensors(const Call::Jacobi& call, bool greedy, Entry& e) const;
+  void CopyWindowTensors(const Call::Jacobi& call, bool greedy, Inputs& in, int64_t lane) const;
+  // One replay for `calls` (one kind of p, at most max_requests()).
+  StatusOr<std::vector<Output>> RunBatch(const std::vector<const Call*>& calls,
+                                         bool filtered) const;
 
   const KvPool& pool_;  // the target's; owned by the worker's pools as these graphs are
   const Shape shape_;
   const RowGraphs::Model model_;
   const torch::Tensor neighbour_table_;  // relaxed shapes only
+  int64_t max_requests_ = 1;
+  std::map<int64_t, std::unique_ptr<Inputs>> inputs_;  // by requests
   std::map<Key, std::unique_ptr<Entry>> entries_;
   GraphSet set_;
 };

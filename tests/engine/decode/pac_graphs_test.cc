@@ -22,8 +22,10 @@
 namespace mulo::engine {
 namespace {
 
-// The family's pools capturing SJD-PAC's graphs for `config`'s window and tree.
-std::unique_ptr<KvPools> PoolsFor(const ModelSet& family, const MethodConfig& config) {
+// The family's pools for `requests` requests capturing SJD-PAC's graphs for `config`'s window
+// and tree.
+std::unique_ptr<KvPools> PoolsFor(const ModelSet& family, const MethodConfig& config,
+                                  int64_t requests = 1) {
   auto pooled = PoolFamily("synth", family);
   EXPECT_TRUE(pooled.ok()) << pooled.status().ToString();
   if (!pooled.ok()) return nullptr;
@@ -32,7 +34,7 @@ std::unique_ptr<KvPools> PoolsFor(const ModelSet& family, const MethodConfig& co
   shapes.sjd_pac_width = config.sjd_pac.width;
   shapes.sjd_pac_depth = config.sjd_pac.depth;
   shapes.peanut_trees.clear();  // not this test's: fewer graphs to capture
-  auto made = KvPools::Make({*std::move(pooled)}, 1);
+  auto made = KvPools::Make({*std::move(pooled)}, requests);
   EXPECT_TRUE(made.ok()) << made.status().ToString();
   return made.ok() ? std::move(*made) : nullptr;
 }
@@ -109,6 +111,46 @@ TEST(PacGraphsTest, AShortWindowKeptWholeBranchesAsTheEagerTree) {
   config->sjd_pac.window = 2;
   config->sjd_pac.width = 3;
   ExpectEagerTokensFromGraphs(*config, {2, 3}, "sjd_pac window 2");
+}
+
+// Four requests of a loop: the three unfiltered ones verify their windows in shared replays
+// (lanes of one forward, each its own Jacobi update; four lanes, the last a pad on the scratch
+// slot), the filtered one in the filtered copy. Each keeps the tokens it decodes alone over
+// the same pools.
+TEST(PacGraphsTest, RequestsOfALoopVerifyTheirWindowsInSharedReplays) {
+  auto config = DefaultMethodConfig("sjd_pac", testing::SynthFamily());
+  ASSERT_OK(config);
+  const auto family = testing::EmulatedSynthFamily();
+  ASSERT_NE(family, nullptr);
+  auto pools = PoolsFor(*family, *config, 4);
+  ASSERT_NE(pools, nullptr);
+  const TreeVerifyGraphs* graphs = pools->tree_verify_graphs(
+      *family->target,
+      PacVerifyShape(config->sjd_pac.window, config->sjd_pac.width, config->sjd_pac.depth));
+  ASSERT_NE(graphs, nullptr);
+  EXPECT_EQ(graphs->max_requests(), 4);
+  std::vector<DecodeRequest> requests = {testing::SynthRequest({"sjd_pac", 0, 1.0}, *family),
+                                         testing::SynthRequest({"sjd_pac", 1, 1.0}, *family),
+                                         testing::SynthRequest({"sjd_pac", 2, 0.7}, *family),
+                                         testing::SynthRequest({"sjd_pac", 3, 1.0}, *family)};
+  requests[3].sampling.top_k = 50;
+  requests[3].sampling.top_p = 0.9;
+  auto alone = testing::DecodeEachAlone(*config, *family, *pools, requests);
+  ASSERT_OK(alone);
+  const PoolGraphs::Counts before = graphs->counts();
+  auto looped = testing::DecodeInOneLoop(*config, *family, *pools, requests);
+  ASSERT_OK(looped);
+  const PoolGraphs::Counts after = graphs->counts();
+  int64_t steps = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ((*looped)[i].tokens, (*alone)[i]) << "request " << i;
+    steps += (*looped)[i].stats.verify_steps;
+  }
+  EXPECT_EQ(after.calls - before.calls, steps) << "every window verified in the graphs";
+  // While in step, a round's four windows take two replays (three lanes and a pad, and the
+  // filtered one).
+  const int64_t replays = after.replays - before.replays, calls = after.calls - before.calls;
+  EXPECT_LT(replays * 4, calls * 3) << replays << " replays for " << calls << " windows";
 }
 
 }  // namespace

@@ -87,6 +87,7 @@ StatusOr<std::vector<DecodeResult>> DecodeInOneLoop(const MethodConfig& config,
     });
   }
   EngineLoop::ListSource source(std::move(tasks), static_cast<int>(requests.size()));
+  OpCounting counting;  // each request's Stats count its operators and replays
   MULO_RETURN_IF_ERROR(loop.Serve(source));
   std::vector<DecodeResult> looped;
   for (StatusOr<DecodeResult>& result : results) {

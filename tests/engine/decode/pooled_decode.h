@@ -43,7 +43,7 @@ StatusOr<std::vector<std::vector<int>>> DecodeEachAlone(const MethodConfig& conf
                                                         const ModelSet& family, KvPools& pools,
                                                         const std::vector<DecodeRequest>& requests);
 // The same requests stepping together in one engine loop (per-request GEMMs, every request a
-// task over its own reservation): each one's result, in order.
+// task over its own reservation, operators counted): each one's result, in order.
 StatusOr<std::vector<DecodeResult>> DecodeInOneLoop(const MethodConfig& config,
                                                     const ModelSet& family, KvPools& pools,
                                                     const std::vector<DecodeRequest>& requests);

@@ -5,7 +5,8 @@
 // the tokens of the eager step (the same tree, grown and judged operator by operator): greedy
 // exactly (and ar's), sampled up to a rounding flip, as the other graphs' tests allow. The
 // trees cut short where the image ends have graphs of their own; a request with a top-k filter
-// grows and verifies its trees eagerly; requests of an engine loop share the graphs.
+// grows and verifies its trees in filtered copies; requests of an engine loop share the graphs,
+// and their trees of one shape verify in one replay.
 #include <algorithm>
 #include <functional>
 #include <iostream>
@@ -41,9 +42,10 @@ DynamicTreeOptions Cut(DynamicTreeOptions tree, int64_t depth) {
 }
 
 // The replays of the drafting graphs of every depth of `tree` (the family's and its cuts), and
-// of the verify graphs of their shapes.
+// of the verify graphs of their shapes, and the trees those verified (a replay verifies a
+// batch of requests' trees).
 struct TreeReplays {
-  int64_t drafts = 0, verifications = 0;
+  int64_t drafts = 0, verifications = 0, verified = 0;
 };
 TreeReplays Replays(const KvPools& pools, const ModelSet& family, const DynamicTreeOptions& tree) {
   TreeReplays replays;
@@ -62,6 +64,7 @@ TreeReplays Replays(const KvPools& pools, const ModelSet& family, const DynamicT
     EXPECT_EQ(verify->counts().failed_captures, 0);
     replays.drafts += drafts->counts().replays;
     replays.verifications += verify->counts().replays;
+    replays.verified += verify->counts().calls;
   }
   return replays;
 }
@@ -85,6 +88,7 @@ TreeReplays StaticReplays(const KvPools& pools, const ModelSet& family) {
     if (verify != nullptr) {
       EXPECT_EQ(verify->counts().failed_captures, 0);
       replays.verifications += verify->counts().replays;
+      replays.verified += verify->counts().calls;
     }
     for (bool greedy : {false, true}) {
       const EagleTreeGraphs* drafts = pools.static_tree_graphs(*family.eagle, depth, greedy);
@@ -137,6 +141,7 @@ TreeReplays RelaxedReplays(const KvPools& pools, const ModelSet& family, bool st
       if (verify == nullptr) continue;
       EXPECT_EQ(verify->counts().failed_captures, 0);
       replays.verifications += verify->counts().replays;
+      replays.verified += verify->counts().calls;
     }
   }
   return replays;
@@ -394,13 +399,58 @@ TEST(TreeGraphsTest, RequestsOfALoopShareTheGraphs) {
     ASSERT_OK(results[i]);
     EXPECT_EQ(results[i]->tokens, alone[i]) << "request " << i;
   }
+  // Every drafted tree is verified in the graphs; the two dynamic requests' trees of one
+  // shape in shared replays whenever they wait together (EAGLE-1's, alone, one a replay).
   const TreeReplays after = Replays(*pools, *family, config->eagle.dynamic);
   EXPECT_GT(after.drafts, before.drafts);
-  EXPECT_EQ(after.verifications - before.verifications, after.drafts - before.drafts);
+  EXPECT_EQ(after.verified - before.verified, after.drafts - before.drafts);
+  EXPECT_LT(after.verifications - before.verifications, after.verified - before.verified);
   const TreeReplays static_after = StaticReplays(*pools, *family);
   EXPECT_GT(static_after.drafts, static_before.drafts);
-  EXPECT_EQ(static_after.verifications - static_before.verifications,
+  EXPECT_EQ(static_after.verified - static_before.verified,
             static_after.drafts - static_before.drafts);
+  EXPECT_EQ(static_after.verifications - static_before.verifications,
+            static_after.verified - static_before.verified);
+}
+
+// Three LANTERN requests of a loop verify their trees in shared replays of the relaxed graphs
+// (one forward of the target for every tree, then each request's relaxed walk): the family's
+// 60-node trees two to a replay (a batch of three splits), the trees cut short at the image's
+// end in lanes of four, the last a pad on the scratch slot. Each request keeps the tokens it
+// decodes alone over the same pools.
+TEST(TreeGraphsTest, RelaxedTreesOfALoopVerifyInSharedReplays) {
+  const auto family = testing::EmulatedSynthFamily();
+  ASSERT_NE(family, nullptr);
+  auto pools = testing::SynthPools(*family, 3);
+  ASSERT_NE(pools, nullptr);
+  auto config = DefaultMethodConfig("lantern", *family);
+  ASSERT_OK(config);
+  const LanternOptions lantern = config->lantern;
+  const auto verify_replays = [&] {
+    return RelaxedReplays(*pools, *family, /*static_tree=*/false, Pooling::kAdditive, lantern.k,
+                          lantern.tree.dynamic);
+  };
+  const std::vector<DecodeRequest> requests = {testing::SynthRequest({"lantern", 0, 1.0}, *family),
+                                               testing::SynthRequest({"lantern", 1, 0.7}, *family),
+                                               testing::SynthRequest({"lantern", 2, 1.0}, *family)};
+  auto alone = testing::DecodeEachAlone(*config, *family, *pools, requests);
+  ASSERT_OK(alone);
+  const TreeReplays before = verify_replays();
+  auto looped = testing::DecodeInOneLoop(*config, *family, *pools, requests);
+  ASSERT_OK(looped);
+  const TreeReplays after = verify_replays();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ((*looped)[i].tokens, (*alone)[i]) << "request " << i;
+    std::cout << "looped LANTERN request " << i << ": " << testing::StepCounts((*looped)[i].stats)
+              << "\n";
+  }
+  const int64_t verified = after.verified - before.verified;
+  const int64_t replays = after.verifications - before.verifications;
+  int64_t steps = 0;
+  for (const DecodeResult& result : *looped) steps += result.stats.verify_steps;
+  EXPECT_EQ(verified, steps) << "every step verified in the graphs";
+  // Three requests stepping together: two replays for three trees while they keep in step.
+  EXPECT_LT(replays * 4, verified * 3) << replays << " replays for " << verified << " trees";
 }
 
 // The kernels inside each graph, what a GPU still runs per replay (the host launches none of
