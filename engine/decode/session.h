@@ -137,12 +137,12 @@ class ModelStream {
   StatusOr<VerifyGraphs::Output> VerifyChain(const VerifyGraphs::Shape& shape,
                                              VerifyGraphs::Call call);
 
-  // Whether a target may verify a draft tree of `nodes` drafts at most `max_depth` deep in one
-  // replay of `graphs` (tree_verify_graphs.h: a pool's, for EAGLE-2's trees), as `sampling`
-  // allows.
   // Whether this stream's forwards wait in an engine loop's queue, where other requests'
   // replays (of graphs whose outputs a call may view) run before them.
   bool queued() const { return loop_ != nullptr; }
+  // Whether a target may verify a draft tree of `nodes` drafts at most `max_depth` deep in one
+  // replay of `graphs` (tree_verify_graphs.h: a pool's, for EAGLE-2's trees), as `sampling`
+  // allows.
   bool CanVerifyTree(const TreeVerifyGraphs& graphs, int64_t nodes, int64_t max_depth,
                      const SamplingParams& sampling) const;
   // That replay and its one read, inside the loop's next batch of tree verifications when

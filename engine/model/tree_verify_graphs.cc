@@ -544,6 +544,67 @@ StatusOr<std::vector<TreeVerifyGraphs::Output>> TreeVerifyGraphs::Run(
   return outputs;
 }
 
+std::vector<int64_t> TreeVerifyGraphs::ReplayInts(const std::vector<const Call*>& calls,
+                                                  int64_t requests) const {
+  // Every lane's two slots (pads: the scratch slot), then each lane's fields (pads: the
+  // capture's, which the graph was made with).
+  const int64_t width = LaneIntsOf(shape_), n = static_cast<int64_t>(calls.size());
+  std::vector<int64_t> ints(2 * requests, pool_.scratch_slot());
+  for (int64_t lane = 0; lane < requests; ++lane) {
+    const size_t at = ints.size();
+    ints.resize(at + width, 0);
+    double* const params = reinterpret_cast<double*>(ints.data() + at + kParamsAt);
+    static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
+    if (lane >= n) {
+      params[3] = 1.0;  // top_p: no filter
+      continue;
+    }
+    const Call& call = *calls[lane];
+    ints[2 * lane] = call.cache->first_slot();
+    ints[2 * lane + 1] = call.cache->first_slot() + 1;
+    ints[at] = call.cache->length();
+    ints[at + 1] = call.root_token;
+    ints[at + 2] = call.root_position;
+    params[0] = call.sampling.cfg_scale;
+    params[1] = call.sampling.temperature;
+    params[2] = call.relaxation_bound;
+    params[3] = call.sampling.top_p;
+    ints[at + kTopKAt] = call.sampling.top_k;
+    if (shape_.jacobi_window()) {
+      std::vector<int64_t> window;
+      AppendWindowInts(call.jacobi, window);
+      std::copy(window.begin(), window.end(), ints.begin() + at + kLaneInts);
+    }
+  }
+  return ints;
+}
+
+void TreeVerifyGraphs::CopyCallTensors(const std::vector<const Call*>& calls, Inputs& in) const {
+  const bool jacobi = shape_.jacobi_window(), drawn = shape_.drawn() && !jacobi;
+  for (size_t lane = 0; lane < calls.size(); ++lane) {
+    const Call& call = *calls[lane];
+    Inputs::Lane& l = in.lanes[lane];
+    const bool greedy = call.sampling.temperature == 0.0;
+    if (jacobi) {  // the tree's tokens, q and valid are made in the graph
+      CopyWindowTensors(call.jacobi, greedy, in, static_cast<int64_t>(lane));
+    } else if (drawn) {  // the layout is the graphs' own
+      l.tokens.copy_(call.tokens);
+      l.q.copy_(call.q);
+      l.valid.copy_(call.valid);
+    } else {
+      l.tokens.copy_(call.tokens);
+      l.parents.copy_(call.parents);
+      l.depths.copy_(call.depths);
+      l.ancestors.copy_(call.ancestors);
+    }
+    // A greedy request's p is one-hot: any numbers give its decisions (none are copied).
+    if (!greedy) {
+      l.accept.copy_(call.accept_uniforms);
+      l.draw.copy_(call.draw_uniform);
+    }
+  }
+}
+
 StatusOr<std::vector<TreeVerifyGraphs::Output>> TreeVerifyGraphs::RunBatch(
     const std::vector<const Call*>& calls, bool filtered) const {
   const int64_t nodes = shape_.nodes, n = static_cast<int64_t>(calls.size());
@@ -566,63 +627,13 @@ StatusOr<std::vector<TreeVerifyGraphs::Output>> TreeVerifyGraphs::RunBatch(
   }
   Entry* e = it->second.get();
   Inputs& in = *e->inputs;
-  const bool jacobi = shape_.jacobi_window(), drawn = shape_.drawn() && !jacobi;
+  const bool jacobi = shape_.jacobi_window();
   return GuardTorch("TreeVerifyGraphs::Run", [&]() -> StatusOr<std::vector<Output>> {
     at::NoGradGuard no_grad;
-    // Every lane's two slots (pads: the scratch slot), then each lane's fields (pads: the
-    // capture's, which the graph was made with).
-    const int64_t width = LaneIntsOf(shape_);
-    std::vector<int64_t> ints(2 * requests, pool_.scratch_slot());
-    for (int64_t lane = 0; lane < requests; ++lane) {
-      const size_t at = ints.size();
-      ints.resize(at + width, 0);
-      double* const params = reinterpret_cast<double*>(ints.data() + at + kParamsAt);
-      static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
-      if (lane >= n) {
-        params[3] = 1.0;  // top_p: no filter
-        continue;
-      }
-      const Call& call = *calls[lane];
-      ints[2 * lane] = call.cache->first_slot();
-      ints[2 * lane + 1] = call.cache->first_slot() + 1;
-      ints[at] = call.cache->length();
-      ints[at + 1] = call.root_token;
-      ints[at + 2] = call.root_position;
-      params[0] = call.sampling.cfg_scale;
-      params[1] = call.sampling.temperature;
-      params[2] = call.relaxation_bound;
-      params[3] = call.sampling.top_p;
-      ints[at + kTopKAt] = call.sampling.top_k;
-      if (jacobi) {
-        std::vector<int64_t> window;
-        AppendWindowInts(call.jacobi, window);
-        std::copy(window.begin(), window.end(), ints.begin() + at + kLaneInts);
-      }
-    }
+    std::vector<int64_t> ints = ReplayInts(calls, requests);
     UploadInto(in.ints,
                torch::from_blob(ints.data(), {static_cast<int64_t>(ints.size())}, torch::kInt64));
-    for (int64_t lane = 0; lane < n; ++lane) {
-      const Call& call = *calls[lane];
-      Inputs::Lane& l = in.lanes[lane];
-      const bool greedy = call.sampling.temperature == 0.0;
-      if (jacobi) {  // the tree's tokens, q and valid are made in the graph
-        CopyWindowTensors(call.jacobi, greedy, in, lane);
-      } else if (drawn) {  // the layout is the graphs' own
-        l.tokens.copy_(call.tokens);
-        l.q.copy_(call.q);
-        l.valid.copy_(call.valid);
-      } else {
-        l.tokens.copy_(call.tokens);
-        l.parents.copy_(call.parents);
-        l.depths.copy_(call.depths);
-        l.ancestors.copy_(call.ancestors);
-      }
-      // A greedy request's p is one-hot: any numbers give its decisions (none are copied).
-      if (!greedy) {
-        l.accept.copy_(call.accept_uniforms);
-        l.draw.copy_(call.draw_uniform);
-      }
-    }
+    CopyCallTensors(calls, in);
     e->graph->Replay();
     set_.CountReplay(n);
     // Every request's tree and verdict in one read.

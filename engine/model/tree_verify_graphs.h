@@ -209,6 +209,10 @@ class TreeVerifyGraphs {
   Status CheckWindow(const Call::Jacobi& call) const;
   void AppendWindowInts(const Call::Jacobi& call, std::vector<int64_t>& ints) const;
   void CopyWindowTensors(const Call::Jacobi& call, bool greedy, Inputs& in, int64_t lane) const;
+  // A replay's ints: every lane's slots, then each lane's fields (pads: the capture's).
+  std::vector<int64_t> ReplayInts(const std::vector<const Call*>& calls, int64_t requests) const;
+  // Each call's tensors into its lane's buffers.
+  void CopyCallTensors(const std::vector<const Call*>& calls, Inputs& in) const;
   // One replay for `calls` (one kind of p, at most max_requests()).
   StatusOr<std::vector<Output>> RunBatch(const std::vector<const Call*>& calls,
                                          bool filtered) const;
