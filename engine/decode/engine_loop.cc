@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <typeinfo>
 #include <utility>
 
@@ -42,68 +43,22 @@ StatusOr<std::vector<torch::Tensor>> RunTogether(const Resampler& resampler,
   return resampler.ApplyBatch(calls, gemms);
 }
 
-StatusOr<torch::Tensor> RunAlone(const ResamplerGraphs& graphs, const ResampleCall& c) {
-  MULO_ASSIGN_OR_RETURN(std::vector<torch::Tensor> outputs, graphs.Run({c}));
+// What a graph set's Run gives for a batch of `Call`s (no such type, so no match, otherwise).
+template <typename Graphs, typename Call>
+using BatchOutputs = std::decay_t<decltype(
+    std::declval<const Graphs&>().Run(std::declval<const std::vector<Call>&>()).value())>;
+
+// The graph sets (ResamplerGraphs, RowGraphs, VerifyGraphs, MuloVerifyGraphs, TreeVerifyGraphs,
+// ZipArGraphs' forwards): their Run takes a batch's calls (one replay per key), so a call alone
+// is a batch of one. Only callees whose Run takes a vector of the call match; the models'
+// overloads above are exact, non-template matches.
+template <typename Graphs, typename Call, typename Outputs = BatchOutputs<Graphs, Call>>
+StatusOr<typename Outputs::value_type> RunAlone(const Graphs& graphs, const Call& c) {
+  MULO_ASSIGN_OR_RETURN(Outputs outputs, graphs.Run(std::vector<Call>{c}));
   return std::move(outputs[0]);
 }
-StatusOr<std::vector<torch::Tensor>> RunTogether(const ResamplerGraphs& graphs,
-                                                 const std::vector<ResampleCall>& calls,
-                                                 PackedGemms) {
-  return graphs.Run(calls);
-}
-
-StatusOr<RowGraphs::Output> RunAlone(const RowGraphs& rows, const RowGraphs::Call& c) {
-  MULO_ASSIGN_OR_RETURN(std::vector<RowGraphs::Output> outputs, rows.Run({c}));
-  return std::move(outputs[0]);
-}
-
-StatusOr<std::vector<RowGraphs::Output>> RunTogether(const RowGraphs& rows,
-                                                     const std::vector<RowGraphs::Call>& calls,
-                                                     PackedGemms) {
-  return rows.Run(calls);
-}
-
-StatusOr<VerifyGraphs::Output> RunAlone(const VerifyGraphs& verify,
-                                        const VerifyGraphs::Call& c) {
-  MULO_ASSIGN_OR_RETURN(std::vector<VerifyGraphs::Output> outputs, verify.Run({c}));
-  return std::move(outputs[0]);
-}
-
-StatusOr<std::vector<VerifyGraphs::Output>> RunTogether(
-    const VerifyGraphs& verify, const std::vector<VerifyGraphs::Call>& calls, PackedGemms) {
-  return verify.Run(calls);
-}
-
-StatusOr<MuloVerifyGraphs::Output> RunAlone(const MuloVerifyGraphs& verify,
-                                            const MuloVerifyGraphs::Call& c) {
-  MULO_ASSIGN_OR_RETURN(std::vector<MuloVerifyGraphs::Output> outputs, verify.Run({c}));
-  return std::move(outputs[0]);
-}
-
-StatusOr<std::vector<MuloVerifyGraphs::Output>> RunTogether(
-    const MuloVerifyGraphs& verify, const std::vector<MuloVerifyGraphs::Call>& calls,
-    PackedGemms) {
-  return verify.Run(calls);
-}
-
-StatusOr<TreeVerifyGraphs::Output> RunAlone(const TreeVerifyGraphs& verify,
-                                            const TreeVerifyGraphs::Call& c) {
-  MULO_ASSIGN_OR_RETURN(std::vector<TreeVerifyGraphs::Output> outputs, verify.Run({c}));
-  return std::move(outputs[0]);
-}
-
-StatusOr<std::vector<TreeVerifyGraphs::Output>> RunTogether(
-    const TreeVerifyGraphs& verify, const std::vector<TreeVerifyGraphs::Call>& calls, PackedGemms) {
-  return verify.Run(calls);
-}
-
-StatusOr<ZipArGraphs::Output> RunAlone(const ZipArGraphs& graphs, const ZipArGraphs::Call& c) {
-  MULO_ASSIGN_OR_RETURN(std::vector<ZipArGraphs::Output> outputs, graphs.Run({c}));
-  return std::move(outputs[0]);
-}
-
-StatusOr<std::vector<ZipArGraphs::Output>> RunTogether(
-    const ZipArGraphs& graphs, const std::vector<ZipArGraphs::Call>& calls, PackedGemms) {
+template <typename Graphs, typename Call, typename Outputs = BatchOutputs<Graphs, Call>>
+StatusOr<Outputs> RunTogether(const Graphs& graphs, const std::vector<Call>& calls, PackedGemms) {
   return graphs.Run(calls);
 }
 
