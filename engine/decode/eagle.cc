@@ -46,7 +46,7 @@ class EagleState : public SteppedMethod::State {
     if (max_depth > 0 && options_.static_tree && RuleOnDevice()) {
       // EAGLE-1's step in two replays when the worker's graphs fit it: the tree drawn in one,
       // verified, judged and committed in the other (eagle_tree_graphs.h, tree_verify_graphs.h).
-      std::optional<EagleTreeGraphs::StaticDraft> draft;
+      std::optional<EagleTreeGraphs::Draft> draft;
       {
         auto timer = session.Time(Phase::kDraft);
         MULO_ASSIGN_OR_RETURN(draft, proposer_->ProposeStaticOnGraphs(session, max_depth));

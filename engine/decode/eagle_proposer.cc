@@ -201,7 +201,7 @@ StatusOr<TreeDraft> EagleProposer::ReadStaticTree(DecodeSession& session, const 
   return draft;
 }
 
-StatusOr<std::optional<EagleTreeGraphs::StaticDraft>> EagleProposer::ProposeStaticOnGraphs(
+StatusOr<std::optional<EagleTreeGraphs::Draft>> EagleProposer::ProposeStaticOnGraphs(
     DecodeSession& session, int64_t max_depth) {
   const int64_t depth = std::min(max_depth, StaticTree57().max_depth());
   const bool greedy = session.greedy();
@@ -211,21 +211,22 @@ StatusOr<std::optional<EagleTreeGraphs::StaticDraft>> EagleProposer::ProposeStat
           : nullptr;
   const int64_t pairs = static_cast<int64_t>(queued_tokens_.size());
   if (graphs == nullptr || !graphs->FitsStatic(cache_, pairs, depth, session.sampling())) {
-    return std::optional<EagleTreeGraphs::StaticDraft>();
+    return std::optional<EagleTreeGraphs::Draft>();
   }
   EagleTreeGraphs::Call call{&cache_, queued_tokens_, QueuedFeatures(),
                              session.sampling()};
   // The drafter stream's numbers for every node at once: the ones ProposeStatic draws level
   // by level, in the same order.
   if (!greedy) call.numbers = session.DrawNumbers(RngStream::kDrafter, StaticTree57Cut(depth).size());
-  MULO_ASSIGN_OR_RETURN(EagleTreeGraphs::StaticDraft draft, graphs->RunStatic(call));
+  // Inside the loop's next batch of drafting replays when the request has a loop.
+  MULO_ASSIGN_OR_RETURN(EagleTreeGraphs::Draft draft, session.DraftTree(*graphs, call));
   session.stats().draft_forward_passes += draft.head_forwards;
   PairsFed();
-  return std::optional<EagleTreeGraphs::StaticDraft>(std::move(draft));
+  return std::optional<EagleTreeGraphs::Draft>(std::move(draft));
 }
 
 StatusOr<TreeDraft> EagleProposer::ReadStatic(DecodeSession& session,
-                                              const EagleTreeGraphs::StaticDraft& draft) const {
+                                              const EagleTreeGraphs::Draft& draft) const {
   return ReadStaticTree(session, StaticTree57Cut(draft.tree.max_depth), draft.tree.tokens,
                         draft.valid, draft.q);
 }
@@ -284,13 +285,14 @@ StatusOr<DeviceDynamicTree::ChosenTree> EagleProposer::ProposeDynamicOnDevice(
                                       : nullptr;
   const int64_t pairs = static_cast<int64_t>(queued_tokens_.size());
   if (graphs != nullptr && graphs->Fits(cache_, pairs, cut, session.sampling())) {
+    // Inside the loop's next batch of drafting replays when the request has a loop.
     MULO_ASSIGN_OR_RETURN(
-        DeviceDynamicTree::ChosenTree chosen,
-        graphs->Run({&cache_, queued_tokens_, QueuedFeatures(),
-                     session.sampling(), /*numbers=*/torch::Tensor(), cut}));
-    session.stats().draft_forward_passes += 1 + cut.depth;  // the catch-up, each expansion
+        EagleTreeGraphs::Draft draft,
+        session.DraftTree(*graphs, {&cache_, queued_tokens_, QueuedFeatures(), session.sampling(),
+                                    /*numbers=*/torch::Tensor(), cut}));
+    session.stats().draft_forward_passes += draft.head_forwards;
     PairsFed();
-    return chosen;
+    return std::move(draft.tree);
   }
   MULO_ASSIGN_OR_RETURN(DeviceDynamicTree tree, GrowDynamic(session, cut));
   return tree.ChosenTreeOnDevice();

@@ -61,11 +61,10 @@ class EagleProposer {
   // The static tree drawn by one replay of the worker's graphs (eagle_tree_graphs.h), left on
   // the device for the verify graphs; nullopt when the step does not fit them (nothing is fed
   // then: ProposeStatic grows it eagerly).
-  StatusOr<std::optional<EagleTreeGraphs::StaticDraft>> ProposeStaticOnGraphs(
-      DecodeSession& session, int64_t max_depth);
+  StatusOr<std::optional<EagleTreeGraphs::Draft>> ProposeStaticOnGraphs(DecodeSession& session,
+                                                                        int64_t max_depth);
   // Such a draft read once, as ProposeStatic returns its tree (for an eager verification).
-  StatusOr<TreeDraft> ReadStatic(DecodeSession& session,
-                                 const EagleTreeGraphs::StaticDraft& draft) const;
+  StatusOr<TreeDraft> ReadStatic(DecodeSession& session, const EagleTreeGraphs::Draft& draft) const;
 
  private:
   // The tree options cut to the rows left: at most max_depth - 1 expansions (the root's

@@ -1,15 +1,15 @@
 #include "engine/decode/eagle_tree_graphs.h"
 
-#include "engine/decode/draft_tree.h"
-
 #include <algorithm>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "engine/core/device_upload.h"
 #include "engine/core/torch_guard.h"
+#include "engine/decode/draft_tree.h"
 #include "engine/model/forward_graphs.h"
 #include "engine/model/kv_pool.h"
 #include "engine/sampling/row_sampler.h"
@@ -20,18 +20,19 @@ namespace mulo::engine {
 
 namespace {
 
-// The ints before the pairs' tokens: the two head slots, the cache length, the pairs fed.
-constexpr int64_t kFixedInts = 4;
-// After the pairs' tokens: cfg_scale and temperature (float64 bits), a padded tree's width, then
-// top_p (float64 bits) and top_k.
+// A request's ints (its lane), after every lane's two head slots: its cache length and the
+// pairs it feeds, then their tokens (max_pairs(), padded with token 0), then kTrailingInts:
+// cfg_scale and temperature (float64 bits), a padded tree's width, top_p (float64 bits) and
+// top_k.
+constexpr int64_t kLaneFixed = 2;
 constexpr int64_t kTrailingInts = 5;
+// The most head rows (streams x rows of the widest forward) one replay feeds: the engine
+// loop's default row budget per batch (--max_batch_tokens), as tree_verify_graphs.cc bounds
+// its batches. Each batch size is another graph per span and kind of ranking (captured at
+// load), so sizes no default batch takes are not captured.
+constexpr int64_t kMaxReplayRows = 256;
 
-// One masked head forward over m tree nodes taking the next slots after `slots` fed ones
-// (head cache rows committed + slots ..): `tokens` int64 [m], `inputs` [2, m, dim] their
-// parents' predicted features, `attends` bool [m, slots] their ancestors' slots. Each node sees
-// the committed rows, its ancestors' slots and its own row. Returns the predicted features
-// [2, m, dim]. Shared by the dynamic tree's expansions and the static tree's levels.
-// The span's columns as the tree's nodes see them, made once per replay.
+// The span's columns as a request's tree nodes see them, made once per replay.
 struct TreeColumns {
   TreeColumns(const torch::Tensor& span_columns, const torch::Tensor& committed_rows)
       : columns(span_columns),
@@ -44,23 +45,43 @@ struct TreeColumns {
   torch::Tensor before_tree;  // bool [1, span]: the committed rows
 };
 
-torch::Tensor FeedNodes(const EagleTreeGraphs::Model& model, KvCache& view,
-                        const TreeColumns& c, int64_t slots, const torch::Tensor& tokens,
-                        const torch::Tensor& inputs, const torch::Tensor& attends) {
-  const int64_t m = tokens.size(0), span = c.columns.size(0);
-  const torch::Tensor& relative = c.relative;
-  const torch::Tensor rows = c.committed + slots + torch::arange(m, c.columns.options());
-  torch::Tensor mask = c.before_tree | (c.columns.unsqueeze(0) == rows.unsqueeze(1));
-  if (slots > 0) {
-    const torch::Tensor in_tree = (relative >= 0) & (relative < slots);
-    mask = mask | (attends.index_select(1, relative.clamp(0, slots - 1)) & in_tree.unsqueeze(0));
+// One request's tree nodes in a head forward: m nodes taking the next slots after the `slots`
+// fed ones (head cache rows committed + slots ..): `tokens` int64 [m], `inputs` [2, m, dim]
+// their parents' predicted features, `attends` bool [m, slots] their ancestors' slots.
+struct NodeFeed {
+  const TreeColumns* columns = nullptr;
+  torch::Tensor tokens, inputs, attends;
+};
+
+// One masked head forward over every request's nodes (each request's two streams in turn):
+// each node sees its request's committed rows, its ancestors' slots and its own row. Returns
+// the predicted features [2 x requests, m, dim]. Shared by the dynamic tree's expansions and
+// the static tree's levels.
+torch::Tensor FeedNodes(const EagleTreeGraphs::Model& model, KvCache& view, int64_t slots,
+                        const std::vector<NodeFeed>& feeds) {
+  const int64_t span = feeds[0].columns->columns.size(0);
+  std::vector<torch::Tensor> ids, rows, masks, inputs;
+  for (const NodeFeed& feed : feeds) {
+    const TreeColumns& c = *feed.columns;
+    const int64_t m = feed.tokens.size(0);
+    const torch::Tensor lane_rows = c.committed + slots + torch::arange(m, c.columns.options());
+    torch::Tensor mask = c.before_tree | (c.columns.unsqueeze(0) == lane_rows.unsqueeze(1));
+    if (slots > 0) {
+      const torch::Tensor in_tree = (c.relative >= 0) & (c.relative < slots);
+      mask = mask |
+             (feed.attends.index_select(1, c.relative.clamp(0, slots - 1)) & in_tree.unsqueeze(0));
+    }
+    ids.push_back(feed.tokens.unsqueeze(0).expand({2, m}));
+    rows.push_back(lane_rows.unsqueeze(0).expand({2, m}));
+    masks.push_back(mask.unsqueeze(0).expand({2, m, span}));
+    inputs.push_back(feed.inputs);
   }
   PoolGraphs::Inputs in;
   in.span = span;
-  in.rows = rows.unsqueeze(0).expand({2, m});
+  in.rows = torch::cat(rows);
   in.positions = in.rows;
-  in.mask = mask.unsqueeze(0).expand({2, m, span});
-  in.inputs = {model.embed(tokens.unsqueeze(0).expand({2, m}).contiguous()), inputs};
+  in.mask = torch::cat(masks);
+  in.inputs = {model.embed(torch::cat(ids)), torch::cat(inputs)};
   return model.head(view, in)[0];
 }
 
@@ -70,19 +91,32 @@ bool SameTree(const DynamicTreeOptions& a, const DynamicTreeOptions& b) {
 
 }  // namespace
 
-struct EagleTreeGraphs::Entry {
-  // Static inputs on the device, filled per replay:
-  //   ints [kFixedInts + max_pairs + kTrailingInts] int64: slots, length, pairs, the pairs'
-  //     tokens, then cfg_scale and temperature as float64 bits, a padded tree's width, top_p
-  //     as float64 bits and top_k;
-  //   features [2, max_pairs, dim]: the pairs' target features;
-  //   numbers [nodes] float64: a sampled static tree's (undefined for other graphs).
+// The static inputs of replays of `requests` requests, filled per replay (shared by every
+// span's graph of that many requests: one worker replays them one at a time):
+//   ints: every lane's two head slots, then each lane's fields (kLaneFixed + max_pairs() +
+//     kTrailingInts);
+//   features [2 x requests, max_pairs, dim]: lane l's pairs' target features in rows 2l, 2l + 1;
+//   numbers float64 [requests, nodes]: a sampled static tree's (undefined for other graphs).
+struct EagleTreeGraphs::Inputs {
+  int64_t requests = 0;
   torch::Tensor ints, features, numbers;
-  std::optional<KvCache> view;  // the head pool's slots as the ints' first two index them
-  // Written by every replay: the dynamic tree's choice, or the static tree's tokens (in
-  // chosen.tokens), q and valid.
-  DeviceDynamicTree::ChosenTree chosen;
-  torch::Tensor q, valid;
+  // Each lane's rows of features and numbers, made once (a replay's copies then take no view
+  // operators beyond the lone graphs').
+  std::vector<torch::Tensor> lane_features, lane_numbers;
+  std::optional<KvCache> view;  // the pool's slots as the ints' first 2 x requests index them
+  int64_t bytes = 0;            // counted with the first graph that reads them
+  bool counted = false;
+
+  torch::Tensor LaneFields(int64_t lane, int64_t width) const {
+    return ints.narrow(0, 2 * requests + lane * width, width);
+  }
+};
+
+struct EagleTreeGraphs::Entry {
+  Inputs* inputs = nullptr;
+  // Written by every replay, per request: the dynamic tree's choice, or the static tree's
+  // tokens (in tree.tokens), q and valid.
+  std::vector<Draft> drafts;
   std::unique_ptr<ReplayableGraph> graph;
 };
 
@@ -103,6 +137,14 @@ struct EagleTreeGraphs::StaticLevel {
 struct EagleTreeGraphs::Numbers {
   torch::Tensor cfg, temperature;  // float32 [1]
   std::optional<RowFilters> filters;  // the filtered copies' top_k and top_p, [1, 1] each
+};
+
+// A request's part of a replay: its fields as tensors, and what its tree has fed so far.
+struct EagleTreeGraphs::Lane {
+  torch::Tensor length, pairs, width;  // int64 [1] each
+  Numbers numbers;
+  std::optional<TreeColumns> columns;  // after the catch-up
+  torch::Tensor fed;  // [2, 1 + slots, dim]: the root's and every slot's predicted features
 };
 
 EagleTreeGraphs::EagleTreeGraphs(const KvPool& pool, DynamicTreeOptions tree, int64_t max_pairs,
@@ -169,6 +211,7 @@ StatusOr<std::shared_ptr<EagleTreeGraphs>> EagleTreeGraphs::CaptureAll(
     return InvalidArgumentError("EagleTreeGraphs: the pool needs a scratch slot");
   }
   EagleTreeGraphs* const raw = graphs.get();
+  raw->PlanRequests();
   MULO_RETURN_IF_ERROR(graphs->set_.CaptureSpans(
       graphs->pool_, graphs->rows_written(), graphs->model_.options.device(),
       [raw](int64_t span) {
@@ -239,6 +282,17 @@ void EagleTreeGraphs::PlanStatic() {
   }
 }
 
+void EagleTreeGraphs::PlanRequests() {
+  // Requests in powers of two, as many as the pool holds (two slots each), while the smallest
+  // batch that needs the next size (one request more than this one) fits kMaxReplayRows.
+  const int64_t most = std::max<int64_t>(1, PoolGraphs::Bucket(pool_.slots()) / 2);
+  while (2 * max_requests_ <= most && (max_requests_ + 1) * 2 * lane_rows() <= kMaxReplayRows) {
+    max_requests_ *= 2;
+  }
+}
+
+int64_t EagleTreeGraphs::lane_ints() const { return kLaneFixed + max_pairs() + kTrailingInts; }
+
 int64_t EagleTreeGraphs::rows_written() const {
   if (!static_tree_) return max_pairs() + tree_.depth * tree_.top_k;
   int64_t fed = 0;
@@ -256,119 +310,199 @@ torch::Tensor EagleTreeGraphs::Ranking(const torch::Tensor& features,
                              numbers.filters ? &*numbers.filters : nullptr);
 }
 
-void EagleTreeGraphs::Body(Entry& e, int64_t span, bool filtered) const {
-  at::NoGradGuard no_grad;
-  const int64_t pairs_max = max_pairs();
-  const auto longs = torch::dtype(torch::kInt64).device(model_.options.device());
-  const torch::Tensor length = e.ints.narrow(0, 2, 1);
-  const torch::Tensor pairs = e.ints.narrow(0, 3, 1);
-  const torch::Tensor trailing = e.ints.narrow(0, kFixedInts + pairs_max, kTrailingInts);
+EagleTreeGraphs::Lane EagleTreeGraphs::LaneOf(const Inputs& in, int64_t lane, bool filtered) const {
+  const torch::Tensor fields = in.LaneFields(lane, lane_ints());
+  const torch::Tensor trailing = fields.narrow(0, kLaneFixed + max_pairs(), kTrailingInts);
   const torch::Tensor params = trailing.narrow(0, 0, 2).view(torch::kFloat64);
-  const torch::Tensor width = trailing.narrow(0, 2, 1);
-  Numbers numbers{params.narrow(0, 0, 1).to(torch::kFloat32),
-                  params.narrow(0, 1, 1).to(torch::kFloat32), std::nullopt};
+  Lane l;
+  l.length = fields.narrow(0, 0, 1);
+  l.pairs = fields.narrow(0, 1, 1);
+  l.width = trailing.narrow(0, 2, 1);
+  l.numbers = {params.narrow(0, 0, 1).to(torch::kFloat32),
+               params.narrow(0, 1, 1).to(torch::kFloat32), std::nullopt};
   if (filtered) {
-    numbers.filters = RowFilters{trailing.narrow(0, 4, 1).view({1, 1}),
-                                 trailing.narrow(0, 3, 1).view(torch::kFloat64).view({1, 1})};
+    l.numbers.filters = RowFilters{trailing.narrow(0, 4, 1).view({1, 1}),
+                                   trailing.narrow(0, 3, 1).view(torch::kFloat64).view({1, 1})};
   }
-  const torch::Tensor columns = torch::arange(span, longs);
-  // 1. The catch-up: pair j at cache row length + j, causal (pads past the pairs included).
-  PoolGraphs::Inputs in;
-  in.span = span;
-  {
-    const torch::Tensor ids =
-        e.ints.narrow(0, kFixedInts, pairs_max).unsqueeze(0).expand({2, pairs_max}).contiguous();
-    in.rows = (length + torch::arange(pairs_max, longs)).unsqueeze(0).expand({2, pairs_max});
-    in.positions = in.rows;
-    in.mask = columns.view({1, 1, span}) <= in.rows.unsqueeze(2);
-    in.inputs = {model_.embed(ids), e.features};
-  }
-  // The root's prediction: the last real pair's.
-  torch::Tensor fed = model_.head(*e.view, in)[0].index_select(1, pairs - 1);
-  const torch::Tensor committed = length + pairs;
-  if (static_tree_) {
-    DrawStatic(e, fed, committed, columns, numbers);
-    return;
-  }
-  // 2. The tree, as EagleProposer::GrowDynamic grows it; `fed`: the root's and every slot's
-  // predicted features, in slot order.
-  const TreeColumns tree_columns(columns, committed);
-  DeviceDynamicTree tree(tree_, padded_ ? width : torch::Tensor());
-  tree.Start(Ranking(fed, numbers).log()[0]);
-  while (tree.expansions_left() > 0) {
-    const DeviceDynamicTree::Feed feed = tree.NextFeed();
-    const torch::Tensor predicted =
-        FeedNodes(model_, *e.view, tree_columns, tree.slots_fed(), feed.tokens,
-                  fed.index_select(1, feed.parent_slot + 1), feed.attends);
-    fed = torch::cat({fed, predicted}, 1);
-    tree.Expand(Ranking(predicted, numbers).log());
-  }
-  StatusOr<DeviceDynamicTree::ChosenTree> chosen = tree.ChosenTreeOnDevice();
-  if (!chosen.ok()) throw std::runtime_error(std::string(chosen.status().message()));
-  e.chosen = *std::move(chosen);
+  return l;
 }
 
-void EagleTreeGraphs::DrawStatic(Entry& e, torch::Tensor fed, const torch::Tensor& committed,
-                                 const torch::Tensor& columns, const Numbers& numbers) const {
+void EagleTreeGraphs::Body(Entry& e, int64_t span, bool filtered) const {
+  at::NoGradGuard no_grad;
+  Inputs& in = *e.inputs;
+  const int64_t pairs_max = max_pairs();
+  const auto longs = torch::dtype(torch::kInt64).device(model_.options.device());
+  const torch::Tensor columns = torch::arange(span, longs);
+  // 1. Every request's catch-up in one head forward (a read of its weights for all): pair j
+  // at cache row length + j, causal (pads past the pairs included).
+  std::vector<Lane> lanes;
+  std::vector<torch::Tensor> ids, rows;
+  for (int64_t lane = 0; lane < in.requests; ++lane) {
+    lanes.push_back(LaneOf(in, lane, filtered));
+    const torch::Tensor tokens = in.LaneFields(lane, lane_ints()).narrow(0, kLaneFixed, pairs_max);
+    ids.push_back(tokens.unsqueeze(0).expand({2, pairs_max}));
+    rows.push_back((lanes.back().length + torch::arange(pairs_max, longs))
+                       .unsqueeze(0)
+                       .expand({2, pairs_max}));
+  }
+  PoolGraphs::Inputs catch_up;
+  catch_up.span = span;
+  catch_up.rows = torch::cat(rows);
+  catch_up.positions = catch_up.rows;
+  catch_up.mask = columns.view({1, 1, span}) <= catch_up.rows.unsqueeze(2);
+  catch_up.inputs = {model_.embed(torch::cat(ids)), in.features};
+  const torch::Tensor out = model_.head(*in.view, catch_up)[0];
+  for (int64_t lane = 0; lane < in.requests; ++lane) {
+    Lane& l = lanes[lane];
+    // The root's prediction: the last real pair's.
+    l.fed = out.narrow(0, 2 * lane, 2).index_select(1, l.pairs - 1);
+    l.columns.emplace(columns, l.length + l.pairs);
+  }
+  e.drafts.assign(in.requests, Draft());
+  if (static_tree_) {
+    DrawStatic(e, lanes);
+  } else {
+    GrowDynamic(e, lanes);
+  }
+}
+
+void EagleTreeGraphs::GrowDynamic(Entry& e, std::vector<Lane>& lanes) const {
+  // 2. Each request's tree, as EagleProposer::GrowDynamic grows it, its frontier fed with the
+  // other requests' in one head forward per expansion.
+  std::vector<DeviceDynamicTree> trees;
+  for (Lane& l : lanes) {
+    trees.emplace_back(tree_, padded_ ? l.width : torch::Tensor());
+    trees.back().Start(Ranking(l.fed, l.numbers).log()[0]);
+  }
+  while (trees[0].expansions_left() > 0) {
+    std::vector<NodeFeed> feeds;
+    for (size_t lane = 0; lane < lanes.size(); ++lane) {
+      const DeviceDynamicTree::Feed feed = trees[lane].NextFeed();
+      feeds.push_back({&*lanes[lane].columns, feed.tokens,
+                       lanes[lane].fed.index_select(1, feed.parent_slot + 1), feed.attends});
+    }
+    const torch::Tensor predicted = FeedNodes(model_, *e.inputs->view, trees[0].slots_fed(), feeds);
+    for (size_t lane = 0; lane < lanes.size(); ++lane) {
+      const torch::Tensor own = predicted.narrow(0, 2 * static_cast<int64_t>(lane), 2);
+      lanes[lane].fed = torch::cat({lanes[lane].fed, own}, 1);
+      trees[lane].Expand(Ranking(own, lanes[lane].numbers).log());
+    }
+  }
+  for (size_t lane = 0; lane < lanes.size(); ++lane) {
+    StatusOr<DeviceDynamicTree::ChosenTree> chosen = trees[lane].ChosenTreeOnDevice();
+    if (!chosen.ok()) throw std::runtime_error(std::string(chosen.status().message()));
+    e.drafts[lane].tree = *std::move(chosen);
+  }
+}
+
+void EagleTreeGraphs::DrawStatic(Entry& e, std::vector<Lane>& lanes) const {
+  const Inputs& in = *e.inputs;
   const int64_t length = static_shape_.parents.size(0);
-  const auto longs = columns.options();
+  const auto longs = torch::dtype(torch::kInt64).device(model_.options.device());
   const bool greedy = static_tree_->greedy;
-  const TreeColumns tree_columns(columns, committed);
-  torch::Tensor tokens = torch::zeros({length}, longs);
-  torch::Tensor valid = torch::zeros({length}, longs.dtype(torch::kBool));
-  torch::Tensor q;
-  torch::Tensor after = Ranking(fed, numbers);  // [parents, vocab], the root's first
+  // Each request's draws so far, and the ranking after the nodes it fed last (the root's
+  // first: [parents, vocab]).
+  struct Drawn {
+    torch::Tensor tokens, valid, q, after;
+  };
+  std::vector<Drawn> drawn;
+  for (const Lane& l : lanes) {
+    drawn.push_back({torch::zeros({length}, longs),
+                     torch::zeros({length}, longs.dtype(torch::kBool)), torch::Tensor(),
+                     Ranking(l.fed, l.numbers)});
+  }
   int64_t slots = 0;
   for (const StaticLevel& level : static_levels_) {
-    // EagleProposer::DrawChildren: every parent's children at once.
-    const torch::Tensor uniforms =
-        greedy ? torch::Tensor()
-               : e.numbers.index_select(0, level.number_index).view({level.parents, level.widest});
-    const SiblingDrawsOnDevice draws = DrawSiblingsOnDevice(after, level.widest, uniforms, greedy);
-    if (!q.defined()) q = torch::zeros({length, after.size(1)}, after.options());
-    tokens.index_copy_(0, level.to, draws.tokens.flatten().index_select(0, level.from));
-    valid.index_copy_(0, level.to, draws.valid.flatten().index_select(0, level.from));
-    q.index_copy_(0, level.to,
-                  draws.q.flatten(0, 1).index_select(0, level.from).to(q.scalar_type()));
+    for (size_t lane = 0; lane < lanes.size(); ++lane) {
+      // EagleProposer::DrawChildren: every parent's children at once.
+      Drawn& d = drawn[lane];
+      const torch::Tensor uniforms = greedy ? torch::Tensor()
+                                            : in.numbers.select(0, static_cast<int64_t>(lane))
+                                                  .index_select(0, level.number_index)
+                                                  .view({level.parents, level.widest});
+      const SiblingDrawsOnDevice draws =
+          DrawSiblingsOnDevice(d.after, level.widest, uniforms, greedy);
+      if (!d.q.defined()) d.q = torch::zeros({length, d.after.size(1)}, d.after.options());
+      d.tokens.index_copy_(0, level.to, draws.tokens.flatten().index_select(0, level.from));
+      d.valid.index_copy_(0, level.to, draws.valid.flatten().index_select(0, level.from));
+      d.q.index_copy_(0, level.to,
+                      draws.q.flatten(0, 1).index_select(0, level.from).to(d.q.scalar_type()));
+    }
     if (level.fed == 0) break;
-    // The level's nodes with children (EagleProposer::FeedTreeNodes).
-    const torch::Tensor predicted =
-        FeedNodes(model_, *e.view, tree_columns, slots, tokens.index_select(0, level.fed_nodes),
-                  fed.index_select(1, level.parent_slot), level.attends);
-    fed = torch::cat({fed, predicted}, 1);
+    // The level's nodes with children (EagleProposer::FeedTreeNodes), every request's in one
+    // head forward.
+    std::vector<NodeFeed> feeds;
+    for (size_t lane = 0; lane < lanes.size(); ++lane) {
+      feeds.push_back({&*lanes[lane].columns, drawn[lane].tokens.index_select(0, level.fed_nodes),
+                       lanes[lane].fed.index_select(1, level.parent_slot), level.attends});
+    }
+    const torch::Tensor predicted = FeedNodes(model_, *e.inputs->view, slots, feeds);
+    for (size_t lane = 0; lane < lanes.size(); ++lane) {
+      const torch::Tensor own = predicted.narrow(0, 2 * static_cast<int64_t>(lane), 2);
+      lanes[lane].fed = torch::cat({lanes[lane].fed, own}, 1);
+      drawn[lane].after = Ranking(own, lanes[lane].numbers);
+    }
     slots += level.fed;
-    after = Ranking(predicted, numbers);
   }
-  e.chosen.tokens = tokens;
-  e.q = q;
-  e.valid = valid;
+  for (size_t lane = 0; lane < lanes.size(); ++lane) {
+    e.drafts[lane].tree.tokens = drawn[lane].tokens;
+    e.drafts[lane].q = drawn[lane].q;
+    e.drafts[lane].valid = drawn[lane].valid;
+  }
+}
+
+std::vector<int64_t> EagleTreeGraphs::PadLane() const {
+  // The scratch slot's lane: length 0, one pair, greedy (cfg_scale and temperature 0.0,
+  // top_p 1.0), the widest tree, so that a pad (and the capture's warm-up) writes nowhere a
+  // request reads.
+  std::vector<int64_t> fields(lane_ints(), 0);
+  fields[1] = 1;
+  fields[kLaneFixed + max_pairs() + 2] = tree_.top_k;
+  reinterpret_cast<double*>(fields.data() + kLaneFixed + max_pairs())[3] = 1.0;
+  return fields;
+}
+
+EagleTreeGraphs::Inputs& EagleTreeGraphs::InputsFor(int64_t requests) {
+  std::unique_ptr<Inputs>& made = inputs_[requests];
+  if (made != nullptr) return *made;
+  made = std::make_unique<Inputs>();
+  Inputs& in = *made;
+  const torch::Device device = model_.options.device();
+  in.requests = requests;
+  std::vector<int64_t> ints(2 * requests, pool_.scratch_slot());
+  const std::vector<int64_t> pad = PadLane();
+  for (int64_t lane = 0; lane < requests; ++lane) ints.insert(ints.end(), pad.begin(), pad.end());
+  in.ints = torch::tensor(ints, torch::kInt64).to(device);
+  in.features = torch::zeros({2 * requests, max_pairs(), model_.dim}, model_.options);
+  const int64_t nodes = static_tree_ ? static_shape_.parents.size(0) : 0;
+  if (static_tree_ && !static_tree_->greedy) {
+    in.numbers = torch::zeros({requests, nodes}, torch::dtype(torch::kFloat64).device(device));
+  }
+  for (int64_t lane = 0; lane < requests; ++lane) {
+    in.lane_features.push_back(in.features.narrow(0, 2 * lane, 2));
+    if (in.numbers.defined()) in.lane_numbers.push_back(in.numbers.select(0, lane));
+  }
+  in.view.emplace(pool_.SlotIndexedView(in.ints.narrow(0, 0, 2 * requests)));
+  in.bytes = in.ints.numel() * 8 + in.features.numel() * in.features.element_size() +
+             (in.numbers.defined() ? in.numbers.numel() * 8 : 0);
+  return in;
 }
 
 Status EagleTreeGraphs::CaptureSpan(int64_t span, bool filtered) {
   return GuardTorch("EagleTreeGraphs::Capture", [&]() -> Status {
     at::NoGradGuard no_grad;
-    const torch::Device device = model_.options.device();
-    auto entry = std::make_unique<Entry>();
-    Entry* e = entry.get();
-    // Until the first call fills them: the scratch slot, length 0, one pair, greedy (cfg_scale
-    // and temperature 0.0, top_p 1.0), so that the capture's warm-up writes nowhere a request
-    // reads.
-    e->ints = torch::zeros({kFixedInts + max_pairs() + kTrailingInts},
-                           torch::dtype(torch::kInt64).device(device));
-    e->ints.narrow(0, 0, 2).fill_(pool_.scratch_slot());
-    e->ints.narrow(0, 3, 1).fill_(1);
-    e->ints.narrow(0, kFixedInts + max_pairs() + 2, 1).fill_(tree_.top_k);
-    e->ints.narrow(0, kFixedInts + max_pairs() + 3, 1).view(torch::kFloat64).fill_(1.0);
-    e->features = torch::zeros({2, max_pairs(), model_.dim}, model_.options);
-    const int64_t nodes = static_tree_ ? static_shape_.parents.size(0) : 0;
-    if (static_tree_ && !static_tree_->greedy) {
-      e->numbers = torch::zeros({nodes}, torch::dtype(torch::kFloat64).device(device));
+    for (int64_t requests = 1; requests <= max_requests_; requests *= 2) {
+      auto entry = std::make_unique<Entry>();
+      Entry* e = entry.get();
+      e->inputs = &InputsFor(requests);
+      const int64_t bytes = e->inputs->counted ? 0 : e->inputs->bytes;
+      e->graph = set_.Make(
+          model_.options.device(), [this, e, span, filtered] { Body(*e, span, filtered); },
+          model_.emulated, bytes);
+      if (e->graph == nullptr) continue;
+      e->inputs->counted = true;
+      entries_[Key(requests, span, filtered)] = std::move(entry);
     }
-    e->view.emplace(pool_.SlotIndexedView(e->ints.narrow(0, 0, 2)));
-    e->graph = set_.Make(
-        device, [this, e, span, filtered] { Body(*e, span, filtered); }, model_.emulated,
-        e->ints.numel() * 8 + e->features.numel() * e->features.element_size() + nodes * 8);
-    if (e->graph != nullptr) entries_[Key(span, filtered)] = std::move(entry);
     return OkStatus();
   });
 }
@@ -377,20 +511,25 @@ bool EagleTreeGraphs::FitsCall(const KvCache& cache, int64_t pairs,
                                const SamplingParams& sampling) const {
   if (cache.pool() != &pool_ || cache.batch() != 2) return false;
   if (pairs < 1 || pairs > max_pairs()) return false;
-  const Key key = KeyOf(cache, sampling);
-  return key.first <= pool_.slot_rows() && entries_.count(key) > 0;
+  const int64_t span = SpanOf(cache);
+  return span <= pool_.slot_rows() && entries_.count(Key(1, span, Filtered(sampling))) > 0;
 }
 
-EagleTreeGraphs::Key EagleTreeGraphs::KeyOf(const KvCache& cache,
-                                            const SamplingParams& sampling) const {
+bool EagleTreeGraphs::Filtered(const SamplingParams& sampling) const {
   // The ranking distribution is the request's own when it samples, filtered; greedy it is
   // untempered and unfiltered.
-  return Key(SpanOf(cache),
-             sampling.temperature != 0.0 && HasFilters(sampling, model_.vocab));
+  return sampling.temperature != 0.0 && HasFilters(sampling, model_.vocab);
 }
 
 int64_t EagleTreeGraphs::SpanOf(const KvCache& cache) const {
   return ForwardGraphs::RoundUpToSpan(cache.length() + rows_written());
+}
+
+int64_t EagleTreeGraphs::lane_rows() const {
+  if (!static_tree_) return std::max(max_pairs(), tree_.top_k);
+  int64_t widest = 0;
+  for (const StaticLevel& level : static_levels_) widest = std::max(widest, level.fed);
+  return std::max(max_pairs(), widest);
 }
 
 bool EagleTreeGraphs::Grows(const DynamicTreeOptions& options) const {
@@ -412,95 +551,144 @@ bool EagleTreeGraphs::FitsStatic(const KvCache& cache, int64_t pairs, int64_t de
          FitsCall(cache, pairs, sampling);
 }
 
-StatusOr<EagleTreeGraphs::Entry*> EagleTreeGraphs::Replay(const Call& call) const {
+Status EagleTreeGraphs::Check(const Call& call) const {
   const int64_t pairs = static_cast<int64_t>(call.tokens.size());
+  const bool fits =
+      call.cache != nullptr &&
+      (static_tree_ ? FitsStatic(*call.cache, pairs, static_tree_->depth, call.sampling)
+                    : Fits(*call.cache, pairs, call.tree, call.sampling));
+  if (!fits) {
+    return InvalidArgumentError("EagleTreeGraphs::Run: the call does not fit the tree graphs");
+  }
   if (!call.features.defined() || call.features.dim() != 3 || call.features.size(0) != 2 ||
       call.features.size(1) != pairs || call.features.size(2) != model_.dim) {
     return InvalidArgumentError("EagleTreeGraphs::Run: features: expected [2, " +
                                 std::to_string(pairs) + ", " + std::to_string(model_.dim) + "]");
   }
-  const Key key = KeyOf(*call.cache, call.sampling);
-  auto it = entries_.find(key);
-  if (it == entries_.end()) {
-    return FailedPreconditionError("EagleTreeGraphs::Run: no " +
-                                   std::string(key.second ? "filtered " : "") + "graph over " +
-                                   std::to_string(key.first) + " rows");
+  if (static_tree_ && !static_tree_->greedy) {
+    const int64_t nodes = static_shape_.parents.size(0);
+    if (!call.numbers.defined() || call.numbers.numel() != nodes) {
+      return InvalidArgumentError("EagleTreeGraphs::Run: numbers: expected " +
+                                  std::to_string(nodes) + " for the sampled tree");
+    }
   }
-  Entry* e = it->second.get();
-  if (e->numbers.defined() &&
-      (!call.numbers.defined() || call.numbers.numel() != e->numbers.numel())) {
-    return InvalidArgumentError("EagleTreeGraphs::Run: numbers: expected " +
-                                std::to_string(e->numbers.numel()) + " for the sampled tree");
-  }
-  return GuardTorch("EagleTreeGraphs::Run", [&]() -> StatusOr<Entry*> {
-    at::NoGradGuard no_grad;
-    std::vector<int64_t> ints(kFixedInts + max_pairs() + kTrailingInts, 0);
-    ints[0] = call.cache->first_slot();
-    ints[1] = call.cache->first_slot() + 1;
-    ints[2] = call.cache->length();
-    ints[3] = pairs;
-    std::copy(call.tokens.begin(), call.tokens.end(), ints.begin() + kFixedInts);
-    double* const params = reinterpret_cast<double*>(ints.data() + kFixedInts + max_pairs());
+  return OkStatus();
+}
+
+StatusOr<std::vector<EagleTreeGraphs::Draft>> EagleTreeGraphs::Run(
+    const std::vector<Call>& calls) const {
+  for (const Call& call : calls) MULO_RETURN_IF_ERROR(Check(call));
+  // Plain and filtered rankings replay apart, each in batches of at most max_requests().
+  return RunInBatches<Draft>(
+      calls, max_requests_, [this](const Call& call) { return Filtered(call.sampling); },
+      [this](const std::vector<const Call*>& batch, bool filtered) {
+        return RunBatch(batch, filtered);
+      });
+}
+
+std::vector<int64_t> EagleTreeGraphs::ReplayInts(const std::vector<const Call*>& calls,
+                                                 int64_t requests) const {
+  // Every lane's two slots (pads: the scratch slot), then each lane's fields (pads: the
+  // capture's, which the graph was made with).
+  std::vector<int64_t> ints(2 * requests, pool_.scratch_slot());
+  const std::vector<int64_t> pad = PadLane();
+  for (int64_t lane = 0; lane < requests; ++lane) {
+    const size_t at = ints.size();
+    ints.insert(ints.end(), pad.begin(), pad.end());
+    if (lane >= static_cast<int64_t>(calls.size())) continue;
+    const Call& call = *calls[lane];
+    ints[2 * lane] = call.cache->first_slot();
+    ints[2 * lane + 1] = call.cache->first_slot() + 1;
+    ints[at] = call.cache->length();
+    ints[at + 1] = static_cast<int64_t>(call.tokens.size());
+    std::copy(call.tokens.begin(), call.tokens.end(), ints.begin() + at + kLaneFixed);
+    const size_t trailing = at + kLaneFixed + max_pairs();
+    double* const params = reinterpret_cast<double*>(ints.data() + trailing);
     static_assert(sizeof(double) == sizeof(int64_t), "params ride in the int64 upload");
     params[0] = call.sampling.cfg_scale;
     params[1] = call.sampling.temperature;
-    ints[kFixedInts + max_pairs() + 2] = static_tree_ ? 0 : call.tree.top_k;
+    ints[trailing + 2] = static_tree_ ? 0 : call.tree.top_k;
     params[3] = call.sampling.top_p;
-    ints[kFixedInts + max_pairs() + 4] = call.sampling.top_k;
-    UploadInto(e->ints, torch::from_blob(ints.data(), {static_cast<int64_t>(ints.size())},
-                                         torch::kInt64));
-    // Pad pairs keep stale features: only pad rows, which nothing attends, read them.
-    e->features.narrow(1, 0, pairs).copy_(call.features);
-    if (e->numbers.defined()) e->numbers.copy_(call.numbers.view({-1}));
-    e->graph->Replay();
-    set_.CountReplay(1);
-    call.cache->Advance(pairs);
-    return e;
-  });
-}
-
-StatusOr<DeviceDynamicTree::ChosenTree> EagleTreeGraphs::Run(const Call& call) const {
-  const int64_t pairs = static_cast<int64_t>(call.tokens.size());
-  if (call.cache == nullptr || !Fits(*call.cache, pairs, call.tree, call.sampling)) {
-    return InvalidArgumentError("EagleTreeGraphs::Run: the call does not fit the tree graphs");
+    ints[trailing + 4] = call.sampling.top_k;
   }
-  MULO_ASSIGN_OR_RETURN(Entry * e, Replay(call));
-  // Views: the step copies them into the verify graphs' upload before anything replays these
-  // graphs again (another request's step, in an engine loop); four copies per step saved.
-  DeviceDynamicTree::ChosenTree chosen = e->chosen;
-  chosen.borrowed = true;
-  return chosen;
+  return ints;
 }
 
-EagleTreeGraphs::StaticDraft EagleTreeGraphs::StaticDraft::Owned() const {
-  StaticDraft owned = *this;
-  owned.tree.tokens = tree.tokens.clone();  // the layout's tensors are constants: shared
-  owned.tree.borrowed = false;
-  owned.q = q.clone();
-  owned.valid = valid.clone();
-  return owned;
-}
-
-StatusOr<EagleTreeGraphs::StaticDraft> EagleTreeGraphs::RunStatic(const Call& call) const {
-  const int64_t pairs = static_cast<int64_t>(call.tokens.size());
-  if (call.cache == nullptr || !static_tree_ ||
-      !FitsStatic(*call.cache, pairs, static_tree_->depth, call.sampling)) {
-    return InvalidArgumentError("EagleTreeGraphs::RunStatic: the call does not fit the graphs");
-  }
-  MULO_ASSIGN_OR_RETURN(Entry * e, Replay(call));
-  return GuardTorch("EagleTreeGraphs::RunStatic", [&]() -> StatusOr<StaticDraft> {
-    StaticDraft draft;
-    // The shape's tensors are constants nothing writes; the draws are views, as Run's.
+EagleTreeGraphs::Draft EagleTreeGraphs::DraftOf(const Draft& written) const {
+  Draft draft;
+  if (static_tree_) {
+    // The shape's tensors are constants nothing writes; the draws are views.
     draft.tree = static_shape_;
-    draft.tree.tokens = e->chosen.tokens;
-    draft.tree.borrowed = true;
-    draft.q = e->q;
-    draft.valid = e->valid;
+    draft.tree.tokens = written.tree.tokens;
+    draft.q = written.q;
+    draft.valid = written.valid;
     draft.max_children = static_widest_;
     draft.head_forwards = 1;
     for (const StaticLevel& level : static_levels_) draft.head_forwards += level.fed > 0;
-    return draft;
+  } else {
+    draft.tree = written.tree;
+    draft.head_forwards = 1 + tree_.depth;  // the catch-up, each expansion
+  }
+  // Views: a step copies them into the verify graphs' upload before anything replays these
+  // graphs again (another request's step, in an engine loop); four copies per step saved.
+  draft.tree.borrowed = true;
+  return draft;
+}
+
+StatusOr<std::vector<EagleTreeGraphs::Draft>> EagleTreeGraphs::RunBatch(
+    const std::vector<const Call*>& calls, bool filtered) const {
+  const int64_t n = static_cast<int64_t>(calls.size());
+  const int64_t requests = PoolGraphs::Bucket(2 * n) / 2;
+  int64_t span = 0;
+  for (const Call* call : calls) span = std::max(span, SpanOf(*call->cache));
+  const auto it = entries_.find(Key(requests, span, filtered));
+  if (it == entries_.end() && n > 1) {
+    // A batch whose key failed to capture: each call alone (Fits holds the lone key).
+    return RunEachAlone<Draft>(
+        calls, [&](const std::vector<const Call*>& one) { return RunBatch(one, filtered); });
+  }
+  if (it == entries_.end()) {
+    return FailedPreconditionError("EagleTreeGraphs::Run: no " +
+                                   std::string(filtered ? "filtered " : "") + "graph over " +
+                                   std::to_string(span) + " rows");
+  }
+  Entry* e = it->second.get();
+  Inputs& in = *e->inputs;
+  return GuardTorch("EagleTreeGraphs::Run", [&]() -> StatusOr<std::vector<Draft>> {
+    at::NoGradGuard no_grad;
+    std::vector<int64_t> ints = ReplayInts(calls, requests);
+    UploadInto(in.ints,
+               torch::from_blob(ints.data(), {static_cast<int64_t>(ints.size())}, torch::kInt64));
+    for (int64_t lane = 0; lane < n; ++lane) {
+      const Call& call = *calls[lane];
+      // Pad pairs keep stale features: only pad rows, which nothing attends, read them.
+      in.lane_features[lane].narrow(1, 0, call.features.size(1)).copy_(call.features);
+      if (in.numbers.defined()) in.lane_numbers[lane].copy_(call.numbers.view({-1}));
+    }
+    e->graph->Replay();
+    set_.CountReplay(n);
+    std::vector<Draft> drafts;
+    for (int64_t lane = 0; lane < n; ++lane) {
+      calls[lane]->cache->Advance(static_cast<int64_t>(calls[lane]->tokens.size()));
+      drafts.push_back(DraftOf(e->drafts[lane]));
+    }
+    return drafts;
   });
+}
+
+EagleTreeGraphs::Draft EagleTreeGraphs::Draft::Owned() const {
+  if (!tree.borrowed) return *this;
+  Draft owned = *this;
+  if (valid.defined()) {
+    // A static tree: the layout's tensors are constants, shared; the draws are copied.
+    owned.tree.tokens = tree.tokens.clone();
+    owned.tree.borrowed = false;
+    owned.q = q.clone();
+    owned.valid = valid.clone();
+  } else {
+    owned.tree = tree.Owned();
+  }
+  return owned;
 }
 
 }  // namespace mulo::engine

@@ -13,28 +13,37 @@
 // 3 ms of host time per step on a GPU.
 //
 // Everything a replay reads is in its static buffers, filled by one upload per replay:
-//   - the request's two head slots, its cache length before the catch-up, how many pairs it
+//   - per request: its two head slots, its cache length before the catch-up, how many pairs it
 //     feeds (1 .. max_pairs()) and their tokens (padded with token 0), its cfg_scale and
 //     temperature (the ranking distribution's, DecodeSession::RankingProbabilities: untempered
 //     when greedy), its top_p and top_k (read by the filtered copies);
-//   - the pairs' target features [2, max_pairs(), dim] (pads zero);
-//   - a sampled static tree's numbers, the drafter stream's next one per node in draw order
-//     (a greedy static tree takes each node's top tokens: greedy and sampled draws are
-//     graphs of their own).
+//   - each request's pairs' target features [2, max_pairs(), dim] (pads stale: only pad rows
+//     read them);
+//   - a sampled static tree's numbers, per request, the drafter stream's next one per node in
+//     draw order (a greedy static tree takes each node's top tokens: greedy and sampled draws
+//     are graphs of their own).
 // Pad pairs write head cache rows past the catch-up's, which the tree's rows overwrite or
 // nothing attends. The tree's rows are dropped after the replay (the cache keeps the pairs).
 // Every tree node attends the committed rows, its ancestors' rows and its own, under a mask
 // built on the device from the cache length: the shapes depend only on the tree options, so
 // one graph per span serves every step of every request with those options.
 //
-// Keys: the span (cache length + max_pairs() + the tree's rows, rounded up to
-// ForwardGraphs::kSpanRows) and whether the ranking is filtered; lone requests (two streams: a
-// guided request's conditional and unconditional halves). A set of graphs grows one tree shape; the worker's pools capture one
-// set at load for the family's EAGLE-2 tree and one for each shorter depth it is cut to where
-// the image ends, and for the static tree one per depth and draw (greedy or sampled).
+// Keys: (requests, span, filtered). Requests come in powers of two up to the pool's (each
+// request two streams: a guided request's conditional and unconditional halves) while the
+// batches that need them fit the engine loop's default batch (256 rows of the widest
+// forward); a batch of requests drafts in one replay: every request's catch-up in one head
+// forward, then each depth's frontiers (or a static tree's level) of every request in one
+// head forward (one read of the head's weights for all), each request's ranking, expansion
+// and choice unrolled in the graph. Pad requests feed the scratch slot. The span is the
+// longest request's cache after the step's rows, in whole ForwardGraphs::kSpanRows (a
+// request's columns past its own rows are masked); whether the ranking is filtered splits
+// batches. A set of graphs grows one tree shape; the worker's pools
+// capture one set at load for the family's EAGLE-2 tree and one for each shorter depth it is
+// cut to where the image ends, and for the static tree one per depth and draw (greedy or
+// sampled).
 // PEANUT's trees change width every step (its 4 default images took 55 shapes in 327 steps), so
 // its sets are padded (CapturePadded): one set per depth, chosen count and padded width
-// grows every width up to it, the step's width riding in the upload (DeviceDynamicTree's
+// grows every width up to it, each request's width riding in the upload (DeviceDynamicTree's
 // padded tree: the same chosen tree). A sampled request with a top-k or top-p filter ranks by
 // its filtered distribution (DecodeSession::RankingProbabilities), in filtered copies of the
 // graphs (`filters` at capture; a greedy request ranks unfiltered and takes the plain ones).
@@ -52,6 +61,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -150,31 +160,36 @@ class EagleTreeGraphs {
     // The step's tree (the dynamic tree's graphs: one they grow).
     DynamicTreeOptions tree;
   };
-  // The chosen tree of DeviceDynamicTree (as EagleProposer grows it eagerly), left on the
-  // device as views of the graph's outputs (ChosenTree::borrowed), valid until these graphs'
-  // next replay: a step that hands them straight to the verify graphs' upload copies nothing,
-  // one that first yields to the engine loop (a read, a batched forward) takes
-  // ChosenTree::Owned copies. The cache is
-  // advanced by the pairs. INVALID_ARGUMENT for a call that does not Fit; FAILED_PRECONDITION
-  // when its key failed to capture.
-  StatusOr<DeviceDynamicTree::ChosenTree> Run(const Call& call) const;
-
-  // A static tree drawn on the device: the shape's layout and each draft's draw.
-  struct StaticDraft {
-    // tokens (drawn), parents, depths, ancestors (the shape's), max_depth (its depth).
+  // A drafted tree, left on the device as views of the graph's outputs (tree.borrowed), valid
+  // until these graphs' next replay: a step that hands them straight to the verify graphs'
+  // upload copies nothing, one that first yields to the engine loop (a read, a batched
+  // forward) takes Owned copies.
+  struct Draft {
+    // The dynamic tree: DeviceDynamicTree's choice (as EagleProposer grows it eagerly). The
+    // static tree: tokens (drawn), parents, depths, ancestors (the shape's), max_depth.
     DeviceDynamicTree::ChosenTree tree;
-    torch::Tensor q;          // float32 [nodes, vocab]: the distribution each draft came from
-    torch::Tensor valid;      // bool [nodes]: whether its draw found mass
-    int64_t max_children = 0;  // the shape's widest node
-    int64_t head_forwards = 0;  // the catch-up and one per level fed
+    // A static tree's: float32 [nodes, vocab], the distribution each draft came from, and
+    // bool [nodes], whether its draw found mass; undefined for a dynamic tree.
+    torch::Tensor q, valid;
+    int64_t max_children = 0;   // a static tree's widest node
+    int64_t head_forwards = 0;  // the catch-up and one per depth (a static tree's: level) fed
 
-    // The draws in tensors of their own (the shape's are constants nothing rewrites).
-    StaticDraft Owned() const;
+    // The draws in tensors of their own (a static tree's shape is constants nothing rewrites).
+    Draft Owned() const;
   };
-  // The static tree of a call that FitsStatic (views until the next replay, as Run's); the
-  // cache is advanced by the pairs. INVALID_ARGUMENT for a call that does not fit or lacks its
-  // numbers.
-  StatusOr<StaticDraft> RunStatic(const Call& call) const;
+  using Output = Draft;
+  // Whether `call` may draft from these graphs (Fits, or FitsStatic for a static tree's, with
+  // its features and, sampled static, its numbers): INVALID_ARGUMENT naming what is wrong.
+  Status Check(const Call& call) const;
+  // The trees of `calls` (each Check-ed), in one replay per kind of ranking (plain, filtered)
+  // and batch of at most max_requests(); each call's cache is advanced by its pairs.
+  // FAILED_PRECONDITION when a lone call's key failed to capture.
+  StatusOr<std::vector<Draft>> Run(const std::vector<Call>& calls) const;
+  // The most requests one replay drafts.
+  int64_t max_requests() const { return max_requests_; }
+  // The most head rows per stream one forward of a replay feeds for one request (the
+  // catch-up's pairs, or the widest frontier or level): its share of a batch's rows.
+  int64_t lane_rows() const;
 
   PoolGraphs::Counts counts() const { return set_.counts(); }
 
@@ -184,35 +199,47 @@ class EagleTreeGraphs {
 
  private:
   struct Entry;
+  struct Inputs;
+  struct Lane;
   struct StaticLevel;
+  struct Numbers;
   EagleTreeGraphs(const KvPool& pool, DynamicTreeOptions tree, int64_t max_pairs, Model model,
                   bool filters, bool padded = false);
-  using Key = std::pair<int64_t, bool>;  // (span, filtered)
+  using Key = std::tuple<int64_t, int64_t, bool>;  // (requests, span, filtered)
   static StatusOr<std::shared_ptr<EagleTreeGraphs>> CaptureAll(
       std::shared_ptr<EagleTreeGraphs> graphs);
+  // Sets max_requests_ (after PlanStatic: a static tree's levels bound its rows).
+  void PlanRequests();
   Status CaptureSpan(int64_t span, bool filtered);
   // Makes static_levels_ and the shape's tensors for static_tree_ (before any capture).
   void PlanStatic();
   // The cache rows a step writes after the committed ones: the pairs and the tree's frontiers
   // (a static tree's: its nodes with children).
   int64_t rows_written() const;
-  // The rows a call would span.
+  // A request's ints after the slots, and a pad request's (the capture's).
+  int64_t lane_ints() const;
+  std::vector<int64_t> PadLane() const;
+  // The rows a call would span, and whether it ranks by a filtered distribution.
   int64_t SpanOf(const KvCache& cache) const;
-  // The key of a call's graph: its span, and whether it ranks by a filtered distribution.
-  Key KeyOf(const KvCache& cache, const SamplingParams& sampling) const;
+  bool Filtered(const SamplingParams& sampling) const;
   // Whether the call's cache, pairs and sampling fit these graphs (the tree aside).
   bool FitsCall(const KvCache& cache, int64_t pairs, const SamplingParams& sampling) const;
-  // Fills a key's static inputs from `call` and replays; the pairs' cache rows advanced.
-  StatusOr<Entry*> Replay(const Call& call) const;
-  // The step over a span's static buffers (what is captured).
+  // The static inputs of a replay of `requests` requests, made on first use.
+  Inputs& InputsFor(int64_t requests);
+  // The step over a span's static buffers (what is captured), and its parts: request `lane`'s
+  // fields as tensors; the dynamic trees grown; the static trees drawn (after the catch-up).
   void Body(Entry& e, int64_t span, bool filtered) const;
-  // The request's numbers as Body reads them from the upload.
-  struct Numbers;
-  // The static tree's levels after the root's prediction `fed` [2, 1, dim] (Body's part 2).
-  void DrawStatic(Entry& e, torch::Tensor fed, const torch::Tensor& committed,
-                  const torch::Tensor& columns, const Numbers& numbers) const;
+  Lane LaneOf(const Inputs& in, int64_t lane, bool filtered) const;
+  void GrowDynamic(Entry& e, std::vector<Lane>& lanes) const;
+  void DrawStatic(Entry& e, std::vector<Lane>& lanes) const;
   // The ranking distribution [m, vocab] after predicted features [2, m, dim].
   torch::Tensor Ranking(const torch::Tensor& features, const Numbers& numbers) const;
+  // A replay's ints: every lane's slots, then each lane's fields (pads: the capture's).
+  std::vector<int64_t> ReplayInts(const std::vector<const Call*>& calls, int64_t requests) const;
+  // One replay for `calls` (one kind of ranking, at most max_requests()).
+  StatusOr<std::vector<Draft>> RunBatch(const std::vector<const Call*>& calls, bool filtered) const;
+  // What a caller gets of a lane's outputs (views, with a static tree's shape).
+  Draft DraftOf(const Draft& written) const;
 
   const KvPool& pool_;  // the head's; owned by the worker's pools as these graphs are
   const DynamicTreeOptions tree_;
@@ -225,6 +252,8 @@ class EagleTreeGraphs {
   DeviceDynamicTree::ChosenTree static_shape_;
   int64_t static_widest_ = 0;
   std::vector<StaticLevel> static_levels_;
+  int64_t max_requests_ = 1;
+  std::map<int64_t, std::unique_ptr<Inputs>> inputs_;  // by requests
   std::map<Key, std::unique_ptr<Entry>> entries_;
   GraphSet set_;
 };

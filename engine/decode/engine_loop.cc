@@ -49,9 +49,9 @@ using BatchOutputs = std::decay_t<decltype(
     std::declval<const Graphs&>().Run(std::declval<const std::vector<Call>&>()).value())>;
 
 // The graph sets (ResamplerGraphs, RowGraphs, VerifyGraphs, MuloVerifyGraphs, TreeVerifyGraphs,
-// ZipArGraphs' forwards): their Run takes a batch's calls (one replay per key), so a call alone
-// is a batch of one. Only callees whose Run takes a vector of the call match; the models'
-// overloads above are exact, non-template matches.
+// EagleTreeGraphs, ZipArGraphs' forwards): their Run takes a batch's calls (one replay per
+// key), so a call alone is a batch of one. Only callees whose Run takes a vector of the call match;
+// the models' overloads above are exact, non-template matches.
 template <typename Graphs, typename Call, typename Outputs = BatchOutputs<Graphs, Call>>
 StatusOr<typename Outputs::value_type> RunAlone(const Graphs& graphs, const Call& c) {
   MULO_ASSIGN_OR_RETURN(Outputs outputs, graphs.Run(std::vector<Call>{c}));
@@ -391,6 +391,16 @@ StatusOr<TreeVerifyGraphs::Output> EngineLoop::Run(const TreeVerifyGraphs& verif
   const int64_t rows = 2 * (shape.nodes + 1);  // two streams of the root and the tree
   return Submit<TreeVerifyGraphs, TreeVerifyGraphs::Call, TreeVerifyGraphs::Output>(
       verify, call, Component::kTransformer, rows, /*budget_rows=*/rows, /*counts_read=*/true);
+}
+
+StatusOr<EagleTreeGraphs::Draft> EngineLoop::Run(const EagleTreeGraphs& graphs,
+                                                 const EagleTreeGraphs::Call& call) {
+  MULO_RETURN_IF_ERROR(graphs.Check(call));
+  // Two streams of the request's widest forward; the replay's forwards run one after another
+  // and read nothing back.
+  const int64_t rows = 2 * graphs.lane_rows();
+  return Submit<EagleTreeGraphs, EagleTreeGraphs::Call, EagleTreeGraphs::Draft>(
+      graphs, call, Component::kEagleHead, rows, /*budget_rows=*/rows);
 }
 
 StatusOr<ZipArGraphs::Output> EngineLoop::Run(const ZipArGraphs& graphs,

@@ -44,6 +44,7 @@
 
 #include "engine/core/host_read.h"
 #include "engine/core/status.h"
+#include "engine/decode/eagle_tree_graphs.h"
 #include "engine/decode/mulo_verify_graphs.h"
 #include "engine/decode/zipar_graphs.h"
 #include "engine/model/eagle_head.h"
@@ -157,6 +158,10 @@ class EngineLoop : public ChainJudge, public HostReader {
   // same way: the batch's trees in one forward, its one read counted as each request's own.
   StatusOr<TreeVerifyGraphs::Output> Run(const TreeVerifyGraphs& verify,
                                          const TreeVerifyGraphs::Call& call);
+  // EagleTreeGraphs::Run({call}) (a draft tree grown in one replay, eagle_tree_graphs.h), the
+  // batch's requests drafting in one replay; INVALID_ARGUMENT when the call does not fit.
+  StatusOr<EagleTreeGraphs::Draft> Run(const EagleTreeGraphs& graphs,
+                                       const EagleTreeGraphs::Call& call);
   // ZipArGraphs::Run({call}) (a ZipAR forward and its draws, zipar_graphs.h), the same way.
   StatusOr<ZipArGraphs::Output> Run(const ZipArGraphs& graphs, const ZipArGraphs::Call& call);
   // ZipArGraphs::RunChains({chain}) (a wavefront's forwards), in the loop's next batch of

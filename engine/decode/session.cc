@@ -615,6 +615,11 @@ StatusOr<torch::Tensor> DecodeSession::RunHead(const EagleHead& head, const Head
   return head.Forward(*call.cache, call.token_embeddings, call.features, call.mask);
 }
 
+StatusOr<EagleTreeGraphs::Draft> DecodeSession::DraftTree(const EagleTreeGraphs& graphs,
+                                                          const EagleTreeGraphs::Call& call) {
+  return RunStepGraphs(request_.loop, graphs, call);
+}
+
 StatusOr<std::vector<int64_t>> DecodeSession::Resample(const Resampler& resampler,
                                                        const std::vector<int64_t>& ids, int64_t h,
                                                        int64_t w) {

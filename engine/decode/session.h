@@ -262,6 +262,11 @@ class DecodeSession {
   // ids on the host in, the output grid's ids out): inside the loop's next batch when the
   // request has one, at once otherwise. Same results either way (engine_loop.h).
   StatusOr<torch::Tensor> RunHead(const EagleHead& head, const HeadCall& call);
+  // A draft tree grown by the worker's drafting graphs (EagleTreeGraphs::Run), inside the
+  // loop's next batch of drafting replays when the request has a loop (the call's tensors
+  // must then be its own), at once otherwise.
+  StatusOr<EagleTreeGraphs::Draft> DraftTree(const EagleTreeGraphs& graphs,
+                                             const EagleTreeGraphs::Call& call);
   StatusOr<std::vector<int64_t>> Resample(const Resampler& resampler,
                                           const std::vector<int64_t>& ids, int64_t h, int64_t w);
   // The same for ids drawn on the device (int64 [h * w], not range-checked): U_r's ids out

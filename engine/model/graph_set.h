@@ -7,10 +7,13 @@
 
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "engine/core/status.h"
 #include "engine/model/cuda_graph_capture.h"
@@ -41,6 +44,30 @@ class GraphSet {
   mutable std::mutex mu_;  // counts_ only
   mutable PoolGraphs::Counts counts_;  // replays are counted by const Runs
 };
+
+// A graph set's Run over the calls of a batch (tree_verify_graphs.h, eagle_tree_graphs.h): the
+// calls of each kind (`kind_of(call)`: whether the request's distribution is filtered) apart,
+// in batches of at most `most`, each one replay through `run_batch(batch, kind)`; every call's
+// output in the calls' order.
+template <typename Output, typename Call, typename KindOf, typename RunBatch>
+StatusOr<std::vector<Output>> RunInBatches(const std::vector<Call>& calls, int64_t most,
+                                           const KindOf& kind_of, const RunBatch& run_batch) {
+  std::vector<Output> outputs(calls.size());
+  for (const bool kind : {false, true}) {
+    std::vector<size_t> group;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      if (kind_of(calls[i]) == kind) group.push_back(i);
+    }
+    for (size_t start = 0; start < group.size(); start += static_cast<size_t>(most)) {
+      const size_t end = std::min(group.size(), start + static_cast<size_t>(most));
+      std::vector<const Call*> batch;
+      for (size_t i = start; i < end; ++i) batch.push_back(&calls[group[i]]);
+      MULO_ASSIGN_OR_RETURN(std::vector<Output> out, run_batch(batch, kind));
+      for (size_t i = start; i < end; ++i) outputs[group[i]] = std::move(out[i - start]);
+    }
+  }
+  return outputs;
+}
 
 }  // namespace mulo::engine
 

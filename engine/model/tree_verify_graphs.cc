@@ -527,21 +527,11 @@ StatusOr<std::vector<TreeVerifyGraphs::Output>> TreeVerifyGraphs::Run(
     const std::vector<Call>& calls) const {
   for (const Call& call : calls) MULO_RETURN_IF_ERROR(CheckCall(call));
   // Plain and filtered p replay apart, each in batches of at most max_requests().
-  std::vector<Output> outputs(calls.size());
-  for (const bool filtered : {false, true}) {
-    std::vector<size_t> group;
-    for (size_t i = 0; i < calls.size(); ++i) {
-      if (Filtered(calls[i].sampling) == filtered) group.push_back(i);
-    }
-    for (size_t start = 0; start < group.size(); start += max_requests_) {
-      const size_t end = std::min(group.size(), start + static_cast<size_t>(max_requests_));
-      std::vector<const Call*> batch;
-      for (size_t i = start; i < end; ++i) batch.push_back(&calls[group[i]]);
-      MULO_ASSIGN_OR_RETURN(std::vector<Output> out, RunBatch(batch, filtered));
-      for (size_t i = start; i < end; ++i) outputs[group[i]] = std::move(out[i - start]);
-    }
-  }
-  return outputs;
+  return RunInBatches<Output>(
+      calls, max_requests_, [this](const Call& call) { return Filtered(call.sampling); },
+      [this](const std::vector<const Call*>& batch, bool filtered) {
+        return RunBatch(batch, filtered);
+      });
 }
 
 std::vector<int64_t> TreeVerifyGraphs::ReplayInts(const std::vector<const Call*>& calls,
@@ -614,12 +604,8 @@ StatusOr<std::vector<TreeVerifyGraphs::Output>> TreeVerifyGraphs::RunBatch(
   const auto it = entries_.find(Key(requests, span, filtered));
   if (it == entries_.end() && n > 1) {
     // A batch whose key failed to capture: each call alone (Fits holds the lone key).
-    std::vector<Output> outputs;
-    for (const Call* call : calls) {
-      MULO_ASSIGN_OR_RETURN(std::vector<Output> one, RunBatch({call}, filtered));
-      outputs.push_back(std::move(one[0]));
-    }
-    return outputs;
+    return RunEachAlone<Output>(
+        calls, [&](const std::vector<const Call*>& one) { return RunBatch(one, filtered); });
   }
   if (it == entries_.end()) {
     return FailedPreconditionError("TreeVerifyGraphs::Run: no graph of span " +

@@ -41,11 +41,11 @@ DynamicTreeOptions Cut(DynamicTreeOptions tree, int64_t depth) {
   return tree;
 }
 
-// The replays of the drafting graphs of every depth of `tree` (the family's and its cuts), and
-// of the verify graphs of their shapes, and the trees those verified (a replay verifies a
-// batch of requests' trees).
+// The replays of the drafting graphs of every depth of `tree` (the family's and its cuts) and
+// the trees they drew, and of the verify graphs of their shapes and the trees those verified
+// (a replay drafts, or verifies, a batch of requests' trees).
 struct TreeReplays {
-  int64_t drafts = 0, verifications = 0, verified = 0;
+  int64_t drafts = 0, drafted = 0, verifications = 0, verified = 0;
 };
 TreeReplays Replays(const KvPools& pools, const ModelSet& family, const DynamicTreeOptions& tree) {
   TreeReplays replays;
@@ -63,6 +63,7 @@ TreeReplays Replays(const KvPools& pools, const ModelSet& family, const DynamicT
     EXPECT_GT(verify->counts().graphs, 0);
     EXPECT_EQ(verify->counts().failed_captures, 0);
     replays.drafts += drafts->counts().replays;
+    replays.drafted += drafts->counts().calls;
     replays.verifications += verify->counts().replays;
     replays.verified += verify->counts().calls;
   }
@@ -97,6 +98,7 @@ TreeReplays StaticReplays(const KvPools& pools, const ModelSet& family) {
       EXPECT_GT(drafts->counts().graphs, 0);
       EXPECT_EQ(drafts->counts().failed_captures, 0);
       replays.drafts += drafts->counts().replays;
+      replays.drafted += drafts->counts().calls;
     }
   }
   return replays;
@@ -109,7 +111,9 @@ TreeReplays RelaxedReplays(const KvPools& pools, const ModelSet& family, bool st
   TreeReplays replays;
   std::vector<TreeVerifyGraphs::Shape> keys;
   if (static_tree) {
-    replays.drafts = StaticReplays(pools, family).drafts;
+    const TreeReplays drafting = StaticReplays(pools, family);
+    replays.drafts = drafting.drafts;
+    replays.drafted = drafting.drafted;
     for (int64_t depth = 1; depth <= 5; ++depth) {
       const TreeShape cut = StaticTree57Cut(depth);
       TreeVerifyGraphs::Shape key;
@@ -122,7 +126,9 @@ TreeReplays RelaxedReplays(const KvPools& pools, const ModelSet& family, bool st
       keys.push_back(key);
     }
   } else {
-    replays.drafts = Replays(pools, family, tree).drafts;
+    const TreeReplays drafting = Replays(pools, family, tree);
+    replays.drafts = drafting.drafts;
+    replays.drafted = drafting.drafted;
     for (int64_t depth = 0; depth <= tree.depth; ++depth) {
       TreeVerifyGraphs::Shape key;
       key.nodes = ChosenNodes(Cut(tree, depth), family.target->vocab_size());
@@ -354,8 +360,10 @@ TEST(TreeGraphsTest, FilteredRequestsStepInTheFilteredGraphs) {
   }
 }
 
-// Requests stepping in one engine loop replay the same graphs in turn; each one's tree is its
-// own copy, so every request decodes its lone tokens.
+// Requests stepping in one engine loop share the graphs: the two EAGLE-2 requests draft their
+// trees in shared replays of the drafting graphs (one head forward per depth for both) and
+// verify them in shared replays; each one's tree is its own, so every request decodes its
+// lone tokens.
 TEST(TreeGraphsTest, RequestsOfALoopShareTheGraphs) {
   const auto family = testing::EmulatedSynthFamily();
   ASSERT_NE(family, nullptr);
@@ -372,6 +380,7 @@ TEST(TreeGraphsTest, RequestsOfALoopShareTheGraphs) {
   // The last request draws EAGLE-1's static tree between the others' dynamic ones.
   const std::vector<const MethodConfig*> configs = {&*config, &*config, &static_config};
   std::vector<std::vector<int32_t>> alone;
+  std::vector<int64_t> alone_accepted;  // a greedy request's tokens are ar's whatever it drafts
   for (size_t i = 0; i < requests.size(); ++i) {
     auto reservation = testing::ReserveFor(*pools, *family, "eagle", requests[i]);
     ASSERT_NE(reservation, nullptr);
@@ -379,6 +388,7 @@ TEST(TreeGraphsTest, RequestsOfALoopShareTheGraphs) {
                                      reservation.get());
     ASSERT_OK(own);
     alone.push_back(own->tokens);
+    alone_accepted.push_back(own->stats.accepted_tokens);
   }
   const TreeReplays before = Replays(*pools, *family, config->eagle.dynamic);
   const TreeReplays static_before = StaticReplays(*pools, *family);
@@ -398,17 +408,23 @@ TEST(TreeGraphsTest, RequestsOfALoopShareTheGraphs) {
   for (size_t i = 0; i < requests.size(); ++i) {
     ASSERT_OK(results[i]);
     EXPECT_EQ(results[i]->tokens, alone[i]) << "request " << i;
+    // Its trees too: a lossless method's tokens hide a wrong draft, its acceptance does not.
+    EXPECT_EQ(results[i]->stats.accepted_tokens, alone_accepted[i]) << "request " << i;
   }
   // Every drafted tree is verified in the graphs; the two dynamic requests' trees of one
-  // shape in shared replays whenever they wait together (EAGLE-1's, alone, one a replay).
+  // shape are drafted and verified in shared replays whenever they wait together (EAGLE-1's,
+  // alone, one a replay).
   const TreeReplays after = Replays(*pools, *family, config->eagle.dynamic);
-  EXPECT_GT(after.drafts, before.drafts);
-  EXPECT_EQ(after.verified - before.verified, after.drafts - before.drafts);
+  EXPECT_GT(after.drafted, before.drafted);
+  EXPECT_EQ(after.verified - before.verified, after.drafted - before.drafted);
+  EXPECT_LT(after.drafts - before.drafts, after.drafted - before.drafted);
   EXPECT_LT(after.verifications - before.verifications, after.verified - before.verified);
   const TreeReplays static_after = StaticReplays(*pools, *family);
-  EXPECT_GT(static_after.drafts, static_before.drafts);
+  EXPECT_GT(static_after.drafted, static_before.drafted);
   EXPECT_EQ(static_after.verified - static_before.verified,
-            static_after.drafts - static_before.drafts);
+            static_after.drafted - static_before.drafted);
+  EXPECT_EQ(static_after.drafts - static_before.drafts,
+            static_after.drafted - static_before.drafted);
   EXPECT_EQ(static_after.verifications - static_before.verifications,
             static_after.verified - static_before.verified);
 }
@@ -416,8 +432,9 @@ TEST(TreeGraphsTest, RequestsOfALoopShareTheGraphs) {
 // Three LANTERN requests of a loop verify their trees in shared replays of the relaxed graphs
 // (one forward of the target for every tree, then each request's relaxed walk): the family's
 // 60-node trees two to a replay (a batch of three splits), the trees cut short at the image's
-// end in lanes of four, the last a pad on the scratch slot. Each request keeps the tokens it
-// decodes alone over the same pools.
+// end in lanes of four, the last a pad on the scratch slot. They draft their trees in shared
+// replays of the drafting graphs too (one head forward per depth for every lane). Each request
+// keeps the tokens it decodes alone over the same pools.
 TEST(TreeGraphsTest, RelaxedTreesOfALoopVerifyInSharedReplays) {
   const auto family = testing::EmulatedSynthFamily();
   ASSERT_NE(family, nullptr);
@@ -451,6 +468,11 @@ TEST(TreeGraphsTest, RelaxedTreesOfALoopVerifyInSharedReplays) {
   EXPECT_EQ(verified, steps) << "every step verified in the graphs";
   // Three requests stepping together: two replays for three trees while they keep in step.
   EXPECT_LT(replays * 4, verified * 3) << replays << " replays for " << verified << " trees";
+  // Drafted in lanes of four (three requests and a pad): fewer than one replay in two trees.
+  const int64_t drafted = after.drafted - before.drafted;
+  const int64_t drafts = after.drafts - before.drafts;
+  EXPECT_EQ(drafted, verified) << "every tree drafted in the graphs";
+  EXPECT_LT(drafts * 2, drafted) << drafts << " drafting replays for " << drafted << " trees";
 }
 
 // The kernels inside each graph, what a GPU still runs per replay (the host launches none of
